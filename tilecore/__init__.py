@@ -1,0 +1,18 @@
+"""tilecore: a Python-embedded tile language for accelerator kernels.
+
+`import tilecore` is light: it never imports TVM or a backend plugin.
+"""
+__version__ = "0.1.0"
+
+from .ir.version import TILE_IR_VERSION  # noqa: E402,F401
+
+
+def __getattr__(name):
+    # Lazy so that importing tilecore stays fast; see tilecore.runtime.api.
+    if name in ("jit", "compile", "Kernel", "default_target"):
+        from .runtime import api
+        return getattr(api, name)
+    if name == "language":
+        import importlib
+        return importlib.import_module(".language", __name__)
+    raise AttributeError(f"module 'tilecore' has no attribute {name!r}")

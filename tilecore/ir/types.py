@@ -1,0 +1,103 @@
+"""Dtypes of the tile language and the promotion rules the interpreter defines.
+
+Rules (DESIGN.md "Numbers"):
+* a Python literal adopts the dtype of the other operand;
+* two floats promote to the wider (float16 with bfloat16 gives float32);
+* an int with a float gives the float;
+* two ints promote to the wider; signed wins over unsigned of the same width
+  (uint8 with int8 gives int16);
+* bool behaves as the narrowest int when mixed with numbers.
+"""
+from __future__ import annotations
+
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8")
+DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
+
+_BITS = {
+    "bool": 1, "int8": 8, "uint8": 8, "int16": 16, "int32": 32, "int64": 64,
+    "float16": 16, "bfloat16": 16, "float32": 32, "float64": 64,
+}
+
+# Aliases users write (TileLang / numpy / torch spellings).
+ALIASES = {
+    "half": "float16", "fp16": "float16", "f16": "float16",
+    "bf16": "bfloat16", "float": "float32", "fp32": "float32", "f32": "float32",
+    "double": "float64", "fp64": "float64", "f64": "float64",
+    "int": "int32", "long": "int64", "char": "int8", "byte": "uint8", "bool_": "bool",
+}
+
+INDEX_DTYPE = "int32"
+
+
+class DTypeError(ValueError):
+    """An unknown dtype name."""
+
+
+def normalize_dtype(dtype) -> str:
+    """Return the canonical dtype name for a string, numpy/torch dtype or alias."""
+    name = str(dtype)
+    for prefix in ("torch.", "numpy.", "np."):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    name = ALIASES.get(name, name)
+    if name not in DTYPES:
+        raise DTypeError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
+    return name
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOAT_DTYPES
+
+
+def is_int(dtype: str) -> bool:
+    return dtype in INT_DTYPES
+
+
+def is_bool(dtype: str) -> bool:
+    return dtype == "bool"
+
+
+def bits(dtype: str) -> int:
+    return _BITS[dtype]
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes per element (bool is stored as one byte)."""
+    return max(1, _BITS[dtype] // 8)
+
+
+def promote(a: str, b: str) -> str:
+    """The dtype in which a binary arithmetic operation on `a` and `b` happens."""
+    if a == b:
+        return a
+    if is_float(a) or is_float(b):
+        if not is_float(a):
+            return b
+        if not is_float(b):
+            return a
+        if {a, b} == {"float16", "bfloat16"}:
+            return "float32"
+        return a if _BITS[a] >= _BITS[b] else b
+    # both integer-like (bool counts as the narrowest)
+    if a == "bool":
+        return b
+    if b == "bool":
+        return a
+    signed = {x for x in (a, b) if x != "uint8"}
+    width = max(_BITS[a], _BITS[b])
+    if len(signed) < 2 and ("uint8" in (a, b)):
+        other = a if b == "uint8" else b
+        if _BITS[other] == 8:  # int8 with uint8
+            return "int16"
+        return other
+    return f"int{width}"
+
+
+def literal_dtype(value) -> str:
+    """The dtype a bare Python literal takes when nothing else decides it."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int32"
+    return "float32"

@@ -1,0 +1,127 @@
+"""Generic traversal and rewriting of Tile IR (nodes are immutable dataclasses)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Iterator
+
+from . import nodes as N
+
+_CHILD_CACHE: dict = {}
+
+
+def _child_fields(cls):
+    names = _CHILD_CACHE.get(cls)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("span", "source"))
+        _CHILD_CACHE[cls] = names
+    return names
+
+
+def _is_node(x) -> bool:
+    return dataclasses.is_dataclass(x) and not isinstance(x, type) and not isinstance(x, N.Span)
+
+
+def children(node):
+    """Direct child nodes (expressions, statements, buffers, regions) of `node`."""
+    for name in _child_fields(type(node)):
+        value = getattr(node, name)
+        if _is_node(value):
+            yield value
+        elif isinstance(value, tuple):
+            for item in value:
+                if _is_node(item):
+                    yield item
+                elif isinstance(item, tuple):  # Hint params
+                    continue
+
+
+def walk(node) -> Iterator:
+    """Pre-order iteration over `node` and everything below it."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        kids = list(children(n))
+        stack.extend(reversed(kids))
+
+
+def walk_stmts(body) -> Iterator[N.Stmt]:
+    """Every statement in a body, pre-order, descending into nested bodies."""
+    for s in body:
+        yield s
+        for name in ("body", "then_body", "else_body"):
+            sub = getattr(s, name, None)
+            if isinstance(sub, tuple):
+                yield from walk_stmts(sub)
+
+
+class Transformer:
+    """Rebuilds a tree bottom-up; override `visit_<ClassName>` to rewrite nodes.
+
+    A visit method receives the node with its children already transformed and
+    returns the replacement. Statement visitors may return a tuple of
+    statements, which is spliced into the enclosing body (an empty tuple
+    deletes the statement).
+    """
+
+    def __call__(self, node):
+        return self.visit(node)
+
+    def visit(self, node):
+        if isinstance(node, tuple):
+            return self.visit_body(node)
+        if not _is_node(node):
+            return node
+        node = self.generic(node)
+        method = getattr(self, "visit_" + type(node).__name__, None)
+        return method(node) if method else node
+
+    def visit_body(self, body):
+        out = []
+        for s in body:
+            r = self.visit(s)
+            if isinstance(r, tuple):
+                out.extend(r)
+            elif r is not None:
+                out.append(r)
+        return tuple(out)
+
+    def generic(self, node):
+        changes = {}
+        for name in _child_fields(type(node)):
+            value = getattr(node, name)
+            if _is_node(value):
+                new = self.visit(value)
+            elif isinstance(value, tuple) and value and any(_is_node(v) for v in value):
+                if isinstance(value[0], N.Stmt):
+                    new = self.visit_body(value)
+                else:
+                    new = tuple(self.visit(v) for v in value)
+            else:
+                continue
+            if new is not value and new != value:
+                changes[name] = new
+        return dataclasses.replace(node, **changes) if changes else node
+
+
+def substitute(node, mapping: dict):
+    """Replace Vars (by name) with expressions throughout `node`."""
+
+    class _Sub(Transformer):
+        def visit_Var(self, v):
+            return mapping.get(v.name, v)
+
+    return _Sub().visit(node)
+
+
+def map_exprs(node, fn: Callable):
+    """Apply `fn` to every expression node bottom-up (fn returns a replacement or the node)."""
+
+    class _Map(Transformer):
+        def visit(self, n):
+            r = super().visit(n)
+            if isinstance(r, N.Expr):
+                return fn(r)
+            return r
+
+    return _Map().visit(node)

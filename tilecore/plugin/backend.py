@@ -1,0 +1,119 @@
+"""What a backend declares, and what its codegen produces."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, FrozenSet, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class ToolchainStatus:
+    """What `tile backends` shows for a backend's toolchain and device.
+
+    ok: the backend can compile here. device: the device it runs on, or None
+    when none is present (compile may still work). fix: the one command or
+    package that repairs a missing piece ("" when ok).
+    """
+
+    ok: bool
+    summary: str
+    details: Tuple[Tuple[str, str], ...] = ()
+    device: Optional[str] = None
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """Declared limits and features; the core checks kernels against them.
+
+    features: names from tilecore.language.features.FEATURES.
+    dtypes: dtypes the backend accepts for tensors and arithmetic.
+    gemm_dtypes: accepted (input dtype, accumulator dtype) pairs for T.gemm.
+    max_shared_memory: bytes of shared memory per block (None: unlimited).
+    max_fragment_memory: bytes of fragment + local storage per block.
+    max_threads: largest `threads=` per block.
+    warp_size: threads that execute in lockstep (1 for CPU-like targets).
+    vector_bytes: width of the widest vector load/store.
+    memory_space: where kernel arguments must live ("cpu", "cuda", "rocm", "metal", "npu").
+    tiers: conformance tiers this backend can pass here ("execute", "compile").
+    """
+
+    features: FrozenSet[str]
+    dtypes: FrozenSet[str]
+    gemm_dtypes: FrozenSet[Tuple[str, str]] = frozenset()
+    max_shared_memory: Optional[int] = None
+    max_fragment_memory: Optional[int] = None
+    max_threads: Optional[int] = None
+    warp_size: int = 1
+    vector_bytes: int = 16
+    memory_space: str = "cpu"
+    tiers: Tuple[str, ...] = ("execute",)
+
+
+@dataclass
+class Backend:
+    """A backend registered by a plugin through `tilecore_register_backends`.
+
+    name: the target prefix users write ("cuda" in "cuda:sm_90a").
+    targets: the full target names it accepts; the first is its default.
+    ir_versions: Tile IR versions it accepts (major.minor strings).
+    toolchain_status: called by `tile backends` and before compiling.
+    device_present: whether it can execute here (decides the default target).
+    distribution / version: the installed package that provides it; part of the cache key.
+    priority: among backends whose device is present, the higher wins the default.
+    """
+
+    name: str
+    targets: Tuple[str, ...]
+    ir_versions: Tuple[str, ...]
+    capabilities: Capabilities
+    toolchain_status: Callable[[], ToolchainStatus]
+    device_present: Callable[[], bool] = lambda: False
+    distribution: str = ""
+    version: str = ""
+    priority: int = 0
+    description: str = ""
+
+    def accepts_target(self, target: str) -> bool:
+        return target == self.name or target in self.targets or target.startswith(self.name + ":")
+
+
+@dataclass
+class TileModule:
+    """What codegen receives: the function after the pass pipeline, and the analyses.
+
+    analyses holds pass results by name, e.g. "layout" (buffer -> layout from the
+    fixpoint engine), "memory_plan" (offsets and bytes per scope), "bounds".
+    """
+
+    func: Any  # tilecore.ir.PrimFunc
+    target: str
+    analyses: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Artifact:
+    """A compiled kernel, serializable so the on-disk cache and bundles can store it.
+
+    source: human-readable code (LLVM IR, CUDA C++, assembly) for `kernel.source`.
+    blobs: binary pieces (shared library, cubin, NPU program) by name.
+    meta: JSON-serializable facts the launcher needs (entry name, param order,
+    launch dims, shared memory bytes, ...).
+    """
+
+    backend: str
+    target: str
+    entry: str
+    source: str = ""
+    blobs: Dict[str, bytes] = field(default_factory=dict)
+    meta: Dict[str, Any] = field(default_factory=dict)
+
+    def header(self) -> Dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d.pop("blobs")
+        d["blob_names"] = sorted(self.blobs)
+        return d
+
+    def to_json_header(self) -> str:
+        return json.dumps(self.header(), sort_keys=True)

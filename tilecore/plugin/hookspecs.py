@@ -1,0 +1,114 @@
+"""The plugin contract: every hook a backend plugin may implement.
+
+Plugins are pluggy plugins of the project "tilecore", found through the
+entry-point group "tilecore". A plugin module (or object) implements hooks with
+`@tilecore.plugin.hookimpl`. Contract version: PLUGIN_API_VERSION; it changes
+only with a new major Tile IR version or a documented deprecation.
+
+Order of calls when a kernel is compiled for backend B:
+  1. tilecore_register_backends      (once, at discovery)
+  2. tilecore_passes(B, pipeline)    backend passes joined to the core pipeline
+  3. tilecore_layout_rules(B, rules) per-op rules for the layout fixpoint engine
+  4. tilecore_lowering_rules(B, rules), tilecore_intrinsics(B, table)
+  5. tilecore_codegen(B, module, options)   -> Artifact (firstresult)
+  6. tilecore_launcher(B, artifact)         -> callable (firstresult)
+Steps 2-4 are collected once per backend and cached.
+"""
+from __future__ import annotations
+
+import pluggy
+
+PROJECT = "tilecore"
+PLUGIN_API_VERSION = "1"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+
+
+@hookspec
+def tilecore_register_backends(register):
+    """Declare backends.
+
+    Call `register(backend)` once per `tilecore.plugin.Backend` this plugin
+    provides. Must be cheap and must not import heavy toolchains (TVM, CUDA):
+    it runs whenever `tile backends` runs or a target is resolved. Return value
+    is ignored.
+    """
+
+
+@hookspec
+def tilecore_passes(backend, pipeline):
+    """Add backend passes to the core pass pipeline.
+
+    `backend` is the Backend being compiled for (check `backend.name` and
+    return early for others). Use `pipeline.insert(point, pass_)` with a point
+    from `tilecore.passes.pipeline.POINTS`; a pass is a callable
+    `(func, ctx) -> func` with a `name` attribute. Return value is ignored.
+    """
+
+
+@hookspec
+def tilecore_layout_rules(backend, rules):
+    """Contribute per-op rules to the layout inference fixpoint engine.
+
+    `rules` maps a Tile IR statement class name ("Gemm", "Copy", "Reduce",
+    "Parallel", ...) to a rule `(stmt, layouts, ctx) -> {buffer_name: layout}`:
+    given the layouts known so far, return the layouts this op implies. The
+    engine iterates until nothing changes and reports a conflict at the op's
+    line. Assign `rules[name] = rule`; a later plugin may override. Return value
+    is ignored.
+    """
+
+
+@hookspec
+def tilecore_lowering_rules(backend, rules):
+    """Contribute lowering rules per tile op for `backend`.
+
+    `rules` maps a Tile IR statement class name to a callable whose signature
+    the backend's lowering defines (for TVM-based backends see
+    `tilecore.lowering`). Several plugins may contribute: a third party can add
+    or override an op for an existing backend by assigning into `rules`.
+    Return value is ignored.
+    """
+
+
+@hookspec
+def tilecore_intrinsics(backend, table):
+    """Contribute the intrinsic table for `backend`.
+
+    `table` maps (function name, dtype) -> backend-specific implementation
+    (e.g. a TIR op name or an extern function name), for the math functions in
+    `tilecore.ir.MATH_FUNCS` and special instructions. Return value is ignored.
+    """
+
+
+@hookspec(firstresult=True)
+def tilecore_codegen(backend, module, options):
+    """Generate code for `module` (a TileModule) on `backend`.
+
+    `options` is a dict of compile options (target, out_idx, user flags). Return
+    an `Artifact`, or None when this plugin does not handle `backend` (the
+    next plugin is asked). Raise `tilecore.diagnostics.TileCompileError` (or
+    UnsupportedFeatureError) with the offending node's span for problems in the
+    user's kernel; never let a toolchain traceback escape.
+    """
+
+
+@hookspec(firstresult=True)
+def tilecore_launcher(backend, artifact):
+    """Return a callable that runs `artifact`, or None if not handled here.
+
+    The callable is invoked as `launch(args, bindings)`: `args` are the
+    already-validated arrays for every PrimFunc parameter in order (inputs and
+    freshly allocated outputs, in the caller's array library, on
+    `capabilities.memory_space`), `bindings` maps dynamic dimension names to
+    ints. It must launch on the caller's current stream and return None.
+    """
+
+
+@hookspec
+def tilecore_cli_commands(subparsers):
+    """Add subcommands to the `tile` command.
+
+    `subparsers` is an argparse subparsers object; add a parser and set its
+    default `func` to a callable `(args) -> int` (the exit code).
+    """
