@@ -1,0 +1,250 @@
+"""Math intrinsic tables: (function name, dtype) -> a builder of a TVM TIR expression.
+
+A table entry is a callable `impl(args: list[PrimExpr]) -> PrimExpr` taking
+arguments already lowered in `dtype`; `IntrinsicTable.lower(func, dtype, args)`
+looks it up. `default_table()` covers every function of
+`tilecore.ir.nodes.MATH_FUNCS` (plus "pow") for every float dtype, and `abs`,
+`floor`, `ceil` for integers:
+
+* float32 / float64 use TVM's own ops (`tvm.tirx.exp`, ...), which TVM's target
+  lowering maps to LLVM intrinsics, libdevice, or the shading language's builtins;
+* float16 / bfloat16 are evaluated in float32 and cast back (one rounding at the
+  end, which is what numpy's float16 math does within an ulp);
+* `vectorizable_exp2_f32` and friends are polynomial versions made only of
+  arithmetic and bit casts: loops that use them vectorize (LLVM turns
+  `llvm.exp.v16f32` into sixteen libm calls). A backend that wants them puts
+  them into its table (the CPU backend does).
+
+How a backend customises it: take `default_table()`, then assign entries
+(`table[("exp", "float32")] = my_impl`) -- this is exactly what the plugin hook
+`tilecore_intrinsics(backend, table)` lets a third party do too. An entry may
+also be a string: a `tvm.tirx` function name ("exp"), "llvm.<intrinsic>"
+(a pure LLVM intrinsic call) or "extern:<symbol>" (a pure extern C call).
+
+This module imports TVM at top level: import it only from backend code.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, Iterable, List, Tuple, Union
+
+import tvm
+from tvm import tirx as tx
+
+from ..ir.nodes import MATH_FUNCS
+
+Impl = Union[Callable[[List[tvm.tirx.Expr]], tvm.tirx.Expr], str]
+
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+INTS = ("int8", "int16", "int32", "int64", "uint8")
+# Functions with two arguments (the rest take one).
+BINARY_FUNCS = ("pow",)
+
+
+def dtype_of(expr) -> str:
+    """The dtype string of a TVM PrimExpr ("float32", "int32", "bool", ...)."""
+    return str(expr.ty.dtype)
+
+
+def _unary(op):
+    return lambda args: op(args[0])
+
+
+def _via_float32(impl: Callable, dtype: str) -> Callable:
+    """Evaluate `impl` in float32 and round the result back to `dtype`."""
+
+    def lowered(args):
+        wide = [tx.Cast("float32", a) for a in args]
+        return tx.Cast(dtype, impl(wide))
+
+    return lowered
+
+
+def _identity(args):
+    return args[0]
+
+
+def _int_abs(args):
+    x = args[0]
+    if dtype_of(x) == "uint8":
+        return x
+    zero = tx.const(0, dtype_of(x))
+    return tx.Select(x < zero, zero - x, x)
+
+
+def _sigmoid(args):
+    x = args[0]
+    one = tx.const(1.0, dtype_of(x))
+    return one / (one + tx.exp(zero_minus(x)))
+
+
+def zero_minus(x):
+    return tx.const(0, dtype_of(x)) - x
+
+
+def _rsqrt(args):
+    x = args[0]
+    return tx.const(1.0, dtype_of(x)) / tx.sqrt(x)
+
+
+def _float_abs(args):
+    return tx.abs(args[0])
+
+
+_FLOAT_OPS: Dict[str, Callable] = {
+    "exp": _unary(tx.exp),
+    "exp2": _unary(tx.exp2),
+    "log": _unary(tx.log),
+    "log2": _unary(tx.log2),
+    "sqrt": _unary(tx.sqrt),
+    "rsqrt": _rsqrt,
+    "tanh": _unary(tx.tanh),
+    "sigmoid": _sigmoid,
+    "sin": _unary(tx.sin),
+    "cos": _unary(tx.cos),
+    "floor": _unary(tx.floor),
+    "ceil": _unary(tx.ceil),
+    "abs": _float_abs,
+    "pow": lambda args: tx.pow(args[0], args[1]),
+}
+
+
+class IntrinsicTable(dict):
+    """A dict (func, dtype) -> impl, with `lower` to apply an entry."""
+
+    def lower(self, func: str, dtype: str, args: List[tvm.tirx.Expr]) -> tvm.tirx.Expr:
+        """Build `func(*args)` in `dtype`; KeyError if the table has no entry."""
+        impl = self[(func, dtype)]
+        if isinstance(impl, str):
+            return _resolve_named(impl, dtype, args)
+        return impl(list(args))
+
+    def has(self, func: str, dtype: str) -> bool:
+        return (func, dtype) in self
+
+
+def _resolve_named(name: str, dtype: str, args):
+    if name.startswith("llvm."):
+        return tx.call_llvm_pure_intrin(dtype, name, *args)
+    if name.startswith("extern:"):
+        return tx.call_pure_extern(dtype, name[len("extern:"):], *args)
+    return getattr(tx, name)(*args)
+
+
+def default_table() -> IntrinsicTable:
+    """The portable table: TVM math ops in float32/float64, float16/bfloat16 through float32."""
+    table = IntrinsicTable()
+    for func in tuple(MATH_FUNCS) + BINARY_FUNCS:
+        impl = _FLOAT_OPS[func]
+        table[(func, "float32")] = impl
+        table[(func, "float64")] = impl
+        for narrow in ("float16", "bfloat16"):
+            table[(func, narrow)] = _via_float32(impl, narrow)
+    for d in INTS:
+        table[("abs", d)] = _int_abs
+        table[("floor", d)] = _identity
+        table[("ceil", d)] = _identity
+    return table
+
+
+# ----------------------------------------------------------------------------- vectorizable float32 math
+# Only arithmetic, comparisons, selects and bit casts, so that a vectorized loop
+# stays vectorized. Accuracy: a few ulp over the whole float32 range (checked
+# against numpy in the CPU plugin's tests), with correct inf / 0 / NaN handling.
+
+_LN2 = 0.6931471805599453
+_LOG2E = 1.4426950408889634
+
+
+def _f(v):
+    return tx.const(v, "float32")
+
+
+def _exp_of_reduced(r):
+    """e**r for r in [-ln2/2, ln2/2]: Cephes' degree-6 expf polynomial (about 1 ulp)."""
+    p = _f(1.9875691500e-4)
+    p = p * r + _f(1.3981999507e-3)
+    p = p * r + _f(8.3334519073e-3)
+    p = p * r + _f(4.1665795894e-2)
+    p = p * r + _f(1.6666665459e-1)
+    p = p * r + _f(5.0000001201e-1)
+    return p * r * r + r + _f(1.0)
+
+
+def _times_pow2(p, k):
+    """p * 2**k for an integral float32 k in [-152, 129], scaling in two halves.
+
+    Two factors keep each scale a normal float, so results that are subnormal
+    or overflow to inf come out right.
+    """
+    ki = tx.Cast("int32", k)
+    k1 = tx.shift_right(ki, tx.const(1, "int32"))  # floor(k / 2)
+    k2 = ki - k1
+    s1 = tx.reinterpret("float32", tx.shift_left(k1 + tx.const(127, "int32"), tx.const(23, "int32")))
+    s2 = tx.reinterpret("float32", tx.shift_left(k2 + tx.const(127, "int32"), tx.const(23, "int32")))
+    return p * s1 * s2
+
+
+def vectorizable_exp2_f32(x):
+    """2**x for float32: 2**round(x) times e**((x - round(x)) * ln2)."""
+    # The clamp keeps the exponent arithmetic in range; outside it the result
+    # saturates to inf / 0 exactly as exp2 does. NaN is restored at the end.
+    xc = tx.Max(tx.Min(x, _f(129.0)), _f(-152.0))
+    k = tx.round(xc)
+    r = (xc - k) * _f(_LN2)  # xc - k is exact
+    y = _times_pow2(_exp_of_reduced(r), k)
+    return tx.Select(tx.isnan(x), x, y)
+
+
+def vectorizable_exp_f32(x):
+    """e**x for float32 with Cody-Waite reduction (ln2 split in two)."""
+    xc = tx.Max(tx.Min(x, _f(89.5)), _f(-105.0))
+    k = tx.round(xc * _f(_LOG2E))
+    r = xc - k * _f(0.693145751953125)
+    r = r - k * _f(1.428606765330187e-06)
+    y = _times_pow2(_exp_of_reduced(r), k)
+    return tx.Select(tx.isnan(x), x, y)
+
+
+def vectorizable_table() -> Dict[Tuple[str, str], Callable]:
+    """Entries that replace exp/exp2/sigmoid/tanh for float32 (and the narrow floats through it)."""
+
+    def exp(args):
+        return vectorizable_exp_f32(args[0])
+
+    def exp2(args):
+        return vectorizable_exp2_f32(args[0])
+
+    def sigmoid(args):
+        # e = exp(-|x|) never overflows; sigmoid(x) = 1/(1+e) for x >= 0, e/(1+e) below.
+        x = args[0]
+        e = vectorizable_exp_f32(_f(0.0) - tx.abs(x))
+        s = _f(1.0) / (_f(1.0) + e)
+        return tx.Select(x >= _f(0.0), s, e * s)
+
+    def tanh(args):
+        # tanh(x) = sign(x) * (1 - e) / (1 + e) with e = exp(-2|x|): no overflow, no cancellation
+        # for large |x|; for small |x| use the odd polynomial to keep relative accuracy.
+        x = args[0]
+        ax = tx.abs(x)
+        e = vectorizable_exp_f32(_f(-2.0) * ax)
+        big = (_f(1.0) - e) / (_f(1.0) + e)
+        x2 = x * x
+        small = x * (_f(1.0) + x2 * (_f(-0.33333334) + x2 * (_f(0.13333334) + x2 * (
+            _f(-0.053968254) + x2 * _f(0.021869488)))))
+        y = tx.Select(ax < _f(0.125), small, tx.Select(x < _f(0.0), _f(0.0) - big, big))
+        return tx.Select(tx.isnan(x), x, y)
+
+    out = {}
+    for name, impl in (("exp", exp), ("exp2", exp2), ("sigmoid", sigmoid), ("tanh", tanh)):
+        out[(name, "float32")] = impl
+        for narrow in ("float16", "bfloat16"):
+            out[(name, narrow)] = _via_float32(impl, narrow)
+    return out
+
+
+def table_from(entries: Iterable[Tuple[Tuple[str, str], Impl]]) -> IntrinsicTable:
+    """Build an IntrinsicTable from (key, impl) pairs on top of `default_table()`."""
+    table = default_table()
+    for key, impl in entries:
+        table[key] = impl
+    return table

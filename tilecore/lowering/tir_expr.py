@@ -1,0 +1,269 @@
+"""Tile IR expressions -> TVM TIR (`tvm.tirx`) PrimExprs.
+
+The Tile IR already carries the promoted dtype on every node (the frontend
+applies `tilecore.ir.types.promote`), so this lowering does no type inference:
+it builds exactly what each node says, converting operands to the node's dtype
+where TIR needs both sides equal.
+
+How a backend plugs in:
+
+* `buffers` maps a Tile IR buffer *name* to either a `tvm.tirx.Buffer` (loads
+  become `BufferLoad(buffer, indices)`) or a callable `(indices) -> PrimExpr`
+  for buffers whose storage is remapped (a fragment spread over threads, a
+  swizzled shared tile, a scalar kept in a register). Buffers of scope "var"
+  are indexed with the single index 0 like any other buffer.
+* `variables` maps Tile IR variable names (block indices, loop variables,
+  dynamic dimensions, `Let` bindings) to PrimExprs; `bind()` adds one.
+* `intrinsics` is an `IntrinsicTable` ((func, dtype) -> builder); start from
+  `tilecore.lowering.intrinsics.default_table()` and override entries.
+* `narrow_float_via_float32`: float16 / bfloat16 arithmetic is computed in
+  float32 and rounded back after every operation -- bit-identical to IEEE
+  float16 arithmetic for + - * / (float32 has more than 2p+2 bits), and what
+  targets without native half arithmetic need anyway.
+
+Semantics encoded here (DESIGN.md "Numbers"): `//` and `%` are floor division
+and floor modulo for integers and floats; integer division by zero yields 0
+instead of trapping; casts to bool test `!= 0`; float -> int casts truncate.
+
+This module imports TVM at top level: import it only from backend code.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, Mapping, Optional, Union
+
+import tvm
+from tvm import tirx as tx
+
+from ..diagnostics import TileCompileError, UnsupportedFeatureError
+from ..ir import nodes as N
+from .intrinsics import IntrinsicTable, default_table, dtype_of
+
+BufferView = Union["tvm.tirx.Buffer", Callable]
+
+NARROW_FLOATS = ("float16", "bfloat16")
+
+
+def tir_const(value, dtype: str):
+    """A TIR constant of `dtype` (bool stored as 0/1, inf and nan allowed)."""
+    if dtype == "bool":
+        return tx.const(bool(value), "bool")
+    if dtype.startswith("float") or dtype == "bfloat16":
+        return tx.const(float(value), dtype)
+    return tx.const(int(value), dtype)
+
+
+def cast_to(expr, dtype: str):
+    """Convert a PrimExpr to `dtype` with Tile IR semantics (bool means != 0)."""
+    src = dtype_of(expr)
+    if src == dtype:
+        return expr
+    if dtype == "bool":
+        return tx.NE(expr, tir_const(0, src))
+    if src in NARROW_FLOATS and dtype not in ("float32", "float64"):
+        # float16/bfloat16 -> int or the other narrow float: go through float32
+        expr = tx.Cast("float32", expr)
+    return tx.Cast(dtype, expr)
+
+
+def has_load(expr: N.Expr) -> bool:
+    """Whether evaluating `expr` reads memory (so it must not be speculated)."""
+    from ..ir.visitor import walk
+
+    return any(isinstance(n, N.Load) for n in walk(expr))
+
+
+class ExprLowerer:
+    """Lower Tile IR expressions for one function (see the module docstring)."""
+
+    def __init__(self, buffers: Optional[Mapping[str, BufferView]] = None,
+                 variables: Optional[Mapping[str, object]] = None,
+                 intrinsics: Optional[IntrinsicTable] = None,
+                 backend: str = "tvm", source: str = "",
+                 narrow_float_via_float32: bool = True):
+        self.buffers: Dict[str, BufferView] = dict(buffers or {})
+        self.variables: Dict[str, object] = dict(variables or {})
+        self.intrinsics = intrinsics if intrinsics is not None else default_table()
+        self.backend = backend
+        self.source = source
+        self.narrow_float_via_float32 = narrow_float_via_float32
+
+    # -- environment
+    def bind(self, name: str, value) -> None:
+        """Make Tile IR variable `name` lower to `value` from now on."""
+        self.variables[name] = value
+
+    def bind_buffer(self, name: str, view: BufferView) -> None:
+        self.buffers[name] = view
+
+    def load(self, buffer: N.Buffer, indices):
+        """Read `buffer[indices]` (indices already lowered)."""
+        view = self.buffers.get(buffer.name)
+        if view is None:
+            raise TileCompileError(f"buffer {buffer.name!r} is not available here", buffer.span, self.source)
+        if callable(view) and not isinstance(view, tx.Buffer):
+            return view(list(indices))
+        return tx.BufferLoad(view, list(indices))
+
+    # -- expressions
+    def __call__(self, expr: N.Expr):
+        return self.lower(expr)
+
+    def lower(self, expr: N.Expr):
+        method = getattr(self, "_lower_" + type(expr).__name__, None)
+        if method is None:
+            raise UnsupportedFeatureError(self.backend, f"expression {type(expr).__name__}",
+                                          getattr(expr, "span", None), self.source)
+        return method(expr)
+
+    def lower_as(self, expr: N.Expr, dtype: str):
+        """Lower `expr` and convert the result to `dtype`."""
+        return cast_to(self.lower(expr), dtype)
+
+    def _lower_Const(self, e: N.Const):
+        return tir_const(e.value, e.dtype)
+
+    def _lower_Var(self, e: N.Var):
+        v = self.variables.get(e.name)
+        if v is None:
+            raise TileCompileError(f"variable {e.name!r} is not defined here", e.span, self.source)
+        if dtype_of(v) != e.dtype:
+            return cast_to(v, e.dtype)
+        return v
+
+    def _lower_Load(self, e: N.Load):
+        idx = [self.lower_as(i, dtype_of_index(i)) for i in e.indices]
+        value = self.load(e.buffer, idx)
+        return cast_to(value, e.dtype)
+
+    def _lower_Cast(self, e: N.Cast):
+        return cast_to(self.lower(e.value), e.dtype)
+
+    def _lower_Select(self, e: N.Select):
+        cond = self.lower_as(e.cond, "bool")
+        a = self.lower_as(e.a, e.dtype)
+        b = self.lower_as(e.b, e.dtype)
+        if has_load(e.a) or has_load(e.b):
+            # a branch that reads memory may be out of bounds when not taken
+            return tx.if_then_else(cond, a, b)
+        return tx.Select(cond, a, b)
+
+    def _lower_UnaryOp(self, e: N.UnaryOp):
+        if e.op == "not":
+            return tx.Not(self.lower_as(e.a, "bool"))
+        wide = self._compute_dtype(e.dtype)
+        a = self.lower_as(e.a, wide)
+        if e.op == "neg":
+            r = tir_const(0, wide) - a if wide != "bool" else a
+        elif e.op == "~":
+            r = tx.Not(a) if wide == "bool" else tx.bitwise_not(a)
+        else:
+            raise UnsupportedFeatureError(self.backend, f"unary operator {e.op}", e.span, self.source)
+        return cast_to(r, e.dtype)
+
+    def _lower_Call(self, e: N.Call):
+        wide = e.dtype
+        args = [self.lower_as(a, wide) for a in e.args]
+        if not self.intrinsics.has(e.func, e.dtype):
+            raise UnsupportedFeatureError(self.backend, f"T.{e.func} on {e.dtype}", e.span, self.source)
+        return self.intrinsics.lower(e.func, e.dtype, args)
+
+    def _compute_dtype(self, dtype: str) -> str:
+        if self.narrow_float_via_float32 and dtype in NARROW_FLOATS:
+            return "float32"
+        return dtype
+
+    def _lower_BinOp(self, e: N.BinOp):
+        op = e.op
+        if op in N.LOGIC_OPS:
+            a, b = self.lower_as(e.a, "bool"), self.lower_as(e.b, "bool")
+            return tx.And(a, b) if op == "and" else tx.Or(a, b)
+        if op in N.COMPARE_OPS:
+            # operands are compared in their common dtype (the frontend promoted them)
+            common = _common_dtype(e.a.dtype, e.b.dtype)
+            a, b = self.lower_as(e.a, common), self.lower_as(e.b, common)
+            return {"<": tx.LT, "<=": tx.LE, ">": tx.GT, ">=": tx.GE,
+                    "==": tx.EQ, "!=": tx.NE}[op](a, b)
+        if op == "pow":
+            return self._lower_pow(e)
+        wide = self._compute_dtype(e.dtype)
+        a, b = self.lower_as(e.a, wide), self.lower_as(e.b, wide)
+        return cast_to(self.arith(op, a, b, wide, e), e.dtype)
+
+    def arith(self, op: str, a, b, dtype: str, node: Optional[N.Expr] = None):
+        """`a op b` for two PrimExprs of `dtype` with Tile IR semantics."""
+        is_float = dtype.startswith("float") or dtype == "bfloat16"
+        if dtype == "bool" and op in ("&", "|", "^", "+", "*", "min", "max"):
+            return {"&": tx.And, "*": tx.And, "min": tx.And, "|": tx.Or, "+": tx.Or,
+                    "max": tx.Or, "^": tx.NE}[op](a, b)
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if op == "min":
+            return tx.Min(a, b)
+        if op == "max":
+            return tx.Max(a, b)
+        if op == "/":
+            if is_float:
+                return tx.Div(a, b)
+            return self._int_div(a, b, dtype, tx.floordiv)
+        if op == "//":
+            if is_float:
+                return tx.floor(tx.Div(a, b))
+            return self._int_div(a, b, dtype, tx.floordiv)
+        if op == "%":
+            if is_float:
+                return a - tx.floor(tx.Div(a, b)) * b
+            return self._int_div(a, b, dtype, tx.floormod)
+        if not is_float:
+            if op == "&":
+                return tx.bitwise_and(a, b)
+            if op == "|":
+                return tx.bitwise_or(a, b)
+            if op == "^":
+                return tx.bitwise_xor(a, b)
+            if op == "<<":
+                return tx.shift_left(a, b)
+            if op == ">>":
+                return tx.shift_right(a, b)
+        raise UnsupportedFeatureError(self.backend, f"operator {op} on {dtype}",
+                                      getattr(node, "span", None), self.source)
+
+    @staticmethod
+    def _int_div(a, b, dtype, fn):
+        if isinstance(b, tx.IntImm):
+            if b.value == 0:
+                return tir_const(0, dtype)
+            return fn(a, b)
+        # integer division by zero gives 0 (numpy's answer) instead of a SIGFPE
+        zero, one = tir_const(0, dtype), tir_const(1, dtype)
+        safe = tx.Select(tx.EQ(b, zero), one, b)
+        return tx.Select(tx.EQ(b, zero), zero, fn(a, safe))
+
+    def _lower_pow(self, e: N.BinOp):
+        if e.dtype.startswith("float") or e.dtype == "bfloat16":
+            if not self.intrinsics.has("pow", e.dtype):
+                raise UnsupportedFeatureError(self.backend, f"T.pow on {e.dtype}", e.span, self.source)
+            return self.intrinsics.lower("pow", e.dtype, [self.lower_as(e.a, e.dtype),
+                                                          self.lower_as(e.b, e.dtype)])
+        # exact integer power: only for a constant non-negative exponent
+        if isinstance(e.b, N.Const) and int(e.b.value) >= 0:
+            base = self.lower_as(e.a, e.dtype)
+            result = tir_const(1, e.dtype)
+            for _ in range(int(e.b.value)):
+                result = result * base
+            return result
+        raise UnsupportedFeatureError(self.backend, "integer ** with a run-time exponent", e.span, self.source)
+
+
+def dtype_of_index(expr: N.Expr) -> str:
+    """Indices are lowered in their own integer dtype (int32 unless the IR says int64)."""
+    return expr.dtype if expr.dtype in ("int32", "int64") else "int32"
+
+
+def _common_dtype(a: str, b: str) -> str:
+    from ..ir.types import promote
+
+    return promote(a, b)
