@@ -9,10 +9,10 @@ from .ir.version import TILE_IR_VERSION  # noqa: E402,F401
 
 def __getattr__(name):
     # Lazy so that importing tilecore stays fast; see tilecore.runtime.api.
-    if name in ("jit", "compile", "Kernel", "default_target"):
+    if name in ("jit", "compile", "Kernel", "default_target", "lower", "trace"):
         from .runtime import api
         return getattr(api, name)
-    if name == "language":
+    if name in ("language", "testing", "plugin", "runtime", "ir", "interp", "passes", "frontend"):
         import importlib
-        return importlib.import_module(".language", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'tilecore' has no attribute {name!r}")

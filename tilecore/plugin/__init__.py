@@ -1,7 +1,17 @@
-"""Plugin framework: hookspecs, discovery, backend registry."""
+"""Plugin framework: hookspecs, discovery, backend registry.
+
+Plugin authors need `hookimpl` (to mark hook implementations) and the classes
+of `tilecore.plugin.backend`; the hooks are documented in
+`tilecore.plugin.hookspecs`.
+"""
 import pluggy
 
 from .backend import Artifact, Backend, Capabilities, TileModule, ToolchainStatus  # noqa: F401
 from .hookspecs import PLUGIN_API_VERSION, PROJECT  # noqa: F401
 
 hookimpl = pluggy.HookimplMarker(PROJECT)
+
+from .manager import (  # noqa: E402,F401
+    PluginLoadError, get_plugin_manager, register_plugin, reset_plugins, unregister_plugin)
+from .registry import (  # noqa: E402,F401
+    IRVersionMismatchError, TargetError, get_registry, resolve)

@@ -1,0 +1,118 @@
+"""Finding a kernel named `FILE::FUNC` on the command line and building its PrimFunc."""
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import os
+import sys
+from typing import Any, Dict, List, Tuple
+
+from ..diagnostics import TileError
+
+
+class CommandLineError(TileError):
+    """A bad `FILE::FUNC` reference or factory argument."""
+
+
+def parse_value(text: str) -> Any:
+    """A Python literal (`128`, `'float16'`, `(1, 2)`, `True`), else the text itself."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def parse_factory_args(positional: List[str], named: List[str]) -> Tuple[list, Dict[str, Any]]:
+    """Positional values and `name=value` pairs, each parsed with `parse_value`."""
+    args = [parse_value(v) for v in positional]
+    kwargs: Dict[str, Any] = {}
+    for item in named or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip().isidentifier():
+            raise CommandLineError(f"--arg expects name=value, got {item!r}")
+        kwargs[name.strip()] = parse_value(value)
+    return args, kwargs
+
+
+def load_object(ref: str):
+    """Import the file of `FILE::NAME` as a module and return its attribute NAME."""
+    path, sep, name = ref.rpartition("::")
+    if not sep or not path or not name:
+        raise CommandLineError(f"expected FILE::FUNC (e.g. examples/gemm.py::matmul), got {ref!r}")
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise CommandLineError(f"no such file: {path}")
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)  # so the file can import its neighbours
+    stem = os.path.splitext(os.path.basename(path))[0]
+    module_name = f"_tile_cli_{stem}_{hashlib.sha1(path.encode()).hexdigest()[:8]}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise CommandLineError(f"cannot import {path} as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)  # TileErrors from parsing kernels propagate as they are
+    obj = module
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            names = sorted(n for n in vars(module) if not n.startswith("_"))
+            raise CommandLineError(f"{path} has no {name!r}; it defines: {', '.join(names)}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def build_prim_func(obj, args: list, kwargs: Dict[str, Any], ref: str = ""):
+    """The PrimFunc that `obj` (a PrimFunc, jit factory or plain factory) gives for these arguments."""
+    from ..ir.nodes import PrimFunc
+    from ..runtime.api import JITFunction, LazyKernel
+
+    if isinstance(obj, PrimFunc):
+        if args or kwargs:
+            raise CommandLineError(f"{ref} is a prim_func; it takes no factory arguments")
+        return obj
+    if isinstance(obj, LazyKernel):
+        return obj.func
+    if isinstance(obj, JITFunction):
+        return obj.prim_func(*args, **kwargs)
+    if callable(obj):
+        try:
+            result = obj(*args, **kwargs)
+        except TypeError as err:
+            raise CommandLineError(f"calling {ref} with {args} {kwargs} failed: {err}") from None
+        if isinstance(result, PrimFunc):
+            return result
+        raise CommandLineError(f"{ref} returned {type(result).__name__}, not a @T.prim_func")
+    raise CommandLineError(f"{ref} is a {type(obj).__name__}, not a prim_func or kernel factory")
+
+
+def add_kernel_arguments(parser) -> None:
+    """The `FILE::FUNC [ARGS...] [--arg name=value]` arguments shared by compile and trace."""
+    parser.add_argument("kernel", metavar="FILE::FUNC",
+                        help="a @T.prim_func, or a @tilecore.jit (or plain) factory returning one")
+    parser.add_argument("factory_args", nargs="*", metavar="ARG",
+                        help="positional factory arguments (Python literals, e.g. 256 'float16')")
+    parser.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
+                        help="a keyword factory argument; repeatable")
+    parser.add_argument("--target", "-t", default=None,
+                        help="target to compile for (default: the default target, see `tile backends`)")
+
+
+def kernel_from_args(args):
+    """(PrimFunc, jit out_idx or None) for parsed compile/trace arguments."""
+    from ..runtime.api import JITFunction, LazyKernel
+
+    obj = load_object(args.kernel)
+    pos, kw = parse_factory_args(args.factory_args, args.arg)
+    func = build_prim_func(obj, pos, kw, args.kernel)
+    out_idx = obj.out_idx if isinstance(obj, JITFunction) else (
+        obj._args[0] if isinstance(obj, LazyKernel) else None)
+    return func, out_idx
+
+
+def ir_text(func) -> str:
+    """The function as runnable DSL text (the IR printer)."""
+    from ..ir.printer import to_source
+
+    return to_source(func)

@@ -1,0 +1,67 @@
+"""The `tile` command: `tile backends`, `tile compile`, `tile trace`, and plugin subcommands.
+
+Built-in subcommands live in the modules named in COMMAND_MODULES (each has
+`add_parser(subparsers)` that sets a `func(args) -> exit code` default).
+Plugins add theirs through the `tilecore_cli_commands(subparsers)` hook.
+Errors tilecore raises about the user's program or call are printed without a
+traceback (set TILECORE_TRACEBACK=1 to see one) and exit with status 1.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import List, Optional
+
+COMMAND_MODULES = ("backends", "compile", "trace")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with built-in and plugin subcommands."""
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="tile", description="tilecore: tile-level kernels with pluggable hardware backends")
+    parser.add_argument("--version", action="version", version=f"tilecore {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(f".{name}", __package__).add_parser(subparsers)
+    _plugin_commands(subparsers)
+    return parser
+
+
+def _plugin_commands(subparsers) -> None:
+    from ..plugin.manager import get_plugin_manager
+
+    manager = get_plugin_manager()
+    for impl in manager.hook.tilecore_cli_commands.get_hookimpls():
+        try:
+            impl.function(**{a: subparsers for a in impl.argnames})
+        except Exception as err:  # a broken plugin loses its subcommand, not the whole CLI
+            print(f"tile: warning: plugin {impl.plugin_name!r} failed to add its commands: "
+                  f"{type(err).__name__}: {err}", file=sys.stderr)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Run the `tile` command; return its exit status."""
+    from ..diagnostics import TileError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except TileError as err:
+        if os.environ.get("TILECORE_TRACEBACK"):
+            raise
+        print(str(err), file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `tile trace ... | head`
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

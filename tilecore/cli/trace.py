@@ -1,0 +1,95 @@
+"""`tile trace FILE::FUNC [--html out.html]`: the Tile IR after every pass.
+
+The terminal gets the IR text after each pass (unchanged passes say so); the
+HTML page is self-contained (inline CSS, no scripts or links) and shows the
+input, then a side-by-side diff (difflib.HtmlDiff) between consecutive passes.
+"""
+from __future__ import annotations
+
+import difflib
+import html
+import sys
+from typing import List, Tuple
+
+from .loading import add_kernel_arguments, ir_text, kernel_from_args
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "trace", help="show the Tile IR after every pass (terminal and HTML with diffs)",
+        description="Run the pass pipeline for a target on FILE::FUNC and print the IR after "
+                    "every pass; --html writes one page with the diffs between passes.")
+    add_kernel_arguments(p)
+    p.add_argument("--html", default=None, metavar="OUT.html", help="also write an HTML page")
+    p.add_argument("--changed-only", action="store_true",
+                   help="print only passes that changed the IR")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..runtime import api
+
+    func, out_idx = kernel_from_args(args)
+    steps = api.trace(func, target=args.target, out_idx=out_idx)
+    texts = [(name, ir_text(f)) for name, f in steps]
+    out = sys.stdout
+    previous = None
+    for index, (name, text) in enumerate(texts):
+        changed = text != previous
+        if changed or not args.changed_only:
+            title = "input" if index == 0 else f"after pass {index}: {name}"
+            out.write(f"==== {title} " + "=" * max(4, 60 - len(title)) + "\n")
+            out.write(text if changed else "(unchanged)\n")
+            if changed and not text.endswith("\n"):
+                out.write("\n")
+        previous = text
+    if args.html:
+        with open(args.html, "w", encoding="utf-8") as f:
+            f.write(render_html(func.name, texts, target=args.target or api.default_target()))
+        print(f"wrote {args.html}", file=sys.stderr)
+    return 0
+
+
+_CSS = """
+body { font-family: sans-serif; margin: 1.5em; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 2em; }
+pre { background: #f6f8fa; padding: .8em; overflow-x: auto; }
+table.diff { font-family: monospace; border: 1px solid #ccc; border-collapse: collapse; }
+table.diff td { padding: 0 .4em; vertical-align: top; white-space: pre-wrap; }
+.diff_header { background: #e0e0e0; text-align: right; }
+td.diff_header { color: #666; }
+.diff_next { background: #c0c0c0; }
+.diff_add { background: #aaffaa; }
+.diff_chg { background: #ffff77; }
+.diff_sub { background: #ffaaaa; }
+.unchanged { color: #666; font-style: italic; }
+nav li { margin: .1em 0; }
+"""
+
+
+def render_html(kernel_name: str, texts: List[Tuple[str, str]], target: str = "") -> str:
+    """One self-contained HTML page: the input IR, then a diff per pass."""
+    differ = difflib.HtmlDiff(tabsize=4, wrapcolumn=90)
+    esc = html.escape
+    parts = [f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"
+             f"<title>tile trace: {esc(kernel_name)}</title><style>{_CSS}</style></head><body>",
+             f"<h1>tile trace: {esc(kernel_name)}"
+             f"{' for ' + esc(target) if target else ''}</h1>", "<nav><ol>"]
+    for index, (name, _) in enumerate(texts):
+        parts.append(f"<li><a href='#step{index}'>{esc(name)}</a></li>")
+    parts.append("</ol></nav>")
+    first_name, first_text = texts[0]
+    parts.append(f"<h2 id='step0'>{esc(first_name)}</h2><pre>{esc(first_text)}</pre>")
+    for index in range(1, len(texts)):
+        (prev_name, prev), (name, text) = texts[index - 1], texts[index]
+        parts.append(f"<h2 id='step{index}'>pass {index}: {esc(name)}</h2>")
+        if prev == text:
+            parts.append("<p class='unchanged'>no change</p>")
+            continue
+        parts.append(differ.make_table(prev.splitlines(), text.splitlines(),
+                                       fromdesc=f"before ({esc(prev_name)})",
+                                       todesc=f"after {esc(name)}", context=False))
+        parts.append(f"<details><summary>full IR after {esc(name)}</summary>"
+                     f"<pre>{esc(text)}</pre></details>")
+    parts.append("</body></html>\n")
+    return "\n".join(parts)

@@ -1,0 +1,273 @@
+"""Plugin discovery: one pluggy PluginManager for the project "tilecore".
+
+Plugins are found through the entry-point group ``tilecore``; an entry point
+names a module or object that implements hooks from `tilecore.plugin.hookspecs`.
+
+Environment switches (read when plugins are first loaded, and again after
+`reset_plugins()`):
+
+* ``TILECORE_PLUGINS=a,b``: an allowlist of entry-point names; others are not
+  imported at all.
+* ``TILECORE_DISABLE_PLUGIN_AUTOLOAD=1``: import no entry point; only plugins
+  registered explicitly with `register_plugin()` are used.
+
+In both cases the built-in ``reference`` backend (`tilecore.interp.plugin`, part
+of the tilecore distribution itself) stays available: it is the executable
+definition of the language, and `tilecore.testing` compares every backend
+against it.
+
+A plugin that fails to import or to register is recorded as a `PluginLoadError`
+(entry-point name, distribution, error) and shown by ``tile backends``; it never
+breaks ``import tilecore`` or the other plugins.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import traceback as _traceback
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+import pluggy
+
+from . import hookspecs
+from .hookspecs import PROJECT
+
+ENTRY_POINT_GROUP = "tilecore"
+
+# Plugins that ship inside the tilecore distribution and are always loaded.
+BUILTIN_PLUGINS: Dict[str, str] = {"reference": "tilecore.interp.plugin"}
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class PluginLoadError:
+    """A plugin that could not be loaded or registered, as `tile backends` reports it."""
+
+    name: str  # entry-point name (or backend name for registration conflicts)
+    distribution: str  # the distribution that declared it ("" when unknown)
+    version: str
+    target: str  # the entry point's value, e.g. "tile_cuda.plugin"
+    error: str  # one line: "ImportError: No module named 'foo'"
+    traceback: str = ""
+
+    @classmethod
+    def from_exception(cls, name, dist, version, target, err: BaseException) -> "PluginLoadError":
+        tb = "".join(_traceback.format_exception(type(err), err, err.__traceback__))
+        return cls(name, dist, version, target, _one_line(err), tb)
+
+    def describe(self) -> str:
+        dist = f"{self.distribution} {self.version}".strip() or "unknown distribution"
+        return f"plugin {self.name!r} ({dist}, {self.target}): {self.error}"
+
+    def to_dict(self) -> Dict[str, str]:
+        return {"name": self.name, "distribution": self.distribution, "version": self.version,
+                "entry_point": self.target, "error": self.error}
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """A loaded plugin: its name in the manager and the distribution that provides it."""
+
+    name: str
+    distribution: str
+    version: str
+    target: str
+    plugin: Any
+    builtin: bool = False
+
+
+class TilecorePluginManager:
+    """The pluggy manager plus what discovery found (loaded plugins and load errors)."""
+
+    def __init__(self, autoload: Optional[bool] = None, allowlist: Optional[List[str]] = None):
+        self.pm = pluggy.PluginManager(PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.plugins: Dict[str, PluginInfo] = {}
+        self.errors: List[PluginLoadError] = []
+        self.autoload = autoload_enabled() if autoload is None else autoload
+        self.allowlist = plugin_allowlist() if allowlist is None else allowlist
+
+    @property
+    def hook(self):
+        return self.pm.hook
+
+    # ------------------------------------------------------------------ loading
+
+    def load_entry_points(self) -> None:
+        """Import and register the plugins of the entry-point group (honouring the switches)."""
+        seen = set()
+        for ep in _entry_points():
+            key = (ep.name, ep.value)
+            if key in seen:  # the same distribution visible twice on sys.path
+                continue
+            seen.add(key)
+            is_builtin = BUILTIN_PLUGINS.get(ep.name) == ep.value
+            if not is_builtin:
+                if not self.autoload:
+                    continue
+                if self.allowlist is not None and ep.name not in self.allowlist:
+                    continue
+            dist, version = _dist_of(ep)
+            try:
+                obj = ep.load()
+            except (Exception, SystemExit) as err:  # a broken plugin must not break tilecore
+                self._record(ep.name, dist, version, ep.value, err)
+                continue
+            self._register(obj, ep.name, dist, version, ep.value, builtin=is_builtin)
+        # Built-ins also load when tilecore runs from a source tree without its metadata.
+        for name, module in BUILTIN_PLUGINS.items():
+            if name not in self.plugins and not any(e.name == name for e in self.errors):
+                try:
+                    obj = importlib.import_module(module)
+                except (Exception, SystemExit) as err:
+                    self._record(name, "tilecore", _tilecore_version(), module, err)
+                    continue
+                self._register(obj, name, "tilecore", _tilecore_version(), module, builtin=True)
+
+    def register(self, plugin: Any, name: Optional[str] = None, distribution: str = "",
+                 version: str = "") -> str:
+        """Register a plugin object or module explicitly (no entry point needed); return its name.
+
+        Raises ValueError when the name is taken or the hooks do not match the hookspecs.
+        """
+        name = name or getattr(plugin, "__name__", None) or f"plugin-{id(plugin):x}"
+        target = getattr(plugin, "__name__", type(plugin).__name__)
+        err = self._register(plugin, name, distribution, version, target, record=False)
+        if err is not None:
+            raise ValueError(f"cannot register plugin {name!r}: {err}")
+        return name
+
+    def unregister(self, name: str) -> None:
+        """Remove a registered plugin by name (used by tests and interactive sessions)."""
+        info = self.plugins.pop(name, None)
+        if info is not None:
+            self.pm.unregister(name=name)
+
+    def _register(self, obj, name, dist, version, target, builtin=False, record=True):
+        try:
+            self.pm.register(obj, name=name)
+        except Exception as err:  # duplicate name, or a hookimpl whose arguments the spec lacks
+            if record:
+                self._record(name, dist, version, target, err)
+            return _one_line(err)
+        try:
+            self.pm.check_pending()  # hookimpls named tilecore_* that match no hookspec
+        except Exception as err:
+            self.pm.unregister(name=name)
+            if record:
+                self._record(name, dist, version, target, err)
+            return _one_line(err)
+        self.plugins[name] = PluginInfo(name, dist, version, target, obj, builtin)
+        return None
+
+    def _record(self, name, dist, version, target, err) -> None:
+        self.errors.append(PluginLoadError.from_exception(name, dist, version, target, err))
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _entry_points():
+    from importlib.metadata import entry_points
+
+    try:
+        return list(entry_points(group=ENTRY_POINT_GROUP))
+    except TypeError:  # Python < 3.10 API
+        return list(entry_points().get(ENTRY_POINT_GROUP, ()))
+
+
+def _dist_of(ep):
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return "", ""
+    try:
+        return dist.metadata["Name"] or "", dist.version or ""
+    except Exception:
+        return "", ""
+
+
+def _tilecore_version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def autoload_enabled() -> bool:
+    """False when TILECORE_DISABLE_PLUGIN_AUTOLOAD is set to 1/true/yes/on."""
+    return os.environ.get("TILECORE_DISABLE_PLUGIN_AUTOLOAD", "").strip().lower() not in _TRUE
+
+
+def plugin_allowlist() -> Optional[List[str]]:
+    """Entry-point names from TILECORE_PLUGINS, or None when every plugin is allowed."""
+    raw = os.environ.get("TILECORE_PLUGINS")
+    if raw is None or not raw.strip():
+        return None
+    return [n.strip() for n in raw.split(",") if n.strip()]
+
+
+# ---------------------------------------------------------------------- process-wide manager
+
+_lock = threading.RLock()
+_manager: Optional[TilecorePluginManager] = None
+_explicit: List[tuple] = []  # (plugin, name, distribution, version), re-applied after a reset
+
+
+def get_plugin_manager() -> TilecorePluginManager:
+    """The process-wide manager; plugins are discovered on the first call."""
+    global _manager
+    with _lock:
+        if _manager is None:
+            manager = TilecorePluginManager()
+            manager.load_entry_points()
+            for plugin, name, dist, version in _explicit:
+                manager.register(plugin, name, dist, version)
+            _manager = manager
+        return _manager
+
+
+def register_plugin(plugin: Any, name: Optional[str] = None, distribution: str = "",
+                    version: str = "") -> str:
+    """Register a plugin explicitly (works with TILECORE_DISABLE_PLUGIN_AUTOLOAD=1).
+
+    The plugin stays registered across `reset_plugins(keep_explicit=True)`.
+    """
+    with _lock:
+        manager = get_plugin_manager()
+        name = manager.register(plugin, name, distribution, version)
+        _explicit.append((plugin, name, distribution, version))
+        _invalidate_dependents()
+        return name
+
+
+def unregister_plugin(name: str) -> None:
+    """Undo `register_plugin`."""
+    with _lock:
+        _explicit[:] = [e for e in _explicit if e[1] != name]
+        if _manager is not None:
+            _manager.unregister(name)
+        _invalidate_dependents()
+
+
+def reset_plugins(keep_explicit: bool = False) -> None:
+    """Forget discovered plugins so the next use rediscovers them (re-reading the environment)."""
+    global _manager
+    with _lock:
+        _manager = None
+        if not keep_explicit:
+            _explicit.clear()
+        _invalidate_dependents()
+
+
+def _invalidate_dependents() -> None:
+    from . import registry
+
+    registry._reset_registry()
+    api = sys.modules.get("tilecore.runtime.api")  # only if already imported
+    if api is not None:
+        api._forget_backend_state()

@@ -1,0 +1,318 @@
+"""The compile flow: `tilecore.compile`, `tilecore.jit`, `tilecore.default_target`.
+
+compile(func, target, out_idx, **options):
+  1. resolve the target to a backend (registry; Tile IR version checked);
+  2. key = sha256(IR JSON, backend name + version, target, options, tilecore version);
+  3. artifact from the in-process memo, else the disk cache, else: check the
+     toolchain, run the pass pipeline (core passes plus the backend's, from the
+     `tilecore_passes` hook) and the backend's `tilecore_codegen`, then store it;
+  4. a Kernel whose launcher (`tilecore_launcher`) is created on its first call,
+     so code can be generated for hardware that is not present.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..diagnostics import TileError
+from ..ir import nodes as N
+from ..plugin.backend import Artifact, Backend, TileModule
+from . import cache as _cache
+from .kernel import Kernel, normalize_out_idx
+
+
+class BackendError(TileError):
+    """A backend plugin failed (missing toolchain, a crash in its codegen or launcher)."""
+
+
+_lock = threading.RLock()
+_memo: Dict[str, Artifact] = {}  # cache key -> artifact (this process)
+_launchers: Dict[str, Any] = {}  # cache key -> launch callable (this process)
+_toolchain_ok: Dict[str, bool] = {}  # backend name -> toolchain checked and ok
+
+
+def _forget_backend_state() -> None:
+    """Drop per-process state that depends on the loaded plugins (called on plugin changes)."""
+    with _lock:
+        _memo.clear()
+        _launchers.clear()
+        _toolchain_ok.clear()
+
+
+def clear_memory_cache() -> None:
+    """Forget compiled kernels of this process (the disk cache is untouched)."""
+    _forget_backend_state()
+
+
+def default_target() -> str:
+    """The target `compile` uses when none is given (see tilecore.plugin.registry)."""
+    from ..plugin.registry import get_registry
+
+    return get_registry().default_target()
+
+
+def _manager():
+    from ..plugin.manager import get_plugin_manager
+
+    return get_plugin_manager()
+
+
+def resolve_target(target: Optional[str] = None) -> Tuple[Backend, str]:
+    """(backend, full target) for `target`, checking the backend accepts our Tile IR."""
+    from ..plugin.registry import get_registry
+
+    return get_registry().resolve(target)
+
+
+def _check_func(func) -> N.PrimFunc:
+    if isinstance(func, N.PrimFunc):
+        return func
+    if isinstance(func, JITFunction):
+        raise TileError(f"{func.__name__} is a @tilecore.jit factory: call it with its arguments "
+                        f"(e.g. {func.__name__}(...)) to get a compiled kernel")
+    raise TileError(f"tilecore.compile expects a PrimFunc (made by @T.prim_func), "
+                    f"got {type(func).__name__}")
+
+
+def _codegen_options(target: str, out_idx, options: Dict[str, Any]) -> Dict[str, Any]:
+    merged = dict(options)
+    merged["target"] = target
+    merged["out_idx"] = list(out_idx) if out_idx else []
+    return merged
+
+
+def _ir_json(func: N.PrimFunc) -> str:
+    from ..ir.serialize import dumps
+
+    return dumps(func)
+
+
+def _check_toolchain(backend: Backend) -> None:
+    if _toolchain_ok.get(backend.name):
+        return
+    try:
+        status = backend.toolchain_status()
+    except Exception as err:
+        raise BackendError(f"backend {backend.name!r}: toolchain_status() failed: "
+                           f"{type(err).__name__}: {err}") from err
+    if not status.ok:
+        fix = f" Fix: {status.fix}" if status.fix else ""
+        raise BackendError(f"backend {backend.name!r} cannot compile here: {status.summary}.{fix}")
+    _toolchain_ok[backend.name] = True
+
+
+def build_pipeline(backend: Optional[Backend]):
+    """The core pass pipeline plus the passes `backend`'s plugins add."""
+    from ..passes.pipeline import default_pipeline
+
+    pipeline = default_pipeline()
+    if backend is not None:
+        _manager().hook.tilecore_passes(backend=backend, pipeline=pipeline)
+    return pipeline
+
+
+def _context(func: N.PrimFunc, backend, target, options):
+    from ..passes.pipeline import PassContext
+
+    return PassContext(backend=backend, target=target, options=dict(options), source=func.source)
+
+
+def lower(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **options):
+    """Run the pass pipeline for `target`; return (function after the passes, PassContext).
+
+    This is what the backend's codegen receives (`tile compile --emit ir`).
+    """
+    func = _check_func(func)
+    backend, full = resolve_target(target)
+    out = normalize_out_idx(out_idx, len(func.params), func.name)
+    opts = _codegen_options(full, out, options)
+    ctx = _context(func, backend, full, opts)
+    return build_pipeline(backend).run(func, ctx), ctx
+
+
+def trace(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **options) -> List[Tuple[str, N.PrimFunc]]:
+    """[("input", func), (pass name, func after it), ...] for `target` (`tile trace`)."""
+    func = _check_func(func)
+    backend, full = resolve_target(target)
+    out = normalize_out_idx(out_idx, len(func.params), func.name)
+    opts = _codegen_options(full, out, options)
+    return build_pipeline(backend).trace(func, _context(func, backend, full, opts))
+
+
+def _codegen(func: N.PrimFunc, backend: Backend, target: str, options: Dict[str, Any]) -> Artifact:
+    _check_toolchain(backend)
+    ctx = _context(func, backend, target, options)
+    lowered = build_pipeline(backend).run(func, ctx)
+    module = TileModule(lowered, target, ctx.analyses)
+    try:
+        artifact = _manager().hook.tilecore_codegen(backend=backend, module=module, options=dict(options))
+    except TileError:
+        raise
+    except Exception as err:
+        raise BackendError(f"backend {backend.name!r} ({backend.distribution} {backend.version}) "
+                           f"failed to compile {func.name!r}: {type(err).__name__}: {err}") from err
+    if artifact is None:
+        raise BackendError(f"no installed plugin generates code for backend {backend.name!r} "
+                           f"(no tilecore_codegen hook returned an artifact)")
+    if not isinstance(artifact, Artifact):
+        raise BackendError(f"backend {backend.name!r}: tilecore_codegen returned "
+                           f"{type(artifact).__name__}, expected tilecore.plugin.Artifact")
+    return artifact
+
+
+def _launcher_factory(key: str, backend: Backend, artifact: Artifact):
+    def make():
+        with _lock:
+            launch = _launchers.get(key)
+        if launch is not None:
+            return launch
+        try:
+            launch = _manager().hook.tilecore_launcher(backend=backend, artifact=artifact)
+        except TileError:
+            raise
+        except Exception as err:
+            raise BackendError(f"backend {backend.name!r} cannot load its compiled kernel: "
+                               f"{type(err).__name__}: {err}") from err
+        if launch is None:
+            raise BackendError(f"backend {backend.name!r} has no launcher here (no "
+                               f"tilecore_launcher hook handled it); code generation works, running "
+                               f"needs its device and runtime")
+        if key:
+            with _lock:
+                _launchers[key] = launch
+        return launch
+
+    return make
+
+
+def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **options) -> Kernel:
+    """Compile a PrimFunc for `target` (None: the default target) and return a Kernel.
+
+    out_idx: parameter indices (negative allowed) of outputs the kernel
+    allocates and returns. Extra keyword options go to the backend's codegen
+    and into the cache key.
+    """
+    func = _check_func(func)
+    backend, full = resolve_target(target)
+    out = normalize_out_idx(out_idx, len(func.params), func.name)
+    opts = _codegen_options(full, out, options)
+    use_cache = _cache.cache_enabled()
+    key = ""
+    artifact = None
+    if use_cache:
+        key = _cache.cache_key(_ir_json(func), backend.name, backend.version, full, opts)
+        with _lock:
+            artifact = _memo.get(key)
+        if artifact is None:
+            artifact = _cache.DiskCache().get(key)
+            if artifact is not None:
+                with _lock:
+                    _memo[key] = artifact
+    if artifact is None:
+        artifact = _codegen(func, backend, full, opts)
+        if use_cache:
+            _cache.DiskCache().put(key, artifact)
+            with _lock:
+                _memo[key] = artifact
+    return Kernel(func, backend, full, artifact, out, _launcher_factory(key, backend, artifact), opts)
+
+
+# ---------------------------------------------------------------------- jit
+
+
+def _freeze(value):
+    """A hashable stand-in for a factory argument (lists become tuples, dicts sorted items)."""
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__,) + tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return ("dict",) + tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    hash(value)
+    return (type(value).__name__, value)
+
+
+class JITFunction:
+    """`@tilecore.jit` applied to a factory: calling it builds, compiles and memoizes a Kernel.
+
+    `prim_func(*args, **kwargs)` returns the factory's PrimFunc without compiling.
+    """
+
+    def __init__(self, factory, out_idx=None, target: Optional[str] = None, **options):
+        functools.update_wrapper(self, factory)
+        self.factory = factory
+        self.out_idx = out_idx
+        self.target = target
+        self.options = options
+        self._kernels: Dict[Any, Kernel] = {}
+        self._lock = threading.Lock()
+
+    def prim_func(self, *args, **kwargs) -> N.PrimFunc:
+        """Call the factory and check it returned a PrimFunc."""
+        func = self.factory(*args, **kwargs)
+        if not isinstance(func, N.PrimFunc):
+            raise TileError(f"@tilecore.jit factory {self.__name__!r} must return a function made by "
+                            f"@T.prim_func, but it returned {type(func).__name__}")
+        return func
+
+    def __call__(self, *args, **kwargs) -> Kernel:
+        try:
+            key = (_freeze(args), _freeze(kwargs), os.environ.get("TILECORE_TARGET"))
+        except TypeError:  # an unhashable argument: compile() still memoizes by IR
+            key = None
+        if key is not None:
+            with self._lock:
+                kernel = self._kernels.get(key)
+            if kernel is not None:
+                return kernel
+        kernel = compile(self.prim_func(*args, **kwargs), target=self.target, out_idx=self.out_idx,
+                         **self.options)
+        if key is not None:
+            with self._lock:
+                self._kernels[key] = kernel
+        return kernel
+
+    def __repr__(self) -> str:
+        return f"<tilecore.jit {self.__name__} out_idx={self.out_idx} target={self.target}>"
+
+
+class LazyKernel:
+    """`@tilecore.jit` applied to a PrimFunc: compiled on first use, then behaves as the Kernel."""
+
+    def __init__(self, func: N.PrimFunc, out_idx=None, target=None, **options):
+        self.func = func
+        self._args = (out_idx, target, options)
+        self._kernel: Optional[Kernel] = None
+
+    def compiled(self) -> Kernel:
+        if self._kernel is None:
+            out_idx, target, options = self._args
+            self._kernel = compile(self.func, target=target, out_idx=out_idx, **options)
+        return self._kernel
+
+    def __call__(self, *args, **kwargs):
+        return self.compiled()(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.compiled(), name)
+
+
+def jit(func=None, *, out_idx=None, target: Optional[str] = None, **options):
+    """Decorate a kernel factory (a function returning a @T.prim_func) to compile on call.
+
+    `@tilecore.jit` and `@tilecore.jit(out_idx=[-1], target="cpu")` both work.
+    Kernels are memoized per factory arguments; compiled artifacts are also
+    cached on disk (see tilecore.runtime.cache).
+    """
+    def wrap(f):
+        if isinstance(f, N.PrimFunc):
+            return LazyKernel(f, out_idx=out_idx, target=target, **options)
+        if not callable(f):
+            raise TypeError(f"@tilecore.jit expects a factory function or a PrimFunc, got {f!r}")
+        return JITFunction(f, out_idx=out_idx, target=target, **options)
+
+    if func is not None:
+        return wrap(func)
+    return wrap

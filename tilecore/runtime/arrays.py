@@ -1,0 +1,177 @@
+"""Array library adapters: describe an argument, allocate outputs, view CPU arrays as numpy.
+
+Supported: numpy arrays, torch tensors, cupy arrays, and any object with
+``__dlpack__`` / ``__dlpack_device__``. torch and cupy are imported only when an
+argument is one of theirs, so numpy-only users never pay for them.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+from ..ir.types import DTypeError, normalize_dtype
+
+# DLPack device types (dlpack.h) -> tilecore memory space.
+_DLPACK_SPACES = {1: "cpu", 2: "cuda", 3: "cpu", 4: "opencl", 7: "vulkan", 8: "metal",
+                  9: "vpi", 10: "rocm", 11: "cpu", 13: "cuda", 14: "oneapi"}
+
+
+class NotAnArray(TypeError):
+    """The object is none of the supported array kinds."""
+
+
+@dataclass
+class ArrayInfo:
+    """What the Kernel checks about one argument.
+
+    library: "numpy", "torch", "cupy" or "dlpack" (outputs are allocated in it;
+    "dlpack" ones as numpy). dtype: the tilecore dtype name, or the library's own
+    spelling when tilecore has no such dtype. device: "cpu", "cuda:0", ...
+    memory_space: the device kind ("cpu", "cuda", "rocm", "metal", ...).
+    strides: in elements (None when the object does not say).
+    array: what the launcher receives (CPU DLPack objects become numpy views).
+    """
+
+    library: str
+    shape: Tuple[int, ...]
+    dtype: str
+    device: str
+    memory_space: str
+    strides: Optional[Tuple[int, ...]]
+    contiguous: bool
+    array: Any
+
+
+def _dtype_name(raw) -> str:
+    try:
+        return normalize_dtype(raw)
+    except DTypeError:
+        return str(raw).replace("torch.", "")
+
+
+def _is_torch(obj) -> bool:
+    return "torch" in sys.modules and type(obj).__module__.startswith("torch") and \
+        isinstance(obj, sys.modules["torch"].Tensor)
+
+
+def _is_cupy(obj) -> bool:
+    return "cupy" in sys.modules and type(obj).__module__.startswith("cupy") and \
+        isinstance(obj, sys.modules["cupy"].ndarray)
+
+
+def _c_contiguous_strides(shape) -> Tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(int(n), 1)
+    return tuple(reversed(strides))
+
+
+def describe(obj) -> ArrayInfo:
+    """An ArrayInfo for `obj`; raises NotAnArray for anything that is not an array."""
+    if isinstance(obj, np.ndarray):
+        item = obj.dtype.itemsize or 1
+        return ArrayInfo("numpy", tuple(obj.shape), _dtype_name(obj.dtype), "cpu", "cpu",
+                         tuple(s // item for s in obj.strides), bool(obj.flags.c_contiguous), obj)
+    if _is_torch(obj):
+        dev = obj.device
+        space = dev.type
+        if space == "cuda" and getattr(sys.modules["torch"].version, "hip", None):
+            space = "rocm"
+        elif space == "mps":
+            space = "metal"
+        device = space if dev.index is None and space == "cpu" else f"{space}:{dev.index or 0}"
+        return ArrayInfo("torch", tuple(obj.shape), _dtype_name(obj.dtype), device, space,
+                         tuple(obj.stride()), bool(obj.is_contiguous()), obj)
+    if _is_cupy(obj):
+        cupy = sys.modules["cupy"]
+        space = "rocm" if getattr(cupy.cuda.runtime, "is_hip", False) else "cuda"
+        item = obj.dtype.itemsize or 1
+        return ArrayInfo("cupy", tuple(obj.shape), _dtype_name(obj.dtype),
+                         f"{space}:{obj.device.id}", space, tuple(s // item for s in obj.strides),
+                         bool(obj.flags.c_contiguous), obj)
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        dev_type, dev_id = obj.__dlpack_device__()
+        space = _DLPACK_SPACES.get(int(dev_type), f"dlpack-device-{int(dev_type)}")
+        if space == "cpu":
+            try:
+                view = np.from_dlpack(obj)
+            except (TypeError, ValueError, BufferError, RuntimeError) as err:
+                raise NotAnArray(f"a DLPack object numpy cannot view ({err})") from None
+            info = describe(view)
+            info.library = "dlpack"
+            return info
+        shape = tuple(int(n) for n in getattr(obj, "shape", ()))
+        dtype = _dtype_name(getattr(obj, "dtype", "unknown"))
+        strides = getattr(obj, "strides", None)
+        strides = tuple(strides) if strides is not None else None
+        contiguous = strides is None or strides == _c_contiguous_strides(shape)
+        return ArrayInfo("dlpack", shape, dtype, f"{space}:{dev_id}", space, strides, contiguous, obj)
+    raise NotAnArray(f"got {type(obj).__name__}, which is not an array "
+                     "(expected numpy, torch, cupy or an object with __dlpack__)")
+
+
+def numpy_dtype(dtype: str):
+    """The numpy dtype of a tilecore dtype (bfloat16 through ml_dtypes)."""
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
+
+
+def allocate(like: Optional[ArrayInfo], shape: Tuple[int, ...], dtype: str, memory_space: str = "cpu"):
+    """A zero-filled array of `shape` and `dtype` in `like`'s library and on its device.
+
+    Zero-filled, not uninitialised, so an output a kernel leaves partly unwritten
+    is the same on every backend. With no `like` (a kernel without inputs) numpy
+    is used for CPU memory and torch, then cupy, for device memory.
+    """
+    library = like.library if like is not None else None
+    if library == "torch":
+        import torch
+
+        return torch.zeros(shape, dtype=getattr(torch, dtype), device=like.array.device)
+    if library == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(like.array.device.id):
+            return cupy.zeros(shape, dtype=numpy_dtype(dtype))
+    if memory_space == "cpu":
+        return np.zeros(shape, dtype=numpy_dtype(dtype))
+    try:
+        import torch
+
+        return torch.zeros(shape, dtype=getattr(torch, dtype), device="cuda")
+    except ImportError:
+        pass
+    try:
+        import cupy
+
+        return cupy.zeros(shape, dtype=numpy_dtype(dtype))
+    except ImportError:
+        raise NotAnArray(f"cannot allocate an output in {memory_space} memory: pass the inputs as "
+                         "torch or cupy arrays, or install torch or cupy") from None
+
+
+def as_numpy(array) -> np.ndarray:
+    """A zero-copy numpy view of a CPU array (numpy, torch CPU tensor, CPU DLPack object).
+
+    Writes through the view reach the original, so launchers can run in place.
+    """
+    if isinstance(array, np.ndarray):
+        return array
+    if _is_torch(array):
+        if array.device.type != "cpu":
+            raise TypeError(f"as_numpy needs a CPU tensor, got one on {array.device}")
+        t = array.detach()
+        torch = sys.modules["torch"]
+        if t.dtype == torch.bfloat16:  # numpy has no bfloat16: view the bits, then reinterpret
+            return t.view(torch.int16).numpy().view(numpy_dtype("bfloat16"))
+        return t.numpy()
+    if _is_cupy(array):
+        raise TypeError("as_numpy needs a CPU array, got a cupy array")
+    return np.from_dlpack(array)

@@ -1,0 +1,205 @@
+"""The Kernel: a compiled PrimFunc that checks its arguments, allocates outputs and launches."""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ..diagnostics import TileError, TileRuntimeError
+from ..ir import nodes as N
+from . import arrays
+
+
+def normalize_out_idx(out_idx, nparams: int, func_name: str = "kernel") -> Tuple[int, ...]:
+    """Sorted, non-negative parameter indices of the outputs (None -> no outputs)."""
+    if out_idx is None:
+        return ()
+    if isinstance(out_idx, int):
+        out_idx = [out_idx]
+    result = []
+    for i in out_idx:
+        if not isinstance(i, int) or isinstance(i, bool):
+            raise TileError(f"out_idx entries must be ints, got {i!r}")
+        j = i + nparams if i < 0 else i
+        if not 0 <= j < nparams:
+            raise TileError(f"out_idx {i} is out of range for {func_name!r}, which has {nparams} "
+                            f"parameter(s)")
+        if j in result:
+            raise TileError(f"out_idx names parameter {j} twice")
+        result.append(j)
+    return tuple(sorted(result))
+
+
+def _shape_text(shape) -> str:
+    items = [s.name if isinstance(s, N.Var) else str(s) for s in shape]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+class Kernel:
+    """A compiled kernel. Call it with the inputs; it returns the `out_idx` outputs.
+
+    `ir` is the PrimFunc as compiled, `source` the backend's generated code,
+    `artifact` the cached compile result, `backend` the Backend and `target` the
+    full target it was compiled for.
+    """
+
+    def __init__(self, func: N.PrimFunc, backend, target: str, artifact, out_idx,
+                 launcher_factory: Callable[[], Callable], options: Optional[Dict[str, Any]] = None):
+        self.ir = func
+        self.backend = backend
+        self.target = target
+        self.artifact = artifact
+        self.options = dict(options or {})
+        self.out_idx = normalize_out_idx(out_idx, len(func.params), func.name)
+        self._launcher_factory = launcher_factory
+        self._launch: Optional[Callable] = None
+        self._lock = threading.Lock()
+        outs = set(self.out_idx)
+        self.inputs: Tuple[N.Buffer, ...] = tuple(p for i, p in enumerate(func.params) if i not in outs)
+        self.outputs: Tuple[N.Buffer, ...] = tuple(func.params[i] for i in self.out_idx)
+
+    @property
+    def name(self) -> str:
+        return self.ir.name
+
+    @property
+    def source(self) -> str:
+        """The generated code (CUDA C++, LLVM IR, NPU assembly, ...) as text."""
+        return self.artifact.source
+
+    def __repr__(self) -> str:
+        ins = ", ".join(p.name for p in self.inputs)
+        outs = ", ".join(p.name for p in self.outputs)
+        return f"<tilecore.Kernel {self.name}({ins}) -> ({outs}) on {self.target}>"
+
+    # ------------------------------------------------------------------ calling
+
+    def _launcher(self) -> Callable:
+        if self._launch is None:
+            with self._lock:
+                if self._launch is None:
+                    self._launch = self._launcher_factory()
+        return self._launch
+
+    def __call__(self, *args, **kwargs):
+        inputs = self._match_arguments(args, kwargs)
+        infos, bindings = self.check_arguments(inputs)
+        call_args: List[Any] = [None] * len(self.ir.params)
+        for param_index, info in infos:
+            call_args[param_index] = info.array
+        like = next((info for _, info in infos if info.library != "dlpack"), None)
+        outputs = []
+        for i in self.out_idx:
+            param = self.ir.params[i]
+            shape = self._output_shape(param, bindings)
+            try:
+                out = arrays.allocate(like, shape, param.dtype, self.backend.capabilities.memory_space)
+            except arrays.NotAnArray as err:
+                raise TileRuntimeError(f"{self._who()}: cannot allocate output {param.name!r}: {err}") from None
+            call_args[i] = out
+            outputs.append(out)
+        launch = self._launcher()
+        try:
+            launch(call_args, dict(bindings))
+        except TileError:
+            raise
+        except Exception as err:  # a backend failure becomes one clear error, cause chained
+            raise TileRuntimeError(
+                f"{self._who()}: backend {self.backend.name!r} failed to run the kernel: "
+                f"{type(err).__name__}: {err}") from err
+        if not outputs:
+            return None
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _who(self) -> str:
+        return f"kernel {self.name!r}"
+
+    def _match_arguments(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[Any]:
+        names = [p.name for p in self.inputs]
+        if len(args) > len(names) or (not kwargs and len(args) != len(names)):
+            outs = ""
+            if self.outputs:
+                outs = (f"; the output(s) {', '.join(p.name for p in self.outputs)} are allocated by "
+                        f"the kernel (out_idx={list(self.out_idx)})")
+            raise TileRuntimeError(
+                f"{self._who()} takes {len(names)} input(s) ({', '.join(names)}) but "
+                f"{len(args)} were given{outs}")
+        values: Dict[str, Any] = dict(zip(names, args))
+        for key, value in kwargs.items():
+            if key not in names:
+                raise TileRuntimeError(f"{self._who()} has no input named {key!r}; inputs: {', '.join(names)}")
+            if key in values:
+                raise TileRuntimeError(f"{self._who()}: input {key!r} given twice")
+            values[key] = value
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise TileRuntimeError(f"{self._who()}: missing input(s) {', '.join(missing)}")
+        return [values[n] for n in names]
+
+    def check_arguments(self, inputs: Sequence[Any]):
+        """Validate every input; return ([(param index, ArrayInfo)], dynamic-dim bindings).
+
+        Raises TileRuntimeError naming the parameter and the expected vs given value.
+        """
+        space = self.backend.capabilities.memory_space
+        bindings: Dict[str, int] = {}
+        bound_by: Dict[str, str] = {}
+        first_device: Optional[Tuple[str, str]] = None
+        infos = []
+        param_index = {id(p): i for i, p in enumerate(self.ir.params)}
+        for param, value in zip(self.inputs, inputs):
+            where = f"{self._who()}, argument {param.name!r}"
+            try:
+                info = arrays.describe(value)
+            except arrays.NotAnArray as err:
+                raise TileRuntimeError(f"{where}: {err}") from None
+            if info.memory_space != space:
+                hint = " (e.g. tensor.cpu() or numpy.asarray)" if space == "cpu" else \
+                    f" (e.g. tensor.to('{space}'))"
+                raise TileRuntimeError(
+                    f"{where}: expected an array in {space} memory for backend "
+                    f"{self.backend.name!r}, got one on {info.device}; move it there first{hint}")
+            if space != "cpu":
+                if first_device is None:
+                    first_device = (param.name, info.device)
+                elif info.device != first_device[1]:
+                    raise TileRuntimeError(
+                        f"{where}: is on {info.device} but {first_device[0]!r} is on "
+                        f"{first_device[1]}; all arguments must be on one device")
+            if info.dtype != param.dtype:
+                raise TileRuntimeError(f"{where}: expected dtype {param.dtype}, got {info.dtype}")
+            if len(info.shape) != param.ndim:
+                raise TileRuntimeError(
+                    f"{where}: expected a {param.ndim}-D array of shape {_shape_text(param.shape)}, "
+                    f"got a {len(info.shape)}-D array of shape {tuple(info.shape)}")
+            for axis, (want, got) in enumerate(zip(param.shape, info.shape)):
+                if isinstance(want, N.Var):
+                    if want.name in bindings and bindings[want.name] != got:
+                        raise TileRuntimeError(
+                            f"{where}: dimension {axis} is {want.name} = {got}, but {want.name} = "
+                            f"{bindings[want.name]} was bound by {bound_by[want.name]}; expected shape "
+                            f"{_shape_text(param.shape)} with {want.name} = {bindings[want.name]}, "
+                            f"got {tuple(info.shape)}")
+                    bindings.setdefault(want.name, int(got))
+                    bound_by.setdefault(want.name, f"argument {param.name!r} (dimension {axis})")
+                elif want != got:
+                    raise TileRuntimeError(
+                        f"{where}: expected shape {_shape_text(param.shape)}, got {tuple(info.shape)} "
+                        f"(dimension {axis} must be {want}, not {got})")
+            if not info.contiguous:
+                raise TileRuntimeError(
+                    f"{where}: expected a C-contiguous (row-major, dense) array, got strides "
+                    f"{info.strides} for shape {tuple(info.shape)}; pass tensor.contiguous() (torch) "
+                    f"or numpy.ascontiguousarray(a) (numpy/cupy)")
+            infos.append((param_index[id(param)], info))
+        for var in self.ir.dyn_vars:
+            if var.name not in bindings:
+                users = [p.name for p in self.outputs
+                         if any(isinstance(s, N.Var) and s.name == var.name for s in p.shape)]
+                what = f"output {users[0]!r}" if users else "the kernel"
+                raise TileRuntimeError(
+                    f"{self._who()}: dynamic dimension {var.name} of {what} is not the size of any "
+                    f"input dimension, so it cannot be bound")
+        return infos, bindings
+
+    def _output_shape(self, param: N.Buffer, bindings: Dict[str, int]) -> Tuple[int, ...]:
+        return tuple(bindings[s.name] if isinstance(s, N.Var) else int(s) for s in param.shape)
