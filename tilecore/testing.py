@@ -1,0 +1,197 @@
+"""Test helpers for backend authors, also a pytest plugin (entry point `pytest11: tilecore`).
+
+    from tilecore.testing import assert_matches_reference
+
+    def test_my_kernel(tile_target):
+        a = np.random.rand(64, 64).astype("float32")
+        assert_matches_reference(my_factory(64), [a], backend=tile_target)
+
+`assert_matches_reference` compiles the kernel for the backend and for
+"reference" (the interpreter that defines the language), runs both on copies of
+the inputs and compares every output, and every argument a kernel may have
+written in place, with per-dtype tolerances (`TOLERANCES`).
+
+pytest options and fixtures (named `--tilecore-*` so they never clash with the
+conformance suite's `--tile-backend`):
+
+* ``--tilecore-target=T`` (or env ``TILECORE_TEST_TARGET``): the target the
+  `tile_target` fixture returns; default: tilecore's default target.
+* ``tile_target``: that target string; ``tile_backend``: its
+  `tilecore.plugin.Backend`; ``tile_rng``: a seeded `numpy.random.Generator`.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+# dtype -> (rtol, atol). Floats: about 8 ulps of the output dtype's precision
+# for short reductions, the numbers DESIGN.md sets for the examples (fp32 1e-5,
+# fp16/bf16 1e-2); integers and bool compare exactly.
+TOLERANCES: Dict[str, Tuple[float, float]] = {
+    "float64": (1e-9, 1e-9),
+    "float32": (1e-5, 1e-5),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (2e-2, 2e-2),
+}
+
+
+def tolerance(dtype: str) -> Tuple[float, float]:
+    """(rtol, atol) used for outputs of `dtype` ((0, 0) for integers and bool)."""
+    return TOLERANCES.get(str(dtype), (0.0, 0.0))
+
+
+def to_numpy(array) -> np.ndarray:
+    """A numpy copy of any supported array (torch on any device, cupy, DLPack)."""
+    from .runtime import arrays
+
+    if isinstance(array, np.ndarray):
+        return array.copy()
+    info = arrays.describe(array)
+    if info.library == "torch":
+        return arrays.as_numpy(array.detach().cpu()).copy()
+    if info.library == "cupy":
+        return array.get()
+    return arrays.as_numpy(info.array).copy()
+
+
+def _copy_like(array):
+    """A copy of `array` in its own library and device."""
+    if isinstance(array, np.ndarray):
+        return array.copy()
+    if hasattr(array, "clone"):  # torch
+        return array.clone()
+    if hasattr(array, "copy"):  # cupy
+        return array.copy()
+    return to_numpy(array)
+
+
+def _as_kernel_spec(func_or_kernel, out_idx):
+    """(PrimFunc, out_idx) from a PrimFunc, a Kernel or a lazily compiled jit kernel."""
+    from .ir.nodes import PrimFunc
+    from .runtime.api import LazyKernel
+    from .runtime.kernel import Kernel
+
+    if isinstance(func_or_kernel, Kernel):
+        return func_or_kernel.ir, (out_idx if out_idx is not None else list(func_or_kernel.out_idx))
+    if isinstance(func_or_kernel, LazyKernel):
+        k = func_or_kernel.compiled()
+        return k.ir, (out_idx if out_idx is not None else list(k.out_idx))
+    if isinstance(func_or_kernel, PrimFunc):
+        return func_or_kernel, out_idx
+    raise TypeError(f"expected a PrimFunc or a compiled Kernel, got {type(func_or_kernel).__name__}")
+
+
+def _results(kernel, args) -> Tuple[Any, ...]:
+    out = kernel(*args)
+    if out is None:
+        return ()
+    return out if isinstance(out, tuple) else (out,)
+
+
+def compare_arrays(name: str, got: np.ndarray, want: np.ndarray, dtype: str,
+                   rtol: Optional[float] = None, atol: Optional[float] = None) -> Optional[str]:
+    """None when `got` matches `want` within the tolerance for `dtype`, else a description."""
+    d_rtol, d_atol = tolerance(dtype)
+    rtol = d_rtol if rtol is None else rtol
+    atol = d_atol if atol is None else atol
+    if got.shape != want.shape:
+        return f"{name}: shape {got.shape} != reference shape {want.shape}"
+    g = got.astype(np.float64) if got.dtype != np.bool_ else got
+    w = want.astype(np.float64) if want.dtype != np.bool_ else want
+    if got.dtype == np.bool_ or (rtol == 0 and atol == 0):
+        bad = ~((g == w) | (np.isnan(g) & np.isnan(w))) if g.dtype != np.bool_ else g != w
+    else:
+        bad = ~np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+    if not bad.any():
+        return None
+    idx = tuple(int(i) for i in np.argwhere(bad)[0])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
+        finite = np.isfinite(diff)
+        max_abs = float(diff[finite].max()) if finite.any() else float("nan")
+    return (f"{name} ({dtype}): {int(bad.sum())} of {bad.size} elements differ from the reference "
+            f"beyond rtol={rtol}, atol={atol}; first at index {idx}: got {got[idx]!r}, "
+            f"reference {want[idx]!r}; max abs difference {max_abs:.6g}")
+
+
+def assert_matches_reference(func_or_kernel, inputs: Sequence[Any], backend: Optional[str] = None,
+                             out_idx=None, rtol: Optional[float] = None, atol: Optional[float] = None,
+                             **options):
+    """Run a kernel on `backend` and on "reference" and assert the results agree.
+
+    func_or_kernel: a PrimFunc, or a Kernel (e.g. what a @tilecore.jit factory
+    returns; its out_idx is reused). inputs: the kernel's inputs (all
+    parameters when there is no out_idx); each run gets its own copies, the
+    reference run numpy copies. rtol/atol: override the per-dtype `TOLERANCES`.
+    Returns the backend's outputs (one array, a tuple, or None as the kernel does).
+    """
+    from .runtime import api
+
+    func, out_idx = _as_kernel_spec(func_or_kernel, out_idx)
+    target = backend if backend is not None else api.default_target()
+    kernel = api.compile(func, target=target, out_idx=out_idx, **options)
+    reference = api.compile(func, target="reference", out_idx=out_idx)
+    backend_args = [_copy_like(x) for x in inputs]
+    reference_args = [to_numpy(x) for x in inputs]
+    got = _results(kernel, backend_args)
+    want = _results(reference, reference_args)
+    problems = []
+    for param, g, w in zip(kernel.outputs, got, want):
+        problem = compare_arrays(f"output {param.name!r}", to_numpy(g), w, param.dtype, rtol, atol)
+        if problem:
+            problems.append(problem)
+    for param, g, w in zip(kernel.inputs, backend_args, reference_args):
+        problem = compare_arrays(f"argument {param.name!r} after the call", to_numpy(g), w,
+                                 param.dtype, rtol, atol)
+        if problem:
+            problems.append(problem)
+    if problems:
+        raise AssertionError(f"kernel {func.name!r} on {kernel.target} does not match the reference:\n  "
+                             + "\n  ".join(problems))
+    if not got:
+        return None
+    return got[0] if len(got) == 1 else got
+
+
+# ---------------------------------------------------------------------- pytest plugin
+
+def pytest_addoption(parser):
+    """Add `--tilecore-target` (the target of the `tile_target` fixture)."""
+    group = parser.getgroup("tilecore")
+    group.addoption("--tilecore-target", default=None, metavar="TARGET",
+                    help="target for the tile_target / tile_backend fixtures "
+                         "(default: $TILECORE_TEST_TARGET, else tilecore's default target)")
+
+
+try:
+    import pytest
+except ImportError:  # pragma: no cover - helpers above work without pytest
+    pytest = None
+
+if pytest is not None:
+    @pytest.fixture
+    def tile_target(request) -> str:
+        """The target under test: --tilecore-target, $TILECORE_TEST_TARGET, or the default."""
+        chosen = request.config.getoption("--tilecore-target", default=None) or \
+            os.environ.get("TILECORE_TEST_TARGET")
+        if chosen:
+            return chosen
+        from .runtime import api
+
+        return api.default_target()
+
+    @pytest.fixture
+    def tile_backend(tile_target):
+        """The tilecore.plugin.Backend of `tile_target`."""
+        from .plugin.registry import get_registry
+
+        return get_registry().resolve(tile_target)[0]
+
+    @pytest.fixture
+    def tile_rng(request):
+        """A numpy Generator seeded from the test's name (reproducible, distinct per test)."""
+        import zlib
+
+        return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
