@@ -1,0 +1,92 @@
+"""numpy views of the tile language's dtypes, and the value conversions the semantics define.
+
+Conversions (DESIGN.md "Numbers"): float narrowing rounds to nearest even, float
+to int truncates toward zero (C), int narrowing wraps, anything to bool is
+"nonzero". numpy does all of that except float64 -> bfloat16, where ml_dtypes
+rounds twice (through float32); `convert` fixes that with round-to-odd.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from ..ir.types import DTYPES, is_float, is_int
+
+NUMPY_DTYPES = {
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float32": np.dtype(np.float32),
+    "float64": np.dtype(np.float64),
+    "int8": np.dtype(np.int8),
+    "int16": np.dtype(np.int16),
+    "int32": np.dtype(np.int32),
+    "int64": np.dtype(np.int64),
+    "uint8": np.dtype(np.uint8),
+    "bool": np.dtype(np.bool_),
+}
+assert set(NUMPY_DTYPES) == set(DTYPES)
+
+_BY_NUMPY = {v: k for k, v in NUMPY_DTYPES.items()}
+
+
+def np_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype that stores tile dtype `dtype`."""
+    return NUMPY_DTYPES[dtype]
+
+
+def tile_dtype(np_dt) -> str:
+    """The tile dtype name of a numpy dtype (KeyError when there is none)."""
+    return _BY_NUMPY[np.dtype(np_dt)]
+
+
+def scalar(dtype: str, value):
+    """A numpy scalar of `dtype` holding `value` (converted by the store rules)."""
+    return convert(np.asarray(value), dtype)[()]
+
+
+def fill_value(dtype: str):
+    """What a fresh allocation holds: NaN for floats, the minimum for ints, True for bool.
+
+    Reading memory that was never written is undefined; these values make such
+    reads visible in results instead of looking like plausible zeros.
+    """
+    if is_float(dtype):
+        return np.nan
+    if is_int(dtype):
+        return np.iinfo(NUMPY_DTYPES[dtype]).min
+    return True
+
+
+def _f64_to_bf16(x: np.ndarray) -> np.ndarray:
+    # Round to odd into float32 (keeps a sticky bit), then round-to-nearest-even
+    # into bfloat16: that equals one correct rounding of the float64 value.
+    f32 = x.astype(np.float32)
+    back = f32.astype(np.float64)
+    inexact = back != x
+    if np.any(inexact):
+        f32 = np.array(f32, copy=True)
+        bits = f32.view(np.uint32)
+        overshot = inexact & (np.abs(back) > np.abs(x))
+        bits[overshot] -= np.uint32(1)  # step back toward zero: truncation
+        bits[inexact] |= np.uint32(1)   # sticky bit: the value lies strictly inside
+    return f32.astype(ml_dtypes.bfloat16)
+
+
+def convert(value, dtype: str):
+    """`value` (numpy scalar or array) converted to `dtype` by the store rules.
+
+    Arrays stay arrays, scalars stay numpy scalars; no copy when the dtype
+    already matches.
+    """
+    target = NUMPY_DTYPES[dtype]
+    arr = np.asarray(value)
+    if arr.dtype == target:
+        return value
+    if dtype == "bfloat16" and arr.dtype.kind in "fiu" and arr.dtype.itemsize > 4 or (
+            dtype == "bfloat16" and arr.dtype.kind in "iu" and arr.dtype.itemsize > 2):
+        out = _f64_to_bf16(arr.astype(np.float64))
+    else:
+        out = arr.astype(target)
+    if out.ndim == 0 and not isinstance(value, np.ndarray):
+        return out[()]
+    return out

@@ -1,0 +1,183 @@
+"""The backend "reference": the interpreter, registered like every other backend.
+
+Declared through the entry point `reference = "tilecore.interp.plugin"` in the
+group "tilecore". Codegen stores the Tile IR as JSON (the artifact is just the
+program); the launcher loads it and runs the interpreter on numpy views of the
+arguments (DLPack, zero-copy where possible; otherwise copies that are written
+back after the run).
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+from ..plugin import hookimpl
+from ..plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus
+
+NAME = "reference"
+PRIORITY = -1000  # never the default while any real backend can run
+
+
+def _gemm_dtype_pairs() -> frozenset:
+    """(input dtype, accumulator dtype) pairs T.gemm accepts here: every sensible one."""
+    pairs = set()
+    for a in ("float16", "bfloat16", "float32", "float64"):
+        for acc in {a, "float32", "float64"}:
+            pairs.add((a, acc))
+    for a in ("int8", "uint8", "int16", "int32"):
+        pairs.add((a, "int32"))
+        pairs.add((a, "int64"))
+    pairs.add(("int64", "int64"))
+    return frozenset(pairs)
+
+
+def _toolchain_status() -> ToolchainStatus:
+    import ml_dtypes
+
+    return ToolchainStatus(
+        ok=True,
+        summary=f"numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}",
+        details=(("numpy", np.__version__), ("ml_dtypes", ml_dtypes.__version__)),
+        device="host CPU (numpy interpreter)",
+    )
+
+
+def make_backend() -> Backend:
+    """The Backend declaration of the reference interpreter."""
+    from .. import __version__
+    from ..ir.types import DTYPES
+    from ..ir.version import TILE_IR_VERSION
+    from ..language.features import ALL_FEATURES
+
+    return Backend(
+        name=NAME,
+        targets=(NAME,),
+        ir_versions=(TILE_IR_VERSION,),
+        capabilities=Capabilities(
+            features=frozenset(ALL_FEATURES),
+            dtypes=frozenset(DTYPES),
+            gemm_dtypes=_gemm_dtype_pairs(),
+            max_shared_memory=None,
+            max_fragment_memory=None,
+            max_threads=None,
+            warp_size=1,
+            vector_bytes=16,
+            memory_space="cpu",
+            tiers=("execute",),
+        ),
+        toolchain_status=_toolchain_status,
+        device_present=lambda: True,
+        distribution="tilecore",
+        version=__version__,
+        priority=PRIORITY,
+        description="the reference interpreter (numpy): the executable definition of the semantics",
+    )
+
+
+@hookimpl
+def tilecore_register_backends(register):
+    """Declare the backend "reference"."""
+    register(make_backend())
+
+
+@hookimpl
+def tilecore_codegen(backend, module, options):
+    """The artifact of the reference backend: the Tile IR as JSON, and its DSL text as source."""
+    if backend.name != NAME:
+        return None
+    from ..ir import printer, serialize
+
+    func = module.func
+    meta: Dict[str, Any] = {"ir": serialize.dumps(func)}
+    if func.source:
+        # The user's file text, so run-time errors can quote the line even when the
+        # cached artifact is loaded in another process.
+        meta["user_source"] = func.source
+    return Artifact(backend=NAME, target=module.target, entry=func.name,
+                    source=printer.to_source(func), meta=meta)
+
+
+@hookimpl
+def tilecore_launcher(backend, artifact):
+    """A callable `launch(args, bindings)` that interprets the artifact's IR."""
+    if backend.name != NAME:
+        return None
+    from ..ir import serialize
+    from . import Program
+
+    func = serialize.loads(artifact.meta["ir"])
+    if not func.source and artifact.meta.get("user_source"):
+        func = dataclasses.replace(func, source=artifact.meta["user_source"])
+    program = Program(func)
+
+    def launch(args, bindings=None):
+        arrays: List[np.ndarray] = []
+        write_back: List[Tuple[Any, np.ndarray]] = []
+        for param, arg in zip(func.params, args):
+            view, copied = as_numpy(arg)
+            arrays.append(view)
+            if copied:
+                write_back.append((arg, view))
+        program.run(arrays, bindings)
+        for original, result in write_back:
+            _copy_back(original, result)
+
+    launch.program = program  # for tests and `tile` tooling
+    return launch
+
+
+def _is_torch(obj) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor)
+
+
+def as_numpy(arg) -> Tuple[np.ndarray, bool]:
+    """(numpy array for `arg`, whether it is a copy that must be written back).
+
+    numpy arrays pass through; CPU torch tensors and DLPack objects become
+    zero-copy views (bfloat16 by reinterpreting the bits, which numpy's DLPack
+    import does not cover); anything else is converted with a copy.
+    """
+    if isinstance(arg, np.ndarray):
+        if arg.flags.writeable:
+            return arg, False
+        return np.array(arg), False  # a read-only input: the kernel may not change it anyway
+    if _is_torch(arg):
+        torch = sys.modules["torch"]
+        if arg.device.type == "cpu":
+            t = arg.detach()
+            if t.dtype == torch.bfloat16:
+                import ml_dtypes
+
+                return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16), False
+            return t.numpy(), False
+    if hasattr(arg, "__dlpack__"):
+        try:
+            view = np.from_dlpack(arg)
+        except (TypeError, ValueError, BufferError, RuntimeError):
+            view = None
+        if view is not None and view.flags.writeable:
+            return view, False
+    try:
+        return np.array(arg), True
+    except Exception as err:
+        from ..diagnostics import TileRuntimeError
+
+        raise TileRuntimeError(
+            f"the reference backend runs on host memory and cannot read a {type(arg).__name__} "
+            f"({err}); pass numpy arrays or CPU tensors") from None
+
+
+def _copy_back(original, result: np.ndarray) -> None:
+    if _is_torch(original):
+        torch = sys.modules["torch"]
+        if original.dtype == torch.bfloat16:
+            src = torch.from_numpy(result.view(np.int16)).view(torch.bfloat16)
+        else:
+            src = torch.from_numpy(result)
+        original.copy_(src)
+        return
+    original[...] = result
