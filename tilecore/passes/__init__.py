@@ -1,0 +1,8 @@
+"""Target-agnostic passes over Tile IR, one per module, ordered by `pipeline`.
+
+check_types (shape/type diagnostics), simplify (exact constant folding),
+bounds (proves tile copies in bounds), check_features (backend capabilities),
+liveness + memory_plan (on-chip memory against device limits),
+layout_inference (fixpoint engine over backend-supplied rules).
+"""
+from .pipeline import POINTS, PassContext, Pipeline, default_pipeline  # noqa: F401
