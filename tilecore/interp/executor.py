@@ -463,7 +463,7 @@ class Program:
             mask = fr.mask
             if mask is not None:
                 parts.append(mask)
-            parts = np.broadcast_arrays(*parts)
+            parts = list(np.broadcast_arrays(*parts))
             if mask is not None:
                 m = parts.pop()
                 parts = [p[m] for p in parts]
