@@ -1,0 +1,94 @@
+"""Comparing a backend's outputs with the reference interpreter's.
+
+* integers and bool: bit-exact;
+* floats: NaN where the reference has NaN and nowhere else; +inf / -inf at the
+  same positions with the same sign; every finite element within
+  `atol + rtol * |ref|` of the reference, with the tolerance the program's error
+  analysis gives (see programs.py and the README, "Tolerances").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import numpy as np
+
+from tilecore.ir.types import is_float
+
+from .programs import Tolerance
+
+
+@dataclass
+class Mismatch:
+    output: str
+    reason: str
+    max_error: float
+    index: Tuple[int, ...]
+    expected: str
+    got: str
+    count: int
+    total: int
+    tolerance: Tolerance
+
+    def describe(self) -> str:
+        tol = "bit-exact" if self.tolerance.atol == 0 and self.tolerance.rtol == 0 else \
+            f"atol={self.tolerance.atol:.3g}, rtol={self.tolerance.rtol:.3g}"
+        return (f"output {self.output}{list(self.index)}: {self.reason}: expected {self.expected}, got {self.got} "
+                f"(max error {self.max_error:.6g}; {self.count} of {self.total} elements differ; "
+                f"tolerance {tol}: {self.tolerance.why})")
+
+    def to_json(self):
+        return {"output": self.output, "reason": self.reason, "max_error": self.max_error,
+                "index": list(self.index), "expected": self.expected, "got": self.got,
+                "mismatched": self.count, "total": self.total, "tolerance": self.tolerance.to_json()}
+
+
+def _fmt(v) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    return repr(float(v))
+
+
+def compare(name: str, dtype: str, ref: np.ndarray, got: np.ndarray, tol: Tolerance) -> Optional[Mismatch]:
+    """The first (largest) violation of `tol` between `got` and `ref`, or None."""
+    if tuple(ref.shape) != tuple(got.shape):
+        return Mismatch(name, f"shape {tuple(got.shape)} instead of {tuple(ref.shape)}", float("inf"), (),
+                        str(ref.shape), str(got.shape), ref.size, ref.size, tol)
+    total = int(ref.size)
+    if not is_float(dtype):
+        r = ref.astype(np.int64) if dtype != "bool" else ref.astype(bool)
+        g = got.astype(np.int64) if dtype != "bool" else got.astype(bool)
+        bad = r != g
+        if not bad.any():
+            return None
+        diff = np.abs(r.astype(np.float64) - g.astype(np.float64))
+        idx = np.unravel_index(int(np.argmax(np.where(bad, diff, -1))), ref.shape)
+        return Mismatch(name, "integer values differ", float(diff.max()), tuple(int(i) for i in idx),
+                        _fmt(ref[idx]), _fmt(got[idx]), int(bad.sum()), total, tol)
+    r = ref.astype(np.float64)
+    g = got.astype(np.float64)
+    r_nan, g_nan = np.isnan(r), np.isnan(g)
+    if (r_nan != g_nan).any():
+        bad = r_nan != g_nan
+        idx = np.unravel_index(int(np.argmax(bad)), ref.shape)
+        return Mismatch(name, "NaN at a different position", float("nan"), tuple(int(i) for i in idx),
+                        _fmt(ref[idx]), _fmt(got[idx]), int(bad.sum()), total, tol)
+    r_inf, g_inf = np.isinf(r), np.isinf(g)
+    inf_bad = (r_inf | g_inf) & ~((r_inf & g_inf) & (np.sign(r) == np.sign(g)))
+    if inf_bad.any():
+        idx = np.unravel_index(int(np.argmax(inf_bad)), ref.shape)
+        return Mismatch(name, "infinity at a different position or with another sign", float("inf"),
+                        tuple(int(i) for i in idx), _fmt(ref[idx]), _fmt(got[idx]), int(inf_bad.sum()), total, tol)
+    finite = ~(r_nan | r_inf)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.where(finite, np.abs(g - r), 0.0)
+        limit = tol.atol + tol.rtol * np.abs(np.where(finite, r, 0.0))
+    bad = err > limit
+    if not bad.any():
+        return None
+    excess = np.where(bad, err - limit, -1.0)
+    idx = np.unravel_index(int(np.argmax(excess)), ref.shape)
+    return Mismatch(name, "value outside tolerance", float(err.max()), tuple(int(i) for i in idx),
+                    _fmt(ref[idx]), _fmt(got[idx]), int(bad.sum()), total, tol)

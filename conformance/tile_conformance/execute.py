@@ -1,0 +1,201 @@
+"""Running one generated program: parse its DSL text with the real frontend,
+make its inputs from the seed, run the reference interpreter (the oracle) and
+the backend, and compare.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from tilecore.ir.types import is_float
+
+from .compare import Mismatch, compare
+from .programs import Param, Program
+
+PASS, FAIL, UNSUPPORTED, SUITE_ERROR = "pass", "fail", "unsupported", "suite_error"
+
+
+def np_dtype(dtype: str):
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    if dtype == "bool":
+        return np.dtype(bool)
+    return np.dtype(dtype)
+
+
+OUTPUT_SENTINEL = 77  # what "out" tensors hold before the kernel runs (same on both sides)
+
+
+def make_inputs(params: Sequence[Param], bindings: Dict[str, int], seed: int) -> List[np.ndarray]:
+    """The arguments of a program, in parameter order, reproducibly from `seed`.
+
+    Inputs ("in", "inout") are uniform in [lo, hi] (floats drawn in float64 and
+    rounded to nearest in their dtype; integers inclusive); "out" tensors are
+    filled with OUTPUT_SENTINEL.
+    """
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for p in params:
+        shape = p.concrete_shape(bindings)
+        dt = np_dtype(p.dtype)
+        if p.role == "out":
+            a = np.full(shape, OUTPUT_SENTINEL if p.dtype != "bool" else True).astype(dt)
+        elif p.dtype == "bool":
+            a = rng.integers(0, 2, size=shape).astype(bool)
+        elif is_float(p.dtype):
+            a = rng.uniform(p.lo, p.hi, size=shape).astype(dt)
+        else:
+            a = rng.integers(int(p.lo), int(p.hi) + 1, size=shape).astype(dt)
+        arrays.append(np.ascontiguousarray(a))
+    return arrays
+
+
+_WORKDIR: Optional[str] = None
+
+
+def workdir() -> str:
+    """Folder holding the generated programs' .py files (so spans point at real lines)."""
+    global _WORKDIR
+    if _WORKDIR is None:
+        _WORKDIR = os.environ.get("TILE_CONFORMANCE_WORKDIR") or tempfile.mkdtemp(prefix="tile-conformance-")
+        os.makedirs(_WORKDIR, exist_ok=True)
+    return _WORKDIR
+
+
+def load_source(source: str, name_hint: str = "prog"):
+    """Write DSL `source` to a file and import it; return its `main` PrimFunc."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    path = os.path.join(workdir(), f"{name_hint}_{digest}.py")
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            f.write(source)
+    mod_name = f"_tile_conformance_{name_hint}_{digest}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(mod_name, None)
+    return module.main
+
+
+@dataclass
+class Outcome:
+    """The result of one program on one backend."""
+
+    status: str
+    features: List[str]
+    message: str = ""
+    mismatch: Optional[Mismatch] = None
+    unsupported: List[str] = field(default_factory=list)
+    seconds: float = 0.0
+    error_kind: str = ""  # "mismatch", "compile", "run" (failures); "frontend", "oracle" (suite errors)
+
+    def signature(self) -> str:
+        """What kind of failure this is (shrinking keeps it the same)."""
+        return self.error_kind
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def reference_outputs(func, program: Program, arrays: List[np.ndarray]) -> List[np.ndarray]:
+    """Run the reference interpreter on copies of `arrays`; return all arrays after the run."""
+    from tilecore import interp
+
+    ref = [a.copy() for a in arrays]
+    interp.run(func, ref, dict(program.bindings))
+    return ref
+
+
+def _declared(backend) -> frozenset:
+    return frozenset(backend.capabilities.features)
+
+
+def program_features(func, program: Program) -> List[str]:
+    """The features the program uses: the IR's own report plus what only the suite knows.
+
+    `partial_tiles` is taken from the generator (before the bounds pass every
+    copy is unproven, so the raw IR cannot tell).
+    """
+    from tilecore.language.features import features_used
+
+    used = set(features_used(func)) - {"partial_tiles"}
+    return sorted(used | set(program.features))
+
+
+def run_program(program: Program, backend, tier: str = "execute", reference_cache=None) -> Outcome:
+    """Parse, run on the reference and on `backend`, compare; never raises for program problems."""
+    import tilecore
+    from tilecore.diagnostics import UnsupportedFeatureError
+
+    t0 = time.perf_counter()
+    try:
+        func = load_source(program.source)
+    except Exception as err:
+        return Outcome(SUITE_ERROR, sorted(program.features), "the frontend rejected a generated program: "
+                       + _one_line(err), error_kind="frontend", seconds=time.perf_counter() - t0)
+    feats = program_features(func, program)
+    undeclared = [f for f in feats if f not in _declared(backend)]
+    if undeclared:
+        return Outcome(UNSUPPORTED, feats, f"uses undeclared feature(s) {', '.join(undeclared)}",
+                       unsupported=undeclared, seconds=time.perf_counter() - t0)
+    arrays = make_inputs(program.params, program.bindings, program.input_seed)
+    ref = None
+    if tier == "execute":
+        try:
+            ref = reference_outputs(func, program, arrays)
+        except Exception as err:
+            return Outcome(SUITE_ERROR, feats, "the reference interpreter failed: " + _one_line(err),
+                           error_kind="oracle", seconds=time.perf_counter() - t0)
+    try:
+        kernel = tilecore.compile(func, target=backend.name)
+    except UnsupportedFeatureError as err:
+        if err.feature not in _declared(backend):
+            return Outcome(UNSUPPORTED, feats, _one_line(err), unsupported=[err.feature],
+                           seconds=time.perf_counter() - t0)
+        return Outcome(FAIL, feats, f"refused a declared feature: {_one_line(err)}", error_kind="compile",
+                       seconds=time.perf_counter() - t0)
+    except Exception as err:
+        return Outcome(FAIL, feats, "compile failed: " + _one_line(err), error_kind="compile",
+                       seconds=time.perf_counter() - t0)
+    if tier == "compile":
+        return Outcome(PASS, feats, seconds=time.perf_counter() - t0)
+    got = [a.copy() for a in arrays]
+    try:
+        kernel(*got)
+    except Exception as err:
+        return Outcome(FAIL, feats, "run failed: " + _one_line(err), error_kind="run",
+                       seconds=time.perf_counter() - t0)
+    return _compare_all(program, ref, got, feats, t0)
+
+
+def _compare_all(program: Program, ref, got, feats, t0) -> Outcome:
+    for i, p in enumerate(program.params):
+        if p.role not in ("out", "inout"):
+            continue
+        tol = program.tolerances.get(p.name)
+        m = compare(p.name, p.dtype, ref[i], got[i], tol) if tol is not None else None
+        if m is not None:
+            return Outcome(FAIL, feats, m.describe(), mismatch=m, error_kind="mismatch",
+                           seconds=time.perf_counter() - t0)
+    return Outcome(PASS, feats, seconds=time.perf_counter() - t0)
+
+
+def compare_outputs(program: Program, ref: Sequence[np.ndarray], got: Sequence[np.ndarray], feats) -> Outcome:
+    """Compare already computed outputs (used by bundles)."""
+    return _compare_all(program, list(ref), list(got), feats, time.perf_counter())

@@ -1,0 +1,390 @@
+"""Hypothesis strategies over the grammar of the tile language.
+
+`program_knobs(caps)` draws the knobs of one program (see `programs.py`) using
+only what the backend declares in its capabilities: features outside
+`caps.features`, dtypes outside `caps.dtypes` and GEMM dtype pairs outside
+`caps.gemm_dtypes` are never drawn (the runner reports them "unsupported").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import FrozenSet, Optional, Tuple
+
+from hypothesis import strategies as st
+
+from tilecore.ir.types import FLOAT_DTYPES, INT_DTYPES, is_float
+
+from . import exprs as X
+from .programs import FAMILIES, shared_bytes
+
+TILES = (1, 2, 4, 8, 16, 32)
+
+
+@dataclass(frozen=True)
+class Caps:
+    """The part of a backend's Capabilities that steers generation."""
+
+    features: FrozenSet[str]
+    dtypes: FrozenSet[str]
+    gemm_dtypes: FrozenSet[Tuple[str, str]] = frozenset()
+    max_shared_memory: Optional[int] = None
+    max_threads: Optional[int] = None
+
+    @classmethod
+    def from_backend(cls, backend) -> "Caps":
+        c = backend.capabilities
+        return cls(frozenset(c.features), frozenset(c.dtypes), frozenset(tuple(p) for p in c.gemm_dtypes),
+                   c.max_shared_memory, c.max_threads)
+
+    def has(self, *names) -> bool:
+        return all(n in self.features for n in names)
+
+    def floats(self):
+        return tuple(d for d in FLOAT_DTYPES if d in self.dtypes and f"dtype:{d}" in self.features)
+
+    def ints(self):
+        return tuple(d for d in INT_DTYPES if d in self.dtypes and f"dtype:{d}" in self.features)
+
+    def dtype_ok(self, d: str) -> bool:
+        return d in self.dtypes and f"dtype:{d}" in self.features
+
+
+def family_requirements(caps: Caps):
+    """Families whose required features the backend declares."""
+    req = {
+        "ewise": ("parallel",),
+        "copy": ("copy",),
+        "reduce": ("reduce", "copy"),
+        "gemm": ("gemm", "copy"),
+        "atomic": ("atomic",),
+        "cumsum": ("cumsum", "copy"),
+        "control": ("copy", "runtime_if"),
+    }
+    out = []
+    for fam in FAMILIES:
+        if not caps.has(*req[fam]):
+            continue
+        if fam == "gemm" and not _gemm_pairs(caps):
+            continue
+        if fam == "atomic" and not (caps.has("copy", "reduce") or caps.has("parallel")):
+            continue
+        if fam == "control" and not (caps.has("serial") or caps.has("unroll")):
+            continue
+        if not (caps.floats() or caps.ints()):
+            continue
+        out.append(fam)
+    return tuple(out)
+
+
+def _gemm_pairs(caps: Caps):
+    return tuple(sorted(p for p in caps.gemm_dtypes if caps.dtype_ok(p[0]) and caps.dtype_ok(p[1])))
+
+
+@st.composite
+def _extent(draw, caps: Caps, tile: int, allow_partial: bool = True, max_tiles: int = 3):
+    """An extent for `tile`-sized tiles: one or several tiles, maybe a partial last tile."""
+    tiles = draw(st.integers(1, max_tiles)) if caps.has("multi_block") else 1
+    if allow_partial and caps.has("partial_tiles") and tile > 1 and draw(st.booleans()):
+        rem = draw(st.integers(1, tile - 1))
+        return (tiles - 1) * tile + rem if tiles > 1 or rem else tile
+    return tiles * tile
+
+
+def _threads(draw, caps: Caps) -> int:
+    t = draw(st.sampled_from((32, 64, 128, 256)))
+    if caps.max_threads:
+        t = min(t, caps.max_threads)
+    return t
+
+
+@st.composite
+def float_expr(draw, n_inputs: int, caps: Caps, depth: int = 3):
+    """A float expression tree over `n_inputs` input tiles (see exprs.py)."""
+    leaf = st.one_of(st.builds(lambda k: ["in", k], st.integers(0, n_inputs - 1)),
+                     st.builds(lambda v: ["const", v], st.sampled_from(X.FLOAT_CONSTS)))
+    if depth <= 0:
+        e = draw(leaf)
+        return e if e[0] == "in" else ["in", 0]
+    choices = ["in", "bin"]
+    if caps.has("math"):
+        choices += ["un", "pow"]
+    if caps.has("select"):
+        choices.append("sel")
+    floats = caps.floats()
+    if len(floats) > 1:
+        choices.append("cast")
+    kind = draw(st.sampled_from(choices))
+    sub = float_expr(n_inputs, caps, depth - 1)
+    if kind == "in":
+        return ["in", draw(st.integers(0, n_inputs - 1))]
+    if kind == "bin":
+        ops = [o for o in X.FLOAT_BINOPS if o != "/" or caps.has("math")]
+        op = draw(st.sampled_from(ops))
+        return ["bin", op, draw(sub), draw(st.one_of(sub, leaf))]
+    if kind == "un":
+        f = draw(st.sampled_from([f for f in X.FLOAT_FUNCS]))
+        if f in ("floor", "ceil"):
+            return ["un", f, ["in", draw(st.integers(0, n_inputs - 1))]]
+        return ["un", f, draw(sub)]
+    if kind == "pow":
+        return ["pow", draw(sub), draw(st.sampled_from(X.POW_EXPONENTS))]
+    if kind == "sel":
+        return ["sel", draw(st.integers(0, n_inputs - 1)), draw(st.sampled_from((0.0, 0.5, -1.0))),
+                draw(sub), draw(st.one_of(sub, leaf))]
+    return ["cast", draw(st.sampled_from(floats)), draw(sub)]
+
+
+@st.composite
+def int_expr(draw, n_inputs: int, caps: Caps, depth: int = 3):
+    leaf = st.one_of(st.builds(lambda k: ["in", k], st.integers(0, n_inputs - 1)),
+                     st.builds(lambda v: ["const", v], st.sampled_from(X.INT_CONSTS)))
+    if depth <= 0:
+        e = draw(leaf)
+        return e if e[0] == "in" else ["in", 0]
+    choices = ["in", "bin", "neg"]
+    if caps.has("math"):
+        choices.append("abs")
+    if caps.has("select"):
+        choices.append("sel")
+    kind = draw(st.sampled_from(choices))
+    sub = int_expr(n_inputs, caps, depth - 1)
+    if kind == "in":
+        return ["in", draw(st.integers(0, n_inputs - 1))]
+    if kind == "bin":
+        op = draw(st.sampled_from(X.INT_BINOPS))
+        if op in ("//", "%"):
+            return ["bin", op, draw(sub), ["const", draw(st.sampled_from((2, 3, 5, 7)))]]
+        return ["bin", op, draw(sub), draw(st.one_of(sub, leaf))]
+    if kind in ("neg", "abs"):
+        return ["un", kind, draw(sub)]
+    return ["sel", draw(st.integers(0, n_inputs - 1)), draw(st.sampled_from((0, 2, -1))),
+            draw(sub), draw(st.one_of(sub, leaf))]
+
+
+@st.composite
+def ewise_knobs(draw, caps: Caps):
+    floats, ints = caps.floats(), caps.ints()
+    int_mode = bool(ints) and (not floats or draw(st.integers(0, 3)) == 0)
+    pool = tuple(d for d in ints if d != "bool") if int_mode else floats
+    if not pool:
+        int_mode, pool = False, floats
+    n_in = draw(st.integers(1, 3))
+    in_dtypes = [draw(st.sampled_from(pool)) for _ in range(n_in)]
+    stages = ["direct"] + (["shared", "fragment", "local"] if caps.has("copy") else [])
+    stage = draw(st.sampled_from(stages))
+    out_stage = draw(st.sampled_from(["direct", "fragment"] if caps.has("copy") else ["direct"]))
+    bm, bn = draw(st.sampled_from(TILES[1:])), draw(st.sampled_from(TILES[1:]))
+    allow_partial = caps.has("runtime_if") or (stage != "direct" and out_stage != "direct")
+    if stage != "direct" or out_stage != "direct":
+        allow_partial = allow_partial and caps.has("partial_tiles")
+    if stage == "direct" or out_stage == "direct":
+        allow_partial = allow_partial and caps.has("runtime_if")
+    M = draw(_extent(caps, bm, allow_partial))
+    N = draw(_extent(caps, bn, allow_partial))
+    dyn = (allow_partial and caps.has("dynamic_shape") and caps.has("partial_tiles", "runtime_if")
+           and draw(st.integers(0, 4)) == 0)
+    expr = draw(int_expr(n_in, caps) if int_mode else float_expr(n_in, caps))
+    return {"family": "ewise", "M": M, "N": N, "bm": bm, "bn": bn, "in_dtypes": in_dtypes,
+            "out_dtype": draw(st.sampled_from(pool)), "expr": expr, "stage": stage,
+            "out_stage": out_stage, "form": draw(st.sampled_from(("point", "slice"))), "dyn": dyn,
+            "threads": _threads(draw, caps), "allowed_dtypes": sorted(caps.dtypes)}
+
+
+@st.composite
+def copy_knobs(draw, caps: Caps):
+    floats, ints = caps.floats(), caps.ints()
+    kinds = ([floats] if floats else []) + ([tuple(d for d in ints if d != "bool")] if ints else [])
+    if caps.dtype_ok("bool"):
+        kinds.append(("bool",))
+    pool = draw(st.sampled_from([k for k in kinds if k]))
+    dtypes = [draw(st.sampled_from(pool)) for _ in range(4)]
+    scopes = [draw(st.sampled_from(("shared", "fragment", "local"))) for _ in range(2)]
+    bm, bn = draw(st.sampled_from(TILES)), draw(st.sampled_from(TILES))
+    M = draw(_extent(caps, bm))
+    N = draw(_extent(caps, bn))
+    dyn = caps.has("dynamic_shape", "partial_tiles") and draw(st.integers(0, 5)) == 0
+    sub_rows = draw(st.integers(1, bm - 1)) if (caps.has("fill") and bm > 1 and draw(st.booleans())) else 0
+    fill = 0
+    if sub_rows:
+        fill = draw(st.sampled_from((0, 1.5, -3.0))) if is_float(dtypes[2]) else draw(st.sampled_from((0, 3, 1)))
+        if dtypes[2] == "bool":
+            fill = draw(st.sampled_from((0, 1)))
+        if dtypes[2] == "uint8" and fill < 0:
+            fill = 0
+    return {"family": "copy", "M": M, "N": N, "bm": bm, "bn": bn, "dtypes": dtypes, "scopes": scopes,
+            "forms": [draw(st.sampled_from(("point", "slice"))) for _ in range(2)], "dyn": dyn,
+            "sub_rows": sub_rows, "fill_value": fill, "threads": _threads(draw, caps)}
+
+
+def _loops(caps: Caps):
+    loops = []
+    if caps.has("serial"):
+        loops += ["serial", "range"]
+    if caps.has("unroll"):
+        loops.append("unroll")
+    if caps.has("pipelined"):
+        loops.append("pipelined")
+    return loops
+
+
+@st.composite
+def reduce_knobs(draw, caps: Caps):
+    floats, ints = caps.floats(), caps.ints()
+    pool = [d for d in floats] + [d for d in ints if d not in ("bool", "uint8")]
+    d_in = draw(st.sampled_from(pool))
+    kind = draw(st.sampled_from(("sum", "max", "min", "abssum", "absmax")))
+    if is_float(d_in):
+        accs = [d for d in floats if d in ("float32", "float64", d_in)]
+    else:
+        accs = [d for d in ints if d in ("int32", "int64")] or [d_in]
+        if kind not in ("sum", "abssum"):
+            accs = sorted(set(accs) | {d_in})
+    acc = draw(st.sampled_from(accs))
+    bm, bn = draw(st.sampled_from(TILES[1:])), draw(st.sampled_from(TILES[1:]))
+    dim = draw(st.sampled_from((0, 1)))
+    loops = _loops(caps)
+    mode = draw(st.sampled_from(["clear"] + (["fill"] if loops and caps.has("fill") else [])))
+    # along the reduced dimension: one tile for "clear", several for accumulating modes
+    red_tile, keep_tile = (bn, bm) if dim == 1 else (bm, bn)
+    keep = draw(_extent(caps, keep_tile))
+    if mode == "clear":
+        red = red_tile if not caps.has("partial_tiles") or draw(st.booleans()) else draw(st.integers(1, red_tile))
+    else:
+        red = draw(_extent(caps, red_tile, max_tiles=4)) if caps.has("multi_block") else \
+            draw(st.integers(1, 3)) * red_tile
+        if not caps.has("partial_tiles"):
+            red = -(-red // red_tile) * red_tile
+    # low-precision accumulators only over short sums (see README: tolerances)
+    n = red if mode == "clear" else -(-red // red_tile) * red_tile
+    if acc in ("float16", "bfloat16") and kind in ("sum", "abssum") and n > (16 if acc == "float16" else 8):
+        acc = "float32" if caps.dtype_ok("float32") else acc
+        if acc in ("float16", "bfloat16"):
+            kind = "max"
+    M, N = (keep, red) if dim == 1 else (red, keep)
+    outs = [d for d in (floats if is_float(acc) else ints) if d != "bool" and d != "uint8"]
+    if not is_float(acc):
+        outs = [acc]
+    init = 0
+    if mode == "fill":
+        init = draw(st.sampled_from({"sum": (0, 1.5), "abssum": (0, 2.0), "max": (-100, 1.0),
+                                     "absmax": (0, 1.5), "min": (100, -1.0)}[kind]))
+        if not is_float(acc):
+            init = int(init)
+    dyn = (mode == "fill" and dim == 1 and caps.has("dynamic_shape", "partial_tiles") and False)
+    return {"family": "reduce", "M": M, "N": N, "bm": bm, "bn": bn, "dim": dim, "kind": kind,
+            "in_dtype": d_in, "acc_dtype": acc, "out_dtype": draw(st.sampled_from(outs)), "mode": mode,
+            "init": init, "loop": draw(st.sampled_from(loops)) if loops else "serial",
+            "num_stages": draw(st.integers(1, 3)), "src_scope": draw(st.sampled_from(("fragment", "shared"))),
+            "form": draw(st.sampled_from(("point", "slice"))), "dyn": dyn, "threads": _threads(draw, caps)}
+
+
+@st.composite
+def gemm_knobs(draw, caps: Caps):
+    d_in, acc = draw(st.sampled_from(_gemm_pairs(caps)))
+    outs = [d for d in (caps.floats() if is_float(acc) else caps.ints()) if d not in ("bool", "uint8", "int8")]
+    if not is_float(acc):
+        outs = [acc]
+    bm, bn, bk = (draw(st.sampled_from((4, 8, 16, 32))) for _ in range(3))
+    ta = caps.has("gemm_transpose") and draw(st.booleans())
+    tb = caps.has("gemm_transpose") and draw(st.booleans())
+    loops = [lp for lp in ("pipelined", "serial") if caps.has(lp)] if caps.has("fill") else []
+    max_k = 16 if acc == "float16" else 8 if acc == "bfloat16" else 96
+    bk = min(bk, max_k)
+    M = draw(_extent(caps, bm, max_tiles=2))
+    N = draw(_extent(caps, bn, max_tiles=2))
+    if loops and draw(st.booleans()):
+        K = draw(_extent(caps, bk, max_tiles=3)) if caps.has("multi_block") or True else bk
+        if not caps.has("partial_tiles"):
+            K = -(-K // bk) * bk
+        K = min(K, max_k)
+        loop = draw(st.sampled_from(loops))
+    else:
+        K = bk if not caps.has("partial_tiles") or draw(st.booleans()) else draw(st.integers(1, bk))
+        loop = "single"
+    k = {"family": "gemm", "M": M, "N": N, "K": K, "bm": bm, "bn": bn, "bk": bk, "ta": ta, "tb": tb,
+         "in_dtype": d_in, "acc_dtype": acc, "out_dtype": draw(st.sampled_from(outs)), "loop": loop,
+         "num_stages": draw(st.integers(1, 3)),
+         "clear_accum": (not caps.has("fill")) or draw(st.booleans()),
+         "a_scope": draw(st.sampled_from(("shared", "shared", "fragment"))), "b_scope": "shared",
+         "swizzle": draw(st.integers(0, 4)) == 0, "form": draw(st.sampled_from(("point", "slice"))),
+         "threads": _threads(draw, caps)}
+    if caps.max_shared_memory is not None:
+        while shared_bytes(k) > caps.max_shared_memory and max(k["bm"], k["bn"], k["bk"]) > 4:
+            for key in ("bm", "bn", "bk"):
+                k[key] = max(4, k[key] // 2)
+    return k
+
+
+@st.composite
+def atomic_knobs(draw, caps: Caps):
+    pool = [d for d in ("float32", "int32", "float64", "float16", "int64") if caps.dtype_ok(d)] or \
+        [d for d in caps.floats() + caps.ints() if d not in ("bool",)]
+    d = draw(st.sampled_from(pool))
+    kind = draw(st.sampled_from(("add", "max", "min")))
+    forms = []
+    if caps.has("copy", "reduce"):
+        forms.append("tile")
+    if caps.has("parallel"):
+        forms.append("element")
+    form = draw(st.sampled_from(forms))
+    bm, bn = draw(st.sampled_from(TILES[1:5])), draw(st.sampled_from(TILES[1:5]))
+    allow_partial = caps.has("partial_tiles") if form == "tile" else caps.has("runtime_if")
+    M = draw(_extent(caps, bm, allow_partial, max_tiles=4))
+    N = draw(st.integers(1, 3)) * bn if form == "tile" else draw(st.integers(1, 16))
+    if form == "tile" and not caps.has("multi_block"):
+        N = bn
+    return {"family": "atomic", "M": M, "N": N, "bm": bm, "bn": bn, "kind": kind, "form": form, "dtype": d,
+            "rows": draw(st.integers(1, 3)), "threads": _threads(draw, caps)}
+
+
+@st.composite
+def cumsum_knobs(draw, caps: Caps):
+    pool = [d for d in caps.floats() if d in ("float32", "float64")] + \
+        [d for d in caps.ints() if d in ("int32", "int64")]
+    if not pool:
+        pool = [d for d in caps.floats() + caps.ints() if d != "bool"]
+    d = draw(st.sampled_from(pool))
+    bm, bn = draw(st.sampled_from(TILES)), draw(st.sampled_from(TILES))
+    M = draw(_extent(caps, bm))
+    N = draw(_extent(caps, bn))
+    dyn = caps.has("dynamic_shape", "partial_tiles") and draw(st.integers(0, 5)) == 0
+    return {"family": "cumsum", "M": M, "N": N, "bm": bm, "bn": bn, "dim": draw(st.sampled_from((0, 1))),
+            "reverse": draw(st.booleans()), "dtype": d, "scope": draw(st.sampled_from(("fragment", "shared"))),
+            "inplace": draw(st.booleans()), "form": draw(st.sampled_from(("point", "slice"))), "dyn": dyn,
+            "threads": _threads(draw, caps)}
+
+
+@st.composite
+def control_knobs(draw, caps: Caps):
+    pool = [d for d in caps.floats()] + [d for d in caps.ints() if d in ("int32", "int16", "int8")]
+    d = draw(st.sampled_from(pool))
+    if is_float(d):
+        accs = [a for a in caps.floats() if a in ("float32", "float64")] or [d]
+    else:
+        accs = [a for a in caps.ints() if a in ("int32", "int64")] or [d]
+    loops = [lp for lp in ("serial", "range", "unroll") if caps.has("unroll" if lp == "unroll" else "serial")]
+    bm = draw(st.sampled_from(TILES[:5]))
+    return {"family": "control", "M": draw(_extent(caps, bm)), "N": draw(st.integers(1, 12)), "bm": bm,
+            "dtype": d, "acc_dtype": draw(st.sampled_from(accs)), "loop": draw(st.sampled_from(loops)),
+            "thr": draw(st.sampled_from((0.0, 0.5, -1.0))), "with_else": draw(st.booleans()),
+            "use_var": caps.has("alloc_var") and draw(st.booleans()),
+            "block_if": caps.has("parallel", "multi_block") and draw(st.booleans()),
+            "threads": _threads(draw, caps)}
+
+
+_FAMILY_STRATEGIES = {
+    "ewise": ewise_knobs, "copy": copy_knobs, "reduce": reduce_knobs, "gemm": gemm_knobs,
+    "atomic": atomic_knobs, "cumsum": cumsum_knobs, "control": control_knobs,
+}
+
+
+@st.composite
+def program_knobs(draw, caps: Caps, families=None):
+    """Knobs of one program the backend can be asked to run (plus the inputs' seed)."""
+    fams = tuple(f for f in family_requirements(caps) if families is None or f in families)
+    if not fams:
+        raise ValueError("the backend declares too few features for any program family")
+    fam = draw(st.sampled_from(fams))
+    knobs = draw(_FAMILY_STRATEGIES[fam](caps))
+    knobs["input_seed"] = draw(st.integers(0, 2**31 - 1))
+    return knobs
