@@ -1,0 +1,35 @@
+"""The tile language: `import tilecore.language as T`.
+
+TileLang-compatible surface (DESIGN.md, "The language"). `@T.prim_func`
+parses the decorated function at once into a `tilecore.ir.PrimFunc`; the other
+names are either Python-level objects (`T.Tensor`, `T.dynamic`, dtypes,
+`T.GemmWarpPolicy`) or kernel-body operations that only mean something inside
+a prim_func (see `tilecore.language.ops`).
+"""
+from __future__ import annotations
+
+import sys
+
+from .dtypes import (DType, bfloat16, bool, float16, float32, float64, int8,  # noqa: F401,A004
+                     int16, int32, int64, uint8)
+from .ops import (Kernel, KernelOnlyError, Parallel, Pipelined, abs, alloc_fragment,  # noqa: F401,A004
+                  alloc_local, alloc_shared, alloc_var, annotate_layout, atomic_add,
+                  atomic_max, atomic_min, cast, ceil, ceildiv, clear, copy, cos, cumsum,
+                  exp, exp2, fill, floor, gemm, if_then_else, infinity, log, log2,
+                  make_swizzled_layout, max, min, pow, print, reduce_absmax, reduce_abssum,
+                  reduce_max, reduce_min, reduce_sum, rsqrt, serial, sigmoid, sin, sqrt,
+                  tanh, unroll, use_swizzle)
+from .tensor import (Buffer, FragmentBuffer, GemmWarpPolicy, LocalBuffer,  # noqa: F401
+                     SharedBuffer, Tensor, TensorType, dynamic, symbolic)
+
+
+def prim_func(func):
+    """Parse `func` into a `tilecore.ir.PrimFunc` now.
+
+    Names the body uses are looked up in the function's closure, then the
+    locals of the code that applies the decorator (the factory), then its
+    globals; their Python values are constants of the kernel.
+    """
+    from ..frontend import parse_function
+
+    return parse_function(func, caller_locals=sys._getframe(1).f_locals)

@@ -1,0 +1,227 @@
+"""The frontend: TileLang-style kernels parse into the expected Tile IR."""
+import os
+import sys
+
+import pytest
+
+import tilecore.language as T
+from tilecore.diagnostics import TileCompileError
+from tilecore.ir import nodes as N
+from tilecore.ir.visitor import walk, walk_stmts
+
+sys.path.insert(0, os.path.dirname(__file__))  # pytest runs with --import-mode=importlib
+from frontend_kernels import flash_attention, layernorm, matmul, softmax
+
+
+def stmts_of(func, cls):
+    return [s for s in walk_stmts(func.body) if isinstance(s, cls)]
+
+
+def test_gemm_kernel_structure():
+    f = matmul(200, 200, 200, 64, 64, 32)
+    assert [p.name for p in f.params] == ["A", "B", "C"]
+    kernel = f.kernel
+    assert kernel.grid == (N.Const(4, "int32"), N.Const(4, "int32"))
+    assert [v.name for v in kernel.block_vars] == ["bx", "by"]
+    assert kernel.threads == (128,)
+    loop = stmts_of(f, N.For)[0]
+    assert loop.kind == "pipelined" and loop.num_stages == 3 and loop.extent == N.Const(7, "int32")
+    copies = stmts_of(f, N.Copy)
+    assert copies[0].src.extents == (64, 32) and copies[0].dst.buffer.name == "A_s"
+    gemm = stmts_of(f, N.Gemm)[0]
+    assert gemm.policy == "full_row" and not gemm.transpose_b
+
+
+def test_every_node_has_a_span_in_this_file():
+    f = flash_attention(1, 2, 256, 64, True)
+    for node in walk(f):
+        span = getattr(node, "span", None)
+        if span is not None:
+            assert span.line > 0 and span.file.endswith("frontend_kernels.py"), node
+
+
+def test_source_is_the_whole_file():
+    f = softmax(8, 16)
+    assert "def flash_attention" in f.source
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_flash_attention_parses(causal):
+    f = flash_attention(1, 2, 256, 64, causal)
+    gemms = stmts_of(f, N.Gemm)
+    assert len(gemms) == 2 and gemms[0].transpose_b
+    q_copy = stmts_of(f, N.Copy)[0]
+    assert q_copy.src.extents == (1, 64, 1, 64)
+    assert any(isinstance(n, N.Select) for n in walk(f)) == causal
+
+
+def test_layernorm_slices_and_closure_floats():
+    f = layernorm(64, 128, eps=1e-3)
+    first = stmts_of(f, N.Copy)[0]
+    assert first.src.extents == (4, 128)
+    consts = [n.value for n in walk(f) if isinstance(n, N.Const)]
+    assert 1e-3 in consts
+
+
+def test_names_unique_and_shadowing_renamed():
+    @T.prim_func
+    def k(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.serial(4):
+                x = A[i] * 2.0
+                x = x + 1.0
+                A[i] = x
+            for i in T.serial(4):
+                A[i] = A[i] + 1.0
+
+    lets = stmts_of(k, N.Let)
+    assert [l.var.name for l in lets] == ["x", "x_1"]
+    loops = stmts_of(k, N.For)
+    assert [l.var.name for l in loops] == ["i", "i_1"]
+
+
+def test_literals_adopt_dtype_and_promotion_casts():
+    @T.prim_func
+    def k(A: T.Tensor((4,), "float16"), B: T.Tensor((4,), "int32")):
+        with T.Kernel(1):
+            for i in T.Parallel(4):
+                A[i] = A[i] * 2 + B[i]
+
+    store = stmts_of(k, N.Store)[0]
+    mul = store.value.a
+    assert mul.dtype == "float16" and mul.b == N.Const(2.0, "float16")
+    assert store.value.b == N.Cast(N.Load(k.params[1], (N.Var("i"),), "int32"), "float16")
+
+
+def test_integer_true_division_is_an_error():
+    with pytest.raises(TileCompileError, match="use '//'"):
+        @T.prim_func
+        def k(A: T.Tensor((4,), "int32")):
+            with T.Kernel(1):
+                for i in T.Parallel(4):
+                    A[i] = A[i] / 2
+
+
+def test_python_if_and_for_resolved_at_parse_time():
+    def factory(use_exp, scales):
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1):
+                for s in scales:
+                    for i in T.Parallel(4):
+                        if use_exp:
+                            A[i] = T.exp(A[i]) * s
+                        else:
+                            A[i] = A[i] * s
+        return k
+
+    f = factory(True, (1.0, 2.0))
+    assert len(stmts_of(f, N.Parallel)) == 2
+    assert sum(isinstance(n, N.Call) for n in walk(f)) == 2
+    assert not stmts_of(f, N.If)
+    g = factory(False, (3.0,))
+    assert not any(isinstance(n, N.Call) for n in walk(g))
+
+
+def test_runtime_if_and_alloc_var():
+    @T.prim_func
+    def k(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1):
+            acc = T.alloc_var("float32")
+            acc = 0
+            for i in range(8):
+                if A[i] > 0:
+                    acc = acc + A[i]
+            A[0] = acc
+
+    allocs = stmts_of(k, N.Alloc)
+    assert allocs[0].buffer.scope == "var" and allocs[0].buffer.shape == (1,)
+    stores = stmts_of(k, N.Store)
+    assert stores[0].buffer.name == "acc" and stores[0].value == N.Const(0.0, "float32")
+    assert len(stmts_of(k, N.If)) == 1
+    assert isinstance(stores[-1].value, N.Load) and stores[-1].value.buffer.name == "acc"
+
+
+def test_dynamic_dims():
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def k(A: T.Tensor((m, 64), "float32"), B: T.Tensor((m, 64), "float32")):
+        with T.Kernel(T.ceildiv(m, 32)) as bx:
+            s = T.alloc_shared((32, 64), "float32")
+            T.copy(A[bx * 32, 0], s)
+            T.copy(s, B[bx * 32, 0])
+
+    assert k.dyn_vars == (N.Var("m"),)
+    assert k.params[0].shape == (N.Var("m"), 64)
+    grid = k.kernel.grid[0]
+    assert isinstance(grid, N.BinOp) and grid.op == "//"
+
+
+def test_loops_range_serial_unroll_bounds():
+    @T.prim_func
+    def k(A: T.Tensor((16,), "float32")):
+        with T.Kernel(2) as bx:
+            for i in range(2, 6):
+                A[i] = 0.0
+            for j in T.unroll(bx, bx + 4):
+                A[j] = 1.0
+            for t in T.serial(bx, 8):
+                A[t] = 2.0
+
+    loops = stmts_of(k, N.For)
+    assert loops[0].begin == N.Const(2, "int32") and loops[0].extent == N.Const(4, "int32")
+    assert loops[1].kind == "unroll" and loops[1].extent == N.Const(4, "int32")
+    assert loops[2].extent == N.BinOp("-", N.Const(8, "int32"), N.Var("bx"), "int32")
+
+
+def test_step_is_an_error():
+    with pytest.raises(TileCompileError, match="step"):
+        @T.prim_func
+        def k(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1):
+                for i in range(0, 16, 2):
+                    A[i] = 0.0
+
+
+def test_atomic_element_and_tile_forms():
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1):
+            f = T.alloc_fragment((16, 16), "float32")
+            T.copy(A[0, 0], f)
+            T.atomic_add(C[16, 16], f)
+            for i, j in T.Parallel(16, 16):
+                T.atomic_max(C[i, j], f[i, j])
+
+    tile, elem = stmts_of(k, N.Atomic)
+    assert isinstance(tile.value, N.Region) and tile.dst.extents == (16, 16)
+    assert elem.kind == "max" and elem.dst.extents == (1, 1) and isinstance(elem.value, N.Load)
+
+
+def test_reduce_cumsum_print_hints():
+    @T.prim_func
+    def k(A: T.Tensor((8, 16), "float32")):
+        with T.Kernel(1):
+            f = T.alloc_fragment((8, 16), "float32")
+            r = T.alloc_fragment((8,), "float32")
+            T.copy(A, f)
+            T.reduce_absmax(f, r, dim=-1, clear=False)
+            T.cumsum(f, dim=1, reverse=True)
+            T.print(f, msg="f")
+            T.print(r[0])
+
+    red = stmts_of(k, N.Reduce)[0]
+    assert (red.kind, red.dim, red.clear) == ("absmax", 1, False)
+    cs = stmts_of(k, N.Cumsum)[0]
+    assert cs.dst == cs.src and cs.reverse
+    prints = stmts_of(k, N.Print)
+    assert isinstance(prints[0].value, N.Buffer) and prints[0].msg == "f"
+    assert isinstance(prints[1].value, N.Load)
+
+
+def test_intrinsics_outside_a_kernel_explain_themselves():
+    with pytest.raises(T.KernelOnlyError, match="inside the body of a @T.prim_func"):
+        T.copy(1, 2)
+    assert T.ceildiv(10, 4) == 3
+    assert T.max(2, 5) == 5

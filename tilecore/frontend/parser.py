@@ -1,0 +1,565 @@
+"""The kernel parser: a `@T.prim_func` function's source -> `tilecore.ir.PrimFunc`.
+
+Statements are translated one by one. Python-level statements (assignments of
+Python values, `if`/`for` over Python values, asserts) run at parse time;
+everything that touches kernel values becomes Tile IR with the span of the
+user's source. Names are made unique per PrimFunc (a rebound name `x` becomes
+`x_1`), so printing the IR and parsing it again gives an equal IR.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib.util
+import itertools
+import linecache
+from typing import List
+
+from ..diagnostics import TileCompileError
+from ..ir import nodes as N
+from ..language.tensor import TensorType
+from . import exprs as E
+from .evaluator import Evaluated, is_ir
+from .tileops import TileOps
+
+ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment",
+                "alloc_local": "local", "alloc_var": "var"}
+LOOP_KINDS = {"serial": "serial", "unroll": "unroll", "Pipelined": "pipelined"}
+
+
+class Parser(TileOps):
+    """Translates one function definition; `parse()` returns the PrimFunc."""
+
+    def __init__(self, fn_node: ast.FunctionDef, filename: str, source: str, env: dict,
+                 annotations=None):
+        super().__init__(filename, source, env)
+        self.fn_node = fn_node
+        self.annotations = annotations or {}
+        self.used_names: set = set()
+        self.in_kernel = False
+
+    # ------------------------------------------------------------------ names
+
+    def fresh(self, base: str) -> str:
+        """A name unused in this PrimFunc: `base`, else base_1, base_2, ..."""
+        name = base
+        for n in itertools.count(1):
+            if name not in self.used_names:
+                break
+            name = f"{base}_{n}"
+        self.used_names.add(name)
+        return name
+
+    def new_var(self, name: str, dtype: str, node) -> N.Var:
+        var = N.Var(self.fresh(name), dtype, self.span(node))
+        self.scopes.bind(name, var, self.span(node))
+        return var
+
+    # ------------------------------------------------------------------ function
+
+    def parse(self) -> N.PrimFunc:
+        params = self.parse_params()
+        body = self.body(self.fn_node.body)
+        kernels = [s for s in body if isinstance(s, N.Kernel)]
+        if len(kernels) != 1 or len(body) != 1:
+            raise self.error(f"a prim_func must contain exactly one `with T.Kernel(...)` block "
+                             f"(found {len(kernels)})", self.fn_node)
+        return N.PrimFunc(self.fn_node.name, params, body, tuple(self.dyn_vars.values()),
+                          self.source, self.def_span())
+
+    def def_span(self) -> N.Span:
+        node = self.fn_node
+        return N.Span(self.filename, node.lineno, node.col_offset, node.lineno,
+                      node.col_offset + len("def ") + len(node.name))
+
+    def parse_params(self):
+        args = self.fn_node.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
+            raise self.error("kernel parameters must be plain `name: T.Tensor(shape, dtype)`", self.fn_node)
+        params = []
+        for arg in args.args:
+            ttype = self.param_type(arg, self.annotations.get(arg.arg))
+            for dim in ttype.shape:
+                if isinstance(dim, N.Var):
+                    self.add_dynamic(dim, arg)
+            params.append((arg, ttype))
+        buffers = []
+        for arg, ttype in params:
+            if arg.arg in self.used_names:
+                raise self.error(f"the parameter '{arg.arg}' has the name of a T.dynamic dimension", arg)
+            shape = tuple(self.dyn_vars[d.name] if isinstance(d, N.Var) else d for d in ttype.shape)
+            buf = N.Buffer(self.fresh(arg.arg), shape, ttype.dtype, "global", self.span(arg))
+            self.scopes.bind(arg.arg, buf, self.span(arg))
+            buffers.append(buf)
+        return tuple(buffers)
+
+    def param_type(self, arg: ast.arg, evaluated) -> TensorType:
+        if arg.annotation is None:
+            raise self.error(f"the parameter '{arg.arg}' needs a type: `{arg.arg}: "
+                             "T.Tensor(shape, dtype)`", arg)
+        ttype = evaluated if isinstance(evaluated, TensorType) else self.eval(arg.annotation)
+        if not isinstance(ttype, TensorType):
+            raise self.error(f"the parameter '{arg.arg}' must be a T.Tensor(shape, dtype), got "
+                             f"{E.describe(ttype)}; scalar parameters are not supported (use "
+                             "T.dynamic dimensions or closure values)", arg.annotation)
+        if ttype.scope != "global":
+            raise self.error(f"the parameter '{arg.arg}' is a {ttype.scope} buffer, but a kernel "
+                             "parameter must be a global T.Tensor: declare it as T.Tensor and "
+                             f"copy it into a T.alloc_{ttype.scope} inside T.Kernel", arg.annotation)
+        return ttype
+
+    def add_dynamic(self, var: N.Var, node) -> None:
+        known = self.dyn_vars.get(var.name)
+        if known is None:
+            self.used_names.add(var.name)
+            self.dyn_vars[var.name] = N.Var(var.name, var.dtype, self.span(node))
+        elif known.dtype != var.dtype:
+            raise self.error(f"the dynamic dimension '{var.name}' is used with dtypes "
+                             f"{known.dtype} and {var.dtype}", node)
+
+    # ------------------------------------------------------------------ statements
+
+    def body(self, stmts, scope_kind=None) -> N.Body:
+        """Translate a statement list, in a new scope when `scope_kind` is given."""
+        if scope_kind:
+            self.scopes.push(scope_kind)
+        out: List[N.Stmt] = []
+        try:
+            for i, stmt in enumerate(stmts):
+                if isinstance(stmt, ast.Return) and i == len(stmts) - 1 and stmt.value is None \
+                        and not self.in_kernel:
+                    continue
+                out.extend(self.stmt(stmt))
+        finally:
+            if scope_kind:
+                self.scopes.pop()
+        return tuple(out)
+
+    def stmt(self, node) -> List[N.Stmt]:
+        method = getattr(self, "stmt_" + type(node).__name__, None)
+        if method is None:
+            raise self.unsupported(node)
+        try:
+            stmts = method(node)
+        except E.ExprTypeError as exc:
+            raise self.error(str(exc), node) from None
+        if stmts and not self.in_kernel and not all(isinstance(s, N.Kernel) for s in stmts):
+            raise self.error("this statement must be inside `with T.Kernel(...)`: only Python-level "
+                             "code may come before the kernel", node)
+        return stmts
+
+    def stmt_Pass(self, node):
+        return []
+
+    def stmt_Return(self, node):
+        raise self.error("return is not allowed inside a kernel body", node)
+
+    def stmt_Assert(self, node):
+        test = self.eval(node.test)
+        if is_ir(test):
+            raise self.error("assert on kernel values is not supported; asserts run at parse time "
+                             "on Python values", node)
+        if not test:
+            msg = self.py_value(node.msg, "the assert message") if node.msg else ast.unparse(node.test)
+            raise self.error(f"assertion failed: {msg}", node)
+        return []
+
+    def stmt_Expr(self, node: ast.Expr):
+        value = node.value
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return []  # docstring
+        if not isinstance(value, ast.Call):
+            raise self.error("this expression has no effect", node)
+        func = self.eval(value.func)
+        name = getattr(func, "__tile_intrinsic__", None)
+        if name is None:
+            result = self.python_call(func, value)
+            if is_ir(result):
+                raise self.error("this expression has no effect", node)
+            return []
+        handler = getattr(self, "stmt_op_" + name, None)
+        if handler is None:
+            if hasattr(self, "expr_op_" + name):
+                raise self.error(f"T.{name}(...) computes a value; assign it or use it", node)
+            raise self.error(self.misplaced_intrinsic(name), node)
+        if not self.in_kernel:
+            raise self.error(f"T.{name} must be inside `with T.Kernel(...)`", node)
+        return handler(self.bind_arguments(func, value, name), value)
+
+    # ------------------------------------------------------------------ assignment
+
+    def stmt_Assign(self, node: ast.Assign):
+        if len(node.targets) != 1:
+            raise self.error("chained assignment (a = b = ...) is not supported in a kernel", node)
+        target = node.targets[0]
+        if isinstance(target, ast.Name) and self.alloc_call(node.value):
+            return self.alloc(target, node.value, node)
+        if isinstance(target, ast.Name):
+            return self.assign_name(target, node.value, node)
+        if isinstance(target, ast.Subscript):
+            return self.store(target, self.eval(node.value), node)
+        if isinstance(target, (ast.Tuple, ast.List)):
+            values = self.py_value(node.value, "a value unpacked into several names")
+            names = target.elts
+            if not all(isinstance(t, ast.Name) for t in names):
+                raise self.error("only names can be unpacked into", target)
+            values = list(values)
+            if len(values) != len(names):
+                raise self.error(f"cannot unpack {len(values)} values into {len(names)} names", node)
+            out = []
+            for name, value in zip(names, values):
+                out.extend(self.bind_value(name, Evaluated(value, node.value), node))
+            return out
+        raise self.unsupported(target)
+
+    def alloc_call(self, node):
+        """The intrinsic name when `node` is a T.alloc_* call, else None."""
+        if not isinstance(node, ast.Call):
+            return None
+        name = getattr(self.eval(node.func), "__tile_intrinsic__", None)
+        return name if name in ALLOC_SCOPES else None
+
+    def assign_name(self, target: ast.Name, value_node, node):
+        current = self.scopes.lookup(target.id)
+        if isinstance(current, N.Buffer) and current.scope == "var":
+            return self.store_var(current, self.eval(value_node), node)
+        return self.bind_value(target, value_node, node)
+
+    def bind_value(self, target: ast.Name, value_node, node):
+        """`name = value`: a Let for kernel values, a parse-time binding otherwise."""
+        name = target.id
+        value = self.eval_raw(value_node)
+        if isinstance(value, N.Buffer) and value.scope == "var":
+            value = self.eval(value_node)
+        kind = self.scopes.outer_runtime_kind(name)
+        if kind is not None:
+            line = self.scopes.binding_span(name).line
+            raise self.error(f"'{name}' is assigned inside a {kind} body but was defined outside it "
+                             f"(line {line}); kernel values are immutable, so this would not change "
+                             f"'{name}' after the {kind}: use `{name} = T.alloc_var(dtype)` before "
+                             "it for a value that changes", target)
+        if isinstance(value, N.Expr) and self.in_kernel:
+            var = self.new_var(name, value.dtype, target)
+            return [N.Let(var, value, self.span(node))]
+        self.scopes.bind(name, value, self.span(target))
+        return []
+
+    def stmt_AugAssign(self, node: ast.AugAssign):
+        from .evaluator import BIN_OPS
+        op, fn = BIN_OPS[type(node.op)]
+        target = node.target
+        if isinstance(target, ast.Subscript):
+            current = self.eval(target)
+            value = self.scalar(self.eval(node.value), node.value)
+            return self.store(target, E.binary(op, current, value, self.span(node)), node)
+        if not isinstance(target, ast.Name):
+            raise self.unsupported(target)
+        current = self.eval(target)
+        value = self.scalar(self.eval(node.value), node.value)
+        if is_ir(current) or is_ir(value):
+            new = E.binary(op, current, value, self.span(node))
+        else:
+            new = self.python_op(fn, (current, value), node)
+        binding = self.scopes.lookup(target.id)
+        if isinstance(binding, N.Buffer) and binding.scope == "var":
+            return self.store_var(binding, new, node)
+        return self.bind_value(target, Evaluated(new, node), node)
+
+    def stmt_AnnAssign(self, node: ast.AnnAssign):
+        if node.value is None or not isinstance(node.target, ast.Name):
+            raise self.error("an annotated assignment needs a name and a value: `x: T.float32 = ...`", node)
+        dtype = self.dtype(node.annotation, "the annotation")
+        value = E.cast(self.scalar(self.eval(node.value), node.value), dtype, self.span(node.value))
+        if isinstance(value, N.Cast) and value.value.dtype == dtype:
+            value = value.value
+        return self.bind_value(node.target, Evaluated(value, node.value), node)
+
+    def store(self, target: ast.Subscript, value, node):
+        buffer = self.eval_raw(target.value)
+        if not isinstance(buffer, N.Buffer):
+            raise self.error("only buffer elements can be assigned to in a kernel", target)
+        items = self.subscript_items(target)
+        if any(isinstance(i, ast.Slice) for i in items):
+            raise self.error("assigning to a slice is not supported; use T.fill, T.copy or a "
+                             "T.Parallel loop over the elements", target)
+        indices = tuple(self.index(i) for i in items)
+        self.check_indices(buffer, indices, target)
+        value = E.as_expr(self.scalar(value, node), self.span(node), like=buffer.dtype)
+        return [N.Store(buffer, indices, value, self.span(node))]
+
+    def store_var(self, buffer: N.Buffer, value, node):
+        value = E.as_expr(self.scalar(value, node), self.span(node), like=buffer.dtype)
+        zero = E.const(0, "int32", self.span(node))
+        return [N.Store(buffer, (zero,), value, self.span(node))]
+
+    def alloc(self, target: ast.Name, call: ast.Call, node):
+        func = self.eval(call.func)
+        name = func.__tile_intrinsic__
+        if not self.in_kernel:
+            raise self.error(f"T.{name} must be inside `with T.Kernel(...)`: shared, fragment, local "
+                             "and var buffers belong to one block", node)
+        args = self.bind_arguments(func, call, name)
+        scope = ALLOC_SCOPES[name]
+        dtype = self.dtype(args["dtype"])
+        shape = (1,) if scope == "var" else self.shape(args["shape"], "the shape of " + name)
+        buf = N.Buffer(self.fresh(target.id), shape, dtype, scope, self.span(node))
+        self.scopes.bind(target.id, buf, self.span(target))
+        stmts = [N.Alloc(buf, self.span(node))]
+        if scope == "var" and args.get("init") is not None:
+            stmts += self.store_var(buf, self.eval(args["init"]), node)
+        return stmts
+
+    # ------------------------------------------------------------------ control flow
+
+    def stmt_If(self, node: ast.If):
+        test = self.scalar(self.eval(node.test), node.test)
+        if not is_ir(test):
+            return list(self.body(node.body if test else node.orelse))
+        then_body = self.body(node.body, "if")
+        else_body = self.body(node.orelse, "if")
+        return [N.If(E.to_bool(test), then_body, else_body, self.span(node))]
+
+    def stmt_With(self, node: ast.With):
+        if len(node.items) != 1:
+            raise self.error("a kernel `with` takes exactly one T.Kernel(...)", node)
+        item = node.items[0]
+        call = item.context_expr
+        func = self.eval(call.func) if isinstance(call, ast.Call) else None
+        if getattr(func, "__tile_intrinsic__", None) != "Kernel":
+            raise self.error("the only `with` in a kernel is `with T.Kernel(...) as ...`", node)
+        if self.in_kernel:
+            raise self.error("T.Kernel cannot be nested", node)
+        args = self.bind_arguments(func, call, "Kernel")
+        grid = args["blocks"]
+        if not 1 <= len(grid) <= 3:
+            raise self.error(f"T.Kernel takes 1 to 3 grid dimensions, got {len(grid)}", call)
+        grid_exprs = tuple(self.grid_extent(g) for g in grid)
+        threads = self.threads(args["threads"])
+        names = self.kernel_names(item.optional_vars, len(grid), node)
+        self.in_kernel = True
+        self.scopes.push("kernel")
+        try:
+            block_vars = tuple(self.new_var(n, "int32", t) for n, t in names)
+            body = self.body(node.body)
+        finally:
+            self.scopes.pop()
+            self.in_kernel = False
+        return [N.Kernel(grid_exprs, block_vars, threads, body, self.span(call))]
+
+    def grid_extent(self, node):
+        value = self.eval(node)
+        if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+            raise self.error(f"a grid dimension must be positive, got {value}", node)
+        return self.index(Evaluated(value, getattr(node, "node", node)))
+
+    def threads(self, node):
+        value = self.py_value(node, "threads")
+        dims = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+        if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0
+                                          for d in dims):
+            raise self.error(f"threads must be a positive int or 1-3 positive ints, got {value!r}", node)
+        return dims
+
+    def kernel_names(self, target, ndim: int, node):
+        """(name, ast node) for each block index of `with T.Kernel(...) as target`."""
+        if target is None:
+            return [(n, node) for n in ("bx", "by", "bz")[:ndim]]
+        elts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+        if not all(isinstance(t, ast.Name) for t in elts):
+            raise self.error("the block indices must be names: `as bx` or `as (bx, by)`", target)
+        if len(elts) != ndim:
+            raise self.error(f"T.Kernel has {ndim} grid dimension(s) but {len(elts)} block "
+                             "index name(s)", target)
+        return [(t.id, t) for t in elts]
+
+    # ------------------------------------------------------------------ loops
+
+    def stmt_For(self, node: ast.For):
+        if node.orelse:
+            raise self.error("unsupported Python construct in a kernel: for-else", node)
+        it = node.iter
+        if isinstance(it, ast.Call):
+            func = self.eval(it.func)
+            name = getattr(func, "__tile_intrinsic__", None)
+            if name == "Parallel":
+                return self.parallel_loop(node, self.bind_arguments(func, it, name))
+            if name in LOOP_KINDS:
+                return self.serial_loop(node, LOOP_KINDS[name], self.bind_arguments(func, it, name))
+            if func is builtins.range:
+                return self.range_loop(node, it)
+        return self.python_loop(node)
+
+    def loop_target(self, node: ast.For) -> ast.Name:
+        if not isinstance(node.target, ast.Name):
+            raise self.error("the loop variable must be a single name", node.target)
+        return node.target
+
+    def range_loop(self, node: ast.For, call: ast.Call):
+        if call.keywords or not 1 <= len(call.args) <= 3:
+            raise self.error("range() takes 1 to 3 positional arguments", call)
+        args = {"start": call.args[0], "stop": call.args[1] if len(call.args) > 1 else None,
+                "step": call.args[2] if len(call.args) > 2 else None}
+        return self.serial_loop(node, "serial", args)
+
+    def serial_loop(self, node: ast.For, kind: str, args):
+        if args.get("step") is not None:
+            step = self.eval(args["step"])
+            if step != 1 or is_ir(step):
+                raise self.error(f"loops with a step other than 1 are not supported (got step "
+                                 f"{E.describe(step) if is_ir(step) else step}); loop over the "
+                                 "count and multiply instead", args["step"])
+        begin, extent = self.loop_bounds(args["start"], args["stop"])
+        stages = 0
+        if kind == "pipelined":
+            stages = self.py_int(args["num_stages"], "num_stages", minimum=0)
+        target = self.loop_target(node)
+        self.scopes.push("loop")
+        try:
+            var = self.new_var(target.id, extent.dtype, target)
+            body = self.body(node.body)
+        finally:
+            self.scopes.pop()
+        return [N.For(var, begin, extent, kind, body, stages, self.span(node))]
+
+    def loop_bounds(self, start, stop):
+        """(begin, extent) of `(start)` or `(start, stop)`; `a, a + e` gives extent e exactly."""
+        if stop is None:
+            return E.const(0, "int32", self.span(start)), self.index(start)
+        a, b = self.eval(start), self.eval(stop)
+        if not is_ir(a) and not is_ir(b):
+            extent = self.python_op(lambda: b - a, (), stop)
+            return self.index(Evaluated(a, start)), self.index(Evaluated(extent, stop))
+        begin, end = self.index(Evaluated(a, start)), self.index(Evaluated(b, stop))
+        if isinstance(end, N.BinOp) and end.op == "+" and end.a == begin:
+            return begin, end.b
+        return begin, E.binary("-", end, begin, self.span(stop))
+
+    def parallel_loop(self, node: ast.For, args):
+        extents = tuple(self.py_int(e, "a T.Parallel extent", minimum=1) for e in args["extents"])
+        if not extents:
+            raise self.error("T.Parallel needs at least one extent", node.iter)
+        targets = node.target.elts if isinstance(node.target, (ast.Tuple, ast.List)) else [node.target]
+        if not all(isinstance(t, ast.Name) for t in targets) or len(targets) != len(extents):
+            raise self.error(f"T.Parallel with {len(extents)} extent(s) needs {len(extents)} loop "
+                             "variable name(s)", node.target)
+        self.scopes.push("parallel")
+        try:
+            loop_vars = tuple(self.new_var(t.id, "int32", t) for t in targets)
+            body = self.body(node.body)
+        finally:
+            self.scopes.pop()
+        return [N.Parallel(loop_vars, extents, body, self.span(node))]
+
+    def python_loop(self, node: ast.For):
+        """`for x in <Python iterable>`: unrolled at parse time."""
+        values = self.py_value(node.iter, "the iterable of a Python for loop")
+        try:
+            values = list(values)
+        except TypeError:
+            raise self.error(f"cannot loop over {E.describe(values)}; use range, T.serial, "
+                             "T.Parallel, T.Pipelined or T.unroll", node.iter) from None
+        out = []
+        for value in values:
+            out.extend(self.assign_target(node.target, value, node))
+            out.extend(self.body(node.body))
+        return out
+
+    def assign_target(self, target, value, node):
+        if isinstance(target, ast.Name):
+            self.scopes.bind(target.id, value, self.span(target))
+            return []
+        if isinstance(target, (ast.Tuple, ast.List)):
+            values = list(value)
+            if len(values) != len(target.elts):
+                raise self.error(f"cannot unpack {len(values)} values into {len(target.elts)} names", target)
+            return [s for t, v in zip(target.elts, values) for s in self.assign_target(t, v, node)]
+        raise self.unsupported(target)
+
+
+# ----------------------------------------------------------------------------- entry points
+
+
+def _find_function(tree: ast.AST, name: str, first_line: int):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            lines = [node.lineno] + [d.lineno for d in node.decorator_list]
+            if first_line in lines:
+                return node
+    return None
+
+
+def _environment(func, caller_locals) -> dict:
+    """Names visible to the kernel body: builtins < globals < the factory's locals < closure."""
+    env = dict(vars(builtins))
+    env.update(func.__globals__)
+    if caller_locals:
+        env.update(caller_locals)
+    for name, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
+        try:
+            env[name] = cell.cell_contents
+        except ValueError:  # a name assigned later in the enclosing function
+            continue
+    return env
+
+
+def parse_function(func, caller_locals=None) -> N.PrimFunc:
+    """Parse a Python function decorated with `@T.prim_func` into a PrimFunc."""
+    code = getattr(func, "__code__", None)
+    if code is None:
+        raise TypeError(f"@T.prim_func decorates a function, got {func!r}")
+    filename = code.co_filename
+    lines = linecache.getlines(filename, func.__globals__)
+    source = "".join(lines)
+    if not source:
+        raise TileCompileError(f"cannot read the source of {func.__name__} from {filename}; "
+                               "@T.prim_func needs the function's source file",
+                               N.Span(filename, code.co_firstlineno))
+    try:
+        tree = ast.parse(source, filename)
+    except SyntaxError as exc:
+        raise TileCompileError(f"cannot parse {filename}: {exc.msg}",
+                               N.Span(filename, exc.lineno or 0, (exc.offset or 1) - 1), source) from None
+    node = _find_function(tree, func.__name__, code.co_firstlineno)
+    if node is None:
+        raise TileCompileError(f"cannot find the definition of {func.__name__} in {filename} "
+                               "(was the file changed after it was imported?)",
+                               N.Span(filename, code.co_firstlineno), source)
+    prim = Parser(node, filename, source, _environment(func, caller_locals),
+                  getattr(func, "__annotations__", {})).parse()
+    _run_type_check(prim)
+    return prim
+
+
+def _run_type_check(func: N.PrimFunc) -> None:
+    """Surface type/shape errors at definition when the passes package provides the check."""
+    if importlib.util.find_spec("tilecore.passes.check_types") is None:
+        return
+    from ..passes import check_types
+    check = getattr(check_types, "check", None)
+    if check is not None:
+        check(func)
+
+
+_source_counter = itertools.count()
+
+
+def parse_source(text: str, name=None, env=None) -> N.PrimFunc:
+    """Run DSL source text (as written by the printer) and return its PrimFunc.
+
+    `name` picks the function when the text defines several; `env` adds
+    names to the module namespace the text runs in.
+    """
+    filename = f"<tilecore-source-{next(_source_counter)}>"
+    lines = text.splitlines(keepends=True)
+    linecache.cache[filename] = (len(text), None, lines, filename)
+    namespace = {"__name__": "__tilecore_source__", **(env or {})}
+    try:
+        exec(compile(text, filename, "exec"), namespace)
+    finally:
+        linecache.cache.pop(filename, None)
+    funcs = {k: v for k, v in namespace.items() if isinstance(v, N.PrimFunc)}
+    if name is not None:
+        return funcs[name]
+    if len(funcs) != 1:
+        raise ValueError(f"the source defines {len(funcs)} prim_funcs; pass name=")
+    return next(iter(funcs.values()))

@@ -1,0 +1,84 @@
+"""Tile-operation operands: whole buffers, start points and slices -> Regions.
+
+The rules (TileLang-compatible):
+
+* a bare buffer `A` is the whole buffer;
+* a slice form `A[a:b, i, :]` (at least one slice) has explicit extents:
+  `b - a` (it must simplify to a constant), 1 for a single index `i`, and the
+  full dimension for `:`;
+* a start point `A[i, j]` (no slice) takes its extents from the other operand,
+  right-aligned: when the start point has more dimensions, the other side's
+  extents are padded with leading 1s (so `T.copy(A[b, i, 0], S)` with `S` of
+  shape (64, 32) copies `A[b, i:i+64, 0:32]`); when it has fewer, leading unit
+  extents of the other side are dropped;
+* two regions are compatible when their shapes agree after removing unit
+  dimensions ("squeezed"), and both sides cannot be start points.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from ..ir import nodes as N
+
+
+class RegionError(ValueError):
+    """Operands whose regions do not fit together."""
+
+
+@dataclass(frozen=True)
+class RegionArg:
+    """A parsed operand: extents None for a start point."""
+
+    buffer: N.Buffer
+    starts: Tuple[N.Expr, ...]
+    extents: Optional[Tuple[int, ...]]
+    span: N.Span
+
+    @property
+    def is_start_point(self) -> bool:
+        return self.extents is None
+
+    def with_extents(self, extents: Tuple[int, ...]) -> N.Region:
+        return N.Region(self.buffer, self.starts, tuple(extents), self.span)
+
+    def region(self) -> N.Region:
+        if self.extents is None:
+            raise RegionError(f"the start point {self.buffer.name}[...] has no extents of its own")
+        return self.with_extents(self.extents)
+
+
+def fit_extents(extents: Tuple[int, ...], rank: int) -> Tuple[int, ...]:
+    """The other side's `extents` right-aligned to a start point of `rank` dimensions."""
+    extents = tuple(extents)
+    if len(extents) <= rank:
+        return (1,) * (rank - len(extents)) + extents
+    while len(extents) > rank and extents[0] == 1:
+        extents = extents[1:]
+    if len(extents) > rank:
+        raise RegionError(f"a start point with {rank} index(es) cannot take the extents {extents}")
+    return extents
+
+
+def squeezed(extents) -> Tuple[int, ...]:
+    return tuple(e for e in extents if e != 1)
+
+
+def pair(a: RegionArg, b: RegionArg, what: str, names=("source", "destination")) -> Tuple[N.Region, N.Region]:
+    """Resolve two operands that must cover the same tile (copy, atomic tile form)."""
+    if a.is_start_point and b.is_start_point:
+        raise RegionError(f"{what}: both operands are start points, so the extent is unknown; "
+                          "give one side as a whole buffer or with slices (A[i:i+64, :])")
+    if a.is_start_point:
+        a = RegionArg(a.buffer, a.starts, fit_extents(b.extents, len(a.starts)), a.span)
+    if b.is_start_point:
+        b = RegionArg(b.buffer, b.starts, fit_extents(a.extents, len(b.starts)), b.span)
+    if squeezed(a.extents) != squeezed(b.extents):
+        raise RegionError(f"{what} shape mismatch: {names[0]} {describe(a)} vs "
+                          f"{names[1]} {describe(b)} (unit dimensions ignored)")
+    return a.region(), b.region()
+
+
+def describe(arg: RegionArg) -> str:
+    shape = "(" + ", ".join(str(e) for e in arg.extents) + ("," if len(arg.extents) == 1 else "") + ")"
+    return f"{arg.buffer.name} has shape {shape}"

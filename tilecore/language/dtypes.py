@@ -1,0 +1,38 @@
+"""Dtype objects of the language: `T.float16`, `T.int32`, ... .
+
+Each is a `str` subclass, so it can be passed wherever a dtype string is
+accepted (`T.alloc_shared((64, 64), T.float16)` or `"float16"`). Calling one
+inside a kernel (`T.float32(x)`) is a cast; on a Python number it makes a
+typed constant.
+"""
+from __future__ import annotations
+
+from ..ir.types import DTYPES
+
+
+class DType(str):
+    """A dtype name that is also callable inside a kernel as a cast."""
+
+    __tile_intrinsic__ = "dtype_call"
+
+    def __call__(self, value):
+        raise RuntimeError(
+            f"T.{self}(...) can only be used inside a @T.prim_func kernel body "
+            "(outside a kernel, use the Python value directly)")
+
+    def __repr__(self) -> str:
+        return f"T.{str(self)}"
+
+
+float16 = DType("float16")
+bfloat16 = DType("bfloat16")
+float32 = DType("float32")
+float64 = DType("float64")
+int8 = DType("int8")
+int16 = DType("int16")
+int32 = DType("int32")
+int64 = DType("int64")
+uint8 = DType("uint8")
+bool = DType("bool")  # noqa: A001  (TileLang spells it T.bool)
+
+DTYPE_OBJECTS = {name: globals()[name] for name in DTYPES}

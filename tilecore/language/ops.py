@@ -1,0 +1,258 @@
+"""The kernel-body operations of the language (`T.copy`, `T.gemm`, `T.exp`, ...).
+
+These functions exist so that `T.copy` is a real attribute with TileLang's
+signature and a docstring: the frontend reads the kernel's Python source and
+turns each call into Tile IR, binding the arguments against the signature
+below. Called as ordinary Python (outside a `@T.prim_func` body) they raise a
+`KernelOnlyError` that says so. A few (`T.ceildiv`, `T.max`, `T.min`) also
+compute on plain Python numbers, which is how they are evaluated at parse time.
+"""
+from __future__ import annotations
+
+import builtins
+import functools
+
+from ..diagnostics import TileError
+from .tensor import GemmWarpPolicy
+
+
+class KernelOnlyError(TileError, RuntimeError):
+    """A kernel-body operation was called as ordinary Python."""
+
+
+def _kernel_only(func):
+    """Mark `func` as a kernel-body operation the frontend translates."""
+    name = func.__name__
+
+    @functools.wraps(func)
+    def outside(*args, **kwargs):
+        raise KernelOnlyError(
+            f"T.{name}(...) can only be used inside the body of a @T.prim_func function; "
+            "tilecore translates that body to Tile IR instead of running it as Python")
+
+    outside.__tile_intrinsic__ = name
+    return outside
+
+
+def _kernel_or_python(func):
+    """Like _kernel_only, but plain Python numbers are computed at once (parse time)."""
+    marked = _kernel_only(func)
+
+    @functools.wraps(func)
+    def on_python_values(*args):
+        if all(isinstance(a, (int, float)) for a in args):
+            return func(*args)
+        return marked(*args)
+
+    on_python_values.__tile_intrinsic__ = func.__name__
+    on_python_values.__tile_python__ = func
+    return on_python_values
+
+
+# ----------------------------------------------------------------------------- kernel and memory
+
+
+@_kernel_only
+def Kernel(*blocks, threads=128):  # noqa: N802
+    """`with T.Kernel(gx, gy, threads=128) as (bx, by):` a grid of 1-3 dims of independent blocks."""
+
+
+@_kernel_only
+def alloc_shared(shape, dtype, scope="shared.dyn"):
+    """A tile in memory shared by the block's threads."""
+
+
+@_kernel_only
+def alloc_fragment(shape, dtype, scope="local.fragment"):
+    """A tile held in registers, spread over the block's threads by the backend."""
+
+
+@_kernel_only
+def alloc_local(shape, dtype, scope="local"):
+    """A per-thread local tile."""
+
+
+@_kernel_only
+def alloc_var(dtype, init=None, scope="local.var"):
+    """A scalar variable: read as `v`, written as `v = ...` (shape (1,))."""
+
+
+# ----------------------------------------------------------------------------- tile operations
+
+
+@_kernel_only
+def copy(src, dst):
+    """Copy a region to a region, converting dtypes; extents come from the other side."""
+
+
+@_kernel_only
+def fill(buffer, value):
+    """Set every element of a buffer or region to `value`."""
+
+
+@_kernel_only
+def clear(buffer):
+    """Set every element of a buffer or region to zero."""
+
+
+@_kernel_only
+def gemm(A, B, C, transpose_A=False, transpose_B=False,  # noqa: N803
+         policy=GemmWarpPolicy.Square, clear_accum=False):
+    """C (+)= op(A) @ op(B), accumulating in C's dtype."""
+
+
+@_kernel_only
+def reduce_sum(buffer, out, dim=-1, clear=True):
+    """out = sum of buffer along dim (added to out when clear=False)."""
+
+
+@_kernel_only
+def reduce_max(buffer, out, dim=-1, clear=True):
+    """out = max of buffer along dim (combined with out when clear=False)."""
+
+
+@_kernel_only
+def reduce_min(buffer, out, dim=-1, clear=True):
+    """out = min of buffer along dim (combined with out when clear=False)."""
+
+
+@_kernel_only
+def reduce_abssum(buffer, out, dim=-1, clear=True):
+    """out = sum of |buffer| along dim."""
+
+
+@_kernel_only
+def reduce_absmax(buffer, out, dim=-1, clear=True):
+    """out = max of |buffer| along dim."""
+
+
+@_kernel_only
+def cumsum(src, dst=None, dim=0, reverse=False):
+    """Inclusive prefix sum along dim (in place when dst is omitted)."""
+
+
+@_kernel_only
+def atomic_add(dst, value):
+    """Atomically add an element (`C[i, j]`, scalar) or a tile (`C[r, c]`, buffer) into global memory."""
+
+
+@_kernel_only
+def atomic_max(dst, value):
+    """Atomic maximum, element or tile form (see atomic_add)."""
+
+
+@_kernel_only
+def atomic_min(dst, value):
+    """Atomic minimum, element or tile form (see atomic_add)."""
+
+
+# ----------------------------------------------------------------------------- loops
+
+
+@_kernel_only
+def Parallel(*extents):  # noqa: N802
+    """`for i, j in T.Parallel(M, N):` independent iterations over a tile's index space."""
+
+
+@_kernel_only
+def Pipelined(start, stop=None, num_stages=0):  # noqa: N802
+    """A sequential loop the backend may software-pipeline with `num_stages` stages."""
+
+
+@_kernel_only
+def serial(start, stop=None, step=None):
+    """A sequential loop, like `range` (step 1 only)."""
+
+
+@_kernel_only
+def unroll(start, stop=None, step=None):
+    """A sequential loop the backend may unroll (step 1 only)."""
+
+
+# ----------------------------------------------------------------------------- expressions
+
+
+def _unary(name, doc):
+    def func(x):
+        pass
+    func.__name__ = func.__qualname__ = name
+    func.__doc__ = doc
+    return _kernel_only(func)
+
+
+exp = _unary("exp", "e ** x")
+exp2 = _unary("exp2", "2 ** x")
+log = _unary("log", "natural logarithm")
+log2 = _unary("log2", "base-2 logarithm")
+sqrt = _unary("sqrt", "square root")
+rsqrt = _unary("rsqrt", "1 / sqrt(x)")
+tanh = _unary("tanh", "hyperbolic tangent")
+sigmoid = _unary("sigmoid", "1 / (1 + exp(-x))")
+sin = _unary("sin", "sine")
+cos = _unary("cos", "cosine")
+floor = _unary("floor", "round down")
+ceil = _unary("ceil", "round up")
+abs = _unary("abs", "absolute value")  # noqa: A001
+
+
+@_kernel_only
+def pow(x, y):  # noqa: A001
+    """x ** y."""
+
+
+@_kernel_or_python
+def max(a, b):  # noqa: A001
+    """The larger of a and b."""
+    return builtins.max(a, b)
+
+
+@_kernel_or_python
+def min(a, b):  # noqa: A001
+    """The smaller of a and b."""
+    return builtins.min(a, b)
+
+
+@_kernel_or_python
+def ceildiv(a, b):
+    """ceil(a / b) for integers: the number of tiles of size b covering a."""
+    if not (isinstance(a, int) and isinstance(b, int)):
+        raise TypeError(f"T.ceildiv needs integers, got {a!r} and {b!r}")
+    return -(-a // b)
+
+
+@_kernel_only
+def cast(value, dtype):
+    """value converted to dtype."""
+
+
+@_kernel_only
+def if_then_else(cond, then_expr, else_expr):
+    """then_expr where cond holds, else else_expr (both sides may be evaluated)."""
+
+
+@_kernel_only
+def infinity(dtype):
+    """+inf in dtype (write -T.infinity(dtype) for -inf)."""
+
+
+# ----------------------------------------------------------------------------- hints and debugging
+
+
+@_kernel_only
+def print(obj, msg=""):  # noqa: A001
+    """Print a scalar expression or a whole buffer when the kernel runs."""
+
+
+@_kernel_only
+def use_swizzle(panel_size=8, order="row", enable=True):
+    """Hint: visit blocks in panels for L2 reuse (never changes results)."""
+
+
+@_kernel_only
+def annotate_layout(layout_map):
+    """Hint: `T.annotate_layout({buf: T.make_swizzled_layout(buf)})` (never changes results)."""
+
+
+@_kernel_only
+def make_swizzled_layout(buffer):
+    """The swizzled layout of a shared buffer, for T.annotate_layout."""
