@@ -106,14 +106,15 @@ def _exact_float(value: Fraction, dtype: str) -> Optional[float]:
         return as_double
     import numpy as np
 
-    if dtype == "float32":
-        narrow = np.float32(as_double)
-    elif dtype == "float16":
-        narrow = np.float16(as_double)
-    else:
-        import ml_dtypes
+    with np.errstate(over="ignore"):  # an overflow shows up as inf below and is refused
+        if dtype == "float32":
+            narrow = np.float32(as_double)
+        elif dtype == "float16":
+            narrow = np.float16(as_double)
+        else:
+            import ml_dtypes
 
-        narrow = np.array(as_double).astype(ml_dtypes.bfloat16)
+            narrow = np.array(as_double).astype(ml_dtypes.bfloat16)
     back = float(narrow)
     if back != as_double or back in (float("inf"), float("-inf")):
         return None
