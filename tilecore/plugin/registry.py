@@ -154,7 +154,9 @@ class BackendRegistry:
         msg = f"unknown target {target!r}{where}: no installed backend is named {name!r}"
         broken = [e for e in self.errors if e.name == name]
         if broken:
-            msg += f"; the plugin {broken[0].describe()} failed to load"
+            e = broken[0]
+            dist = f"{e.distribution} {e.version}".strip() or "unknown distribution"
+            msg += f"; the plugin {e.name!r} ({dist}, {e.target}) failed to load: {e.error}"
         msg += f". Installed backends: {', '.join(self.names()) or 'none'}"
         if not broken:
             msg += f". Install the plugin (e.g. `pip install tile-{name}`) or run `tile backends`"
