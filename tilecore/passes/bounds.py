@@ -195,7 +195,7 @@ class _Analyzer:
                 return False, (f"dimension {d} of {buf.name}: start {_fmt(start)} may be {lo} < 0")
             if hi + extent > size:
                 return False, (f"dimension {d} of {buf.name}: start {_fmt(start)} reaches {hi}, "
-                               f"{hi} + {extent} > size {size}")
+                               f"{hi} + {extent} = {hi + extent} > size {size}")
             notes.append(f"{buf.name} dim {d}: [{lo}, {hi}] + {extent} <= {size}")
         return True, "; ".join(notes)
 
