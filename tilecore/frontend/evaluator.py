@@ -72,6 +72,7 @@ class Evaluator:
         self.source = source
         self.scopes = Scopes(env)
         self.dyn_vars: dict = {}
+        self.in_signature = False  # evaluating parameter annotations: dims are being declared
 
     # ------------------------------------------------------------------ diagnostics
 
@@ -183,7 +184,7 @@ class Evaluator:
                                  f"assigned (line {span.line}); Tile IR values do not outlive "
                                  "their body: use T.alloc_var for a value that does", node)
             raise self.error(f"undefined name '{name}'", node)
-        if isinstance(value, N.Var) and self.scopes.find(name) is None:
+        if isinstance(value, N.Var) and self.scopes.find(name) is None and not self.in_signature:
             value = self.dynamic_var(value, node)
         if isinstance(value, N.Expr):
             return replace(value, span=self.span(node))
@@ -470,6 +471,11 @@ class Evaluator:
         if len(node.args) != 1 or node.keywords:
             raise self.error(f"T.{func}(value) takes exactly one argument", node)
         value = self.scalar(self.eval(node.args[0]), node.args[0])
+        if isinstance(value, str):  # T.float32("-inf"): non-finite constants
+            try:
+                value = float(value)
+            except ValueError:
+                raise self.error(f"T.{func}({value!r}): not a number", node) from None
         return E.cast(value, str(func), self.span(node))
 
     def math_op(self, name: str, args: dict, node):

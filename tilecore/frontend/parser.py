@@ -97,7 +97,13 @@ class Parser(TileOps):
         if arg.annotation is None:
             raise self.error(f"the parameter '{arg.arg}' needs a type: `{arg.arg}: "
                              "T.Tensor(shape, dtype)`", arg)
-        ttype = evaluated if isinstance(evaluated, TensorType) else self.eval(arg.annotation)
+        ttype = evaluated
+        if not isinstance(ttype, TensorType):  # a string annotation (from __future__ import annotations)
+            self.in_signature = True
+            try:
+                ttype = self.eval(arg.annotation)
+            finally:
+                self.in_signature = False
         if not isinstance(ttype, TensorType):
             raise self.error(f"the parameter '{arg.arg}' must be a T.Tensor(shape, dtype), got "
                              f"{E.describe(ttype)}; scalar parameters are not supported (use "
@@ -554,7 +560,7 @@ def parse_source(text: str, name=None, env=None) -> N.PrimFunc:
     linecache.cache[filename] = (len(text), None, lines, filename)
     namespace = {"__name__": "__tilecore_source__", **(env or {})}
     try:
-        exec(compile(text, filename, "exec"), namespace)
+        exec(compile(text, filename, "exec", dont_inherit=True), namespace)
     finally:
         linecache.cache.pop(filename, None)
     funcs = {k: v for k, v in namespace.items() if isinstance(v, N.PrimFunc)}
