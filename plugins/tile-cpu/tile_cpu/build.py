@@ -1,0 +1,141 @@
+"""Compile Tile IR to a shared library with TVM's LLVM backend, and load it again.
+
+Everything here imports TVM lazily (inside functions): `tile backends` and the
+plugin's registration stay cheap.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from typing import Any, Dict, Optional
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+SUPPORT_C = os.path.join(_HERE, "support.c")
+_lock = threading.Lock()
+_host: Optional[Dict[str, Any]] = None
+
+
+def host_info() -> Dict[str, Any]:
+    """The host CPU as LLVM sees it: triple, cpu name, vector width in bits, LLVM version."""
+    global _host
+    if _host is None:
+        import tvm
+        from tvm.target import codegen
+
+        cpu = codegen.llvm_get_system_cpu()
+        triple = codegen.llvm_get_system_triple()
+        target = tvm.target.Target({"kind": "llvm", "mcpu": cpu})
+        try:
+            width = int(codegen.llvm_get_vector_width(target))
+        except Exception:  # an LLVM that cannot tell: the portable minimum
+            width = 128
+        if width <= 0:
+            width = 128
+        _host = {"cpu": cpu, "triple": triple, "vector_bits": width,
+                 "llvm": str(codegen.llvm_version_major()), "tvm": tvm.__version__}
+    return _host
+
+
+def target_dict(info: Dict[str, Any]) -> Dict[str, Any]:
+    return {"kind": "llvm", "mcpu": info["cpu"], "mtriple": info["triple"]}
+
+
+def compiler() -> Optional[str]:
+    """The C compiler/linker TVM uses to make shared libraries (CXX, CC, g++, cc, clang)."""
+    for name in (os.environ.get("CXX"), os.environ.get("CC"), "g++", "cc", "clang++", "clang"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def support_object(workdir: str) -> str:
+    """support.c compiled once per content hash into the user's cache folder."""
+    from tilecore.runtime.cache import cache_dir
+
+    with open(SUPPORT_C, "rb") as f:
+        src = f.read()
+    digest = hashlib.sha256(src).hexdigest()[:16]
+    folder = os.path.join(cache_dir(), "cpu-support")
+    path = os.path.join(folder, f"support-{digest}.o")
+    if os.path.exists(path):
+        return path
+    cc = compiler()
+    if cc is None:
+        raise RuntimeError("no C compiler found (install gcc or clang, or set CC)")
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(workdir, "support.o")
+    cmd = [cc, "-O2", "-fPIC", "-x", "c++" if cc.endswith("++") else "c", "-c", SUPPORT_C, "-o", tmp]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"compiling {SUPPORT_C} failed: {proc.stderr.strip()}")
+    fd, tmp2 = tempfile.mkstemp(dir=folder, suffix=".o.tmp")
+    os.close(fd)
+    shutil.copyfile(tmp, tmp2)
+    os.replace(tmp2, path)  # atomic: concurrent builders both succeed
+    return path
+
+
+def build_shared_library(prim_func, name: str, info: Dict[str, Any]):
+    """tvm.compile the PrimFunc for the host; return (library bytes, LLVM IR text, assembly text)."""
+    import tvm
+
+    mod = tvm.IRModule({name: prim_func})
+    with tvm.transform.PassContext(opt_level=3):
+        lib = tvm.compile(mod, target=target_dict(info))
+    host_mod = lib.mod
+    try:
+        llvm_ir = host_mod.inspect_source("ll")
+    except Exception:
+        llvm_ir = ""
+    try:
+        asm = host_mod.inspect_source("s")
+    except Exception:
+        asm = ""
+    with tempfile.TemporaryDirectory(prefix="tile-cpu-") as work:
+        addon = support_object(work)
+        so = os.path.join(work, f"{name}.so")
+        lib.export_library(so, addons=[addon], workspace_dir=work)
+        with open(so, "rb") as f:
+            data = f.read()
+    return data, llvm_ir, asm
+
+
+_loaded: Dict[str, Any] = {}
+
+
+def load_library(blob: bytes):
+    """Write `blob` once to a content-addressed file in the cache folder and load it."""
+    from tilecore.runtime.cache import cache_dir
+
+    digest = hashlib.sha256(blob).hexdigest()
+    with _lock:
+        mod = _loaded.get(digest)
+        if mod is not None:
+            return mod
+        folder = os.path.join(cache_dir(), "cpu-libs")
+        path = os.path.join(folder, f"{digest}.so")
+        if not _file_has(path, blob):
+            os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".so.tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(blob)
+            os.replace(tmp, path)
+        import tvm
+
+        mod = tvm.runtime.load_module(path)
+        _loaded[digest] = mod
+        return mod
+
+
+def _file_has(path: str, blob: bytes) -> bool:
+    try:
+        if os.path.getsize(path) != len(blob):
+            return False
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).digest() == hashlib.sha256(blob).digest()
+    except OSError:
+        return False

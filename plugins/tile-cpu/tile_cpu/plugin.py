@@ -1,0 +1,161 @@
+"""The tilecore backend "cpu": Tile IR -> TVM TIR -> LLVM for the host CPU.
+
+Registered through the entry point `cpu = "tile_cpu.plugin"` in the group
+"tilecore". TVM is imported only inside codegen, the launcher and
+toolchain_status, never when the plugin registers.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+from typing import Any, Dict
+
+from tilecore.plugin import hookimpl
+from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus
+
+from . import __version__
+
+NAME = "cpu"
+PRIORITY = 0  # the default where no accelerator backend has a device
+
+
+def _gemm_dtype_pairs() -> frozenset:
+    pairs = set()
+    for a in ("float16", "bfloat16", "float32", "float64"):
+        for acc in {a, "float32", "float64"}:
+            pairs.add((a, acc))
+    for a in ("int8", "uint8", "int16", "int32"):
+        pairs.add((a, "int32"))
+        pairs.add((a, "int64"))
+    pairs.add(("int64", "int64"))
+    return frozenset(pairs)
+
+
+def toolchain_status() -> ToolchainStatus:
+    """TVM, LLVM version and target triple, and the C compiler that links kernels."""
+    try:
+        from .build import compiler, host_info
+
+        info = host_info()
+    except Exception as err:  # TVM missing or broken
+        return ToolchainStatus(ok=False, summary=f"apache-tvm is not usable: {err}",
+                               fix="pip install 'apache-tvm>=0.27,<0.28'")
+    cc = compiler()
+    details = (("tvm", info["tvm"]), ("llvm", info["llvm"]), ("target triple", info["triple"]),
+               ("cpu", info["cpu"]), ("vector bits", str(info["vector_bits"])), ("linker", cc or "missing"))
+    summary = f"TVM {info['tvm']}, LLVM {info['llvm']}, {info['triple']} ({info['cpu']})"
+    if cc is None:
+        return ToolchainStatus(ok=False, summary=summary + "; no C compiler to link kernels",
+                               details=details, device="host CPU",
+                               fix="install a C compiler (apt-get install gcc)")
+    return ToolchainStatus(ok=True, summary=summary, details=details, device="host CPU")
+
+
+def make_backend() -> Backend:
+    """The Backend declaration of tile-cpu."""
+    from tilecore.ir.types import DTYPES
+    from tilecore.ir.version import TILE_IR_VERSION
+    from tilecore.language.features import ALL_FEATURES
+
+    return Backend(
+        name=NAME,
+        targets=(NAME,),
+        ir_versions=(TILE_IR_VERSION,),
+        capabilities=Capabilities(
+            features=frozenset(ALL_FEATURES),
+            dtypes=frozenset(DTYPES),
+            gemm_dtypes=_gemm_dtype_pairs(),
+            max_shared_memory=None,      # per-block storage lives in ordinary memory
+            max_fragment_memory=None,
+            max_threads=None,
+            warp_size=1,
+            vector_bytes=64,
+            memory_space="cpu",
+            tiers=("execute",),
+        ),
+        toolchain_status=toolchain_status,
+        device_present=lambda: shutil.which("cc") is not None or shutil.which("gcc") is not None,
+        distribution="tile-cpu",
+        version=__version__,
+        priority=PRIORITY,
+        description="host CPU through TVM's LLVM code generator; blocks run on TVM's thread pool",
+    )
+
+
+@hookimpl
+def tilecore_register_backends(register):
+    """Declare the backend "cpu"."""
+    register(make_backend())
+
+
+@hookimpl
+def tilecore_intrinsics(backend, table):
+    """The CPU's math table: TVM's ops, with vectorizable float32 exp/exp2/tanh/sigmoid."""
+    if backend.name != NAME:
+        return
+    from tilecore.lowering.intrinsics import default_table, vectorizable_table
+
+    for key, impl in default_table().items():
+        table.setdefault(key, impl)
+    for key, impl in vectorizable_table().items():
+        table[key] = impl
+
+
+def _collect(hook_name: str, backend) -> Dict:
+    """Run a dict-filling hook of every plugin for `backend` (third parties may override)."""
+    from tilecore.plugin import get_plugin_manager
+
+    out: Dict = {}
+    getattr(get_plugin_manager().hook, hook_name)(backend=backend, **({"table": out} if hook_name ==
+                                                                       "tilecore_intrinsics" else {"rules": out}))
+    return out
+
+
+@hookimpl
+def tilecore_codegen(backend, module, options):
+    """Lower, compile with LLVM, and package the shared library into an Artifact."""
+    if backend.name != NAME:
+        return None
+    from tilecore.diagnostics import TileCompileError
+    from tilecore.lowering.intrinsics import IntrinsicTable
+
+    from .build import build_shared_library, host_info
+    from .lower import CpuLowering
+
+    func = module.func
+    info = host_info()
+    table = IntrinsicTable(_collect("tilecore_intrinsics", backend))
+    rules = _collect("tilecore_lowering_rules", backend)
+    lowering = CpuLowering(func, table, vector_bits=info["vector_bits"], rules=rules)
+    prim = lowering.lower_function()
+    try:
+        blob, llvm_ir, asm = build_shared_library(prim, func.name, info)
+    except TileCompileError:
+        raise
+    except Exception as err:
+        # never let a TVM traceback reach the user: name the kernel and the stage
+        raise TileCompileError(f"backend cpu failed to compile kernel {func.name!r}: "
+                               f"{str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__}",
+                               func.span, func.source) from err
+    show = options.get("source", "llvm") if isinstance(options, dict) else "llvm"
+    meta: Dict[str, Any] = {"host": dict(info), "params": [p.name for p in func.params],
+                            "asm": asm if show == "asm" else ""}
+    return Artifact(backend=NAME, target=module.target, entry=func.name,
+                    source=asm if show == "asm" else llvm_ir,
+                    blobs={"kernel.so": blob}, meta=meta)
+
+
+@hookimpl
+def tilecore_launcher(backend, artifact):
+    """Load the shared library (once per content) and return `launch(args, bindings)`."""
+    if backend.name != NAME:
+        return None
+    from .build import load_library
+    from .runtime import make_launch
+
+    lib = load_library(artifact.blobs["kernel.so"])
+    return make_launch(lib[artifact.entry], artifact)
+
+
+def _unused():  # keep sys imported for plugin authors who monkeypatch in tests
+    return sys

@@ -1,0 +1,67 @@
+"""Calling a compiled kernel: arrays go to TVM through DLPack, without copies.
+
+numpy arrays and CPU torch tensors are passed to the TVM function as they are
+(TVM's FFI takes any DLPack producer). numpy has no DLPack code for
+ml_dtypes.bfloat16, so such arrays travel as a zero-copy torch view when torch
+is installed, else through a TVM tensor that is copied in and back.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, List, Tuple
+
+import numpy as np
+
+
+def _bfloat16_arg(arr: np.ndarray) -> Tuple[Any, Callable[[], None]]:
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None and arr.flags.c_contiguous:
+        return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16), lambda: None
+    import tvm
+
+    t = tvm.runtime.empty(arr.shape, "bfloat16")
+    t.copyfrom(np.ascontiguousarray(arr))
+
+    def write_back():
+        arr[...] = t.numpy()
+    return t, write_back
+
+
+def prepare(args) -> Tuple[List[Any], List[Callable[[], None]]]:
+    """The objects handed to TVM for `args`, and the write-backs to run after the call."""
+    out, after = [], []
+    for a in args:
+        if isinstance(a, np.ndarray) and a.dtype.name == "bfloat16":
+            obj, back = _bfloat16_arg(a)
+            out.append(obj)
+            after.append(back)
+        else:
+            out.append(a)
+    return out, after
+
+
+def make_launch(fn, artifact) -> Callable:
+    """`launch(args, bindings)`: dynamic dims are bound by TVM from the arguments' shapes."""
+    entry = artifact.entry
+
+    def launch(args, bindings=None):
+        objs, after = prepare(args)
+        try:
+            fn(*objs)
+        except Exception as err:  # a check in TVM's argument unpacking; name the kernel
+            from tilecore.diagnostics import TileRuntimeError
+
+            raise TileRuntimeError(f"kernel {entry!r} on cpu rejected its arguments: "
+                                   f"{str(err).strip().splitlines()[-1]}") from None
+        for back in after:
+            back()
+
+    launch.function = fn
+    return launch
+
+
+def _unused():
+    return sys

@@ -1,0 +1,541 @@
+"""Tile IR statements -> TVM TIR (`tvm.tirx`) statements: loop nests, tile ops, predicated copies.
+
+`TirLowering` turns one Tile IR PrimFunc into a `tvm.tirx.PrimFunc` whose
+parameters are the tensor buffers (dynamic dimensions become TIR variables
+that TVM binds from the arguments' shapes). It implements every statement with
+portable loop nests; a backend subclasses it (or registers rules) to map the
+grid and the heavier ops onto its hardware:
+
+* `lower_Kernel` is abstract: the CPU backend makes the grid a parallel loop,
+  a GPU backend binds block and thread indices.
+* Rules: `rules` maps a statement class name ("Gemm", "Copy", ...) to a callable
+  `(lowering, stmt) -> tvm.tirx.Stmt`; a rule replaces the built-in method. This is
+  what the plugin hook `tilecore_lowering_rules` fills.
+* `vector_lanes(dtype)` says how many elements of `dtype` one vector holds;
+  innermost loops of element-wise nests are split by it and vectorized (TVM
+  scalarizes a vectorized loop whose body cannot be vectorized, so this is
+  always correct).
+
+Predicated copies follow the bounds pass: `Copy.predicated` False means both
+regions are proven in bounds and the nest is emitted unguarded; True means each
+global access is guarded (reads outside give 0, writes outside are dropped),
+with a fast path: one scalar test of the whole tile picks the unguarded,
+vectorized nest when the tile is entirely inside.
+
+This module imports TVM at top level: import it only from backend code.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import tvm
+from tvm import tirx as tx
+
+from ..diagnostics import TileCompileError, UnsupportedFeatureError
+from ..ir import nodes as N
+from ..ir.types import is_float, itemsize
+from .intrinsics import IntrinsicTable, dtype_of
+from .tir_expr import NARROW_FLOATS, ExprLowerer, cast_to, tir_const
+
+Rule = Callable[["TirLowering", N.Stmt], "tvm.tirx.Stmt"]
+
+
+def seq(stmts: Sequence) -> "tvm.tirx.Stmt":
+    """A statement list as one TIR statement (flattening nested lists, dropping Nones)."""
+    flat: List = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, (list, tuple)):
+            flat.extend(x for x in s if x is not None)
+        else:
+            flat.append(s)
+    if not flat:
+        return tx.Evaluate(tx.const(0, "int32"))
+    if len(flat) == 1:
+        return flat[0]
+    return tx.SeqStmt(flat)
+
+
+def accum_dtype(dtype: str) -> str:
+    """Where arithmetic on `dtype` happens: narrow floats in float32, the rest as is."""
+    return "float32" if dtype in NARROW_FLOATS else dtype
+
+
+def lowest(dtype: str):
+    if is_float(dtype):
+        return tir_const(-math.inf, dtype)
+    return tx.min_value(dtype)
+
+
+def highest(dtype: str):
+    if is_float(dtype):
+        return tir_const(math.inf, dtype)
+    return tx.max_value(dtype)
+
+
+class TirLowering:
+    """Lower one Tile IR PrimFunc to a TVM PrimFunc (see the module docstring)."""
+
+    backend_name = "tvm"
+
+    def __init__(self, func: N.PrimFunc, intrinsics: IntrinsicTable,
+                 rules: Optional[Dict[str, Rule]] = None, storage_scope: str = "global"):
+        self.func = func
+        self.source = func.source
+        self.rules = dict(rules or {})
+        self.storage_scope = storage_scope
+        self.dyn = {v.name: tx.Var(v.name, v.dtype) for v in func.dyn_vars}
+        self.tir_buffers: Dict[str, tx.Buffer] = {}
+        self.expr = ExprLowerer({}, dict(self.dyn), intrinsics, backend=self.backend_name, source=self.source)
+        self._names = 0
+        for p in func.params:
+            # callers' arrays may be views at any element offset: promise only element alignment
+            buf = tx.decl_buffer(self.shape_of(p), p.dtype, p.name,
+                                 data_alignment=max(1, itemsize(p.dtype)), offset_factor=1)
+            self.tir_buffers[p.name] = buf
+            self.expr.bind_buffer(p.name, buf)
+
+    # ----------------------------------------------------------------- helpers
+    def error(self, message: str, node) -> TileCompileError:
+        return TileCompileError(message, getattr(node, "span", None), self.source)
+
+    def unsupported(self, feature: str, node) -> UnsupportedFeatureError:
+        return UnsupportedFeatureError(self.backend_name, feature, getattr(node, "span", None), self.source)
+
+    def fresh(self, base: str, dtype: str = "int32") -> tx.Var:
+        self._names += 1
+        return tx.Var(f"{base}_{self._names}", dtype)
+
+    def shape_of(self, buf: N.Buffer):
+        out = []
+        for s in buf.shape:
+            if isinstance(s, N.Var):
+                if s.name not in self.dyn:
+                    self.dyn[s.name] = tx.Var(s.name, s.dtype)
+                out.append(self.dyn[s.name])
+            else:
+                out.append(int(s))
+        return out
+
+    def vector_lanes(self, dtype: str) -> int:
+        """Elements of `dtype` per vector register (1: do not vectorize)."""
+        return 1
+
+    def buffer(self, buf: N.Buffer) -> tx.Buffer:
+        tb = self.tir_buffers.get(buf.name)
+        if tb is None:
+            raise self.error(f"buffer {buf.name!r} used before its allocation", buf)
+        return tb
+
+    def local_buffer(self, shape, dtype: str, name: str, scope: Optional[str] = None) -> tx.Buffer:
+        """A scratch buffer; emit `tx.AllocBuffer(buf)` before use."""
+        self._names += 1
+        return tx.decl_buffer(list(shape), dtype, f"{name}_{self._names}", scope=scope or self.storage_scope)
+
+    def lower_expr(self, e: N.Expr, dtype: Optional[str] = None):
+        return self.expr(e) if dtype is None else self.expr.lower_as(e, dtype)
+
+    def index(self, e: N.Expr):
+        return self.expr.lower_as(e, "int32" if e.dtype != "int64" else "int64")
+
+    def load(self, tb: tx.Buffer, indices):
+        return tx.BufferLoad(tb, list(indices))
+
+    def store(self, tb: tx.Buffer, value, indices):
+        return tx.BufferStore(tb, cast_to(value, str(tb.dtype)), list(indices))
+
+    def loop_nest(self, extents: Sequence, body_fn: Callable, vectorize: bool = True,
+                  dtype: Optional[str] = None, kind_outer=None):
+        """`for v0 in ext0: ... for vn in extn: body_fn([v0..vn])`, innermost vectorized.
+
+        The innermost extent (an int) is split by `vector_lanes(dtype)` when it
+        divides evenly; `body_fn` receives index expressions.
+        """
+        vars_ = [self.fresh("i") for _ in extents]
+        idx = list(vars_)
+        lanes = self.vector_lanes(dtype) if (vectorize and dtype) else 1
+        inner_split = None
+        if extents and lanes > 1 and isinstance(extents[-1], int) and extents[-1] % lanes == 0 and extents[-1] >= lanes:
+            outer = self.fresh("vo")
+            inner = self.fresh("vi")
+            inner_split = (outer, inner, extents[-1] // lanes, lanes)
+            idx[-1] = outer * lanes + inner
+        body = body_fn(idx)
+        if inner_split:
+            outer, inner, n_outer, lanes = inner_split
+            body = tx.For(inner, 0, lanes, tx.ForKind.VECTORIZED, body)
+            body = tx.For(outer, 0, n_outer, tx.ForKind.SERIAL, body)
+            loops = list(zip(vars_[:-1], extents[:-1]))
+        else:
+            loops = list(zip(vars_, extents))
+        for i, (v, ext) in enumerate(reversed(loops)):
+            kind = tx.ForKind.SERIAL
+            if kind_outer is not None and i == len(loops) - 1:
+                kind = kind_outer
+            body = tx.For(v, 0, ext, kind, body)
+        return body
+
+    # ----------------------------------------------------------------- function
+    def lower_function(self) -> tx.PrimFunc:
+        body = self.lower_body(self.func.body)
+        params = [self.tir_buffers[p.name] for p in self.func.params]
+        f = tx.PrimFunc(params, body)
+        return f.with_attr("global_symbol", self.func.name).with_attr("tir.noalias", True)
+
+    def lower_body(self, body: N.Body) -> tx.Stmt:
+        return seq([self.lower_stmt(s) for s in body])
+
+    def lower_stmt(self, s: N.Stmt):
+        name = type(s).__name__
+        rule = self.rules.get(name)
+        if rule is not None:
+            return rule(self, s)
+        method = getattr(self, "lower_" + name, None)
+        if method is None:
+            raise self.unsupported(f"statement {name}", s)
+        return method(s)
+
+    # ----------------------------------------------------------------- scalar statements
+    def lower_Alloc(self, s: N.Alloc):
+        b = s.buffer
+        if b.static_shape() is None:
+            raise self.error(f"{b.scope} buffer {b.name!r} needs a static shape", s)
+        tb = tx.decl_buffer(list(b.shape), b.dtype, b.name, scope=self.storage_scope)
+        self.tir_buffers[b.name] = tb
+        self.expr.bind_buffer(b.name, tb)
+        return tx.AllocBuffer(tb)
+
+    def lower_Store(self, s: N.Store):
+        tb = self.buffer(s.buffer)
+        idx = [self.index(i) for i in s.indices]
+        return self.store(tb, self.lower_expr(s.value, s.buffer.dtype), idx)
+
+    def lower_Let(self, s: N.Let):
+        v = tx.Var(s.var.name, s.var.dtype)
+        value = self.lower_expr(s.value, s.var.dtype)
+        self.expr.bind(s.var.name, v)
+        return tx.Bind(v, value)
+
+    def lower_For(self, s: N.For):
+        v = tx.Var(s.var.name, s.var.dtype)
+        self.expr.bind(s.var.name, v)
+        begin = self.lower_expr(s.begin, s.var.dtype)
+        extent = self.lower_expr(s.extent, s.var.dtype)
+        kind = tx.ForKind.SERIAL
+        if s.kind == "unroll" and isinstance(s.extent, N.Const) and int(s.extent.value) <= 64:
+            kind = tx.ForKind.UNROLLED
+        return tx.For(v, begin, extent, kind, self.lower_body(s.body))
+
+    def lower_If(self, s: N.If):
+        cond = self.lower_expr(s.cond, "bool")
+        then = self.lower_body(s.then_body)
+        other = self.lower_body(s.else_body) if s.else_body else None
+        return tx.IfThenElse(cond, then, other)
+
+    def lower_Parallel(self, s: N.Parallel):
+        tvars = [tx.Var(v.name, v.dtype) for v in s.vars]
+        loops = list(zip(tvars, s.extents))
+        lanes = self.vector_lanes(self.parallel_dtype(s))
+        inner_ext = s.extents[-1]
+        split = lanes > 1 and inner_ext % lanes == 0 and inner_ext >= lanes and self.vectorizable(s.body)
+        for v, tv in zip(s.vars, tvars):
+            self.expr.bind(v.name, tv)
+        if split:
+            vo, vi = self.fresh("vo"), self.fresh("vi")
+            self.expr.bind(s.vars[-1].name, vo * lanes + vi)
+            body = self.lower_body(s.body)
+            body = tx.For(vi, 0, lanes, tx.ForKind.VECTORIZED, body)
+            body = tx.For(vo, 0, inner_ext // lanes, tx.ForKind.SERIAL, body)
+            loops = loops[:-1]
+        else:
+            body = self.lower_body(s.body)
+        for v, ext in reversed(loops):
+            body = tx.For(v, 0, ext, tx.ForKind.SERIAL, body)
+        return body
+
+    def parallel_dtype(self, s: N.Parallel) -> str:
+        """The narrowest-lane dtype stored in a T.Parallel body (decides the vector split)."""
+        from ..ir.visitor import walk_stmts
+
+        widest = None
+        for st in walk_stmts(s.body):
+            if isinstance(st, N.Store):
+                d = accum_dtype(st.buffer.dtype)
+                if widest is None or (d in ("float64", "int64")):
+                    widest = d
+        return widest or "float32"
+
+    def vectorizable(self, body: N.Body) -> bool:
+        """Whether a T.Parallel body is worth vectorizing (no nested loops, atomics, prints, ifs)."""
+        from ..ir.visitor import walk_stmts
+
+        for st in walk_stmts(body):
+            if isinstance(st, (N.For, N.Parallel, N.Atomic, N.Print, N.If, N.Copy, N.Gemm,
+                               N.Reduce, N.Cumsum, N.Fill)):
+                return False
+        return True
+
+    def lower_Hint(self, s: N.Hint):
+        return None  # hints never change results; the CPU lowering has no use for them
+
+    # ----------------------------------------------------------------- regions and copies
+    def region_access(self, region: N.Region, loop_idx: Sequence):
+        """Indices into region.buffer for the loop indices over its squeezed shape."""
+        starts = [self.index(e) for e in region.starts]
+        out = []
+        k = 0
+        for st, ext in zip(starts, region.extents):
+            if ext == 1:
+                out.append(st)
+            else:
+                out.append(st + loop_idx[k])
+                k += 1
+        return out
+
+    def in_bounds(self, region: N.Region, indices) -> Optional["tvm.tirx.Expr"]:
+        """The condition that `indices` lie inside region.buffer (None when always true)."""
+        tb = self.buffer(region.buffer)
+        conds = []
+        for idx, dim in zip(indices, tb.shape):
+            conds.append(tx.And(tx.GE(idx, tir_const(0, dtype_of(idx))), tx.LT(idx, tx.Cast(dtype_of(idx), dim))
+                                if dtype_of(dim) != dtype_of(idx) else tx.LT(idx, dim)))
+        if not conds:
+            return None
+        c = conds[0]
+        for x in conds[1:]:
+            c = tx.And(c, x)
+        return c
+
+    def tile_in_bounds(self, region: N.Region):
+        """One scalar test: the whole region lies inside its buffer."""
+        tb = self.buffer(region.buffer)
+        conds = []
+        for st_e, ext, dim in zip(region.starts, region.extents, tb.shape):
+            st = self.index(st_e)
+            conds.append(tx.And(tx.GE(st, tir_const(0, dtype_of(st))),
+                                tx.LE(st + tir_const(ext, dtype_of(st)), cast_to(dim, dtype_of(st)))))
+        c = conds[0] if conds else tx.const(True, "bool")
+        for x in conds[1:]:
+            c = tx.And(c, x)
+        return c
+
+    def lower_Copy(self, s: N.Copy):
+        src, dst = s.src, s.dst
+        shape = list(src.squeezed_shape())
+        if list(dst.squeezed_shape()) != shape:
+            raise self.error(f"copy between regions of shapes {src.squeezed_shape()} and "
+                             f"{dst.squeezed_shape()}", s)
+        tsrc, tdst = self.buffer(src.buffer), self.buffer(dst.buffer)
+        dd = dst.buffer.dtype
+
+        def nest(guarded: bool, vectorize: bool):
+            def body(idx):
+                si = self.region_access(src, idx)
+                di = self.region_access(dst, idx)
+                value = cast_to(self.load(tsrc, si), dd)
+                if not guarded:
+                    return self.store(tdst, value, di)
+                sc = self.in_bounds(src, si)
+                value = tx.if_then_else(sc, value, tir_const(0, dd))
+                return tx.IfThenElse(self.in_bounds(dst, di), self.store(tdst, value, di), None)
+            return self.loop_nest(shape, body, vectorize=vectorize, dtype=dd)
+
+        if not shape:
+            shape = []
+        if not s.predicated:
+            return nest(False, True)
+        return tx.IfThenElse(tx.And(self.tile_in_bounds(src), self.tile_in_bounds(dst)),
+                             nest(False, True), nest(True, False))
+
+    def lower_Fill(self, s: N.Fill):
+        dst = s.dst
+        tdst = self.buffer(dst.buffer)
+        value = self.lower_expr(s.value, dst.buffer.dtype)
+        shape = list(dst.squeezed_shape())
+
+        def body(idx, guarded):
+            di = self.region_access(dst, idx)
+            st = self.store(tdst, value, di)
+            return tx.IfThenElse(self.in_bounds(dst, di), st, None) if guarded else st
+
+        if dst.buffer.scope != "global":
+            return self.loop_nest(shape, lambda i: body(i, False), dtype=dst.buffer.dtype)
+        return tx.IfThenElse(self.tile_in_bounds(dst),
+                             self.loop_nest(shape, lambda i: body(i, False), dtype=dst.buffer.dtype),
+                             self.loop_nest(shape, lambda i: body(i, True), vectorize=False))
+
+    # ----------------------------------------------------------------- reductions and scans
+    def lower_Reduce(self, s: N.Reduce):
+        src, dst = s.src, s.dst
+        if src.static_shape() is None:
+            raise self.error("T.reduce needs a source with a static shape", s)
+        shape = list(src.shape)
+        d = s.dim if s.dim >= 0 else s.dim + len(shape)
+        tsrc, tdst = self.buffer(src), self.buffer(dst)
+        acc_t = accum_dtype(dst.dtype)
+        if s.kind in ("max", "min", "absmax") and not is_float(acc_t):
+            acc_t = accum_dtype(src.dtype) if is_float(src.dtype) else acc_t
+        keep = dst.ndim == src.ndim
+        kind = s.kind
+
+        def element(idx):
+            v = cast_to(self.load(tsrc, idx), acc_t)
+            if kind in ("abssum", "absmax"):
+                v = tx.abs(v) if is_float(acc_t) else tx.Select(v < tir_const(0, acc_t), tir_const(0, acc_t) - v, v)
+            return v
+
+        def combine(a, b):
+            if kind in ("sum", "abssum"):
+                return a + b
+            if kind in ("max", "absmax"):
+                return tx.Max(a, b)
+            return tx.Min(a, b)
+
+        init = {"sum": tir_const(0, acc_t), "abssum": tir_const(0, acc_t),
+                "max": lowest(acc_t), "absmax": tir_const(0, acc_t) if kind == "absmax" else None,
+                "min": highest(acc_t)}[kind]
+
+        def dst_index(out_idx):
+            out_idx = list(out_idx)
+            if keep:
+                out_idx.insert(d, tir_const(0, "int32"))
+            return out_idx
+
+        def finish(out_idx, acc):
+            di = dst_index(out_idx)
+            if s.clear:
+                return self.store(tdst, acc, di)
+            old = cast_to(self.load(tdst, di), acc_t)
+            return self.store(tdst, combine(old, acc), di)
+
+        out_shape = shape[:d] + shape[d + 1:]
+        n = shape[d]
+        lanes = self.vector_lanes(acc_t)
+        if d == len(shape) - 1:
+            # reduce along the contiguous axis: `lanes` partial results in a vector,
+            # then a tree over the lanes (reassociation is allowed: order is unspecified)
+            def row(out_idx):
+                if lanes > 1 and n % lanes == 0 and n >= lanes:
+                    part = self.local_buffer([lanes], acc_t, "part", scope="local")
+                    acc = self.local_buffer([1], acc_t, "acc", scope="local")
+                    vi, vo, k = self.fresh("vi"), self.fresh("vo"), self.fresh("k")
+                    init_s = tx.For(vi, 0, lanes, tx.ForKind.VECTORIZED, tx.BufferStore(part, init, [vi]))
+                    vi2 = self.fresh("vi")
+                    upd = tx.For(vo, 0, n // lanes, tx.ForKind.SERIAL,
+                                 tx.For(vi2, 0, lanes, tx.ForKind.VECTORIZED,
+                                        tx.BufferStore(part, combine(tx.BufferLoad(part, [vi2]),
+                                                                     element(list(out_idx) + [vo * lanes + vi2])), [vi2])))
+                    fold = [tx.BufferStore(acc, tx.BufferLoad(part, [0]), [0])]
+                    fold.append(tx.For(k, 1, lanes - 1, tx.ForKind.UNROLLED,
+                                       tx.BufferStore(acc, combine(tx.BufferLoad(acc, [0]), tx.BufferLoad(part, [k])), [0])))
+                    return seq([tx.AllocBuffer(part), tx.AllocBuffer(acc), init_s, upd, fold,
+                                finish(out_idx, tx.BufferLoad(acc, [0]))])
+                acc = self.local_buffer([1], acc_t, "acc", scope="local")
+                k = self.fresh("k")
+                upd = tx.For(k, 0, n, tx.ForKind.SERIAL,
+                             tx.BufferStore(acc, combine(tx.BufferLoad(acc, [0]), element(list(out_idx) + [k])), [0]))
+                return seq([tx.AllocBuffer(acc), tx.BufferStore(acc, init, [0]), upd,
+                            finish(out_idx, tx.BufferLoad(acc, [0]))])
+
+            if not out_shape:
+                return row([])
+            return self.loop_nest(out_shape, row, vectorize=False)
+
+        # reduce along an outer axis: accumulate whole rows of the remaining axes
+        tmp = self.local_buffer(out_shape, acc_t, "red")
+        init_nest = self.loop_nest(out_shape, lambda o: tx.BufferStore(tmp, init, list(o)), dtype=acc_t)
+        k = self.fresh("k")
+
+        def upd_body(o):
+            o = list(o)
+            si = o[:d] + [k] + o[d:]
+            return tx.BufferStore(tmp, combine(tx.BufferLoad(tmp, o), element(si)), o)
+
+        upd = tx.For(k, 0, n, tx.ForKind.SERIAL, self.loop_nest(out_shape, upd_body, dtype=acc_t))
+        fin = self.loop_nest(out_shape, lambda o: finish(o, tx.BufferLoad(tmp, list(o))), dtype=acc_t)
+        return seq([tx.AllocBuffer(tmp), init_nest, upd, fin])
+
+    def lower_Cumsum(self, s: N.Cumsum):
+        src, dst = s.src, s.dst
+        if src.static_shape() is None:
+            raise self.error("T.cumsum needs a source with a static shape", s)
+        shape = list(src.shape)
+        d = s.dim if s.dim >= 0 else s.dim + len(shape)
+        tsrc, tdst = self.buffer(src), self.buffer(dst)
+        dd = dst.dtype
+        wide = accum_dtype(dd)
+        n = shape[d]
+        k = self.fresh("k")
+        pos = (tir_const(n - 1, "int32") - k) if s.reverse else k
+        prev = (pos + 1) if s.reverse else (pos - 1)
+
+        def body(rest):
+            rest = list(rest)
+            outer_idx, inner_idx = rest[:d], rest[d:]
+            here = outer_idx + [pos] + inner_idx
+            before = outer_idx + [prev] + inner_idx
+            value = cast_to(self.load(tsrc, here), dd)
+            running = cast_to(cast_to(self.load(tdst, before), wide) + cast_to(value, wide), dd)
+            # the first element has no predecessor (if_then_else never reads index -1)
+            return self.store(tdst, tx.if_then_else(tx.EQ(k, 0), value, running), here)
+
+        outer_shape = shape[:d]
+        inner_shape = shape[d + 1:]
+
+        def scan(outer_idx):
+            def inner(ii):
+                return body(list(outer_idx) + list(ii))
+            if inner_shape:
+                return tx.For(k, 0, n, tx.ForKind.SERIAL, self.loop_nest(inner_shape, inner, dtype=dd))
+            return tx.For(k, 0, n, tx.ForKind.SERIAL, inner([]))
+
+        if not outer_shape:
+            return scan([])
+        return self.loop_nest(outer_shape, scan, vectorize=False)
+
+    # ----------------------------------------------------------------- gemm (portable)
+    def gemm_operands(self, s: N.Gemm):
+        """(M, N, K) and index functions a(i, k), b(k, j), c(i, j) -> buffer indices."""
+        a, b, c = s.a, s.b, s.c
+        ash, bsh, csh = a.squeezed_shape(), b.squeezed_shape(), c.squeezed_shape()
+        if len(ash) != 2 or len(bsh) != 2 or len(csh) != 2:
+            raise self.error(f"T.gemm needs 2-D tiles, got {ash}, {bsh}, {csh}", s)
+        M, K = (ash[1], ash[0]) if s.transpose_a else ash
+        Kb, Nn = (bsh[1], bsh[0]) if s.transpose_b else bsh
+        if K != Kb or tuple(csh) != (M, Nn):
+            raise self.error(f"T.gemm shapes do not agree: A {ash}, B {bsh}, C {csh}", s)
+
+        def a_idx(i, k):
+            return self.region_access(a, [k, i] if s.transpose_a else [i, k])
+
+        def b_idx(k, j):
+            return self.region_access(b, [j, k] if s.transpose_b else [k, j])
+
+        def c_idx(i, j):
+            return self.region_access(c, [i, j])
+
+        return M, Nn, K, a_idx, b_idx, c_idx
+
+    def lower_Gemm(self, s: N.Gemm):
+        M, Nn, K, a_idx, b_idx, c_idx = self.gemm_operands(s)
+        ta, tb, tc = self.buffer(s.a.buffer), self.buffer(s.b.buffer), self.buffer(s.c.buffer)
+        acc_t = accum_dtype(s.c.buffer.dtype)
+        i, j, k = self.fresh("i"), self.fresh("j"), self.fresh("k")
+        prod = cast_to(self.load(ta, a_idx(i, k)), acc_t) * cast_to(self.load(tb, b_idx(k, j)), acc_t)
+        c_old = cast_to(self.load(tc, c_idx(i, j)), acc_t)
+        update = tx.For(k, 0, K, tx.ForKind.SERIAL, self.store(tc, c_old + prod, c_idx(i, j)))
+        stmts = []
+        if s.clear_accum:
+            stmts.append(tx.For(i, 0, M, tx.ForKind.SERIAL, tx.For(j, 0, Nn, tx.ForKind.SERIAL,
+                                                                   self.store(tc, tir_const(0, acc_t), c_idx(i, j)))))
+            i, j, k = self.fresh("i"), self.fresh("j"), self.fresh("k")
+            prod = cast_to(self.load(ta, a_idx(i, k)), acc_t) * cast_to(self.load(tb, b_idx(k, j)), acc_t)
+            c_old = cast_to(self.load(tc, c_idx(i, j)), acc_t)
+            update = tx.For(k, 0, K, tx.ForKind.SERIAL, self.store(tc, c_old + prod, c_idx(i, j)))
+        stmts.append(tx.For(i, 0, M, tx.ForKind.SERIAL, tx.For(j, 0, Nn, tx.ForKind.SERIAL, update)))
+        return seq(stmts)
+
+    def lower_Kernel(self, s: N.Kernel):
+        raise NotImplementedError("a backend maps the grid (see TirLowering.lower_Kernel)")
