@@ -192,8 +192,12 @@ class Program:
             if name not in dims:
                 raise TileRuntimeError(f"dynamic dimension {name} is not bound by any argument")
             frame.vars[name] = scalar(var.dtype, dims[name])
-        with np.errstate(all="ignore"):
-            self.body(frame)
+        try:
+            with np.errstate(all="ignore"):
+                self.body(frame)
+        except TileRuntimeError as err:
+            # The report names the user's line; the interpreter's own frames would only hide it.
+            raise err.with_traceback(None) from err.__cause__
 
     # -------------------------------------------------------------- statements
 
