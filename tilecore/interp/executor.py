@@ -555,6 +555,8 @@ class Program:
     def _s_Reduce(self, s: N.Reduce, sc):
         src, dst, dim, kind = s.src, s.dst, s.dim, s.kind
         sname, dname = src.name, dst.name
+        if dim < 0:
+            dim += src.ndim  # Python-style: -1 is the last dimension
         if not 0 <= dim < src.ndim:
             raise self._error(f"reduce dim {dim} is out of range for {sname} with {src.ndim} dimensions", s.span)
         sshape = src.static_shape()
@@ -584,6 +586,8 @@ class Program:
 
     def _s_Cumsum(self, s: N.Cumsum, sc):
         sname, dname, dim, reverse = s.src.name, s.dst.name, s.dim, s.reverse
+        if dim < 0:
+            dim += s.src.ndim
         if not 0 <= dim < s.src.ndim:
             raise self._error(f"cumsum dim {dim} is out of range for {sname}", s.span)
         acc = _acc_dtype(s.src.dtype, s.dst.dtype)
