@@ -104,7 +104,11 @@ def install_toy_and_broken(site: Path) -> Path:
 
 
 def clean_env(tmp: Path, site: Path = None, **extra) -> dict:
-    """An environment isolated from the user's config and cache, with `site` on the path."""
+    """An environment isolated from the user's config and cache, with `site` on the path.
+
+    Only the test plugins (and the built-in reference) load, whatever else is installed,
+    unless `extra` overrides TILECORE_PLUGINS.
+    """
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("TILECORE_", "TOY_", "PYTEST_"))}
     paths = [str(site)] if site else []
@@ -112,6 +116,7 @@ def clean_env(tmp: Path, site: Path = None, **extra) -> dict:
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env["TILECORE_CONFIG"] = str(tmp / "no-config.toml")
     env["TILECORE_CACHE_DIR"] = str(tmp / "cache")
+    env["TILECORE_PLUGINS"] = "toy,broken"
     env.update({k: str(v) for k, v in extra.items()})
     return env
 

@@ -230,8 +230,8 @@ def test_torch_bfloat16(tmp_path):
 
 def test_device_mismatch_message():
     torch = pytest.importorskip("torch")
-    k = tilecore.compile(simple_add_func(4), target="reference", out_idx=[-1])
-    meta = torch.zeros(4, device="meta")  # a non-CPU device that exists on every torch build
+    k = tilecore.compile(simple_add_func(16), target="reference", out_idx=[-1])
+    meta = torch.zeros(16, device="meta")  # a non-CPU device that exists on every torch build
     with pytest.raises(TileRuntimeError) as e:
         k(meta, meta)
     assert str(e.value) == ("kernel 'add', argument 'A': expected an array in cpu memory for backend "

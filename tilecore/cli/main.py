@@ -57,7 +57,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except TileError as err:
         if os.environ.get("TILECORE_TRACEBACK"):
             raise
-        print(str(err), file=sys.stderr)
+        text = str(err)
+        first = text.split("\n", 1)[0]
+        if not (first.startswith("error:") or ": error: " in first):
+            text = "error: " + text
+        print(text, file=sys.stderr)
         return 1
     except BrokenPipeError:  # `tile trace ... | head`
         return 0

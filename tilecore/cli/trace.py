@@ -31,7 +31,7 @@ def run(args) -> int:
 
     func, out_idx = kernel_from_args(args)
     steps = api.trace(func, target=args.target, out_idx=out_idx)
-    texts = [(name, ir_text(f)) for name, f in steps]
+    texts = [(name, traced_text(f)) for name, f in steps]
     out = sys.stdout
     previous = None
     for index, (name, text) in enumerate(texts):
@@ -48,6 +48,23 @@ def run(args) -> int:
             f.write(render_html(func.name, texts, target=args.target or api.default_target()))
         print(f"wrote {args.html}", file=sys.stderr)
     return 0
+
+
+def traced_text(func) -> str:
+    """The DSL text of `func`, plus facts the DSL cannot show (which copies are predicated)."""
+    from ..ir import nodes as N
+    from ..ir.visitor import walk_stmts
+
+    text = ir_text(func)
+    notes = []
+    for stmt in walk_stmts(func.body):
+        if isinstance(stmt, N.Copy):
+            where = f"line {stmt.span.line}" if stmt.span.line else "(no source line)"
+            state = "predicated (bounds not proven)" if stmt.predicated else "bounds proven"
+            notes.append(f"#   T.copy({stmt.src.buffer.name} -> {stmt.dst.buffer.name}) at {where}: {state}")
+    if notes:
+        text = text.rstrip("\n") + "\n# not shown in the DSL text:\n" + "\n".join(notes) + "\n"
+    return text
 
 
 _CSS = """

@@ -151,45 +151,45 @@ class Kernel:
             try:
                 info = arrays.describe(value)
             except arrays.NotAnArray as err:
-                raise TileRuntimeError(f"{where}: {err}") from None
+                raise self._param_error(f"{where}: {err}", param) from None
             if info.memory_space != space:
                 hint = " (e.g. tensor.cpu() or numpy.asarray)" if space == "cpu" else \
                     f" (e.g. tensor.to('{space}'))"
-                raise TileRuntimeError(
+                raise self._param_error(
                     f"{where}: expected an array in {space} memory for backend "
-                    f"{self.backend.name!r}, got one on {info.device}; move it there first{hint}")
+                    f"{self.backend.name!r}, got one on {info.device}; move it there first{hint}", param)
             if space != "cpu":
                 if first_device is None:
                     first_device = (param.name, info.device)
                 elif info.device != first_device[1]:
-                    raise TileRuntimeError(
+                    raise self._param_error(
                         f"{where}: is on {info.device} but {first_device[0]!r} is on "
-                        f"{first_device[1]}; all arguments must be on one device")
+                        f"{first_device[1]}; all arguments must be on one device", param)
             if info.dtype != param.dtype:
-                raise TileRuntimeError(f"{where}: expected dtype {param.dtype}, got {info.dtype}")
+                raise self._param_error(f"{where}: expected dtype {param.dtype}, got {info.dtype}", param)
             if len(info.shape) != param.ndim:
-                raise TileRuntimeError(
+                raise self._param_error(
                     f"{where}: expected a {param.ndim}-D array of shape {_shape_text(param.shape)}, "
-                    f"got a {len(info.shape)}-D array of shape {tuple(info.shape)}")
+                    f"got a {len(info.shape)}-D array of shape {tuple(info.shape)}", param)
             for axis, (want, got) in enumerate(zip(param.shape, info.shape)):
                 if isinstance(want, N.Var):
                     if want.name in bindings and bindings[want.name] != got:
-                        raise TileRuntimeError(
+                        raise self._param_error(
                             f"{where}: dimension {axis} is {want.name} = {got}, but {want.name} = "
                             f"{bindings[want.name]} was bound by {bound_by[want.name]}; expected shape "
                             f"{_shape_text(param.shape)} with {want.name} = {bindings[want.name]}, "
-                            f"got {tuple(info.shape)}")
+                            f"got {tuple(info.shape)}", param)
                     bindings.setdefault(want.name, int(got))
                     bound_by.setdefault(want.name, f"argument {param.name!r} (dimension {axis})")
                 elif want != got:
-                    raise TileRuntimeError(
+                    raise self._param_error(
                         f"{where}: expected shape {_shape_text(param.shape)}, got {tuple(info.shape)} "
-                        f"(dimension {axis} must be {want}, not {got})")
+                        f"(dimension {axis} must be {want}, not {got})", param)
             if not info.contiguous:
-                raise TileRuntimeError(
+                raise self._param_error(
                     f"{where}: expected a C-contiguous (row-major, dense) array, got strides "
                     f"{info.strides} for shape {tuple(info.shape)}; pass tensor.contiguous() (torch) "
-                    f"or numpy.ascontiguousarray(a) (numpy/cupy)")
+                    f"or numpy.ascontiguousarray(a) (numpy/cupy)", param)
             infos.append((param_index[id(param)], info))
         for var in self.ir.dyn_vars:
             if var.name not in bindings:
@@ -201,5 +201,12 @@ class Kernel:
                     f"input dimension, so it cannot be bound")
         return infos, bindings
 
+    def _param_error(self, message: str, param: N.Buffer) -> TileRuntimeError:
+        """A TileRuntimeError that also shows where the parameter is declared (when known)."""
+        span = param.span if param.span.line > 0 else None
+        return TileRuntimeError(message, span, self.ir.source)
+
     def _output_shape(self, param: N.Buffer, bindings: Dict[str, int]) -> Tuple[int, ...]:
         return tuple(bindings[s.name] if isinstance(s, N.Var) else int(s) for s in param.shape)
+
+
