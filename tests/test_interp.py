@@ -15,7 +15,7 @@ from tilecore.ir import nodes as N
 sys.path.insert(0, os.path.dirname(__file__))
 from test_interp_support import (  # noqa: E402
     FILE, add, binop, buf, const, func, gemm_ir, kernel, load, lt, mul,
-                                 parallel, region, serial, span, store, sub, var, whole)
+                                 parallel, region, serial, span, store, var, whole)
 
 RNG = np.random.default_rng(1234)
 
@@ -347,11 +347,9 @@ def test_serial_loop_with_per_element_extent():
 def test_runtime_if_else_at_block_level_and_in_parallel():
     O = buf("O", (4, 6), "int32")
     bx, i, j = var("bx"), var("i"), var("j")
-    inner = N.If(lt(j, i), (store(O, [bx, j], 1),), (store(O, [bx, j], 2),))
     body = [N.If(binop("==", binop("%", bx, 2), 0),
                  (parallel(["i", "j"], [1, 6], [N.If(lt(j, 3), (store(O, [bx, j], 7),))]),),
                  (parallel(["i", "j"], [1, 6], [store(O, [bx, j], add(mul(i, 0), j))]),))]
-    del inner
     o = np.zeros((4, 6), np.int32)
     run(func([O], [kernel([4], ["bx"], body)]), [o])
     np.testing.assert_array_equal(o[0], [7, 7, 7, 0, 0, 0])
@@ -594,7 +592,3 @@ def test_same_function_object_is_compiled_once():
     from tilecore.interp import compile_program
     f = gemm_ir(64, 64, 64, 32, 32, 32)
     assert compile_program(f) is compile_program(f)
-
-
-def test_unused_sub_and_lt_helpers_build_valid_ir():
-    assert sub(var("a"), 1).dtype == "int32" and lt(1.0, var("x", "float32")).dtype == "bool"

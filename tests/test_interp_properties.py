@@ -1,6 +1,7 @@
 """Property tests of the interpreter against per-element Python oracles (hypothesis)."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -206,3 +207,50 @@ def test_reduce_matches_numpy_for_any_dim(ndim, data, kind, clear, dtype):
         prev = d0.astype(np.float64)
         r = r + prev if kind.endswith("sum") else np.maximum(r, prev) if kind.endswith("max") else np.minimum(r, prev)
     np.testing.assert_array_equal(d, r.astype(np_dtype(dtype)))
+
+
+# ----------------------------------------------------------------------------- float arithmetic
+
+
+SIGNIFICANT_BITS = {"float16": 11, "bfloat16": 8, "float32": 24}
+
+
+def round_to(value: float, dtype: str) -> float:
+    """`value` rounded to nearest even with the dtype's significand (normal range only)."""
+    if value == 0 or not math.isfinite(value):
+        return value
+    m, e = math.frexp(value)            # value = m * 2**e, 0.5 <= |m| < 1
+    bits = SIGNIFICANT_BITS[dtype]
+    return math.ldexp(round(m * 2 ** bits), e - bits)  # round(): exact, half to even
+
+
+FLOAT_OPS = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
+             "/": lambda x, y: x / y, "min": min, "max": max}
+
+
+@SETTINGS
+@given(st.sampled_from(sorted(SIGNIFICANT_BITS)), st.sampled_from(sorted(FLOAT_OPS)), st.data())
+def test_float_binops_round_once_in_their_dtype(dtype, op, data):
+    n = 12
+    values = st.floats(0.25, 64.0).flatmap(lambda v: st.sampled_from([v, -v]))
+    a = np.array(data.draw(st.lists(values, min_size=n, max_size=n)), np_dtype(dtype))
+    b = np.array(data.draw(st.lists(values, min_size=n, max_size=n)), np_dtype(dtype))
+    A, B, O = buf("A", (n,), dtype), buf("B", (n,), dtype), buf("O", (n,), dtype)
+    i = var("i")
+    out = np.zeros(n, np_dtype(dtype))
+    expr = N.BinOp(op, load(A, i), load(B, i), dtype)
+    run(one_block([A, B, O], [parallel(["i"], [n], [store(O, [i], expr)])]), [a, b, out])
+    for k in range(n):
+        x, y = float(a[k]), float(b[k])
+        # the exact result (or, for /, its double rounding, which is safe for these widths) rounded once
+        assert float(out[k]) == round_to(FLOAT_OPS[op](x, y), dtype), (dtype, op, x, y)
+
+
+@SETTINGS
+@given(st.floats(-1e4, 1e4, allow_nan=False), st.sampled_from(["float16", "bfloat16"]))
+def test_float64_store_into_half_types_rounds_once(value, dtype):
+    A, O = buf("A", (1,), "float64"), buf("O", (1,), dtype)
+    out = np.zeros(1, np_dtype(dtype))
+    run(one_block([A, O], [store(O, [0], load(A, 0))]), [np.array([value]), out])
+    if abs(value) >= 2.0 ** -14:  # normal range of both types
+        assert float(out[0]) == round_to(value, dtype)
