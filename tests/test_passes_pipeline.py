@@ -16,7 +16,7 @@ from tilecore.passes.pipeline import POINTS, PassContext, Pipeline, default_pipe
 sys.path.insert(0, os.path.dirname(__file__))
 from test_passes_support import SOURCE, c, gemm_func, make_backend, region  # noqa: E402
 
-CORE = ["check_types", "simplify", "bounds", "check_features", "memory_plan", "layout_inference"]
+CORE = ["check_types", "simplify", "bounds", "check_features", "loops", "memory_plan", "layout_inference"]
 
 
 def recorder(name, log):
@@ -36,7 +36,7 @@ def test_default_order_and_points():
         pipe.insert(point, recorder(point, log))
     pipe.insert("after_check", recorder("after_check_2", log))
     assert pipe.names() == ["after_parse", "check_types", "after_check", "after_check_2", "simplify",
-                            "after_simplify", "bounds", "after_bounds", "check_features", "memory_plan",
+                            "after_simplify", "bounds", "after_bounds", "check_features", "loops", "memory_plan",
                             "layout_inference", "after_layout", "before_codegen"]
     pipe.run(gemm_func(), PassContext())
     assert log == [n for n in pipe.names() if n not in CORE]
@@ -64,7 +64,7 @@ def test_trace_lists_the_ir_after_each_pass():
     before = [s.predicated for s in steps[0][1].kernel.body[4].body[:2]]
     after = [s.predicated for s in steps[3][1].kernel.body[4].body[:2]]
     assert before == [True, True] and after == [True, False]
-    assert set(ctx.analyses) >= {"bounds", "memory_plan", "liveness", "layout"}
+    assert set(ctx.analyses) >= {"bounds", "loops", "memory_plan", "liveness", "layout"}
     assert all(f.source == SOURCE for _, f in steps)
 
 

@@ -12,7 +12,9 @@ Guarantees:
   needed, the limit and the backend.
 
 The plan is the better of two greedy first-fit placements (program order and
-largest first). `ctx.analyses["memory_plan"]` holds the MemoryPlan and
+largest first). With `MemoryPlanPass(multi_buffer=True)` (for backends that
+software-pipeline T.Pipelined loops), each stage buffer of a pipelined loop
+(tilecore.passes.loops) is planned `num_stages` times over. `ctx.analyses["memory_plan"]` holds the MemoryPlan and
 `ctx.analyses["liveness"]` the liveness it used. The function is unchanged.
 """
 from __future__ import annotations
@@ -50,14 +52,15 @@ class StoragePlan:
     storage: str
     alignment: int
     offsets: Dict[str, int] = field(default_factory=dict)
-    sizes: Dict[str, int] = field(default_factory=dict)
+    sizes: Dict[str, int] = field(default_factory=dict)   # bytes, stage copies included
+    stages: Dict[str, int] = field(default_factory=dict)  # copies of each buffer (multi-buffering)
     total_bytes: int = 0
     unshared_bytes: int = 0          # what it would take without any reuse
     limit: Optional[int] = None
 
     def as_dict(self) -> dict:
         return {"storage": self.storage, "alignment": self.alignment, "offsets": dict(self.offsets),
-                "sizes": dict(self.sizes), "total_bytes": self.total_bytes,
+                "sizes": dict(self.sizes), "stages": dict(self.stages), "total_bytes": self.total_bytes,
                 "unshared_bytes": self.unshared_bytes, "limit": self.limit}
 
 
@@ -96,11 +99,15 @@ def _first_fit(order: List[str], sizes: Dict[str, int], live: _liveness.Liveness
     return offsets
 
 
-def plan_storage(storage: str, names: List[str], live: _liveness.Liveness) -> StoragePlan:
+def plan_storage(storage: str, names: List[str], live: _liveness.Liveness,
+                 stages: Optional[Dict[str, int]] = None) -> StoragePlan:
     """Place `names` (in program order) so that overlapping live ranges never share bytes."""
     align = ALIGNMENT[storage]
-    sizes = {n: buffer_bytes(live.buffers[n]) for n in names}
-    plan = StoragePlan(storage, align, sizes=sizes, unshared_bytes=sum(_align(s, align) for s in sizes.values()))
+    stages = {n: (stages or {}).get(n, 1) for n in names}
+    # each stage copy starts aligned, so a multi-buffered buffer spans stages * aligned size
+    sizes = {n: buffer_bytes(live.buffers[n]) if stages[n] == 1
+             else stages[n] * _align(buffer_bytes(live.buffers[n]), align) for n in names}
+    plan = StoragePlan(storage, align, sizes=sizes, stages=stages, unshared_bytes=sum(_align(s, align) for s in sizes.values()))
     best = None
     for order in (list(names), sorted(names, key=lambda n: (-sizes[n], names.index(n)))):
         offsets = _first_fit(order, sizes, live, align)
@@ -112,20 +119,37 @@ def plan_storage(storage: str, names: List[str], live: _liveness.Liveness) -> St
     return plan
 
 
-def plan_memory(func: N.PrimFunc, backend=None, source: str = "", live=None) -> MemoryPlan:
-    """Plan shared and fragment storage; raise TileCompileError over a backend limit."""
+def pipeline_stages(func: N.PrimFunc, loops=None) -> Dict[str, int]:
+    """Buffer name -> num_stages for the stage buffers of pipelined loops."""
+    from . import loops as _loops
+
+    stages: Dict[str, int] = {}
+    for info in loops if loops is not None else _loops.analyze(func):
+        if info.pipelined:
+            for name in info.stage_buffers:
+                stages[name] = max(stages.get(name, 1), info.num_stages)
+    return stages
+
+
+def plan_memory(func: N.PrimFunc, backend=None, source: str = "", live=None,
+                stages: Optional[Dict[str, int]] = None) -> MemoryPlan:
+    """Plan shared and fragment storage; raise TileCompileError over a backend limit.
+
+    `stages` multiplies buffers that a backend multi-buffers (see pipeline_stages).
+    """
     live = live or _liveness.analyze(func)
     result = MemoryPlan()
     caps = getattr(backend, "capabilities", None)
     for storage, scopes in STORAGE_CLASSES.items():
         names = [n for n, b in live.buffers.items() if b.scope in scopes]
-        plan = plan_storage(storage, names, live)
+        plan = plan_storage(storage, names, live, stages)
         plan.limit = getattr(caps, _LIMIT_FIELDS[storage], None) if caps is not None else None
         result.storages[storage] = plan
         if plan.limit is not None and plan.total_bytes > plan.limit:
             culprit = next(n for n in names if plan.offsets[n] + plan.sizes[n] > plan.limit)
             peers = [n for n in names if live.overlaps(culprit, n)]
-            listing = ", ".join(f"{n} {plan.sizes[n]} B" for n in peers)
+            listing = ", ".join(f"{n} {plan.sizes[n]} B" + (f" ({plan.stages[n]} stages)"
+                                                            if plan.stages[n] > 1 else "") for n in peers)
             raise TileCompileError(
                 f"{_WHAT[storage]} over the limit: the kernel needs {plan.total_bytes} bytes but backend "
                 f"{backend.name} allows {plan.limit} bytes per block ({listing} live together)",
@@ -138,10 +162,14 @@ class MemoryPlanPass:
 
     name = "memory_plan"
 
+    def __init__(self, multi_buffer: bool = False):
+        self.multi_buffer = multi_buffer
+
     def __call__(self, func: N.PrimFunc, ctx) -> N.PrimFunc:
         live = _liveness.analyze(func)
         ctx.analyses["liveness"] = live
-        ctx.analyses["memory_plan"] = plan_memory(func, getattr(ctx, "backend", None), ctx.source, live)
+        stages = pipeline_stages(func, ctx.analyses.get("loops")) if self.multi_buffer else None
+        ctx.analyses["memory_plan"] = plan_memory(func, getattr(ctx, "backend", None), ctx.source, live, stages)
         return func
 
 

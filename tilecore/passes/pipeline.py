@@ -3,11 +3,12 @@
 Guarantees:
 * core passes run in this order, with the named points between them:
     after_parse   check_types   after_check   simplify   after_simplify
-    bounds   after_bounds   check_features  memory_plan  layout_inference
-    after_layout   before_codegen
+    bounds   after_bounds   check_features  loops  memory_plan
+    layout_inference   after_layout   before_codegen
   (check_features runs after bounds because a proven copy no longer needs the
   "partial_tiles" feature);
-* passes inserted at one point run in insertion order;
+* passes inserted at one point run in insertion order; `replace(name, pass_)`
+  swaps a core pass for a backend's variant (e.g. MemoryPlanPass(multi_buffer=True));
 * with `TILECORE_DUMP_IR=dir` (or the option `dump_ir`), the IR after every
   pass is written as `NN-passname.py` (DSL text, runnable) and
   `NN-passname.json` (the JSON form), `00-input.*` being the input;
@@ -75,6 +76,17 @@ class Pipeline:
         if not callable(pass_):
             raise TypeError(f"a pass must be a callable (func, ctx) -> func, got {pass_!r}")
         self._slots[point].append(pass_)
+
+    def replace(self, name: str, pass_: Pass) -> None:
+        """Run `pass_` instead of the core pass called `name` (same place in the order)."""
+        if not callable(pass_):
+            raise TypeError(f"a pass must be a callable (func, ctx) -> func, got {pass_!r}")
+        for i, (kind, value) in enumerate(self._entries):
+            if kind == "pass" and pass_name(value) == name:
+                self._entries[i] = ("pass", pass_)
+                return
+        core = [pass_name(v) for k, v in self._entries if k == "pass"]
+        raise ValueError(f"no core pass named {name!r}; the core passes are {', '.join(core)}")
 
     def passes(self) -> List[Pass]:
         """All passes in the order they run."""
@@ -152,6 +164,7 @@ def default_pipeline() -> Pipeline:
     from .check_features import check_features
     from .check_types import check_types
     from .layout_inference import layout_inference
+    from .loops import loops
     from .memory_plan import memory_plan
     from .simplify import simplify
 
@@ -164,6 +177,7 @@ def default_pipeline() -> Pipeline:
         ("pass", bounds),
         ("point", "after_bounds"),
         ("pass", check_features),
+        ("pass", loops),
         ("pass", memory_plan),
         ("pass", layout_inference),
         ("point", "after_layout"),
