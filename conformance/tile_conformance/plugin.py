@@ -1,0 +1,178 @@
+"""The `tile conformance ...` subcommands (registered through the tilecore_cli_commands hook).
+
+    tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--report out.json]
+    tile conformance verify REPORT.json [--must-pass FILE]
+    tile conformance build-bundle BACKEND DIR [--examples N] [--seed S]
+    tile conformance run-bundle DIR [--backend NAME] [--report out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import List, Optional
+
+from tilecore.plugin import hookimpl
+
+USAGE = """\
+tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--report out.json]
+tile conformance verify REPORT.json [--must-pass FILE]
+tile conformance build-bundle BACKEND DIR [--examples N] [--seed S]
+tile conformance run-bundle DIR [--backend NAME] [--report out.json]"""
+
+
+@hookimpl
+def tilecore_cli_commands(subparsers):
+    """Add `tile conformance`."""
+    p = subparsers.add_parser(
+        "conformance", help="certify a backend against the reference interpreter (tile-conformance)",
+        usage=USAGE, description="Generate tile programs with hypothesis, run them on BACKEND and on the "
+        "reference interpreter, compare, shrink failures, and write a report.",
+        add_help=False)
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda args: main(args.argv))
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    from .runner import DEFAULT_EXAMPLES
+
+    p = argparse.ArgumentParser(prog="tile conformance", usage=USAGE)
+    p.add_argument("backend", help="backend name as `tile backends` lists it (cpu, cuda, npu, reference, ...)")
+    p.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES,
+                   help=f"number of generated programs (default {DEFAULT_EXAMPLES})")
+    p.add_argument("--seed", type=int, default=0, help="generation seed: the same seed gives the same programs")
+    p.add_argument("--tier", choices=("execute", "compile"), default="execute",
+                   help="execute: run and compare results; compile: generate code with the real toolchain only")
+    p.add_argument("--report", default=None, help="write the JSON report here (and Markdown next to it)")
+    p.add_argument("--families", default=None,
+                   help="comma-separated program families (ewise,copy,reduce,gemm,atomic,cumsum,control)")
+    p.add_argument("--no-shrink", action="store_true", help="report failures without shrinking them")
+    p.add_argument("--max-shrinks", type=int, default=4, help="failures to shrink (default 4)")
+    p.add_argument("--shrink-runs", type=int, default=60, help="backend runs per shrink (default 60)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Dispatch `tile conformance ...`; return the exit status (0 = certified / accepted)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print("usage:\n" + "\n".join("  " + line for line in USAGE.splitlines()))
+        return 0 if argv else 2
+    cmd = argv[0]
+    try:
+        if cmd == "verify":
+            return _verify(argv[1:])
+        if cmd == "build-bundle":
+            return _build_bundle(argv[1:])
+        if cmd == "run-bundle":
+            return _run_bundle(argv[1:])
+        return _run(argv)
+    except Exception as err:
+        from .runner import ConformanceError
+
+        from tilecore.diagnostics import TileError
+
+        if isinstance(err, (ConformanceError, TileError, FileNotFoundError, ValueError)):
+            print(f"tile conformance: error: {err}", file=sys.stderr)
+            return 2
+        raise
+
+
+def _print_summary(report: dict, paths=()) -> None:
+    from rich.console import Console
+
+    console = Console(stderr=False, highlight=False, soft_wrap=True)
+    t = report["totals"]
+    v = report["verdict"]
+    console.print(f"[bold]{report['backend']['name']}[/bold] ({report['settings']['tier']} tier, "
+                  f"{t['programs']} programs, seed {report['settings']['seed']}): {t['pass']} pass, "
+                  f"{t['fail']} fail, {t['unsupported']} unsupported, {t['suite_error']} suite errors "
+                  f"in {report['duration_seconds']} s")
+    for f in report["failures"]:
+        r = f["repro"]
+        sus = f" (suspected feature: {r['suspects'][0]})" if r.get("suspects") else ""
+        console.print(f"[red]FAIL[/red] {f['family']} #{f['index']}{sus}: {r['message']}")
+        if f.get("shrunk"):
+            console.print("  minimal program:")
+            for line in r["source"].rstrip().splitlines():
+                console.print("    " + line, markup=False)
+            console.print(f"  inputs seed {r['input_seed']}" + (f", bindings {r['bindings']}" if r["bindings"] else ""))
+    for path in paths:
+        console.print(f"report: {path}")
+    if v["certified"]:
+        console.print("[bold green]verdict: CERTIFIED[/bold green]")
+    else:
+        console.print("[bold red]verdict: NOT CERTIFIED[/bold red]")
+        for reason in v["reasons"]:
+            console.print(f"  - {reason}", markup=False)
+
+
+def _run(argv: List[str]) -> int:
+    from .report import write_report
+    from .runner import run_suite
+
+    args = _run_parser().parse_args(argv)
+    families = [f.strip() for f in args.families.split(",")] if args.families else None
+    report = run_suite(args.backend, examples=args.examples, seed=args.seed, tier=args.tier,
+                       families=families, shrink=not args.no_shrink, max_shrinks=args.max_shrinks,
+                       shrink_runs=args.shrink_runs, progress=not args.no_progress and sys.stderr.isatty())
+    paths = write_report(report, args.report) if args.report else ()
+    _print_summary(report, paths)
+    return 0 if report["verdict"]["certified"] else 1
+
+
+def _verify(argv: List[str]) -> int:
+    from .report import load_must_pass, verify
+
+    p = argparse.ArgumentParser(prog="tile conformance verify")
+    p.add_argument("report", help="a JSON report written by `tile conformance BACKEND --report`")
+    p.add_argument("--must-pass", default=None, help="must-pass list (default: the suite's reviewed list)")
+    args = p.parse_args(argv)
+    with open(args.report) as f:
+        report = json.load(f)
+    must = load_must_pass(args.must_pass)
+    ok, reasons = verify(report, must)
+    name = report.get("backend", {}).get("name", "?")
+    if ok:
+        print(f"{args.report}: backend {name} CERTIFIED against must-pass list v{must.get('version')} "
+              f"({report['totals']['programs']} programs, seed {report['settings']['seed']})")
+        return 0
+    print(f"{args.report}: backend {name} NOT certified:")
+    for r in reasons:
+        print(f"  - {r}")
+    return 1
+
+
+def _build_bundle(argv: List[str]) -> int:
+    from .bundle import build_bundle
+    from .runner import DEFAULT_EXAMPLES
+
+    p = argparse.ArgumentParser(prog="tile conformance build-bundle")
+    p.add_argument("backend")
+    p.add_argument("dir")
+    p.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--families", default=None)
+    args = p.parse_args(argv)
+    families = [f.strip() for f in args.families.split(",")] if args.families else None
+    summary = build_bundle(args.backend, args.dir, examples=args.examples, seed=args.seed, families=families)
+    print(f"bundle {args.dir}: {summary['programs']} programs for backend {args.backend} "
+          f"({summary['compiled']} compiled, {summary['compile_failures']} compile failures, "
+          f"{summary['unsupported']} unsupported)")
+    return 0 if summary["compile_failures"] == 0 and summary["suite_errors"] == 0 else 1
+
+
+def _run_bundle(argv: List[str]) -> int:
+    from .bundle import run_bundle
+    from .report import write_report
+
+    p = argparse.ArgumentParser(prog="tile conformance run-bundle")
+    p.add_argument("dir")
+    p.add_argument("--backend", default=None, help="backend to load the artifacts with (default: the bundle's)")
+    p.add_argument("--report", default=None)
+    args = p.parse_args(argv)
+    report = run_bundle(args.dir, backend_name=args.backend)
+    paths = write_report(report, args.report) if args.report else ()
+    _print_summary(report, paths)
+    return 0 if report["verdict"]["certified"] else 1
