@@ -246,3 +246,28 @@ def test_fill_value_copy_regions_are_simplified():
     func = kernel_func([A], [N.Alloc(S), N.Copy(region(A, (start,), (16,)), region(S))], grid=(4,))
     new = simplify(func, PassContext())
     assert new.kernel.body[1].src.starts == (N.BinOp("*", v("bx"), c(16), "int32"),)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expr=int_exprs(), xs=st.lists(st.sampled_from(EDGE) | st.integers(-(2**31), 2**31 - 1),
+                                     min_size=2, max_size=2))
+def test_whole_programs_compute_the_same_on_the_interpreter(expr, xs):
+    """Program-level check: T.Parallel over y, z; x from an input; original vs simplified on the interpreter."""
+    interp = pytest.importorskip("tilecore.interp")
+    inp = N.Buffer("inp", (2,), "int32")
+    out = N.Buffer("out", (4, 3), "int32")
+    y, z, x = v("y"), v("z"), v("x")
+    par = N.Parallel((y, z), (4, 3), (N.Store(out, (y, z), expr),))
+    func = kernel_func([inp, out], [N.Let(x, N.Load(inp, (c(1),), "int32")), par], grid=(1,))
+    simplified = simplify(func, PassContext())
+    results = []
+    for f in (func, simplified):
+        o = np.zeros((4, 3), dtype=np.int32)
+        try:
+            with np.errstate(all="ignore"):
+                interp.run(f, [np.array(xs, dtype=np.int32), o])
+        except Exception as err:  # e.g. integer division by zero: must then fail the same way
+            results.append(type(err).__name__)
+            continue
+        results.append(o.tolist())
+    assert results[0] == results[1], simplified
