@@ -175,13 +175,51 @@ def run_program(program: Program, backend, tier: str = "execute", reference_cach
                        seconds=time.perf_counter() - t0)
     if tier == "compile":
         return Outcome(PASS, feats, seconds=time.perf_counter() - t0)
-    got = [a.copy() for a in arrays]
     try:
-        kernel(*got)
+        got = call_on_device(kernel, arrays, backend.capabilities.memory_space)
     except Exception as err:
         return Outcome(FAIL, feats, "run failed: " + _one_line(err), error_kind="run",
                        seconds=time.perf_counter() - t0)
     return _compare_all(program, ref, got, feats, t0)
+
+
+def call_on_device(kernel, arrays: Sequence[np.ndarray], memory_space: str) -> List[np.ndarray]:
+    """Call `kernel` on copies of `arrays` in the backend's memory; return them as numpy afterwards.
+
+    CPU backends get numpy arrays. Device backends get torch (else cupy)
+    tensors on the current device, which DLPack hands to the kernel.
+    """
+    if memory_space == "cpu":
+        got = [a.copy() for a in arrays]
+        kernel(*got)
+        return got
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        dev = [_torch_from_numpy(torch, a).to(memory_space if memory_space != "rocm" else "cuda") for a in arrays]
+        kernel(*dev)
+        return [_torch_to_numpy(torch, t.cpu(), a.dtype) for t, a in zip(dev, arrays)]
+    try:
+        import cupy
+    except ImportError:
+        raise RuntimeError(f"running on {memory_space} memory needs torch or cupy to move the inputs there") from None
+    dev = [cupy.asarray(a) for a in arrays]
+    kernel(*dev)
+    return [cupy.asnumpy(t) for t in dev]
+
+
+def _torch_from_numpy(torch, a: np.ndarray):
+    if a.dtype == np_dtype("bfloat16"):
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(a.copy())
+
+
+def _torch_to_numpy(torch, t, dtype) -> np.ndarray:
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(dtype)
+    return t.numpy()
 
 
 def _compare_all(program: Program, ref, got, feats, t0) -> Outcome:

@@ -1,0 +1,222 @@
+"""Bundles: certify a host that has the device but not the compiler.
+
+`build_bundle` runs on a build host with the backend's toolchain: it generates
+the programs, makes their inputs, computes the reference outputs with the
+interpreter, compiles each program for the backend and stores everything in a
+folder:
+
+    manifest.json            suite / tilecore / backend versions, settings, one record per program
+    programs/0007.py         the program's DSL source (for reading and repro)
+    programs/0007.ir.json    its Tile IR (tilecore.ir.serialize), loaded without the frontend
+    data/0007.in.npz         the inputs (bfloat16 stored as its uint16 bits)
+    data/0007.ref.npz        the reference interpreter's outputs
+    artifacts/0007.tileart   the compiled Artifact (tilecore.runtime.cache's checksummed format)
+
+`run_bundle` runs on the target host: it loads each artifact with the
+backend's `tilecore_launcher` (no code generation, no compiler), runs it on the
+stored inputs and compares with the stored reference outputs, producing the
+same report as a direct run.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from . import __version__
+from .execute import (FAIL, PASS, SUITE_ERROR, UNSUPPORTED, Outcome, call_on_device, compare_outputs,
+                      load_source, make_inputs, np_dtype, program_features, reference_outputs)
+from .programs import build
+from .repro import program_from_record, program_record
+
+BUNDLE_FORMAT = 1
+
+
+def _save_arrays(path: str, arrays: Dict[str, np.ndarray]) -> None:
+    stored = {k: (a.view(np.uint16) if a.dtype == np_dtype("bfloat16") else a) for k, a in arrays.items()}
+    np.savez(path, **stored)
+
+
+def _load_arrays(path: str, dtypes: Dict[str, str]) -> Dict[str, np.ndarray]:
+    with np.load(path) as data:
+        out = {}
+        for k in data.files:
+            a = data[k]
+            if dtypes.get(k) == "bfloat16":
+                a = a.view(np_dtype("bfloat16"))
+            out[k] = np.array(a)
+        return out
+
+
+def build_bundle(backend_name: str, folder: str, examples: int = 100, seed: int = 0,
+                 families: Optional[Sequence[str]] = None) -> dict:
+    """Generate, reference-run and compile the programs for `backend_name` into `folder`."""
+    import tilecore
+    from tilecore.ir import serialize
+    from tilecore.runtime.cache import encode_entry
+
+    from .runner import generate_knobs, resolve_backend
+    from .strategies import Caps
+
+    backend = resolve_backend(backend_name)
+    caps = Caps.from_backend(backend)
+    for sub in ("programs", "data", "artifacts"):
+        os.makedirs(os.path.join(folder, sub), exist_ok=True)
+    records = []
+    summary = {"programs": 0, "compiled": 0, "compile_failures": 0, "unsupported": 0, "suite_errors": 0}
+    for i, knobs in enumerate(generate_knobs(caps, examples, seed, families)):
+        prog = build(knobs)
+        pid = f"{i:04d}"
+        rec = {"id": pid, "program": program_record(prog), "status": "", "message": ""}
+        records.append(rec)
+        summary["programs"] += 1
+        with open(os.path.join(folder, "programs", pid + ".py"), "w") as f:
+            f.write(prog.source)
+        try:
+            func = load_source(prog.source)
+            rec["features"] = program_features(func, prog)
+            undeclared = [x for x in rec["features"] if x not in backend.capabilities.features]
+            if undeclared:
+                rec.update(status=UNSUPPORTED, unsupported=undeclared,
+                           message=f"uses undeclared feature(s) {', '.join(undeclared)}")
+                summary["unsupported"] += 1
+                continue
+            arrays = make_inputs(prog.params, prog.bindings, prog.input_seed)
+            ref = reference_outputs(func, prog, arrays)
+        except Exception as err:
+            rec.update(status=SUITE_ERROR, message=f"{type(err).__name__}: {err}")
+            summary["suite_errors"] += 1
+            continue
+        with open(os.path.join(folder, "programs", pid + ".ir.json"), "w") as f:
+            f.write(serialize.dumps(func))
+        _save_arrays(os.path.join(folder, "data", pid + ".in.npz"),
+                     {p.name: a for p, a in zip(prog.params, arrays)})
+        _save_arrays(os.path.join(folder, "data", pid + ".ref.npz"),
+                     {p.name: a for p, a in zip(prog.params, ref) if p.role in ("out", "inout")})
+        try:
+            kernel = tilecore.compile(func, target=backend.name)
+        except Exception as err:
+            rec.update(status="compile_failed", message=f"{type(err).__name__}: {err}")
+            summary["compile_failures"] += 1
+            continue
+        data = encode_entry(pid, kernel.artifact)
+        with open(os.path.join(folder, "artifacts", pid + ".tileart"), "wb") as f:
+            f.write(data)
+        rec.update(status="compiled", target=kernel.target, artifact_sha256=hashlib.sha256(data).hexdigest())
+        summary["compiled"] += 1
+    manifest = {
+        "format": BUNDLE_FORMAT,
+        "suite": {"name": "tile-conformance", "version": __version__},
+        "tilecore": {"version": tilecore.__version__, "ir_version": tilecore.TILE_IR_VERSION},
+        "backend": {"name": backend.name, "distribution": backend.distribution, "version": backend.version},
+        "settings": {"examples": examples, "seed": seed, "families": list(families) if families else "all"},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "summary": summary,
+        "programs": records,
+    }
+    with open(os.path.join(folder, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True)
+    return summary
+
+
+def run_bundle(folder: str, backend_name: Optional[str] = None) -> dict:
+    """Run a bundle's compiled artifacts on this host and compare; return the report."""
+    from tilecore.ir import serialize
+    from tilecore.plugin.manager import get_plugin_manager
+    from tilecore.runtime.cache import decode_entry
+    from tilecore.runtime.kernel import Kernel
+
+    from .report import build_report
+    from .runner import _feature_table, resolve_backend
+
+    t0 = time.time()
+    with open(os.path.join(folder, "manifest.json")) as f:
+        manifest = json.load(f)
+    if manifest.get("format") != BUNDLE_FORMAT:
+        raise ValueError(f"{folder}: bundle format {manifest.get('format')!r}, this suite reads {BUNDLE_FORMAT}")
+    backend = resolve_backend(backend_name or manifest["backend"]["name"])
+    pm = get_plugin_manager()
+    programs, outcomes = [], []
+    for rec in manifest["programs"]:
+        prog = program_from_record(rec["program"])
+        programs.append(prog)
+        feats = rec.get("features", sorted(prog.features))
+        status = rec["status"]
+        if status == UNSUPPORTED:
+            outcomes.append(Outcome(UNSUPPORTED, feats, rec["message"], unsupported=rec.get("unsupported", [])))
+            continue
+        if status == SUITE_ERROR:
+            outcomes.append(Outcome(SUITE_ERROR, feats, rec["message"], error_kind="oracle"))
+            continue
+        if status != "compiled":
+            outcomes.append(Outcome(FAIL, feats, "compile failed on the build host: " + rec["message"],
+                                    error_kind="compile"))
+            continue
+        pid = rec["id"]
+        try:
+            with open(os.path.join(folder, "artifacts", pid + ".tileart"), "rb") as f:
+                data = f.read()
+            if hashlib.sha256(data).hexdigest() != rec["artifact_sha256"]:
+                raise ValueError("artifact checksum differs from the manifest")
+            artifact = decode_entry(data, pid)
+            with open(os.path.join(folder, "programs", pid + ".ir.json")) as f:
+                func = serialize.loads(f.read())
+            dtypes = {p.name: p.dtype for p in prog.params}
+            inputs = _load_arrays(os.path.join(folder, "data", pid + ".in.npz"), dtypes)
+            ref_out = _load_arrays(os.path.join(folder, "data", pid + ".ref.npz"), dtypes)
+        except Exception as err:
+            outcomes.append(Outcome(SUITE_ERROR, feats, f"bundle entry {pid} unreadable: {type(err).__name__}: {err}",
+                                    error_kind="bundle"))
+            continue
+        arrays = [inputs[p.name] for p in prog.params]
+        ref = [ref_out.get(p.name, inputs[p.name]) for p in prog.params]
+
+        def factory(_artifact=artifact):
+            launch = pm.hook.tilecore_launcher(backend=backend, artifact=_artifact)
+            if launch is None:
+                raise RuntimeError(f"backend {backend.name!r} has no launcher for this artifact here")
+            return launch
+
+        kernel = Kernel(func, backend, rec.get("target", backend.name), artifact, (), factory)
+        t1 = time.perf_counter()
+        try:
+            got = call_on_device(kernel, arrays, backend.capabilities.memory_space)
+        except Exception as err:
+            outcomes.append(Outcome(FAIL, feats, f"run failed: {type(err).__name__}: {err}", error_kind="run",
+                                    seconds=time.perf_counter() - t1))
+            continue
+        outcomes.append(compare_outputs(prog, ref, got, feats))
+    table = _feature_table(outcomes, frozenset(backend.capabilities.features))
+    from .repro import repro_script
+    from .runner import suspects
+
+    failures = []
+    for i, (p, o) in enumerate(zip(programs, outcomes)):
+        if o.status != FAIL:
+            continue
+        m = o.mismatch
+        failures.append({
+            "index": i, "family": p.family, "kind": o.error_kind, "features": o.features,
+            "suspects": suspects(o.features, table), "message": o.message,
+            "mismatch": m.to_json() if m else None, "program": program_record(p), "shrunk": False,
+            "repro": {"source": p.source, "input_seed": p.input_seed, "bindings": p.bindings,
+                      "features": o.features, "suspects": suspects(o.features, table), "message": o.message,
+                      "max_error": m.max_error if m else None,
+                      "where": ({"output": m.output, "index": list(m.index), "expected": m.expected, "got": m.got}
+                                if m else None),
+                      "program": program_record(p), "script": repro_script(p, backend.name)},
+        })
+    errors = [{"index": i, "family": p.family, "message": o.message, "program": program_record(p)}
+              for i, (p, o) in enumerate(zip(programs, outcomes)) if o.status == SUITE_ERROR]
+    settings_used = {**manifest["settings"], "tier": "execute",
+                     "bundle": {"folder": os.path.abspath(folder), "built_with": manifest["backend"],
+                                "built_by_suite": manifest["suite"]["version"], "created": manifest["created"],
+                                "built_with_tilecore": manifest["tilecore"]["version"]},
+                     "shrink": {"enabled": False, "why": "bundles run without a compiler"}}
+    digest = hashlib.sha256("".join(p.source + str(p.input_seed) for p in programs).encode()).hexdigest()
+    return build_report(backend, settings_used, programs, outcomes, table, failures, errors, digest,
+                        time.time() - t0)
