@@ -1,0 +1,118 @@
+"""Tile IR -> CUDA C++ (TVM's CUDA codegen) -> cubin (nvcc, or NVRTC when nvcc is absent)."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+import time
+from typing import Any, Dict, List, Tuple
+
+from tilecore.diagnostics import TileCompileError
+
+from . import toolchain
+
+NVCC_FLAGS = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-U__CUDA_NO_HALF_OPERATORS__",
+              "-U__CUDA_NO_HALF_CONVERSIONS__", "-U__CUDA_NO_BFLOAT16_OPERATORS__",
+              "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "-U__CUDA_NO_BFLOAT162_OPERATORS__",
+              "-U__CUDA_NO_BFLOAT162_CONVERSIONS__"]
+
+
+def simt_target(arch: str, options: Dict[str, Any]):
+    from tilecore.lowering.cuda_device_lib import CUDA_DEVICE_LIB
+    from tilecore.lowering.simt import SimtTarget
+
+    sm = toolchain.arch_number(arch)
+    smem = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024,
+            100: 227 * 1024, 120: 99 * 1024}.get(sm, 48 * 1024 if sm < 80 else 99 * 1024)
+    return SimtTarget(kind="cuda", arch=arch, warp_size=32, has_mma=sm >= 80, has_cp_async=sm >= 80,
+                      device_lib=CUDA_DEVICE_LIB, fast_math=bool(options.get("fast_math", True)),
+                      max_shared_memory=smem)
+
+
+def generate_source(func, arch: str, options: Dict[str, Any], intrinsics=None):
+    """Lower `func` and return (CUDA source, kernel symbol, param order, LoweredKernel)."""
+    import tvm
+
+    from tilecore.lowering.simt import lower_kernel, register_simt_pipeline
+
+    lk = lower_kernel(func, simt_target(arch, options), options, intrinsics)
+    try:
+        mod = tvm.IRModule({func.name: lk.prim_func})
+        lib = tvm.compile(mod, target={"kind": "cuda", "arch": arch}, tir_pipeline=register_simt_pipeline())
+        dev = [m for m in lib.mod.imports if m.kind == "cuda"]
+        src = dev[0].inspect_source()
+    except TileCompileError:
+        raise
+    except Exception as err:
+        msg = str(err).strip().splitlines()
+        raise TileCompileError(f"backend cuda could not generate code for kernel {func.name!r}: "
+                               f"{msg[-1] if msg else type(err).__name__}", func.span, func.source) from err
+    entry, params = parse_kernel_signature(src)
+    return src, entry, params, lk
+
+
+_SIG = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(([^)]*)\)\s*\{')
+
+
+def parse_kernel_signature(src: str) -> Tuple[str, List[Tuple[str, str]]]:
+    """The __global__ kernel's name and its parameters as (kind, name): kind "ptr" or a C type."""
+    m = _SIG.search(src)
+    if not m:
+        raise RuntimeError("generated CUDA source has no __global__ kernel")
+    params = []
+    for p in m.group(2).split(","):
+        p = p.strip()
+        if not p:
+            continue
+        name = p.split()[-1]
+        if "*" in p:
+            params.append(("ptr", name[:-4] if name.endswith("_ptr") else name))
+        else:
+            params.append((" ".join(p.split()[:-1]), name))
+    return m.group(1), params
+
+
+def compile_cubin(src: str, arch: str) -> Tuple[bytes, str, float]:
+    """Compile CUDA source to a cubin for `arch`; returns (cubin, compiler description, seconds)."""
+    t0 = time.perf_counter()
+    nvcc = toolchain.find_nvcc()
+    sm = arch[3:]
+    gencode = f"arch=compute_{sm},code=sm_{sm}"
+    if nvcc:
+        with tempfile.TemporaryDirectory(prefix="tile_cuda_") as d:
+            cu = os.path.join(d, "kernel.cu")
+            out = os.path.join(d, "kernel.cubin")
+            with open(cu, "w") as f:
+                f.write(src)
+            cmd = [nvcc, "-cubin", "-gencode", gencode, *NVCC_FLAGS, "-o", out, cu]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError("nvcc failed:\n" + proc.stderr[-4000:])
+            with open(out, "rb") as f:
+                blob = f.read()
+        return blob, f"nvcc {toolchain.nvcc_version()}", time.perf_counter() - t0
+    if toolchain.find_nvrtc():
+        from tvm.support import nvcc as tvm_nvcc
+
+        blob = tvm_nvcc.compile_cuda(src, target_format="cubin", arch=arch, compiler="nvrtc")
+        return bytes(blob), "nvrtc", time.perf_counter() - t0
+    raise TileCompileError(f"no CUDA compiler found: neither nvcc nor NVRTC. Fix: {toolchain.NVCC_FIX}"
+                           f"  or  {toolchain.NVRTC_FIX}")
+
+
+def compile_ptx(src: str, arch: str) -> str:
+    """PTX of the kernel (for inspection and tests)."""
+    nvcc = toolchain.find_nvcc()
+    sm = arch[3:]
+    with tempfile.TemporaryDirectory(prefix="tile_cuda_") as d:
+        cu = os.path.join(d, "kernel.cu")
+        out = os.path.join(d, "kernel.ptx")
+        with open(cu, "w") as f:
+            f.write(src)
+        proc = subprocess.run([nvcc, "-ptx", f"-arch=compute_{sm}", *NVCC_FLAGS, "-o", out, cu],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError("nvcc failed:\n" + proc.stderr[-4000:])
+        with open(out) as f:
+            return f.read()

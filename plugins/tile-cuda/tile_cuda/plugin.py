@@ -1,0 +1,166 @@
+"""The tilecore backend "cuda": Tile IR -> TVM TIR (shared SIMT lowering) -> CUDA C++ -> cubin.
+
+Registered through the entry point `cuda = "tile_cuda.plugin"` (group "tilecore").
+Neither TVM nor torch is imported when the plugin registers; TVM is imported by
+codegen only, and a cached kernel launches without it.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from tilecore.plugin import hookimpl
+from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus
+
+from . import __version__, toolchain
+
+NAME = "cuda"
+PRIORITY = 100  # preferred over cpu where a GPU is present
+ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120")
+
+
+def toolchain_status() -> ToolchainStatus:
+    """nvcc / NVRTC and their versions, TVM, and the GPU with its compute capability."""
+    nvcc = toolchain.find_nvcc()
+    nvrtc = toolchain.find_nvrtc()
+    gpu = toolchain.gpu_info()
+    details = [("nvcc", f"{nvcc} (CUDA {toolchain.nvcc_version()})" if nvcc else "not found"),
+               ("nvrtc", nvrtc or "not found")]
+    try:
+        import importlib.metadata as md
+
+        details.append(("apache-tvm", md.version("apache-tvm")))
+    except Exception:
+        return ToolchainStatus(ok=False, summary="apache-tvm is not installed", details=tuple(details),
+                               fix="pip install 'apache-tvm>=0.27,<0.28'")
+    device = None
+    if gpu:
+        name, major, minor, drv = gpu
+        device = f"{name} (sm_{major}{minor}, driver CUDA {drv // 1000}.{drv % 1000 // 10})"
+        details.append(("gpu", device))
+    else:
+        details.append(("gpu", "none present (kernels compile; running needs an NVIDIA GPU)"))
+    if not nvcc and not nvrtc:
+        return ToolchainStatus(ok=False, summary="no CUDA compiler: neither nvcc nor NVRTC was found",
+                               details=tuple(details), device=device, fix=toolchain.NVCC_FIX)
+    comp = f"nvcc {toolchain.nvcc_version()}" if nvcc else "NVRTC"
+    summary = f"{comp}; " + (f"GPU {device}" if device else "no GPU (compile only)")
+    return ToolchainStatus(ok=True, summary=summary, details=tuple(details), device=device)
+
+
+def make_backend() -> Backend:
+    """The Backend declaration of tile-cuda."""
+    from tilecore.ir.version import TILE_IR_VERSION
+    from tilecore.language.features import ALL_FEATURES
+
+    dtypes = frozenset({"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
+                        "uint8", "bool"})
+    gemm = set()
+    for a in ("float16", "bfloat16"):
+        gemm |= {(a, "float32"), (a, a)}
+    gemm |= {("float32", "float32"), ("float64", "float64"), ("int8", "int32")}
+    return Backend(
+        name=NAME,
+        targets=(NAME,) + tuple(f"{NAME}:{a}" for a in ARCHS),
+        ir_versions=(TILE_IR_VERSION,),
+        capabilities=Capabilities(
+            features=frozenset(ALL_FEATURES),
+            dtypes=dtypes,
+            gemm_dtypes=frozenset(gemm),
+            max_shared_memory=227 * 1024,
+            max_fragment_memory=255 * 4 * 1024,
+            max_threads=1024,
+            warp_size=32,
+            vector_bytes=16,
+            memory_space="cuda",
+            tiers=("execute", "compile") if toolchain.device_present() else ("compile",),
+        ),
+        toolchain_status=toolchain_status,
+        device_present=toolchain.device_present,
+        distribution="tile-cuda",
+        version=__version__,
+        priority=PRIORITY,
+        description="NVIDIA GPUs through TVM's CUDA codegen and nvcc/NVRTC; mma.sync tensor cores, "
+                    "cp.async pipelines",
+    )
+
+
+@hookimpl
+def tilecore_register_backends(register):
+    """Declare the backend "cuda"."""
+    register(make_backend())
+
+
+@hookimpl
+def tilecore_intrinsics(backend, table):
+    """CUDA math: TVM's ops, fast __expf/__logf/ex2.approx for float32 (see the lowering)."""
+    if backend.name != NAME:
+        return
+    from tilecore.lowering.intrinsics import default_table
+    from tilecore.lowering.simt import _fast_math_table
+    from .compiler import simt_target
+
+    for key, impl in _fast_math_table(simt_target("sm_80", {})).items():
+        table.setdefault(key, impl)
+    for key, impl in default_table().items():
+        table.setdefault(key, impl)
+
+
+def _grid_py(expr) -> str:
+    """A Tile IR grid expression as Python source over the bindings dict `b`."""
+    from tilecore.ir import nodes as N
+
+    if isinstance(expr, N.Const):
+        return repr(int(expr.value))
+    if isinstance(expr, N.Var):
+        return f"b[{expr.name!r}]"
+    if isinstance(expr, N.BinOp) and expr.op in ("+", "-", "*", "//", "%"):
+        return f"({_grid_py(expr.a)} {expr.op} {_grid_py(expr.b)})"
+    if isinstance(expr, N.BinOp) and expr.op in ("min", "max"):
+        return f"{expr.op}({_grid_py(expr.a)}, {_grid_py(expr.b)})"
+    if isinstance(expr, N.Cast):
+        return f"({_grid_py(expr.value)})"
+    raise ValueError(f"grid expression {expr!r} is not supported")
+
+
+@hookimpl
+def tilecore_codegen(backend, module, options):
+    """Lower, generate CUDA C++ with TVM, compile to a cubin; the Artifact holds source and cubin."""
+    if backend.name != NAME:
+        return None
+    from tilecore.diagnostics import TileCompileError
+
+    from .compiler import compile_cubin, generate_source
+
+    func = module.func
+    options = dict(options or {})
+    try:
+        arch = toolchain.parse_target(module.target or options.get("target") or NAME)
+    except ValueError as err:
+        raise TileCompileError(str(err), func.span, func.source) from err
+    src, entry, kparams, lk = generate_source(func, arch, options)
+    try:
+        cubin, compiler_desc, secs = compile_cubin(src, arch)
+    except TileCompileError:
+        raise
+    except Exception as err:
+        raise TileCompileError(f"backend cuda: the CUDA compiler rejected the generated code for "
+                               f"{func.name!r}: {str(err)[-1500:]}", func.span, func.source) from err
+    meta: Dict[str, Any] = {
+        "arch": arch, "kernel_symbol": entry, "kernel_params": kparams,
+        "params": [p.name for p in func.params], "threads": lk.threads,
+        "dyn_smem_bytes": lk.dyn_smem_bytes, "grid_py": [_grid_py(g) for g in lk.grid],
+        "compiler": compiler_desc, "compile_seconds": round(secs, 3),
+        "storage": dict(lk.plan.storage), "notes": lk.notes,
+    }
+    return Artifact(backend=NAME, target=f"{NAME}:{arch}", entry=func.name, source=src,
+                    blobs={"cubin": cubin}, meta=meta)
+
+
+@hookimpl
+def tilecore_launcher(backend, artifact):
+    """A `launch(args, bindings)` that runs the cubin with cuLaunchKernel on the current stream."""
+    if backend.name != NAME:
+        return None
+    from .launcher import CudaKernelLauncher
+
+    return CudaKernelLauncher(artifact)

@@ -1,0 +1,325 @@
+"""Where every buffer of a kernel lives on a SIMT target, and how fragments are spread.
+
+`plan_kernel(func, threads, ...)` decides, for each allocation:
+  "smem" -- shared memory (a `SharedLayout`), for shared tiles and for fragments that
+            some statement cannot access thread-locally ("demoted" fragments);
+  "reg"  -- registers, with a thread layout from `simt_layout` (fragments, and local
+            buffers indexed by T.Parallel variables);
+  "rep"  -- a per-thread copy that every thread keeps identical (local / var buffers
+            used only by block-level code).
+The layout choice is a fixpoint: gemm accumulators take the MMA layout, layouts
+propagate through T.Parallel loops, copies and reductions, and a fragment that some
+loop would need to read from another thread is demoted to shared memory, after which
+the propagation runs again. Results are always correct; demotion only costs speed.
+
+Pure Python (no TVM). The same plan serves every SIMT backend.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set, Tuple
+
+from ..ir import nodes as N
+from ..ir.types import itemsize
+from ..ir.visitor import walk, walk_stmts
+from .simt_layout import MmaLayout, RowLayout, SharedLayout, StridedLayout
+
+MMA_DTYPES = {("float16", "float32"), ("bfloat16", "float32"), ("int8", "int32")}
+
+
+@dataclass
+class KernelPlan:
+    threads: int
+    storage: Dict[str, str] = field(default_factory=dict)
+    layout: Dict[str, object] = field(default_factory=dict)
+    buffers: Dict[str, N.Buffer] = field(default_factory=dict)
+    mma_gemms: Dict[int, MmaLayout] = field(default_factory=dict)  # id(Gemm) -> C layout
+    demoted: Set[str] = field(default_factory=set)
+    notes: List[str] = field(default_factory=list)
+
+
+def _is_loop_vars(indices, vars_) -> bool:
+    return len(indices) == len(vars_) and all(isinstance(i, N.Var) and i.name == v.name
+                                              for i, v in zip(indices, vars_))
+
+
+def _full_region(r: N.Region) -> bool:
+    shape = r.buffer.static_shape()
+    return (shape is not None and tuple(r.extents) == shape
+            and all(isinstance(s, N.Const) and s.value == 0 for s in r.starts))
+
+
+def _uses_vars(expr, names) -> bool:
+    return any(isinstance(n, N.Var) and n.name in names for n in walk(expr))
+
+
+def parallel_accesses(p: N.Parallel):
+    """(buffer, indices, is_store) for every element access inside a Parallel body."""
+    out = []
+    for node in walk_stmts(p.body):
+        if isinstance(node, N.Store):
+            out.append((node.buffer, node.indices, True))
+        if isinstance(node, N.Atomic) and isinstance(node.dst, N.Region):
+            out.append((node.dst.buffer, node.dst.starts, True))
+        for sub in _stmt_exprs(node):
+            for e in walk(sub):
+                if isinstance(e, N.Load):
+                    out.append((e.buffer, e.indices, False))
+    return out
+
+
+def _stmt_exprs(s):
+    if isinstance(s, N.Store):
+        return list(s.indices) + [s.value]
+    if isinstance(s, N.Let):
+        return [s.value]
+    if isinstance(s, N.If):
+        return [s.cond]
+    if isinstance(s, N.For):
+        return [s.begin, s.extent]
+    if isinstance(s, N.Atomic):
+        vals = [s.value] if isinstance(s.value, N.Expr) else []
+        return list(s.dst.starts) + vals
+    if isinstance(s, N.Print) and isinstance(s.value, N.Expr):
+        return [s.value]
+    return []
+
+
+def plan_kernel(func: N.PrimFunc, threads: int, has_mma: bool, swizzle_ok: bool = True) -> KernelPlan:
+    """Decide storage and layouts for every buffer of `func` (see the module docstring)."""
+    kernel = func.kernel
+    plan = KernelPlan(threads=threads)
+    for b in func.params:
+        plan.buffers[b.name] = b
+        plan.storage[b.name] = "global"
+    allocs = [s.buffer for s in walk_stmts(kernel.body) if isinstance(s, N.Alloc)]
+    for b in allocs:
+        plan.buffers[b.name] = b
+
+    parallels = [s for s in walk_stmts(kernel.body) if isinstance(s, N.Parallel)]
+    gemms = [s for s in walk_stmts(kernel.body) if isinstance(s, N.Gemm)]
+    reduces = [s for s in walk_stmts(kernel.body) if isinstance(s, N.Reduce)]
+
+    # local buffers indexed by a Parallel's variables behave like fragments
+    frag_like: Set[str] = {b.name for b in allocs if b.scope == "fragment"}
+    forced: Set[str] = set()
+    for p in parallels:
+        names = {v.name for v in p.vars}
+        for buf, idx, is_store in parallel_accesses(p):
+            if buf.scope == "local" and any(_uses_vars(i, names) for i in idx):
+                frag_like.add(buf.name)
+            elif buf.scope in ("local", "var") and is_store:
+                forced.add(buf.name)  # one scalar written by many iterations: keep it shared
+    # block-level element access to a fragment: only shared memory lets every thread see it
+    forced |= _block_level_fragment_access(kernel.body, frag_like)
+    for s in walk_stmts(kernel.body):
+        if isinstance(s, (N.Cumsum,)):
+            forced |= {s.src.name, s.dst.name} & frag_like
+        if isinstance(s, N.Print) and isinstance(s.value, N.Buffer):
+            forced |= {s.value.name} & frag_like
+        if isinstance(s, N.Copy):
+            for r in (s.src, s.dst):
+                if r.buffer.name in frag_like and not _full_region(r):
+                    forced.add(r.buffer.name)
+        if isinstance(s, N.Fill) and s.dst.buffer.name in frag_like and not _full_region(s.dst):
+            forced.add(s.dst.buffer.name)
+        if isinstance(s, N.Gemm):
+            forced |= {s.a.buffer.name, s.b.buffer.name} & frag_like
+            if s.c.buffer.name in frag_like and not _full_region(s.c):
+                forced.add(s.c.buffer.name)
+        if isinstance(s, N.Atomic) and isinstance(s.value, N.Region):
+            if s.value.buffer.name in frag_like and not _full_region(s.value):
+                forced.add(s.value.buffer.name)
+
+    demoted = set(forced)
+    row_reduced = {r.src.name for r in reduces if r.dim == len(r.src.shape) - 1}
+    for _ in range(8):
+        layouts, mma = _assign(plan, frag_like - demoted, parallels, gemms, reduces,
+                               kernel.body, threads, has_mma, row_reduced)
+        new = _check(layouts, frag_like - demoted, parallels, kernel.body, reduces)
+        if not new:
+            break
+        demoted |= new
+    plan.demoted = demoted
+    plan.mma_gemms = mma
+
+    warps_ok = threads % 32 == 0
+    for b in allocs:
+        if b.name in frag_like and b.name not in demoted:
+            plan.storage[b.name] = "reg"
+            plan.layout[b.name] = layouts[b.name]
+        elif b.scope == "shared" or b.name in demoted:
+            plan.storage[b.name] = "smem"
+        else:
+            plan.storage[b.name] = "rep"
+    # swizzle shared tiles that MMA reads through ldmatrix
+    mma_operands = set()
+    for g in gemms:
+        if id(g) in mma:
+            mma_operands |= {g.a.buffer.name, g.b.buffer.name}
+    no_swizzle = set()
+    for s in walk_stmts(kernel.body):
+        if isinstance(s, N.Hint) and s.kind == "annotate_layout":
+            params = dict(s.params)
+            if params.get("layout") not in ("swizzled", None):
+                no_swizzle |= {b.name for b in s.buffers}
+    for b in allocs:
+        if plan.storage[b.name] == "smem":
+            shape = b.static_shape() or (1,)
+            sw = (swizzle_ok and b.name in mma_operands and b.name not in no_swizzle
+                  and SharedLayout.can_swizzle(shape, itemsize(b.dtype)))
+            plan.layout[b.name] = SharedLayout(tuple(shape), itemsize(b.dtype), swizzle=sw)
+    if demoted:
+        plan.notes.append("fragments kept in shared memory: " + ", ".join(sorted(demoted)))
+    if not warps_ok and mma:
+        plan.mma_gemms = {}
+    return plan
+
+
+def _block_level_fragment_access(body, frag_like) -> Set[str]:
+    found: Set[str] = set()
+
+    def visit(stmts):
+        for s in stmts:
+            if isinstance(s, N.Parallel):
+                continue
+            for e in _stmt_exprs(s):
+                for n in walk(e):
+                    if isinstance(n, N.Load) and n.buffer.name in frag_like:
+                        found.add(n.buffer.name)
+            if isinstance(s, N.Store) and s.buffer.name in frag_like:
+                found.add(s.buffer.name)
+            if isinstance(s, N.Atomic) and s.dst.buffer.name in frag_like:
+                found.add(s.dst.buffer.name)
+            for name in ("body", "then_body", "else_body"):
+                sub = getattr(s, name, None)
+                if isinstance(sub, tuple):
+                    visit(sub)
+
+    visit(body)
+    return found
+
+
+def _assign(plan, live, parallels, gemms, reduces, body, threads, has_mma, row_reduced):
+    layouts: Dict[str, object] = {}
+    mma: Dict[int, MmaLayout] = {}
+    warps = threads // 32 if threads % 32 == 0 else 0
+    for g in gemms:
+        c = g.c.buffer
+        a, b = g.a.buffer, g.b.buffer
+        if not (has_mma and warps and c.name in live and a.dtype == b.dtype
+                and (a.dtype, c.dtype) in MMA_DTYPES and len(c.shape) == 2
+                and len(a.squeezed_shape() if hasattr(a, "squeezed_shape") else a.shape) == 2):
+            continue
+        M, Nn = c.shape
+        ka = g.a.extents[0] if g.transpose_a else g.a.extents[-1]
+        kstep = 32 if a.dtype == "int8" else 16
+        if ka % kstep or len(g.a.extents) != 2 or len(g.b.extents) != 2:
+            continue
+        existing = layouts.get(c.name)
+        lay = existing if isinstance(existing, MmaLayout) else MmaLayout.choose(
+            M, Nn, warps, g.policy, prefer_rows=c.name in row_reduced)
+        if lay is None:
+            continue
+        layouts[c.name] = lay
+        mma[id(g)] = lay
+    for _ in range(6):
+        changed = False
+        for r in reduces:
+            src_l = layouts.get(r.src.name)
+            if (isinstance(src_l, MmaLayout) and r.dim == 1 and r.dst.name in live
+                    and r.dst.name not in layouts and tuple(r.dst.shape) in ((src_l.M,), (src_l.M, 1))):
+                layouts[r.dst.name] = RowLayout(src_l.M, src_l.wm, src_l.wn, len(r.dst.shape))
+                changed = True
+        for p in parallels:
+            acc = [(b, i) for b, i, _ in parallel_accesses(p) if b.name in live]
+            full = [(b, i) for b, i in acc if _is_loop_vars(i, p.vars) and tuple(b.shape) == tuple(p.extents)]
+            known = [layouts[b.name] for b, _ in full if b.name in layouts]
+            if not known:
+                continue
+            lay = known[0]
+            for b, i in full:
+                if b.name not in layouts:
+                    layouts[b.name] = lay
+                    changed = True
+            if isinstance(lay, MmaLayout):
+                for b, i in acc:
+                    if (b.name not in layouts and len(i) in (1, 2) and isinstance(i[0], N.Var)
+                            and i[0].name == p.vars[0].name and b.shape[0] == lay.M
+                            and (len(i) == 1 or (isinstance(i[1], N.Const) and b.shape[1] == 1))):
+                        layouts[b.name] = RowLayout(lay.M, lay.wm, lay.wn, len(b.shape))
+                        changed = True
+        for s in walk_stmts(body):
+            if isinstance(s, N.Copy) and s.src.buffer.name in live and s.dst.buffer.name in live:
+                a, b = s.src.buffer.name, s.dst.buffer.name
+                if tuple(s.src.buffer.shape) == tuple(s.dst.buffer.shape):
+                    if a in layouts and b not in layouts:
+                        layouts[b] = layouts[a]
+                        changed = True
+                    elif b in layouts and a not in layouts:
+                        layouts[a] = layouts[b]
+                        changed = True
+        if not changed:
+            break
+    for name in live:
+        if name not in layouts:
+            layouts[name] = StridedLayout.for_shape(tuple(plan.buffers[name].shape), threads)
+    return layouts, mma
+
+
+def compatible(anchor_layout, anchor_idx, layout, idx) -> bool:
+    """Whether the thread that runs iteration `anchor_idx` of `anchor_layout` owns `idx` of `layout`."""
+    if layout == anchor_layout and tuple(idx) == tuple(anchor_idx):
+        return True
+    if isinstance(layout, RowLayout) and isinstance(anchor_layout, MmaLayout) and layout.matches(anchor_layout):
+        if idx and idx[0] == anchor_idx[0] and (len(idx) == 1 or (isinstance(idx[1], N.Const) and idx[1].value == 0)):
+            return True
+    return False
+
+
+def choose_anchor(p: N.Parallel, layouts, live):
+    """The register fragment whose layout distributes the iterations of `p` (or None)."""
+    acc = parallel_accesses(p)
+    best = None
+    for b, i, is_store in acc:
+        if b.name in live and _is_loop_vars(i, p.vars) and tuple(b.shape) == tuple(p.extents):
+            if best is None or (is_store and not best[2]):
+                best = (b, i, is_store)
+    if best is None:
+        # a row vector over the loop's only variable
+        for b, i, is_store in acc:
+            if b.name in live and isinstance(layouts.get(b.name), RowLayout) and _is_loop_vars(i[:1], p.vars) \
+                    and len(p.vars) == 1 and b.shape[0] == p.extents[0]:
+                return b, i
+        return None
+    return best[0], best[1]
+
+
+def _check(layouts, live, parallels, body, reduces) -> Set[str]:
+    new: Set[str] = set()
+    for p in parallels:
+        anchor = choose_anchor(p, layouts, live)
+        acc = [(b, i) for b, i, _ in parallel_accesses(p) if b.name in live]
+        if anchor is None:
+            new |= {b.name for b, _ in acc}
+            continue
+        ab, ai = anchor
+        for b, i in acc:
+            if not compatible(layouts[ab.name], ai, layouts[b.name], i):
+                new.add(b.name)
+    for s in walk_stmts(body):
+        if isinstance(s, N.Copy) and s.src.buffer.name in live and s.dst.buffer.name in live:
+            if layouts[s.src.buffer.name] != layouts[s.dst.buffer.name]:
+                new.add(s.dst.buffer.name)
+        if isinstance(s, N.Atomic) and isinstance(s.value, N.Region):
+            pass
+    for r in reduces:
+        src_l, dst_l = layouts.get(r.src.name), layouts.get(r.dst.name)
+        special = (isinstance(src_l, MmaLayout) and isinstance(dst_l, RowLayout) and dst_l.matches(src_l)
+                   and r.dim == 1)
+        if not special and r.src.name in live:
+            new.add(r.src.name)
+        if not special and r.dst.name in live and not isinstance(dst_l, StridedLayout):
+            if not isinstance(dst_l, (RowLayout, MmaLayout)):
+                new.add(r.dst.name)
+    return new
