@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 
 import ml_dtypes
 import numpy as np
@@ -268,3 +269,56 @@ def test_compile_errors_are_not_interpreter_errors():
                 s = T.alloc_shared((4,), "float32")
                 T.copy(A[0:8], s)
         ref_kernel(main)
+
+
+def test_launcher_accepts_any_cpu_dlpack_object_and_runs_in_place():
+    from tilecore.interp.plugin import make_backend, tilecore_codegen, tilecore_launcher
+    from tilecore.plugin.backend import TileModule
+
+    @T.prim_func
+    def main(A: T.Tensor((3, 5), "float32")):
+        with T.Kernel(1) as bx:
+            for i, j in T.Parallel(3, 5):
+                A[i, j] = A[i, j] * 2.0 + 1.0
+
+    class Wrapped:
+        """A foreign array type that only speaks DLPack."""
+
+        def __init__(self, array):
+            self.array = array
+
+        def __dlpack__(self, **kwargs):
+            return self.array.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return self.array.__dlpack_device__()
+
+    backend = make_backend()
+    artifact = tilecore_codegen(backend=backend, module=TileModule(main, "reference"), options={})
+    launch = tilecore_launcher(backend=backend, artifact=artifact)
+    a = rand((3, 5))
+    expect = a * np.float32(2) + np.float32(1)
+    launch([Wrapped(a)], {})
+    np.testing.assert_array_equal(a, expect)
+
+
+def test_reference_run_time_error_from_a_cached_artifact_still_quotes_the_line():
+    from tilecore.interp.plugin import make_backend, tilecore_codegen, tilecore_launcher
+    from tilecore.ir import serialize
+    from tilecore.plugin.backend import Artifact, TileModule
+
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1) as bx:
+            A[bx + 4] = 1.0  # STORE-OOB
+
+    backend = make_backend()
+    artifact = tilecore_codegen(backend=backend, module=TileModule(main, "reference"), options={})
+    # what the disk cache gives another process: the JSON of the metadata, nothing in memory
+    reloaded = Artifact(backend=artifact.backend, target=artifact.target, entry=artifact.entry,
+                        source=artifact.source, meta=json.loads(json.dumps(artifact.meta)))
+    assert serialize.loads(reloaded.meta["ir"]).source == main.source
+    launch = tilecore_launcher(backend=backend, artifact=reloaded)
+    with pytest.raises(TileRuntimeError, match=r"A\[4\]") as info:
+        launch([np.zeros(4, np.float32)], {})
+    assert "A[bx + 4] = 1.0  # STORE-OOB" in str(info.value)

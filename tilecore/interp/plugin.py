@@ -8,7 +8,6 @@ back after the run).
 """
 from __future__ import annotations
 
-import dataclasses
 import sys
 from typing import Any, Dict, List, Tuple
 
@@ -91,11 +90,9 @@ def tilecore_codegen(backend, module, options):
     from ..ir import printer, serialize
 
     func = module.func
+    # The JSON keeps spans and the user's file text, so run-time errors quote the
+    # user's line even when a cached artifact is loaded in another process.
     meta: Dict[str, Any] = {"ir": serialize.dumps(func)}
-    if func.source:
-        # The user's file text, so run-time errors can quote the line even when the
-        # cached artifact is loaded in another process.
-        meta["user_source"] = func.source
     return Artifact(backend=NAME, target=module.target, entry=func.name,
                     source=printer.to_source(func), meta=meta)
 
@@ -109,14 +106,12 @@ def tilecore_launcher(backend, artifact):
     from . import Program
 
     func = serialize.loads(artifact.meta["ir"])
-    if not func.source and artifact.meta.get("user_source"):
-        func = dataclasses.replace(func, source=artifact.meta["user_source"])
     program = Program(func)
 
     def launch(args, bindings=None):
         arrays: List[np.ndarray] = []
         write_back: List[Tuple[Any, np.ndarray]] = []
-        for param, arg in zip(func.params, args):
+        for arg in args:
             view, copied = as_numpy(arg)
             arrays.append(view)
             if copied:
