@@ -28,6 +28,7 @@ def test_divisible_gemm_is_fully_proven():
     facts = ctx.analyses["bounds"]
     assert len(facts) == 3 and all(isinstance(f, BoundsFact) and f.proven for f in facts)
     assert facts[0].span.line == 11 and "A dim 0: [0, 192] + 64 <= 256" in facts[0].reason
+    assert [f.stmt for f in facts] == copies(new) and facts[0].stmt is new.kernel.body[4].body[0]
 
 
 def test_partial_tiles_stay_predicated_and_say_why():

@@ -21,8 +21,8 @@ Copy and Atomic, saying whether it was proven and why (or why not).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
 
 from ..ir import nodes as N
 from ..ir.types import INT_DTYPES
@@ -40,6 +40,8 @@ class BoundsFact:
     span: N.Span
     proven: bool
     reason: str
+    # the statement as it is in the function the pass returned (match with `is`)
+    stmt: Optional[N.Stmt] = field(default=None, compare=False, repr=False)
 
 
 class _Overflow(Exception):
@@ -243,15 +245,16 @@ class _Analyzer:
                 reason = f"in bounds: {why_src}; {why_dst}"
             else:
                 reason = "predicated: " + (why_src if not ok_src else why_dst)
-            self.facts.append(BoundsFact("Copy", s.span, proven, reason))
             # Never un-prove: a copy already marked safe stays as it is.
-            return dataclasses.replace(s, predicated=False) if proven and s.predicated else s
+            new = dataclasses.replace(s, predicated=False) if proven and s.predicated else s
+            self.facts.append(BoundsFact("Copy", s.span, proven, reason, new))
+            return new
         if isinstance(s, N.Atomic):
             ok, why = self.region_inside(s.dst, env, lets)
             if ok and isinstance(s.value, N.Region):
                 ok, why2 = self.region_inside(s.value, env, lets)
                 why = why + "; " + why2 if ok else why2
-            self.facts.append(BoundsFact("Atomic", s.span, ok, ("in bounds: " if ok else "predicated: ") + why))
+            self.facts.append(BoundsFact("Atomic", s.span, ok, ("in bounds: " if ok else "predicated: ") + why, s))
             return s
         return s
 

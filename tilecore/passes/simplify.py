@@ -322,8 +322,8 @@ def _fold_const_binop(op: str, a: N.Const, b: N.Const, dt: str, span: N.Span) ->
             exact = min(x, y) if op == "min" else max(x, y)
         else:
             return None
-        if exact == 0 and op != "min" and op != "max":
-            return None  # the sign of a zero result depends on the operation; leave it
+        if exact == 0:
+            return None  # the sign of a zero result (-0.0 or +0.0) is not in the rational value
         r = _exact_float(exact, dt)
         return None if r is None else _const(r, dt, span)
     return None
