@@ -18,6 +18,14 @@ Semantics are DESIGN.md's, which this module defines executably:
   integer `/` truncates (C), stores convert to the destination dtype;
 * T.gemm: exact products (float64 / int64), one rounding into C's dtype;
 * reductions and scans accumulate in float64 / int64, then convert.
+
+Where DESIGN.md is silent, the interpreter decides (and conformance follows):
+* the tile out-of-bounds rules apply to every scope, not only global tensors;
+* `T.if_then_else`, `and`, `or` evaluate a side only for the elements that use
+  it, so `T.if_then_else(i < n, A[i], 0)` never reports A[n] as out of bounds;
+* blocks run in grid order, the first grid dimension fastest (CUDA's x);
+* T.print writes `[block (bx, ...)] msg: value` to stdout; inside T.Parallel
+  the value is the array of the active elements.
 """
 from __future__ import annotations
 
