@@ -65,3 +65,33 @@ def test_expr_to_source_parenthesizes_by_precedence():
     assert expr_to_source(N.BinOp("*", add, N.Const(2, "int32"), "int32")) == "(i + j) * 2"
     assert expr_to_source(N.BinOp("-", i, add, "int32")) == "i - (i + j)"
     assert expr_to_source(N.BinOp("-", add, i, "int32")) == "i + j - i"
+
+
+# ----------------------------------------------------------------------------- properties
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from dsl_strategies import dsl_programs  # noqa: E402
+from ir_strategies import prim_funcs  # noqa: E402
+
+PROPERTY = settings(max_examples=150, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@PROPERTY
+@given(prim_funcs())
+def test_random_ir_prints_to_source_that_parses_back_equal(func):
+    text = to_source(func)
+    again = parse_source(text)
+    assert again == func
+    assert to_source(again) == text
+
+
+@PROPERTY
+@given(dsl_programs())
+def test_random_programs_print_and_reparse_equal(text):
+    func = parse_source(text)
+    printed = to_source(func)
+    again = parse_source(printed)
+    assert again == func
+    assert to_source(again) == printed

@@ -48,3 +48,32 @@ def test_non_finite_constants():
     assert "Infinity" not in text and "NaN" not in text
     assert loads(text) == f
     assert any(isinstance(n, N.Const) and n.value == float("inf") for n in walk(loads(text)))
+
+
+# ----------------------------------------------------------------------------- properties
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from dsl_strategies import dsl_programs  # noqa: E402
+from ir_strategies import prim_funcs  # noqa: E402
+
+from tilecore.frontend import parse_source  # noqa: E402
+
+PROPERTY = settings(max_examples=150, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@PROPERTY
+@given(prim_funcs())
+def test_random_ir_json_round_trip(func):
+    text = dumps(func)
+    assert loads(text) == func
+    assert dumps(loads(text)) == text
+
+
+@PROPERTY
+@given(dsl_programs())
+def test_parsed_programs_json_round_trip_keeps_spans(text):
+    func = parse_source(text)
+    again = loads(dumps(func))
+    assert again == func and spans(again) == spans(func) and again.source == text

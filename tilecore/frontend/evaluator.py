@@ -176,6 +176,11 @@ class Evaluator:
 
     def lookup(self, node: ast.Name):
         name = node.id
+        if name in self.scopes.diverged:
+            line = self.scopes.diverged[name].line
+            raise self.error(f"'{name}' was reassigned inside a run-time `if` (line {line}), so after "
+                             "the `if` its value depends on the branch taken: use T.alloc_var for "
+                             "a value that changes, or a new name", node)
         value = self.scopes.lookup(name)
         if value is MISSING:
             if name in self.scopes.expired:

@@ -15,7 +15,7 @@ from ..ir.types import INDEX_DTYPE, is_bool, is_float, is_int, literal_dtype, pr
 
 PY_NUMBER = (bool, int, float)
 # Math functions that need a float argument (an int argument is computed in float32).
-FLOAT_MATH = frozenset(N.MATH_FUNCS) - {"abs", "floor", "ceil"}
+FLOAT_MATH = frozenset(N.MATH_FUNCS) - {"abs"}
 
 
 class ExprTypeError(TypeError):

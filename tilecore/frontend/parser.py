@@ -242,8 +242,9 @@ class Parser(TileOps):
             line = self.scopes.binding_span(name).line
             raise self.error(f"'{name}' is assigned inside a {kind} body but was defined outside it "
                              f"(line {line}); kernel values are immutable, so this would not change "
-                             f"'{name}' after the {kind}: use `{name} = T.alloc_var(dtype)` before "
-                             "it for a value that changes", target)
+                             f"'{name}' in the next iteration or after the {kind}: use a new name, or "
+                             f"`{name} = T.alloc_var(dtype)` before the {kind} for a value that "
+                             "changes", target)
         if isinstance(value, N.Expr) and self.in_kernel:
             var = self.new_var(name, value.dtype, target)
             return [N.Let(var, value, self.span(node))]

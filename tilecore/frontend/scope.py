@@ -29,6 +29,9 @@ class Scopes:
         self.stack: List[Scope] = [Scope("function")]
         # names whose run-time body ended: name -> (kind of body, span of binding)
         self.expired: Dict[str, Tuple[str, N.Span]] = {}
+        # names rebound inside a run-time `if` that also have an outer binding: after the
+        # `if` their value depends on the branch taken, so reading them is an error
+        self.diverged: Dict[str, N.Span] = {}
 
     def push(self, kind: str) -> None:
         self.stack.append(Scope(kind))
@@ -38,6 +41,8 @@ class Scopes:
         for name, (_, span) in scope.bindings.items():
             if self.find(name) is None:
                 self.expired[name] = (scope.kind, span)
+            else:
+                self.diverged[name] = span
 
     @property
     def innermost(self) -> Scope:
@@ -64,11 +69,13 @@ class Scopes:
     def bind(self, name: str, value, span: N.Span) -> None:
         self.innermost.bindings[name] = (value, span)
         self.expired.pop(name, None)
+        self.diverged.pop(name, None)
 
     def outer_runtime_kind(self, name: str) -> Optional[str]:
-        """If binding `name` now would silently shadow a value from outside the current
-        repeated/conditional body (a loop or `if`), the kind of that body; else None."""
+        """If binding `name` now would shadow a value from outside the current loop body
+        (so it could not carry over to the next iteration), the kind of loop; else None.
+        Rebinding inside an `if` is allowed; reading the name after the `if` is not."""
         kind = self.innermost.kind
-        if kind in ("function", "kernel") or name in self.innermost.bindings:
+        if kind in ("function", "kernel", "if") or name in self.innermost.bindings:
             return None
         return kind if self.find(name) is not None else None

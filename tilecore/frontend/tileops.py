@@ -123,7 +123,9 @@ class TileOps(Evaluator):
     def check_gemm_shapes(self, a, b, c, trans_a, trans_b, node):
         shapes = {}
         for label, region in (("A", a), ("B", b), ("C", c)):
-            shape = squeezed(region.extents) if len(region.extents) > 2 else region.extents
+            shape = list(region.extents)
+            while len(shape) > 2 and 1 in shape:  # unit (batch-like) dims of a stage buffer
+                shape.remove(1)
             if len(shape) != 2:
                 raise self.error(f"T.gemm needs 2-D tiles, but {label} ({region.buffer.name}) has "
                                  f"shape {tuple(region.extents)}", node)
