@@ -220,6 +220,7 @@ def test_element_index_out_of_bounds_raises_with_line_and_caret():
     text = str(info.value)
     assert f"{FILE}:7:5" in text
     assert "A[8]" in text and "shape (8,)" in text
+    assert "where i=7, in block (0,)" in text
     assert "line 7 of the hand-built kernel" in text and "^" in text
     assert info.value.span.line == 7
 
@@ -230,6 +231,7 @@ def test_block_level_store_out_of_bounds_raises():
     with pytest.raises(TileRuntimeError, match=r"O\[4\]") as info:
         run(func([O], [kernel([2], ["bx"], body)]), [np.zeros(4, np.float32)])
     assert info.value.span.line == 12
+    assert "where bx=1, in block (1,)" in str(info.value)
 
 
 def test_negative_index_is_out_of_bounds_not_wrapped():
@@ -525,7 +527,7 @@ def test_tile_atomic_add_drops_out_of_bounds():
 def test_block_level_element_atomic_out_of_bounds_raises():
     O = buf("O", (2,))
     at = N.Atomic("add", region(O, [var("bx")], (1,)), const(1.0), span=span(9))
-    with pytest.raises(TileRuntimeError, match=r"O\[2\]"):
+    with pytest.raises(TileRuntimeError, match=r"O\[2\].*where bx=2, in block \(2,\)"):
         run(func([O], [kernel([3], ["bx"], [at])]), [np.zeros(2, np.float32)])
 
 
@@ -592,3 +594,18 @@ def test_same_function_object_is_compiled_once():
     from tilecore.interp import compile_program
     f = gemm_ir(64, 64, 64, 32, 32, 32)
     assert compile_program(f) is compile_program(f)
+
+
+def test_masked_scatter_and_atomic_report_the_bad_iteration():
+    # for i, j in T.Parallel(4, 4): if j < 3: O[i * 2 + j] = 1   -> first bad: i=2, j=2 writes O[6]
+    O = buf("O", (6,))
+    i, j = var("i"), var("j")
+    st_ = store(O, [add(mul(i, 2), j)], const(1.0), line=4)
+    with pytest.raises(TileRuntimeError, match=r"O\[6\] .* where i=2, j=2, in block \(0,\)"):
+        run(one_block([O], [parallel(["i", "j"], [4, 4], [N.If(lt(j, 3), (st_,))])]), [np.zeros(6, np.float32)])
+    at = N.Atomic("max", region(O, [add(mul(i, 2), j)], (1,)), const(1.0), span=span(5))
+    o = np.zeros(6, np.float32)
+    run(one_block([O], [parallel(["i", "j"], [3, 2], [at])]), [o])   # all inside: fine
+    assert (o == 1).all()
+    with pytest.raises(TileRuntimeError, match=r"O\[7\] .* where i=3, j=1"):
+        run(one_block([O], [parallel(["i", "j"], [4, 2], [at])]), [o])

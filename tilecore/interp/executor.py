@@ -423,14 +423,14 @@ class Program:
         index_fns = [self._as_index(i, sc) for i in s.indices]
         varies = sc.in_parallel and (any(self._varies(i, sc) for i in s.indices) or self._varies(s.value, sc))
         if not varies:
-            check = self._scalar_checker(buf, span)
+            check = self._scalar_checker(buf, span, s.indices)
 
             def store(fr):
                 if fr.mask is not None and not np.any(fr.mask):
                     return
                 arr = fr.bufs[name]
                 idx = tuple([int(f(fr)) for f in index_fns])
-                check(arr, idx)
+                check(arr, idx, fr)
                 arr[idx] = value(fr)
             return store
 
@@ -467,7 +467,7 @@ class Program:
 
     def _general_store(self, s: N.Store, index_fns, value):
         name, span = s.buffer.name, s.span
-        raise_oob = self._oob_raiser(s.buffer, span)
+        raise_oob = self._oob_raiser(s.buffer, span, s.indices)
 
         def scatter(fr):
             arr = fr.bufs[name]
@@ -476,11 +476,16 @@ class Program:
             if mask is not None:
                 parts.append(mask)
             parts = list(np.broadcast_arrays(*parts))
-            if mask is not None:
-                m = parts.pop()
-                parts = [p[m] for p in parts]
+            m = parts.pop() if mask is not None else None
             v = parts.pop()
-            _check_arrays(arr, parts, raise_oob)
+            bad = _bad_indices(arr, parts)
+            if bad is not None:
+                active = bad if m is None else bad & m
+                if active.any():
+                    raise_oob(fr, arr, parts, active)
+            if m is not None:
+                parts = [p[m] for p in parts]
+                v = v[m]
             arr[tuple(parts)] = v
         return scatter
 
@@ -638,16 +643,16 @@ class Program:
         index_fns = [self._as_index(i, sc) for i in s.dst.starts]
         buf = s.dst.buffer
         if not sc.in_parallel:
-            check = self._scalar_checker(buf, s.span)
+            check = self._scalar_checker(buf, s.span, s.dst.starts)
 
             def atomic_scalar(fr):
                 arr = fr.bufs[dname]
                 idx = tuple([int(f(fr)) for f in index_fns])
-                check(arr, idx)
+                check(arr, idx, fr)
                 arr[idx] = ufunc(arr[idx], value(fr))
             return atomic_scalar
 
-        raise_oob = self._oob_raiser(buf, s.span)
+        raise_oob = self._oob_raiser(buf, s.span, s.dst.starts)
 
         def atomic_elements(fr):
             # Each parallel iteration performs one update; duplicates accumulate (ufunc.at).
@@ -655,14 +660,18 @@ class Program:
             space = fr.space
             parts = [np.broadcast_to(f(fr), space) for f in index_fns]
             v = np.broadcast_to(value(fr), space)
-            if fr.mask is not None:
-                m = np.broadcast_to(fr.mask, space)
+            m = None if fr.mask is None else np.broadcast_to(fr.mask, space)
+            bad = _bad_indices(arr, parts)
+            if bad is not None:
+                active = bad if m is None else bad & m
+                if active.any():
+                    raise_oob(fr, arr, parts, active)
+            if m is not None:
                 parts = [p[m] for p in parts]
                 v = v[m]
             else:
                 parts = [p.reshape(-1) for p in parts]
                 v = v.reshape(-1)
-            _check_arrays(arr, parts, raise_oob)
             ufunc.at(arr, tuple(parts), v)
         return atomic_elements
 
@@ -862,7 +871,7 @@ class Program:
         buf = e.buffer
         name, span = buf.name, e.span
         if not (sc.in_parallel and any(self._varies(i, sc) for i in e.indices)):
-            check = self._scalar_checker(buf, span)
+            check = self._scalar_checker(buf, span, e.indices)
             zero = scalar(buf.dtype, 0)
             if len(index_fns) == 1:
                 (f0,) = index_fns
@@ -874,7 +883,7 @@ class Program:
                         return arr[i]
                     if fr.mask is not None and not np.any(fr.mask):
                         return zero
-                    check(arr, (i,))
+                    check(arr, (i,), fr)
                 return load1
 
             def load(fr):
@@ -884,28 +893,21 @@ class Program:
                     if not 0 <= i < n:
                         if fr.mask is not None and not np.any(fr.mask):
                             return zero  # no element is active: nothing is read
-                        check(arr, idx)
+                        check(arr, idx, fr)
                 return arr[idx]
             return load
 
-        raise_oob = self._oob_raiser(buf, span)
+        raise_oob = self._oob_raiser(buf, span, e.indices)
 
         def gather(fr):
             arr = fr.bufs[name]
             parts = np.broadcast_arrays(*[f(fr) for f in index_fns])
             mask = fr.mask
-            bad = None
-            for p, n in zip(parts, arr.shape):
-                if p.size and (p.min() < 0 or p.max() >= n):
-                    b = (p < 0) | (p >= n)
-                    bad = b if bad is None else bad | b
+            bad = _bad_indices(arr, parts)
             if bad is not None:
-                if mask is not None:
-                    active_bad = bad & mask
-                    if active_bad.any():
-                        raise_oob(arr, parts, active_bad)
-                else:
-                    raise_oob(arr, parts, bad)
+                active = bad if mask is None else bad & mask
+                if active.any():
+                    raise_oob(fr, arr, parts, active)
                 # Masked-off elements are never used; read element 0 in their place.
                 bad_full = np.broadcast_to(bad, parts[0].shape)
                 parts = [np.where(bad_full, 0, p) for p in parts]
@@ -991,41 +993,69 @@ class Program:
             return tuple(key)
         return slicer
 
-    def _scalar_checker(self, buf: N.Buffer, span):
+    def _scalar_checker(self, buf: N.Buffer, span, index_exprs=()):
         name, error = buf.name, self._error
+        names = _var_names(index_exprs)
 
-        def check(arr, idx):
+        def check(arr, idx, fr):
             for axis, (i, n) in enumerate(zip(idx, arr.shape)):
                 if not 0 <= i < n:
                     raise error(
                         f"index out of bounds: {name}[{', '.join(str(int(k)) for k in idx)}] but {name} "
                         f"has shape {tuple(arr.shape)} (dimension {axis} index {int(i)} is outside "
-                        f"[0, {n}))", span)
+                        f"[0, {n})){_context(fr, names)}", span)
         return check
 
-    def _oob_raiser(self, buf: N.Buffer, span):
+    def _oob_raiser(self, buf: N.Buffer, span, index_exprs=()):
         name, error = buf.name, self._error
+        names = _var_names(index_exprs)
 
-        def raise_oob(arr, parts, bad):
+        def raise_oob(fr, arr, parts, bad):
             *parts, bad = np.broadcast_arrays(*parts, bad)
             where = tuple(np.argwhere(bad)[0])
             idx = [int(p[where]) for p in parts]
             axis = next(k for k, (i, n) in enumerate(zip(idx, arr.shape)) if not 0 <= i < n)
             raise error(
                 f"index out of bounds: {name}[{', '.join(map(str, idx))}] but {name} has shape "
-                f"{tuple(arr.shape)} (dimension {axis} index {idx[axis]} is outside [0, {arr.shape[axis]}))",
-                span)
+                f"{tuple(arr.shape)} (dimension {axis} index {idx[axis]} is outside [0, {arr.shape[axis]}))"
+                f"{_context(fr, names, where, bad.shape)}", span)
         return raise_oob
 
 
-def _check_arrays(arr, parts, raise_oob):
-    """Raise when any of the (already masked) index arrays leaves `arr`."""
+def _var_names(exprs) -> Tuple[str, ...]:
+    """Names of the variables in `exprs`, in first-use order (for error messages)."""
+    seen: Dict[str, None] = {}
+    for e in exprs:
+        for node in walk(e):
+            if isinstance(node, N.Var):
+                seen.setdefault(node.name, None)
+    return tuple(seen)
+
+
+def _context(fr, names, where=None, shape=None) -> str:
+    """' where i=3, k=1, in block (0, 2)': the values that produced a bad index."""
+    values = []
+    for n in names:
+        v = fr.vars.get(n)
+        if v is None:
+            continue
+        if isinstance(v, np.ndarray):
+            if where is None or v.ndim > len(shape):
+                continue
+            v = np.broadcast_to(v, np.broadcast_shapes(v.shape, shape))[where]
+        values.append(f"{n}={v}")
+    text = f" where {', '.join(values)}," if values else ""
+    return f"{text} in block {tuple(int(b) for b in fr.block)}"
+
+
+def _bad_indices(arr, parts):
+    """None when every index is inside `arr`, else the bool array of bad elements."""
+    bad = None
     for p, n in zip(parts, arr.shape):
         if p.size and (p.min() < 0 or p.max() >= n):
-            bad = np.zeros(parts[0].shape, dtype=bool)
-            for q, m in zip(parts, arr.shape):
-                bad |= (q < 0) | (q >= m)
-            raise_oob(arr, parts, bad)
+            b = (p < 0) | (p >= n)
+            bad = b if bad is None else bad | b
+    return bad
 
 
 def _emit(block, msg, value) -> None:
