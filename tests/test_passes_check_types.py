@@ -230,3 +230,71 @@ def test_copy_inside_loop_with_loop_var_in_scope_only_there():
     after = N.Copy(region(A, (mul(k, c(32)),), (32,)), region(S), span=span(14))
     err = error_of(kernel_func([A], [N.Alloc(S), loop, after]))
     assert "variable k is used before it is defined" in err.message
+
+
+# ----------------------------------------------------------------------------- robustness
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+GARBAGE = [None, 0, -1, 3, 2.5, "x", (), (c(1),), c(7), c(1.5, "float32"), N.Const(True, "bool"), v("ghost"),
+           N.Buffer("ghost", (4,), "float32", "shared"), "bfloat17", "fragment", (0,), (-2, 3),
+           N.Alloc(N.Buffer("ghost2", (4,), "float32", "shared")), (N.Fill(N.Region(
+               N.Buffer("ghost3", (4,), "float32"), (c(0),), (4,)), c(0)),), (None,), 10**20, "global"]
+
+
+def _nodes_with_fields(node, out):
+    if dataclasses.is_dataclass(node) and not isinstance(node, (type, N.Span)):
+        for f in dataclasses.fields(node):
+            if f.name in ("span", "source"):
+                continue
+            out.append((node, f.name))
+            _nodes_with_fields(getattr(node, f.name), out)
+    elif isinstance(node, tuple):
+        for item in node:
+            _nodes_with_fields(item, out)
+    return out
+
+
+def _rebuild(node, target, field_name, value):
+    if node is target:
+        return dataclasses.replace(node, **{field_name: value}) if True else node
+    if dataclasses.is_dataclass(node) and not isinstance(node, (type, N.Span)):
+        changes = {}
+        for f in dataclasses.fields(node):
+            if f.name in ("span", "source"):
+                continue
+            old = getattr(node, f.name)
+            new = _rebuild(old, target, field_name, value)
+            if new is not old:
+                changes[f.name] = new
+        return dataclasses.replace(node, **changes) if changes else node
+    if isinstance(node, tuple):
+        items = tuple(_rebuild(i, target, field_name, value) for i in node)
+        return items if any(a is not b for a, b in zip(items, node)) else node
+    return node
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_corrupted_ir_gives_a_compile_error_never_a_crash(data):
+    func = gemm_func()
+    spots = _nodes_with_fields(func, [])
+    node, field_name = data.draw(st.sampled_from(spots))
+    value = data.draw(st.sampled_from(GARBAGE))
+    try:
+        broken = _rebuild(func, node, field_name, value)
+    except (TypeError, ValueError):
+        return  # the dataclass itself refused the value
+    try:
+        check(broken)
+    except TileCompileError as err:
+        assert err.message and "Traceback" not in str(err)
+        return
+    # whatever the checker accepts, the rest of the pipeline handles
+    from tilecore.passes.pipeline import default_pipeline
+
+    try:
+        default_pipeline().run(broken, PassContext())
+    except TileCompileError:
+        pass

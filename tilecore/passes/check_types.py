@@ -524,8 +524,108 @@ class _Checker:
         self.body(f.body, new_scope=False)
 
 
+# ----------------------------------------------------------------------------- structure
+
+# What each field of each node must hold. Checked before anything else so that
+# IR built by a buggy frontend, plugin or JSON file is a clear error, not a crash.
+_E, _ES, _BUF, _REG, _BODY, _INT, _INTS, _STR, _BOOL, _VAR, _VARS, _SHAPE = (
+    "expression", "tuple of expressions", "Buffer", "Region", "tuple of statements", "int", "tuple of ints",
+    "str", "bool", "Var", "tuple of Vars", "shape (tuple of ints and Vars)")
+_SCHEMA = {
+    N.Const: {"value": "number", "dtype": _STR}, N.Var: {"name": _STR, "dtype": _STR},
+    N.BinOp: {"op": _STR, "a": _E, "b": _E, "dtype": _STR}, N.UnaryOp: {"op": _STR, "a": _E, "dtype": _STR},
+    N.Call: {"func": _STR, "args": _ES, "dtype": _STR}, N.Cast: {"value": _E, "dtype": _STR},
+    N.Select: {"cond": _E, "a": _E, "b": _E, "dtype": _STR},
+    N.Load: {"buffer": _BUF, "indices": _ES, "dtype": _STR},
+    N.Buffer: {"name": _STR, "shape": _SHAPE, "dtype": _STR, "scope": _STR},
+    N.Region: {"buffer": _BUF, "starts": _ES, "extents": _INTS},
+    N.Alloc: {"buffer": _BUF}, N.Store: {"buffer": _BUF, "indices": _ES, "value": _E},
+    N.Let: {"var": _VAR, "value": _E},
+    N.For: {"var": _VAR, "begin": _E, "extent": _E, "kind": _STR, "body": _BODY, "num_stages": _INT},
+    N.Parallel: {"vars": _VARS, "extents": _INTS, "body": _BODY},
+    N.If: {"cond": _E, "then_body": _BODY, "else_body": _BODY},
+    N.Kernel: {"grid": _ES, "block_vars": _VARS, "threads": _INTS, "body": _BODY},
+    N.Copy: {"src": _REG, "dst": _REG, "predicated": _BOOL}, N.Fill: {"dst": _REG, "value": _E},
+    N.Gemm: {"a": _REG, "b": _REG, "c": _REG, "transpose_a": _BOOL, "transpose_b": _BOOL,
+             "clear_accum": _BOOL, "policy": _STR},
+    N.Reduce: {"kind": _STR, "src": _BUF, "dst": _BUF, "dim": _INT, "clear": _BOOL},
+    N.Cumsum: {"src": _BUF, "dst": _BUF, "dim": _INT, "reverse": _BOOL},
+    N.Atomic: {"kind": _STR, "dst": _REG, "value": "expression or Region"},
+    N.Print: {"value": "expression or Buffer", "msg": _STR},
+    N.Hint: {"kind": _STR, "buffers": "tuple of Buffers", "params": "tuple of (name, value) pairs"},
+    N.PrimFunc: {"name": _STR, "params": "tuple of Buffers", "body": _BODY, "dyn_vars": _VARS},
+}
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _fits(kind: str, x) -> bool:
+    if kind == _E:
+        return isinstance(x, N.EXPR_TYPES)
+    if kind == _BUF:
+        return isinstance(x, N.Buffer)
+    if kind == _REG:
+        return isinstance(x, N.Region)
+    if kind == _VAR:
+        return isinstance(x, N.Var)
+    if kind == _INT:
+        return _is_int(x)
+    if kind == _STR:
+        return isinstance(x, str)
+    if kind == _BOOL:
+        return isinstance(x, bool)
+    if kind == "number":
+        return isinstance(x, (int, float, bool))
+    if kind == "expression or Region":
+        return isinstance(x, N.EXPR_TYPES + (N.Region,))
+    if kind == "expression or Buffer":
+        return isinstance(x, N.EXPR_TYPES + (N.Buffer,))
+    if not isinstance(x, tuple):
+        return False
+    if kind == _ES:
+        return all(isinstance(i, N.EXPR_TYPES) for i in x)
+    if kind == _BODY:
+        return all(isinstance(i, N.STMT_TYPES) for i in x)
+    if kind == _INTS:
+        return all(_is_int(i) for i in x)
+    if kind == _VARS:
+        return all(isinstance(i, N.Var) for i in x)
+    if kind == _SHAPE:
+        return all(_is_int(i) or isinstance(i, N.Var) for i in x)
+    if kind == "tuple of Buffers":
+        return all(isinstance(i, N.Buffer) for i in x)
+    if kind == "tuple of (name, value) pairs":
+        return all(isinstance(i, tuple) and len(i) == 2 and isinstance(i[0], str) for i in x)
+    raise AssertionError(kind)
+
+
+def check_structure(func: N.PrimFunc) -> None:
+    """Raise TileCompileError if any node field holds the wrong kind of value."""
+    source = getattr(func, "source", "") if isinstance(func, N.PrimFunc) else ""
+    if not isinstance(func, N.PrimFunc):
+        raise TileCompileError(f"expected a tilecore PrimFunc, got {type(func).__name__}")
+    stack = [(func, func.span)]
+    while stack:
+        node, near = stack.pop()
+        own = getattr(node, "span", None)
+        if _has_line(own):
+            near = own
+        for name, kind in _SCHEMA[type(node)].items():
+            value = getattr(node, name)
+            if not _fits(kind, value):
+                raise TileCompileError(f"malformed Tile IR: {type(node).__name__}.{name} must be a {kind}, "
+                                       f"got {type(value).__name__} {value!r:.60}", near, source)
+            items = value if isinstance(value, tuple) else (value,)
+            for item in items:
+                if type(item) in _SCHEMA:
+                    stack.append((item, near))
+
+
 def check(func: N.PrimFunc) -> None:
-    """Raise TileCompileError at the culprit if `func` is ill-typed or ill-shaped."""
+    """Raise TileCompileError at the culprit if `func` is malformed, ill-typed or ill-shaped."""
+    check_structure(func)
     _Checker(func).function()
 
 
