@@ -112,8 +112,12 @@ def compare_arrays(name: str, got: np.ndarray, want: np.ndarray, dtype: str,
         finite = np.isfinite(diff)
         max_abs = float(diff[finite].max()) if finite.any() else float("nan")
     return (f"{name} ({dtype}): {int(bad.sum())} of {bad.size} elements differ from the reference "
-            f"beyond rtol={rtol}, atol={atol}; first at index {idx}: got {got[idx]!r}, "
-            f"reference {want[idx]!r}; max abs difference {max_abs:.6g}")
+            f"beyond rtol={rtol}, atol={atol}; first at index {idx}: got {_scalar(got[idx])}, "
+            f"reference {_scalar(want[idx])}; max abs difference {max_abs:.6g}")
+
+
+def _scalar(value) -> str:
+    return str(value)  # numpy scalars print their shortest round-trip form in their own dtype
 
 
 def assert_matches_reference(func_or_kernel, inputs: Sequence[Any], backend: Optional[str] = None,
