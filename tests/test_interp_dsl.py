@@ -322,3 +322,61 @@ def test_reference_run_time_error_from_a_cached_artifact_still_quotes_the_line()
     with pytest.raises(TileRuntimeError, match=r"A\[4\]") as info:
         launch([np.zeros(4, np.float32)], {})
     assert "A[bx + 4] = 1.0  # STORE-OOB" in str(info.value)
+
+
+def test_hints_unroll_local_buffers_and_more_math_from_dsl():
+    n = 32
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), I: T.Tensor((n,), "uint8"), O: T.Tensor((n,), "float32"),
+             R: T.Tensor((4,), "float32")):
+        with T.Kernel(1) as bx:
+            T.use_swizzle(panel_size=4)
+            a = T.alloc_shared((n,), "float32")
+            loc = T.alloc_local((4,), "float32")
+            T.annotate_layout({a: T.make_swizzled_layout(a)})
+            T.copy(A, a)
+            for i in T.Parallel(n):
+                O[i] = T.pow(T.abs(a[i]), 1.5) + T.floor(a[i] * 4.0) - T.ceil(a[i]) + T.log2(T.abs(a[i]) + 1.0) \
+                    + T.cast(I[i], "float32") / 255.0
+            for k in T.unroll(4):
+                loc[k] = a[k] * 10.0
+            T.copy(loc, R)
+
+    a = rand(n)
+    u = RNG.integers(0, 256, n).astype(np.uint8)
+    o, r = np.zeros(n, np.float32), np.zeros(4, np.float32)
+    ref_kernel(main)(a, u, o, r)
+    x = a.astype(np.float64)
+    expect = np.abs(x) ** 1.5 + np.floor(x * 4) - np.ceil(x) + np.log2(np.abs(x) + 1) + u / 255.0
+    np.testing.assert_allclose(o, expect, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(r, a[:4] * np.float32(10), rtol=1e-7)
+
+
+def test_min_and_abssum_reductions_atomic_min_and_bool_tensors_from_dsl():
+    M, N = 8, 12
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), Mn: T.Tensor((M,), "float32"), S: T.Tensor((N,), "float32"),
+             G: T.Tensor((1,), "float32"), P: T.Tensor((M, N), "bool")):
+        with T.Kernel(2) as bx:
+            a = T.alloc_fragment((M, N), "float32")
+            mn = T.alloc_fragment((M,), "float32")
+            s = T.alloc_fragment((N,), "float32")
+            T.copy(A, a)
+            T.reduce_min(a, mn, dim=1)
+            T.reduce_abssum(a, s, dim=0)
+            T.copy(mn, Mn)
+            T.copy(s, S)
+            for i in T.Parallel(M):
+                T.atomic_min(G[0], mn[i] - bx)
+            for i, j in T.Parallel(M, N):
+                P[i, j] = a[i, j] > 0 and i != j
+
+    a = rand((M, N))
+    mn, s, g, p = np.zeros(M, np.float32), np.zeros(N, np.float32), np.zeros(1, np.float32), np.zeros((M, N), bool)
+    ref_kernel(main)(a, mn, s, g, p)
+    np.testing.assert_array_equal(mn, a.min(1))
+    np.testing.assert_allclose(s, np.abs(a.astype(np.float64)).sum(0), rtol=1e-6)
+    assert g[0] == min(0.0, a.min() - 1)
+    np.testing.assert_array_equal(p, (a > 0) & ~np.eye(M, N, dtype=bool))
