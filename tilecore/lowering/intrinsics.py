@@ -161,6 +161,8 @@ def _f(v):
 
 def _exp_of_reduced(r):
     """e**r for r in [-ln2/2, ln2/2]: Cephes' degree-6 expf polynomial (about 1 ulp)."""
+    if not isinstance(r, tx.Var):
+        return _let(r, _exp_of_reduced, "r")
     p = _f(1.9875691500e-4)
     p = p * r + _f(1.3981999507e-3)
     p = p * r + _f(8.3334519073e-3)
@@ -176,33 +178,45 @@ def _times_pow2(p, k):
     Two factors keep each scale a normal float, so results that are subnormal
     or overflow to inf come out right.
     """
-    ki = tx.Cast("int32", k)
-    k1 = tx.shift_right(ki, tx.const(1, "int32"))  # floor(k / 2)
-    k2 = ki - k1
-    s1 = tx.reinterpret("float32", tx.shift_left(k1 + tx.const(127, "int32"), tx.const(23, "int32")))
-    s2 = tx.reinterpret("float32", tx.shift_left(k2 + tx.const(127, "int32"), tx.const(23, "int32")))
-    return p * s1 * s2
+    def scale(ki):
+        return _let(tx.shift_right(ki, tx.const(1, "int32")), lambda k1: p * tx.reinterpret(  # floor(k / 2)
+            "float32", tx.shift_left(k1 + tx.const(127, "int32"), tx.const(23, "int32"))) * tx.reinterpret(
+            "float32", tx.shift_left(ki - k1 + tx.const(127, "int32"), tx.const(23, "int32"))), "k1")
+    return _let(tx.Cast("int32", k), scale, "ki")
+
+
+def _let(value, body_fn, name="v"):
+    """`body_fn(v)` with `value` bound once to `v` (expression trees are DAGs: no recomputation)."""
+    if isinstance(value, (tx.Var, tx.FloatImm, tx.IntImm)):
+        return body_fn(value)
+    v = tx.Var(name, dtype_of(value))
+    return tx.Let(v, value, body_fn(v))
 
 
 def vectorizable_exp2_f32(x):
     """2**x for float32: 2**round(x) times e**((x - round(x)) * ln2)."""
+    return _let(x, _exp2_body, "x")
+
+
+def _exp2_body(x):
     # The clamp keeps the exponent arithmetic in range; outside it the result
     # saturates to inf / 0 exactly as exp2 does. NaN is restored at the end.
     xc = tx.Max(tx.Min(x, _f(129.0)), _f(-152.0))
-    k = tx.round(xc)
-    r = (xc - k) * _f(_LN2)  # xc - k is exact
-    y = _times_pow2(_exp_of_reduced(r), k)
-    return tx.Select(tx.isnan(x), x, y)
+    return _let(xc, lambda xc: _let(tx.round(xc), lambda k: _let(
+        (xc - k) * _f(_LN2),  # xc - k is exact
+        lambda r: tx.Select(tx.isnan(x), x, _times_pow2(_exp_of_reduced(r), k)), "r"), "k"), "xc")
 
 
 def vectorizable_exp_f32(x):
     """e**x for float32 with Cody-Waite reduction (ln2 split in two)."""
+    return _let(x, _exp_body, "x")
+
+
+def _exp_body(x):
     xc = tx.Max(tx.Min(x, _f(89.5)), _f(-105.0))
-    k = tx.round(xc * _f(_LOG2E))
-    r = xc - k * _f(0.693145751953125)
-    r = r - k * _f(1.428606765330187e-06)
-    y = _times_pow2(_exp_of_reduced(r), k)
-    return tx.Select(tx.isnan(x), x, y)
+    return _let(xc, lambda xc: _let(tx.round(xc * _f(_LOG2E)), lambda k: _let(
+        xc - k * _f(0.693145751953125) - k * _f(1.428606765330187e-06),
+        lambda r: tx.Select(tx.isnan(x), x, _times_pow2(_exp_of_reduced(r), k)), "r"), "k"), "xc")
 
 
 def vectorizable_table() -> Dict[Tuple[str, str], Callable]:
@@ -216,23 +230,26 @@ def vectorizable_table() -> Dict[Tuple[str, str], Callable]:
 
     def sigmoid(args):
         # e = exp(-|x|) never overflows; sigmoid(x) = 1/(1+e) for x >= 0, e/(1+e) below.
-        x = args[0]
-        e = vectorizable_exp_f32(_f(0.0) - tx.abs(x))
-        s = _f(1.0) / (_f(1.0) + e)
-        return tx.Select(x >= _f(0.0), s, e * s)
+        def body(x):
+            return _let(vectorizable_exp_f32(_f(0.0) - tx.abs(x)), lambda e: _let(
+                _f(1.0) / (_f(1.0) + e), lambda s: tx.Select(x >= _f(0.0), s, e * s), "s"), "e")
+        return _let(args[0], body, "x")
 
     def tanh(args):
         # tanh(x) = sign(x) * (1 - e) / (1 + e) with e = exp(-2|x|): no overflow, no cancellation
-        # for large |x|; for small |x| use the odd polynomial to keep relative accuracy.
-        x = args[0]
-        ax = tx.abs(x)
-        e = vectorizable_exp_f32(_f(-2.0) * ax)
-        big = (_f(1.0) - e) / (_f(1.0) + e)
-        x2 = x * x
-        small = x * (_f(1.0) + x2 * (_f(-0.33333334) + x2 * (_f(0.13333334) + x2 * (
-            _f(-0.053968254) + x2 * _f(0.021869488)))))
-        y = tx.Select(ax < _f(0.125), small, tx.Select(x < _f(0.0), _f(0.0) - big, big))
-        return tx.Select(tx.isnan(x), x, y)
+        # for large |x|; for small |x| the odd polynomial keeps the relative accuracy.
+        def body(x):
+            ax = tx.abs(x)
+
+            def with_e(e):
+                big = (_f(1.0) - e) / (_f(1.0) + e)
+                return _let(x * x, lambda x2: tx.Select(
+                    ax < _f(0.125),
+                    x * (_f(1.0) + x2 * (_f(-0.33333334) + x2 * (_f(0.13333334) + x2 * (
+                        _f(-0.053968254) + x2 * _f(0.021869488))))),
+                    tx.Select(x < _f(0.0), _f(0.0) - big, big)), "x2")
+            return tx.Select(tx.isnan(x), x, _let(vectorizable_exp_f32(_f(-2.0) * ax), with_e, "e"))
+        return _let(args[0], body, "x")
 
     out = {}
     for name, impl in (("exp", exp), ("exp2", exp2), ("sigmoid", sigmoid), ("tanh", tanh)):
