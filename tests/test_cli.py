@@ -30,6 +30,11 @@ def add(N, block=16, dtype="float32"):
     return main
 
 
+@tilecore.jit(out_idx=[-1], target="toy")
+def on_toy(N):
+    return add.prim_func(N)
+
+
 def plain_factory(n):
     @T.prim_func
     def twice(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
@@ -116,6 +121,14 @@ def test_compile_emit_source_and_ir(env, kernels):
     assert "@T.prim_func" in proc.stdout
 
 
+def test_compile_uses_the_jit_target_unless_overridden(env, kernels):
+    proc = run_tile(["compile", f"{kernels}::on_toy", "32"], env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("// toy backend\n")
+    proc = run_tile(["compile", f"{kernels}::on_toy", "32", "--target", "reference"], env)
+    assert proc.returncode == 0 and proc.stdout.startswith("import tilecore.language as T")
+
+
 def test_compile_plain_factory_to_file(env, kernels, tmp_path):
     out = tmp_path / "twice.txt"
     proc = run_tile(["compile", f"{kernels}::plain_factory", "8", "-o", str(out)], env)
@@ -130,7 +143,7 @@ def test_compile_errors_are_reported_without_traceback(env, kernels):
     assert f"{kernels}:" in proc.stderr and "undefined_name" in proc.stderr
     proc = run_tile(["compile", f"{kernels}::nosuch"], env)
     assert proc.returncode == 1
-    assert proc.stderr.startswith(f"error: {kernels} has no 'nosuch'; it defines: T, add, bad, ")
+    assert proc.stderr.startswith(f"error: {kernels} has no 'nosuch'; it defines: T, add, bad, on_toy, ")
     proc = run_tile(["compile", f"{kernels}"], env)
     assert proc.stderr.startswith("error: expected FILE::FUNC")
     proc = run_tile(["compile", f"{kernels}::add", "64", "--target", "nosuch"], env)
@@ -154,8 +167,9 @@ def test_trace_terminal_and_html(env, kernels, tmp_path):
     assert page.count("<h2 id='step") == out.count("==== ")
     # simplify drops "* 1"; bounds proves the copy in bounds: both show up as diffs
     assert page.count("<table class=\"diff\"") == 2 and "diff_chg" in page
-    assert "T.copy(X -&gt; X_s) at line 21: predicated (bounds not proven)" in page
-    assert "T.copy(X -&gt; X_s) at line 21: bounds proven" in page
+    line = textwrap.dedent(KERNELS).splitlines().index("            T.copy(X, X_s)") + 1
+    assert f"T.copy(X -&gt; X_s) at line {line}: predicated (bounds not proven)" in page
+    assert f"T.copy(X -&gt; X_s) at line {line}: bounds proven" in page
     assert out.count("(unchanged)") == out.count("==== ") - 3
 
 

@@ -100,14 +100,23 @@ def add_kernel_arguments(parser) -> None:
 
 
 def kernel_from_args(args):
-    """(PrimFunc, jit out_idx or None) for parsed compile/trace arguments."""
+    """(PrimFunc, jit out_idx or None) for parsed compile/trace arguments.
+
+    When the kernel is a @tilecore.jit with its own target and no --target was
+    given, `args.target` is set to the jit's target.
+    """
     from ..runtime.api import JITFunction, LazyKernel
 
     obj = load_object(args.kernel)
     pos, kw = parse_factory_args(args.factory_args, args.arg)
     func = build_prim_func(obj, pos, kw, args.kernel)
-    out_idx = obj.out_idx if isinstance(obj, JITFunction) else (
-        obj._args[0] if isinstance(obj, LazyKernel) else None)
+    out_idx, jit_target = None, None
+    if isinstance(obj, JITFunction):
+        out_idx, jit_target = obj.out_idx, obj.target
+    elif isinstance(obj, LazyKernel):
+        out_idx, jit_target = obj._args[0], obj._args[1]
+    if args.target is None:
+        args.target = jit_target
     return func, out_idx
 
 

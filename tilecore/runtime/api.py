@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..diagnostics import TileError
@@ -28,7 +29,8 @@ class BackendError(TileError):
 
 
 _lock = threading.RLock()
-_memo: Dict[str, Artifact] = {}  # cache key -> artifact (this process)
+_MEMO_SIZE = 256  # artifacts kept in memory (shared libraries can be megabytes each)
+_memo: "OrderedDict[str, Artifact]" = OrderedDict()  # cache key -> artifact, least recent first
 _launchers: Dict[str, Any] = {}  # cache key -> launch callable (this process)
 _toolchain_ok: Dict[str, bool] = {}  # backend name -> toolchain checked and ok
 
@@ -205,18 +207,27 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
         key = _cache.cache_key(_ir_json(func), backend.name, backend.version, full, opts)
         with _lock:
             artifact = _memo.get(key)
+            if artifact is not None:
+                _memo.move_to_end(key)
         if artifact is None:
             artifact = _cache.DiskCache().get(key)
             if artifact is not None:
-                with _lock:
-                    _memo[key] = artifact
+                _remember(key, artifact)
     if artifact is None:
         artifact = _codegen(func, backend, full, opts)
         if use_cache:
             _cache.DiskCache().put(key, artifact)
-            with _lock:
-                _memo[key] = artifact
+            _remember(key, artifact)
     return Kernel(func, backend, full, artifact, out, _launcher_factory(key, backend, artifact), opts)
+
+
+def _remember(key: str, artifact: Artifact) -> None:
+    with _lock:
+        _memo[key] = artifact
+        _memo.move_to_end(key)
+        while len(_memo) > _MEMO_SIZE:
+            old, _ = _memo.popitem(last=False)
+            _launchers.pop(old, None)
 
 
 # ---------------------------------------------------------------------- jit
