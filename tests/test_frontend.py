@@ -1,11 +1,13 @@
 """The frontend: TileLang-style kernels parse into the expected Tile IR."""
 import os
+import re
 import sys
 
 import pytest
 
 import tilecore.language as T
 from tilecore.diagnostics import TileCompileError
+from tilecore.frontend import parse_source
 from tilecore.ir import nodes as N
 from tilecore.ir.visitor import walk, walk_stmts
 
@@ -225,3 +227,127 @@ def test_intrinsics_outside_a_kernel_explain_themselves():
         T.copy(1, 2)
     assert T.ceildiv(10, 4) == 3
     assert T.max(2, 5) == 5
+
+
+def test_future_annotations_module(tmp_path):
+    """String annotations (PEP 563) are evaluated with the factory's values."""
+    (tmp_path / "future_kernel.py").write_text(
+        "from __future__ import annotations\n"
+        "import tilecore.language as T\n\n"
+        "def make(n, dtype):\n"
+        "    m = T.dynamic('m')\n"
+        "    @T.prim_func\n"
+        "    def k(A: T.Tensor((m, n), dtype)):\n"
+        "        with T.Kernel(T.ceildiv(m, 4)) as bx:\n"
+        "            for i, j in T.Parallel(4, n):\n"
+        "                A[bx * 4 + i, j] = 1.0\n"
+        "    return k\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import future_kernel
+        f = future_kernel.make(8, "float16")
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert f.params[0].shape == (N.Var("m"), 8) and f.params[0].dtype == "float16"
+    assert f.span.file.endswith("future_kernel.py") and f.span.line == 7
+
+
+def test_kernel_values_before_the_kernel_are_inlined():
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def k(A: T.Tensor((m,), "float32")):
+        tiles = T.ceildiv(m, 32)
+        with T.Kernel(tiles) as bx:
+            A[bx] = 0.0
+
+    assert isinstance(k.kernel.grid[0], N.BinOp)
+    assert not stmts_of(k, N.Let)
+
+
+def test_python_loop_unrolls_and_renames_lets():
+    @T.prim_func
+    def k(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1):
+            for c in [1.0, 2.0, 3.0]:
+                y = A[0] * c
+                A[1] = y
+
+    assert [l.var.name for l in stmts_of(k, N.Let)] == ["y", "y_1", "y_2"]
+    assert [l.value.b.value for l in stmts_of(k, N.Let)] == [1.0, 2.0, 3.0]
+
+
+def test_parse_time_assert_and_alloc_var_init():
+    def make(n):
+        @T.prim_func
+        def k(A: T.Tensor((n,), "float32")):
+            assert n % 4 == 0, f"n={n} must be a multiple of 4"
+            with T.Kernel(1):
+                v = T.alloc_var("int32", init=3)
+                A[0] = T.cast(v, "float32")
+        return k
+
+    f = make(8)
+    store = stmts_of(f, N.Store)[0]
+    assert store.buffer.scope == "var" and store.value == N.Const(3, "int32")
+    with pytest.raises(TileCompileError, match="assertion failed: n=6 must be a multiple of 4"):
+        make(6)
+
+
+def test_special_constants():
+    @T.prim_func
+    def k(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1):
+            A[0] = -T.infinity("float32")
+            A[1] = T.float32("-inf")
+            A[2] = T.float16(1) + A[2]
+
+    values = [s.value for s in stmts_of(k, N.Store)]
+    assert values[0] == N.UnaryOp("neg", N.Const(float("inf"), "float32"), "float32")
+    assert values[1] == N.Const(float("-inf"), "float32")
+    assert values[2].a == N.Cast(N.Const(1.0, "float16"), "float32")
+
+
+@pytest.mark.parametrize("body, message", [
+    ("T.exp(A[0])", "computes a value"),
+    ("x = T.Parallel(4)", "is a loop"),
+    ("T.copy(A[0, 0], A[1, 1])", "both operands are start points"),
+    ("T.atomic_add(A[0:2, 0], 1.0)", "needs an element destination"),
+    ("T.annotate_layout({A: A})", "must be T.make_swizzled_layout(A)"),
+    ("T.gemm(A[0, 0], A, A)", "needs a whole buffer or a slice region"),
+    ("T.fill(A[0:2, k:k + 1], 1.0)", "undefined name 'k'"),
+    ("T.copy(A[0:2, :], A[2:4:2, :])", "slices with a step"),
+    ("T.reduce_sum(A, A, dim=2)", "dim 2 is out of range"),
+    ("T.use_swizzle(panel_size=0)", "panel_size must be at least 1"),
+])
+def test_misuse_of_operations(body, message):
+    text = ("import tilecore.language as T\n\n@T.prim_func\n"
+            "def k(A: T.Tensor((8, 8), \"float32\")):\n"
+            "    with T.Kernel(1, threads=32):\n"
+            f"        {body}\n")
+    with pytest.raises(TileCompileError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+        parse_source(text)
+    assert info.value.span.line == 6
+
+
+@pytest.mark.parametrize("header, message", [
+    ("with T.Kernel(1, 2) as bx:", "2 grid dimension(s) but 1 block index name(s)"),
+    ("with T.Kernel(1, 2, 3, 4):", "1 to 3 grid dimensions"),
+    ("with T.Kernel(0) as bx:", "must be positive"),
+    ("with T.Kernel(1, threads=0) as bx:", "threads must be a positive int"),
+])
+def test_kernel_header_errors(header, message):
+    text = ("import tilecore.language as T\n\n@T.prim_func\n"
+            "def k(A: T.Tensor((8, 8), \"float32\")):\n"
+            f"    {header}\n"
+            "        pass\n")
+    with pytest.raises(TileCompileError, match=re.escape(message)):
+        parse_source(text)
+
+
+def test_one_kernel_per_function():
+    text = ("import tilecore.language as T\n\n@T.prim_func\n"
+            "def k(A: T.Tensor((8,), \"float32\")):\n"
+            "    x = 1\n")
+    with pytest.raises(TileCompileError, match="exactly one `with T.Kernel"):
+        parse_source(text)

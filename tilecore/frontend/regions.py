@@ -10,7 +10,10 @@ The rules (TileLang-compatible):
   right-aligned: when the start point has more dimensions, the other side's
   extents are padded with leading 1s (so `T.copy(A[b, i, 0], S)` with `S` of
   shape (64, 32) copies `A[b, i:i+64, 0:32]`); when it has fewer, leading unit
-  extents of the other side are dropped;
+  extents of the other side are dropped. This is TileLang's rule, and it means
+  a start point only extends its *last* dimensions: for a (batch, seq, heads,
+  dim) tensor, `K[b, s, h, 0]` with a (64, D) tile takes 64 *heads*; write the
+  sequence slice explicitly instead: `K[b, s:s + 64, h, :]`;
 * two regions are compatible when their shapes agree after removing unit
   dimensions ("squeezed"), and both sides cannot be start points.
 """
