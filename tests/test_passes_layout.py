@@ -155,3 +155,32 @@ def test_rules_from_the_plugin_hook():
         assert ctx.analyses["layout"].layouts == {}
     finally:
         pm.unregister("test-layout-plugin")
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=80, deadline=None)
+@given(edges=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=14),
+       seed_at=st.integers(0, 7), order=st.randoms(use_true_random=False))
+def test_fixpoint_reaches_every_connected_fragment_in_any_order(edges, seed_at, order):
+    """Copies between fragments in random order: everything connected to the gemm gets its layout."""
+    frags = [N.Buffer(f"F{i}", (8, 8), "float32", "fragment") for i in range(8)]
+    S = N.Buffer("S", (8, 8), "float16", "shared")
+    stmts = [N.Copy(region(frags[a]), region(frags[b])) for a, b in edges if a != b]
+    stmts.append(N.Gemm(region(S), region(S), region(frags[seed_at])))
+    order.shuffle(stmts)
+    func = kernel_func([], [N.Alloc(b) for b in frags] + [N.Alloc(S)] + stmts)
+    result = infer_layouts(func, {"Gemm": gemm_rule, "Copy": copy_rule})
+    reach, frontier = {seed_at}, [seed_at]
+    while frontier:
+        n = frontier.pop()
+        for a, b in edges:
+            for x, y in ((a, b), (b, a)):
+                if x == n and y not in reach and a != b:
+                    reach.add(y)
+                    frontier.append(y)
+    assert set(result.layouts) == {f"F{i}" for i in reach}
+    assert all(lay == row_layout(8, 8) for lay in result.layouts.values())
+    assert result.iterations <= len(reach) + 1

@@ -121,3 +121,10 @@ def test_a_backend_pass_sees_analyses():
     pipe.insert("before_codegen", codegen_prep)
     out = pipe.run(gemm_func(), PassContext())
     assert out.name == "main_prepared" and seen["facts"] == 3
+
+
+def test_trace_of_a_failing_pipeline_keeps_the_completed_steps():
+    backend = make_backend("cuda", max_shared=1024)
+    with pytest.raises(TileCompileError) as info:
+        default_pipeline().trace(gemm_func(), PassContext(backend=backend, source=SOURCE))
+    assert [name for name, _ in info.value.partial_trace] == ["input"] + CORE[:CORE.index("memory_plan")]

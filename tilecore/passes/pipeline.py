@@ -110,8 +110,19 @@ class Pipeline:
         return func
 
     def trace(self, func: N.PrimFunc, ctx: Optional[PassContext] = None) -> List[Tuple[str, N.PrimFunc]]:
-        """[("input", func), (pass_name, func_after_pass), ...] for `tile trace`."""
-        return list(self._run(func, ctx, keep=True))
+        """[("input", func), (pass_name, func_after_pass), ...] for `tile trace`.
+
+        If a pass raises, the exception gets a `partial_trace` attribute with
+        the steps that completed, so a trace can still show how far it got.
+        """
+        steps: List[Tuple[str, N.PrimFunc]] = []
+        try:
+            for step in self._run(func, ctx, keep=True):
+                steps.append(step)
+        except Exception as err:
+            err.partial_trace = steps
+            raise
+        return steps
 
     def _run(self, func, ctx, keep):
         ctx = ctx if ctx is not None else PassContext(source=func.source)
