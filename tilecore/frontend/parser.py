@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import importlib.util
 import itertools
 import linecache
@@ -19,7 +20,7 @@ from ..diagnostics import TileCompileError
 from ..ir import nodes as N
 from ..language.tensor import TensorType
 from . import exprs as E
-from .evaluator import Evaluated, is_ir
+from .evaluator import BIN_OPS, Evaluated, is_ir
 from .tileops import TileOps
 
 ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment",
@@ -252,7 +253,6 @@ class Parser(TileOps):
         return []
 
     def stmt_AugAssign(self, node: ast.AugAssign):
-        from .evaluator import BIN_OPS
         op, fn = BIN_OPS[type(node.op)]
         target = node.target
         if isinstance(target, ast.Subscript):
@@ -495,6 +495,12 @@ def _find_function(tree: ast.AST, name: str, first_line: int):
     return None
 
 
+@functools.lru_cache(maxsize=32)
+def _parse_file(filename: str, source: str) -> ast.Module:
+    """The AST of a source file (cached: a factory re-parses its kernel on every call)."""
+    return ast.parse(source, filename)
+
+
 def _environment(func, caller_locals) -> dict:
     """Names visible to the kernel body: builtins < globals < the factory's locals < closure."""
     env = dict(vars(builtins))
@@ -522,7 +528,7 @@ def parse_function(func, caller_locals=None) -> N.PrimFunc:
                                "@T.prim_func needs the function's source file",
                                N.Span(filename, code.co_firstlineno))
     try:
-        tree = ast.parse(source, filename)
+        tree = _parse_file(filename, source)
     except SyntaxError as exc:
         raise TileCompileError(f"cannot parse {filename}: {exc.msg}",
                                N.Span(filename, exc.lineno or 0, (exc.offset or 1) - 1), source) from None

@@ -8,7 +8,7 @@ from ..language.tensor import normalize_policy
 from . import exprs as E
 from .evaluator import Evaluator
 from .affine import constant_difference
-from .regions import RegionArg, RegionError, pair, squeezed
+from .regions import RegionArg, RegionError, pair
 
 REDUCE_OPS = {"reduce_" + kind: kind for kind in N.REDUCE_KINDS}
 ATOMIC_OPS = {"atomic_" + kind: kind for kind in N.ATOMIC_KINDS}
