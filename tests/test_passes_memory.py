@@ -5,11 +5,12 @@ import os
 import sys
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tilecore.diagnostics import TileCompileError
 from tilecore.ir import nodes as N
+from tilecore.passes.check_types import check
 from tilecore.passes.liveness import analyze as liveness
 from tilecore.passes.memory_plan import buffer_bytes, memory_plan, plan_memory
 from tilecore.passes.pipeline import PassContext
@@ -121,3 +122,87 @@ def test_plan_never_overlaps_live_buffers(uses, loop_at):
                 b0, b1 = plan.offsets[b], plan.offsets[b] + plan.sizes[b]
                 assert a1 <= b0 or b1 <= a0, (a, b, plan.offsets)
     assert plan.total_bytes <= plan.unshared_bytes
+
+
+# ----------------------------------------------------------------------------- liveness vs execution
+
+NAMES = [f"B{i}" for i in range(5)]
+
+
+@st.composite
+def programs(draw, depth=0):
+    """Items: ("use", names) or ("loop", allocs_inside, items)."""
+    items = []
+    for _ in range(draw(st.integers(1, 4))):
+        if depth < 2 and draw(st.integers(0, 3)) == 0:
+            inner_allocs = draw(st.lists(st.sampled_from(NAMES), max_size=2, unique=True))
+            items.append(("loop", inner_allocs, draw(programs(depth + 1))))
+        else:
+            items.append(("use", draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=2, unique=True))))
+    return items
+
+
+def to_ir(items, allocated, A):
+    body = []
+    for item in items:
+        if item[0] == "use":
+            for n in item[1]:
+                body.append(N.Copy(region(A, (0,), (16,)), region(N.Buffer(n, (16,), "float32", "shared"))))
+        else:
+            inner = [n for n in item[1] if n not in allocated]
+            allocated.update(inner)
+            loop_body = [N.Alloc(N.Buffer(n, (16,), "float32", "shared")) for n in inner]
+            loop_body += to_ir(item[2], allocated, A)
+            body.append(N.For(v(f"k{len(allocated)}_{id(item) % 997}"), c(0), c(2), "serial", tuple(loop_body)))
+    return body
+
+
+def execute(items, instance, trace, clock, allocated_here=()):
+    for item in items:
+        if item[0] == "use":
+            for n in item[1]:
+                clock[0] += 1
+                trace.setdefault((n, instance[n]), [clock[0], clock[0]])[1] = clock[0]
+                trace[(n, instance[n])][0] = min(trace[(n, instance[n])][0], clock[0])
+        else:
+            for _ in range(2):
+                for n in item[1]:
+                    if n in item[3]:
+                        instance[n] += 1  # a fresh allocation each iteration
+                execute(item[2], instance, trace, clock)
+
+
+@settings(max_examples=150, deadline=None)
+@given(items=programs())
+def test_liveness_covers_every_executed_overlap(items):
+    A = N.Buffer("A", (16,), "float32")
+    allocated = set()
+    body = to_ir(items, allocated, A)
+    top = [n for n in NAMES if n not in allocated]
+    func = kernel_func([A], [N.Alloc(N.Buffer(n, (16,), "float32", "shared")) for n in top] + body)
+    try:
+        check(func)  # only well-scoped programs (a loop's own buffers are used inside it)
+    except TileCompileError:
+        assume(False)
+    live = liveness(func)
+
+    # mark which loop allocates each name (as to_ir decided), then execute
+    seen = set(top)
+
+    def annotate(its):
+        out = []
+        for it in its:
+            if it[0] == "use":
+                out.append(it)
+            else:
+                mine = tuple(n for n in it[1] if n not in seen)
+                seen.update(mine)
+                out.append(("loop", it[1], annotate(it[2]), mine))
+        return out
+
+    trace = {}
+    execute(annotate(items), {n: 0 for n in NAMES}, trace, [0])
+    for (a, ia), (a0, a1) in trace.items():
+        for (b, ib), (b0, b1) in trace.items():
+            if a < b and a0 <= b1 and b0 <= a1:
+                assert live.overlaps(a, b), (a, b, live.interval)
