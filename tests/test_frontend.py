@@ -351,3 +351,20 @@ def test_one_kernel_per_function():
             "    x = 1\n")
     with pytest.raises(TileCompileError, match="exactly one `with T.Kernel"):
         parse_source(text)
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from dsl_strategies import dsl_programs  # noqa: E402
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dsl_programs())
+def test_random_programs_have_a_span_on_every_node_inside_the_text(text):
+    func = parse_source(text)
+    n_lines = len(text.splitlines())
+    for node in walk(func):
+        span = getattr(node, "span", None)
+        if span is not None:
+            assert 1 <= span.line <= span.end_line <= n_lines, node
+            assert span.line < span.end_line or span.col < span.end_col, node
