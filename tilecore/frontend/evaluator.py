@@ -232,6 +232,8 @@ class Evaluator:
         """Apply a Python operator at parse time, reporting failures at `node`."""
         try:
             return fn(*args)
+        except TileCompileError:
+            raise  # already points at the user's source (a kernel parsed inside a helper)
         except Exception as exc:  # a user's Python error, shown at their line
             raise self.error(f"evaluating this at parse time failed: {type(exc).__name__}: {exc}",
                              node) from None
@@ -407,7 +409,7 @@ class Evaluator:
         name = getattr(func, "__tile_intrinsic__", None)
         if name is not None:
             return self.intrinsic_expr(func, name, node)
-        if func in BUILTIN_ON_IR:
+        if any(func is builtin for builtin in BUILTIN_ON_IR):
             args = self.elements(node.args)
             if any(is_ir(a) for a in args):
                 if node.keywords:

@@ -411,7 +411,7 @@ class Parser(TileOps):
     def serial_loop(self, node: ast.For, kind: str, args):
         if args.get("step") is not None:
             step = self.eval(args["step"])
-            if step != 1 or is_ir(step):
+            if is_ir(step) or step != 1:
                 raise self.error(f"loops with a step other than 1 are not supported (got step "
                                  f"{E.describe(step) if is_ir(step) else step}); loop over the "
                                  "count and multiply instead", args["step"])
