@@ -384,3 +384,19 @@ def test_feature_the_backend_does_not_support():
     err = info.value
     assert err.backend == "toy" and "cumsum" in err.feature
     check_error(err, "feature", "backend toy does not support", "T.cumsum")
+
+
+def test_traceback_stops_at_the_decorator():
+    """The report points at the user's line; the frontend's own frames are left out."""
+    def make():
+        @T.prim_func
+        def k(A: T.Tensor((8,), "float32")):
+            with T.Kernel(1):
+                A[0] = nothing_here  # E:short  # noqa: F821
+
+    err = raises(make, "short", "undefined name 'nothing_here'", "nothing_here")
+    tb, files = err.__traceback__, []
+    while tb is not None:
+        files.append(tb.tb_frame.f_code.co_filename)
+        tb = tb.tb_next
+    assert not any("frontend" in f for f in files)

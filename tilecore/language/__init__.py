@@ -30,6 +30,11 @@ def prim_func(func):
     locals of the code that applies the decorator (the factory), then its
     globals; their Python values are constants of the kernel.
     """
+    from ..diagnostics import TileCompileError
     from ..frontend import parse_function
 
-    return parse_function(func, caller_locals=sys._getframe(1).f_locals)
+    try:
+        return parse_function(func, caller_locals=sys._getframe(1).f_locals)
+    except TileCompileError as err:
+        # The message already points at the user's line; the frontend's frames are noise.
+        raise err.with_traceback(None) from None
