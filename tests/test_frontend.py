@@ -319,11 +319,19 @@ def test_special_constants():
     ("T.copy(A[0:2, :], A[2:4:2, :])", "slices with a step"),
     ("T.reduce_sum(A, A, dim=2)", "dim 2 is out of range"),
     ("T.use_swizzle(panel_size=0)", "panel_size must be at least 1"),
+    ("s = T.alloc_shared((8,), \"float17\")", "unknown dtype 'float17'"),
+    ("A[0, 0] = T.cast(A[0, 1], \"half8\")", "unknown dtype 'half8'"),
+    ("s = T.alloc_shared((8, n), \"float32\")", "undefined name 'n'"),
+    ("s = T.alloc_fragment((8, bx), \"float32\")", "known at parse time, got (8, bx)"),
+    ("A[0, 0] = T.infinity(\"int32\")", "T.infinity needs a float dtype"),
+    ("A[0:2, 0] = 1.0", "assigning to a slice is not supported"),
+    ("A[0] = 1.0", "A has 2 dimension(s) but is indexed with 1"),
+    ("for i in T.Parallel(bx):\n            pass", "must be known at parse time"),
 ])
 def test_misuse_of_operations(body, message):
     text = ("import tilecore.language as T\n\n@T.prim_func\n"
             "def k(A: T.Tensor((8, 8), \"float32\")):\n"
-            "    with T.Kernel(1, threads=32):\n"
+            "    with T.Kernel(1, threads=32) as bx:\n"
             f"        {body}\n")
     with pytest.raises(TileCompileError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
         parse_source(text)

@@ -156,7 +156,9 @@ class Evaluator:
         dims = value if isinstance(value, (tuple, list)) else (value,)
         for dim in dims:
             if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
-                raise self.error(f"{what} must be positive ints known at parse time, got {value!r}", node)
+                shown = ", ".join(d.name if isinstance(d, N.Var) else
+                                  E.describe(d) if is_ir(d) else repr(d) for d in dims)
+                raise self.error(f"{what} must be positive ints known at parse time, got ({shown})", node)
         return tuple(dims)
 
     def buffer(self, node, what: str) -> N.Buffer:
