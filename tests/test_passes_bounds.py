@@ -132,9 +132,12 @@ def evaluate(e, env):
         return env[e.name]
     if isinstance(e, N.Select):
         return evaluate(e.a, env) if evaluate(e.cond, env) else evaluate(e.b, env)
+    if isinstance(e, N.UnaryOp):
+        return not evaluate(e.a, env)
     a, b = evaluate(e.a, env), evaluate(e.b, env)
     return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else 0, "%": a % b if b else 0,
-            "min": min(a, b), "max": max(a, b), "<": a < b}[e.op]
+            "min": min(a, b), "max": max(a, b), "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b,
+            "==": a == b, "!=": a != b, "and": a and b, "or": a or b}[e.op]
 
 
 @st.composite
@@ -147,21 +150,34 @@ def copy_programs(draw, affine_only=False):
     extent = draw(st.integers(1 if affine_only else 0, 4))
     starts = tuple(draw(start_exprs(affine_only)) for _ in range(ndim))
     src_is_global = draw(st.booleans())
-    return shape, extents, grid, begin, extent, starts, src_is_global
+    guard = None
+    if not affine_only and draw(st.booleans()):
+        conds = st.builds(lambda op, a, b: N.BinOp(op, a, b, "bool"), st.sampled_from(list(N.COMPARE_OPS)),
+                          start_exprs(True), start_exprs(True))
+        cond = draw(st.one_of(conds, st.builds(lambda a, b: N.BinOp("and", a, b, "bool"), conds, conds),
+                              st.builds(lambda a, b: N.BinOp("or", a, b, "bool"), conds, conds),
+                              st.builds(lambda a: N.UnaryOp("not", a, "bool"), conds)))
+        guard = (cond, draw(st.booleans()))  # (condition, copy in the then-branch?)
+    return shape, extents, grid, begin, extent, starts, src_is_global, guard
 
 
-def build(shape, extents, grid, begin, extent, starts, src_is_global):
+def build(shape, extents, grid, begin, extent, starts, src_is_global, guard=None):
     G = N.Buffer("G", shape, "float32")
     S = N.Buffer("S", extents, "float32", "shared")
     g_region = region(G, starts, extents)
     cp = N.Copy(g_region, region(S)) if src_is_global else N.Copy(region(S), g_region)
+    if guard is not None:
+        cond, in_then = guard
+        cp = N.If(cond, (cp,), ()) if in_then else N.If(cond, (), (cp,))
     loop = N.For(v("k"), c(begin), c(extent), "serial", (cp,))
     return kernel_func([G], [N.Alloc(S), loop], grid=grid)
 
 
-def brute_force_inside(shape, extents, grid, begin, extent, starts):
+def brute_force_inside(shape, extents, grid, begin, extent, starts, guard=None):
     for bx, by, k in itertools.product(range(grid[0]), range(grid[1]), range(begin, begin + extent)):
         env = {"bx": bx, "by": by, "k": k}
+        if guard is not None and bool(evaluate(guard[0], env)) != guard[1]:
+            continue  # the copy does not run here
         for s, e, size in zip(starts, extents, shape):
             lo = evaluate(s, env)
             if lo < 0 or lo + e > size:
@@ -169,20 +185,38 @@ def brute_force_inside(shape, extents, grid, begin, extent, starts):
     return True
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=700, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(prog=copy_programs())
 def test_never_proves_an_out_of_bounds_copy(prog):
-    shape, extents, grid, begin, extent, starts, src_is_global = prog
+    shape, extents, grid, begin, extent, starts, src_is_global, guard = prog
     new, facts = analyze(build(*prog))
     proven = not copies(new)[0].predicated
     assert proven == facts[0].proven
     if proven:
-        assert brute_force_inside(shape, extents, grid, begin, extent, starts), facts[0].reason
+        assert brute_force_inside(shape, extents, grid, begin, extent, starts, guard), facts[0].reason
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(prog=copy_programs(affine_only=True))
 def test_affine_starts_over_independent_indices_are_decided_exactly(prog):
-    shape, extents, grid, begin, extent, starts, _ = prog
+    shape, extents, grid, begin, extent, starts, _, _ = prog
     new, _ = analyze(build(*prog))
     assert (not copies(new)[0].predicated) == brute_force_inside(shape, extents, grid, begin, extent, starts)
+
+
+def test_guards_refine_block_indices():
+    A = N.Buffer("A", (200,), "float32")
+    S = N.Buffer("S", (64,), "float32", "shared")
+    bx = v("bx")
+    start = mul(bx, c(64))
+    fits = N.BinOp("<=", add(start, c(64)), c(200), "bool")  # full tiles only
+    full = N.Copy(region(A, (start,), (64,)), region(S))
+    edge = N.Copy(region(A, (start,), (64,)), region(S))
+    func = kernel_func([A], [N.Alloc(S), N.If(fits, (full,), (edge,))], grid=(4,))
+    new, facts = analyze(func)
+    assert [f.proven for f in facts] == [True, False]
+    assert "[0, 128] + 64 <= 200" in facts[0].reason
+    # the negation of `bx * 64 + 64 > 200` is the same guard
+    func = kernel_func([A], [N.Alloc(S), N.If(N.UnaryOp("not", N.BinOp(">", add(start, c(64)), c(200), "bool"),
+                                                        "bool"), (full,))], grid=(4,))
+    assert analyze(func)[1][0].proven

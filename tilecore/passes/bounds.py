@@ -7,7 +7,8 @@ Regions over dynamic dimensions are never proven. The proof is an interval
 analysis over exact integers:
 
 * block indices range over [0, grid - 1], loop variables over
-  [begin, begin + extent - 1], T.Parallel variables over [0, extent - 1];
+  [begin, begin + extent - 1], T.Parallel variables over [0, extent - 1],
+  narrowed inside `if` branches by affine comparisons the branch implies;
   `Let` values are inlined so that correlated terms cancel;
 * each start is bounded both by evaluating intervals bottom-up and by its
   affine form (sum of coefficient * atom, each atom bounded once), and the
@@ -159,6 +160,86 @@ def expr_interval(e: N.Expr, env: Dict[str, Interval]) -> Interval:
     return (max(lo, tree[0]), min(hi, tree[1]))
 
 
+_NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+def _conjuncts(cond: N.Expr, holds: bool):
+    """Comparisons (op, lhs, rhs) that certainly hold when `cond` evaluates to `holds`."""
+    if isinstance(cond, N.UnaryOp) and cond.op == "not":
+        return _conjuncts(cond.a, not holds)
+    if isinstance(cond, N.BinOp):
+        if (cond.op == "and" and holds) or (cond.op == "or" and not holds):
+            return _conjuncts(cond.a, holds) + _conjuncts(cond.b, holds)
+        if cond.op in _NEGATE:
+            return [(cond.op if holds else _NEGATE[cond.op], cond.a, cond.b)]
+    return []
+
+
+def refine(env: Dict[str, Interval], cond: N.Expr, holds: bool, lets=None) -> Dict[str, Interval]:
+    """Narrow the intervals of block/loop variables knowing `cond` == `holds`.
+
+    Handles comparisons whose sides are affine (`by * 64 + 64 <= M` bounds
+    `by`; each variable is bounded using the others' intervals), joined by
+    `and` (or negated `or`), and `not`. Sound because the comparison is exact
+    when neither side can overflow, and variables never change inside the branch.
+    """
+    out = dict(env)
+    for op, lhs, rhs in _conjuncts(cond, holds):
+        if lhs.dtype not in INT_DTYPES or rhs.dtype not in INT_DTYPES or op == "!=":
+            continue
+        try:
+            _tree_interval(lhs, out)
+            _tree_interval(rhs, out)
+        except _Overflow:
+            continue
+        lt, lc = linearize(lhs)
+        rt, rc = linearize(rhs)
+        terms = dict(lt)
+        for atom, coeff in rt.items():
+            terms[atom] = terms.get(atom, 0) - coeff
+        terms = {a: k for a, k in terms.items() if k}
+        candidates = [a for a in terms if isinstance(a, N.Var) and a.name in out and a.name not in (lets or {})]
+        narrowed = {}
+        for var in candidates:  # bound each variable by the others' intervals
+            iv = _narrow(var, terms, lc - rc, op, out)
+            if iv is not None:
+                narrowed[var.name] = iv
+        out.update(narrowed)
+    return out
+
+
+def _narrow(var: N.Var, terms: Dict[N.Expr, int], const: int, op: str,
+            env: Dict[str, Interval]) -> Optional[Interval]:
+    """The interval of `var` given  sum(terms) + const  (op)  0."""
+    a = terms[var]
+    rlo = rhi = const  # a * var + rest  (op)  0, with rest in [rlo, rhi]
+    try:
+        for atom, coeff in terms.items():
+            if atom is var:
+                continue
+            iv = _tree_interval(atom, env)
+            rlo += min(coeff * iv[0], coeff * iv[1])
+            rhi += max(coeff * iv[0], coeff * iv[1])
+    except _Overflow:
+        return None
+    if op in (">", ">="):  # flip to  (-a) * var + (-rest)  <|<=  0
+        a, rlo, rhi = -a, -rhi, -rlo
+        op = "<" if op == ">" else "<="
+    lo, hi = env[var.name]
+    if op in ("<", "<="):
+        bound = -rlo - (1 if op == "<" else 0)  # a * var <= -rest - strict <= bound
+        if a > 0:
+            hi = min(hi, bound // a)
+        else:
+            lo = max(lo, -(bound // -a))
+    elif op == "==":  # a * var = -rest, in [-rhi, -rlo]
+        if a > 0:
+            hi, lo = min(hi, (-rlo) // a), max(lo, -(rhi // a))
+        else:
+            hi, lo = min(hi, rhi // -a), max(lo, -((-rlo) // -a))
+    return (lo, hi) if lo <= hi else (lo, lo)  # empty: the branch never runs
+
+
 def _fmt(e: N.Expr) -> str:
     try:
         from ..ir.printer import expr_to_source  # optional nicety
@@ -235,8 +316,11 @@ class _Analyzer:
                 inner[v.name] = (0, max(0, ext - 1))
             return dataclasses.replace(s, body=self.body(s.body, inner, lets))
         if isinstance(s, N.If):
-            return dataclasses.replace(s, then_body=self.body(s.then_body, env, lets),
-                                       else_body=self.body(s.else_body, env, lets))
+            cond = substitute(s.cond, lets) if lets else s.cond
+            then_env = refine(env, cond, True, lets)
+            else_env = refine(env, cond, False, lets)
+            return dataclasses.replace(s, then_body=self.body(s.then_body, then_env, lets),
+                                       else_body=self.body(s.else_body, else_env, lets))
         if isinstance(s, N.Copy):
             ok_src, why_src = self.region_inside(s.src, env, lets)
             ok_dst, why_dst = self.region_inside(s.dst, env, lets)
