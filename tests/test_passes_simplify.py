@@ -271,3 +271,35 @@ def test_whole_programs_compute_the_same_on_the_interpreter(expr, xs):
             continue
         results.append(o.tolist())
     assert results[0] == results[1], simplified
+
+
+def test_float_constants_are_folded_at_their_own_precision():
+    # a float32 constant written as 0.1 holds float32(0.1), not the double 0.1
+    widened = simplify_expr(N.Cast(c(0.1, "float32"), "float64"))
+    assert isinstance(widened, N.Const) and widened.value == float(np.float32(0.1))
+    total = simplify_expr(N.BinOp("+", c(0.1, "float32"), c(0.1, "float32"), "float32"))
+    if isinstance(total, N.Const):
+        assert np.float32(total.value) == np.float32(0.1) + np.float32(0.1)
+    # 0.1 and 0.1 + 1e-12 are the same float32: equal, although the doubles differ
+    same = simplify_expr(N.BinOp("==", c(0.1, "float32"), c(0.1 + 1e-12, "float32"), "bool"))
+    assert same == N.Const(True, "bool")
+    # floor of a float16 constant that rounds up to 1.0
+    assert simplify_expr(N.Call("floor", (c(0.99999, "float16"),), "float16")) == N.Const(1.0, "float16")
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=st.floats(-1e5, 1e5), b=st.floats(-1e5, 1e5), op=st.sampled_from(["+", "-", "*", "/", "min", "max"]),
+       dtype=st.sampled_from(["float16", "bfloat16", "float32"]))
+def test_folding_matches_numpy_in_the_dtype(a, b, op, dtype):
+    import ml_dtypes
+
+    np_t = {"float16": np.float16, "float32": np.float32, "bfloat16": ml_dtypes.bfloat16}[dtype]
+    s = simplify_expr(N.BinOp(op, c(a, dtype), c(b, dtype), dtype))
+    if not isinstance(s, N.Const):
+        return
+    x, y = np.array(a).astype(np_t), np.array(b).astype(np_t)
+    with np.errstate(all="ignore"):
+        want = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "min": np.minimum,
+                "max": np.maximum}[op](x, y)
+    got = np.array(s.value).astype(np_t)
+    assert got == want.astype(np_t) and np.signbit(got) == np.signbit(want.astype(np_t)), (a, b, s.value)

@@ -121,6 +121,22 @@ def _exact_float(value: Fraction, dtype: str) -> Optional[float]:
     return back
 
 
+def _rounded(value, dtype: str) -> float:
+    """The value a float constant of `dtype` really has (a float32 0.1 is not the double 0.1)."""
+    if dtype == "float64":
+        return float(value)
+    import numpy as np
+
+    with np.errstate(over="ignore"):
+        if dtype == "float32":
+            return float(np.float32(value))
+        if dtype == "float16":
+            return float(np.float16(value))
+        import ml_dtypes
+
+        return float(np.array(float(value)).astype(ml_dtypes.bfloat16))
+
+
 def _finite(x) -> bool:
     return isinstance(x, (int, float)) and x == x and x not in (float("inf"), float("-inf"))
 
@@ -291,12 +307,14 @@ def _fold_binop(e: N.BinOp) -> N.Expr:
 
 def _fold_const_binop(op: str, a: N.Const, b: N.Const, dt: str, span: N.Span) -> Optional[N.Expr]:
     if op in N.COMPARE_OPS:
-        if a.dtype != b.dtype or not (_finite(a.value) and _finite(b.value)) and a.dtype in FLOAT_DTYPES:
+        if a.dtype != b.dtype:
+            return None
+        if a.dtype in FLOAT_DTYPES and not (_finite(_rounded(a.value, a.dtype)) and _finite(_rounded(b.value, b.dtype))):
             return None
         if a.dtype == b.dtype and (_is_int_dtype(a.dtype) or a.dtype == "bool"):
             return _const(_compare(op, int(a.value), int(b.value)), "bool", span)
         if a.dtype == b.dtype and a.dtype in FLOAT_DTYPES:
-            return _const(_compare(op, float(a.value), float(b.value)), "bool", span)
+            return _const(_compare(op, _rounded(a.value, a.dtype), _rounded(b.value, b.dtype)), "bool", span)
         return None
     if op in ("and", "or"):
         if a.dtype == b.dtype == dt == "bool":
@@ -308,8 +326,8 @@ def _fold_const_binop(op: str, a: N.Const, b: N.Const, dt: str, span: N.Span) ->
     if _is_int_dtype(dt):
         r = eval_int_binop(op, int(a.value), int(b.value), dt)
         return None if r is None else _const(r, dt, span)
-    if dt in FLOAT_DTYPES and _finite(a.value) and _finite(b.value):
-        x, y = Fraction(float(a.value)), Fraction(float(b.value))
+    if dt in FLOAT_DTYPES and _finite(_rounded(a.value, dt)) and _finite(_rounded(b.value, dt)):
+        x, y = Fraction(_rounded(a.value, dt)), Fraction(_rounded(b.value, dt))
         if op == "+":
             exact = x + y
         elif op == "-":
@@ -366,8 +384,8 @@ def _fold_cast(e: N.Cast) -> N.Expr:
         return e if r is None else _const(r, dst, e.span)
     if (_is_int_dtype(src) or src == "bool") and dst == "bool":
         return _const(int(v.value) != 0, "bool", e.span)
-    if src in FLOAT_DTYPES and dst in FLOAT_DTYPES and _finite(v.value):
-        r = _exact_float(Fraction(float(v.value)), dst)
+    if src in FLOAT_DTYPES and dst in FLOAT_DTYPES and _finite(_rounded(v.value, src)):
+        r = _exact_float(Fraction(_rounded(v.value, src)), dst)
         return e if r is None else _const(r, dst, e.span)
     return e
 
@@ -376,6 +394,8 @@ def _fold_call(e: N.Call) -> N.Expr:
     if len(e.args) != 1 or not isinstance(e.args[0], N.Const) or e.args[0].dtype != e.dtype:
         return e
     x = e.args[0].value
+    if e.dtype in FLOAT_DTYPES:
+        x = _rounded(x, e.dtype)
     if not _finite(x):
         return e
     import math
