@@ -347,11 +347,11 @@ class SimtLowering:
 
     def _scratch_size(self):
         # (warps, rows) float32 partials for cross-warp row reductions
-        rows = 0
+        rows = 1
         for s in walk_stmts(self.kernel.body):
             if isinstance(s, N.Reduce):
-                rows = max(rows, prod(s.src.shape))
-        return max(4 * max(1, self.threads // 32) * 256, 4 * rows)
+                rows = max(rows, prod(s.dst.shape))
+        return 4 * max(1, self.threads // 32) * rows
 
     # ------------------------------------------------------------------ statements
     def emit_body(self, stmts):
@@ -778,6 +778,12 @@ class SimtLowering:
             self.store(r.dst, idx, res)
 
         st = self.plan.storage[r.dst.name]
+        rows = prod(dshape)
+        group = 1
+        while group * 2 <= min(32, self.threads // max(rows, 1)) and group * 2 <= src.shape[r.dim]:
+            group *= 2
+        if st == "smem" and self.plan.storage[src.name] == "smem" and group > 1 and self.threads % 32 == 0:
+            return self.emit_group_reduce(r, dshape, keep, wide, group)
         if st == "reg":
             self.iterate_layout(dst_l, lambda idx: element(list(idx)))
         elif st == "rep":
@@ -785,6 +791,47 @@ class SimtLowering:
                 element(_unflatten(e, dshape))
         else:
             self.iterate_linear(dshape, 1, element)
+
+    def emit_group_reduce(self, r, dshape, keep, wide, group):
+        """Shared-memory source: `group` adjacent lanes reduce one output, then butterfly shuffles."""
+        src = r.src
+        rows = prod(dshape)
+        per_pass = self.threads // group
+        L = src.shape[r.dim]
+        part = B.alloc_buffer((1,), wide, scope="local")
+        lane = tx.floormod(self.t, group)
+        with B.serial(0, -(-rows // per_pass)) as rr:
+            row = rr * per_pass + tx.floordiv(self.t, group)
+            idx = _unflatten(tx.Min(row, rows - 1), dshape)
+            B.buffer_store(part, self._identity(r.kind, wide), [0])
+            with B.If(row < rows):
+                with B.Then():
+                    with B.serial(0, -(-L // group)) as kk:
+                        k = kk * group + lane
+                        with B.If(k < L):
+                            with B.Then():
+                                si = list(idx)
+                                if keep:
+                                    si[r.dim] = k
+                                else:
+                                    si.insert(r.dim, k)
+                                view, sidx = self.access(src, si)
+                                v = cast_to(tx.BufferLoad(view, sidx), wide)
+                                if r.kind in ("abssum", "absmax"):
+                                    v = tx.abs(v)
+                                B.buffer_store(part, self._combine(r.kind, part[0], v), [0])
+            m = group // 2
+            while m >= 1:
+                sh = self.call("tc::shfl_xor<%s>" % CPP_TYPES[wide], part[0], tir_const(m, "int32"), ret=wide)
+                B.buffer_store(part, self._combine(r.kind, part[0], sh), [0])
+                m //= 2
+            with B.If(tx.And(row < rows, lane == 0)):
+                with B.Then():
+                    res = part[0]
+                    if not r.clear:
+                        view, didx = self.access(r.dst, idx)
+                        res = self._combine(r.kind, cast_to(tx.BufferLoad(view, didx), wide), res)
+                    self.store(r.dst, idx, res)
 
     def emit_mma_row_reduce(self, r, src_l: MmaLayout, dst_l: RowLayout, wide):
         """Row reduction of an MMA-layout tile: in-thread, then the 4-lane quad, then across warps."""

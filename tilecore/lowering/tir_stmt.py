@@ -418,8 +418,8 @@ class TirLowering:
             # then a tree over the lanes (reassociation is allowed: order is unspecified)
             def row(out_idx):
                 if lanes > 1 and n % lanes == 0 and n >= lanes:
-                    part = self.local_buffer([lanes], acc_t, "part", scope="local")
-                    acc = self.local_buffer([1], acc_t, "acc", scope="local")
+                    part = self.local_buffer([lanes], acc_t, "part")
+                    acc = self.local_buffer([1], acc_t, "acc")
                     vi, vo, k = self.fresh("vi"), self.fresh("vo"), self.fresh("k")
                     init_s = tx.For(vi, 0, lanes, tx.ForKind.VECTORIZED, tx.BufferStore(part, init, [vi]))
                     vi2 = self.fresh("vi")
@@ -432,7 +432,7 @@ class TirLowering:
                                        tx.BufferStore(acc, combine(tx.BufferLoad(acc, [0]), tx.BufferLoad(part, [k])), [0])))
                     return seq([tx.AllocBuffer(part), tx.AllocBuffer(acc), init_s, upd, fold,
                                 finish(out_idx, tx.BufferLoad(acc, [0]))])
-                acc = self.local_buffer([1], acc_t, "acc", scope="local")
+                acc = self.local_buffer([1], acc_t, "acc")
                 k = self.fresh("k")
                 upd = tx.For(k, 0, n, tx.ForKind.SERIAL,
                              tx.BufferStore(acc, combine(tx.BufferLoad(acc, [0]), element(list(out_idx) + [k])), [0]))

@@ -101,7 +101,7 @@ class CpuLowering(TirLowering):
             """C[row0:row0+rows, col0:col0+cols] += A B with mr x nr register tiles."""
             # one small accumulator per row (a few vector registers each): small stack
             # arrays that LLVM promotes to registers, unlike one big buffer
-            accs = [self.local_buffer([nr], acc_t, f"acc{i}", scope="local") for i in range(mr)]
+            accs = [self.local_buffer([nr], acc_t, f"acc{i}") for i in range(mr)]
             io, jo, k = self.fresh("io"), self.fresh("jo"), self.fresh("k")
             r = lambda io_, i_: row0 + io_ * mr + i_  # noqa: E731
             c = lambda jo_, j_: col0 + jo_ * nr + j_  # noqa: E731
@@ -139,7 +139,7 @@ class CpuLowering(TirLowering):
             c0 = n_full + n_vec
             i, j, k = self.fresh("i"), self.fresh("j"), self.fresh("k")
             jj = j + c0
-            cell = self.local_buffer([1], acc_t, "cell", scope="local")
+            cell = self.local_buffer([1], acc_t, "cell")
             body = seq([
                 tx.AllocBuffer(cell),
                 tx.BufferStore(cell, cast_to(self.load(tc, c_idx(i, jj)), acc_t), [0]),

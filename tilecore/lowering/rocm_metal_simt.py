@@ -1,0 +1,79 @@
+"""The shared SIMT lowering (`simt.py`) for targets without CUDA's C++ device library.
+
+ROCm (LLVM AMDGPU) and Metal (MSL) cannot take the `tc::` C++ helpers that the
+CUDA path injects with `cuda_func_call`; this subclass replaces each of them with
+TVM builtins that both codegens understand:
+
+* warp shuffles -> `tirx.tvm_warp_shuffle` (ds_bpermute on AMDGPU, simd_shuffle on Metal);
+* 16-byte copies -> element copies spread so that neighbouring threads touch
+  neighbouring addresses (the AMDGPU load/store vectorizer and Metal's compiler
+  merge them where alignment allows);
+* atomics -> `tirx.atomic_add` where the codegen has it; other atomics are declared
+  unsupported by the backends' capabilities;
+* `T.print` -> an UnsupportedFeatureError at the user's line (no device printf).
+
+The backend-specific matrix units live in `mfma.py` (ROCm) and `simdgroup_gemm.py`
+(Metal); both subclass `NonCudaSimtLowering`.
+
+Imports TVM: use it from backend code only.
+"""
+from __future__ import annotations
+
+import re
+
+from tvm import tirx as tx
+from tvm.tirx.script.builder import ir as B
+
+from ..diagnostics import UnsupportedFeatureError
+from ..ir import nodes as N
+from .simt import SimtLowering, SimtTarget
+from .tir_expr import cast_to, tir_const
+
+_SHFL = re.compile(r"tc::shfl_xor<([\w ]+)>")
+_CPP_TO_DTYPE = {"float": "float32", "double": "float64", "int": "int32", "long long": "int64",
+                 "half": "float16", "short": "int16", "signed char": "int8", "unsigned char": "uint8"}
+
+
+def _shared_scope(lowering) -> str:
+    return getattr(lowering.target, "shared_scope", "shared.dyn")
+
+
+class NonCudaSimtLowering(SimtLowering):
+    """SimtLowering with every CUDA device-library call replaced by portable TVM builtins."""
+
+    def __init__(self, func, target: SimtTarget, options=None, intrinsics=None):
+        if target.has_cp_async:
+            raise ValueError("cp.async pipelines are CUDA-only; set has_cp_async=False")
+        super().__init__(func, target, options, intrinsics)
+
+    @property
+    def lane(self):
+        return tx.floormod(self.t, self.target.warp_size)
+
+    def call(self, name, *args, ret="void"):
+        """The CUDA path's device-library calls, in their portable form."""
+        m = _SHFL.fullmatch(name)
+        if m:
+            value, mask = args
+            return self.shuffle_xor(value, mask)
+        raise AssertionError(f"the {self.target.kind} lowering has no equivalent for CUDA helper {name}")
+
+    def shuffle_xor(self, value, mask):
+        """value of lane (lane ^ mask) within the warp/wavefront/simdgroup."""
+        ws = self.target.warp_size
+        src = tx.bitwise_xor(self.lane, cast_to(mask, "int32"))
+        return tx.call_intrin(value.dtype, "tirx.tvm_warp_shuffle", tx.const(0, "int32"), value, src,
+                              tir_const(ws, "int32"), tir_const(ws, "int32"))
+
+    def vector_width(self, c: N.Copy) -> int:
+        # element copies; see the module docstring
+        return 1
+
+    def atomic_one(self, kind, buf: N.Buffer, idx, value):
+        if kind != "add":
+            raise UnsupportedFeatureError(self.target.kind, f"T.atomic_{kind}", None, self.source)
+        B.evaluate(tx.call_intrin(buf.dtype, "tirx.atomic_add", self.addr(buf, idx), cast_to(value, buf.dtype)))
+
+    def emit_Print(self, p: N.Print):
+        raise UnsupportedFeatureError(self.target.kind, "T.print (no device printf on this target)",
+                                      p.span, self.source)
