@@ -45,11 +45,23 @@ class ArrayInfo:
     array: Any
 
 
+_DTYPE_NAMES: dict = {}  # library dtype object -> name; str(numpy dtype) is slow per call
+
+
 def _dtype_name(raw) -> str:
     try:
-        return normalize_dtype(raw)
+        return _DTYPE_NAMES[raw]
+    except (KeyError, TypeError):
+        pass
+    try:
+        name = normalize_dtype(raw)
     except DTypeError:
-        return str(raw).replace("torch.", "")
+        name = str(raw).replace("torch.", "")
+    try:
+        _DTYPE_NAMES[raw] = name
+    except TypeError:  # unhashable dtype object
+        pass
+    return name
 
 
 def _is_torch(obj) -> bool:

@@ -56,6 +56,7 @@ class Kernel:
         outs = set(self.out_idx)
         self.inputs: Tuple[N.Buffer, ...] = tuple(p for i, p in enumerate(func.params) if i not in outs)
         self.outputs: Tuple[N.Buffer, ...] = tuple(func.params[i] for i in self.out_idx)
+        self._input_index = tuple(i for i in range(len(func.params)) if i not in outs)
 
     @property
     def name(self) -> str:
@@ -145,8 +146,7 @@ class Kernel:
         bound_by: Dict[str, str] = {}
         first_device: Optional[Tuple[str, str]] = None
         infos = []
-        param_index = {id(p): i for i, p in enumerate(self.ir.params)}
-        for param, value in zip(self.inputs, inputs):
+        for param, param_index, value in zip(self.inputs, self._input_index, inputs):
             where = f"{self._who()}, argument {param.name!r}"
             try:
                 info = arrays.describe(value)
@@ -190,7 +190,7 @@ class Kernel:
                     f"{where}: expected a C-contiguous (row-major, dense) array, got strides "
                     f"{info.strides} for shape {tuple(info.shape)}; pass tensor.contiguous() (torch) "
                     f"or numpy.ascontiguousarray(a) (numpy/cupy)", param)
-            infos.append((param_index[id(param)], info))
+            infos.append((param_index, info))
         for var in self.ir.dyn_vars:
             if var.name not in bindings:
                 users = [p.name for p in self.outputs
