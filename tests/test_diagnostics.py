@@ -400,3 +400,54 @@ def test_traceback_stops_at_the_decorator():
         files.append(tb.tb_frame.f_code.co_filename)
         tb = tb.tb_next
     assert not any("frontend" in f for f in files)
+
+
+# ----------------------------------------------------------------------------- robustness
+
+import os  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+import warnings  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))  # pytest runs with --import-mode=importlib
+from dsl_strategies import dsl_programs  # noqa: E402
+
+from tilecore.frontend import parse_source  # noqa: E402
+
+WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9.]*|\d+\.?\d*|[-+*/%<>=&]+")
+REPLACEMENTS = ["bx", "A", "f", "r", "acc", "T.exp", "T.copy", "T", "0", "-1", "2.5", "M", "C",
+                "T.Parallel", "range", "None", "'s'", "(1, 2)", "[f]", "T.float16", "i", "k",
+                "T.alloc_var", "T.gemm", "T.reduce_sum", "True", "len", "T.infinity", "f[0]", ":"]
+OPERATORS = ["+", "-", "*", "/", "//", "%", "<", "==", "and", "or", "&", ">>"]
+
+
+def mutate(text: str, rnd, count: int) -> str:
+    head, body = text.split("@T.prim_func", 1)
+    for _ in range(count):
+        match = rnd.choice(list(WORD.finditer(body)))
+        is_word = match.group()[0].isalnum() or match.group()[0] == "_"
+        body = body[:match.start()] + rnd.choice(REPLACEMENTS if is_word else OPERATORS) + body[match.end():]
+    return head + "@T.prim_func" + body
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dsl_programs(), st.randoms(use_true_random=False), st.integers(1, 3))
+def test_broken_programs_give_diagnostics_not_internal_errors(text, rnd, count):
+    """Whatever a user writes, the frontend answers with a TileCompileError (or Python's own
+    error for code that runs before the frontend sees it, like a bad annotation), never a
+    crash inside tilecore."""
+    source = mutate(text, rnd, count)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        try:
+            parse_source(source)
+        except (TileCompileError, SyntaxError):
+            pass
+        except Exception as exc:  # noqa: BLE001  (classified below)
+            frames = [f.filename for f in traceback.extract_tb(exc.__traceback__)
+                      if not f.filename.endswith(os.path.join("tilecore", "ir", "types.py"))]
+            internal = ("frontend", "passes", "printer.py", "serialize.py")
+            assert not any(part in frames[-1] for part in internal), (source, exc)
