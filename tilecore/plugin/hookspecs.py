@@ -102,6 +102,11 @@ def tilecore_launcher(backend, artifact):
     freshly allocated outputs, in the caller's array library, on
     `capabilities.memory_space`), `bindings` maps dynamic dimension names to
     ints. It must launch on the caller's current stream and return None.
+    Host-memory objects that only speak DLPack arrive as numpy views;
+    `tilecore.runtime.arrays.as_numpy(arg)` gives a zero-copy numpy view of
+    any host-memory argument (torch CPU tensors included, bfloat16 too).
+    Called once per compiled artifact and process (on the Kernel's first
+    call), so loading a shared library or module belongs here, not in launch.
     """
 
 
@@ -110,5 +115,8 @@ def tilecore_cli_commands(subparsers):
     """Add subcommands to the `tile` command.
 
     `subparsers` is an argparse subparsers object; add a parser and set its
-    default `func` to a callable `(args) -> int` (the exit code).
+    default `func` to a callable `(args) -> int` (the exit code). Raise
+    `tilecore.diagnostics.TileError` for user errors: `tile` prints them
+    without a traceback and exits with status 1. A plugin whose hook raises
+    loses its subcommands (with a warning), never the whole command.
     """
