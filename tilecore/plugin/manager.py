@@ -118,6 +118,13 @@ class TilecorePluginManager:
                 self._record(ep.name, dist, version, ep.value, err)
                 continue
             self._register(obj, ep.name, dist, version, ep.value, builtin=is_builtin)
+        if self.autoload and self.allowlist is not None:
+            declared = {name for name, _ in seen}
+            for name in self.allowlist:
+                if name not in declared and name not in BUILTIN_PLUGINS:
+                    self.errors.append(PluginLoadError(
+                        name, "", "", "", "listed in TILECORE_PLUGINS, but no installed "
+                        "distribution declares a 'tilecore' entry point of that name"))
         # Built-ins also load when tilecore runs from a source tree without its metadata.
         for name, module in BUILTIN_PLUGINS.items():
             if name not in self.plugins and not any(e.name == name for e in self.errors):

@@ -67,6 +67,10 @@ class Kernel:
         """The generated code (CUDA C++, LLVM IR, NPU assembly, ...) as text."""
         return self.artifact.source
 
+    def get_kernel_source(self) -> str:
+        """The generated code (TileLang's spelling of `source`, for ported code)."""
+        return self.artifact.source
+
     def __repr__(self) -> str:
         ins = ", ".join(p.name for p in self.inputs)
         outs = ", ".join(p.name for p in self.outputs)
