@@ -52,6 +52,7 @@ class SimtTarget:
     device_lib: str = ""          # C++ helpers source passed with func_call
     fast_math: bool = True
     max_shared_memory: int = 227 * 1024
+    shared_scope: str = "shared.dyn"  # "shared" (static) where the codegen has no dynamic pool (Metal)
 
     @property
     def tvm_target(self) -> dict:
@@ -330,19 +331,19 @@ class SimtLowering:
                 f"allows {self.target.max_shared_memory} per block", span, self.source)
         self.smem_bytes = total
         if total:
-            pool = B.alloc_buffer((total,), "uint8", scope="shared.dyn")
+            pool = B.alloc_buffer((total,), "uint8", scope=self.target.shared_scope)
             IRBuilder.name("smem_pool", pool)
             self.pool = pool
             for name, b, lay in smem:
                 eb = lay.elem_bytes
                 view = B.decl_buffer((lay.numel * lay.stages,), _tvm_dtype(b.dtype), data=pool.data,
-                                     elem_offset=offsets[name] // eb, scope="shared.dyn")
+                                     elem_offset=offsets[name] // eb, scope=self.target.shared_scope)
                 IRBuilder.name(name, view)
                 self.views[name] = view
                 self.ex.bind_buffer(name, self.make_view_fn(b))
             if needs_scratch:
                 self.scratch = B.decl_buffer((self._scratch_size() // 4,), "float32", data=pool.data,
-                                             elem_offset=self.scratch_off // 4, scope="shared.dyn")
+                                             elem_offset=self.scratch_off // 4, scope=self.target.shared_scope)
                 IRBuilder.name("reduce_scratch", self.scratch)
 
     def _scratch_size(self):

@@ -44,12 +44,12 @@ def gemm_kernel(M, Nn, K, bm=128, bn=128, bk=32, stages=3, threads=128, dtype="f
     return N.PrimFunc(name, (A, Bb, C), (kern,))
 
 
-def softmax_kernel(M, Nn, threads=256, dtype="float16", rows=1, name="softmax"):
+def softmax_kernel(M, Nn, threads=256, dtype="float16", rows=1, name="softmax", frag_dtype="float32"):
     """Row softmax: each block loads `rows` rows, max-reduces, exponentiates, sum-reduces, scales."""
     X = N.Buffer("X", (M, Nn), dtype)
     Y = N.Buffer("Y", (M, Nn), dtype)
     bx = N.Var("bx")
-    xs = N.Buffer("x_f", (rows, Nn), "float32", "fragment")
+    xs = N.Buffer("x_f", (rows, Nn), frag_dtype, "fragment")
     mx = N.Buffer("m_f", (rows,), "float32", "fragment")
     sm = N.Buffer("s_f", (rows,), "float32", "fragment")
     i, j = N.Var("i"), N.Var("j")
@@ -60,9 +60,10 @@ def softmax_kernel(M, Nn, threads=256, dtype="float16", rows=1, name="softmax"):
         N.Copy(region(X, [r0, c(0)], (rows, Nn)), full(xs), False),
         N.Reduce("max", xs, mx, 1, True),
         N.Parallel((i, j), (rows, Nn), (N.Store(xs, (i, j), N.Call("exp", (
-            b("-", ld(xs, i, j), ld(mx, i), "float32"),), "float32")),)),
+            b("-", N.Cast(ld(xs, i, j), "float32"), ld(mx, i), "float32"),), "float32")),)),
         N.Reduce("sum", xs, sm, 1, True),
-        N.Parallel((i, j), (rows, Nn), (N.Store(xs, (i, j), b("/", ld(xs, i, j), ld(sm, i), "float32")),)),
+        N.Parallel((i, j), (rows, Nn), (N.Store(xs, (i, j), b("/", N.Cast(ld(xs, i, j), "float32"), ld(sm, i),
+                                                              "float32")),)),
         N.Copy(full(xs), region(Y, [r0, c(0)], (rows, Nn)), False),
     )
     kern = N.Kernel((c(M // rows),), (bx,), (threads,), body)

@@ -48,3 +48,38 @@ def test_softmax_matches_torch():
     y = torch.empty_like(x)
     launch([x, y], {})
     torch.testing.assert_close(y.float(), torch.softmax(x.float(), -1), atol=2e-3, rtol=2e-2)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "int8"])
+def test_gemm_bf16_and_int8(dtype):
+    import torch
+
+    M = N = 256
+    Kd = 128
+    launch = build(K.gemm_kernel(M, N, Kd, bk=64 if dtype == "int8" else 32, dtype=dtype,
+                                 accum="int32" if dtype == "int8" else "float32",
+                                 out_dtype="int32" if dtype == "int8" else dtype, tb=dtype == "int8"))
+    if dtype == "int8":
+        a = torch.randint(-8, 8, (M, Kd), device="cuda", dtype=torch.int8)
+        b = torch.randint(-8, 8, (N, Kd), device="cuda", dtype=torch.int8)
+        c = torch.zeros((M, N), device="cuda", dtype=torch.int32)
+        launch([a, b, c], {})
+        ref = (a.cpu().long() @ b.cpu().long().T).int()  # torch has no integer matmul on CUDA
+        assert torch.equal(c.cpu(), ref)
+    else:
+        a = torch.randn(M, Kd, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(Kd, N, device="cuda", dtype=torch.bfloat16)
+        c = torch.empty((M, N), device="cuda", dtype=torch.bfloat16)
+        launch([a, b, c], {})
+        ref = a.float() @ b.float()
+        assert ((c.float() - ref).norm() / ref.norm()) < 1e-2
+
+
+def test_softmax_group_reduce_fp16_tiles():
+    import torch
+
+    launch = build(K.softmax_kernel(64, 2048, threads=256, rows=4, frag_dtype="float16"))
+    x = torch.randn(64, 2048, device="cuda", dtype=torch.float16)
+    y = torch.empty_like(x)
+    launch([x, y], {})
+    torch.testing.assert_close(y.float(), torch.softmax(x.float(), -1), atol=2e-3, rtol=2e-2)
