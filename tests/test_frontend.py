@@ -376,3 +376,18 @@ def test_random_programs_have_a_span_on_every_node_inside_the_text(text):
         if span is not None:
             assert 1 <= span.line <= span.end_line <= n_lines, node
             assert span.line < span.end_line or span.col < span.end_col, node
+
+
+def test_tilelang_codegen_hints_are_accepted():
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1):
+            a = T.alloc_shared((64, 64), "float16")
+            c = T.alloc_fragment((64, 64), "float32")
+            T.clear(c)
+            for s in T.Pipelined(2, num_stages=2, order=[0, 1], stage=[0, 1]):
+                T.copy(A, a, disable_tma=True)
+                T.gemm(a, a, c, transpose_B=True, k_pack=2, wg_wait=-1)
+            T.copy(c, C, coalesced_width=4)
+
+    assert len(stmts_of(k, N.Copy)) == 2 and stmts_of(k, N.For)[0].num_stages == 2

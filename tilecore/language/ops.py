@@ -81,8 +81,13 @@ def alloc_var(dtype, init=None, scope="local.var"):
 
 
 @_kernel_only
-def copy(src, dst):
-    """Copy a region to a region, converting dtypes; extents come from the other side."""
+def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None):
+    """Copy a region to a region, converting dtypes; extents come from the other side.
+
+    `coalesced_width`, `disable_tma` and `eviction_policy` are TileLang's
+    code-generation hints; they are accepted so kernels port unchanged and
+    have no effect on the result (backends choose their own copy strategy).
+    """
 
 
 @_kernel_only
@@ -97,8 +102,12 @@ def clear(buffer):
 
 @_kernel_only
 def gemm(A, B, C, transpose_A=False, transpose_B=False,  # noqa: N803
-         policy=GemmWarpPolicy.Square, clear_accum=False):
-    """C (+)= op(A) @ op(B), accumulating in C's dtype."""
+         policy=GemmWarpPolicy.Square, clear_accum=False, k_pack=1, wg_wait=0):
+    """C (+)= op(A) @ op(B), accumulating in C's dtype.
+
+    `k_pack` and `wg_wait` (TileLang's instruction-selection hints) are
+    accepted for compatibility and have no effect on the result.
+    """
 
 
 @_kernel_only
@@ -155,8 +164,13 @@ def Parallel(*extents):  # noqa: N802
 
 
 @_kernel_only
-def Pipelined(start, stop=None, num_stages=0):  # noqa: N802
-    """A sequential loop the backend may software-pipeline with `num_stages` stages."""
+def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None):  # noqa: N802
+    """A sequential loop the backend may software-pipeline with `num_stages` stages.
+
+    `order`, `stage`, `sync` and `group` (TileLang's manual pipeline schedule)
+    are accepted for compatibility; the backend picks its own schedule, which
+    never changes results.
+    """
 
 
 @_kernel_only
