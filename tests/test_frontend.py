@@ -391,3 +391,16 @@ def test_tilelang_codegen_hints_are_accepted():
             T.copy(c, C, coalesced_width=4)
 
     assert len(stmts_of(k, N.Copy)) == 2 and stmts_of(k, N.For)[0].num_stages == 2
+
+
+def test_the_version_1_surface_exists():
+    names = """prim_func Tensor Buffer dynamic Kernel alloc_shared alloc_fragment alloc_local alloc_var
+        copy fill clear gemm GemmWarpPolicy reduce_sum reduce_max reduce_min reduce_abssum
+        reduce_absmax cumsum atomic_add atomic_max atomic_min Parallel Pipelined serial unroll
+        exp exp2 log log2 sqrt rsqrt tanh sigmoid sin cos floor ceil abs pow max min cast
+        if_then_else infinity ceildiv print use_swizzle annotate_layout make_swizzled_layout
+        float16 bfloat16 float32 float64 int8 int16 int32 int64 uint8 bool""".split()
+    missing = [n for n in names if not hasattr(T, n)]
+    assert not missing
+    assert T.float16 == "float16" and isinstance(T.bool, str)
+    assert T.GemmWarpPolicy.FullRow.value == "full_row"
