@@ -155,7 +155,7 @@ def test_cache_disabled(toy_env):
 
 
 def test_two_processes_compile_the_same_kernel_at_once(toy_env):
-    env = dict(toy_env, TOY_SLEEP="1.0")  # both are inside codegen at the same time
+    env = dict(toy_env, TOY_BARRIER="2")  # both are inside codegen at the same time
     procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(COMPILE_AND_RUN)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 # A plugin that wraps the reference backend under the name "toy". Environment knobs:
 # TOY_COUNTER: file that gets one line per codegen call (to count real compiles);
-# TOY_SLEEP: seconds codegen sleeps (to make concurrent compiles overlap);
+# TOY_BARRIER=N: codegen waits until N codegens have started (to make concurrent compiles overlap);
 # TOY_IR_VERSIONS: comma-separated IR versions it declares; TOY_DEVICE=1: device present.
 TOY_PLUGIN = '''
 """A throwaway backend for tests: the reference interpreter under another name."""
@@ -57,7 +57,13 @@ def tilecore_codegen(backend, module, options):
     if counter:
         with open(counter, "a") as f:
             f.write(f"{os.getpid()} {module.target}\\n")
-    time.sleep(float(os.environ.get("TOY_SLEEP", "0")))
+    barrier = int(os.environ.get("TOY_BARRIER", "0"))
+    deadline = time.time() + 120
+    while barrier and counter and time.time() < deadline:  # wait until N processes are compiling
+        with open(counter) as f:
+            if len(f.read().splitlines()) >= barrier:
+                break
+        time.sleep(0.05)
     art = ref.tilecore_codegen(backend=ref.make_backend(), module=module, options=options)
     return dataclasses.replace(art, backend="toy", source="// toy backend\\n" + art.source,
                                blobs={"program.bin": b"\\x00\\x01toy" * 100},

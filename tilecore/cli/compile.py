@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from .loading import add_kernel_arguments, ir_text, kernel_from_args
+from .loading import add_kernel_arguments, kernel_from_args, traced_text
 
 
 def add_parser(subparsers) -> None:
@@ -24,7 +24,7 @@ def run(args) -> int:
     func, out_idx = kernel_from_args(args)
     if args.emit == "ir":
         lowered, _ = api.lower(func, target=args.target, out_idx=out_idx)
-        text = ir_text(lowered)
+        text = traced_text(lowered)
     else:
         kernel = api.compile(func, target=args.target, out_idx=out_idx)
         text = kernel.source

@@ -125,3 +125,20 @@ def ir_text(func) -> str:
     from ..ir.printer import to_source
 
     return to_source(func)
+
+
+def traced_text(func) -> str:
+    """The DSL text of `func`, plus facts the DSL cannot show (which copies are predicated)."""
+    from ..ir import nodes as N
+    from ..ir.visitor import walk_stmts
+
+    text = ir_text(func)
+    notes = []
+    for stmt in walk_stmts(func.body):
+        if isinstance(stmt, N.Copy):
+            where = f"line {stmt.span.line}" if stmt.span.line else "(no source line)"
+            state = "predicated (bounds not proven)" if stmt.predicated else "bounds proven"
+            notes.append(f"#   T.copy({stmt.src.buffer.name} -> {stmt.dst.buffer.name}) at {where}: {state}")
+    if notes:
+        text = text.rstrip("\n") + "\n# not shown in the DSL text:\n" + "\n".join(notes) + "\n"
+    return text

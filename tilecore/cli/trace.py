@@ -11,7 +11,7 @@ import html
 import sys
 from typing import List, Tuple
 
-from .loading import add_kernel_arguments, ir_text, kernel_from_args
+from .loading import add_kernel_arguments, kernel_from_args, traced_text
 
 
 def add_parser(subparsers) -> None:
@@ -48,23 +48,6 @@ def run(args) -> int:
             f.write(render_html(func.name, texts, target=args.target or api.default_target()))
         print(f"wrote {args.html}", file=sys.stderr)
     return 0
-
-
-def traced_text(func) -> str:
-    """The DSL text of `func`, plus facts the DSL cannot show (which copies are predicated)."""
-    from ..ir import nodes as N
-    from ..ir.visitor import walk_stmts
-
-    text = ir_text(func)
-    notes = []
-    for stmt in walk_stmts(func.body):
-        if isinstance(stmt, N.Copy):
-            where = f"line {stmt.span.line}" if stmt.span.line else "(no source line)"
-            state = "predicated (bounds not proven)" if stmt.predicated else "bounds proven"
-            notes.append(f"#   T.copy({stmt.src.buffer.name} -> {stmt.dst.buffer.name}) at {where}: {state}")
-    if notes:
-        text = text.rstrip("\n") + "\n# not shown in the DSL text:\n" + "\n".join(notes) + "\n"
-    return text
 
 
 _CSS = """
