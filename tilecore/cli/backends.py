@@ -14,7 +14,7 @@ def add_parser(subparsers) -> None:
                     "plugin that failed to load.")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--verbose", "-v", action="store_true",
-                   help="also show toolchain details, features and load-error tracebacks")
+                   help="also show features, dtypes and load-error tracebacks")
     p.set_defaults(func=run)
 
 
@@ -96,9 +96,8 @@ def run(args) -> int:
         w(f"  toolchain:   {'ok' if tc['ok'] else 'NOT OK'}: {tc['summary']}\n")
         if tc["fix"]:
             w(f"  fix:         {tc['fix']}\n")
-        if args.verbose:
-            for key, value in tc["details"]:
-                w(f"    {key}: {value}\n")
+        for key, value in tc["details"]:
+            w(f"    {key}: {value}\n")
         device = tc["device"] or ("present" if b["device_present"] else "none present")
         w(f"  device:      {device}\n")
         w(f"  tiers:       {', '.join(b['tiers'])}   memory: {b['memory_space']}\n")
