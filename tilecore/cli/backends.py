@@ -22,7 +22,7 @@ def describe_backends() -> Dict[str, Any]:
     """Everything `tile backends` shows, as a JSON-able dict."""
     from .. import TILE_IR_VERSION, __version__
     from ..diagnostics import TileError
-    from ..plugin.registry import _device_present, get_registry, ir_version_accepted
+    from ..plugin.registry import get_registry, ir_version_accepted
 
     registry = get_registry()
     try:
@@ -51,7 +51,7 @@ def describe_backends() -> Dict[str, Any]:
             "ir_versions": list(b.ir_versions),
             "ir_compatible": ir_version_accepted(b.ir_versions),
             "priority": b.priority,
-            "device_present": _device_present(b),
+            "device_present": registry.device_present(b),
             "toolchain": status,
             "memory_space": caps.memory_space,
             "tiers": list(caps.tiers),

@@ -69,6 +69,7 @@ class BackendRegistry:
         self.backends: Dict[str, Backend] = {}
         self.provider: Dict[str, str] = {}  # backend name -> plugin name
         self.registration_errors: List[PluginLoadError] = []
+        self._devices: Dict[str, bool] = {}
         self._collect()
 
     @property
@@ -162,6 +163,12 @@ class BackendRegistry:
             msg += f". Install the plugin (e.g. `pip install tile-{name}`) or run `tile backends`"
         return msg
 
+    def device_present(self, backend: Backend) -> bool:
+        """`backend.device_present()`, probed once per registry (a failing probe counts as no)."""
+        if backend.name not in self._devices:
+            self._devices[backend.name] = _device_present(backend)
+        return self._devices[backend.name]
+
     def default_target(self) -> str:
         """The target used when none is given (see the module docstring for the order)."""
         return self.default_target_and_origin()[0]
@@ -178,7 +185,7 @@ class BackendRegistry:
                 raise ConfigError(f"{path}: 'target' must be a non-empty string, got {configured!r}")
             return configured.strip(), f"config file {path}"
         present = [b for b in self.backends.values()
-                   if b.name != "reference" and _device_present(b)]
+                   if b.name != "reference" and self.device_present(b)]
         if present:
             best = max(present, key=lambda b: b.priority)  # max keeps the first among equals
             return best.name, f"device present for backend {best.name!r}"
