@@ -3,7 +3,7 @@
 Where tests/ir_strategies.py builds IR directly, this writes source text with
 the surface sugar the printer never produces: start-point and `:` regions,
 `range(a, b)`, `+=`, rebinding a name, Python constants and parse-time `if`,
-`T.clear`, `-T.infinity`, `T.ceildiv` on Python ints, and so on.
+`T.clear`, `-T.infinity`, `T.ceildiv` on Python ints or dynamic dims, and so on.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ USE_EXP = {USE_EXP}
 def main(A: T.Tensor((M, N), "{dt}"), B: T.Tensor((M, N), "{dt}"), C: T.Tensor((BM,), "float32")):
     with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=128) as (bx, by):
         a_s = T.alloc_shared((BM, BN), "{dt}")
+        b_s = T.alloc_shared((BN, BN), "{dt}")
         f = T.alloc_fragment((BM, BN), "float32")
         r = T.alloc_fragment((BM,), "float32")
         acc = T.alloc_var("float32")
@@ -62,7 +63,7 @@ def element_exprs(draw, depth: int = 3):
 def statements(draw, depth: int = 0):
     """Lines (relative indentation) of one statement of the kernel body."""
     kinds = ["copy_in", "copy_slice", "copy_out", "clear", "fill", "parallel", "reduce", "cumsum",
-             "scalar_loop", "rebind", "atomic", "print", "python_if"]
+             "scalar_loop", "rebind", "atomic", "print", "python_if", "gemm"]
     if depth < 2:
         kinds += ["runtime_if", "pipelined"]
     kind = draw(st.sampled_from(kinds))
@@ -107,6 +108,12 @@ def statements(draw, depth: int = 0):
         ]))
     if kind == "print":
         return [draw(st.sampled_from(['T.print(acc, msg="acc")', "T.print(r)", 'T.print(f[0, 1] + 1)']))]
+    if kind == "gemm":
+        return [draw(st.sampled_from([
+            "T.gemm(a_s, b_s, f)",
+            "T.gemm(a_s, b_s, f, transpose_B=True, clear_accum=True)",
+            "T.gemm(a_s, b_s, f, policy=T.GemmWarpPolicy.FullCol)",
+        ]))]
     if kind == "python_if":
         return ["if USE_EXP:", "    for i, j in T.Parallel(BM, BN):",
                 "        f[i, j] = T.exp(f[i, j])", "else:", "    T.clear(f)"]
@@ -127,7 +134,8 @@ def statements(draw, depth: int = 0):
 def dsl_programs(draw) -> str:
     """The source text of a random valid kernel."""
     bm, bn = draw(st.sampled_from([2, 4, 8])), draw(st.sampled_from([2, 4, 8]))
-    header = HEADER.format(M=draw(st.integers(1, 20)), N=draw(st.integers(1, 20)), BM=bm, BN=bn,
+    m = 'T.dynamic("m")' if draw(st.booleans()) else draw(st.integers(1, 20))
+    header = HEADER.format(M=m, N=draw(st.integers(1, 20)), BM=bm, BN=bn,
                            SCALE=draw(st.sampled_from(["0.125", "2.0", "1"])),
                            USE_EXP=draw(st.booleans()), dt=draw(st.sampled_from(["float16", "float32"])))
     body = draw(st.lists(statements(), min_size=1, max_size=6))
