@@ -27,6 +27,7 @@ from tvm.tirx.script.builder import ir as B
 from ..diagnostics import UnsupportedFeatureError
 from ..ir import nodes as N
 from .simt import SimtLowering, SimtTarget
+from .intrinsics import dtype_of
 from .tir_expr import cast_to, tir_const
 
 _SHFL = re.compile(r"tc::shfl_xor<([\w ]+)>")
@@ -62,7 +63,7 @@ class NonCudaSimtLowering(SimtLowering):
         """value of lane (lane ^ mask) within the warp/wavefront/simdgroup."""
         ws = self.target.warp_size
         src = tx.bitwise_xor(self.lane, cast_to(mask, "int32"))
-        return tx.call_intrin(value.dtype, "tirx.tvm_warp_shuffle", tx.const(0, "int32"), value, src,
+        return tx.call_intrin(dtype_of(value), "tirx.tvm_warp_shuffle", tx.const(0, "int32"), value, src,
                               tir_const(ws, "int32"), tir_const(ws, "int32"))
 
     def vector_width(self, c: N.Copy) -> int:

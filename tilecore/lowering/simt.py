@@ -282,10 +282,37 @@ class SimtLowering:
         fr = B.launch_thread("threadIdx.x", self.threads)
         self.t = fr.__enter__()
         frames.append(fr)
+        self.rasterize(k)
         self.alloc_all()
         self.emit_body(k.body)
         for fr in reversed(frames):
             fr.__exit__(None, None, None)
+
+    def rasterize(self, k: N.Kernel):
+        """T.use_swizzle: visit 2-D grid blocks in panels of `panel_size` block rows, so that
+        blocks running at the same time share operand tiles in L2 (results are unchanged)."""
+        hints = [s for s in k.body if isinstance(s, N.Hint) and s.kind == "use_swizzle"]
+        if not hints or len(k.grid) < 2:
+            return
+        params = dict(hints[0].params)
+        if not params.get("enable", True):
+            return
+        panel = int(params.get("panel_size", 8))
+        gx, gy = self.lower(k.grid[0]), self.lower(k.grid[1])
+        bx, by = self.ex.variables[k.block_vars[0].name], self.ex.variables[k.block_vars[1].name]
+        if params.get("order", "row") == "col":
+            gx, gy, bx, by = gy, gx, by, bx
+        linear = B.Bind(by * gx + bx)
+        group = B.Bind(tx.floordiv(linear, panel * gx))
+        within = B.Bind(tx.floormod(linear, panel * gx))
+        rows = B.Bind(tx.Min(gy - group * panel, panel))
+        new_by = B.Bind(group * panel + tx.floormod(within, rows))
+        new_bx = B.Bind(tx.floordiv(within, rows))
+        names = [k.block_vars[0].name, k.block_vars[1].name]
+        if params.get("order", "row") == "col":
+            new_bx, new_by = new_by, new_bx
+        self.ex.bind(names[0], new_bx)
+        self.ex.bind(names[1], new_by)
 
     def alloc_all(self):
         """Carve shared tiles out of one dynamic pool; declare register and replicated arrays."""

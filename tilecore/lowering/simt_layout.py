@@ -195,3 +195,53 @@ class SharedLayout:
         if row_bytes == 32:
             return (row // 4) % 2
         return 0
+
+
+@dataclass(frozen=True)
+class StridedRowLayout:
+    """Per-row values of a StridedLayout (R, N) tile (what a row reduction of it produces).
+
+    With G = N / vec chunks per row and P threads (G % P == 0 or P % G == 0), row r is spread over
+    a group of min(G, P) consecutive threads; each of them holds the row's value (replicated).
+    """
+
+    rows: int
+    G: int
+    threads: int
+    ndim: int = 1
+
+    @property
+    def q(self) -> int:
+        return max(1, self.G // self.threads)
+
+    @property
+    def group(self) -> int:
+        return min(self.G, self.threads)
+
+    @property
+    def chunk_iters(self) -> int:
+        return -(-(self.rows * self.G) // self.threads)
+
+    @property
+    def local_size(self) -> int:
+        return -(-self.chunk_iters // self.q)
+
+    @staticmethod
+    def of(parent: "StridedLayout", ndim: int = 1):
+        if len(parent.shape) != 2:
+            return None
+        R, N = parent.shape
+        G = N // parent.vec
+        P = parent.threads
+        if not (G % P == 0 or P % G == 0):
+            return None
+        return StridedRowLayout(R, G, P, ndim)
+
+    def matches(self, parent: "StridedLayout") -> bool:
+        other = StridedRowLayout.of(parent, self.ndim)
+        return other is not None and (other.rows, other.G, other.threads) == (self.rows, self.G, self.threads)
+
+    def row_of(self, t, r_local):
+        if self.G >= self.threads:
+            return r_local
+        return t // self.G + (self.threads // self.G) * r_local

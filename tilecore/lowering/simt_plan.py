@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from ..ir import nodes as N
 from ..ir.types import itemsize
 from ..ir.visitor import walk, walk_stmts
-from .simt_layout import MmaLayout, RowLayout, SharedLayout, StridedLayout
+from .simt_layout import MmaLayout, RowLayout, SharedLayout, StridedLayout, StridedRowLayout
 
 MMA_DTYPES = {("float16", "float32"), ("bfloat16", "float32"), ("int8", "int32")}
 
@@ -231,6 +231,13 @@ def _assign(plan, live, parallels, gemms, reduces, body, threads, has_mma, row_r
                     and r.dst.name not in layouts and tuple(r.dst.shape) in ((src_l.M,), (src_l.M, 1))):
                 layouts[r.dst.name] = RowLayout(src_l.M, src_l.wm, src_l.wn, len(r.dst.shape))
                 changed = True
+            if (isinstance(src_l, StridedLayout) and len(src_l.shape) == 2 and r.dim == 1
+                    and r.dst.name in live and r.dst.name not in layouts
+                    and tuple(r.dst.shape) in ((src_l.shape[0],), (src_l.shape[0], 1))):
+                row = StridedRowLayout.of(src_l, len(r.dst.shape))
+                if row is not None:
+                    layouts[r.dst.name] = row
+                    changed = True
         for p in parallels:
             acc = [(b, i) for b, i, _ in parallel_accesses(p) if b.name in live]
             full = [(b, i) for b, i in acc if _is_loop_vars(i, p.vars) and tuple(b.shape) == tuple(p.extents)]
@@ -242,6 +249,15 @@ def _assign(plan, live, parallels, gemms, reduces, body, threads, has_mma, row_r
                 if b.name not in layouts:
                     layouts[b.name] = lay
                     changed = True
+            if isinstance(lay, StridedLayout) and len(lay.shape) == 2:
+                for b, i in acc:
+                    if (b.name not in layouts and len(i) in (1, 2) and isinstance(i[0], N.Var)
+                            and i[0].name == p.vars[0].name and b.shape[0] == lay.shape[0]
+                            and (len(i) == 1 or (isinstance(i[1], N.Const) and b.shape[1] == 1))):
+                        row = StridedRowLayout.of(lay, len(b.shape))
+                        if row is not None:
+                            layouts[b.name] = row
+                            changed = True
             if isinstance(lay, MmaLayout):
                 for b, i in acc:
                     if (b.name not in layouts and len(i) in (1, 2) and isinstance(i[0], N.Var)
@@ -271,6 +287,10 @@ def compatible(anchor_layout, anchor_idx, layout, idx) -> bool:
     """Whether the thread that runs iteration `anchor_idx` of `anchor_layout` owns `idx` of `layout`."""
     if layout == anchor_layout and tuple(idx) == tuple(anchor_idx):
         return True
+    if isinstance(layout, StridedRowLayout) and isinstance(anchor_layout, StridedLayout) \
+            and layout.matches(anchor_layout):
+        if idx and idx[0] == anchor_idx[0] and (len(idx) == 1 or (isinstance(idx[1], N.Const) and idx[1].value == 0)):
+            return True
     if isinstance(layout, RowLayout) and isinstance(anchor_layout, MmaLayout) and layout.matches(anchor_layout):
         if idx and idx[0] == anchor_idx[0] and (len(idx) == 1 or (isinstance(idx[1], N.Const) and idx[1].value == 0)):
             return True
@@ -288,7 +308,8 @@ def choose_anchor(p: N.Parallel, layouts, live):
     if best is None:
         # a row vector over the loop's only variable
         for b, i, is_store in acc:
-            if b.name in live and isinstance(layouts.get(b.name), RowLayout) and _is_loop_vars(i[:1], p.vars) \
+            if b.name in live and isinstance(layouts.get(b.name), (RowLayout, StridedRowLayout)) \
+                    and _is_loop_vars(i[:1], p.vars) \
                     and len(p.vars) == 1 and b.shape[0] == p.extents[0]:
                 return b, i
         return None
@@ -316,7 +337,8 @@ def _check(layouts, live, parallels, body, reduces) -> Set[str]:
     for r in reduces:
         src_l, dst_l = layouts.get(r.src.name), layouts.get(r.dst.name)
         special = (isinstance(src_l, MmaLayout) and isinstance(dst_l, RowLayout) and dst_l.matches(src_l)
-                   and r.dim == 1)
+                   and r.dim == 1) or (isinstance(src_l, StridedLayout) and isinstance(dst_l, StridedRowLayout)
+                                       and dst_l.matches(src_l) and r.dim == 1)
         if not special and r.src.name in live:
             new.add(r.src.name)
         if not special and r.dst.name in live and not isinstance(dst_l, StridedLayout):

@@ -130,9 +130,18 @@ class ExprLowerer:
             return cast_to(v, e.dtype)
         return v
 
+    # A backend that checks element indices sets `checked_load(node, indices, speculative)`:
+    # it returns the guarded load (and records the check); `speculative` is True inside a
+    # T.if_then_else branch, which may be evaluated without being taken.
+    checked_load = None
+    _speculative = 0
+
     def _lower_Load(self, e: N.Load):
         idx = [self.lower_as(i, dtype_of_index(i)) for i in e.indices]
-        value = self.load(e.buffer, idx)
+        if self.checked_load is not None:
+            value = self.checked_load(e, idx, self._speculative > 0)
+        else:
+            value = self.load(e.buffer, idx)
         return cast_to(value, e.dtype)
 
     def _lower_Cast(self, e: N.Cast):
@@ -140,8 +149,12 @@ class ExprLowerer:
 
     def _lower_Select(self, e: N.Select):
         cond = self.lower_as(e.cond, "bool")
-        a = self.lower_as(e.a, e.dtype)
-        b = self.lower_as(e.b, e.dtype)
+        self._speculative += 1
+        try:
+            a = self.lower_as(e.a, e.dtype)
+            b = self.lower_as(e.b, e.dtype)
+        finally:
+            self._speculative -= 1
         if has_load(e.a) or has_load(e.b):
             # a branch that reads memory may be out of bounds when not taken
             return tx.if_then_else(cond, a, b)

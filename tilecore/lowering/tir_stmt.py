@@ -40,6 +40,10 @@ from .tir_expr import NARROW_FLOATS, ExprLowerer, cast_to, tir_const
 
 Rule = Callable[["TirLowering", N.Stmt], "tvm.tirx.Stmt"]
 
+# int32 slots of the error buffer: [0] = failing check id + 1, [1:] = its indices
+ERROR_SLOTS = 10
+_I32 = (-(1 << 31), (1 << 31) - 1)
+
 
 def seq(stmts: Sequence) -> "tvm.tirx.Stmt":
     """A statement list as one TIR statement (flattening nested lists, dropping Nones)."""
@@ -81,8 +85,17 @@ class TirLowering:
     backend_name = "tvm"
 
     def __init__(self, func: N.PrimFunc, intrinsics: IntrinsicTable,
-                 rules: Optional[Dict[str, Rule]] = None, storage_scope: str = "global"):
+                 rules: Optional[Dict[str, Rule]] = None, storage_scope: str = "global",
+                 check_bounds: bool = False):
         self.func = func
+        # element indexing checks (see `checked_load`): proven accesses cost nothing, the
+        # others are guarded and report the first failure through `error_buffer`
+        self.check_bounds = check_bounds
+        self.checks: List[Dict] = []
+        self.ranges: Dict[str, Tuple[int, int]] = {}
+        self._pending: List[List] = [[]]
+        self.error_buffer = tx.decl_buffer([ERROR_SLOTS], "int32", "tilecore_error",
+                                           data_alignment=4, offset_factor=1)
         self.source = func.source
         self.rules = dict(rules or {})
         self.storage_scope = storage_scope
@@ -90,6 +103,8 @@ class TirLowering:
         self.tir_buffers: Dict[str, tx.Buffer] = {}
         self.expr = ExprLowerer({}, dict(self.dyn), intrinsics, backend=self.backend_name, source=self.source)
         self._names = 0
+        if check_bounds:
+            self.expr.checked_load = self.checked_load
         for p in func.params:
             # callers' arrays may be views at any element offset: promise only element alignment
             buf = tx.decl_buffer(self.shape_of(p), p.dtype, p.name,
@@ -181,6 +196,8 @@ class TirLowering:
     def lower_function(self) -> tx.PrimFunc:
         body = self.lower_body(self.func.body)
         params = [self.tir_buffers[p.name] for p in self.func.params]
+        if self.check_bounds:
+            params.append(self.error_buffer)
         f = tx.PrimFunc(params, body)
         return f.with_attr("global_symbol", self.func.name).with_attr("tir.noalias", True)
 
@@ -190,12 +207,117 @@ class TirLowering:
     def lower_stmt(self, s: N.Stmt):
         name = type(s).__name__
         rule = self.rules.get(name)
-        if rule is not None:
-            return rule(self, s)
-        method = getattr(self, "lower_" + name, None)
-        if method is None:
-            raise self.unsupported(f"statement {name}", s)
-        return method(s)
+        self._pending.append([])
+        try:
+            if rule is not None:
+                out = rule(self, s)
+            else:
+                method = getattr(self, "lower_" + name, None)
+                if method is None:
+                    raise self.unsupported(f"statement {name}", s)
+                out = method(s)
+        finally:
+            checks = self._pending.pop()
+        if checks:
+            return seq(checks + [out])
+        return out
+
+    # ----------------------------------------------------------------- element bounds checks
+    def index_range(self, e: N.Expr) -> Optional[Tuple[int, int]]:
+        """An inclusive integer interval containing every value of `e`, or None if unknown."""
+        r = self._range(e)
+        if r is None or r[0] < _I32[0] or r[1] > _I32[1]:
+            return None
+        return r
+
+    def _range(self, e):
+        if isinstance(e, N.Const) and not isinstance(e.value, float):
+            return int(e.value), int(e.value)
+        if isinstance(e, N.Var):
+            return self.ranges.get(e.name)
+        if isinstance(e, N.Cast) and e.dtype in ("int32", "int64") and e.value.dtype in (
+                "int8", "int16", "int32", "int64", "uint8", "bool"):
+            return self._range(e.value)
+        if isinstance(e, N.BinOp) and e.dtype in ("int32", "int64"):
+            a, b = self._range(e.a), self._range(e.b)
+            if a is None or b is None:
+                return None
+            if e.op == "+":
+                return a[0] + b[0], a[1] + b[1]
+            if e.op == "-":
+                return a[0] - b[1], a[1] - b[0]
+            if e.op == "*":
+                p = [x * y for x in a for y in b]
+                return min(p), max(p)
+            if e.op == "min":
+                return min(a[0], b[0]), min(a[1], b[1])
+            if e.op == "max":
+                return max(a[0], b[0]), max(a[1], b[1])
+            if e.op in ("//", "%") and b[0] == b[1] and b[0] > 0:
+                d = b[0]
+                if e.op == "//":
+                    return a[0] // d, a[1] // d
+                if 0 <= a[0] and a[1] < d:
+                    return a
+                return 0, d - 1
+        return None
+
+    def set_range(self, name: str, lo, hi) -> None:
+        if lo is None or hi is None or hi < lo:
+            self.ranges.pop(name, None)
+        else:
+            self.ranges[name] = (int(lo), int(hi))
+
+    def _in_bounds_condition(self, buf: N.Buffer, nodes, lowered):
+        """None when every index is proven inside `buf`; else the run-time condition."""
+        tb = self.buffer(buf)
+        conds = []
+        for node, idx, dim in zip(nodes, lowered, tb.shape):
+            r = self.index_range(node)
+            static = dim.value if isinstance(dim, tx.IntImm) else None
+            if r is not None and r[0] >= 0 and static is not None and r[1] < static:
+                continue
+            d = dtype_of(idx)
+            conds.append(tx.And(tx.GE(idx, tir_const(0, d)), tx.LT(idx, cast_to(dim, d))))
+        if not conds:
+            return None
+        c = conds[0]
+        for x in conds[1:]:
+            c = tx.And(c, x)
+        return c
+
+    def _report(self, buf: N.Buffer, node, lowered):
+        """The statement that records a failed check (first failure wins in practice)."""
+        sp = getattr(node, "span", None) or N.NO_SPAN
+        param = next((k for k, p in enumerate(self.func.params) if p.name == buf.name), None)
+        self.checks.append({"buffer": buf.name, "param": param,
+                            "shape": [s if isinstance(s, int) else None for s in buf.shape],
+                            "span": [sp.file, sp.line, sp.col, sp.end_line, sp.end_col]})
+        ident = len(self.checks)
+        stores = [tx.BufferStore(self.error_buffer, cast_to(i, "int32"), [k + 1])
+                  for k, i in enumerate(lowered[:ERROR_SLOTS - 1])]
+        stores.append(tx.BufferStore(self.error_buffer, tir_const(ident, "int32"), [0]))
+        return seq(stores)
+
+    def checked_load(self, e: N.Load, lowered, speculative: bool):
+        """A load that never leaves its buffer; unless speculative, a failure is reported."""
+        tb = self.buffer(e.buffer)
+        cond = self._in_bounds_condition(e.buffer, e.indices, lowered)
+        value = tx.BufferLoad(tb, list(lowered))
+        if cond is None:
+            return value
+        if not speculative:
+            self._pending[-1].append(tx.IfThenElse(tx.Not(cond), self._report(e.buffer, e, lowered), None))
+        return tx.if_then_else(cond, value, tir_const(0, str(tb.dtype)))
+
+    def checked_store(self, buf: N.Buffer, nodes, lowered, stmt, node):
+        """`stmt` (a store to buf[lowered]) guarded by a bounds check when not proven."""
+        if not self.check_bounds:
+            return stmt
+        cond = self._in_bounds_condition(buf, nodes, lowered)
+        if cond is None:
+            return stmt
+        return tx.IfThenElse(cond, stmt, self._report(buf, node, lowered))
 
     # ----------------------------------------------------------------- scalar statements
     def lower_Alloc(self, s: N.Alloc):
@@ -210,12 +332,15 @@ class TirLowering:
     def lower_Store(self, s: N.Store):
         tb = self.buffer(s.buffer)
         idx = [self.index(i) for i in s.indices]
-        return self.store(tb, self.lower_expr(s.value, s.buffer.dtype), idx)
+        st = self.store(tb, self.lower_expr(s.value, s.buffer.dtype), idx)
+        return self.checked_store(s.buffer, s.indices, idx, st, s)
 
     def lower_Let(self, s: N.Let):
         v = tx.Var(s.var.name, s.var.dtype)
         value = self.lower_expr(s.value, s.var.dtype)
         self.expr.bind(s.var.name, v)
+        r = self.index_range(s.value) if s.var.dtype in ("int32", "int64") else None
+        self.set_range(s.var.name, *(r or (None, None)))
         return tx.Bind(v, value)
 
     def lower_For(self, s: N.For):
@@ -223,6 +348,11 @@ class TirLowering:
         self.expr.bind(s.var.name, v)
         begin = self.lower_expr(s.begin, s.var.dtype)
         extent = self.lower_expr(s.extent, s.var.dtype)
+        rb, re_ = self.index_range(s.begin), self.index_range(s.extent)
+        if rb is not None and re_ is not None:
+            self.set_range(s.var.name, rb[0], rb[1] + re_[1] - 1)
+        else:
+            self.set_range(s.var.name, None, None)
         kind = tx.ForKind.SERIAL
         if s.kind == "unroll" and isinstance(s.extent, N.Const) and int(s.extent.value) <= 64:
             kind = tx.ForKind.UNROLLED
@@ -240,8 +370,9 @@ class TirLowering:
         lanes = self.vector_lanes(self.parallel_dtype(s))
         inner_ext = s.extents[-1]
         split = lanes > 1 and inner_ext % lanes == 0 and inner_ext >= lanes and self.vectorizable(s.body)
-        for v, tv in zip(s.vars, tvars):
+        for v, tv, ext in zip(s.vars, tvars, s.extents):
             self.expr.bind(v.name, tv)
+            self.set_range(v.name, 0, ext - 1)
         if split:
             vo, vi = self.fresh("vo"), self.fresh("vi")
             self.expr.bind(s.vars[-1].name, vo * lanes + vi)

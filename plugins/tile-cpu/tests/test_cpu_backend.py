@@ -309,3 +309,33 @@ def test_toolchain_status_shows_llvm_and_triple():
     assert status.ok, status.summary
     details = dict(status.details)
     assert details["llvm"].isdigit() and "-" in details["target triple"]
+
+
+def test_element_index_out_of_bounds_reports_the_users_line():
+    from tilecore.diagnostics import TileRuntimeError
+
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(16):
+                B[i] = A[i + 1] * 2.0  # OOB-LINE
+
+    kernel = tilecore.compile(main, target="cpu")
+    with pytest.raises(TileRuntimeError) as info:
+        kernel(rand(16), np.zeros(16, np.float32))
+    text = str(info.value)
+    assert "index out of bounds: A[16] but A has shape (16,)" in text
+    assert "OOB-LINE" in text
+
+
+def test_guarded_element_access_is_not_an_error():
+    n = 100
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, 32)) as bx:
+            for i in T.Parallel(32):
+                if bx * 32 + i < n:
+                    B[bx * 32 + i] = T.if_then_else(bx * 32 + i + 1 < n, A[bx * 32 + i + 1], 0.0)
+
+    assert_matches_reference(main, [rand(n)], backend="cpu", out_idx=[-1])

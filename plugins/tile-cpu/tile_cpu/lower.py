@@ -32,7 +32,7 @@ class CpuLowering(TirLowering):
 
     def __init__(self, func: N.PrimFunc, intrinsics: IntrinsicTable, vector_bits: int = 128,
                  rules: Optional[Dict] = None):
-        super().__init__(func, intrinsics, rules)
+        super().__init__(func, intrinsics, rules, check_bounds=True)
         self.vector_bits = vector_bits
         self.block_vars = []  # lowered block indices, for T.print
 
@@ -45,8 +45,10 @@ class CpuLowering(TirLowering):
     def lower_Kernel(self, s: N.Kernel):
         grid = [self.index(g) for g in s.grid]
         tvars = [tx.Var(v.name, "int32") for v in s.block_vars]
-        for v, tv in zip(s.block_vars, tvars):
+        for v, tv, g in zip(s.block_vars, tvars, s.grid):
             self.expr.bind(v.name, tv)
+            r = self.index_range(g)
+            self.set_range(v.name, 0, r[1] - 1 if r is not None else None)
         self.block_vars = tvars
         body = self.lower_body(s.body)
         if all(isinstance(g, N.Const) and int(g.value) == 1 for g in s.grid):
@@ -185,8 +187,8 @@ class CpuLowering(TirLowering):
         di = [self.index(e) for e in dst.starts]
         value = self.lower_expr(s.value)
         call = self.atomic_call(s.kind, tdst, di, value, s)
-        dc = self.in_bounds(dst, di)
-        return tx.IfThenElse(dc, call, None) if dc is not None else call
+        # an element atomic outside the tensor is an indexing error (reported, never performed)
+        return self.checked_store(dst.buffer, dst.starts, di, call, s)
 
     # ----------------------------------------------------------------- print
     def _block_args(self):

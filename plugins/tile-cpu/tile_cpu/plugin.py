@@ -139,7 +139,7 @@ def tilecore_codegen(backend, module, options):
                                func.span, func.source) from err
     show = options.get("source", "llvm") if isinstance(options, dict) else "llvm"
     meta: Dict[str, Any] = {"host": dict(info), "params": [p.name for p in func.params],
-                            "asm": asm if show == "asm" else ""}
+                            "checks": lowering.checks, "user_source": func.source}
     return Artifact(backend=NAME, target=module.target, entry=func.name,
                     source=asm if show == "asm" else llvm_ir,
                     blobs={"kernel.so": blob}, meta=meta)

@@ -43,12 +43,39 @@ def prepare(args) -> Tuple[List[Any], List[Callable[[], None]]]:
     return out, after
 
 
+ERROR_SLOTS = 10  # tilecore.lowering.tir_stmt.ERROR_SLOTS (not imported: that module loads TVM)
+
+
+def raise_index_error(artifact, check, error, args) -> None:
+    """The interpreter's message for element indexing outside a buffer, at the user's line."""
+    from tilecore.diagnostics import TileRuntimeError
+    from tilecore.ir.nodes import Span
+
+    name = check["buffer"]
+    shape = list(check["shape"])
+    if check.get("param") is not None:
+        shape = list(np.shape(args[check["param"]])) if hasattr(args[check["param"]], "shape") else shape
+    shape = tuple(shape)
+    idx = [int(v) for v in error[1:1 + len(shape)]]
+    axis = next((k for k, (i, n) in enumerate(zip(idx, shape)) if n is not None and not 0 <= i < n), 0)
+    span = Span(*check["span"])
+    raise TileRuntimeError(
+        f"index out of bounds: {name}[{', '.join(map(str, idx))}] but {name} has shape {shape} "
+        f"(dimension {axis} index {idx[axis]} is outside [0, {shape[axis]}))",
+        span, artifact.meta.get("user_source", ""))
+
+
 def make_launch(fn, artifact) -> Callable:
     """`launch(args, bindings)`: dynamic dims are bound by TVM from the arguments' shapes."""
     entry = artifact.entry
+    checks = artifact.meta.get("checks")
+    has_error_buffer = checks is not None
 
     def launch(args, bindings=None):
         objs, after = prepare(args)
+        error = np.zeros(ERROR_SLOTS, np.int32) if has_error_buffer else None
+        if error is not None:
+            objs.append(error)
         try:
             fn(*objs)
         except Exception as err:  # a check in TVM's argument unpacking; name the kernel
@@ -58,6 +85,8 @@ def make_launch(fn, artifact) -> Callable:
                                    f"{str(err).strip().splitlines()[-1]}") from None
         for back in after:
             back()
+        if error is not None and error[0]:
+            raise_index_error(artifact, checks[int(error[0]) - 1], error, args)
 
     launch.function = fn
     return launch
