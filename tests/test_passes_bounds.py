@@ -140,6 +140,15 @@ def evaluate(e, env):
             "==": a == b, "!=": a != b, "and": a and b, "or": a or b}[e.op]
 
 
+AFFINE_STARTS = start_exprs(True)
+GENERAL_STARTS = start_exprs(False)
+_COMPARISONS = st.builds(lambda op, a, b: N.BinOp(op, a, b, "bool"), st.sampled_from(list(N.COMPARE_OPS)),
+                         AFFINE_STARTS, AFFINE_STARTS)
+GUARDS = st.one_of(_COMPARISONS, st.builds(lambda a, b: N.BinOp("and", a, b, "bool"), _COMPARISONS, _COMPARISONS),
+                   st.builds(lambda a, b: N.BinOp("or", a, b, "bool"), _COMPARISONS, _COMPARISONS),
+                   st.builds(lambda a: N.UnaryOp("not", a, "bool"), _COMPARISONS))
+
+
 @st.composite
 def copy_programs(draw, affine_only=False):
     ndim = draw(st.integers(1, 2))
@@ -148,16 +157,11 @@ def copy_programs(draw, affine_only=False):
     grid = (draw(st.integers(1, 5)), draw(st.integers(1, 4)))
     begin = draw(st.integers(0, 3))
     extent = draw(st.integers(1 if affine_only else 0, 4))
-    starts = tuple(draw(start_exprs(affine_only)) for _ in range(ndim))
+    starts = tuple(draw(AFFINE_STARTS if affine_only else GENERAL_STARTS) for _ in range(ndim))
     src_is_global = draw(st.booleans())
     guard = None
     if not affine_only and draw(st.booleans()):
-        conds = st.builds(lambda op, a, b: N.BinOp(op, a, b, "bool"), st.sampled_from(list(N.COMPARE_OPS)),
-                          start_exprs(True), start_exprs(True))
-        cond = draw(st.one_of(conds, st.builds(lambda a, b: N.BinOp("and", a, b, "bool"), conds, conds),
-                              st.builds(lambda a, b: N.BinOp("or", a, b, "bool"), conds, conds),
-                              st.builds(lambda a: N.UnaryOp("not", a, "bool"), conds)))
-        guard = (cond, draw(st.booleans()))  # (condition, copy in the then-branch?)
+        guard = (draw(GUARDS), draw(st.booleans()))  # (condition, copy in the then-branch?)
     return shape, extents, grid, begin, extent, starts, src_is_global, guard
 
 

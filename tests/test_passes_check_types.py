@@ -275,7 +275,7 @@ def _rebuild(node, target, field_name, value):
     return node
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_corrupted_ir_gives_a_compile_error_never_a_crash(data):
     func = gemm_func()
