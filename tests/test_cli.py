@@ -173,6 +173,18 @@ def test_trace_terminal_and_html(env, kernels, tmp_path):
     assert out.count("(unchanged)") == out.count("==== ") - 3
 
 
+def test_cache_info_and_clear(env, kernels):
+    assert run_tile(["compile", f"{kernels}::add", "64", "--target", "toy"], env).returncode == 0
+    proc = run_tile(["cache"], env)
+    assert proc.returncode == 0
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"cache: {env['TILECORE_CACHE_DIR']}" and lines[1] == "state: on"
+    assert lines[2].startswith("entries: 1 (")
+    proc = run_tile(["cache", "clear"], env)
+    assert proc.stdout == f"removed 1 file(s) from {env['TILECORE_CACHE_DIR']}\n"
+    assert run_tile(["cache", "info"], env).stdout.splitlines()[2] == "entries: 0 (0.0 MB)"
+
+
 def test_no_command_prints_help(env):
     proc = run_tile([], env)
     assert proc.returncode == 2 and "backends" in proc.stdout and "trace" in proc.stdout

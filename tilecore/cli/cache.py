@@ -1,0 +1,31 @@
+"""`tile cache [info|clear]`: where the compile cache is, how big it is, and emptying it."""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("cache", help="show or clear the on-disk compile cache",
+                              description="The compile cache lives in $TILECORE_CACHE_DIR, else "
+                                          "~/.cache/tilecore; TILECORE_CACHE=0 turns it off.")
+    p.add_argument("action", nargs="?", choices=("info", "clear"), default="info")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..runtime import cache
+
+    disk = cache.DiskCache()
+    if args.action == "clear":
+        print(f"removed {disk.clear()} file(s) from {disk.root}")
+        return 0
+    entries, size = 0, 0
+    for dirpath, _, files in os.walk(disk.root):
+        for name in files:
+            if name.endswith(cache.SUFFIX):
+                entries += 1
+                size += os.path.getsize(os.path.join(dirpath, name))
+    state = "on" if cache.cache_enabled() else "off (TILECORE_CACHE=0)"
+    sys.stdout.write(f"cache: {disk.root}\nstate: {state}\nentries: {entries} ({size / 1e6:.1f} MB)\n")
+    return 0
