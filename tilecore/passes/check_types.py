@@ -191,7 +191,8 @@ class _Checker:
         else:
             raise self.error(f"unknown expression node {type(e).__name__}", e)
 
-    def index(self, idx: N.Expr, buf: N.Buffer, dim: int, node, tile_start: bool) -> Optional[int]:
+    def index(self, idx: N.Expr, buf: N.Buffer, dim: int, node) -> Optional[int]:
+        """Check one index expression; return its value when it is a constant."""
         self.expr(idx, "index")
         if idx.dtype not in INT_DTYPES and idx.dtype != "bool":
             raise self.error(f"index {dim} of {buf.name} must be an integer, got {idx.dtype}", idx, node)
@@ -204,7 +205,7 @@ class _Checker:
                              f"but is indexed with {len(indices)} index{'es' if len(indices) != 1 else ''}",
                              node)
         for d, idx in enumerate(indices):
-            value = self.index(idx, buf, d, node, tile_start=False)
+            value = self.index(idx, buf, d, node)
             size = buf.shape[d]
             if value is not None and isinstance(size, int) and not 0 <= value < size:
                 raise self.error(f"index {value} is out of range for dimension {d} of {buf.name} "
@@ -221,7 +222,7 @@ class _Checker:
             if not isinstance(extent, int) or isinstance(extent, bool) or extent <= 0:
                 raise self.error(f"extent {extent!r} of dimension {d} of {buf.name} must be a positive "
                                  f"constant", r, stmt)
-            value = self.index(start, buf, d, r, tile_start=True)
+            value = self.index(start, buf, d, r)
             size = buf.shape[d]
             if buf.scope == "global" or value is None or not isinstance(size, int):
                 continue  # tile regions may hang over the edge of global tensors (predicated)
