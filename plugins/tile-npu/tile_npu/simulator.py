@@ -858,11 +858,12 @@ class Simulator:
         self.engine("vector", self._vcycles(src.size) + 2 * int(math.log2(max(d.length, 1)) + 1),
                     self.cfg.vector_latency, [rs], [rd])
 
-    def _red_operands(self, d):
+    def _red_operands(self, d, scan=False):
         sv = self.view(d.src_seg)
         dv = self.view(d.dst_seg)
         so, do = int(self.regs[d.src_off]), int(self.regs[d.dst_off])
-        ns, nd = d.outer * d.length * d.inner, d.outer * d.inner
+        ns = d.outer * d.length * d.inner
+        nd = ns if scan else d.outer * d.inner
         if so < 0 or so + ns > sv.size or do < 0 or do + nd > dv.size:
             self.trap("out_of_bounds", f"reduction operands exceed segments "
                       f"{self._seg(d.src_seg).name} / {self._seg(d.dst_seg).name}")
@@ -875,7 +876,7 @@ class Simulator:
         d = self.desc(ins[8])
         if not isinstance(d, isa.Reduction):
             self.trap("illegal_instruction", f"descriptor d{ins[8]} is not a scan")
-        src, dst, rs, rd = self._red_operands(d)
+        src, dst, rs, rd = self._red_operands(d, scan=True)
         x = src.reshape(d.outer, d.length, d.inner)
         wide = np.float64 if x.dtype.kind == "f" or x.dtype.name == "bfloat16" else np.int64
         xw = x.astype(wide)
@@ -884,7 +885,7 @@ class Simulator:
         else:
             r = np.cumsum(xw, axis=1)
         self.check_hazards(reads=[rs], writes=[rd])
-        dst[:] = convert(r, self._seg(d.dst_seg).dtype).reshape(-1)
+        dst[:] = convert(r, self._seg(d.dst_seg).dtype).reshape(-1)  # (src may be dst: r is a copy)
         self.engine("vector", 2 * self._vcycles(src.size) + d.length, self.cfg.vector_latency, [rs], [rd])
 
     # ------------------------------------------------------------------ matrix engine

@@ -1,0 +1,242 @@
+"""Kernels on the NPU (compiler + simulator) against the reference interpreter."""
+import re
+
+import numpy as np
+import pytest
+
+import tilecore
+import tilecore.language as T
+from tilecore.testing import assert_matches_reference
+
+import tile_npu
+
+
+def rand(rng, shape, dtype, lo=-2.0, hi=2.0):
+    if dtype.startswith("int") or dtype == "uint8":
+        return rng.integers(-8 if dtype != "uint8" else 0, 8, size=shape).astype(dtype)
+    x = rng.uniform(lo, hi, size=shape)
+    import ml_dtypes
+    return x.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+
+
+def gemm_func(M, N, K, bM=64, bN=64, bK=32, stages=2, dtype="float16", accum="float32", ta=False, tb=False):
+    a_shape = (K, M) if ta else (M, K)
+    b_shape = (N, K) if tb else (K, N)
+    as_shape = (bK, bM) if ta else (bM, bK)
+    bs_shape = (bN, bK) if tb else (bK, bN)
+
+    @T.prim_func
+    def gemm(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), accum)):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
+            A_s = T.alloc_shared(as_shape, dtype)
+            B_s = T.alloc_shared(bs_shape, dtype)
+            C_f = T.alloc_fragment((bM, bN), accum)
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                if ta:
+                    T.copy(A[k * bK, by * bM], A_s)
+                else:
+                    T.copy(A[by * bM, k * bK], A_s)
+                if tb:
+                    T.copy(B[bx * bN, k * bK], B_s)
+                else:
+                    T.copy(B[k * bK, bx * bN], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_A=ta, transpose_B=tb)
+            T.copy(C_f, C[by * bM, bx * bN])
+    return gemm
+
+
+@pytest.mark.parametrize("dtype,accum", [("float16", "float32"), ("bfloat16", "float32"), ("int8", "int32"),
+                                         ("float32", "float32")])
+@pytest.mark.parametrize("stages", [1, 2, 3])
+def test_gemm_matches_reference(dtype, accum, stages):
+    rng = np.random.default_rng(stages)
+    M, N, K = 96, 80, 112            # partial tiles in every dimension
+    f = gemm_func(M, N, K, stages=stages, dtype=dtype, accum=accum)
+    assert_matches_reference(f, [rand(rng, (M, K), dtype), rand(rng, (K, N), dtype)], backend="npu", out_idx=[-1])
+
+
+@pytest.mark.parametrize("ta,tb", [(True, False), (False, True), (True, True)])
+def test_gemm_transposes(ta, tb):
+    rng = np.random.default_rng(7)
+    M, N, K = 64, 128, 96
+    f = gemm_func(M, N, K, bM=64, bN=128, bK=32, ta=ta, tb=tb)
+    a = rand(rng, (K, M) if ta else (M, K), "float16")
+    b = rand(rng, (N, K) if tb else (K, N), "float16")
+    assert_matches_reference(f, [a, b], backend="npu", out_idx=[-1])
+
+
+def test_big_gemm_tiles_into_many_mma_instructions():
+    # one 128x128x320 block gemm: 2x2 output tiles of 64x64, K split 256 + 64
+    rng = np.random.default_rng(3)
+    f = gemm_func(128, 128, 320, bM=128, bN=128, bK=320, stages=1)
+    k = tilecore.compile(f, target="npu", out_idx=[-1])
+    assert len(re.findall(r"^\s+\d+: mma d", k.source, re.M)) == 2 * 2 * 2
+    assert_matches_reference(f, [rand(rng, (128, 320), "float16"), rand(rng, (320, 128), "float16")],
+                             backend="npu", out_idx=[-1])
+
+
+def elementwise_func(M, N, block=32, dtype="float32"):
+    @T.prim_func
+    def ew(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype), Z: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block)) as (bx, by):
+            xs = T.alloc_shared((block, block), dtype)
+            yf = T.alloc_fragment((block, block), dtype)
+            T.copy(X[by * block, bx * block], xs)
+            T.copy(Y[by * block, bx * block], yf)
+            for i, j in T.Parallel(block, block):
+                if xs[i, j] > 0:
+                    yf[i, j] = T.exp(xs[i, j] * 0.5) + T.if_then_else(j % 2 == 0, yf[i, j], -yf[i, j])
+                else:
+                    yf[i, j] = T.tanh(xs[i, j]) * T.max(yf[i, j], 0.25) + xs[j, i]
+            T.copy(yf, Z[by * block, bx * block])
+    return ew
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_elementwise_masks_selects_math_and_partial_tiles(dtype):
+    rng = np.random.default_rng(1)
+    M, N = 70, 45
+    f = elementwise_func(M, N, dtype=dtype)
+    assert_matches_reference(f, [rand(rng, (M, N), dtype), rand(rng, (M, N), dtype)], backend="npu", out_idx=[-1])
+
+
+def test_large_parallel_is_strip_mined():
+    rng = np.random.default_rng(2)
+    M, N = 128, 96           # 12288 elements per tile: 12 chunks of 1024
+    @T.prim_func
+    def scale(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, N), "float32")
+            T.copy(X[0, 0], x)
+            for i, j in T.Parallel(M, N):
+                x[i, j] = x[i, j] * 2.0 + i - j
+            T.copy(x, Y[0, 0])
+    assert_matches_reference(scale, [rand(rng, (M, N), "float32")], backend="npu", out_idx=[-1])
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "min", "abssum", "absmax"])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_reductions(kind, dim):
+    rng = np.random.default_rng(4)
+    M, N = 48, 40
+    out_n = N if dim == 0 else M
+    red = getattr(T, f"reduce_{kind}")
+
+    @T.prim_func
+    def r(X: T.Tensor((M, N), "float32"), Y: T.Tensor((out_n,), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, N), "float32")
+            y = T.alloc_fragment((out_n,), "float32")
+            T.copy(X[0, 0], x)
+            T.fill(y, 1.5)
+            red(x, y, dim=dim, clear=False)
+            red(x, y, dim=dim, clear=False)
+            T.copy(y, Y[0])
+    assert_matches_reference(r, [rand(rng, (M, N), "float32")], backend="npu", out_idx=[-1])
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumsum(reverse):
+    rng = np.random.default_rng(5)
+
+    @T.prim_func
+    def cs(X: T.Tensor((16, 50), "float32"), Y: T.Tensor((16, 50), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_shared((16, 50), "float32")
+            T.copy(X[0, 0], x)
+            T.cumsum(x, dim=1, reverse=reverse)
+            T.copy(x, Y[0, 0])
+    assert_matches_reference(cs, [rand(rng, (16, 50), "float32")], backend="npu", out_idx=[-1])
+
+
+def test_atomics_tile_and_element_forms():
+    rng = np.random.default_rng(6)
+
+    @T.prim_func
+    def hist(X: T.Tensor((64, 32), "float32"), Idx: T.Tensor((64,), "int32"), S: T.Tensor((32,), "float32"),
+             H: T.Tensor((8,), "int32"), Mx: T.Tensor((8,), "float32")):
+        with T.Kernel(4) as bx:
+            x = T.alloc_fragment((16, 32), "float32")
+            s = T.alloc_fragment((32,), "float32")
+            T.copy(X[bx * 16, 0], x)
+            T.reduce_sum(x, s, dim=0)
+            T.atomic_add(S[0:32], s)
+            for i in T.Parallel(16):
+                T.atomic_add(H[Idx[bx * 16 + i]], 1)
+                T.atomic_max(Mx[Idx[bx * 16 + i]], x[i, 0])
+    s0 = np.zeros(32, np.float32)
+    h0 = np.zeros(8, np.int32)
+    m0 = np.full(8, -100.0, np.float32)
+    assert_matches_reference(hist, [rand(rng, (64, 32), "float32"), rng.integers(0, 8, 64).astype(np.int32),
+                                    s0, h0, m0], backend="npu")
+
+
+def test_runtime_control_flow_alloc_var_and_dynamic_shapes():
+    rng = np.random.default_rng(8)
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def f(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32"), Cnt: T.Tensor((1,), "int32")):
+        with T.Kernel(T.ceildiv(n, 64)) as bx:
+            x = T.alloc_fragment((64,), "float32")
+            c = T.alloc_var("int32")
+            c = 0
+            T.copy(X[bx * 64], x)
+            for i in T.serial(64):
+                if bx * 64 + i < n:
+                    if x[i] > 0:
+                        c = c + 1
+                    else:
+                        x[i] = x[i] * 3.0
+            T.copy(x, Y[bx * 64])
+            T.atomic_add(Cnt[0], c)
+    for size in (100, 64, 7):
+        assert_matches_reference(f, [rand(rng, (size,), "float32"), np.zeros(1, np.int32)], backend="npu",
+                                 out_idx=[1])
+
+
+def test_gathers_with_non_affine_indices_and_int_math():
+    rng = np.random.default_rng(9)
+
+    @T.prim_func
+    def g(X: T.Tensor((32, 32), "int32"), Y: T.Tensor((32, 32), "int32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_shared((32, 32), "int32")
+            y = T.alloc_fragment((32, 32), "int32")
+            T.copy(X[0, 0], x)
+            for i, j in T.Parallel(32, 32):
+                y[i, j] = x[(i * 7) % 32, j // 2] // 3 + x[i, j] % 5 - (x[j, i] << 1) + X[i, 31 - j] // 2
+            T.copy(y, Y[0, 0])
+    assert_matches_reference(g, [rng.integers(-100, 100, (32, 32)).astype(np.int32)], backend="npu", out_idx=[-1])
+
+
+def test_cycle_report_shows_pipelining_overlap():
+    """num_stages=2 overlaps the DMA of tile k+1 with the matrix work on tile k."""
+    rng = np.random.default_rng(0)
+    M = N = K = 256
+    a, b = rand(rng, (M, K), "float16"), rand(rng, (K, N), "float16")
+    cycles = {}
+    for stages in (1, 2):
+        k = tilecore.compile(gemm_func(M, N, K, bM=64, bN=64, bK=64, stages=stages), target="npu", out_idx=[-1])
+        k(a, b)
+        rep = tile_npu.report(k)
+        cycles[stages] = rep.cycles
+        assert rep.utilization["dma"] > 0 and rep.utilization["matrix"] > 0
+        assert rep.blocks == 16 and len(rep.per_core_cycles) == rep.cores
+    assert cycles[2] < 0.8 * cycles[1], cycles
+
+
+def test_compile_error_when_scratchpad_overflows_points_at_alloc():
+    @T.prim_func
+    def big(X: T.Tensor((1024, 1024), "float32"), Y: T.Tensor((1024, 1024), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_shared((512, 512), "float32")
+            y = T.alloc_shared((512, 512), "float32")
+            T.copy(X[0, 0], x)
+            T.copy(x, y)
+            T.copy(y, Y[0, 0])
+    with pytest.raises(tilecore.diagnostics.TileCompileError) as ei:
+        tilecore.compile(big, target="npu", out_idx=[-1])
+    assert "y = T.alloc_shared((512, 512)" in str(ei.value) or "x = T.alloc_shared((512, 512)" in str(ei.value)
+    assert ei.value.span.line > 0
