@@ -290,6 +290,7 @@ def test_corrupted_ir_gives_a_compile_error_never_a_crash(data):
         check(broken)
     except TileCompileError as err:
         assert err.message and "Traceback" not in str(err)
+        assert err.span.line > 0  # always located: the culprit, or the statement holding it
         return
     # whatever the checker accepts, the rest of the pipeline handles
     from tilecore.passes.pipeline import default_pipeline
