@@ -240,3 +240,32 @@ def test_compile_error_when_scratchpad_overflows_points_at_alloc():
         tilecore.compile(big, target="npu", out_idx=[-1])
     assert "y = T.alloc_shared((512, 512)" in str(ei.value) or "x = T.alloc_shared((512, 512)" in str(ei.value)
     assert ei.value.span.line > 0
+
+
+def test_dead_buffer_sharing_bytes_with_a_later_dma_target():
+    # A_t is never read, so B_t may get its bytes; the DMA into A_t must still finish first
+    @T.prim_func
+    def f(A: T.Tensor((1, 1), "float32"), B: T.Tensor((1, 1), "int16"), Out: T.Tensor((1, 1), "float32")):
+        with T.Kernel(1, 1) as (bx, by):
+            A_t = T.alloc_fragment((1, 1), "float32")
+            T.copy(A[by, bx], A_t)
+            B_t = T.alloc_fragment((1, 1), "int16")
+            T.copy(B[by, bx], B_t)
+            for i, j in T.Parallel(1, 1):
+                Out[by + i, bx + j] = B_t[i, j]
+    assert_matches_reference(f, [np.ones((1, 1), np.float32), np.full((1, 1), 3, np.int16)], backend="npu",
+                             out_idx=[-1])
+
+
+def test_cumsum_into_another_buffer_multi_block():
+    rng = np.random.default_rng(11)
+
+    @T.prim_func
+    def f(A: T.Tensor((8, 4), "float32"), Out: T.Tensor((8, 4), "float32")):
+        with T.Kernel(2, 4) as (bx, by):
+            a = T.alloc_fragment((2, 2), "float32")
+            c = T.alloc_fragment((2, 2), "float32")
+            T.copy(A[by * 2, bx * 2], a)
+            T.cumsum(a, c, dim=0)
+            T.copy(c, Out[by * 2, bx * 2])
+    assert_matches_reference(f, [rand(rng, (8, 4), "float32")], backend="npu", out_idx=[-1])

@@ -176,8 +176,11 @@ class Codegen:
         kernel = func.kernel
         self.cur_span = kernel.span
         self.prog.params = [isa.Param(p.name, p.dtype, p.ndim) for p in func.params]
+        from tilecore.passes import liveness as _liveness
+        self.live = self.analyses.get("liveness") or _liveness.analyze(func)
         self._plan_pipelines(kernel.body)
         self._make_segments(kernel.body)
+        self._seg_buffer = {sid: name for name, sids in self.stage_segs.items() for sid in sids}
         # grid program: grid dims into r0..r(rank-1)
         self.prog.grid_pc = self.here()
         self.prog.grid_rank = max(len(kernel.grid), 1)
@@ -302,8 +305,7 @@ class Codegen:
 
     def _place_segments(self):
         """Static first-fit placement with liveness; slots go above the buffers."""
-        from tilecore.passes import liveness as _liveness
-        live = self.analyses.get("liveness") or _liveness.analyze(self.func)
+        live = self.live
         cap = self.cfg.scratchpad_bytes
         slot_bytes = self.cfg.vector_chunk * 4
         reserve = len(self.slots) * slot_bytes
@@ -357,10 +359,12 @@ class Codegen:
         for p in self.pending:
             conflict = False
             for sp, sid in rs | ws:
-                if sp == SPACE_SEG and sid in p.seg_writes or sp == SPACE_PARAM and sid in p.dram_writes:
+                if sp == SPACE_SEG and self._aliases(sid, p.seg_writes) or \
+                        sp == SPACE_PARAM and sid in p.dram_writes:
                     conflict = True
             for sp, sid in ws:
-                if sp == SPACE_SEG and sid in p.seg_reads or sp == SPACE_PARAM and sid in p.dram_reads:
+                if sp == SPACE_SEG and self._aliases(sid, p.seg_reads) or \
+                        sp == SPACE_PARAM and sid in p.dram_reads:
                     conflict = True
             if conflict:
                 self.emit("wait", r=(p.token,))
@@ -368,6 +372,27 @@ class Codegen:
             else:
                 keep.append(p)
         self.pending = keep
+
+    def _aliases(self, sid, sids) -> bool:
+        """Whether segment `sid` may share bytes with any of `sids`.
+
+        Placement happens after code generation, so any two buffers that are not
+        live at the same time may be given the same bytes: treat them as aliases.
+        """
+        if sid in sids:
+            return True
+        name = self._seg_buffer.get(sid)
+        if name is None:
+            return False
+        lo, hi = self.live.interval.get(name, (0, 0))
+        for other in sids:
+            oname = self._seg_buffer.get(other)
+            if oname is None or oname == name:
+                continue
+            a, b = self.live.interval.get(oname, (0, 0))
+            if not (a <= hi and lo <= b):
+                return True
+        return False
 
     def sync_all(self):
         for p in self.pending:
