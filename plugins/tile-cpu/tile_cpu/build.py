@@ -79,7 +79,7 @@ def support_object(workdir: str) -> str:
     return path
 
 
-def build_shared_library(prim_func, name: str, info: Dict[str, Any]):
+def build_shared_library(prim_func, name: str, info: Dict[str, Any], with_support: bool = True):
     """tvm.compile the PrimFunc for the host; return (library bytes, LLVM IR text, assembly text)."""
     import tvm
 
@@ -96,9 +96,9 @@ def build_shared_library(prim_func, name: str, info: Dict[str, Any]):
     except Exception:
         asm = ""
     with tempfile.TemporaryDirectory(prefix="tile-cpu-") as work:
-        addon = support_object(work)
+        addons = [support_object(work)] if with_support else []
         so = os.path.join(work, f"{name}.so")
-        lib.export_library(so, addons=[addon], workspace_dir=work)
+        lib.export_library(so, addons=addons, workspace_dir=work)
         with open(so, "rb") as f:
             data = f.read()
     return data, llvm_ir, asm

@@ -35,6 +35,7 @@ class CpuLowering(TirLowering):
         super().__init__(func, intrinsics, rules, check_bounds=True)
         self.vector_bits = vector_bits
         self.block_vars = []  # lowered block indices, for T.print
+        self.needs_support = False  # calls into support.c (atomics, print): link it in
 
     def vector_lanes(self, dtype: str) -> int:
         if dtype == "bool":
@@ -158,6 +159,7 @@ class CpuLowering(TirLowering):
         dt = str(tb.dtype)
         if dt == "bool":
             raise self.unsupported("atomics on bool tensors", node)
+        self.needs_support = True
         if dt in ("float16", "bfloat16"):
             v = cast_to(value, "float32")
         else:
@@ -196,6 +198,7 @@ class CpuLowering(TirLowering):
         return [tir_const(max(1, len(self.block_vars)), "int32")] + [cast_to(b, "int32") for b in bv[:3]]
 
     def lower_Print(self, s: N.Print):
+        self.needs_support = True
         msg = s.msg or ""
         if isinstance(s.value, N.Buffer):
             b = s.value

@@ -129,7 +129,7 @@ def tilecore_codegen(backend, module, options):
     lowering = CpuLowering(func, table, vector_bits=info["vector_bits"], rules=rules)
     prim = lowering.lower_function()
     try:
-        blob, llvm_ir, asm = build_shared_library(prim, func.name, info)
+        blob, llvm_ir, asm = build_shared_library(prim, func.name, info, with_support=lowering.needs_support)
     except TileCompileError:
         raise
     except Exception as err:
