@@ -269,3 +269,24 @@ def test_cumsum_into_another_buffer_multi_block():
             T.cumsum(a, c, dim=0)
             T.copy(c, Out[by * 2, bx * 2])
     assert_matches_reference(f, [rand(rng, (8, 4), "float32")], backend="npu", out_idx=[-1])
+
+
+def test_print_scalars_tiles_and_per_element_values(capfd):
+    @T.prim_func
+    def p(X: T.Tensor((4,), "float32"), Y: T.Tensor((4,), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((4,), "float32")
+            T.copy(X[0], x)
+            T.print(x, msg="tile")
+            T.print(bx + 41, msg="scalar")
+            for i in T.Parallel(4):
+                if x[i] > 1.5:
+                    T.print(x[i] * 2.0, msg="lanes")
+            T.copy(x, Y[0])
+    x = np.arange(4, dtype=np.float32)
+    tilecore.compile(p, target="npu", out_idx=[-1])(x)
+    npu_out = capfd.readouterr().out
+    tilecore.compile(p, target="reference", out_idx=[-1])(x)
+    ref_out = capfd.readouterr().out
+    assert npu_out == ref_out
+    assert "[block (0,)] lanes: [4. 6.]" in npu_out and "scalar: 41" in npu_out

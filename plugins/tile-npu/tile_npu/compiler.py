@@ -966,7 +966,12 @@ class Codegen:
         self.release(i, end)
 
     def v_Print(self, s: N.Print):
-        raise self.error("T.print inside T.Parallel is not supported on npu; print a buffer after the loop")
+        if isinstance(s.value, N.Buffer) or self.is_uniform(s.value):
+            return self.s_Print(s)
+        val = self.materialize(self.vx(s.value), s.value.dtype)
+        self.emit("vprint", dt=val.dtype, dt2=min(self.string(s.msg) + 1, 255), r=(val.slot, self._mask()),
+                  imm=self.desc(Extents(self.vctx.extents)))
+        self.free_slot(val.slot)
 
     # ------------------------------------------------------------------ scalar expressions
 

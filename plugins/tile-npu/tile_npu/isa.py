@@ -115,6 +115,7 @@ _op("vatom", 0x27, "vector", "sm", "d", func=ATOMIC_KINDS, dt=True)
 _op("vtile", 0x28, "vector", "r", "d", func=("move", "fill"))
 _op("vred", 0x29, "vector", "", "d", func=REDUCE_KINDS, dt2="flags")   # flags bit0: clear
 _op("vscan", 0x2A, "vector", "", "d", dt2="flags")                      # flags bit0: reverse
+_op("vprint", 0x2B, "vector", "sm", "d", dt=True, dt2="flags")          # flags = message string + 1
 _op("mma", 0x30, "matrix", "", "d", dt2="flags")                        # flags bit0: clear accum
 _op("dma", 0x40, "dma", "rr", "d", func=ATOMIC_KINDS)                   # r0 <- token, r1 fill value
 _op("wait", 0x41, "dma", "r")

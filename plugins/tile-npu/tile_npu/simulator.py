@@ -617,6 +617,22 @@ class Simulator:
         self._emit_print(self.block, msg, f"{self._space_name(acc)} =\n{vals.reshape(acc.extents)}")
         self.core.issue += 1
 
+    def op_vprint(self, ins):
+        """Print the active lanes of a vector (one line per strip-mined chunk)."""
+        ext = tuple(self.desc(ins[8]).extents)
+        n = self.vl
+        vals = self.view(ins[4], self._dtype(ins[2]))[:n]
+        if ins[5] != NO_REG:
+            mask = self.view(ins[5], "bool")[:n]
+            if not mask.any():
+                return
+            vals = vals[mask]
+        elif n == int(np.prod(ext)):
+            vals = vals.reshape(ext)
+        msg = self.prog.strings[ins[3] - 1] if 0 < ins[3] <= len(self.prog.strings) else ""
+        self._emit_print(self.block, msg, vals.copy())
+        self.engine("vector", self._vcycles(n), self.cfg.vector_latency)
+
     def op_setvl(self, ins):
         self.vl = int(self.regs[ins[4]])
         self.vstart = int(self.regs[ins[5]])
