@@ -31,7 +31,7 @@ from ..ir import nodes as N
 from ..ir.types import itemsize, is_float
 from ..ir.visitor import walk, walk_stmts
 from .intrinsics import default_table
-from .simt_layout import MmaLayout, RowLayout, SharedLayout, StridedLayout
+from .simt_layout import MmaLayout, RowLayout, SharedLayout, StridedLayout, StridedRowLayout
 from .simt_plan import KernelPlan, choose_anchor, parallel_accesses, plan_kernel
 from .tir_expr import ExprLowerer, cast_to, tir_const
 
@@ -203,6 +203,8 @@ class SimtLowering:
             return ctx.local
         if isinstance(lay, RowLayout) and isinstance(ctx.layout, MmaLayout):
             return ctx.layout.row_local(ctx.it)
+        if isinstance(lay, StridedRowLayout) and isinstance(ctx.layout, StridedLayout):
+            return tx.floordiv(ctx.it[0], lay.q) if lay.q > 1 else ctx.it[0]
         raise AssertionError(f"fragment {name}: incompatible layout in this loop")
 
     def rep_index(self, buf: N.Buffer, indices):
@@ -480,11 +482,15 @@ class SimtLowering:
         try:
             for st in stmts:
                 if isinstance(st, N.Store) or isinstance(st, N.Atomic):
-                    needs_primary = (isinstance(layout, RowLayout)
+                    needs_primary = (isinstance(layout, (RowLayout, StridedRowLayout))
                                      and not (isinstance(st, N.Store) and self.plan.storage[st.buffer.name] == "reg"))
                     if needs_primary:
-                        q, w = layout.primary(self.t)
-                        with B.If(tx.And(q, w)):
+                        if isinstance(layout, RowLayout):
+                            q, w = layout.primary(self.t)
+                            cond = tx.And(q, w)
+                        else:
+                            cond = (self.t == 0) if layout.G >= layout.threads else (tx.floormod(self.t, layout.G) == 0)
+                        with B.If(cond):
                             with B.Then():
                                 self.emit_stmt(st)
                         continue
@@ -492,7 +498,7 @@ class SimtLowering:
         finally:
             self.in_parallel = was
 
-    def iterate_layout(self, lay, body):
+    def iterate_layout(self, lay, body, vectorize=False):
         """Run `body(index_exprs)` for every element of a register layout this thread owns."""
         saved = self.ctx
         if isinstance(lay, (MmaLayout, RowLayout)):
@@ -504,33 +510,46 @@ class SimtLowering:
             body(list(idx))
             for f in reversed(frames):
                 f.__exit__(None, None, None)
+        elif isinstance(lay, StridedRowLayout):
+            with B.unroll(0, lay.local_size) as rl:
+                row = lay.row_of(self.t, rl)
+                self.ctx = _Ctx(lay, (rl,), rl)
+                idx = [row] if lay.ndim == 1 else [row, tir_const(0, "int32")]
+                if lay.G < lay.threads and (lay.rows * lay.G) % lay.threads:
+                    with B.If(row < lay.rows):
+                        with B.Then():
+                            body(idx)
+                else:
+                    body(idx)
         else:
             assert isinstance(lay, StridedLayout)
 
-            def inner(idx, local):
-                self.ctx = _Ctx(lay, None, local)
+            def inner(idx, local, k=None):
+                self.ctx = _Ctx(lay, (k,), local)
                 body(idx)
-            self._strided(lay.shape, lay.vec, inner, exact=lay.exact, unroll=True)
+            self._strided(lay.shape, lay.vec, inner, exact=lay.exact, unroll=True, pass_k=True,
+                          vectorize=vectorize)
         self.ctx = saved
 
-    def _strided(self, shape, vec, body, exact, unroll, per_chunk=False):
+    def _strided(self, shape, vec, body, exact, unroll, per_chunk=False, pass_k=False, vectorize=False):
         P = self.threads
         chunks = prod(shape) // vec
         per = -(-chunks // P)
         kf = (B.unroll if unroll or per <= 8 else B.serial)(0, per)
         k = kf.__enter__()
         c = k * P + self.t
-        uf = B.unroll(0, vec) if vec > 1 and not per_chunk else None
+        uf = (B.vectorized if vectorize else B.unroll)(0, vec) if vec > 1 and not per_chunk else None
         u = uf.__enter__() if uf else 0
         e = c * vec + u
         idx = _unflatten(e, shape)
         local = k * vec + u
+        call = (lambda: body(idx, local, k)) if pass_k else (lambda: body(idx, local))
         if not exact and chunks % P:
             with B.If(c < chunks):
                 with B.Then():
-                    body(idx, local)
+                    call()
         else:
-            body(idx, local)
+            call()
         if uf:
             uf.__exit__(None, None, None)
         kf.__exit__(None, None, None)
@@ -599,7 +618,11 @@ class SimtLowering:
 
         if ds == "reg" or ss == "reg":
             anchor = dst.buffer if ds == "reg" else src.buffer
-            self.iterate_layout(self.plan.layout[anchor.name], lambda idx: element(_squeeze(idx, anchor.shape)))
+            other = src if ds == "reg" else dst
+            lay = self.plan.layout[anchor.name]
+            vec_ok = (isinstance(lay, StridedLayout) and lay.vec > 1 and not (pred_src or pred_dst)
+                      and ss != ds and self._contiguous_run(other, lay.vec))
+            self.iterate_layout(lay, lambda idx: element(_squeeze(idx, anchor.shape)), vectorize=vec_ok)
             return
         vec = self.vector_width(c)
         if vec > 1:
@@ -640,6 +663,19 @@ class SimtLowering:
             lim = self.lower(s) if isinstance(s, N.Var) else tir_const(s, "int32")
             out.append(tx.Max(tx.Min(i, lim - 1), tir_const(0, "int32")))
         return out
+
+    def _contiguous_run(self, r: N.Region, vec: int) -> bool:
+        """Whether `vec` consecutive elements along the region's last dim are contiguous and aligned."""
+        st = self.plan.storage[r.buffer.name]
+        if st == "smem":
+            lay = self.plan.layout[r.buffer.name]
+            return not lay.swizzle and r.extents[-1] % vec == 0 and _divisible(r.starts[-1], vec) \
+                and lay.row_elems % vec == 0
+        if st != "global":
+            return False
+        last = r.buffer.shape[-1]
+        return (r.extents[-1] > 1 and r.extents[-1] % vec == 0 and isinstance(last, int) and last % vec == 0
+                and _divisible(r.starts[-1], vec))
 
     def base_addr(self, buf):
         view = self.views[buf.name]
@@ -781,6 +817,9 @@ class SimtLowering:
         if isinstance(src_l, MmaLayout) and isinstance(dst_l, RowLayout) and r.dim == 1 \
                 and self.plan.storage[r.src.name] == "reg":
             return self.emit_mma_row_reduce(r, src_l, dst_l, wide)
+        if isinstance(src_l, StridedLayout) and isinstance(dst_l, StridedRowLayout) and r.dim == 1 \
+                and self.plan.storage[r.src.name] == "reg" and self.plan.storage[r.dst.name] == "reg":
+            return self.emit_strided_row_reduce(r, src_l, dst_l, wide)
         src = r.src
         keep = len(r.dst.shape) == len(src.shape)
         dshape = tuple(r.dst.shape)
@@ -860,6 +899,58 @@ class SimtLowering:
                         view, didx = self.access(r.dst, idx)
                         res = self._combine(r.kind, cast_to(tx.BufferLoad(view, didx), wide), res)
                     self.store(r.dst, idx, res)
+
+    def emit_strided_row_reduce(self, r, src_l: StridedLayout, dst_l: StridedRowLayout, wide):
+        """Row reduction of a strided register tile: in-thread, shuffles in the row's thread group,
+        then shared memory across the group's warps."""
+        src_v, dst_v = self.views[r.src.name], self.views[r.dst.name]
+        L, v, q, P = dst_l.local_size, src_l.vec, dst_l.q, self.threads
+        part = B.alloc_buffer((L,), wide, scope="local")
+        with B.unroll(0, L) as i:
+            B.buffer_store(part, self._identity(r.kind, wide), [i])
+        with B.unroll(0, src_l.per_thread) as k:
+            def acc():
+                with B.unroll(0, v) as u:
+                    x = cast_to(src_v[k * v + u], wide)
+                    if r.kind in ("abssum", "absmax"):
+                        x = tx.abs(x)
+                    slot = tx.floordiv(k, q) if q > 1 else k
+                    B.buffer_store(part, self._combine(r.kind, part[slot], x), [slot])
+            if not src_l.exact:
+                with B.If(k * P + self.t < src_l.chunks):
+                    with B.Then():
+                        acc()
+            else:
+                acc()
+        g = dst_l.group
+        with B.unroll(0, L) as i:
+            m = min(g, 32) // 2
+            while m >= 1:
+                sh = self.call("tc::shfl_xor<%s>" % CPP_TYPES[wide], part[i], tir_const(m, "int32"), ret=wide)
+                B.buffer_store(part, self._combine(r.kind, part[i], sh), [i])
+                m //= 2
+        if g > 32:
+            if wide != "float32":
+                raise UnsupportedFeatureError(self.target.kind, f"cross-warp reduction in {wide}", r.span, self.source)
+            gw = g // 32
+            warp = tx.floordiv(self.t, 32)
+            self.sync()
+            with B.If(tx.floormod(self.t, 32) == 0):
+                with B.Then():
+                    with B.unroll(0, L) as i:
+                        B.buffer_store(self.scratch, part[i], [warp * L + i])
+            self.sync()
+            first = tx.floordiv(warp, gw) * gw
+            with B.unroll(0, L) as i:
+                B.buffer_store(part, self.scratch[first * L + i], [i])
+                with B.unroll(1, gw) as w:
+                    B.buffer_store(part, self._combine(r.kind, part[i], self.scratch[(first + w) * L + i]), [i])
+            self.sync()
+        with B.unroll(0, L) as i:
+            res = part[i]
+            if not r.clear:
+                res = self._combine(r.kind, cast_to(dst_v[i], wide), res)
+            B.buffer_store(dst_v, cast_to(res, r.dst.dtype), [i])
 
     def emit_mma_row_reduce(self, r, src_l: MmaLayout, dst_l: RowLayout, wide):
         """Row reduction of an MMA-layout tile: in-thread, then the 4-lane quad, then across warps."""

@@ -223,7 +223,12 @@ def _assign(plan, live, parallels, gemms, reduces, body, threads, has_mma, row_r
             continue
         layouts[c.name] = lay
         mma[id(g)] = lay
-    for _ in range(6):
+    for rnd in range(8):
+        if rnd == 4:
+            # tiles nothing constrained yet: default layout, then propagate to their row vectors
+            for name in live:
+                if name not in layouts and len(plan.buffers[name].shape) >= 2:
+                    layouts[name] = StridedLayout.for_shape(tuple(plan.buffers[name].shape), threads)
         changed = False
         for r in reduces:
             src_l = layouts.get(r.src.name)
@@ -275,7 +280,7 @@ def _assign(plan, live, parallels, gemms, reduces, body, threads, has_mma, row_r
                     elif b in layouts and a not in layouts:
                         layouts[a] = layouts[b]
                         changed = True
-        if not changed:
+        if not changed and rnd >= 4:
             break
     for name in live:
         if name not in layouts:

@@ -78,3 +78,15 @@ def test_toolchain_status_reports_compiler():
 def test_bad_target_is_clear():
     with pytest.raises(ValueError, match="unknown CUDA architecture"):
         toolchain.parse_target("cuda:banana")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("case", range(8))
+def test_examples_compile(arch, case):
+    from examples_util import CASES, prim_func
+
+    func, _ = prim_func(*CASES[case])
+    art = codegen(func, arch)
+    assert art.blobs["cubin"][:4] == b"\x7fELF"
+    if CASES[case][0] in ("gemm", "flash_attention") and CASES[case][3].get("dtype") != "float32":
+        assert "tc::gemm_ss<" in art.source  # tensor cores

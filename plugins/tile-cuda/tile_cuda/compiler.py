@@ -39,7 +39,9 @@ def generate_source(func, arch: str, options: Dict[str, Any], intrinsics=None):
     lk = lower_kernel(func, simt_target(arch, options), options, intrinsics)
     try:
         mod = tvm.IRModule({func.name: lk.prim_func})
-        lib = tvm.compile(mod, target={"kind": "cuda", "arch": arch}, tir_pipeline=register_simt_pipeline())
+        # the lowering plans shared memory itself (one pool with explicit views): no storage rewrite
+        with tvm.transform.PassContext(config={"tirx.disable_storage_rewrite": True}):
+            lib = tvm.compile(mod, target={"kind": "cuda", "arch": arch}, tir_pipeline=register_simt_pipeline())
         dev = [m for m in lib.mod.imports if m.kind == "cuda"]
         src = dev[0].inspect_source()
     except TileCompileError:

@@ -47,6 +47,30 @@ def toolchain_status() -> ToolchainStatus:
     return ToolchainStatus(ok=True, summary=summary, details=tuple(details), device=device)
 
 
+def _code_version() -> str:
+    """The package version plus a digest of the code generator's sources, so that on-disk cached
+    kernels are rebuilt whenever the lowering changes (not only on a release)."""
+    import hashlib
+    import os
+
+    import tilecore.lowering as lowering
+
+    h = hashlib.sha256()
+    here = os.path.dirname(os.path.abspath(__file__))
+    low = os.path.dirname(os.path.abspath(lowering.__file__))
+    files = [os.path.join(here, f) for f in ("compiler.py", "plugin.py")]
+    files += [os.path.join(low, f) for f in sorted(os.listdir(low))
+              if f.endswith(".py") and (f.startswith("simt") or f in ("cuda_device_lib.py", "tir_expr.py",
+                                                                       "intrinsics.py"))]
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                h.update(fh.read())
+        except OSError:
+            pass
+    return f"{__version__}+{h.hexdigest()[:12]}"
+
+
 def make_backend() -> Backend:
     """The Backend declaration of tile-cuda."""
     from tilecore.ir.version import TILE_IR_VERSION
@@ -77,7 +101,7 @@ def make_backend() -> Backend:
         toolchain_status=toolchain_status,
         device_present=toolchain.device_present,
         distribution="tile-cuda",
-        version=__version__,
+        version=_code_version(),
         priority=PRIORITY,
         description="NVIDIA GPUs through TVM's CUDA codegen and nvcc/NVRTC; mma.sync tensor cores, "
                     "cp.async pipelines",
