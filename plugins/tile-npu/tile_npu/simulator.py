@@ -122,6 +122,7 @@ class Simulator:
         if program.ncores:
             self.cfg = config.with_options({"cores": program.ncores})
         self.max_steps = max_steps
+        self._scalar_ops = frozenset(i.code for i in OPS_BY_CODE.values() if i.unit == "scalar")
         self.code = [(i.op, i.func, i.dt, i.dt2, i.r[0], i.r[1], i.r[2], i.r[3], i.imm)
                      for i in program.instrs]
         self._descs: Dict[int, object] = {}
@@ -412,6 +413,7 @@ class Simulator:
         n = len(code)
         handlers = self._handlers()
         core = self.core
+        scalar_ops = self._scalar_ops
         while True:
             if not 0 <= pc < n:
                 self.pc = pc
@@ -426,6 +428,8 @@ class Simulator:
             h = handlers.get(ins[0])
             if h is None:
                 self.trap("illegal_instruction", f"unknown opcode {ins[0]:#04x}")
+            if ins[0] in scalar_ops:
+                core.busy["scalar"] += 1
             if ins[0] == 0x01:      # halt
                 core.issue += 1
                 return
