@@ -31,6 +31,29 @@ def _gemm_dtype_pairs() -> frozenset:
     return frozenset(pairs)
 
 
+def host_fingerprint() -> str:
+    """A short hash of the host CPU's model and features, without importing TVM.
+
+    Kernels are compiled for the host CPU (`mcpu`); the fingerprint is part of
+    the backend version and hence of the cache key, so a cache shared between
+    machines never hands one CPU's code to another.
+    """
+    import hashlib
+    import platform
+
+    text = platform.machine() + platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "flags", "Features", "CPU part")):
+                    text += line
+                if line.strip() == "":
+                    break  # the first processor describes them all
+    except OSError:
+        pass
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
 def toolchain_status() -> ToolchainStatus:
     """TVM, LLVM version and target triple, and the C compiler that links kernels."""
     try:
@@ -76,7 +99,7 @@ def make_backend() -> Backend:
         toolchain_status=toolchain_status,
         device_present=lambda: shutil.which("cc") is not None or shutil.which("gcc") is not None,
         distribution="tile-cpu",
-        version=__version__,
+        version=f"{__version__}+host.{host_fingerprint()}",
         priority=PRIORITY,
         description="host CPU through TVM's LLVM code generator; blocks run on TVM's thread pool",
     )
