@@ -228,18 +228,30 @@ def test_cycle_report_shows_pipelining_overlap():
 
 
 def test_compile_error_when_scratchpad_overflows_points_at_alloc():
+    # shared and fragment each fit the declared limits; together they overflow the one scratchpad
     @T.prim_func
     def big(X: T.Tensor((1024, 1024), "float32"), Y: T.Tensor((1024, 1024), "float32")):
         with T.Kernel(1) as bx:
-            x = T.alloc_shared((512, 512), "float32")
-            y = T.alloc_shared((512, 512), "float32")
+            x = T.alloc_shared((256, 512), "float32")
+            y = T.alloc_fragment((384, 512), "float32")
             T.copy(X[0, 0], x)
-            T.copy(x, y)
+            T.copy(X[0, 0], y)
+            for i, j in T.Parallel(256, 512):
+                y[i, j] = y[i, j] + x[i, j]
             T.copy(y, Y[0, 0])
     with pytest.raises(tilecore.diagnostics.TileCompileError) as ei:
         tilecore.compile(big, target="npu", out_idx=[-1])
-    assert "y = T.alloc_shared((512, 512)" in str(ei.value) or "x = T.alloc_shared((512, 512)" in str(ei.value)
-    assert ei.value.span.line > 0
+    assert "scratchpad overflow on npu: y needs 786432 bytes" in str(ei.value)
+    assert 'y = T.alloc_fragment((384, 512), "float32")' in str(ei.value)
+
+
+def test_pipeline_stages_count_against_the_scratchpad():
+    f = gemm_func(256, 256, 1024, bM=256, bN=256, bK=256, stages=3, dtype="float32", accum="float32")
+    with pytest.raises(tilecore.diagnostics.TileCompileError) as ei:
+        tilecore.compile(f, target="npu", out_idx=[-1])
+    assert "x3 stages for T.Pipelined" in str(ei.value)
+    tilecore.compile(gemm_func(256, 256, 1024, bM=256, bN=256, bK=128, stages=2, dtype="float32",
+                               accum="float32"), target="npu", out_idx=[-1])
 
 
 def test_dead_buffer_sharing_bytes_with_a_later_dma_target():
