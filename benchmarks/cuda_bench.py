@@ -55,15 +55,23 @@ def gemm_rows(results):
     import kernels as K
 
     configs = [dict(bm=128, bn=128, bk=64, stages=3, threads=128),
-               dict(bm=128, bn=128, bk=64, stages=4, threads=128),
-               dict(bm=256, bn=128, bk=32, stages=4, threads=256),
-               dict(bm=128, bn=128, bk=32, stages=5, threads=128)]
+               dict(bm=128, bn=128, bk=32, stages=5, threads=128),
+               dict(bm=128, bn=128, bk=64, stages=3, threads=128, swizzle_panel=8),
+               dict(bm=128, bn=128, bk=32, stages=5, threads=128, swizzle_panel=8),
+               dict(bm=128, bn=256, bk=32, stages=4, threads=256, swizzle_panel=8)]
     for n in (4096, 8192):
         a = torch.randn(n, n, device="cuda", dtype=torch.float16)
         b = torch.randn(n, n, device="cuda", dtype=torch.float16)
         flops = 2 * n ** 3
         t_ref = bench(lambda: torch.matmul(a, b))
         ref = torch.matmul(a.float(), b.float())
+        try:
+            t_tri = bench(lambda: triton_matmul(a, b))
+            results.append({"kernel": f"gemm_fp16_{n}_triton", "ms": t_tri, "tflops": flops / t_tri / 1e9,
+                            "ratio_vs_cublas": t_ref / t_tri})
+            print(json.dumps(results[-1]), flush=True)
+        except Exception as err:
+            results.append({"kernel": f"gemm_fp16_{n}_triton", "error": repr(err)[-300:]})
         best = None
         for cfg in configs:
             try:
@@ -87,6 +95,144 @@ def gemm_rows(results):
             results.append({**best, "kernel": f"gemm_fp16_{n}_best"})
 
 
+_TRITON_MM = None
+
+
+def triton_matmul(a, b):
+    """Triton's tutorial matmul (fp16 in, fp32 accumulate), the peer a Triton user would write."""
+    global _TRITON_MM
+    import torch
+    import triton
+    import triton.language as tl
+
+    if _TRITON_MM is None:
+        @triton.autotune(configs=[
+            triton.Config({"BM": 128, "BN": 256, "BK": 64, "G": 8}, num_stages=3, num_warps=8),
+            triton.Config({"BM": 128, "BN": 128, "BK": 64, "G": 8}, num_stages=4, num_warps=4),
+            triton.Config({"BM": 256, "BN": 128, "BK": 64, "G": 8}, num_stages=3, num_warps=8)],
+            key=["M", "N", "K"])
+        @triton.jit
+        def mm(A, B, C, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, G: tl.constexpr):
+            pid = tl.program_id(0)
+            npm, npn = tl.cdiv(M, BM), tl.cdiv(N, BN)
+            group = pid // (G * npn)
+            first = group * G
+            gs = min(npm - first, G)
+            pm = first + (pid % (G * npn)) % gs
+            pn = (pid % (G * npn)) // gs
+            rm = pm * BM + tl.arange(0, BM)
+            rn = pn * BN + tl.arange(0, BN)
+            rk = tl.arange(0, BK)
+            acc = tl.zeros((BM, BN), dtype=tl.float32)
+            for k in range(0, K, BK):
+                x = tl.load(A + rm[:, None] * K + (k + rk)[None, :])
+                y = tl.load(B + (k + rk)[:, None] * N + rn[None, :])
+                acc += tl.dot(x, y)
+            tl.store(C + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+        _TRITON_MM = mm
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=torch.float16)
+    _TRITON_MM[lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)](a, b, c, M, N, K)
+    return c
+
+
+def attention_rows(results):
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from examples_util import example
+
+    fa = example("flash_attention")
+    B, H, S, D = 4, 32, 4096, 128
+    q, k, v = (torch.randn(B, S, H, D, device="cuda", dtype=torch.float16) for _ in range(3))
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    for causal in (False, True):
+        flops = 4 * B * H * S * S * D * (0.5 if causal else 1.0)
+        peers = {}
+        for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+            try:
+                with sdpa_kernel(be):
+                    peers[name] = bench(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal),
+                                        warmup=3, iters=10)
+            except Exception as err:
+                peers[name + "_error"] = repr(err)[-200:]
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
+        for bm, bn, st in ((128, 64, 2), (64, 64, 2), (128, 128, 2)):
+            try:
+                import tilecore
+                t0 = time.perf_counter()
+                kern = tilecore.compile(fa.flashattn.prim_func(B, H, S, D, causal, block_M=bm, block_N=bn,
+                                                                num_stages=st), target="cuda", out_idx=[3])
+                cold = time.perf_counter() - t0
+                out = kern(q, k, v)
+                torch.cuda.synchronize()
+                err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+                t = bench(lambda: kern(q, k, v), warmup=3, iters=10)
+            except Exception as err_:
+                results.append({"kernel": "attention", "causal": causal, "cfg": [bm, bn, st],
+                                "error": repr(err_)[-400:]})
+                print(json.dumps(results[-1]), flush=True)
+                continue
+            row = {"kernel": f"attention_fwd_fp16_B{B}_H{H}_S{S}_D{D}", "causal": causal, "cfg": [bm, bn, st],
+                   "rel_err": err, "ms": t, "tflops": flops / t / 1e9, "compile_s": cold,
+                   **{f"sdpa_{k_}_ms": v_ for k_, v_ in peers.items()},
+                   "ratio_vs_flash": peers.get("flash", float("nan")) / t,
+                   "ratio_vs_cudnn": peers.get("cudnn", float("nan")) / t}
+            results.append(row)
+            print(json.dumps(row), flush=True)
+
+
+def layernorm_rows(results):
+    import torch
+    import tilecore
+    from examples_util import example
+
+    ln = example("layernorm")
+    sm = example("softmax")
+    M, Nn = 16384, 8192
+    x = torch.randn(M, Nn, device="cuda", dtype=torch.float16)
+    w = torch.rand(Nn, device="cuda", dtype=torch.float16) + 0.5
+    bb = torch.rand(Nn, device="cuda", dtype=torch.float16) - 0.5
+    y = torch.empty_like(x)
+    copy_ms = bench(lambda: y.copy_(x))
+    byts = 2 * x.numel() * 2
+    bw = byts / copy_ms / 1e6
+    t_torch = bench(lambda: torch.nn.functional.layer_norm(x, (Nn,), w, bb, 1e-5))
+    ref = torch.nn.functional.layer_norm(x.float(), (Nn,), w.float(), bb.float(), 1e-5)
+    for bm in (1, 2):
+        try:
+            kern = tilecore.compile(ln.layernorm.prim_func(M, Nn, bm, dtype="float16"), target="cuda", out_idx=[-1])
+            out = kern(x, w, bb)
+            torch.cuda.synchronize()
+            err = ((out.float() - ref).abs().max()).item()
+            t = bench(lambda: kern(x, w, bb))
+            row = {"kernel": "layernorm_fp16_16384x8192 (examples/layernorm.py)", "block_M": bm, "max_abs_err": err,
+                   "ms": t, "GBps": byts / t / 1e6, "copy_GBps": bw, "pct_of_copy": byts / t / 1e6 / bw * 100,
+                   "torch_ms": t_torch, "torch_pct_of_copy": byts / t_torch / 1e6 / bw * 100,
+                   "storage": kern.artifact.meta["storage"]}
+        except Exception as err_:
+            row = {"kernel": "layernorm", "block_M": bm, "error": repr(err_)[-400:]}
+        results.append(row)
+        print(json.dumps(row), flush=True)
+    t_sm = bench(lambda: torch.softmax(x, -1))
+    for bm in (1, 2):
+        try:
+            kern = tilecore.compile(sm.softmax.prim_func(M, Nn, bm, dtype="float16"), target="cuda", out_idx=[-1])
+            out = kern(x)
+            torch.cuda.synchronize()
+            ok = torch.allclose(out.float(), torch.softmax(x.float(), -1), atol=2e-3, rtol=2e-2)
+            t = bench(lambda: kern(x))
+            row = {"kernel": "softmax_fp16_16384x8192 (examples/softmax.py)", "block_M": bm, "correct": ok,
+                   "ms": t, "pct_of_copy": byts / t / 1e6 / bw * 100, "torch_ms": t_sm,
+                   "torch_pct_of_copy": byts / t_sm / 1e6 / bw * 100, "storage": kern.artifact.meta["storage"]}
+        except Exception as err_:
+            row = {"kernel": "softmax example", "block_M": bm, "error": repr(err_)[-400:]}
+        results.append(row)
+        print(json.dumps(row), flush=True)
+
+
 def softmax_rows(results):
     import torch
     import kernels as K
@@ -98,7 +244,7 @@ def softmax_rows(results):
     byts = 2 * x.numel() * 2
     bw = byts / copy_ms / 1e6
     t_torch = bench(lambda: torch.softmax(x, -1))
-    for rows, threads, fd in ((4, 256, "float16"), (2, 256, "float16"), (8, 256, "float16"), (1, 256, "float32")):
+    for rows, threads, fd in ((1, 256, "float32"), (2, 256, "float32"), (1, 512, "float32"), (4, 256, "float16")):
         try:
             art, launch, cold = build(K.softmax_kernel(M, Nn, threads=threads, rows=rows, frag_dtype=fd))
         except Exception as err:
@@ -185,7 +331,7 @@ def overhead_rows(results):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="")
-    ap.add_argument("--only", default="gemm,softmax,overhead")
+    ap.add_argument("--only", default="overhead,softmax,layernorm,attention,gemm")
     args = ap.parse_args()
     import torch
 
@@ -206,7 +352,8 @@ def main():
     results = []
     print(json.dumps(env), flush=True)
     only = args.only.split(",")
-    for name, fn in (("overhead", overhead_rows), ("softmax", softmax_rows), ("gemm", gemm_rows)):
+    for name, fn in (("overhead", overhead_rows), ("softmax", softmax_rows), ("layernorm", layernorm_rows),
+                     ("attention", attention_rows), ("gemm", gemm_rows)):
         if name in only:
             try:
                 fn(results)

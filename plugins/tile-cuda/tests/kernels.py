@@ -21,7 +21,7 @@ def full(buf):
 
 
 def gemm_kernel(M, Nn, K, bm=128, bn=128, bk=32, stages=3, threads=128, dtype="float16", accum="float32",
-                out_dtype=None, ta=False, tb=False, predicated=False, name="gemm"):
+                out_dtype=None, ta=False, tb=False, predicated=False, name="gemm", swizzle_panel=0):
     out_dtype = out_dtype or dtype
     A = N.Buffer("A", (K, M) if ta else (M, K), dtype)
     Bb = N.Buffer("B", (Nn, K) if tb else (K, Nn), dtype)
@@ -38,7 +38,8 @@ def gemm_kernel(M, Nn, K, bm=128, bn=128, bk=32, stages=3, threads=128, dtype="f
         N.Copy(region(Bb, b_start, Bs.shape), full(Bs), predicated),
         N.Gemm(full(As), full(Bs), full(Cf), ta, tb),
     ), num_stages=stages)
-    body = (N.Alloc(As), N.Alloc(Bs), N.Alloc(Cf), N.Fill(full(Cf), c(0, accum)), loop,
+    hint = (N.Hint("use_swizzle", (), (("panel_size", swizzle_panel), ("enable", True))),) if swizzle_panel else ()
+    body = hint + (N.Alloc(As), N.Alloc(Bs), N.Alloc(Cf), N.Fill(full(Cf), c(0, accum)), loop,
             N.Copy(full(Cf), region(C, [row0, col0], (bm, bn)), predicated))
     kern = N.Kernel((c(-(-Nn // bn)), c(-(-M // bm))), (bx, by), (threads,), body)
     return N.PrimFunc(name, (A, Bb, C), (kern,))
