@@ -302,3 +302,31 @@ def test_print_scalars_tiles_and_per_element_values(capfd):
     ref_out = capfd.readouterr().out
     assert npu_out == ref_out
     assert "[block (0,)] lanes: [4. 6.]" in npu_out and "scalar: 41" in npu_out
+
+
+def test_pipelined_loops_that_must_not_be_prefetched():
+    rng = np.random.default_rng(12)
+
+    @T.prim_func
+    def f(A: T.Tensor((8, 16), "float32"), Acc: T.Tensor((16,), "float32"), Out: T.Tensor((16,), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_fragment((16,), "float32")
+            s = T.alloc_fragment((16,), "float32")
+            T.clear(s)
+            T.clear(a)
+            for k in T.Pipelined(8, num_stages=2):
+                for i in T.Parallel(16):        # reads `a` before this iteration's copy refills it
+                    s[i] = s[i] + a[i]
+                T.copy(A[k, 0], a)
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(Acc[0], a)               # the loop also writes Acc: no prefetch allowed
+                for i in T.Parallel(16):
+                    a[i] = a[i] * 2.0
+                T.copy(a, Acc[0])
+            T.copy(s, Out[0])
+    k = tilecore.compile(f, target="npu", out_idx=[-1])
+    from tile_npu.isa import Program
+    segments = [seg.name for seg in Program.from_bytes(k.artifact.blobs["program"]).segments]
+    assert not [n for n in segments if "@stage" in n], segments     # neither loop was multi-buffered
+    assert_matches_reference(f, [rand(rng, (8, 16), "float32"), rand(rng, (16,), "float32")], backend="npu",
+                             out_idx=[-1])

@@ -236,7 +236,15 @@ class Codegen:
                     if used_vars & inner_vars or loads or name in bufs:
                         continue
                     writers = [x for x in self._all_stmts(s.body) if x is not c and name in self._writes(x)]
-                    if writers or self._used_outside(body, s, name) or \
+                    # the prefetch must not see different data than the copy would have:
+                    # nothing earlier in the body reads the destination, nothing in the loop
+                    # writes the source tensor
+                    earlier = [x for x in self._all_stmts(s.body[:i])
+                               if any(isinstance(n, N.Buffer) and n.name == name for n in self._stmt_nodes(x))]
+                    src_written = [x for x in self._all_stmts(s.body)
+                                   if c.src.buffer.name in self._writes(x) or
+                                   isinstance(x, N.Atomic) and x.dst.buffer.name == c.src.buffer.name]
+                    if writers or earlier or src_written or self._used_outside(body, s, name) or \
                             any(isinstance(x, N.Alloc) and x.buffer.name == name for x in self._all_stmts(s.body)):
                         continue
                     copies.append(i)
@@ -1163,7 +1171,7 @@ class Codegen:
             self._drop(a)
             return _Vec(out, "bool" if op == "not" else e.dtype)
         if isinstance(e, N.Cast):
-            return self.materialize(self._own_any(self.vx(e.value), e.value.dtype), e.value.dtype, e.dtype)
+            return self.materialize(self.vx(e.value), e.value.dtype, e.dtype)
         if isinstance(e, N.Select):
             c = self.materialize(self.vx(e.cond), e.cond.dtype, "bool")
             saved = ctx.mask
@@ -1191,9 +1199,6 @@ class Codegen:
             self.free_slot(*slots)
             return _Vec(out, e.buffer.dtype)
         raise self.error(f"the npu backend cannot compile the expression {type(e).__name__}")
-
-    def _own_any(self, v, dtype):
-        return v
 
     def _operand(self, v, have_dtype, want):
         """Convert an operand to `want`: registers convert in the scalar unit, slots with vcvt."""
@@ -1248,8 +1253,6 @@ class Codegen:
         ctx = self.vctx
         if len(indices) != buf.ndim:
             raise self.error(f"{buf.name} has {buf.ndim} dims, indexed with {len(indices)}")
-        if buf.scope != "global":
-            pass
         space, sid = self._space(buf)
         dims, regs, slots = [], [], []
         for ix in indices:
