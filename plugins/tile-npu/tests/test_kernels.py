@@ -330,3 +330,27 @@ def test_pipelined_loops_that_must_not_be_prefetched():
     assert not [n for n in segments if "@stage" in n], segments     # neither loop was multi-buffered
     assert_matches_reference(f, [rand(rng, (8, 16), "float32"), rand(rng, (16,), "float32")], backend="npu",
                              out_idx=[-1])
+
+
+def test_bank_conflicts_make_column_access_slower():
+    """Reading a tile column-wise hits one bank per row pair; row-wise spreads over all banks."""
+    def kernel(transposed):
+        @T.prim_func
+        def f(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
+            with T.Kernel(1) as bx:
+                x = T.alloc_shared((64, 64), "float32")
+                y = T.alloc_fragment((64, 64), "float32")
+                T.copy(X[0, 0], x)
+                for i, j in T.Parallel(64, 64):
+                    if transposed:
+                        y[i, j] = x[j, i]
+                    else:
+                        y[i, j] = x[i, j]
+                T.copy(y, Y[0, 0])
+        return tilecore.compile(f, target="npu", out_idx=[-1])
+    x = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+    rows, cols = kernel(False), kernel(True)
+    np.testing.assert_array_equal(rows(x), x)
+    np.testing.assert_array_equal(cols(x), x.T)
+    r, c = tile_npu.report(rows), tile_npu.report(cols)
+    assert c.engine_busy["vector"] > 4 * r.engine_busy["vector"], (r.engine_busy, c.engine_busy)

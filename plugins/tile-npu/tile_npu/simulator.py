@@ -736,6 +736,7 @@ class Simulator:
             vals = self.view(acc.space_id)[flat]
             rng = self._range(acc.space_id, flat)
             self.check_hazards(reads=[rng])
+            self._last_bank_factor = self._bank_factor(seg, flat)
             return (vals if mask is None else np.where(mask, vals, np.zeros((), vals.dtype))), [rng], seg.dtype
         arr = self.args[acc.space_id]
         self.check_hazards(dram_reads=[acc.space_id])
@@ -748,12 +749,23 @@ class Simulator:
     def _is_gather(self, acc):
         return any(slot != NO_REG for _, slot, _ in acc.dims)
 
+    def _bank_factor(self, seg, flat):
+        """Bank conflicts of one 64-lane beat: the most distinct lines any one bank must deliver."""
+        if flat.size == 0:
+            return 1
+        lb, nb = self.cfg.bank_line_bytes, self.cfg.scratchpad_banks
+        lines = np.unique((seg.base + flat[:self.cfg.vector_lanes] * dtype_size(seg.dtype)) // lb)
+        return int(np.bincount(lines % nb, minlength=nb).max()) if lines.size else 1
+
     def _vaccess_cycles(self, acc, n):
+        """Cycles of a vector load/store: 64 lanes per beat, slowed by bank conflicts or gathers."""
         if acc.space == SPACE_PARAM:
             return self._vcycles(n) + self.cfg.scalar_dram_latency + n // self.cfg.gather_elems_per_cycle
+        factor = getattr(self, "_last_bank_factor", 1)
+        cycles = self._vcycles(n) * max(factor, 1)
         if self._is_gather(acc):
-            return max(1, -(-n // self.cfg.gather_elems_per_cycle))
-        return self._vcycles(n)
+            cycles = max(cycles, -(-n // self.cfg.gather_elems_per_cycle))
+        return cycles
 
     def op_vld(self, ins):
         acc = self.desc(ins[8])
@@ -781,6 +793,7 @@ class Simulator:
                 flat, vals = flat[mask], vals[mask]
             rng = self._range(acc.space_id, flat)
             self.check_hazards(writes=[rng])
+            self._last_bank_factor = self._bank_factor(seg, flat)
             self.view(acc.space_id)[flat] = convert(vals, seg.dtype)
             return [rng]
         arr = self.args[acc.space_id]
