@@ -185,6 +185,7 @@ class Codegen:
         self.prog.grid_pc = self.here()
         self.prog.grid_rank = max(len(kernel.grid), 1)
         self._bind_dyn()
+        self._outer_stmts(func)
         vals = [self.sx(g) for g in kernel.grid] or [self.li(1)]
         for i, r in enumerate(vals):
             self.emit("mov", r=(i, r))
@@ -195,6 +196,7 @@ class Codegen:
         self.prog.kernel_pc = self.here()
         self.emit("li", r=(ZERO,), imm=0)
         self._bind_dyn()
+        self._outer_stmts(func)
         for k, v in enumerate(kernel.block_vars):
             r = self.reg()
             self.emit("spr", func=0, r=(r,), imm=k)
@@ -207,6 +209,20 @@ class Codegen:
                            "source": self.source, "function": func.name,
                            "dyn_vars": [v.name for v in func.dyn_vars]}
         return self.prog
+
+    def _outer_stmts(self, func):
+        """Scalar `let`s written before the T.Kernel (evaluated by both the grid and the kernel code)."""
+        for st in func.body:
+            if isinstance(st, N.Kernel):
+                break
+            if isinstance(st, N.Let):
+                self.s_Let(st)
+            elif not isinstance(st, N.Hint):
+                raise self.error(f"{type(st).__name__} outside T.Kernel is not supported on npu", st.span)
+        after = func.body[func.body.index(func.kernel) + 1:]
+        for st in after:
+            if not isinstance(st, N.Hint):
+                raise self.error(f"{type(st).__name__} after T.Kernel is not supported on npu", st.span)
 
     def _bind_dyn(self):
         for k, v in enumerate(self.func.dyn_vars):

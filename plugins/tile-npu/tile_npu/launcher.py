@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+import threading
+
 import numpy as np
 
 from tilecore.diagnostics import TileRuntimeError
@@ -39,6 +41,7 @@ class NPULauncher:
         self.dyn_vars = tuple(dyn_vars) or tuple(self.program.debug.get("dyn_vars", ()))
         self.simulator = Simulator(self.program, self.config)
         self.last_report: Optional[LaunchReport] = None
+        self._lock = threading.Lock()     # one simulated device: launches run one at a time
 
     def __call__(self, args, bindings=None):
         global _last_report
@@ -48,7 +51,8 @@ class NPULauncher:
             dyn = [int(bindings[name]) for name in self.dyn_vars]
         except KeyError as e:
             raise TileRuntimeError(f"npu: no value for the dynamic dimension {e.args[0]}") from None
-        report = self.simulator.run(arrays, dyn)
+        with self._lock:
+            report = self.simulator.run(arrays, dyn)
         self.last_report = report
         _last_report = report
         return None

@@ -365,7 +365,9 @@ class Simulator:
         # grid program: computes the grid dims into r0..r(rank-1) (on core 0, not timed)
         self._start_block(spads[0], cores[0], (0,) * prog.grid_rank, (1,) * prog.grid_rank, 0)
         self._exec(prog.grid_pc)
-        grid = tuple(max(int(self.regs[i]), 0) for i in range(prog.grid_rank))
+        grid = tuple(int(self.regs[i]) for i in range(prog.grid_rank))
+        if any(g < 0 for g in grid):
+            raise TileRuntimeError(f"negative grid size {grid}")
         cores[0].__init__(nlines)
         nblocks = int(np.prod(grid)) if grid else 1
         for b in range(nblocks):
