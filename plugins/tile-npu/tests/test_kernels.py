@@ -354,3 +354,23 @@ def test_bank_conflicts_make_column_access_slower():
     np.testing.assert_array_equal(cols(x), x.T)
     r, c = tile_npu.report(rows), tile_npu.report(cols)
     assert c.engine_busy["vector"] > 4 * r.engine_busy["vector"], (r.engine_busy, c.engine_busy)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=15, deadline=None)
+@given(M=st.integers(1, 70), N=st.integers(1, 70), bm=st.sampled_from([8, 16, 32]), bn=st.sampled_from([8, 16, 64]),
+       dtype=st.sampled_from(["float32", "float16", "int32", "int8"]), offset=st.integers(-3, 3))
+def test_partial_tile_copies_and_shifted_reads(M, N, bm, bn, dtype, offset):
+    """Tiles of any size over tensors of any size, read with a shifted (possibly out-of-bounds) window."""
+    @T.prim_func
+    def f(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            t = T.alloc_shared((bm, bn), dtype)
+            T.copy(X[by * bm + offset, bx * bn - offset], t)
+            for i, j in T.Parallel(bm, bn):
+                t[i, j] = t[i, j] + t[bm - 1 - i, j]
+            T.copy(t, Y[by * bm, bx * bn])
+    rng = np.random.default_rng(M * 100 + N)
+    assert_matches_reference(f, [rand(rng, (M, N), dtype)], backend="npu", out_idx=[-1])
