@@ -28,7 +28,7 @@ from tilecore.ir.types import promote
 from tilecore.ir.visitor import walk
 
 from . import isa
-from .arch import DEFAULT_CONFIG, MATRIX_FORMATS, VECTOR_DTYPES, NPUConfig, dtype_size
+from .arch import DEFAULT_CONFIG, MATRIX_FORMATS, VECTOR_DTYPES, NPUConfig
 from .isa import (NO_REG, SPACE_PARAM, SPACE_SEG, Access, Extents, Instr, MatMul, Program, Reduction,
                   Segment, Transfer)
 
