@@ -339,3 +339,42 @@ def test_guarded_element_access_is_not_an_error():
                     B[bx * 32 + i] = T.if_then_else(bx * 32 + i + 1 < n, A[bx * 32 + i + 1], 0.0)
 
     assert_matches_reference(main, [rand(n)], backend="cpu", out_idx=[-1])
+
+
+def test_third_party_rules_and_intrinsics_override_the_cpu_lowering(monkeypatch):
+    """tilecore_lowering_rules / tilecore_intrinsics from another plugin reach the CPU lowering."""
+    from tvm import tirx as tx
+
+    from tilecore.plugin import hookimpl, register_plugin, unregister_plugin
+
+    monkeypatch.setenv("TILECORE_CACHE", "0")  # the disk cache key does not cover other plugins
+
+    class Overrides:
+        @hookimpl
+        def tilecore_intrinsics(self, backend, table):
+            if backend.name == "cpu":
+                table[("exp", "float32")] = lambda args: args[0] + tx.const(1.0, "float32")
+
+        @hookimpl
+        def tilecore_lowering_rules(self, backend, rules):
+            if backend.name == "cpu":
+                # fills become no-ops: the output keeps its previous contents
+                rules["Fill"] = lambda lowering, stmt: tx.Evaluate(tx.const(0, "int32"))
+
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32"), C: T.Tensor((16,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(16):
+                B[i] = T.exp(A[i])
+            T.fill(C, 5.0)
+
+    name = register_plugin(Overrides(), name="test-overrides")
+    try:
+        a = rand(16)
+        b = np.zeros(16, np.float32)
+        c = np.full(16, 2.0, np.float32)
+        tilecore.compile(main, target="cpu")(a, b, c)
+    finally:
+        unregister_plugin(name)
+    np.testing.assert_array_equal(b, a + np.float32(1))
+    np.testing.assert_array_equal(c, np.full(16, 2.0, np.float32))

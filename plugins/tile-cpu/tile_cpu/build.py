@@ -35,13 +35,24 @@ def host_info() -> Dict[str, Any]:
             width = 128
         if width <= 0:
             width = 128
-        _host = {"cpu": cpu, "triple": triple, "vector_bits": width,
+        mattr = []
+        try:
+            # LLVM tunes many AVX-512 CPUs to prefer 256-bit vectors (a guard against clock
+            # throttling on old parts); tile loops are long and dense, so use the full width.
+            if codegen.llvm_cpu_has_features(["avx512f"], target):
+                mattr = ["-prefer-256-bit"]
+        except Exception:
+            pass
+        _host = {"cpu": cpu, "triple": triple, "vector_bits": width, "mattr": mattr,
                  "llvm": str(codegen.llvm_version_major()), "tvm": tvm.__version__}
     return _host
 
 
 def target_dict(info: Dict[str, Any]) -> Dict[str, Any]:
-    return {"kind": "llvm", "mcpu": info["cpu"], "mtriple": info["triple"]}
+    target = {"kind": "llvm", "mcpu": info["cpu"], "mtriple": info["triple"]}
+    if info.get("mattr"):
+        target["mattr"] = list(info["mattr"])
+    return target
 
 
 def compiler() -> Optional[str]:

@@ -118,10 +118,11 @@ def tilecore_intrinsics(backend, table):
         return
     from tilecore.lowering.intrinsics import default_table, vectorizable_table
 
+    # setdefault: an entry another plugin put there wins, whichever hook runs first
+    for key, impl in vectorizable_table().items():
+        table.setdefault(key, impl)
     for key, impl in default_table().items():
         table.setdefault(key, impl)
-    for key, impl in vectorizable_table().items():
-        table[key] = impl
 
 
 def _collect(hook_name: str, backend) -> Dict:
