@@ -28,7 +28,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from . import __version__
-from .execute import (FAIL, PASS, SUITE_ERROR, UNSUPPORTED, Outcome, call_on_device, compare_outputs,
+from .execute import (check_with_core_pipeline, FAIL, PASS, SUITE_ERROR, UNSUPPORTED, Outcome, call_on_device, compare_outputs,
                       load_source, make_inputs, np_dtype, program_features, reference_outputs)
 from .programs import build
 from .repro import program_from_record, program_record
@@ -85,6 +85,7 @@ def build_bundle(backend_name: str, folder: str, examples: int = 100, seed: int 
                            message=f"uses undeclared feature(s) {', '.join(undeclared)}")
                 summary["unsupported"] += 1
                 continue
+            check_with_core_pipeline(func)
             arrays = make_inputs(prog.params, prog.bindings, prog.input_seed)
             ref = reference_outputs(func, prog, arrays)
         except Exception as err:

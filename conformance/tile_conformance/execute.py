@@ -104,13 +104,31 @@ class Outcome:
     error_kind: str = ""  # "mismatch", "compile", "run" (failures); "frontend", "oracle" (suite errors)
 
     def signature(self) -> str:
-        """What kind of failure this is (shrinking keeps it the same)."""
-        return self.error_kind
+        """What kind of failure this is (shrinking keeps it the same).
+
+        Mismatches are one kind; compile and run errors are told apart by their
+        message with file names, positions and numbers removed.
+        """
+        if self.error_kind == "mismatch":
+            return "mismatch"
+        import re
+
+        first = self.message.splitlines()[0] if self.message else ""
+        first = re.sub(r"\S+\.py:\d+:\d+:?", "", first)
+        first = re.sub(r"\d+", "N", first)
+        return f"{self.error_kind}:{first.strip()}"
 
 
 def _one_line(err: BaseException) -> str:
     text = str(err).strip()
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def check_with_core_pipeline(func) -> None:
+    """Run the core passes for the reference target: a program they reject is not the backend's fault."""
+    from tilecore.runtime.api import lower
+
+    lower(func, target="reference")
 
 
 def reference_outputs(func, program: Program, arrays: List[np.ndarray]) -> List[np.ndarray]:
@@ -154,6 +172,12 @@ def run_program(program: Program, backend, tier: str = "execute", reference_cach
     if undeclared:
         return Outcome(UNSUPPORTED, feats, f"uses undeclared feature(s) {', '.join(undeclared)}",
                        unsupported=undeclared, seconds=time.perf_counter() - t0)
+    try:
+        check_with_core_pipeline(func)
+    except Exception as err:
+        return Outcome(SUITE_ERROR, feats, "the core pass pipeline rejected a generated program (for the "
+                       "reference target): " + _one_line(err), error_kind="pipeline",
+                       seconds=time.perf_counter() - t0)
     arrays = make_inputs(program.params, program.bindings, program.input_seed)
     ref = None
     if tier == "execute":

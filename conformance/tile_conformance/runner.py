@@ -199,18 +199,19 @@ def run_suite(backend_name: str, examples: int = DEFAULT_EXAMPLES, seed: int = 0
 def _failures(programs, outcomes, table, backend, tier, shrink, max_shrinks, shrink_runs, shrink_seconds,
               seed, bar) -> List[dict]:
     failed = [(i, p, o) for i, (p, o) in enumerate(zip(programs, outcomes)) if o.status == FAIL]
-    # shrink the first failure of each (family, kind) first: distinct bugs before repeats
-    order, seen = [], set()
+    # shrink one failure per distinct (family, kind of failure, most suspicious feature): distinct
+    # bugs get a minimal program each; repeats of the same one are listed unshrunk
+    to_shrink, seen = [], set()
     for item in failed:
-        sig = (item[1].family, item[2].error_kind)
-        if sig not in seen:
+        top = (suspects(item[2].features, table) or [""])[0]
+        sig = (item[1].family, item[2].signature(), top)
+        if sig not in seen and len(to_shrink) < max_shrinks:
             seen.add(sig)
-            order.append(item)
-    order += [it for it in failed if it not in order]
+            to_shrink.append(item[0])
+    order = [it for it in failed if it[0] in to_shrink] + [it for it in failed if it[0] not in to_shrink]
     results = []
     if failed:
-        bar.describe(f"shrinking {min(len(order), max_shrinks) if shrink else 0} failure(s)",
-                     total=max(1, min(len(order), max_shrinks)))
+        bar.describe(f"shrinking {len(to_shrink) if shrink else 0} failure(s)", total=max(1, len(to_shrink)))
     for rank, (i, prog, out) in enumerate(order):
         entry = {
             "index": i, "family": prog.family, "kind": out.error_kind, "features": out.features,
@@ -219,8 +220,8 @@ def _failures(programs, outcomes, table, backend, tier, shrink, max_shrinks, shr
             "program": program_record(prog), "shrunk": False,
         }
         minimal_prog, minimal_out = prog, out
-        if shrink and rank < max_shrinks:
-            def still_fails(knobs, _kind=out.error_kind):
+        if shrink and i in to_shrink:
+            def still_fails(knobs, _sig=out.signature()):
                 try:
                     candidate = build(knobs)
                 except Unbuildable:
@@ -228,7 +229,7 @@ def _failures(programs, outcomes, table, backend, tier, shrink, max_shrinks, shr
                 except Exception:
                     return False
                 res = run_program(candidate, backend, tier)
-                return res.status == FAIL and res.error_kind == _kind
+                return res.status == FAIL and res.signature() == _sig
 
             shrinker = Shrinker(still_fails, max_runs=shrink_runs, max_seconds=shrink_seconds, seed=seed)
             knobs = shrinker.shrink(prog.knobs)

@@ -77,7 +77,16 @@ def family_requirements(caps: Caps):
 
 
 def _gemm_pairs(caps: Caps):
-    return tuple(sorted(p for p in caps.gemm_dtypes if caps.dtype_ok(p[0]) and caps.dtype_ok(p[1])))
+    """Declared (input, accumulator) pairs, minus those the language itself rejects
+    (the frontend refuses a float accumulator narrower than the inputs)."""
+    from tilecore.ir.types import bits
+
+    def language_ok(pair):
+        a, acc = pair
+        return not (is_float(a) and is_float(acc) and bits(acc) < bits(a))
+
+    return tuple(sorted(p for p in caps.gemm_dtypes
+                        if caps.dtype_ok(p[0]) and caps.dtype_ok(p[1]) and language_ok(p)))
 
 
 @st.composite

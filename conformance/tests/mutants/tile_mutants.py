@@ -1,0 +1,183 @@
+"""Throwaway backend plugins with one planted bug each (the suite's mutation check).
+
+Each mutant is the cpu backend (or "reference" where tile-cpu is not
+installed, or $TILE_MUTANTS_WRAP) under another name, with one bug a real
+backend could have:
+
+  cpu-bug-edge       the last row/column of a partial edge tile is never written
+                     (an off-by-one tile-edge predicate)
+  cpu-bug-axis       reductions run along the other axis
+  cpu-bug-transpose  T.gemm ignores transpose_A / transpose_B
+  cpu-bug-bf16       bfloat16 results are truncated instead of rounded
+                     (1 ulp too small in magnitude for half of the values)
+  cpu-bug-atomic     the atomic updates of block 0 are lost
+
+IR-level bugs are planted by rewriting the Tile IR the wrapped backend
+compiles; the others by wrapping its launcher. Registered through the
+entry-point group "tilecore" (tests write a dist-info for it) or with
+tilecore.plugin.manager.register_plugin.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+
+from tilecore.ir import nodes as N
+from tilecore.ir.visitor import Transformer, walk
+from tilecore.plugin import hookimpl
+from tilecore.plugin.backend import Artifact
+
+MUTANTS = ("edge", "axis", "transpose", "bf16", "atomic")
+PREFIX = "cpu-bug-"
+
+
+def wrapped_name() -> str:
+    env = os.environ.get("TILE_MUTANTS_WRAP")
+    if env:
+        return env
+    try:
+        import tile_cpu.plugin  # noqa: F401
+
+        return "cpu"
+    except ImportError:
+        return "reference"
+
+
+def _wrapped_backend():
+    if wrapped_name() == "cpu":
+        from tile_cpu.plugin import make_backend
+    else:
+        from tilecore.interp.plugin import make_backend
+    return make_backend()
+
+
+def _mutant(backend):
+    name = getattr(backend, "name", "")
+    return name[len(PREFIX):] if name.startswith(PREFIX) and name[len(PREFIX):] in MUTANTS else None
+
+
+def _pm():
+    from tilecore.plugin.manager import get_plugin_manager
+
+    return get_plugin_manager()
+
+
+@hookimpl
+def tilecore_register_backends(register):
+    """One backend per planted bug, declaring exactly what the wrapped backend declares."""
+    base = _wrapped_backend()
+    for m in MUTANTS:
+        register(dataclasses.replace(base, name=PREFIX + m, targets=(PREFIX + m,), distribution="tile-mutants",
+                                     version="0.0.0", priority=-100,
+                                     description=f"{base.name} with a planted bug: {m}"))
+
+
+@hookimpl
+def tilecore_passes(backend, pipeline):
+    if _mutant(backend):
+        _pm().hook.tilecore_passes(backend=_wrapped_backend(), pipeline=pipeline)
+
+
+@hookimpl
+def tilecore_layout_rules(backend, rules):
+    if _mutant(backend):
+        _pm().hook.tilecore_layout_rules(backend=_wrapped_backend(), rules=rules)
+
+
+# ----------------------------------------------------------------------------- IR bugs
+
+
+class _WrongAxis(Transformer):
+    def visit_Reduce(self, s):
+        return dataclasses.replace(s, dim=(s.dim + 1) % s.src.ndim) if s.src.ndim > 1 else s
+
+
+class _DropTranspose(Transformer):
+    def visit_Gemm(self, s):
+        return dataclasses.replace(s, transpose_a=False, transpose_b=False)
+
+
+class _LoseBlockZeroAtomics(Transformer):
+    def __init__(self, block_var):
+        self.block_var = block_var
+
+    def visit_Atomic(self, s):
+        cond = N.BinOp("!=", self.block_var, N.Const(0, self.block_var.dtype), "bool")
+        return N.If(cond, (s,), ())
+
+
+def _plant(mutant: str, func: N.PrimFunc) -> N.PrimFunc:
+    if mutant == "axis":
+        return _WrongAxis().visit(func)
+    if mutant == "transpose":
+        return _DropTranspose().visit(func)
+    if mutant == "atomic":
+        return _LoseBlockZeroAtomics(func.kernel.block_vars[0]).visit(func)
+    return func
+
+
+def _edge_writes(func: N.PrimFunc):
+    """[(param index, tile extents)] of predicated tile copies into global tensors."""
+    index = {p.name: i for i, p in enumerate(func.params)}
+    out = []
+    for node in walk(func):
+        if isinstance(node, N.Copy) and node.predicated and node.dst.buffer.scope == "global":
+            out.append((index[node.dst.buffer.name], list(node.dst.extents)))
+    return out
+
+
+@hookimpl
+def tilecore_codegen(backend, module, options):
+    mutant = _mutant(backend)
+    if not mutant:
+        return None
+    base = _wrapped_backend()
+    func = _plant(mutant, module.func)
+    inner = _pm().hook.tilecore_codegen(backend=base, module=dataclasses.replace(module, func=func),
+                                        options=options)
+    meta = dict(inner.meta)
+    meta["mutant"] = {"bug": mutant, "wraps": inner.backend,
+                      "edge_writes": _edge_writes(module.func) if mutant == "edge" else [],
+                      "bf16_params": [i for i, p in enumerate(module.func.params) if p.dtype == "bfloat16"]}
+    return Artifact(backend=backend.name, target=backend.name, entry=inner.entry, source=inner.source,
+                    blobs=dict(inner.blobs), meta=meta)
+
+
+def _truncate_bf16(a: np.ndarray) -> None:
+    bits = a.view(np.uint16)
+    bits &= np.uint16(0xFFFE)
+
+
+@hookimpl
+def tilecore_launcher(backend, artifact):
+    mutant = _mutant(backend)
+    if not mutant:
+        return None
+    info = artifact.meta["mutant"]
+    base = _wrapped_backend()
+    meta = {k: v for k, v in artifact.meta.items() if k != "mutant"}
+    inner_artifact = Artifact(backend=info["wraps"], target=base.targets[0], entry=artifact.entry,
+                              source=artifact.source, blobs=dict(artifact.blobs), meta=meta)
+    inner = _pm().hook.tilecore_launcher(backend=base, artifact=inner_artifact)
+
+    def launch(args, bindings=None):
+        before = {}
+        if mutant == "edge":
+            before = {i: np.array(args[i], copy=True) for i, _ in info["edge_writes"]}
+        inner(args, bindings)
+        if mutant == "edge":
+            for i, extents in info["edge_writes"]:
+                arr = args[i]
+                ext = extents[-arr.ndim:] if len(extents) >= arr.ndim else extents
+                for d in range(arr.ndim):
+                    if d < len(ext) and ext[d] > 1 and arr.shape[d] % ext[d] != 0:
+                        sl = [slice(None)] * arr.ndim
+                        sl[d] = arr.shape[d] - 1
+                        arr[tuple(sl)] = before[i][tuple(sl)]
+        if mutant == "bf16":
+            for i in info["bf16_params"]:
+                _truncate_bf16(args[i])
+
+    return launch

@@ -1,0 +1,70 @@
+"""The generator: reproducible, parsed by the real frontend, restricted by capabilities."""
+from __future__ import annotations
+
+from tilecore.interp.plugin import make_backend
+from tilecore.language.features import features_used
+
+from tile_conformance.execute import load_source, run_program
+from tile_conformance.programs import FAMILIES, build
+from tile_conformance.runner import generate_knobs, family_quota
+from tile_conformance.strategies import Caps
+
+REF = make_backend()
+ALL = Caps.from_backend(REF)
+
+
+def test_same_seed_same_programs():
+    a = [build(k).source for k in generate_knobs(ALL, 40, seed=7)]
+    b = [build(k).source for k in generate_knobs(ALL, 40, seed=7)]
+    c = [build(k).source for k in generate_knobs(ALL, 40, seed=8)]
+    assert a == b
+    assert a != c
+    assert len(a) == 40
+
+
+def test_families_balanced():
+    knobs = generate_knobs(ALL, 70, seed=1)
+    counts = {f: sum(k["family"] == f for k in knobs) for f in FAMILIES}
+    assert counts == family_quota(FAMILIES, 70)
+
+
+def test_every_family_parses_and_declares_its_features():
+    for k in generate_knobs(ALL, 70, seed=2):
+        prog = build(k)
+        func = load_source(prog.source)
+        used = set(features_used(func)) - {"partial_tiles"}
+        # what the frontend sees is what the generator claims (partial_tiles only the generator knows)
+        assert used <= set(prog.features), (prog.source, used - set(prog.features))
+        assert func.source.startswith("import tilecore.language as T")
+
+
+def test_spans_point_at_generated_lines():
+    prog = build(generate_knobs(ALL, 7, seed=3)[0])
+    func = load_source(prog.source)
+    lines = prog.source.splitlines()
+    assert lines[func.kernel.span.line - 1].strip().startswith("with T.Kernel(")
+
+
+def test_capabilities_restrict_generation():
+    caps = Caps(features=frozenset({"copy", "parallel", "fill", "dtype:float32", "dtype:int32"}),
+                dtypes=frozenset({"float32", "int32"}))
+    for k in generate_knobs(caps, 30, seed=4):
+        prog = build(k)
+        assert prog.features <= caps.features, (prog.source, prog.features - caps.features)
+        assert "bfloat16" not in prog.source and "T.gemm" not in prog.source
+
+
+def test_undeclared_features_reported_unsupported(monkeypatch):
+    import dataclasses
+
+    narrow = dataclasses.replace(REF, capabilities=dataclasses.replace(
+        REF.capabilities, features=frozenset(REF.capabilities.features) - {"math"}))
+    # a program with math, checked against a backend that does not declare it, is never passed
+    for k in generate_knobs(ALL, 14, seed=5):
+        prog = build(k)
+        if "math" in prog.features:
+            out = run_program(prog, narrow)
+            assert out.status == "unsupported" and "math" in out.unsupported
+            break
+    else:
+        raise AssertionError("no math program generated")
