@@ -3,45 +3,84 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 
 
 @dataclass
 class CheckResult:
-    """One comparison against numpy: `error` is max|out - ref| / max|ref| (relative to the largest value)."""
+    """One check of a kernel's output.
+
+    `error` is max|out - numpy formula| / max|formula|; `reference_error` is the
+    same measure against the reference interpreter's output on the same inputs
+    (None when the kernel ran on the reference itself). Both must be within
+    `tolerance`.
+    """
 
     name: str
     error: float
     tolerance: float
+    reference_error: Optional[float] = None
 
     @property
     def passed(self) -> bool:
-        return bool(np.isfinite(self.error)) and self.error <= self.tolerance
+        errors = [self.error] + ([] if self.reference_error is None else [self.reference_error])
+        return all(bool(np.isfinite(e)) and e <= self.tolerance for e in errors)
 
     def line(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
-        return f"{verdict}  {self.name:<52} max rel error {self.error:.3e} (tolerance {self.tolerance:.0e})"
+        text = f"{verdict}  {self.name:<52} vs numpy {self.error:.3e}"
+        if self.reference_error is not None:
+            text += f"  vs reference {self.reference_error:.3e}"
+        return text + f"  (tolerance {self.tolerance:.0e})"
 
 
-def compare(name: str, out, ref, tolerance: float) -> CheckResult:
-    """Max error of `out` against the float64 reference `ref`, relative to max|ref|."""
+def relative_error(out, ref) -> float:
+    """max|out - ref| / max|ref| in float64 (inf when the shapes differ)."""
     out = np.asarray(out).astype(np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
+    ref = np.asarray(ref).astype(np.float64)
     if out.shape != ref.shape:
-        return CheckResult(f"{name} (shape {out.shape} != {ref.shape})", float("inf"), tolerance)
+        return float("inf")
     scale = max(float(np.max(np.abs(ref))), 1e-30)
-    return CheckResult(name, float(np.max(np.abs(out - ref))) / scale, tolerance)
+    return float(np.max(np.abs(out - ref))) / scale
 
 
-def build(factory, target, *args, **kwargs):
-    """The compiled kernel of a `@tilecore.jit` factory for `target` (None: the default target)."""
+def compare(name: str, out, ref, tolerance: float, kernel=None) -> CheckResult:
+    """Check `out` against the numpy formula `ref` and, when `kernel` is a
+    CheckedKernel that ran on another backend, against the reference interpreter."""
+    reference_error = None
+    if isinstance(kernel, CheckedKernel) and kernel.reference is not None:
+        reference_error = relative_error(out, kernel.last_reference_output)
+    return CheckResult(name, relative_error(out, ref), tolerance, reference_error)
+
+
+class CheckedKernel:
+    """A compiled kernel that also runs the reference interpreter on the same inputs."""
+
+    def __init__(self, kernel, reference):
+        self.kernel = kernel
+        self.reference = reference
+        self.last_reference_output = None
+
+    def __call__(self, *inputs):
+        out = self.kernel(*inputs)
+        if self.reference is not None:
+            self.last_reference_output = self.reference(*[np.array(x, copy=True) for x in inputs])
+        return out
+
+
+def build(factory, target, *args, **kwargs) -> CheckedKernel:
+    """Compile a `@tilecore.jit` factory for `target` (None: the default target),
+    paired with the same kernel on the reference interpreter unless that is the target."""
     import tilecore
 
-    if target is None:
-        return factory(*args, **kwargs)
-    return tilecore.compile(factory.prim_func(*args, **kwargs), target=target, out_idx=factory.out_idx)
+    func = factory.prim_func(*args, **kwargs)
+    kernel = tilecore.compile(func, target=target, out_idx=factory.out_idx)
+    reference = None
+    if kernel.backend.name != "reference":
+        reference = tilecore.compile(func, target="reference", out_idx=factory.out_idx)
+    return CheckedKernel(kernel, reference)
 
 
 def random_array(rng: np.random.Generator, shape, dtype, low=-1.0, high=1.0) -> np.ndarray:

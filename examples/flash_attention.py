@@ -115,7 +115,7 @@ def check(target=None):
         q, k, v = (random_array(rng, shape, dtype) for _ in range(3))
         out = kernel(q, k, v)
         name = f"flash_attention B={batch} H={heads} S={seq_len} D={dim} {'causal' if causal else 'full'} {dtype}"
-        results.append(compare(name, out, reference(q, k, v, causal), tolerance_for(dtype)))
+        results.append(compare(name, out, reference(q, k, v, causal), tolerance_for(dtype), kernel))
     return results
 
 

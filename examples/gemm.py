@@ -50,7 +50,7 @@ def check(target=None):
         b = random_array(rng, (K, N), dtype)
         c = kernel(a, b)
         ref = a.astype(np.float64) @ b.astype(np.float64)
-        results.append(compare(f"gemm {M}x{N}x{K} tiles {bm}x{bn}x{bk} {dtype}", c, ref, tolerance_for(dtype)))
+        results.append(compare(f"gemm {M}x{N}x{K} tiles {bm}x{bn}x{bk} {dtype}", c, ref, tolerance_for(dtype), kernel))
     return results
 
 

@@ -65,7 +65,7 @@ def check(target=None):
         b = random_array(rng, (N,), dtype, -0.5, 0.5)
         y = kernel(x, w, b)
         results.append(compare(f"layernorm {M}x{N} block_M={block_M} {dtype}", y, reference(x, w, b),
-                               tolerance_for(dtype)))
+                               tolerance_for(dtype), kernel))
     return results
 
 

@@ -54,7 +54,7 @@ def check(target=None):
         x = random_array(rng, (M, N), dtype, -4.0, 4.0)
         y = kernel(x)
         results.append(compare(f"softmax {M}x{N} block_M={block_M} {dtype}", y, reference(x),
-                               tolerance_for(dtype)))
+                               tolerance_for(dtype), kernel))
     return results
 
 
