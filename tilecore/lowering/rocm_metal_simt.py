@@ -10,7 +10,11 @@ TVM builtins that both codegens understand:
   merge them where alignment allows);
 * atomics -> `tirx.atomic_add` where the codegen has it; other atomics are declared
   unsupported by the backends' capabilities;
-* `T.print` -> an UnsupportedFeatureError at the user's line (no device printf).
+* `T.print` -> an UnsupportedFeatureError at the user's line (no device printf);
+* shared tiles -> one static allocation each instead of typed views over one byte
+  pool: TVM 0.27's AMDGPU codegen turns such views into global-memory accesses
+  (addrspacecast 3 -> 1), and its Metal codegen sizes the pool in elements of the
+  view type instead of bytes.
 
 The backend-specific matrix units live in `mfma.py` (ROCm) and `simdgroup_gemm.py`
 (Metal); both subclass `NonCudaSimtLowering`.
@@ -20,12 +24,15 @@ Imports TVM: use it from backend code only.
 from __future__ import annotations
 
 import re
+from math import prod
 
 from tvm import tirx as tx
+from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script.builder import ir as B
 
-from ..diagnostics import UnsupportedFeatureError
+from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
+from ..ir.visitor import walk_stmts
 from .simt import SimtLowering, SimtTarget
 from .intrinsics import dtype_of
 from .tir_expr import cast_to, tir_const
@@ -78,3 +85,36 @@ class NonCudaSimtLowering(SimtLowering):
     def emit_Print(self, p: N.Print):
         raise UnsupportedFeatureError(self.target.kind, "T.print (no device printf on this target)",
                                       p.span, self.source)
+
+    def alloc_all(self):
+        """Shared tiles as separate static allocations; register and replicated arrays as in CUDA."""
+        smem = []
+        for name, st in self.plan.storage.items():
+            b = self.plan.buffers[name]
+            if st == "smem":
+                smem.append((name, b, self.plan.layout[name]))
+            elif st in ("reg", "rep"):
+                size = self.plan.layout[name].local_size if st == "reg" else max(1, prod(b.static_shape() or (1,)))
+                arr = B.alloc_buffer((size,), b.dtype, scope="local")
+                IRBuilder.name(name, arr)
+                self.views[name] = arr
+                self.ex.bind_buffer(name, self.make_view_fn(b))
+        total = sum(lay.numel * lay.stages * lay.elem_bytes for _, _, lay in smem)
+        needs_scratch = any(isinstance(s, N.Reduce) for s in walk_stmts(self.kernel.body))
+        if needs_scratch:
+            total += self._scratch_size()
+        if total > self.target.max_shared_memory:
+            span = smem[0][1].span if smem else self.kernel.span
+            raise TileCompileError(
+                f"the kernel needs {total} bytes of shared memory; {self.target.kind}:{self.target.arch} "
+                f"allows {self.target.max_shared_memory} per block", span, self.source)
+        self.smem_bytes = total
+        scope = "shared"
+        for name, b, lay in smem:
+            arr = B.alloc_buffer((lay.numel * lay.stages,), b.dtype, scope=scope)
+            IRBuilder.name(name, arr)
+            self.views[name] = arr
+            self.ex.bind_buffer(name, self.make_view_fn(b))
+        if needs_scratch:
+            self.scratch = B.alloc_buffer((self._scratch_size() // 4,), "float32", scope=scope)
+            IRBuilder.name("reduce_scratch", self.scratch)

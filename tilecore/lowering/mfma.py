@@ -1,0 +1,220 @@
+"""AMD matrix cores (MFMA) for the shared SIMT lowering: `T.gemm` on `v_mfma_*`.
+
+The shared plan (`simt_plan`) lays fragments out for CUDA's mma.sync; ROCm plans
+without it (`has_mma=False`), and `RocmSimtLowering` then gives every eligible gemm
+accumulator -- and every fragment sharing its layout, so T.Parallel loops over them
+stay thread-local -- the MFMA 16x16 accumulator layout `MfmaLayout`. `T.gemm` with
+both operands in LDS then runs one MFMA per 16x16 output tile and K step, through
+LLVM AMDGPU intrinsics (`llvm.amdgcn.mfma.*`, TVM's call_llvm_pure_intrin).
+
+MFMA 16x16 on a wave of 64 lanes (CDNA2 gfx90a, CDNA3 gfx942, CDNA4 gfx950):
+  A operand: lane L supplies A[L % 16][k0 + (L // 16) * kw + e], e < kw
+  B operand: lane L supplies B[k0 + (L // 16) * kw + e][L % 16]
+  D result:  lane L holds D[(L // 16) * 4 + r][L % 16], r < 4
+with kw = 4 (f16, bf16, int8 on gfx90a) or 8 (int8 16x16x32 on gfx942/gfx950).
+
+Imports TVM: use it from backend code only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from tvm import tirx as tx
+from tvm.tirx.script.builder import ir as B
+
+from ..ir import nodes as N
+from .rocm_metal_simt import NonCudaSimtLowering
+from .simt_layout import MmaLayout, StridedLayout
+from .tir_expr import tir_const
+
+WAVE = 64
+
+
+@dataclass(frozen=True)
+class MfmaLayout(MmaLayout):
+    """Accumulator layout of 16x16 MFMA tiles, waves tiled `wm x wn` over an (M, N) tile.
+
+    Subclasses MmaLayout only for the shared lowering's iteration protocol
+    (`iter_space`, `coords`, `local_size`); its thread mapping is MFMA's.
+    """
+
+    @property
+    def MI(self) -> int:
+        return self.M // self.wm // 16
+
+    @property
+    def NI(self) -> int:
+        return self.N // self.wn // 16
+
+    @property
+    def local_size(self) -> int:
+        return self.MI * self.NI * 4
+
+    def iter_space(self):
+        return (self.MI, self.NI, 4)
+
+    def coords(self, t, it):
+        mi, ni, r = it
+        lane, wave = t % WAVE, t // WAVE
+        i = (wave // self.wn) * (self.M // self.wm) + mi * 16 + (lane // 16) * 4 + r
+        j = (wave % self.wn) * (self.N // self.wn) + ni * 16 + lane % 16
+        return (i, j), (mi * self.NI + ni) * 4 + r
+
+    def row_local(self, it):  # no RowLayout is ever paired with an MFMA layout
+        raise AssertionError("MfmaLayout has no row layout")
+
+    @staticmethod
+    def choose_waves(M: int, N: int, waves: int) -> Optional["MfmaLayout"]:
+        """The most square wave grid whose tiles are multiples of 16x16, or None."""
+        options = [(wm, waves // wm) for wm in range(1, waves + 1)
+                   if waves % wm == 0 and M % (16 * wm) == 0 and N % (16 * (waves // wm)) == 0]
+        if not options:
+            return None
+        wm, wn = min(options, key=lambda o: (abs(M // o[0] - N // o[1]), -o[0]))
+        return MfmaLayout(M, N, wm, wn)
+
+
+# (input dtype, accumulator dtype) -> {arch family: (intrinsic, k per instruction, operand vector dtype)}
+MFMA_OPS = {
+    ("float16", "float32"): ("llvm.amdgcn.mfma.f32.16x16x16f16", 16, "float16x4"),
+    ("bfloat16", "float32"): ("llvm.amdgcn.mfma.f32.16x16x16bf16.1k", 16, "int16x4"),
+    ("int8", "int32"): ("llvm.amdgcn.mfma.i32.16x16x16i8", 16, "int32"),
+}
+MFMA_OPS_GFX94X = dict(MFMA_OPS)
+# gfx940+ dropped the 16x16x16 int8 form for the 16x16x32 one (8 int8 per lane, packed in an i64)
+MFMA_OPS_GFX94X[("int8", "int32")] = ("llvm.amdgcn.mfma.i32.16x16x32.i8", 32, "int64")
+
+MFMA_ARCHS = ("gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")
+
+
+def mfma_op(arch: str, in_dtype: str, acc_dtype: str) -> Optional[Tuple[str, int, str]]:
+    """(intrinsic, K step, operand dtype) of the MFMA for these dtypes on `arch`, or None."""
+    if arch not in MFMA_ARCHS:
+        return None
+    table = MFMA_OPS_GFX94X if arch.startswith("gfx94") or arch.startswith("gfx95") else MFMA_OPS
+    if arch == "gfx908" and in_dtype == "bfloat16":
+        return None
+    return table.get((in_dtype, acc_dtype))
+
+
+def _full(r: N.Region) -> bool:
+    shape = r.buffer.static_shape()
+    return (shape is not None and len(shape) == 2 and tuple(r.extents) == shape
+            and all(isinstance(s, N.Const) and s.value == 0 for s in r.starts))
+
+
+class RocmSimtLowering(NonCudaSimtLowering):
+    """The SIMT lowering for AMDGPU: wave64 (or wave32 on RDNA), LDS, MFMA gemm."""
+
+    def __init__(self, func, target, options=None, intrinsics=None):
+        super().__init__(func, target, options, intrinsics)
+        self.assign_mfma_layouts()
+
+    def assign_mfma_layouts(self):
+        """Give eligible gemm accumulators (and fragments sharing their layout) MfmaLayout."""
+        plan = self.plan
+        if self.target.warp_size != WAVE or self.threads % WAVE:
+            return
+        waves = self.threads // WAVE
+        for s in _walk(self.kernel.body):
+            if not isinstance(s, N.Gemm):
+                continue
+            a, b, c = s.a.buffer, s.b.buffer, s.c.buffer
+            op = mfma_op(self.target.arch, a.dtype, c.dtype) if a.dtype == b.dtype else None
+            if op is None or plan.storage.get(c.name) != "reg" or not _full(s.c):
+                continue
+            if plan.storage.get(a.name) != "smem" or plan.storage.get(b.name) != "smem":
+                continue
+            if not (_full(s.a) and _full(s.b)):
+                continue
+            K = s.a.extents[0] if s.transpose_a else s.a.extents[1]
+            if K % op[1]:
+                continue
+            old = plan.layout[c.name]
+            if isinstance(old, MfmaLayout):
+                plan.mma_gemms[id(s)] = old
+                continue
+            if not isinstance(old, StridedLayout):
+                continue
+            M, Nn = c.shape
+            lay = MfmaLayout.choose_waves(M, Nn, waves)
+            if lay is None:
+                continue
+            for name, l in list(plan.layout.items()):
+                if l == old and plan.storage.get(name) == "reg":
+                    plan.layout[name] = lay
+            plan.mma_gemms[id(s)] = lay
+        if plan.mma_gemms:
+            plan.notes.append("T.gemm on MFMA: " + ", ".join(sorted({f"{l.M}x{l.N} waves {l.wm}x{l.wn}"
+                                                                     for l in plan.mma_gemms.values()})))
+
+    def emit_Gemm(self, g: N.Gemm):
+        lay = self.plan.mma_gemms.get(id(g))
+        if isinstance(lay, MfmaLayout):
+            self.touch((g,))
+            return self.emit_mfma_gemm(g, lay)
+        return self.emit_simt_gemm_touched(g)
+
+    def emit_simt_gemm_touched(self, g):
+        self.touch((g,))
+        return self.emit_simt_gemm(g)
+
+    def emit_mfma_gemm(self, g: N.Gemm, lay: MfmaLayout):
+        """C += A @ B with one MFMA per 16x16 tile of this wave and per K step."""
+        a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
+        intrin, kstep, opnd = mfma_op(self.target.arch, a.dtype, c.dtype)
+        kw = kstep // 4                     # operand elements per lane
+        K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
+        acc = self.views[c.name]
+        av, bv = self.views[a.name], self.views[b.name]
+        Ka, Kb = (a.shape[1], b.shape[1])   # row lengths of the (row-major) LDS tiles
+        lane = tx.floormod(self.t, WAVE)
+        wave = tx.floordiv(self.t, WAVE)
+        row0 = tx.floordiv(wave, lay.wn) * (lay.M // lay.wm) + tx.floormod(lane, 16)
+        col0 = tx.floormod(wave, lay.wn) * (lay.N // lay.wn) + tx.floormod(lane, 16)
+        kq = tx.floordiv(lane, 16) * kw
+        acc_vec = f"{c.dtype}x4"
+        if g.clear_accum:
+            with B.unroll(0, lay.local_size) as i:
+                B.buffer_store(acc, tir_const(0, c.dtype), [i])
+        # bfloat16 travels as its bits: TVM legalizes bfloat16 vectors to float32 arithmetic
+        frag_dtype = "int16" if a.dtype == "bfloat16" else a.dtype
+        a_frag = B.alloc_buffer((kw,), frag_dtype, scope="local")
+        b_frag = B.alloc_buffer((kw,), frag_dtype, scope="local")
+
+        def element(view, idx):
+            v = tx.BufferLoad(view, [idx])
+            if frag_dtype == a.dtype:
+                return v
+            # bf16 -> f32 is exact; its top 16 bits are the bf16 bits (LLVM folds this to the 16-bit load)
+            bits = tx.reinterpret("uint32", tx.Cast("float32", v))
+            return tx.Cast("int16", tx.shift_right(bits, tir_const(16, "uint32")))
+
+        def operand(frag):
+            vec = tx.BufferLoad(frag, [tx.Ramp(tir_const(0, "int32"), tir_const(1, "int32"), kw)])
+            return vec if str(vec.ty.dtype) == opnd else tx.reinterpret(opnd, vec)
+
+        with B.serial(0, K // kstep) as kk:
+            k0 = kk * kstep + kq
+            with B.unroll(0, lay.MI) as mi:
+                with B.unroll(0, kw) as e:
+                    i = row0 + mi * 16
+                    idx = (k0 + e) * Ka + i if g.transpose_a else i * Ka + k0 + e
+                    B.buffer_store(a_frag, element(av, idx), [e])
+                with B.unroll(0, lay.NI) as ni:
+                    with B.unroll(0, kw) as e:
+                        j = col0 + ni * 16
+                        idx = j * Kb + k0 + e if g.transpose_b else (k0 + e) * Kb + j
+                        B.buffer_store(b_frag, element(bv, idx), [e])
+                    slot = tx.Ramp((mi * lay.NI + ni) * 4, tir_const(1, "int32"), 4)
+                    cur = tx.BufferLoad(acc, [slot])
+                    zero = tir_const(0, "int32")
+                    res = tx.call_llvm_pure_intrin(acc_vec, intrin, operand(a_frag), operand(b_frag), cur,
+                                                   zero, zero, zero)
+                    B.buffer_store(acc, res, [slot])
+
+
+def _walk(stmts):
+    from ..ir.visitor import walk_stmts
+    return walk_stmts(stmts)

@@ -1,0 +1,125 @@
+"""Apple GPUs for the shared SIMT lowering: threadgroup memory, simdgroups of 32, and
+`T.gemm` on `simdgroup_matrix` 8x8 operations (TVM's Metal builtins).
+
+Which thread holds which element of a simdgroup matrix is opaque in Metal, so a
+gemm accumulator cannot stay in the per-thread fragment layout. `MetalSimtLowering`
+keeps the accumulator of every eligible gemm in threadgroup memory (the shared
+plan's "demoted fragment"): each simdgroup takes 8x8 output tiles in turn, loads
+the tile with `simdgroup_load`, runs `simdgroup_multiply_accumulate` over K with A
+and B tiles loaded from threadgroup memory (transposed loads for transpose_A /
+transpose_B), and stores the tile back. Other gemms (int8, tiles not multiples
+of 8) use the shared portable gemm.
+
+Imports TVM: use it from backend code only.
+"""
+from __future__ import annotations
+
+from tvm import tirx as tx
+from tvm.backend.metal import op as mop
+from tvm.script.ir_builder import IRBuilder
+from tvm.tirx.script.builder import ir as B
+
+from ..ir import nodes as N
+from ..ir.types import itemsize
+from ..ir.visitor import walk_stmts
+from .rocm_metal_simt import NonCudaSimtLowering
+from .simt_layout import SharedLayout
+from .tir_expr import tir_const
+
+SIMD_WIDTH = 32
+# (operand dtype, accumulator dtype) pairs simdgroup_matrix multiplies (bfloat: Metal 3.1)
+SIMDGROUP_DTYPES = {("float16", "float32"), ("float16", "float16"), ("float32", "float32"),
+                    ("bfloat16", "float32"), ("bfloat16", "bfloat16")}
+
+
+def _full(r: N.Region) -> bool:
+    shape = r.buffer.static_shape()
+    return (shape is not None and len(shape) == 2 and tuple(r.extents) == shape
+            and all(isinstance(s, N.Const) and s.value == 0 for s in r.starts))
+
+
+class MetalSimtLowering(NonCudaSimtLowering):
+    """The SIMT lowering for Metal (see the module docstring)."""
+
+    def __init__(self, func, target, options=None, intrinsics=None):
+        super().__init__(func, target, options, intrinsics)
+        self.simdgroup_gemms = set()
+        self.assign_simdgroup_gemms()
+
+    def assign_simdgroup_gemms(self):
+        """Pick the gemms that run on simdgroup matrices; keep their accumulators in threadgroup memory."""
+        plan = self.plan
+        if self.threads % SIMD_WIDTH:
+            return
+        for g in walk_stmts(self.kernel.body):
+            if not isinstance(g, N.Gemm):
+                continue
+            a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
+            if a.dtype != b.dtype or (a.dtype, c.dtype) not in SIMDGROUP_DTYPES:
+                continue
+            if not (_full(g.a) and _full(g.b) and _full(g.c)):
+                continue
+            if plan.storage.get(a.name) != "smem" or plan.storage.get(b.name) != "smem":
+                continue
+            M, Nn = c.shape
+            K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
+            if M % 8 or Nn % 8 or K % 8:
+                continue
+            if plan.storage.get(c.name) == "reg":
+                plan.storage[c.name] = "smem"
+                plan.layout[c.name] = SharedLayout((M, Nn), itemsize(c.dtype))
+                plan.demoted.add(c.name)
+            if plan.storage.get(c.name) != "smem":
+                continue
+            self.simdgroup_gemms.add(id(g))
+        if self.simdgroup_gemms:
+            plan.notes.append("T.gemm on simdgroup_matrix 8x8 (accumulators in threadgroup memory)")
+
+    def emit_Gemm(self, g: N.Gemm):
+        self.touch((g,))
+        if id(g) in self.simdgroup_gemms:
+            return self.emit_simdgroup_gemm(g)
+        return self.emit_simt_gemm(g)
+
+    def emit_simdgroup_gemm(self, g: N.Gemm):
+        a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
+        M, Nn = c.shape
+        K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
+        av, bv, cv = self.views[a.name], self.views[b.name], self.views[c.name]
+        lda, ldb, ldc = a.shape[1], b.shape[1], Nn
+        groups = self.threads // SIMD_WIDTH
+        tiles_n = Nn // 8
+        tiles = (M // 8) * tiles_n
+        sg = tx.floordiv(self.t, SIMD_WIDTH)
+        mat_a = B.alloc_buffer((64,), a.dtype, scope="metal.simdgroup")
+        mat_b = B.alloc_buffer((64,), b.dtype, scope="metal.simdgroup")
+        mat_c = B.alloc_buffer((64,), c.dtype, scope="metal.simdgroup")
+        for name, buf in (("mat_a", mat_a), ("mat_b", mat_b), ("mat_c", mat_c)):
+            IRBuilder.name(name, buf)
+        zero = tir_const(0, "int32")
+
+        def ptr(view, off):
+            return tx.address_of(tx.BufferLoad(view, [off]))
+
+        with B.serial(0, -(-tiles // groups)) as r:
+            tile = r * groups + sg
+            # uniform per simdgroup: every lane of a simdgroup takes the same branch
+            with B.If(tile < tiles):
+                with B.Then():
+                    i0 = tx.floordiv(tile, tiles_n) * 8
+                    j0 = tx.floormod(tile, tiles_n) * 8
+                    if g.clear_accum:
+                        B.evaluate(mop.make_filled_simdgroup_matrix(mat_c.data, zero, tir_const(0, c.dtype)))
+                    else:
+                        B.evaluate(mop.simdgroup_load(mat_c.data, zero, ptr(cv, i0 * ldc + j0), ldc))
+                    with B.serial(0, K // 8) as kk:
+                        k0 = kk * 8
+                        a_off = k0 * lda + i0 if g.transpose_a else i0 * lda + k0
+                        b_off = j0 * ldb + k0 if g.transpose_b else k0 * ldb + j0
+                        B.evaluate(mop.simdgroup_load(mat_a.data, zero, ptr(av, a_off), lda,
+                                                      transpose_matrix=bool(g.transpose_a)))
+                        B.evaluate(mop.simdgroup_load(mat_b.data, zero, ptr(bv, b_off), ldb,
+                                                      transpose_matrix=bool(g.transpose_b)))
+                        B.evaluate(mop.simdgroup_multiply_accumulate(mat_c.data, zero, mat_a.data, zero,
+                                                                     mat_b.data, zero, mat_c.data, zero))
+                    B.evaluate(mop.simdgroup_store(mat_c.data, zero, ptr(cv, i0 * ldc + j0), ldc))
