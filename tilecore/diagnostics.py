@@ -1,7 +1,9 @@
 """User-facing errors: `file:line:col`, the source line with a caret, a one-line cause."""
 from __future__ import annotations
 
+import functools
 import linecache
+import os
 from typing import Optional
 
 from .ir.nodes import NO_SPAN, Span
@@ -66,3 +68,30 @@ def format_diagnostic(message: str, span: Span, source: str = "") -> str:
         width = span.end_col - span.col
     caret = " " * span.col + "^" + "~" * (width - 1)
     return f"{head}\n    {text}\n    {caret}"
+
+
+def hide_internal_frames(err: TileError) -> TileError:
+    """`err` ready to re-raise at a public entry point: tilecore's frames and the chained cause dropped.
+
+    The message already names the user's line and the cause; TVM's or a plugin's
+    traceback under it only buries that. The dropped cause stays available as
+    `err.internal_cause`; TILECORE_TRACEBACK=1 keeps everything (for backend authors).
+    """
+    if err.__cause__ is not None:
+        err.internal_cause = err.__cause__
+    err.__cause__ = None
+    err.__suppress_context__ = True
+    return err.with_traceback(None)
+
+
+def user_facing(func):
+    """Decorate a public entry point so the TileErrors it raises show no internal traceback."""
+    @functools.wraps(func)
+    def entry_point(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except TileError as err:
+            if os.environ.get("TILECORE_TRACEBACK"):
+                raise
+            raise hide_internal_frames(err) from None
+    return entry_point

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from .loading import add_kernel_arguments, kernel_from_args, traced_text
+from .loading import add_kernel_arguments, kernel_from_args, traced_text, write_output
 
 
 def add_parser(subparsers) -> None:
@@ -31,8 +31,7 @@ def run(args) -> int:
         if not text:
             text = f"# backend {kernel.backend.name!r} produced no source text for {func.name}\n"
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
+        write_output(args.output, text)
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import inspect
 import os
 import sys
 from typing import Any, Dict, List, Tuple
@@ -75,16 +76,35 @@ def build_prim_func(obj, args: list, kwargs: Dict[str, Any], ref: str = ""):
     if isinstance(obj, LazyKernel):
         return obj.func
     if isinstance(obj, JITFunction):
+        _check_factory_arguments(obj.factory, args, kwargs, ref)
         return obj.prim_func(*args, **kwargs)
     if callable(obj):
-        try:
-            result = obj(*args, **kwargs)
-        except TypeError as err:
-            raise CommandLineError(f"calling {ref} with {args} {kwargs} failed: {err}") from None
+        _check_factory_arguments(obj, args, kwargs, ref)
+        result = obj(*args, **kwargs)
         if isinstance(result, PrimFunc):
             return result
         raise CommandLineError(f"{ref} returned {type(result).__name__}, not a @T.prim_func")
     raise CommandLineError(f"{ref} is a {type(obj).__name__}, not a prim_func or kernel factory")
+
+
+def _check_factory_arguments(factory, args: list, kwargs: Dict[str, Any], ref: str) -> None:
+    """A CommandLineError showing the factory's signature when the arguments do not fit it.
+
+    Checked before the call, so a TypeError raised inside the factory is not
+    mistaken for a bad command line (and keeps its own traceback).
+    """
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # a builtin or C callable: let the call itself complain
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as err:
+        given = " ".join([repr(a) for a in args] + [f"--arg {k}={v!r}" for k, v in kwargs.items()])
+        raise CommandLineError(
+            f"{ref}: {err} (given: {given or 'no arguments'}); it is "
+            f"{getattr(factory, '__name__', 'the factory')}{signature}: pass positional arguments "
+            f"after FILE::FUNC and keyword ones as --arg NAME=VALUE") from None
 
 
 def add_kernel_arguments(parser) -> None:
@@ -142,3 +162,12 @@ def traced_text(func) -> str:
     if notes:
         text = text.rstrip("\n") + "\n# not shown in the DSL text:\n" + "\n".join(notes) + "\n"
     return text
+
+
+def write_output(path: str, text: str) -> None:
+    """Write `text` to `path`; a path that cannot be written is a one-line error, not a traceback."""
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as err:
+        raise CommandLineError(f"cannot write {path}: {err.strerror or err}") from None

@@ -11,7 +11,7 @@ import html
 import sys
 from typing import List, Tuple
 
-from .loading import add_kernel_arguments, kernel_from_args, traced_text
+from .loading import add_kernel_arguments, kernel_from_args, traced_text, write_output
 
 
 def add_parser(subparsers) -> None:
@@ -44,8 +44,7 @@ def run(args) -> int:
                 out.write("\n")
         previous = text
     if args.html:
-        with open(args.html, "w", encoding="utf-8") as f:
-            f.write(render_html(func.name, texts, target=args.target or api.default_target()))
+        write_output(args.html, render_html(func.name, texts, target=args.target or api.default_target()))
         print(f"wrote {args.html}", file=sys.stderr)
     return 0
 

@@ -59,6 +59,17 @@ class Evaluated:
     node: ast.AST
 
 
+def python_scalar(value):
+    """numpy scalars (np.int64(4), np.float32(0.5), np.bool_) as the Python number they hold.
+
+    Factory arguments often come from numpy (shapes, scales); as Python numbers
+    they follow the literal rules (a literal adopts the other operand's dtype).
+    """
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        return value.item()
+    return value
+
+
 def is_ir(value) -> bool:
     """Whether `value` is a kernel value (IR) rather than a Python value."""
     return isinstance(value, (N.Expr, N.Buffer))
@@ -104,7 +115,7 @@ class Evaluator:
         if method is None:
             raise self.unsupported(node)
         try:
-            return method(node)
+            return python_scalar(method(node))
         except E.ExprTypeError as exc:
             raise self.error(str(exc), node) from None
 
@@ -171,7 +182,7 @@ class Evaluator:
     def eval_raw(self, node):
         """Like eval, but a T.alloc_var name gives its buffer instead of its value."""
         if isinstance(node, ast.Name):
-            return self.lookup(node)
+            return python_scalar(self.lookup(node))
         return self.eval(node)
 
     # ------------------------------------------------------------------ names

@@ -18,7 +18,7 @@ from typing import List
 
 from ..diagnostics import TileCompileError
 from ..ir import nodes as N
-from ..language.tensor import TensorType
+from ..language.tensor import InvalidTensorType, TensorType
 from . import exprs as E
 from .evaluator import BIN_OPS, Evaluated, is_ir
 from .tileops import TileOps
@@ -99,12 +99,14 @@ class Parser(TileOps):
             raise self.error(f"the parameter '{arg.arg}' needs a type: `{arg.arg}: "
                              "T.Tensor(shape, dtype)`", arg)
         ttype = evaluated
-        if not isinstance(ttype, TensorType):  # a string annotation (from __future__ import annotations)
+        if not isinstance(ttype, (TensorType, InvalidTensorType)):  # a string annotation (from __future__ import annotations)
             self.in_signature = True
             try:
                 ttype = self.eval(arg.annotation)
             finally:
                 self.in_signature = False
+        if isinstance(ttype, InvalidTensorType):
+            raise self.error(f"the parameter '{arg.arg}': {ttype.error}", arg.annotation)
         if not isinstance(ttype, TensorType):
             raise self.error(f"the parameter '{arg.arg}' must be a T.Tensor(shape, dtype), got "
                              f"{E.describe(ttype)}; scalar parameters are not supported (use "
@@ -230,6 +232,16 @@ class Parser(TileOps):
         current = self.scopes.lookup(target.id)
         if isinstance(current, N.Buffer) and current.scope == "var":
             return self.store_var(current, self.eval(value_node), node)
+        if isinstance(current, N.Buffer) and self.in_kernel:
+            value = self.eval_raw(value_node)
+            if not isinstance(value, N.Buffer):
+                what = "tensor parameter" if current.scope == "global" else f"{current.scope} buffer"
+                raise self.error(
+                    f"'{target.id}' is a {what}; assigning {E.describe(value)} to the name would "
+                    f"not change its contents: write elements ({target.id}[i] = ...) or use "
+                    f"T.fill / T.clear / T.copy", node)
+            if not (value.scope == "var"):
+                return self.bind_value(target, Evaluated(value, value_node), node)
         return self.bind_value(target, value_node, node)
 
     def bind_value(self, target: ast.Name, value_node, node):

@@ -34,14 +34,26 @@ def _kernel_only(func):
     return outside
 
 
+def _is_python_number(value) -> bool:
+    """A number known at parse time: int, float or a numpy scalar (not a kernel value)."""
+    if isinstance(value, (int, float)):
+        return True
+    return type(value).__module__ == "numpy" and hasattr(value, "item") and getattr(value, "ndim", 1) == 0
+
+
+def _plain_number(value):
+    """numpy scalars as the Python int/float they hold (np.int64(4) -> 4)."""
+    return value.item() if type(value).__module__ == "numpy" else value
+
+
 def _kernel_or_python(func):
     """Like _kernel_only, but plain Python numbers are computed at once (parse time)."""
     marked = _kernel_only(func)
 
     @functools.wraps(func)
     def on_python_values(*args):
-        if all(isinstance(a, (int, float)) for a in args):
-            return func(*args)
+        if all(_is_python_number(a) for a in args):
+            return func(*(_plain_number(a) for a in args))
         return marked(*args)
 
     on_python_values.__tile_intrinsic__ = func.__name__

@@ -6,6 +6,7 @@ symbolic dimension; `T.GemmWarpPolicy` names the warp-partition hints of gemm.
 from __future__ import annotations
 
 import enum
+import operator
 from dataclasses import dataclass
 from typing import Tuple, Union
 
@@ -25,22 +26,66 @@ class TensorType:
         return f"T.Tensor({self.shape}, {self.dtype!r})"
 
 
-def _tensor_type(shape, dtype, scope: str) -> TensorType:
-    if isinstance(shape, (int, N.Var)):
+@dataclass(frozen=True)
+class InvalidTensorType:
+    """`T.Tensor(...)` with a bad shape or dtype.
+
+    Python evaluates annotations before `@T.prim_func` sees the function, so
+    raising there would give a bare traceback; instead the frontend reports
+    `error` at the annotation, with file, line and caret.
+    """
+
+    error: str
+
+    def __repr__(self) -> str:
+        return f"<invalid T.Tensor: {self.error}>"
+
+
+MAX_DIM = 2 ** 63 - 1  # sizes are int64 at most everywhere (numpy, DLPack, TVM)
+
+
+def _tensor_type(shape, dtype, scope: str):
+    """A TensorType, or an InvalidTensorType saying what is wrong with `shape` or `dtype`."""
+    try:
+        return TensorType(_dims(shape), normalize_dtype(dtype), scope)
+    except (TypeError, ValueError) as err:
+        return InvalidTensorType(str(err))
+
+
+def _dims(shape) -> Tuple[Union[int, N.Var], ...]:
+    if isinstance(shape, (N.Var, int)) or _is_integer(shape):
         shape = (shape,)
     if not isinstance(shape, (tuple, list)):
         raise TypeError(f"a tensor shape must be a tuple of ints or T.dynamic dims, got {shape!r}")
     dims = []
     for dim in shape:
-        if isinstance(dim, bool) or not isinstance(dim, (int, N.Var)):
+        if isinstance(dim, N.Var):
+            dims.append(dim)
+            continue
+        if not _is_integer(dim):
             raise TypeError(f"a tensor dimension must be an int or a T.dynamic dim, got {dim!r}")
-        if isinstance(dim, int) and dim <= 0:
-            raise ValueError(f"a tensor dimension must be positive, got {dim}")
+        dim = operator.index(dim)  # numpy integers become ints
+        if dim <= 0:
+            raise ValueError(f"a tensor dimension must be positive, got {dim} in shape "
+                             f"{tuple(shape)} (for sizes that may be 0 at run time, use T.dynamic)")
+        if dim > MAX_DIM:
+            raise ValueError(f"a tensor dimension must be below 2**63, got {dim}")
         dims.append(dim)
-    return TensorType(tuple(dims), normalize_dtype(dtype), scope)
+    return tuple(dims)
 
 
-def Tensor(shape, dtype="float32") -> TensorType:  # noqa: N802  (TileLang spelling)
+def _is_integer(value) -> bool:
+    """True for ints and numpy integers; False for bools, floats and everything else."""
+    if isinstance(value, (bool, float)) or type(value).__name__ in ("bool_", "bool"):
+        return False
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
+
+
+def Tensor(shape, dtype="float32"):  # noqa: N802  (TileLang spelling)
     """Annotate a global tensor parameter: `A: T.Tensor((M, K), "float16")`."""
     return _tensor_type(shape, dtype, "global")
 

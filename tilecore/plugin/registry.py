@@ -144,8 +144,9 @@ class BackendRegistry:
         elif backend.accepts_target(target):
             full = target
         else:
-            raise TargetError(f"backend {name!r} does not accept target {target!r} "
-                              f"(from {origin}); its targets: {', '.join(backend.targets)}")
+            where = "" if origin == "target" else f" (from {origin})"
+            raise TargetError(f"backend {name!r} does not accept target {target!r}{where}; "
+                              f"its targets: {', '.join(backend.targets)}")
         if check_ir:
             check_ir_version(backend)
         return backend, full

@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..diagnostics import TileError
+from ..diagnostics import TileError, user_facing
 from ..ir import nodes as N
 from ..plugin.backend import Artifact, Backend, TileModule
 from . import cache as _cache
@@ -121,6 +121,7 @@ def _context(func: N.PrimFunc, backend, target, options):
     return PassContext(backend=backend, target=target, options=dict(options), source=func.source)
 
 
+@user_facing
 def lower(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **options):
     """Run the pass pipeline for `target`; return (function after the passes, PassContext).
 
@@ -134,6 +135,7 @@ def lower(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **option
     return build_pipeline(backend).run(func, ctx), ctx
 
 
+@user_facing
 def trace(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **options) -> List[Tuple[str, N.PrimFunc]]:
     """[("input", func), (pass name, func after it), ...] for `target` (`tile trace`)."""
     func = _check_func(func)
@@ -154,7 +156,8 @@ def _codegen(func: N.PrimFunc, backend: Backend, target: str, options: Dict[str,
         raise
     except Exception as err:
         raise BackendError(f"backend {backend.name!r} ({backend.distribution} {backend.version}) "
-                           f"failed to compile {func.name!r}: {type(err).__name__}: {err}") from err
+                           f"failed to compile {func.name!r}: {type(err).__name__}: {err} "
+                           f"(TILECORE_TRACEBACK=1 shows the backend's traceback)") from err
     if artifact is None:
         raise BackendError(f"no installed plugin generates code for backend {backend.name!r} "
                            f"(no tilecore_codegen hook returned an artifact)")
@@ -176,7 +179,8 @@ def _launcher_factory(key: str, backend: Backend, artifact: Artifact):
             raise
         except Exception as err:
             raise BackendError(f"backend {backend.name!r} cannot load its compiled kernel: "
-                               f"{type(err).__name__}: {err}") from err
+                               f"{type(err).__name__}: {err} (TILECORE_TRACEBACK=1 shows the "
+                               f"backend's traceback)") from err
         if launch is None:
             raise BackendError(f"backend {backend.name!r} has no launcher here (no "
                                f"tilecore_launcher hook handled it); code generation works, running "
@@ -189,6 +193,7 @@ def _launcher_factory(key: str, backend: Backend, artifact: Artifact):
     return make
 
 
+@user_facing
 def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **options) -> Kernel:
     """Compile a PrimFunc for `target` (None: the default target) and return a Kernel.
 
@@ -266,6 +271,7 @@ class JITFunction:
                             f"@T.prim_func, but it returned {type(func).__name__}")
         return func
 
+    @user_facing
     def __call__(self, *args, **kwargs) -> Kernel:
         try:
             key = (_freeze(args), _freeze(kwargs), os.environ.get("TILECORE_TARGET"))
@@ -295,6 +301,7 @@ class LazyKernel:
         self._args = (out_idx, target, options)
         self._kernel: Optional[Kernel] = None
 
+    @user_facing
     def compiled(self) -> Kernel:
         if self._kernel is None:
             out_idx, target, options = self._args

@@ -1,10 +1,11 @@
 """The Kernel: a compiled PrimFunc that checks its arguments, allocates outputs and launches."""
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..diagnostics import TileError, TileRuntimeError
+from ..diagnostics import TileError, TileRuntimeError, hide_internal_frames
 from ..ir import nodes as N
 from . import arrays
 
@@ -27,6 +28,29 @@ def normalize_out_idx(out_idx, nparams: int, func_name: str = "kernel") -> Tuple
             raise TileError(f"out_idx names parameter {j} twice")
         result.append(j)
     return tuple(sorted(result))
+
+
+def written_buffer_names(func: N.PrimFunc) -> frozenset:
+    """Names of the global buffers (parameters) that the kernel writes."""
+    from ..ir.visitor import walk_stmts
+
+    names = set()
+    for stmt in walk_stmts(func.body):
+        if isinstance(stmt, N.Store):
+            names.add(stmt.buffer.name)
+        elif isinstance(stmt, (N.Copy, N.Fill, N.Atomic)):
+            names.add(stmt.dst.buffer.name)
+        elif isinstance(stmt, N.Gemm):
+            names.add(stmt.c.buffer.name)
+        elif isinstance(stmt, (N.Reduce, N.Cumsum)) and stmt.dst is not None:
+            names.add(stmt.dst.name)
+    return frozenset(n for n in names if any(p.name == n for p in func.params))
+
+
+def _writeable(array) -> bool:
+    """False only for arrays that say they are read-only (numpy's writeable flag)."""
+    flags = getattr(array, "flags", None)
+    return bool(getattr(flags, "writeable", True)) if flags is not None else True
 
 
 def _shape_text(shape) -> str:
@@ -57,6 +81,7 @@ class Kernel:
         self.inputs: Tuple[N.Buffer, ...] = tuple(p for i, p in enumerate(func.params) if i not in outs)
         self.outputs: Tuple[N.Buffer, ...] = tuple(func.params[i] for i in self.out_idx)
         self._input_index = tuple(i for i in range(len(func.params)) if i not in outs)
+        self._written = written_buffer_names(func)
 
     @property
     def name(self) -> str:
@@ -86,6 +111,14 @@ class Kernel:
         return self._launch
 
     def __call__(self, *args, **kwargs):
+        try:
+            return self._call(args, kwargs)
+        except TileError as err:  # the message names the user's line; our frames would bury it
+            if os.environ.get("TILECORE_TRACEBACK"):
+                raise
+            raise hide_internal_frames(err) from None
+
+    def _call(self, args, kwargs):
         inputs = self._match_arguments(args, kwargs)
         infos, bindings = self.check_arguments(inputs)
         call_args: List[Any] = [None] * len(self.ir.params)
@@ -110,7 +143,8 @@ class Kernel:
         except Exception as err:  # a backend failure becomes one clear error, cause chained
             raise TileRuntimeError(
                 f"{self._who()}: backend {self.backend.name!r} failed to run the kernel: "
-                f"{type(err).__name__}: {err}") from err
+                f"{type(err).__name__}: {err} (TILECORE_TRACEBACK=1 shows the backend's "
+                f"traceback)") from err
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -189,6 +223,10 @@ class Kernel:
                     raise self._param_error(
                         f"{where}: expected shape {_shape_text(param.shape)}, got {tuple(info.shape)} "
                         f"(dimension {axis} must be {want}, not {got})", param)
+            if param.name in self._written and not _writeable(info.array):
+                raise self._param_error(
+                    f"{where}: the kernel writes this argument, but the array is read-only; pass a "
+                    f"writable copy (e.g. numpy.array(a)) or allocate it with out_idx", param)
             if not info.contiguous:
                 raise self._param_error(
                     f"{where}: expected a C-contiguous (row-major, dense) array, got strides "
