@@ -66,7 +66,7 @@ template <> struct MmaOp<half> {
   static constexpr int K = 16;
   typedef float Acc;
   static __device__ __forceinline__ void run(float* c, const u32* a, const u32* b) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
@@ -75,7 +75,7 @@ template <> struct MmaOp<__nv_bfloat16> {
   static constexpr int K = 16;
   typedef float Acc;
   static __device__ __forceinline__ void run(float* c, const u32* a, const u32* b) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
@@ -84,7 +84,7 @@ template <> struct MmaOp<signed char> {
   static constexpr int K = 32;
   typedef int Acc;
   static __device__ __forceinline__ void run(int* c, const u32* a, const u32* b) {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
@@ -113,17 +113,14 @@ __device__ __forceinline__ u32 gather32(const T* s, int row0, int col, bool alon
 // A is (M x K) row-major (TA: K x M), B is (K x N) row-major (TB: N x K).
 template <int M, int N, int K, int WM_WARPS, int WN_WARPS, bool TA, bool TB, typename T,
           int LDA, int LDB, bool SWA, bool SWB>
-__device__ __forceinline__ void gemm_ss(const T* A, const T* B, typename MmaOp<T>::Acc* acc) {
-  constexpr int WM = M / WM_WARPS, WN = N / WN_WARPS, MI = WM / 16, NI = WN / 8;
-  constexpr int KS = MmaOp<T>::K;
-  constexpr int EB = sizeof(T);
-  constexpr int HALF_K = KS / 2;  // elements in one 16-byte row of an 8x8 b16 matrix
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int m0 = (warp / WN_WARPS) * WM, n0 = (warp % WN_WARPS) * WN;
-#pragma unroll
-  for (int kk = 0; kk < K; kk += KS) {
-    u32 a[MI][4];
-    u32 b[NI][2];
+struct GemmSS {
+  static constexpr int WM = M / WM_WARPS, WN = N / WN_WARPS, MI = WM / 16, NI = WN / 8;
+  static constexpr int KS = MmaOp<T>::K;
+  static constexpr int EB = sizeof(T);
+  static constexpr int HALF_K = KS / 2;  // elements in one 16-byte row of an 8x8 b16 matrix
+
+  static __device__ __forceinline__ void load(const T* A, const T* B, int kk, int lane, int m0, int n0,
+                                              u32 (&a)[MI][4], u32 (&b)[NI][2]) {
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
       const int mb = m0 + mi * 16;
@@ -172,11 +169,86 @@ __device__ __forceinline__ void gemm_ss(const T* A, const T* B, typename MmaOp<T
         }
       }
     }
+  }
+};
+
+// Warp-tiled block GEMM C(MxN) += op(A) op(B) with A, B in (swizzled) shared memory and C in
+// registers in the m16n8 accumulator layout: warp w = (warp_m, warp_n) = (w / WN_WARPS, w % WN_WARPS)
+// owns rows warp_m*M/WM_WARPS.., cols warp_n*N/WN_WARPS..; acc[((mi*NI + ni)*2 + h)*2 + c].
+// A is (M x K) row-major (TA: K x M), B is (K x N) row-major (TB: N x K). Operand fragments are
+// double-buffered: the loads of k-step s+1 are issued before the MMAs of step s.
+template <int M, int N, int K, int WM_WARPS, int WN_WARPS, bool TA, bool TB, typename T,
+          int LDA, int LDB, bool SWA, bool SWB>
+__device__ __forceinline__ void gemm_ss(const T* A, const T* B, typename MmaOp<T>::Acc* acc) {
+  typedef GemmSS<M, N, K, WM_WARPS, WN_WARPS, TA, TB, T, LDA, LDB, SWA, SWB> G;
+  constexpr int MI = G::MI, NI = G::NI, KS = G::KS, STEPS = K / KS;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int m0 = (warp / WN_WARPS) * G::WM, n0 = (warp % WN_WARPS) * G::WN;
+  u32 a[2][MI][4];
+  u32 b[2][NI][2];
+  G::load(A, B, 0, lane, m0, n0, a[0], b[0]);
+#pragma unroll
+  for (int s = 0; s < STEPS; ++s) {
+    if (s + 1 < STEPS) G::load(A, B, (s + 1) * KS, lane, m0, n0, a[(s + 1) & 1], b[(s + 1) & 1]);
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni)
-        MmaOp<T>::run(acc + (mi * NI + ni) * 4, a[mi], b[ni]);
+        MmaOp<T>::run(acc + (mi * NI + ni) * 4, a[s & 1][mi], b[s & 1][ni]);
+  }
+}
+
+// Block GEMM with A in registers: A is a (M x K) fragment in the accumulator layout of the same
+// warp grid (WM_WARPS x 1), e.g. a softmax tile cast to half (the FlashAttention-2 trick: the
+// m16n8 accumulator of two adjacent n-atoms is exactly an m16n8k16 A operand). B as in gemm_ss.
+template <int M, int N, int K, int WM_WARPS, bool TB, typename T, int LDB, bool SWB>
+__device__ __forceinline__ void gemm_rs(const T* Areg, const T* B, typename MmaOp<T>::Acc* acc) {
+  constexpr int WM = M / WM_WARPS, MI = WM / 16, NI = N / 8, NIA = K / 8;
+  constexpr int EB = sizeof(T);
+  const int lane = threadIdx.x & 31;
+  const u32* a32 = reinterpret_cast<const u32*>(Areg);
+#pragma unroll
+  for (int kk = 0; kk < K; kk += 16) {
+    const int s = kk / 16;
+    u32 b[NI][2];
+#pragma unroll
+    for (int ni = 0; ni < NI; ni += 2) {
+      const int nb = ni * 8;
+      if constexpr (NI % 2 == 0 && TB) {
+        const int j = lane >> 3;
+        const int r = nb + (j >> 1) * 8 + (lane & 7), c = kk + (j & 1) * 8;
+        u32 t[4];
+        ldmatrix_x4(t, B + swz<LDB, EB, SWB>(r, c));
+        b[ni][0] = t[0]; b[ni][1] = t[1]; b[ni + 1][0] = t[2]; b[ni + 1][1] = t[3];
+      } else if constexpr (NI % 2 == 0 && !TB) {
+        const int j = lane >> 3;
+        const int r = kk + (j & 1) * 8 + (lane & 7), c = nb + (j >> 1) * 8;
+        u32 t[4];
+        ldmatrix_x4_trans(t, B + swz<LDB, EB, SWB>(r, c));
+        b[ni][0] = t[0]; b[ni][1] = t[1]; b[ni + 1][0] = t[2]; b[ni + 1][1] = t[3];
+      } else {
+#pragma unroll
+        for (int q = 0; q < 2 && ni + q < NI; ++q) {
+          const int n = nb + q * 8 + (lane >> 2);
+          const int kq = (lane & 3) * 2;
+          if constexpr (TB) {
+            b[ni + q][0] = gather32<T, LDB, SWB>(B, n, kk + kq, false);
+            b[ni + q][1] = gather32<T, LDB, SWB>(B, n, kk + kq + 8, false);
+          } else {
+            b[ni + q][0] = gather32<T, LDB, SWB>(B, kk + kq, n, true);
+            b[ni + q][1] = gather32<T, LDB, SWB>(B, kk + kq + 8, n, true);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+      u32 a[4] = {a32[(mi * NIA + 2 * s) * 2], a32[(mi * NIA + 2 * s) * 2 + 1],
+                  a32[(mi * NIA + 2 * s + 1) * 2], a32[(mi * NIA + 2 * s + 1) * 2 + 1]};
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+        MmaOp<T>::run(acc + (mi * NI + ni) * 4, a, b[ni]);
+    }
   }
 }
 

@@ -67,24 +67,52 @@ class NonCudaSimtLowering(SimtLowering):
         raise AssertionError(f"the {self.target.kind} lowering has no equivalent for CUDA helper {name}")
 
     def shuffle_xor(self, value, mask):
-        """value of lane (lane ^ mask) within the warp/wavefront/simdgroup."""
+        """value of lane (lane ^ mask) within the warp/wavefront/simdgroup (32-bit shuffles only)."""
         ws = self.target.warp_size
         src = tx.bitwise_xor(self.lane, cast_to(mask, "int32"))
-        return tx.call_intrin(dtype_of(value), "tirx.tvm_warp_shuffle", tx.const(0, "int32"), value, src,
-                              tir_const(ws, "int32"), tir_const(ws, "int32"))
+
+        def shfl32(v):
+            return tx.call_intrin(dtype_of(v), "tirx.tvm_warp_shuffle", tx.const(0, "int32"), v, src,
+                                  tir_const(ws, "int32"), tir_const(ws, "int32"))
+
+        dt = dtype_of(value)
+        if dt in ("float32", "int32", "uint32"):
+            return shfl32(value)
+        if dt in ("float64", "int64"):
+            bits = tx.reinterpret("int64", value) if dt == "float64" else value
+            lo = shfl32(tx.Cast("int32", bits))
+            hi = shfl32(tx.Cast("int32", tx.shift_right(bits, tir_const(32, "int64"))))
+            joined = tx.bitwise_or(tx.shift_left(tx.Cast("int64", hi), tir_const(32, "int64")),
+                                   tx.bitwise_and(tx.Cast("int64", lo), tir_const(0xFFFFFFFF, "int64")))
+            return tx.reinterpret("float64", joined) if dt == "float64" else joined
+        wide = "float32" if dt in ("float16", "bfloat16") else "int32"
+        return cast_to(shfl32(cast_to(value, wide)), dt)
 
     def vector_width(self, c: N.Copy) -> int:
         # element copies; see the module docstring
         return 1
 
     def atomic_one(self, kind, buf: N.Buffer, idx, value):
-        if kind != "add":
-            raise UnsupportedFeatureError(self.target.kind, f"T.atomic_{kind}", None, self.source)
+        if kind != "add" or buf.dtype not in ("float32", "int32"):
+            # TVM 0.27's AMDGPU and Metal codegens emit 32-bit atomic adds only
+            raise UnsupportedFeatureError(self.target.kind, f"T.atomic_{kind} on {buf.dtype}", None, self.source)
         B.evaluate(tx.call_intrin(buf.dtype, "tirx.atomic_add", self.addr(buf, idx), cast_to(value, buf.dtype)))
 
     def emit_Print(self, p: N.Print):
         raise UnsupportedFeatureError(self.target.kind, "T.print (no device printf on this target)",
                                       p.span, self.source)
+
+    def make_view_fn(self, buf: N.Buffer):
+        def load(indices):
+            view, idx = self.access(buf, indices)
+            v = tx.BufferLoad(view, idx)
+            return cast_to(v, "bool") if buf.dtype == "bool" and view.dtype != "bool" else v
+        return load
+
+    def store(self, buf: N.Buffer, indices, value):
+        view, idx = self.access(buf, indices)
+        v = cast_to(value, buf.dtype)
+        B.buffer_store(view, cast_to(v, str(view.dtype)) if str(view.dtype) != buf.dtype else v, idx)
 
     def alloc_all(self):
         """Shared tiles as separate static allocations; register and replicated arrays as in CUDA."""
@@ -95,7 +123,7 @@ class NonCudaSimtLowering(SimtLowering):
                 smem.append((name, b, self.plan.layout[name]))
             elif st in ("reg", "rep"):
                 size = self.plan.layout[name].local_size if st == "reg" else max(1, prod(b.static_shape() or (1,)))
-                arr = B.alloc_buffer((size,), b.dtype, scope="local")
+                arr = B.alloc_buffer((size,), _storage_dtype(b.dtype), scope="local")
                 IRBuilder.name(name, arr)
                 self.views[name] = arr
                 self.ex.bind_buffer(name, self.make_view_fn(b))
@@ -111,10 +139,15 @@ class NonCudaSimtLowering(SimtLowering):
         self.smem_bytes = total
         scope = "shared"
         for name, b, lay in smem:
-            arr = B.alloc_buffer((lay.numel * lay.stages,), b.dtype, scope=scope)
+            arr = B.alloc_buffer((lay.numel * lay.stages,), _storage_dtype(b.dtype), scope=scope)
             IRBuilder.name(name, arr)
             self.views[name] = arr
             self.ex.bind_buffer(name, self.make_view_fn(b))
         if needs_scratch:
             self.scratch = B.alloc_buffer((self._scratch_size() // 4,), "float32", scope=scope)
             IRBuilder.name("reduce_scratch", self.scratch)
+
+
+def _storage_dtype(dtype: str) -> str:
+    """bool tiles are kept as int8: TVM's GPU codegens vectorize bool stores into invalid IR."""
+    return "int8" if dtype == "bool" else dtype

@@ -36,8 +36,8 @@ from .simt_plan import KernelPlan, choose_anchor, parallel_accesses, plan_kernel
 from .tir_expr import ExprLowerer, cast_to, tir_const
 
 CPP_TYPES = {"float16": "half", "bfloat16": "__nv_bfloat16", "int8": "signed char", "float32": "float",
-             "float64": "double", "int32": "int", "int64": "long long", "int16": "short",
-             "uint8": "unsigned char", "bool": "bool"}
+             "float64": "double", "int32": "int", "int64": "int64_t", "int16": "int16_t",
+             "uint8": "uint8_t", "bool": "bool"}
 
 
 @dataclass
@@ -735,6 +735,9 @@ class SimtLowering:
     def emit_Gemm(self, g: N.Gemm):
         self.touch((g,))
         lay = self.plan.mma_gemms.get(id(g))
+        if lay is not None and self.plan.storage[g.a.buffer.name] == "reg" \
+                and self.plan.storage[g.b.buffer.name] == "smem" and _full_2d(g.b):
+            return self.emit_mma_gemm_rs(g, lay)
         if lay is not None and self.plan.storage[g.a.buffer.name] == "smem" \
                 and self.plan.storage[g.b.buffer.name] == "smem" and _full_2d(g.a) and _full_2d(g.b):
             return self.emit_mma_gemm(g, lay)
@@ -755,6 +758,20 @@ class SimtLowering:
         pa = self.stage_base_addr(a)
         pb = self.stage_base_addr(b)
         B.evaluate(self.call(tmpl, pa, pb, tx.address_of(tx.BufferLoad(acc, [zero]))))
+
+    def emit_mma_gemm_rs(self, g: N.Gemm, lay: MmaLayout):
+        a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
+        lb = self.plan.layout[b.name]
+        K = g.a.extents[1]
+        acc = self.views[c.name]
+        zero = tir_const(0, "int32")
+        if g.clear_accum:
+            with B.unroll(0, lay.local_size) as i:
+                B.buffer_store(acc, tir_const(0, c.dtype), [i])
+        tmpl = (f"tc::gemm_rs<{lay.M}, {lay.N}, {K}, {lay.wm}, {_b(g.transpose_b)}, {CPP_TYPES[a.dtype]}, "
+                f"{lb.row_elems}, {_b(lb.swizzle)}>")
+        B.evaluate(self.call(tmpl, tx.address_of(tx.BufferLoad(self.views[a.name], [zero])),
+                             self.stage_base_addr(b), tx.address_of(tx.BufferLoad(acc, [zero]))))
 
     def stage_base_addr(self, buf):
         view = self.views[buf.name]

@@ -124,7 +124,9 @@ def plan_kernel(func: N.PrimFunc, threads: int, has_mma: bool, swizzle_ok: bool 
         if isinstance(s, N.Fill) and s.dst.buffer.name in frag_like and not _full_region(s.dst):
             forced.add(s.dst.buffer.name)
         if isinstance(s, N.Gemm):
-            forced |= {s.a.buffer.name, s.b.buffer.name} & frag_like
+            forced |= {s.b.buffer.name} & frag_like
+            if not _rs_candidate(s, frag_like):
+                forced |= {s.a.buffer.name} & frag_like
             if s.c.buffer.name in frag_like and not _full_region(s.c):
                 forced.add(s.c.buffer.name)
         if isinstance(s, N.Atomic) and isinstance(s.value, N.Region):
@@ -137,6 +139,9 @@ def plan_kernel(func: N.PrimFunc, threads: int, has_mma: bool, swizzle_ok: bool 
         layouts, mma = _assign(plan, frag_like - demoted, parallels, gemms, reduces,
                                kernel.body, threads, has_mma, row_reduced)
         new = _check(layouts, frag_like - demoted, parallels, kernel.body, reduces)
+        for g in gemms:  # A in registers only in the MMA accumulator layout of C's warp rows
+            if g.a.buffer.name in frag_like - demoted and not rs_ok(g, layouts, mma):
+                new.add(g.a.buffer.name)
         if not new:
             break
         demoted |= new
@@ -174,6 +179,19 @@ def plan_kernel(func: N.PrimFunc, threads: int, has_mma: bool, swizzle_ok: bool 
     if not warps_ok and mma:
         plan.mma_gemms = {}
     return plan
+
+
+def _rs_candidate(g: N.Gemm, frag_like) -> bool:
+    a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
+    return (a.name in frag_like and c.name in frag_like and not g.transpose_a and len(a.shape) == 2
+            and a.dtype == b.dtype and a.dtype in ("float16", "bfloat16") and _full_region(g.a))
+
+
+def rs_ok(g: N.Gemm, layouts, mma) -> bool:
+    """Whether gemm `g` can take A straight from registers (tensor cores, warp rows match C)."""
+    la, lc = layouts.get(g.a.buffer.name), mma.get(id(g))
+    return (isinstance(la, MmaLayout) and isinstance(lc, MmaLayout) and la.wn == 1 and lc.wn == 1
+            and la.wm == lc.wm and la.M == lc.M and la.N % 16 == 0)
 
 
 def _block_level_fragment_access(body, frag_like) -> Set[str]:

@@ -193,7 +193,10 @@ class ExprLowerer:
         if op in N.COMPARE_OPS:
             # operands are compared in their common dtype (the frontend promoted them)
             common = _common_dtype(e.a.dtype, e.b.dtype)
-            a, b = self.lower_as(e.a, common), self.lower_as(e.b, common)
+            if common == "bool":
+                common = "int8"  # TVM's LLVM codegen has no comparison of i1 values
+            a = self.lower_as(e.a, common) if e.a.dtype != "bool" else tx.Cast(common, self.lower(e.a))
+            b = self.lower_as(e.b, common) if e.b.dtype != "bool" else tx.Cast(common, self.lower(e.b))
             return {"<": tx.LT, "<=": tx.LE, ">": tx.GT, ">=": tx.GE,
                     "==": tx.EQ, "!=": tx.NE}[op](a, b)
         if op == "pow":

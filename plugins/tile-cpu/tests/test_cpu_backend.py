@@ -378,3 +378,19 @@ def test_third_party_rules_and_intrinsics_override_the_cpu_lowering(monkeypatch)
         unregister_plugin(name)
     np.testing.assert_array_equal(b, a + np.float32(1))
     np.testing.assert_array_equal(c, np.full(16, 2.0, np.float32))
+
+
+def test_bool_and_narrow_integer_tensors_wrap_like_numpy():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "int8"), B: T.Tensor((64,), "int8"), M: T.Tensor((64,), "bool"),
+             C: T.Tensor((64,), "int8"), D: T.Tensor((64,), "bool"), U: T.Tensor((64,), "uint8")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(64):
+                C[i] = T.if_then_else(M[i], A[i] + B[i], A[i] * B[i])
+                D[i] = (A[i] > B[i]) != M[i]
+                U[i] = T.cast(A[i], "uint8") + T.cast(B[i], "uint8")
+
+    a = RNG.integers(-128, 127, 64).astype(np.int8)
+    b = RNG.integers(-128, 127, 64).astype(np.int8)
+    m = RNG.integers(0, 2, 64).astype(bool)
+    assert_matches_reference(main, [a, b, m], backend="cpu", out_idx=[3, 4, 5])

@@ -36,6 +36,8 @@ class CpuLowering(TirLowering):
         self.vector_bits = vector_bits
         self.block_vars = []  # lowered block indices, for T.print
         self.needs_support = False  # calls into support.c (atomics, print): link it in
+        self.dynamic_schedule = True  # blocks taken from an atomic counter (see lower_Kernel)
+        self.max_tasks = 64
 
     def vector_lanes(self, dtype: str) -> int:
         if dtype == "bool":
@@ -58,15 +60,38 @@ class CpuLowering(TirLowering):
         total = grid[0]
         for g in grid[1:]:
             total = total * g
+
+        def block_body(blk):
+            binds = []
+            stride = None
+            # block index 0 varies fastest, as in a GPU grid (bx is the column of blocks)
+            for tv, g in zip(tvars, grid):
+                idx = blk if stride is None else tx.floordiv(blk, stride)
+                binds.append(tx.Bind(tv, tx.floormod(idx, g)))
+                stride = g if stride is None else stride * g
+            return seq(binds + [body])
+
+        if not self.dynamic_schedule:
+            blk = tx.Var("block", "int32")
+            return tx.For(blk, 0, total, tx.ForKind.PARALLEL, block_body(blk))
+        # Dynamic schedule: a few parallel tasks, each taking block numbers from a shared
+        # atomic counter until the grid is done (TVM's pool splits a loop statically).
+        self.needs_support = True
+        counter = self.local_buffer([1], "int32", "block_counter")
+        current = self.local_buffer([1], "int32", "block_id")
+        task = tx.Var("task", "int32")
         blk = tx.Var("block", "int32")
-        binds = []
-        stride = None
-        # block index 0 varies fastest, as in a GPU grid (bx is the column of blocks)
-        for tv, g in zip(tvars, grid):
-            idx = blk if stride is None else tx.floordiv(blk, stride)
-            binds.append(tx.Bind(tv, tx.floormod(idx, g)))
-            stride = g if stride is None else stride * g
-        return tx.For(blk, 0, total, tx.ForKind.PARALLEL, seq(binds + [body]))
+
+        def take():
+            return tx.BufferStore(current, tx.call_extern(
+                "int32", "tilecore_cpu_next_block", tx.address_of(tx.BufferLoad(counter, [0]))), [0])
+
+        loop = tx.While(tx.LT(tx.BufferLoad(current, [0]), total),
+                        seq([tx.Bind(blk, tx.BufferLoad(current, [0])), block_body(blk), take()]))
+        tasks = tx.Min(total, tir_const(self.max_tasks, "int32"))
+        return seq([tx.AllocBuffer(counter), tx.BufferStore(counter, tir_const(0, "int32"), [0]),
+                    tx.For(task, 0, tasks, tx.ForKind.PARALLEL,
+                           seq([tx.AllocBuffer(current), take(), loop]))])
 
     # ----------------------------------------------------------------- gemm
     def lower_Gemm(self, s: N.Gemm):

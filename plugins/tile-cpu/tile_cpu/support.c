@@ -120,6 +120,12 @@ TC_INT_ATOMIC(int16, int16_t)
 TC_INT_ATOMIC(int32, int32_t)
 TC_INT_ATOMIC(int64, int64_t)
 
+/* ---- dynamic block scheduling: each worker takes the next block number until none is left,
+ * so a worker that the OS preempts (shared machines, hybrid cores) does not hold up the grid. */
+int32_t tilecore_cpu_next_block(int32_t* counter) {
+  return __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
+}
+
 /* ---- T.print */
 static void tc_head(const char* msg, int32_t nblock, int32_t b0, int32_t b1, int32_t b2) {
   if (nblock <= 1) printf("[block (%d,)]", b0);
