@@ -66,7 +66,11 @@ def _numpy_T(dtype_override=None):
         pass
 
     def same(f):
-        return lambda x: f(x).astype(x.dtype) if dtype_override is None else f(x)
+        def g(x):
+            if dtype_override is None and isinstance(x, np.ndarray):
+                return f(x).astype(x.dtype)  # numpy's float16 functions round to float16
+            return f(x)
+        return g
 
     for name, f in {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
                     "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
@@ -74,9 +78,10 @@ def _numpy_T(dtype_override=None):
         setattr(T, name, staticmethod(same(f)))
     T.max = staticmethod(np.maximum)
     T.min = staticmethod(np.minimum)
-    T.pow = staticmethod(lambda x, p: np.power(x, x.dtype.type(p)))
+    T.pow = staticmethod(lambda x, p: np.power(x, x.dtype.type(p)) if isinstance(x, np.ndarray) else x ** p)
     T.if_then_else = staticmethod(lambda c, a, b: np.where(c, a, b))
-    T.cast = staticmethod(lambda x, d: np.asarray(x).astype(NP[dtype_override or d]))
+    # a cast's rounding is part of the program's meaning: the float64 evaluation rounds there too
+    T.cast = staticmethod(lambda x, d: np.asarray(x).astype(NP[d]).astype(NP[dtype_override or d]))
     return T
 
 

@@ -32,8 +32,9 @@ def test_every_family_parses_and_declares_its_features():
     for k in generate_knobs(ALL, 70, seed=2):
         prog = build(k)
         func = load_source(prog.source)
-        used = set(features_used(func)) - {"partial_tiles"}
-        # what the frontend sees is what the generator claims (partial_tiles only the generator knows)
+        # what the frontend sees is what the generator claims (partial_tiles only the generator knows;
+        # int32 index arithmetic and bool conditions appear in every program with indexing or an if)
+        used = set(features_used(func)) - {"partial_tiles", "dtype:int32", "dtype:bool"}
         assert used <= set(prog.features), (prog.source, used - set(prog.features))
         assert func.source.startswith("import tilecore.language as T")
 
@@ -60,7 +61,7 @@ def test_undeclared_features_reported_unsupported(monkeypatch):
     narrow = dataclasses.replace(REF, capabilities=dataclasses.replace(
         REF.capabilities, features=frozenset(REF.capabilities.features) - {"math"}))
     # a program with math, checked against a backend that does not declare it, is never passed
-    for k in generate_knobs(ALL, 14, seed=5):
+    for k in generate_knobs(ALL, 20, seed=5, families=("ewise",)):
         prog = build(k)
         if "math" in prog.features:
             out = run_program(prog, narrow)

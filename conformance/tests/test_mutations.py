@@ -29,15 +29,18 @@ CASES = {
 @pytest.mark.parametrize("mutant", sorted(CASES))
 def test_suite_rejects_planted_bug(mutant_path, mutant):
     families, named = CASES[mutant]
-    report = run_suite(f"cpu-bug-{mutant}", examples=24, seed=3, families=families, max_shrinks=1,
-                       shrink_runs=30, shrink_seconds=60)
+    report = run_suite(f"cpu-bug-{mutant}", examples=16, seed=3, families=families, max_shrinks=3,
+                       shrink_runs=15, shrink_seconds=30)
     assert report["totals"]["fail"] > 0, f"the suite did not notice the {mutant} bug"
     assert not report["verdict"]["certified"]
-    first = report["failures"][0]
+    # a shrunk failure names the planted feature among the suspects of its minimal program
+    # (other failures may come from real bugs of the wrapped backend itself)
+    named_failures = [f for f in report["failures"] if f["shrunk"] and named & set(f["repro"]["suspects"])]
+    assert named_failures, [(f["repro"]["suspects"], f["repro"]["message"]) for f in report["failures"]]
+    first = named_failures[0]
     repro = first["repro"]
-    assert first["shrunk"] and repro["source"].startswith("import tilecore.language as T")
-    # the report names the broken feature among the suspects of the minimal program
-    assert named & set(repro["suspects"]), (repro["suspects"], repro["message"])
+    assert repro["source"].startswith("import tilecore.language as T")
+    assert repro["max_error"] is not None or first["kind"] != "mismatch"
     # the minimal program is no bigger than the original, and its script runs as a repro
     assert first["shrink"]["size_after"] <= first["shrink"]["size_before"]
     assert "run_repro(main" in repro["script"]
@@ -49,10 +52,16 @@ def test_mutant_cli_through_entry_point(mutant_path, tmp_path):
     env = dict(os.environ, PYTHONPATH=mutant_path + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-m", "tilecore.cli.main", "conformance", "cpu-bug-transpose",
                            "--examples", "8", "--seed", "3", "--families", "gemm", "--max-shrinks", "1",
-                           "--shrink-runs", "20", "--report", str(out), "--no-progress"],
+                           "--shrink-runs", "8", "--report", str(out), "--no-progress"],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "NOT CERTIFIED" in proc.stdout
     report = json.loads(out.read_text())
     assert report["failures"] and report["backend"]["distribution"] == "tile-mutants"
     assert (tmp_path / "report.md").read_text().count("Minimal program") >= 1
+    # the repro script of the minimal program runs on its own and shows the failure again
+    script = tmp_path / "repro.py"
+    script.write_text(report["failures"][0]["repro"]["script"])
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "cpu-bug-transpose:" in proc.stdout

@@ -572,7 +572,7 @@ def _build_control(k: dict) -> Program:
         w(f"s = T.alloc_var(\"{acc}\")")
     loop = k["loop"]
     feats.add("unroll" if loop == "unroll" else "serial")
-    w(f"for i in T.serial({bm}):")
+    w(f"for i in T.{'unroll' if loop == 'unroll' else 'serial'}({bm}):")
     w.indent()
     acc_ref = "s" if use_var else "O_t[i]"
     w(f"{acc_ref} = {zero}")

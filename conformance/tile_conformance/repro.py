@@ -46,22 +46,31 @@ def repro_script(program: Program, backend: str) -> str:
             + "\n\nif __name__ == \"__main__\":\n"
             + "    # rebuilds the suite's inputs from the seed and compares with the reference interpreter\n"
             + "    from tile_conformance.repro import run_repro\n\n"
-            + f"    run_repro(main, {backend!r}, {json.dumps(record, sort_keys=True)!r})\n")
+            + f"    ok = run_repro(main, {backend!r}, {json.dumps(record, sort_keys=True)!r})\n"
+            + "    raise SystemExit(0 if ok else 1)\n")
 
 
 def run_repro(func, backend: str, record_json: str) -> bool:
     """Run `func` on `backend` and on the reference with the recorded inputs; print the verdict."""
     import tilecore
 
-    from .execute import make_inputs, reference_outputs, compare_outputs, program_features
+    from .execute import call_on_device, compare_outputs, make_inputs, program_features, reference_outputs
 
     record = json.loads(record_json)
     record["source"] = func.source
     program = program_from_record(record)
     arrays = make_inputs(program.params, program.bindings, program.input_seed)
     ref = reference_outputs(func, program, arrays)
-    got = [a.copy() for a in arrays]
-    tilecore.compile(func, target=backend)(*got)
+    try:
+        kernel = tilecore.compile(func, target=backend)
+    except Exception as err:
+        print(f"{backend}: compile failed: {type(err).__name__}: {err}")
+        return False
+    try:
+        got = call_on_device(kernel, arrays, kernel.backend.capabilities.memory_space)
+    except Exception as err:
+        print(f"{backend}: run failed: {type(err).__name__}: {err}")
+        return False
     outcome = compare_outputs(program, ref, got, program_features(func, program))
     if outcome.status == "pass":
         print(f"{backend}: matches the reference interpreter")

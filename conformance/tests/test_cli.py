@@ -1,0 +1,91 @@
+"""`tile conformance ...` end to end on the reference backend: run, report, verify, bundles."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tile_conformance.plugin import main
+from tile_conformance.report import verify
+
+
+@pytest.fixture(scope="module")
+def reference_report(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("ref") / "reference.json")
+    assert main(["reference", "--examples", "100", "--seed", "5", "--report", path, "--no-progress"]) == 0
+    with open(path) as f:
+        return path, json.load(f)
+
+
+def test_reference_certified_and_report_complete(reference_report):
+    path, report = reference_report
+    assert report["verdict"]["certified"], report["verdict"]["reasons"]
+    assert report["totals"]["programs"] == 100 and report["totals"]["pass"] == 100
+    for key in ("suite", "tilecore", "backend", "plugins", "device", "host", "settings", "features",
+                "families", "program_digest"):
+        assert key in report
+    assert report["settings"]["seed"] == 5
+    assert report["features"]["gemm"]["pass"] > 0
+    md = open(os.path.splitext(path)[0] + ".md").read()
+    assert "Verdict: CERTIFIED" in md and "| gemm |" in md
+
+
+def test_verify_command(reference_report, capsys):
+    path, _ = reference_report
+    assert main(["verify", path]) == 0
+    assert "CERTIFIED" in capsys.readouterr().out
+
+
+def test_verify_rejects_doctored_reports(reference_report):
+    _, report = reference_report
+    bad = json.loads(json.dumps(report))
+    bad["totals"]["fail"] = 1
+    assert not verify(bad)[0]
+    bad = json.loads(json.dumps(report))
+    bad["backend"]["features"].remove("atomic")  # passed programs for an undeclared feature
+    ok, reasons = verify(bad)
+    assert not ok and any("atomic" in r for r in reasons)
+    bad = json.loads(json.dumps(report))
+    bad["features"]["cumsum"]["pass"] = 0
+    assert not verify(bad)[0]
+
+
+def test_same_seed_same_digest(reference_report):
+    from tile_conformance.runner import run_suite
+
+    _, report = reference_report
+    again = run_suite("reference", examples=100, seed=5, shrink=False)
+    assert again["program_digest"] == report["program_digest"]
+    other = run_suite("reference", examples=100, seed=6, shrink=False)
+    assert other["program_digest"] != report["program_digest"]
+
+
+def test_undeclared_tier_is_a_clear_error(capsys):
+    assert main(["reference", "--tier", "compile", "--examples", "3", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "declares the conformance tier(s) execute" in err
+
+
+def test_unknown_backend_is_a_clear_error(capsys):
+    assert main(["no-such-backend", "--examples", "3", "--no-progress"]) == 2
+    assert "no-such-backend" in capsys.readouterr().err
+
+
+def test_bundle_round_trip(tmp_path, capsys):
+    folder = str(tmp_path / "bundle")
+    assert main(["build-bundle", "reference", folder, "--examples", "21", "--seed", "2"]) == 0
+    manifest = json.load(open(os.path.join(folder, "manifest.json")))
+    assert manifest["summary"]["compiled"] == 21
+    report_path = str(tmp_path / "bundle.json")
+    main(["run-bundle", folder, "--report", report_path])
+    report = json.load(open(report_path))
+    assert report["totals"]["pass"] == 21 and report["settings"]["bundle"]["built_with"]["name"] == "reference"
+    # a corrupted artifact is caught, never run
+    art = os.path.join(folder, "artifacts", "0003.tileart")
+    with open(art, "r+b") as f:
+        f.seek(40)
+        f.write(b"\x00\x01\x02")
+    main(["run-bundle", folder, "--report", report_path])
+    report = json.load(open(report_path))
+    assert report["totals"]["suite_error"] == 1 and report["totals"]["pass"] == 20
