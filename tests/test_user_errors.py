@@ -77,14 +77,14 @@ def test_compile_error_has_no_internal_traceback(monkeypatch):
                 raise RuntimeError("deep failure inside the code generator")
 
     manager = get_plugin_manager()
-    plugin = CrashingCodegen()
-    manager.register(plugin, name="crashing-codegen-for-test")
+    name = manager.register(CrashingCodegen(), name="crashing-codegen-for-test")
     try:
         monkeypatch.setenv("TILECORE_CACHE", "0")
         with pytest.raises(BackendError) as info:
             tilecore.compile(_double(2, 2), target="reference", crash_for_test=True)
     finally:
-        manager.unregister(plugin)
+        manager.unregister(name)
+    assert name not in manager.plugins
     err = info.value
     assert "deep failure inside the code generator" in str(err) and "TILECORE_TRACEBACK=1" in str(err)
     assert err.__cause__ is None and isinstance(err.internal_cause, RuntimeError)
@@ -260,3 +260,98 @@ def test_cli_unwritable_output_is_a_one_line_error(tmp_path, capsys):
     code, _, err = _tile(capsys, "trace", f"{path}::scale", "8", "-t", "reference",
                          "--html", str(missing / "t.html"))
     assert code == 1 and err.endswith(f"error: cannot write {missing / 't.html'}: No such file or directory\n")
+
+
+# ----------------------------------------------------------------------------- literals
+
+
+@pytest.mark.parametrize("expr, dtype, message", [
+    ("A[i] + 300", "int8", "the integer literal 300 does not fit int8 (range -128..127)"),
+    ("A[i] < 200", "int8", "the integer literal 200 does not fit int8"),
+    ("A[i] * -1", "uint8", "the integer literal -1 does not fit uint8 (range 0..255)"),
+    ("A[i] + 2 ** 31", "int32", "the integer literal 2147483648 does not fit int32"),
+])
+def test_integer_literal_that_would_wrap_is_an_error(expr, dtype, message):
+    """`A[i] + 300` on int8 used to wrap the literal to 44 silently."""
+    from tilecore.frontend import parse_source
+
+    source = f"""
+import tilecore.language as T
+
+@T.prim_func
+def main(A: T.Tensor((8,), "{dtype}"), B: T.Tensor((8,), "int32")):
+    with T.Kernel(1) as bx:
+        for i in T.Parallel(8):
+            B[i] = {expr}
+"""
+    with pytest.raises(TileCompileError) as info:
+        parse_source(source)
+    assert message in info.value.message and "would wrap around" in info.value.message
+    assert info.value.span.line == 8
+
+
+def test_integer_literals_in_range_and_wide_casts_still_work():
+    @T.prim_func
+    def main(A: T.Tensor((4,), "uint8"), B: T.Tensor((4,), "int32"), C: T.Tensor((4,), "int64")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(4):
+                B[i] = 255 - A[i] + T.cast(A[i], "int32") * 1000
+                C[i] = T.cast(A[i], "int64") * 4294967296
+
+    a = np.array([0, 1, 128, 255], np.uint8)
+    b, c = tilecore.compile(main, target="reference", out_idx=[1, 2])(a)
+    np.testing.assert_array_equal(b, 255 - a.astype(np.int64) + a.astype(np.int64) * 1000)
+    np.testing.assert_array_equal(c, a.astype(np.int64) * 4294967296)
+
+
+# ----------------------------------------------------------------------------- plugin contract
+
+
+def test_reference_declares_only_gemm_pairs_the_language_accepts():
+    """It declared (float64, float32), which the type checker rejects (conformance finding)."""
+    from tilecore.plugin.registry import get_registry
+
+    pairs = get_registry().backends["reference"].capabilities.gemm_dtypes
+    assert ("float64", "float32") not in pairs and ("float16", "float32") in pairs
+
+    def gemm(dtype, accum):
+        @T.prim_func
+        def main(A: T.Tensor((16, 16), dtype), B: T.Tensor((16, 16), dtype),
+                 C: T.Tensor((16, 16), accum)):
+            with T.Kernel(1) as bx:
+                a = T.alloc_shared((16, 16), dtype)
+                b = T.alloc_shared((16, 16), dtype)
+                c = T.alloc_fragment((16, 16), accum)
+                T.copy(A, a)
+                T.copy(B, b)
+                T.clear(c)
+                T.gemm(a, b, c)
+                T.copy(c, C)
+        return main
+
+    for dtype, accum in sorted(pairs):
+        tilecore.lower(gemm(dtype, accum), target="reference")  # raises on a rejected pair
+
+
+def test_cache_key_covers_every_loaded_plugin():
+    from tilecore.runtime.api import _plugin_fingerprint
+    from tilecore.runtime.cache import cache_key
+
+    base = ("{}", "cpu", "1.0", "cpu", {})
+    assert cache_key(*base, "cpu=tile-cpu@1.0") != cache_key(*base, "cpu=tile-cpu@1.0;extra=tile-x@0.1")
+    assert cache_key(*base) == cache_key(*base, "")  # the old five-argument form still works
+    assert "reference=tilecore@" in _plugin_fingerprint()
+
+
+def test_dump_ir_is_written_even_when_the_kernel_is_cached(tmp_path, monkeypatch):
+    """TILECORE_DUMP_IR used to write nothing for a kernel found in the compile cache."""
+    monkeypatch.setenv("TILECORE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TILECORE_CACHE", raising=False)
+    func = _double(3, 5)
+    tilecore.compile(func, target="reference")  # now cached (memory and disk)
+    dump = tmp_path / "dump"
+    monkeypatch.setenv("TILECORE_DUMP_IR", str(dump))
+    tilecore.compile(func, target="reference")
+    text = (dump / "02-simplify.py").read_text()
+    assert text.startswith(f"# main ({__file__}:") and "after pass simplify" in text.splitlines()[0]
+    assert (dump / "00-input.py").read_text().splitlines()[0].endswith("after parsing")

@@ -56,8 +56,29 @@ def as_expr(value, span: N.Span = N.NO_SPAN, like: Optional[str] = None) -> N.Ex
         return value
     if is_py_number(value):
         dtype = adopted_dtype(value, like) if like else literal_dtype(value)
+        check_literal_fits(value, dtype)
         return const(value, dtype, span)
     raise ExprTypeError(f"expected a scalar expression, got {describe(value)}")
+
+
+def int_range(dtype: str):
+    """(smallest, largest) value of an integer dtype."""
+    bits_ = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8}[dtype]
+    if dtype.startswith("u"):
+        return 0, 2 ** bits_ - 1
+    return -2 ** (bits_ - 1), 2 ** (bits_ - 1) - 1
+
+
+def check_literal_fits(value, dtype: str) -> None:
+    """An integer literal that adopts an integer dtype must fit it (it would silently wrap)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not is_int(dtype):
+        return
+    low, high = int_range(dtype)
+    if not low <= value <= high:
+        raise ExprTypeError(
+            f"the integer literal {value} does not fit {dtype} (range {low}..{high}), the dtype it "
+            f"adopts here, so it would wrap around: cast the other operand to a wider dtype first "
+            f"(e.g. T.cast(x, \"int32\")), or use a value in range")
 
 
 def describe(value) -> str:

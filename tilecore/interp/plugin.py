@@ -21,16 +21,14 @@ PRIORITY = -1000  # never the default while any real backend can run
 
 
 def _gemm_dtype_pairs() -> frozenset:
-    """(input dtype, accumulator dtype) pairs T.gemm accepts here: every sensible one."""
-    pairs = set()
-    for a in ("float16", "bfloat16", "float32", "float64"):
-        for acc in {a, "float32", "float64"}:
-            pairs.add((a, acc))
-    for a in ("int8", "uint8", "int16", "int32"):
-        pairs.add((a, "int32"))
-        pairs.add((a, "int64"))
-    pairs.add(("int64", "int64"))
-    return frozenset(pairs)
+    """(input dtype, accumulator dtype) pairs T.gemm accepts here: all that the type checker allows.
+
+    Derived from the checker's table so that the reference never declares a pair
+    (like float64 inputs into a float32 accumulator) that the language rejects.
+    """
+    from ..passes.check_types import GEMM_ACCUMULATORS
+
+    return frozenset((a, acc) for a, accs in GEMM_ACCUMULATORS.items() for acc in accs)
 
 
 def _toolchain_status() -> ToolchainStatus:

@@ -159,6 +159,9 @@ def _dump(directory: str, index: int, name: str, func: N.PrimFunc) -> None:
         text = f"# tilecore.ir.printer is not available; structural dump\n{func!r}\n"
     else:
         text = to_source(func)
+    where = f" ({func.span.file}:{func.span.line})" if func.span.line else ""
+    # Which kernel this is: every compile writes the same file names into the folder.
+    text = f"# {func.name}{where} after {'parsing' if index == 0 else 'pass ' + name}\n{text}"
     with open(stem + ".py", "w", encoding="utf-8") as f:
         f.write(text)
     try:

@@ -12,7 +12,11 @@ Order of calls when a kernel is compiled for backend B:
   4. tilecore_lowering_rules(B, rules), tilecore_intrinsics(B, table)
   5. tilecore_codegen(B, module, options)   -> Artifact (firstresult)
   6. tilecore_launcher(B, artifact)         -> callable (firstresult)
-Steps 2-4 are collected once per backend and cached.
+Steps 2-5 run for each compile that misses the compile cache (a cache hit goes
+straight to step 6), so hooks must not rely on being called once: step 2 gets a
+fresh pipeline and step 3 a fresh rule table every time, and step 4 is called
+by the backend's own codegen when it builds its tables. Step 6 runs on the
+kernel's first call, once per process and artifact.
 """
 from __future__ import annotations
 

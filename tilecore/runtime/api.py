@@ -206,10 +206,13 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
     out = normalize_out_idx(out_idx, len(func.params), func.name)
     opts = _codegen_options(full, out, options)
     use_cache = _cache.cache_enabled()
+    # Asking for the IR dumps means the passes must run: a cached artifact would skip them.
+    dumping = bool(options.get("dump_ir") or os.environ.get("TILECORE_DUMP_IR"))
     key = ""
     artifact = None
-    if use_cache:
-        key = _cache.cache_key(_ir_json(func), backend.name, backend.version, full, opts)
+    if use_cache and not dumping:
+        key = _cache.cache_key(_ir_json(func), backend.name, backend.version, full, opts,
+                               _plugin_fingerprint())
         with _lock:
             artifact = _memo.get(key)
             if artifact is not None:
@@ -221,9 +224,17 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
     if artifact is None:
         artifact = _codegen(func, backend, full, opts)
         if use_cache:
+            key = key or _cache.cache_key(_ir_json(func), backend.name, backend.version, full, opts,
+                                          _plugin_fingerprint())
             _cache.DiskCache().put(key, artifact)
             _remember(key, artifact)
     return Kernel(func, backend, full, artifact, out, _launcher_factory(key, backend, artifact), opts)
+
+
+def _plugin_fingerprint() -> str:
+    """Every loaded plugin as name=distribution@version (part of the cache key)."""
+    plugins = _manager().plugins.values()
+    return ";".join(sorted(f"{p.name}={p.distribution}@{p.version}" for p in plugins))
 
 
 def _remember(key: str, artifact: Artifact) -> None:

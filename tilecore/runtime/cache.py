@@ -5,8 +5,10 @@ Location: ``$TILECORE_CACHE_DIR``, else ``$XDG_CACHE_HOME/tilecore``, else
 memory).
 
 Key: sha256 over the Tile IR JSON, the backend's name and version, the full
-target, the sorted options and the tilecore version; so upgrading tilecore or a
-plugin, or changing any option, never reuses a stale artifact.
+target, the sorted options, the tilecore version and every loaded plugin's
+distribution and version (a plugin may add passes or lowering rules to any
+backend); so upgrading tilecore or a plugin, or changing any option, never
+reuses a stale artifact.
 
 Entry file format (version 1)::
 
@@ -66,13 +68,18 @@ def _canonical(value: Any) -> Any:
 
 
 def cache_key(ir_json: str, backend_name: str, backend_version: str, target: str,
-              options: Dict[str, Any]) -> str:
-    """The hex sha256 that names a compiled artifact."""
+              options: Dict[str, Any], plugins: str = "") -> str:
+    """The hex sha256 that names a compiled artifact.
+
+    `plugins` names every loaded plugin with its distribution and version: any
+    of them may add passes or lowering rules for the backend, so upgrading one
+    must not reuse an artifact built without it.
+    """
     from .. import __version__
 
     h = hashlib.sha256()
     for part in (ir_json, backend_name, backend_version, target,
-                 json.dumps(_canonical(options), sort_keys=True), __version__):
+                 json.dumps(_canonical(options), sort_keys=True), __version__, plugins):
         data = part.encode("utf-8")
         h.update(len(data).to_bytes(8, "little"))  # length-prefixed: no ambiguity between parts
         h.update(data)
