@@ -101,7 +101,7 @@ def _print_summary(report: dict, paths=()) -> None:
     for path in paths:
         console.print(f"report: {path}")
     if v["certified"]:
-        console.print("[bold green]verdict: CERTIFIED[/bold green]")
+        console.print(f"[bold green]verdict: CERTIFIED ({report['settings']['tier']} tier)[/bold green]")
     else:
         console.print("[bold red]verdict: NOT CERTIFIED[/bold red]")
         for reason in v["reasons"]:
@@ -135,7 +135,8 @@ def _verify(argv: List[str]) -> int:
     ok, reasons = verify(report, must)
     name = report.get("backend", {}).get("name", "?")
     if ok:
-        print(f"{args.report}: backend {name} CERTIFIED against must-pass list v{must.get('version')} "
+        print(f"{args.report}: backend {name} CERTIFIED ({report['settings']['tier']} tier) against must-pass "
+              f"list v{must.get('version')} "
               f"({report['totals']['programs']} programs, seed {report['settings']['seed']})")
         return 0
     print(f"{args.report}: backend {name} NOT certified:")

@@ -136,7 +136,7 @@ def to_markdown(report: dict) -> str:
     lines = [
         f"# tile-conformance report: {b['name']}",
         "",
-        f"**Verdict: {'CERTIFIED' if v['certified'] else 'NOT CERTIFIED'}**"
+        f"**Verdict: {'CERTIFIED' if v['certified'] else 'NOT CERTIFIED'} ({s['tier']} tier)**"
         + (" (must-pass list v%s)" % v.get("must_pass_version") if v.get("must_pass_version") else ""),
         "",
     ]
