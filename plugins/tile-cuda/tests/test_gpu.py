@@ -98,7 +98,7 @@ def test_examples_match_reference(case):
     func, out_idx = prim_func(*CASES[case])
     kern = tilecore.compile(func, target="cuda", out_idx=out_idx)
     rng = np.random.default_rng()
-    dt = kwargs.get("dtype", "float16" if mod_name == "flash_attention" else "float32")
+    dt = func.params[0].dtype
     tdt = getattr(torch, dt)
 
     def rnd(shape, lo=-1.0, hi=1.0):

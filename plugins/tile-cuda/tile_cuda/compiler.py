@@ -12,7 +12,7 @@ from tilecore.diagnostics import TileCompileError
 
 from . import toolchain
 
-NVCC_FLAGS = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-U__CUDA_NO_HALF_OPERATORS__",
+NVCC_FLAGS = ["-O3", "-std=c++17", "-w", "--expt-relaxed-constexpr", "-U__CUDA_NO_HALF_OPERATORS__",
               "-U__CUDA_NO_HALF_CONVERSIONS__", "-U__CUDA_NO_BFLOAT16_OPERATORS__",
               "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "-U__CUDA_NO_BFLOAT162_OPERATORS__",
               "-U__CUDA_NO_BFLOAT162_CONVERSIONS__"]
@@ -90,7 +90,7 @@ def compile_cubin(src: str, arch: str) -> Tuple[bytes, str, float]:
             cmd = [nvcc, "-cubin", "-gencode", gencode, *NVCC_FLAGS, "-o", out, cu]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
-                raise RuntimeError("nvcc failed:\n" + proc.stderr[-4000:])
+                raise RuntimeError("nvcc failed:\n" + _errors_only(proc.stderr))
             with open(out, "rb") as f:
                 blob = f.read()
         return blob, f"nvcc {toolchain.nvcc_version()}", time.perf_counter() - t0
@@ -101,6 +101,16 @@ def compile_cubin(src: str, arch: str) -> Tuple[bytes, str, float]:
         return bytes(blob), "nvrtc", time.perf_counter() - t0
     raise TileCompileError(f"no CUDA compiler found: neither nvcc nor NVRTC. Fix: {toolchain.NVCC_FIX}"
                            f"  or  {toolchain.NVRTC_FIX}")
+
+
+def _errors_only(stderr: str) -> str:
+    """The error lines of nvcc's output (with the two lines that follow each), at most 3000 chars."""
+    lines = stderr.splitlines()
+    keep = []
+    for i, line in enumerate(lines):
+        if "error" in line:
+            keep.extend(lines[i:i + 3])
+    return ("\n".join(keep) or stderr)[-3000:]
 
 
 def compile_ptx(src: str, arch: str) -> str:
