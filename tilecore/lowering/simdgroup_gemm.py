@@ -19,17 +19,18 @@ from tvm.backend.metal import op as mop
 from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script.builder import ir as B
 
+from ..diagnostics import UnsupportedFeatureError
 from ..ir import nodes as N
 from ..ir.types import itemsize
 from ..ir.visitor import walk_stmts
 from .rocm_metal_simt import NonCudaSimtLowering
-from .simt_layout import SharedLayout
+from .simt_layout import SharedLayout, StridedLayout
 from .tir_expr import tir_const
 
 SIMD_WIDTH = 32
-# (operand dtype, accumulator dtype) pairs simdgroup_matrix multiplies (bfloat: Metal 3.1)
-SIMDGROUP_DTYPES = {("float16", "float32"), ("float16", "float16"), ("float32", "float32"),
-                    ("bfloat16", "float32"), ("bfloat16", "bfloat16")}
+# (operand dtype, accumulator dtype) pairs on simdgroup_matrix; bfloat16 is left to the portable
+# gemm because TVM 0.27 legalizes bfloat16 buffers to uint16, which simdgroup matrices refuse
+SIMDGROUP_DTYPES = {("float16", "float32"), ("float16", "float16"), ("float32", "float32")}
 
 
 def _full(r: N.Region) -> bool:
@@ -43,6 +44,9 @@ class MetalSimtLowering(NonCudaSimtLowering):
 
     def __init__(self, func, target, options=None, intrinsics=None):
         super().__init__(func, target, options, intrinsics)
+        # TVM's Metal codegen has no bool vectors: no multi-element chunks in kernels that touch bool
+        has_bool = any(b.dtype == "bool" for b in self.plan.buffers.values())
+        self.cap_vector_chunks(1 if has_bool else 4)
         self.simdgroup_gemms = set()
         self.assign_simdgroup_gemms()
 
@@ -74,6 +78,19 @@ class MetalSimtLowering(NonCudaSimtLowering):
             self.simdgroup_gemms.add(id(g))
         if self.simdgroup_gemms:
             plan.notes.append("T.gemm on simdgroup_matrix 8x8 (accumulators in threadgroup memory)")
+
+    def cap_vector_chunks(self, lanes: int):
+        """MSL vectors have at most 4 lanes: re-chunk register layouts of 8 contiguous elements."""
+        for name, lay in list(self.plan.layout.items()):
+            if isinstance(lay, StridedLayout) and lay.vec > lanes:
+                self.plan.layout[name] = StridedLayout(lay.shape, lay.threads, lanes)
+
+    def atomic_one(self, kind, buf, idx, value):
+        """Metal atomics through the `tc_atomic_*` helpers that `METAL_DEVICE_LIB` prepends to the MSL."""
+        if buf.dtype not in ("int32", "float32") or (buf.dtype == "float32" and kind != "add"):
+            raise UnsupportedFeatureError("metal", f"T.atomic_{kind} on {buf.dtype}", None, self.source)
+        from .tir_expr import cast_to
+        B.evaluate(tx.call_extern("void", f"tc_atomic_{kind}", self.addr(buf, idx), cast_to(value, buf.dtype)))
 
     def emit_Gemm(self, g: N.Gemm):
         self.touch((g,))
@@ -123,3 +140,13 @@ class MetalSimtLowering(NonCudaSimtLowering):
                         B.evaluate(mop.simdgroup_multiply_accumulate(mat_c.data, zero, mat_a.data, zero,
                                                                      mat_b.data, zero, mat_c.data, zero))
                     B.evaluate(mop.simdgroup_store(mat_c.data, zero, ptr(cv, i0 * ldc + j0), ldc))
+
+
+# MSL helpers for atomics (TVM 0.27's Metal codegen has none); the metal plugin inserts this
+# after the `using namespace metal;` line of the generated source.
+METAL_DEVICE_LIB = "\n".join(
+    f"inline void tc_atomic_{op}({space} {ctype}* p, {ctype} v) "
+    f"{{ atomic_fetch_{op}_explicit(({space} atomic_{ctype}*)p, v, memory_order_relaxed); }}"
+    for space in ("device", "threadgroup")
+    for ctype, ops in (("int", ("add", "max", "min")), ("float", ("add",)))
+    for op in ops) + "\n"

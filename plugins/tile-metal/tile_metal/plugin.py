@@ -1,0 +1,131 @@
+"""The tilecore backend "metal": Tile IR -> TVM TIR (shared SIMT lowering) -> Metal Shading Language.
+
+Registered through the entry point `metal = "tile_metal.plugin"` (group "tilecore").
+TVM is imported by codegen only. Here (Linux, no Apple GPU) the backend is
+certified at the compile (source) tier: MSL is generated and structurally checked.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any, Dict
+
+from tilecore.plugin import hookimpl
+from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus
+
+from . import __version__
+from .launcher import device_present
+
+NAME = "metal"
+PRIORITY = 80
+
+
+def toolchain_status() -> ToolchainStatus:
+    """TVM's Metal codegen (always present with apache-tvm) and, on macOS, the Metal device."""
+    details = []
+    try:
+        import importlib.metadata as md
+
+        details.append(("apache-tvm", md.version("apache-tvm")))
+    except Exception:
+        return ToolchainStatus(ok=False, summary="apache-tvm is not installed",
+                               fix="pip install 'apache-tvm>=0.27,<0.28'")
+    dev = "Apple GPU (torch MPS)" if device_present() else None
+    details.append(("platform", sys.platform))
+    details.append(("gpu", dev or "none (MSL is generated and checked; running needs macOS with an Apple GPU)"))
+    summary = "TVM Metal codegen; " + (f"GPU {dev}" if dev else "no Metal device (source only)")
+    return ToolchainStatus(ok=True, summary=summary, details=tuple(details), device=dev)
+
+
+def make_backend() -> Backend:
+    """The Backend declaration of tile-metal."""
+    from tilecore.ir.version import TILE_IR_VERSION
+    from tilecore.language.features import ALL_FEATURES
+
+    # Metal has no float64; int64 arithmetic exists in MSL
+    dtypes = frozenset({"float16", "bfloat16", "float32", "int8", "int16", "int32", "int64", "uint8", "bool"})
+    features = frozenset(f for f in ALL_FEATURES if f not in ("print", "dtype:float64"))
+    gemm = {("float16", "float32"), ("float16", "float16"), ("float32", "float32"), ("bfloat16", "float32"),
+            ("bfloat16", "bfloat16"), ("int8", "int32")}
+    return Backend(
+        name=NAME,
+        targets=(NAME,),
+        ir_versions=(TILE_IR_VERSION,),
+        capabilities=Capabilities(
+            features=features,
+            dtypes=dtypes,
+            gemm_dtypes=frozenset(gemm),
+            max_shared_memory=32 * 1024,
+            max_fragment_memory=64 * 1024,
+            max_threads=1024,
+            warp_size=32,
+            vector_bytes=16,
+            memory_space="metal",
+            tiers=("execute", "compile") if device_present() else ("compile",),
+        ),
+        toolchain_status=toolchain_status,
+        device_present=device_present,
+        distribution="tile-metal",
+        version=__version__,
+        priority=PRIORITY,
+        description="Apple GPUs through TVM's Metal Shading Language codegen; simdgroup_matrix gemm",
+    )
+
+
+@hookimpl
+def tilecore_register_backends(register):
+    """Declare the backend "metal"."""
+    register(make_backend())
+
+
+def _grid_py(expr) -> str:
+    from tilecore.ir import nodes as N
+
+    if isinstance(expr, N.Const):
+        return repr(int(expr.value))
+    if isinstance(expr, N.Var):
+        return f"b[{expr.name!r}]"
+    if isinstance(expr, N.BinOp) and expr.op in ("+", "-", "*", "//", "%"):
+        return f"({_grid_py(expr.a)} {expr.op} {_grid_py(expr.b)})"
+    if isinstance(expr, N.BinOp) and expr.op in ("min", "max"):
+        return f"{expr.op}({_grid_py(expr.a)}, {_grid_py(expr.b)})"
+    if isinstance(expr, N.Cast):
+        return f"({_grid_py(expr.value)})"
+    raise ValueError(f"grid expression {expr!r} is not supported")
+
+
+@hookimpl
+def tilecore_codegen(backend, module, options):
+    """Lower and generate MSL with TVM; the source is structurally checked before it is returned."""
+    if backend.name != NAME:
+        return None
+    from tilecore.diagnostics import TileCompileError
+
+    from . import compiler
+
+    func = module.func
+    src, lk, secs = compiler.generate(func, dict(options or {}))
+    params = [p.name for p in func.params]
+    problems = compiler.check(src, lk.threads, params)
+    if problems:
+        raise TileCompileError(f"backend metal generated unsound MSL for {func.name!r}: " + "; ".join(problems),
+                               func.span, func.source)
+    name = compiler.kernels(src)[0][0]
+    meta: Dict[str, Any] = {
+        "kernel_symbol": name, "params": params, "scalar_params": [v.name for v in func.dyn_vars],
+        "threads": lk.threads, "threadgroup_memory": compiler.threadgroup_memory(src),
+        "grid_py": [_grid_py(g) for g in lk.grid], "compile_seconds": round(secs, 3),
+        "simdgroup_matrix": "simdgroup_multiply_accumulate" in src,
+        "storage": dict(lk.plan.storage), "notes": lk.notes,
+    }
+    return Artifact(backend=NAME, target=NAME, entry=func.name, source=src, meta=meta)
+
+
+@hookimpl
+def tilecore_launcher(backend, artifact):
+    """A `launch(args, bindings)` through torch MPS on macOS; a clear error elsewhere."""
+    if backend.name != NAME:
+        return None
+    from .launcher import MetalKernelLauncher
+
+    return MetalKernelLauncher(artifact)
