@@ -1,0 +1,88 @@
+"""Compile tier: AMDGPU code objects built here by TVM's ROCm target and ld.lld (no AMD GPU needed)."""
+import re
+import struct
+
+import numpy as np
+import pytest
+
+import tilecore
+from tile_rocm import plugin, toolchain
+
+pytestmark = pytest.mark.skipif(toolchain.find_lld() is None or toolchain.find_rocm_path() is None,
+                                reason="ld.lld-22 or rocm-device-libs missing (apt-get install lld-22 rocm-device-libs)")
+
+EM_AMDGPU = 224
+# e_flags EF_AMDGPU_MACH values (LLVM's ELF.h)
+MACH = {"gfx908": 0x30, "gfx90a": 0x3F, "gfx942": 0x4C, "gfx950": 0x4F}
+
+
+def elf_header(blob):
+    assert blob[:4] == b"\x7fELF" and blob[4] == 2 and blob[5] == 1  # 64-bit little endian
+    e_machine = struct.unpack_from("<H", blob, 18)[0]
+    e_flags = struct.unpack_from("<I", blob, 48)[0]
+    return e_machine, e_flags
+
+
+@pytest.mark.parametrize("arch", ["gfx90a", "gfx942", "gfx950"])
+def test_gemm_code_object_is_amdgpu_elf_for_the_arch_with_mfma(gemm_func, arch):
+    k = tilecore.compile(gemm_func(), target=f"rocm:{arch}", out_idx=[-1])
+    art = k.artifact
+    machine, flags = elf_header(art.blobs["hsaco"])
+    assert machine == EM_AMDGPU
+    assert flags & 0xFF == MACH[arch]
+    mfma = re.findall(r"^\s+(v_mfma_\w+)", art.source, re.M)
+    assert mfma and all("f16" in m for m in mfma), mfma
+    assert "ds_read" in art.source and "ds_write" in art.source  # operands staged in LDS
+    assert art.meta["wave_size"] == 64
+
+
+@pytest.mark.parametrize("dtype,accum,op", [("bfloat16", "float32", "v_mfma_f32_16x16x16_bf16"),
+                                            ("int8", "int32", "v_mfma_i32_16x16x32_i8")])
+def test_bf16_and_int8_gemm_use_mfma_on_gfx942(gemm_func, dtype, accum, op):
+    k = tilecore.compile(gemm_func(dtype=dtype, accum=accum, bk=64 if dtype == "int8" else 32),
+                         target="rocm:gfx942", out_idx=[-1])
+    assert op in k.artifact.source
+
+
+@pytest.mark.parametrize("ta,tb", [(True, False), (False, True), (True, True)])
+def test_transposed_gemm_uses_mfma(gemm_func, ta, tb):
+    k = tilecore.compile(gemm_func(ta=ta, tb=tb), target="rocm:gfx90a", out_idx=[-1])
+    assert "v_mfma_f32_16x16x16f16" in k.artifact.source
+
+
+def test_objdump_finds_mfma_in_gfx90a_code_object(gemm_func, tmp_path):
+    import shutil
+    import subprocess
+
+    objdump = shutil.which("llvm-objdump-22") or shutil.which("llvm-objdump")
+    if objdump is None:
+        pytest.skip("no llvm-objdump")
+    k = tilecore.compile(gemm_func(), target="rocm:gfx90a", out_idx=[-1])
+    path = tmp_path / "k.hsaco"
+    path.write_bytes(k.artifact.blobs["hsaco"])
+    out = subprocess.run([objdump, "-d", "--mcpu=gfx90a", str(path)], capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip(f"llvm-objdump cannot read this code object: {out.stderr[:200]}")
+    assert "v_mfma_f32_16x16x16f16" in out.stdout
+
+
+def test_launch_without_amd_gpu_is_a_clear_error(gemm_func):
+    if toolchain.device_present():
+        pytest.skip("an AMD GPU is present")
+    k = tilecore.compile(gemm_func(), target="rocm", out_idx=[-1])
+    launch = plugin.tilecore_launcher(backend=plugin.make_backend(), artifact=k.artifact)
+    arrays = [np.zeros((128, 64), np.float16), np.zeros((64, 128), np.float16), np.zeros((128, 128), np.float32)]
+    with pytest.raises(tilecore.diagnostics.TileRuntimeError, match="AMD GPU|HIP runtime"):
+        launch(arrays, {})
+
+
+def test_unknown_target_is_a_clear_error(gemm_func):
+    with pytest.raises(Exception, match="unknown ROCm target"):
+        tilecore.compile(gemm_func(), target="rocm:gfx000")
+
+
+def test_backend_declaration_and_toolchain_status():
+    be = plugin.make_backend()
+    assert be.capabilities.tiers[-1] == "compile" and "rocm:gfx942" in be.targets
+    st = plugin.toolchain_status()
+    assert st.ok and "ld.lld" in dict(st.details)
