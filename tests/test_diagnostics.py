@@ -115,8 +115,8 @@ def test_copy_shape_mismatch():
                 s = T.alloc_shared((32, 16), "float16")
                 T.copy(A[0:32, 0:32], s)  # E:copy
 
-    raises(make, "copy", "T.copy shape mismatch: source A has shape (32, 32) vs destination s "
-                         "has shape (32, 16)", "T.copy")
+    raises(make, "copy", "T.copy shape mismatch: source A[0:32, 0:32] has shape (32, 32) vs "
+                         "destination s has shape (32, 16)", "T.copy")
 
 
 def test_copy_both_start_points():

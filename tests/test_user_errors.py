@@ -355,3 +355,35 @@ def test_dump_ir_is_written_even_when_the_kernel_is_cached(tmp_path, monkeypatch
     text = (dump / "02-simplify.py").read_text()
     assert text.startswith(f"# main ({__file__}:") and "after pass simplify" in text.splitlines()[0]
     assert (dump / "00-input.py").read_text().splitlines()[0].endswith("after parsing")
+
+
+def test_copy_mismatch_names_the_region_not_the_whole_buffer():
+    """`B[0:N + 1]` used to be reported as "B has shape (5,)" although B is (4,)."""
+    with pytest.raises(TileCompileError) as info:
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+            with T.Kernel(1) as bx:
+                T.copy(A, B[0:5])
+    assert info.value.message == ("T.copy shape mismatch: source A has shape (4,) vs destination "
+                                  "B[0:5] has shape (5,) (unit dimensions ignored)")
+    with pytest.raises(TileCompileError) as info:
+        @T.prim_func
+        def main2(A: T.Tensor((64, 64), "float32")):
+            with T.Kernel(2) as bx:
+                s = T.alloc_shared((16, 8), "float32")
+                T.copy(A[bx * 16, 0:16], s)
+    assert "source A[bx * 16, 0:16] has shape (1, 16) vs destination s has shape (16, 8)" \
+        in info.value.message
+
+
+def test_lazy_jit_kernel_has_a_readable_repr():
+    @tilecore.jit(out_idx=[-1], target="reference")
+    @T.prim_func
+    def add_one(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(4):
+                B[i] = A[i] + 1.0
+
+    assert repr(add_one) == "<tilecore.jit add_one (compiled on first use) out_idx=[-1] target=reference>"
+    np.testing.assert_array_equal(add_one(np.zeros(4, np.float32)), np.ones(4, np.float32))
+    assert repr(add_one) == "<tilecore.jit add_one (compiled) out_idx=[-1] target=reference>"

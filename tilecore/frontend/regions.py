@@ -83,5 +83,21 @@ def pair(a: RegionArg, b: RegionArg, what: str, names=("source", "destination"))
 
 
 def describe(arg: RegionArg) -> str:
+    """`A has shape (4,)` for a whole buffer; `A[0:5] has shape (5,)` for a part of one."""
     shape = "(" + ", ".join(str(e) for e in arg.extents) + ("," if len(arg.extents) == 1 else "") + ")"
-    return f"{arg.buffer.name} has shape {shape}"
+    whole = tuple(arg.extents) == tuple(arg.buffer.shape) and all(
+        isinstance(s, N.Const) and s.value == 0 for s in arg.starts)
+    if whole:
+        return f"{arg.buffer.name} has shape {shape}"
+    from ..ir.printer import expr_to_source
+
+    items = []
+    for start, extent in zip(arg.starts, arg.extents):
+        text = expr_to_source(start)
+        if extent == 1:
+            items.append(text)
+        elif isinstance(start, N.Const):
+            items.append(f"{start.value}:{start.value + extent}")
+        else:
+            items.append(f"{text}:{text} + {extent}")
+    return f"{arg.buffer.name}[{', '.join(items)}] has shape {shape}"

@@ -322,6 +322,11 @@ class LazyKernel:
     def __call__(self, *args, **kwargs):
         return self.compiled()(*args, **kwargs)
 
+    def __repr__(self) -> str:
+        out_idx, target, _ = self._args
+        state = "compiled" if self._kernel is not None else "compiled on first use"
+        return f"<tilecore.jit {self.func.name} ({state}) out_idx={out_idx} target={target}>"
+
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
