@@ -621,6 +621,8 @@ class SimtLowering:
             other = src if ds == "reg" else dst
             lay = self.plan.layout[anchor.name]
             vec_ok = (isinstance(lay, StridedLayout) and lay.vec > 1 and not (pred_src or pred_dst)
+                      and "bool" not in (src.buffer.dtype, dst.buffer.dtype)
+                      and lay.vec * max(itemsize(src.buffer.dtype), itemsize(dst.buffer.dtype)) <= 32
                       and ss != ds and self._contiguous_run(other, lay.vec))
             self.iterate_layout(lay, lambda idx: element(_squeeze(idx, anchor.shape)), vectorize=vec_ok)
             return

@@ -90,3 +90,18 @@ def test_examples_compile(arch, case):
     assert art.blobs["cubin"][:4] == b"\x7fELF"
     if CASES[case][0] in ("gemm", "flash_attention") and CASES[case][3].get("dtype") != "float32":
         assert "tc::gemm_ss<" in art.source  # tensor cores
+
+
+def test_layout_rules_feed_the_core_engine():
+    from tilecore.lowering.simt_layout import MmaLayout, RowLayout
+    from tilecore.passes.layout_inference import infer_layouts
+    from examples_util import CASES, prim_func
+
+    rules = {}
+    plugin.tilecore_layout_rules(backend=plugin.make_backend(), rules=rules)
+    func, _ = prim_func(*CASES[6])  # flash attention
+    result = infer_layouts(func, rules)
+    assert isinstance(result.layouts["acc_s"], MmaLayout) and result.layouts["acc_s"].wn == 1
+    assert isinstance(result.layouts["scores_max"], RowLayout)
+    gemm, _ = prim_func(*CASES[0])
+    assert isinstance(infer_layouts(gemm, rules).layouts["C_f"], MmaLayout)

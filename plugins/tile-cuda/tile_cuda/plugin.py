@@ -129,6 +129,34 @@ def tilecore_intrinsics(backend, table):
         table.setdefault(key, impl)
 
 
+def kernel_layout_rule(stmt, layouts, ctx):
+    """Layout rule for the core fixpoint engine, on the whole T.Kernel: the thread layouts the
+    shared SIMT plan chooses (MMA accumulator, row vectors, strided tiles; shared memory for
+    demoted fragments). Deterministic, so the engine converges in one sweep."""
+    from math import prod
+
+    from tilecore.ir import nodes as N
+    from tilecore.lowering.simt_plan import plan_kernel
+
+    try:
+        arch = toolchain.parse_target(getattr(ctx, "target", None) or NAME)
+        has_mma = toolchain.arch_number(arch) >= 80
+    except ValueError:
+        has_mma = True
+    threads = prod(stmt.threads) if stmt.threads else 128
+    plan = plan_kernel(N.PrimFunc("kernel", (), (stmt,)), threads, has_mma)
+    return {name: plan.layout[name] for name, where in plan.storage.items()
+            if where in ("reg", "smem") and name in plan.layout}
+
+
+@hookimpl
+def tilecore_layout_rules(backend, rules):
+    """Contribute the SIMT plan to the core layout-inference engine (analyses["layout"])."""
+    if backend.name != NAME:
+        return
+    rules["Kernel"] = kernel_layout_rule
+
+
 def _grid_py(expr) -> str:
     """A Tile IR grid expression as Python source over the bindings dict `b`."""
     from tilecore.ir import nodes as N
