@@ -141,13 +141,33 @@ class RocmSimtLowering(NonCudaSimtLowering):
             lay = MfmaLayout.choose_waves(M, Nn, waves)
             if lay is None:
                 continue
-            for name, l in list(plan.layout.items()):
-                if l == old and plan.storage.get(name) == "reg":
-                    plan.layout[name] = lay
+            swapped = {name for name, l in plan.layout.items() if l == old and plan.storage.get(name) == "reg"}
+            if not self.relayout_is_consistent(swapped, lay):
+                continue
+            for name in swapped:
+                plan.layout[name] = lay
             plan.mma_gemms[id(s)] = lay
         if plan.mma_gemms:
             plan.notes.append("T.gemm on MFMA: " + ", ".join(sorted({f"{l.M}x{l.N} waves {l.wm}x{l.wn}"
                                                                      for l in plan.mma_gemms.values()})))
+
+    def relayout_is_consistent(self, names, lay) -> bool:
+        """Whether giving `names` the MFMA layout keeps every loop thread-local: no reduction
+        touches them and the plan's own check finds nothing new to demote."""
+        from .simt_plan import _check
+
+        plan = self.plan
+        body = self.kernel.body
+        parallels = [s for s in _walk(body) if isinstance(s, N.Parallel)]
+        reduces = [s for s in _walk(body) if isinstance(s, N.Reduce)]
+        if any(r.src.name in names or r.dst.name in names for r in reduces):
+            return False
+        live = {n for n, st in plan.storage.items() if st == "reg"}
+        before = _check(plan.layout, live, parallels, body, reduces)
+        trial = dict(plan.layout)
+        for n in names:
+            trial[n] = lay
+        return not (_check(trial, live, parallels, body, reduces) - before)
 
     def emit_Gemm(self, g: N.Gemm):
         lay = self.plan.mma_gemms.get(id(g))

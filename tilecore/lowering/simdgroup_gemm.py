@@ -77,6 +77,7 @@ class MetalSimtLowering(NonCudaSimtLowering):
                 continue
             self.simdgroup_gemms.add(id(g))
         if self.simdgroup_gemms:
+            self.redo_demotions()
             plan.notes.append("T.gemm on simdgroup_matrix 8x8 (accumulators in threadgroup memory)")
 
     def cap_vector_chunks(self, lanes: int):
@@ -91,6 +92,26 @@ class MetalSimtLowering(NonCudaSimtLowering):
             raise UnsupportedFeatureError("metal", f"T.atomic_{kind} on {buf.dtype}", None, self.source)
         from .tir_expr import cast_to
         B.evaluate(tx.call_extern("void", f"tc_atomic_{kind}", self.addr(buf, idx), cast_to(value, buf.dtype)))
+
+    def redo_demotions(self):
+        """Keep the plan consistent after moving accumulators to threadgroup memory: fragments
+        that a T.Parallel loop can no longer reach thread-locally move there too (fixpoint)."""
+        from .simt_plan import _check
+
+        plan = self.plan
+        body = self.kernel.body
+        parallels = [s for s in walk_stmts(body) if isinstance(s, N.Parallel)]
+        reduces = [s for s in walk_stmts(body) if isinstance(s, N.Reduce)]
+        for _ in range(16):
+            live = {n for n, st in plan.storage.items() if st == "reg"}
+            new = _check(plan.layout, live, parallels, body, reduces) & live
+            if not new:
+                return
+            for name in new:
+                b = plan.buffers[name]
+                plan.storage[name] = "smem"
+                plan.layout[name] = SharedLayout(tuple(b.static_shape() or (1,)), itemsize(b.dtype))
+                plan.demoted.add(name)
 
     def emit_Gemm(self, g: N.Gemm):
         self.touch((g,))

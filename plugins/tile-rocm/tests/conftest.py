@@ -34,3 +34,9 @@ def gemm_func():
                 T.copy(C_f, C[by * bm, bx * bn])
         return main
     return make
+
+
+@pytest.fixture(autouse=True)
+def _no_artifact_cache(monkeypatch):
+    """Every test runs the real code generator, never a cached artifact."""
+    monkeypatch.setenv("TILECORE_CACHE", "0")

@@ -1,0 +1,390 @@
+// Function: main_kernel
+#include <metal_stdlib>
+using namespace metal;
+
+union __TVMArgUnion {
+ int v_int[2];
+};
+
+kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
+  device half* Output_ptr [[ buffer(1) ]],
+  device half* Q_ptr [[ buffer(2) ]],
+  device half* V_ptr [[ buffer(3) ]],
+  uint3 blockIdx [[threadgroup_position_in_grid]],
+  uint3 threadIdx [[thread_position_in_threadgroup]]
+) {
+  threadgroup half Q_shared[2048];
+  threadgroup float acc_o[2048];
+  threadgroup float logsum[32];
+  threadgroup float scores_max[32];
+  threadgroup half K_shared[2048];
+  threadgroup float acc_s[1024];
+  threadgroup half V_shared[2048];
+  thread float scores_max_prev[1];
+  threadgroup float scores_scale[32];
+  threadgroup half acc_s_cast[1024];
+  threadgroup float scores_sum[32];
+  simdgroup_float8x8 mat_c[1];
+  simdgroup_half8x8 mat_a[1];
+  simdgroup_half8x8 mat_b[1];
+  thread float v[1];
+  simdgroup_float8x8 mat_c_1[1];
+  simdgroup_half8x8 mat_a_1[1];
+  simdgroup_half8x8 mat_b_1[1];
+  thread float v_1[1];
+  int cse_v1 = (((int)threadIdx.x) >> 6);
+  int cse_v2 = (((int)blockIdx.y) * 64);
+  int cse_v3 = (((int)threadIdx.x) & 63);
+  int cse_v26 = ((((int)threadIdx.x) >> 6) * 128);
+  int cse_v51 = ((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63));
+  Q_shared[((int)threadIdx.x)] = Q_ptr[((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63))];
+  int cse_v4 = (((int)threadIdx.x) + 128);
+  int cse_v53 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 256);
+  Q_shared[(((int)threadIdx.x) + 128)] = Q_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 256)];
+  int cse_v5 = (((int)threadIdx.x) + 256);
+  int cse_v54 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 512);
+  Q_shared[(((int)threadIdx.x) + 256)] = Q_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 512)];
+  int cse_v6 = (((int)threadIdx.x) + 384);
+  int cse_v55 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 768);
+  Q_shared[(((int)threadIdx.x) + 384)] = Q_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 768)];
+  int cse_v7 = (((int)threadIdx.x) + 512);
+  int cse_v56 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1024);
+  Q_shared[(((int)threadIdx.x) + 512)] = Q_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1024)];
+  int cse_v8 = (((int)threadIdx.x) + 640);
+  int cse_v57 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1280);
+  Q_shared[(((int)threadIdx.x) + 640)] = Q_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1280)];
+  int cse_v9 = (((int)threadIdx.x) + 768);
+  int cse_v58 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1536);
+  Q_shared[(((int)threadIdx.x) + 768)] = Q_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1536)];
+  int cse_v10 = (((int)threadIdx.x) + 896);
+  int cse_v59 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1792);
+  Q_shared[(((int)threadIdx.x) + 896)] = Q_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1792)];
+  int cse_v11 = (((int)threadIdx.x) + 1024);
+  int cse_v60 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2048);
+  Q_shared[(((int)threadIdx.x) + 1024)] = Q_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2048)];
+  int cse_v12 = (((int)threadIdx.x) + 1152);
+  int cse_v61 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2304);
+  Q_shared[(((int)threadIdx.x) + 1152)] = Q_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2304)];
+  int cse_v13 = (((int)threadIdx.x) + 1280);
+  int cse_v62 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2560);
+  Q_shared[(((int)threadIdx.x) + 1280)] = Q_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2560)];
+  int cse_v14 = (((int)threadIdx.x) + 1408);
+  int cse_v63 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2816);
+  Q_shared[(((int)threadIdx.x) + 1408)] = Q_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2816)];
+  int cse_v15 = (((int)threadIdx.x) + 1536);
+  int cse_v64 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3072);
+  Q_shared[(((int)threadIdx.x) + 1536)] = Q_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3072)];
+  int cse_v16 = (((int)threadIdx.x) + 1664);
+  int cse_v65 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3328);
+  Q_shared[(((int)threadIdx.x) + 1664)] = Q_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3328)];
+  int cse_v17 = (((int)threadIdx.x) + 1792);
+  int cse_v66 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3584);
+  Q_shared[(((int)threadIdx.x) + 1792)] = Q_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3584)];
+  int cse_v18 = (((int)threadIdx.x) + 1920);
+  int cse_v67 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3840);
+  Q_shared[(((int)threadIdx.x) + 1920)] = Q_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3840)];
+  acc_o[((int)threadIdx.x)] = 0.000000e+00f;
+  acc_o[(((int)threadIdx.x) + 128)] = 0.000000e+00f;
+  acc_o[(((int)threadIdx.x) + 256)] = 0.000000e+00f;
+  acc_o[(((int)threadIdx.x) + 384)] = 0.000000e+00f;
+  acc_o[(((int)threadIdx.x) + 512)] = 0.000000e+00f;
+  acc_o[(((int)threadIdx.x) + 640)] = 0.000000e+00f;
+  acc_o[(((int)threadIdx.x) + 768)] = 0.000000e+00f;
+  acc_o[(((int)threadIdx.x) + 896)] = 0.000000e+00f;
+  acc_o[(((int)threadIdx.x) + 1024)] = 0.000000e+00f;
+  acc_o[(((int)threadIdx.x) + 1152)] = 0.000000e+00f;
+  acc_o[(((int)threadIdx.x) + 1280)] = 0.000000e+00f;
+  acc_o[(((int)threadIdx.x) + 1408)] = 0.000000e+00f;
+  acc_o[(((int)threadIdx.x) + 1536)] = 0.000000e+00f;
+  acc_o[(((int)threadIdx.x) + 1664)] = 0.000000e+00f;
+  acc_o[(((int)threadIdx.x) + 1792)] = 0.000000e+00f;
+  acc_o[(((int)threadIdx.x) + 1920)] = 0.000000e+00f;
+  if (((int)threadIdx.x) < 32) {
+    logsum[((int)threadIdx.x)] = 0.000000e+00f;
+  }
+  if (((int)threadIdx.x) < 32) {
+    scores_max[((int)threadIdx.x)] = -INFINITY;
+  }
+  int cse_v19 = (((int)blockIdx.x) + 1);
+  int v_2 = (((int)blockIdx.x) + 1);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  int cse_v33 = ((((int)threadIdx.x) >> 6) + 2);
+  int cse_v34 = ((((int)threadIdx.x) >> 6) + 4);
+  int cse_v35 = ((((int)threadIdx.x) >> 6) + 6);
+  int cse_v36 = ((((int)threadIdx.x) >> 6) + 8);
+  int cse_v37 = ((((int)threadIdx.x) >> 6) + 10);
+  int cse_v38 = ((((int)threadIdx.x) >> 6) + 12);
+  int cse_v39 = ((((int)threadIdx.x) >> 6) + 14);
+  int cse_v40 = ((((int)threadIdx.x) >> 6) + 16);
+  int cse_v41 = ((((int)threadIdx.x) >> 6) + 18);
+  int cse_v42 = ((((int)threadIdx.x) >> 6) + 20);
+  int cse_v43 = ((((int)threadIdx.x) >> 6) + 22);
+  int cse_v44 = ((((int)threadIdx.x) >> 6) + 24);
+  int cse_v45 = ((((int)threadIdx.x) >> 6) + 26);
+  int cse_v46 = ((((int)threadIdx.x) >> 6) + 28);
+  int cse_v47 = ((((int)threadIdx.x) >> 6) + 30);
+  for (int v_3 = 0; v_3 < (((int)blockIdx.x) + 1); ++v_3) {
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    int cse_v52 = ((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63));
+    K_shared[((int)threadIdx.x)] = K_ptr[((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63))];
+    int cse_v68 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 256);
+    K_shared[(((int)threadIdx.x) + 128)] = K_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 256)];
+    int cse_v69 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 512);
+    K_shared[(((int)threadIdx.x) + 256)] = K_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 512)];
+    int cse_v70 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 768);
+    K_shared[(((int)threadIdx.x) + 384)] = K_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 768)];
+    int cse_v71 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1024);
+    K_shared[(((int)threadIdx.x) + 512)] = K_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1024)];
+    int cse_v72 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1280);
+    K_shared[(((int)threadIdx.x) + 640)] = K_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1280)];
+    int cse_v73 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1536);
+    K_shared[(((int)threadIdx.x) + 768)] = K_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1536)];
+    int cse_v74 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1792);
+    K_shared[(((int)threadIdx.x) + 896)] = K_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1792)];
+    int cse_v75 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2048);
+    K_shared[(((int)threadIdx.x) + 1024)] = K_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2048)];
+    int cse_v76 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2304);
+    K_shared[(((int)threadIdx.x) + 1152)] = K_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2304)];
+    int cse_v77 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2560);
+    K_shared[(((int)threadIdx.x) + 1280)] = K_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2560)];
+    int cse_v78 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2816);
+    K_shared[(((int)threadIdx.x) + 1408)] = K_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2816)];
+    int cse_v79 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3072);
+    K_shared[(((int)threadIdx.x) + 1536)] = K_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3072)];
+    int cse_v80 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3328);
+    K_shared[(((int)threadIdx.x) + 1664)] = K_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3328)];
+    int cse_v81 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3584);
+    K_shared[(((int)threadIdx.x) + 1792)] = K_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3584)];
+    int cse_v82 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3840);
+    K_shared[(((int)threadIdx.x) + 1920)] = K_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3840)];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    int cse_v20 = (((int)threadIdx.x) & 31);
+    int cse_v21 = (((int)threadIdx.x) >> 5);
+    int cse_v27 = ((v_3 * 32) + (((int)threadIdx.x) & 31));
+    int cse_v28 = ((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5));
+    acc_s[((int)threadIdx.x)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= ((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5))));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_s[(((int)threadIdx.x) + 128)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 4)));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_s[(((int)threadIdx.x) + 256)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 8)));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_s[(((int)threadIdx.x) + 384)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 12)));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_s[(((int)threadIdx.x) + 512)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 16)));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_s[(((int)threadIdx.x) + 640)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 20)));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_s[(((int)threadIdx.x) + 768)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 24)));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_s[(((int)threadIdx.x) + 896)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 28)));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    int cse_v29 = ((((int)threadIdx.x) >> 5) * 8);
+    for (int v_4 = 0; v_4 < 4; ++v_4) {
+      int cse_v49 = ((v_4 * 256) + ((((int)threadIdx.x) >> 5) * 8));
+      simdgroup_load(mat_c[0], (&(acc_s[((v_4 * 256) + ((((int)threadIdx.x) >> 5) * 8))])), 32, 0, (bool)0);
+      for (int v_5 = 0; v_5 < 8; ++v_5) {
+        int cse_v22 = (v_5 * 8);
+        simdgroup_load(mat_a[0], (&(Q_shared[((v_4 * 512) + (v_5 * 8))])), 64, 0, (bool)0);
+        simdgroup_load(mat_b[0], (&(K_shared[(((((int)threadIdx.x) >> 5) * 512) + (v_5 * 8))])), 64, 0, (bool)1);
+        simdgroup_multiply_accumulate(mat_c[0], mat_a[0], mat_b[0], mat_c[0]);
+      }
+      simdgroup_store(mat_c[0], (&(acc_s[((v_4 * 256) + ((((int)threadIdx.x) >> 5) * 8))])), 32, 0, (bool)0);
+    }
+    V_shared[((int)threadIdx.x)] = V_ptr[((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63))];
+    V_shared[(((int)threadIdx.x) + 128)] = V_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 256)];
+    V_shared[(((int)threadIdx.x) + 256)] = V_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 512)];
+    V_shared[(((int)threadIdx.x) + 384)] = V_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 768)];
+    V_shared[(((int)threadIdx.x) + 512)] = V_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1024)];
+    V_shared[(((int)threadIdx.x) + 640)] = V_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1280)];
+    V_shared[(((int)threadIdx.x) + 768)] = V_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1536)];
+    V_shared[(((int)threadIdx.x) + 896)] = V_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1792)];
+    V_shared[(((int)threadIdx.x) + 1024)] = V_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2048)];
+    V_shared[(((int)threadIdx.x) + 1152)] = V_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2304)];
+    V_shared[(((int)threadIdx.x) + 1280)] = V_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2560)];
+    V_shared[(((int)threadIdx.x) + 1408)] = V_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2816)];
+    V_shared[(((int)threadIdx.x) + 1536)] = V_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3072)];
+    V_shared[(((int)threadIdx.x) + 1664)] = V_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3328)];
+    V_shared[(((int)threadIdx.x) + 1792)] = V_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3584)];
+    V_shared[(((int)threadIdx.x) + 1920)] = V_ptr[(((((v_3 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3840)];
+    int cse_v23 = (((int)threadIdx.x) >> 2);
+    scores_max_prev[0] = scores_max[(((int)threadIdx.x) >> 2)];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    v[0] = -INFINITY;
+    int cse_v24 = (((int)threadIdx.x) & 3);
+    int cse_v30 = ((((int)threadIdx.x) >> 2) * 32);
+    for (int v_6 = 0; v_6 < 8; ++v_6) {
+      v[0] = max(v[0], acc_s[((((((int)threadIdx.x) >> 2) * 32) + (v_6 * 4)) + (((int)threadIdx.x) & 3))]);
+    }
+    int cse_v31 = ((((int)threadIdx.x) & 31) ^ 2);
+    v[0] = max(v[0], simd_shuffle(v[0], ((((int)threadIdx.x) & 31) ^ 2)));
+    int cse_v32 = ((((int)threadIdx.x) & 31) ^ 1);
+    v[0] = max(v[0], simd_shuffle(v[0], ((((int)threadIdx.x) & 31) ^ 1)));
+    if ((((int)threadIdx.x) % 4) == 0) {
+      scores_max[(((int)threadIdx.x) >> 2)] = max(scores_max[(((int)threadIdx.x) >> 2)], v[0]);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((((int)threadIdx.x) % 4) == 0) {
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+      scores_max[(((int)threadIdx.x) >> 2)] = max(scores_max[(((int)threadIdx.x) >> 2)], scores_max_prev[0]);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((((int)threadIdx.x) % 4) == 0) {
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+      scores_scale[(((int)threadIdx.x) >> 2)] = exp2(((scores_max_prev[0] * 1.803369e-01f) - (scores_max[(((int)threadIdx.x) >> 2)] * 1.803369e-01f)));
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_o[((int)threadIdx.x)] = (acc_o[((int)threadIdx.x)] * scores_scale[(((int)threadIdx.x) >> 6)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_o[(((int)threadIdx.x) + 128)] = (acc_o[(((int)threadIdx.x) + 128)] * scores_scale[((((int)threadIdx.x) >> 6) + 2)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_o[(((int)threadIdx.x) + 256)] = (acc_o[(((int)threadIdx.x) + 256)] * scores_scale[((((int)threadIdx.x) >> 6) + 4)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_o[(((int)threadIdx.x) + 384)] = (acc_o[(((int)threadIdx.x) + 384)] * scores_scale[((((int)threadIdx.x) >> 6) + 6)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_o[(((int)threadIdx.x) + 512)] = (acc_o[(((int)threadIdx.x) + 512)] * scores_scale[((((int)threadIdx.x) >> 6) + 8)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_o[(((int)threadIdx.x) + 640)] = (acc_o[(((int)threadIdx.x) + 640)] * scores_scale[((((int)threadIdx.x) >> 6) + 10)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_o[(((int)threadIdx.x) + 768)] = (acc_o[(((int)threadIdx.x) + 768)] * scores_scale[((((int)threadIdx.x) >> 6) + 12)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_o[(((int)threadIdx.x) + 896)] = (acc_o[(((int)threadIdx.x) + 896)] * scores_scale[((((int)threadIdx.x) >> 6) + 14)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_o[(((int)threadIdx.x) + 1024)] = (acc_o[(((int)threadIdx.x) + 1024)] * scores_scale[((((int)threadIdx.x) >> 6) + 16)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_o[(((int)threadIdx.x) + 1152)] = (acc_o[(((int)threadIdx.x) + 1152)] * scores_scale[((((int)threadIdx.x) >> 6) + 18)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_o[(((int)threadIdx.x) + 1280)] = (acc_o[(((int)threadIdx.x) + 1280)] * scores_scale[((((int)threadIdx.x) >> 6) + 20)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_o[(((int)threadIdx.x) + 1408)] = (acc_o[(((int)threadIdx.x) + 1408)] * scores_scale[((((int)threadIdx.x) >> 6) + 22)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_o[(((int)threadIdx.x) + 1536)] = (acc_o[(((int)threadIdx.x) + 1536)] * scores_scale[((((int)threadIdx.x) >> 6) + 24)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_o[(((int)threadIdx.x) + 1664)] = (acc_o[(((int)threadIdx.x) + 1664)] * scores_scale[((((int)threadIdx.x) >> 6) + 26)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_o[(((int)threadIdx.x) + 1792)] = (acc_o[(((int)threadIdx.x) + 1792)] * scores_scale[((((int)threadIdx.x) >> 6) + 28)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_o[(((int)threadIdx.x) + 1920)] = (acc_o[(((int)threadIdx.x) + 1920)] * scores_scale[((((int)threadIdx.x) >> 6) + 30)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_s[((int)threadIdx.x)] = exp2(((acc_s[((int)threadIdx.x)] * 1.803369e-01f) - (scores_max[(((int)threadIdx.x) >> 5)] * 1.803369e-01f)));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_s[(((int)threadIdx.x) + 128)] = exp2(((acc_s[(((int)threadIdx.x) + 128)] * 1.803369e-01f) - (scores_max[((((int)threadIdx.x) >> 5) + 4)] * 1.803369e-01f)));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_s[(((int)threadIdx.x) + 256)] = exp2(((acc_s[(((int)threadIdx.x) + 256)] * 1.803369e-01f) - (scores_max[((((int)threadIdx.x) >> 5) + 8)] * 1.803369e-01f)));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_s[(((int)threadIdx.x) + 384)] = exp2(((acc_s[(((int)threadIdx.x) + 384)] * 1.803369e-01f) - (scores_max[((((int)threadIdx.x) >> 5) + 12)] * 1.803369e-01f)));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_s[(((int)threadIdx.x) + 512)] = exp2(((acc_s[(((int)threadIdx.x) + 512)] * 1.803369e-01f) - (scores_max[((((int)threadIdx.x) >> 5) + 16)] * 1.803369e-01f)));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_s[(((int)threadIdx.x) + 640)] = exp2(((acc_s[(((int)threadIdx.x) + 640)] * 1.803369e-01f) - (scores_max[((((int)threadIdx.x) >> 5) + 20)] * 1.803369e-01f)));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_s[(((int)threadIdx.x) + 768)] = exp2(((acc_s[(((int)threadIdx.x) + 768)] * 1.803369e-01f) - (scores_max[((((int)threadIdx.x) >> 5) + 24)] * 1.803369e-01f)));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_s[(((int)threadIdx.x) + 896)] = exp2(((acc_s[(((int)threadIdx.x) + 896)] * 1.803369e-01f) - (scores_max[((((int)threadIdx.x) >> 5) + 28)] * 1.803369e-01f)));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    acc_s_cast[((int)threadIdx.x)] = ((half)acc_s[((int)threadIdx.x)]);
+    acc_s_cast[(((int)threadIdx.x) + 128)] = ((half)acc_s[(((int)threadIdx.x) + 128)]);
+    acc_s_cast[(((int)threadIdx.x) + 256)] = ((half)acc_s[(((int)threadIdx.x) + 256)]);
+    acc_s_cast[(((int)threadIdx.x) + 384)] = ((half)acc_s[(((int)threadIdx.x) + 384)]);
+    acc_s_cast[(((int)threadIdx.x) + 512)] = ((half)acc_s[(((int)threadIdx.x) + 512)]);
+    acc_s_cast[(((int)threadIdx.x) + 640)] = ((half)acc_s[(((int)threadIdx.x) + 640)]);
+    acc_s_cast[(((int)threadIdx.x) + 768)] = ((half)acc_s[(((int)threadIdx.x) + 768)]);
+    acc_s_cast[(((int)threadIdx.x) + 896)] = ((half)acc_s[(((int)threadIdx.x) + 896)]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (int v_7 = 0; v_7 < 8; ++v_7) {
+      int cse_v25 = (v_7 >> 1);
+      int cse_v48 = ((v_7 & 1) * 32);
+      int cse_v50 = ((((v_7 >> 1) * 512) + ((v_7 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8));
+      simdgroup_load(mat_c_1[0], (&(acc_o[((((v_7 >> 1) * 512) + ((v_7 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8))])), 64, 0, (bool)0);
+      for (int v_8 = 0; v_8 < 4; ++v_8) {
+        simdgroup_load(mat_a_1[0], (&(acc_s_cast[(((v_7 >> 1) * 256) + (v_8 * 8))])), 32, 0, (bool)0);
+        simdgroup_load(mat_b_1[0], (&(V_shared[(((v_8 * 512) + ((v_7 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8))])), 64, 0, (bool)0);
+        simdgroup_multiply_accumulate(mat_c_1[0], mat_a_1[0], mat_b_1[0], mat_c_1[0]);
+      }
+      simdgroup_store(mat_c_1[0], (&(acc_o[((((v_7 >> 1) * 512) + ((v_7 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8))])), 64, 0, (bool)0);
+    }
+    v_1[0] = 0.000000e+00f;
+    for (int v_9 = 0; v_9 < 8; ++v_9) {
+      v_1[0] = (v_1[0] + acc_s[((((((int)threadIdx.x) >> 2) * 32) + (v_9 * 4)) + (((int)threadIdx.x) & 3))]);
+    }
+    v_1[0] = (v_1[0] + simd_shuffle(v_1[0], ((((int)threadIdx.x) & 31) ^ 2)));
+    v_1[0] = (v_1[0] + simd_shuffle(v_1[0], ((((int)threadIdx.x) & 31) ^ 1)));
+    if ((((int)threadIdx.x) % 4) == 0) {
+      scores_sum[(((int)threadIdx.x) >> 2)] = v_1[0];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (((int)threadIdx.x) < 32) {
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+      logsum[((int)threadIdx.x)] = ((logsum[((int)threadIdx.x)] * scores_scale[((int)threadIdx.x)]) + scores_sum[((int)threadIdx.x)]);
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  acc_o[((int)threadIdx.x)] = (acc_o[((int)threadIdx.x)] / logsum[(((int)threadIdx.x) >> 6)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  acc_o[(((int)threadIdx.x) + 128)] = (acc_o[(((int)threadIdx.x) + 128)] / logsum[((((int)threadIdx.x) >> 6) + 2)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  acc_o[(((int)threadIdx.x) + 256)] = (acc_o[(((int)threadIdx.x) + 256)] / logsum[((((int)threadIdx.x) >> 6) + 4)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  acc_o[(((int)threadIdx.x) + 384)] = (acc_o[(((int)threadIdx.x) + 384)] / logsum[((((int)threadIdx.x) >> 6) + 6)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  acc_o[(((int)threadIdx.x) + 512)] = (acc_o[(((int)threadIdx.x) + 512)] / logsum[((((int)threadIdx.x) >> 6) + 8)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  acc_o[(((int)threadIdx.x) + 640)] = (acc_o[(((int)threadIdx.x) + 640)] / logsum[((((int)threadIdx.x) >> 6) + 10)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  acc_o[(((int)threadIdx.x) + 768)] = (acc_o[(((int)threadIdx.x) + 768)] / logsum[((((int)threadIdx.x) >> 6) + 12)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  acc_o[(((int)threadIdx.x) + 896)] = (acc_o[(((int)threadIdx.x) + 896)] / logsum[((((int)threadIdx.x) >> 6) + 14)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  acc_o[(((int)threadIdx.x) + 1024)] = (acc_o[(((int)threadIdx.x) + 1024)] / logsum[((((int)threadIdx.x) >> 6) + 16)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  acc_o[(((int)threadIdx.x) + 1152)] = (acc_o[(((int)threadIdx.x) + 1152)] / logsum[((((int)threadIdx.x) >> 6) + 18)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  acc_o[(((int)threadIdx.x) + 1280)] = (acc_o[(((int)threadIdx.x) + 1280)] / logsum[((((int)threadIdx.x) >> 6) + 20)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  acc_o[(((int)threadIdx.x) + 1408)] = (acc_o[(((int)threadIdx.x) + 1408)] / logsum[((((int)threadIdx.x) >> 6) + 22)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  acc_o[(((int)threadIdx.x) + 1536)] = (acc_o[(((int)threadIdx.x) + 1536)] / logsum[((((int)threadIdx.x) >> 6) + 24)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  acc_o[(((int)threadIdx.x) + 1664)] = (acc_o[(((int)threadIdx.x) + 1664)] / logsum[((((int)threadIdx.x) >> 6) + 26)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  acc_o[(((int)threadIdx.x) + 1792)] = (acc_o[(((int)threadIdx.x) + 1792)] / logsum[((((int)threadIdx.x) >> 6) + 28)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  acc_o[(((int)threadIdx.x) + 1920)] = (acc_o[(((int)threadIdx.x) + 1920)] / logsum[((((int)threadIdx.x) >> 6) + 30)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  K_shared[((int)threadIdx.x)] = ((half)acc_o[((int)threadIdx.x)]);
+  K_shared[(((int)threadIdx.x) + 128)] = ((half)acc_o[(((int)threadIdx.x) + 128)]);
+  K_shared[(((int)threadIdx.x) + 256)] = ((half)acc_o[(((int)threadIdx.x) + 256)]);
+  K_shared[(((int)threadIdx.x) + 384)] = ((half)acc_o[(((int)threadIdx.x) + 384)]);
+  K_shared[(((int)threadIdx.x) + 512)] = ((half)acc_o[(((int)threadIdx.x) + 512)]);
+  K_shared[(((int)threadIdx.x) + 640)] = ((half)acc_o[(((int)threadIdx.x) + 640)]);
+  K_shared[(((int)threadIdx.x) + 768)] = ((half)acc_o[(((int)threadIdx.x) + 768)]);
+  K_shared[(((int)threadIdx.x) + 896)] = ((half)acc_o[(((int)threadIdx.x) + 896)]);
+  K_shared[(((int)threadIdx.x) + 1024)] = ((half)acc_o[(((int)threadIdx.x) + 1024)]);
+  K_shared[(((int)threadIdx.x) + 1152)] = ((half)acc_o[(((int)threadIdx.x) + 1152)]);
+  K_shared[(((int)threadIdx.x) + 1280)] = ((half)acc_o[(((int)threadIdx.x) + 1280)]);
+  K_shared[(((int)threadIdx.x) + 1408)] = ((half)acc_o[(((int)threadIdx.x) + 1408)]);
+  K_shared[(((int)threadIdx.x) + 1536)] = ((half)acc_o[(((int)threadIdx.x) + 1536)]);
+  K_shared[(((int)threadIdx.x) + 1664)] = ((half)acc_o[(((int)threadIdx.x) + 1664)]);
+  K_shared[(((int)threadIdx.x) + 1792)] = ((half)acc_o[(((int)threadIdx.x) + 1792)]);
+  K_shared[(((int)threadIdx.x) + 1920)] = ((half)acc_o[(((int)threadIdx.x) + 1920)]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  Output_ptr[((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63))] = K_shared[((int)threadIdx.x)];
+  Output_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 256)] = K_shared[(((int)threadIdx.x) + 128)];
+  Output_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 512)] = K_shared[(((int)threadIdx.x) + 256)];
+  Output_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 768)] = K_shared[(((int)threadIdx.x) + 384)];
+  Output_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1024)] = K_shared[(((int)threadIdx.x) + 512)];
+  Output_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1280)] = K_shared[(((int)threadIdx.x) + 640)];
+  Output_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1536)] = K_shared[(((int)threadIdx.x) + 768)];
+  Output_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 1792)] = K_shared[(((int)threadIdx.x) + 896)];
+  Output_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2048)] = K_shared[(((int)threadIdx.x) + 1024)];
+  Output_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2304)] = K_shared[(((int)threadIdx.x) + 1152)];
+  Output_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2560)] = K_shared[(((int)threadIdx.x) + 1280)];
+  Output_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 2816)] = K_shared[(((int)threadIdx.x) + 1408)];
+  Output_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3072)] = K_shared[(((int)threadIdx.x) + 1536)];
+  Output_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3328)] = K_shared[(((int)threadIdx.x) + 1664)];
+  Output_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3584)] = K_shared[(((int)threadIdx.x) + 1792)];
+  Output_ptr[(((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.y) * 64)) + (((int)threadIdx.x) & 63)) + 3840)] = K_shared[(((int)threadIdx.x) + 1920)];
+}
+
+
