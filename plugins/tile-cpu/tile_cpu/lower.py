@@ -71,7 +71,13 @@ class CpuLowering(TirLowering):
                 stride = g if stride is None else stride * g
             return seq(binds + [body])
 
-        if not self.dynamic_schedule:
+        # Dynamic scheduling pays for long blocks (GEMM main loops), where one preempted
+        # worker would stall the grid; streaming kernels keep TVM's static split, whose
+        # contiguous halves stream (and first-touch pages) better.
+        from tilecore.ir.visitor import walk_stmts
+
+        long_blocks = any(isinstance(st, (N.Gemm, N.For)) for st in walk_stmts(s.body))
+        if not (self.dynamic_schedule and long_blocks):
             blk = tx.Var("block", "int32")
             return tx.For(blk, 0, total, tx.ForKind.PARALLEL, block_body(blk))
         # Dynamic schedule: a few parallel tasks, each taking block numbers from a shared
