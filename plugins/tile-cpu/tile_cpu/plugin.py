@@ -7,7 +7,6 @@ toolchain_status, never when the plugin registers.
 from __future__ import annotations
 
 import shutil
-import sys
 from typing import Any, Dict
 
 from tilecore.plugin import hookimpl
@@ -180,6 +179,3 @@ def tilecore_launcher(backend, artifact):
     lib = load_library(artifact.blobs["kernel.so"])
     return make_launch(lib[artifact.entry], artifact)
 
-
-def _unused():  # keep sys imported for plugin authors who monkeypatch in tests
-    return sys

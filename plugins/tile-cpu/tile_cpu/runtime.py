@@ -7,7 +7,6 @@ is installed, else through a TVM tensor that is copied in and back.
 """
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable, List, Tuple
 
 import numpy as np
@@ -91,6 +90,3 @@ def make_launch(fn, artifact) -> Callable:
     launch.function = fn
     return launch
 
-
-def _unused():
-    return sys
