@@ -124,11 +124,12 @@ def test_bad_tensor_annotation_points_at_the_parameter(shape, dtype, message):
     assert "^~~~" in str(err)
 
 
-def main_line(test_function) -> int:
+def main_line(test_function, marker: str = "# the line reported") -> int:
+    """The file line number of the line of `test_function` that contains `marker`."""
     import inspect
 
     lines, start = inspect.getsourcelines(test_function)
-    return start + next(i for i, text in enumerate(lines) if "# the line reported" in text)
+    return start + next(i for i, text in enumerate(lines) if marker in text)
 
 
 def test_numpy_integers_and_scalars_work_as_factory_values():
@@ -387,3 +388,77 @@ def test_lazy_jit_kernel_has_a_readable_repr():
     assert repr(add_one) == "<tilecore.jit add_one (compiled on first use) out_idx=[-1] target=reference>"
     np.testing.assert_array_equal(add_one(np.zeros(4, np.float32)), np.ones(4, np.float32))
     assert repr(add_one) == "<tilecore.jit add_one (compiled) out_idx=[-1] target=reference>"
+
+
+# ----------------------------------------------------------------------------- uninitialized reads
+
+
+def test_gemm_into_an_uncleared_fragment_warns_at_the_users_line():
+    """The classic forgotten T.clear: NaN on reference, plausible garbage on hardware."""
+    from tilecore.passes.init_check import UninitializedReadWarning
+
+    @T.prim_func
+    def main(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32"),
+             C: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1) as bx:
+            As = T.alloc_shared((16, 16), "float32")
+            Bs = T.alloc_shared((16, 16), "float32")
+            Cf = T.alloc_fragment((16, 16), "float32")
+            for k in T.Pipelined(2):
+                T.copy(A, As)
+                T.copy(B, Bs)
+                T.gemm(As, Bs, Cf)  # the line warned about
+            T.copy(Cf, C)
+
+    with pytest.warns(UninitializedReadWarning) as record:
+        tilecore.lower(main, target="reference")
+    (warning,) = record
+    assert str(warning.message) == (
+        "T.gemm (accumulating into C) reads Cf (a fragment buffer) before anything has written it: "
+        "its contents are undefined (NaN on the reference backend, leftover values on hardware); "
+        "T.clear(Cf) before the loop, or pass clear_accum=True")
+    assert warning.filename == __file__
+    assert warning.lineno == main_line(test_gemm_into_an_uncleared_fragment_warns_at_the_users_line,
+                                       "# the line warned about")
+
+
+def test_reads_after_writes_or_under_a_run_time_if_do_not_warn():
+    import warnings
+
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32"), C: T.Tensor((16,), "float32")):
+        with T.Kernel(1) as bx:
+            prev = T.alloc_fragment((16,), "float32")
+            acc = T.alloc_var("float32", init=0.0)
+            count = T.alloc_var("int32")
+            count = 0
+            for k in T.serial(4):
+                if k > 0:  # loop-carried: written by the previous iteration
+                    for i in T.Parallel(16):
+                        C[i] = prev[i] + acc + count
+                T.copy(A, prev)
+                acc = acc + 1.0
+                count += 1
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tilecore.lower(main, target="reference")
+
+
+def test_other_uninitialized_reads_are_found():
+    from tilecore.passes.init_check import uninitialized_reads
+
+    @T.prim_func
+    def main(A: T.Tensor((8, 8), "float32"), C: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            f = T.alloc_fragment((8, 8), "float32")
+            r = T.alloc_fragment((8,), "float32")
+            v = T.alloc_var("float32")
+            T.reduce_max(f, r, dim=1, clear=False)
+            v = v + 1.0
+            T.copy(r, C)
+
+    found = [(b.name, what) for b, _, what in uninitialized_reads(main)]
+    assert found == [("f", "T.reduce_max"),
+                     ("r", "T.reduce_max (clear=False combines with the destination)"),
+                     ("v", "this expression")]

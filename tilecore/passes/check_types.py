@@ -637,6 +637,9 @@ class CheckTypesPass:
 
     def __call__(self, func: N.PrimFunc, ctx) -> N.PrimFunc:
         check(func)
+        from .init_check import warn_uninitialized_reads
+
+        warn_uninitialized_reads(func)  # undefined, not illegal: a warning at the user's line
         return func
 
 
