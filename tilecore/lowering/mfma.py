@@ -200,8 +200,9 @@ class RocmSimtLowering(NonCudaSimtLowering):
                 B.buffer_store(acc, tir_const(0, c.dtype), [i])
         # bfloat16 travels as its bits: TVM legalizes bfloat16 vectors to float32 arithmetic
         frag_dtype = "int16" if a.dtype == "bfloat16" else a.dtype
-        a_frag = B.alloc_buffer((kw,), frag_dtype, scope="local")
-        b_frag = B.alloc_buffer((kw,), frag_dtype, scope="local")
+        a_frag = B.alloc_buffer((lay.MI * kw,), frag_dtype, scope="local")
+        b_frag = B.alloc_buffer((lay.NI * kw,), frag_dtype, scope="local")
+        one = tir_const(1, "int32")
 
         def element(view, idx):
             v = tx.BufferLoad(view, [idx])
@@ -211,27 +212,35 @@ class RocmSimtLowering(NonCudaSimtLowering):
             bits = tx.reinterpret("uint32", tx.Cast("float32", v))
             return tx.Cast("int16", tx.shift_right(bits, tir_const(16, "uint32")))
 
-        def operand(frag):
-            vec = tx.BufferLoad(frag, [tx.Ramp(tir_const(0, "int32"), tir_const(1, "int32"), kw)])
+        def fill(frag, slot, view, contiguous, index_of):
+            """Operand elements of this lane: one LDS vector load when they are contiguous."""
+            if contiguous and frag_dtype == a.dtype:
+                B.buffer_store(frag, tx.BufferLoad(view, [tx.Ramp(index_of(0), one, kw)]),
+                               [tx.Ramp(slot * kw, one, kw)])
+                return
+            with B.unroll(0, kw) as e:
+                B.buffer_store(frag, element(view, index_of(e)), [slot * kw + e])
+
+        def operand(frag, slot):
+            vec = tx.BufferLoad(frag, [tx.Ramp(slot * kw, one, kw)])
             return vec if str(vec.ty.dtype) == opnd else tx.reinterpret(opnd, vec)
 
+        zero = tir_const(0, "int32")
         with B.serial(0, K // kstep) as kk:
             k0 = kk * kstep + kq
             with B.unroll(0, lay.MI) as mi:
-                with B.unroll(0, kw) as e:
-                    i = row0 + mi * 16
-                    idx = (k0 + e) * Ka + i if g.transpose_a else i * Ka + k0 + e
-                    B.buffer_store(a_frag, element(av, idx), [e])
+                i = row0 + mi * 16
+                fill(a_frag, mi, av, not g.transpose_a,
+                     lambda e: (k0 + e) * Ka + i if g.transpose_a else i * Ka + k0 + e)
+            with B.unroll(0, lay.NI) as ni:
+                j = col0 + ni * 16
+                fill(b_frag, ni, bv, g.transpose_b,
+                     lambda e: j * Kb + k0 + e if g.transpose_b else (k0 + e) * Kb + j)
+            with B.unroll(0, lay.MI) as mi:
                 with B.unroll(0, lay.NI) as ni:
-                    with B.unroll(0, kw) as e:
-                        j = col0 + ni * 16
-                        idx = j * Kb + k0 + e if g.transpose_b else (k0 + e) * Kb + j
-                        B.buffer_store(b_frag, element(bv, idx), [e])
-                    slot = tx.Ramp((mi * lay.NI + ni) * 4, tir_const(1, "int32"), 4)
-                    cur = tx.BufferLoad(acc, [slot])
-                    zero = tir_const(0, "int32")
-                    res = tx.call_llvm_pure_intrin(acc_vec, intrin, operand(a_frag), operand(b_frag), cur,
-                                                   zero, zero, zero)
+                    slot = tx.Ramp((mi * lay.NI + ni) * 4, one, 4)
+                    res = tx.call_llvm_pure_intrin(acc_vec, intrin, operand(a_frag, mi), operand(b_frag, ni),
+                                                   tx.BufferLoad(acc, [slot]), zero, zero, zero)
                     B.buffer_store(acc, res, [slot])
 
 

@@ -5,9 +5,8 @@ CUDA path injects with `cuda_func_call`; this subclass replaces each of them wit
 TVM builtins that both codegens understand:
 
 * warp shuffles -> `tirx.tvm_warp_shuffle` (ds_bpermute on AMDGPU, simd_shuffle on Metal);
-* 16-byte copies -> element copies spread so that neighbouring threads touch
-  neighbouring addresses (the AMDGPU load/store vectorizer and Metal's compiler
-  merge them where alignment allows);
+* 16-byte copies -> TIR vector loads/stores (a Ramp over the last index), at most
+  4 lanes on Metal;
 * atomics -> `tirx.atomic_add` where the codegen has it; other atomics are declared
   unsupported by the backends' capabilities;
 * `T.print` -> an UnsupportedFeatureError at the user's line (no device printf);
@@ -60,6 +59,10 @@ class NonCudaSimtLowering(SimtLowering):
 
     def call(self, name, *args, ret="void"):
         """The CUDA path's device-library calls, in their portable form."""
+        if name == "tc::copy16":
+            return self.vector_copy(*args)
+        if name == "tc::zero16":
+            return self.vector_copy(args[0])
         m = _SHFL.fullmatch(name)
         if m:
             value, mask = args
@@ -88,9 +91,41 @@ class NonCudaSimtLowering(SimtLowering):
         wide = "float32" if dt in ("float16", "bfloat16") else "int32"
         return cast_to(shfl32(cast_to(value, wide)), dt)
 
+    # widest vector (in lanes) the target's codegen can express; Metal vectors stop at 4 lanes
+    max_vector_lanes = 16
+
     def vector_width(self, c: N.Copy) -> int:
-        # element copies; see the module docstring
-        return 1
+        """Elements per vector access: the shared rule (16 bytes), capped at the target's lanes."""
+        if c.src.buffer.dtype == "bool" or c.dst.buffer.dtype == "bool":
+            return 1  # bool tiles are stored as int8 (see _storage_dtype); keep them scalar
+        v = super().vector_width(c)
+        while v > self.max_vector_lanes:
+            v //= 2
+        return v
+
+    def vector_copy(self, d_addr, s_addr=None):
+        """A vector copy (or zero fill) between two element addresses built by the shared lowering."""
+        dst = d_addr.args[0]
+        lanes = self.current_vector_lanes
+        one = tir_const(1, "int32")
+
+        def widen(load):
+            idx = list(load.indices)
+            idx[-1] = tx.Ramp(idx[-1], one, lanes)
+            return load.source, idx
+
+        dbuf, didx = widen(dst)
+        if s_addr is None:
+            value = tx.Broadcast(tir_const(0, _elem_dtype(dbuf)), lanes)
+        else:
+            sbuf, sidx = widen(s_addr.args[0])
+            value = tx.BufferLoad(sbuf, sidx)
+        B.buffer_store(dbuf, value, didx)
+        return tir_const(0, "int32")
+
+    def emit_Copy(self, c: N.Copy, async_copy=False):
+        self.current_vector_lanes = self.vector_width(c)
+        return super().emit_Copy(c, async_copy)
 
     def atomic_one(self, kind, buf: N.Buffer, idx, value):
         if kind != "add" or buf.dtype not in ("float32", "int32"):
@@ -151,3 +186,7 @@ class NonCudaSimtLowering(SimtLowering):
 def _storage_dtype(dtype: str) -> str:
     """bool tiles are kept as int8: TVM's GPU codegens vectorize bool stores into invalid IR."""
     return "int8" if dtype == "bool" else dtype
+
+
+def _elem_dtype(buf) -> str:
+    return str(buf.dtype)

@@ -42,6 +42,14 @@ def _full(r: N.Region) -> bool:
 class MetalSimtLowering(NonCudaSimtLowering):
     """The SIMT lowering for Metal (see the module docstring)."""
 
+    max_vector_lanes = 4
+
+    def vector_width(self, c: N.Copy) -> int:
+        # TVM's Metal codegen cannot address 64-bit vectors (int64x2): keep those scalar
+        if itemsize(c.src.buffer.dtype) > 4 or itemsize(c.dst.buffer.dtype) > 4:
+            return 1
+        return super().vector_width(c)
+
     def __init__(self, func, target, options=None, intrinsics=None):
         super().__init__(func, target, options, intrinsics)
         # TVM's Metal codegen has no bool vectors: no multi-element chunks in kernels that touch bool

@@ -22,67 +22,31 @@ kernel void main_kernel(  device float* A_ptr [[ buffer(0) ]],
     C_f[((v * 128) + ((int)threadIdx.x))] = 0.000000e+00f;
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  int cse_v17 = (((int)blockIdx.x) * 64);
-  int cse_v18 = (((int)threadIdx.x) & 63);
-  int cse_v20 = ((((int)threadIdx.x) >> 6) * 128);
+  int cse_v1 = (((int)threadIdx.x) * 4);
+  int cse_v2 = (((int)blockIdx.x) * 64);
+  int cse_v4 = ((((int)threadIdx.x) * 4) + 512);
+  int cse_v5 = ((((int)threadIdx.x) * 4) + 1024);
+  int cse_v6 = ((((int)threadIdx.x) * 4) + 1536);
+  int cse_v7 = ((((int)threadIdx.x) >> 4) * 128);
+  int cse_v8 = ((((int)threadIdx.x) & 15) * 4);
   for (int v_1 = 0; v_1 < 2; ++v_1) {
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    int cse_v1 = (((int)threadIdx.x) >> 5);
-    int cse_v24 = ((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31));
-    A_s[((int)threadIdx.x)] = A_ptr[((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31))];
-    int cse_v2 = (((int)threadIdx.x) + 128);
-    A_s[(((int)threadIdx.x) + 128)] = A_ptr[(((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31)) + 256)];
-    int cse_v3 = (((int)threadIdx.x) + 256);
-    A_s[(((int)threadIdx.x) + 256)] = A_ptr[(((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31)) + 512)];
-    int cse_v4 = (((int)threadIdx.x) + 384);
-    A_s[(((int)threadIdx.x) + 384)] = A_ptr[(((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31)) + 768)];
-    int cse_v5 = (((int)threadIdx.x) + 512);
-    A_s[(((int)threadIdx.x) + 512)] = A_ptr[(((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31)) + 1024)];
-    int cse_v6 = (((int)threadIdx.x) + 640);
-    A_s[(((int)threadIdx.x) + 640)] = A_ptr[(((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31)) + 1280)];
-    int cse_v7 = (((int)threadIdx.x) + 768);
-    A_s[(((int)threadIdx.x) + 768)] = A_ptr[(((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31)) + 1536)];
-    int cse_v8 = (((int)threadIdx.x) + 896);
-    A_s[(((int)threadIdx.x) + 896)] = A_ptr[(((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31)) + 1792)];
-    int cse_v9 = (((int)threadIdx.x) + 1024);
-    A_s[(((int)threadIdx.x) + 1024)] = A_ptr[(((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31)) + 2048)];
-    int cse_v10 = (((int)threadIdx.x) + 1152);
-    A_s[(((int)threadIdx.x) + 1152)] = A_ptr[(((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31)) + 2304)];
-    int cse_v11 = (((int)threadIdx.x) + 1280);
-    A_s[(((int)threadIdx.x) + 1280)] = A_ptr[(((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31)) + 2560)];
-    int cse_v12 = (((int)threadIdx.x) + 1408);
-    A_s[(((int)threadIdx.x) + 1408)] = A_ptr[(((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31)) + 2816)];
-    int cse_v13 = (((int)threadIdx.x) + 1536);
-    A_s[(((int)threadIdx.x) + 1536)] = A_ptr[(((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31)) + 3072)];
-    int cse_v14 = (((int)threadIdx.x) + 1664);
-    A_s[(((int)threadIdx.x) + 1664)] = A_ptr[(((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31)) + 3328)];
-    int cse_v15 = (((int)threadIdx.x) + 1792);
-    A_s[(((int)threadIdx.x) + 1792)] = A_ptr[(((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31)) + 3584)];
-    int cse_v16 = (((int)threadIdx.x) + 1920);
-    A_s[(((int)threadIdx.x) + 1920)] = A_ptr[(((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 5) * 64)) + (v_1 * 32)) + (((int)threadIdx.x) & 31)) + 3840)];
-    int cse_v25 = ((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63));
-    B_s[((int)threadIdx.x)] = B_ptr[((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63))];
-    B_s[(((int)threadIdx.x) + 128)] = B_ptr[(((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63)) + 256)];
-    B_s[(((int)threadIdx.x) + 256)] = B_ptr[(((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63)) + 512)];
-    B_s[(((int)threadIdx.x) + 384)] = B_ptr[(((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63)) + 768)];
-    B_s[(((int)threadIdx.x) + 512)] = B_ptr[(((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63)) + 1024)];
-    B_s[(((int)threadIdx.x) + 640)] = B_ptr[(((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63)) + 1280)];
-    B_s[(((int)threadIdx.x) + 768)] = B_ptr[(((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63)) + 1536)];
-    B_s[(((int)threadIdx.x) + 896)] = B_ptr[(((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63)) + 1792)];
-    B_s[(((int)threadIdx.x) + 1024)] = B_ptr[(((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63)) + 2048)];
-    B_s[(((int)threadIdx.x) + 1152)] = B_ptr[(((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63)) + 2304)];
-    B_s[(((int)threadIdx.x) + 1280)] = B_ptr[(((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63)) + 2560)];
-    B_s[(((int)threadIdx.x) + 1408)] = B_ptr[(((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63)) + 2816)];
-    B_s[(((int)threadIdx.x) + 1536)] = B_ptr[(((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63)) + 3072)];
-    B_s[(((int)threadIdx.x) + 1664)] = B_ptr[(((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63)) + 3328)];
-    B_s[(((int)threadIdx.x) + 1792)] = B_ptr[(((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63)) + 3584)];
-    B_s[(((int)threadIdx.x) + 1920)] = B_ptr[(((((v_1 * 4096) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63)) + 3840)];
+    int cse_v12 = ((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 3) * 64)) + (v_1 * 32)) + ((((int)threadIdx.x) & 7) * 4));
+    *(threadgroup float4*)(A_s + (((int)threadIdx.x) * 4)) = *(device float4*)(A_ptr + ((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 3) * 64)) + (v_1 * 32)) + ((((int)threadIdx.x) & 7) * 4)));
+    *(threadgroup float4*)(A_s + ((((int)threadIdx.x) * 4) + 512)) = *(device float4*)(A_ptr + (((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 3) * 64)) + (v_1 * 32)) + ((((int)threadIdx.x) & 7) * 4)) + 1024));
+    *(threadgroup float4*)(A_s + ((((int)threadIdx.x) * 4) + 1024)) = *(device float4*)(A_ptr + (((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 3) * 64)) + (v_1 * 32)) + ((((int)threadIdx.x) & 7) * 4)) + 2048));
+    *(threadgroup float4*)(A_s + ((((int)threadIdx.x) * 4) + 1536)) = *(device float4*)(A_ptr + (((((((int)blockIdx.y) * 4096) + ((((int)threadIdx.x) >> 3) * 64)) + (v_1 * 32)) + ((((int)threadIdx.x) & 7) * 4)) + 3072));
+    int cse_v13 = ((((v_1 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.x) * 64)) + ((((int)threadIdx.x) & 15) * 4));
+    *(threadgroup float4*)(B_s + (((int)threadIdx.x) * 4)) = *(device float4*)(B_ptr + ((((v_1 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.x) * 64)) + ((((int)threadIdx.x) & 15) * 4)));
+    *(threadgroup float4*)(B_s + ((((int)threadIdx.x) * 4) + 512)) = *(device float4*)(B_ptr + (((((v_1 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.x) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 1024));
+    *(threadgroup float4*)(B_s + ((((int)threadIdx.x) * 4) + 1024)) = *(device float4*)(B_ptr + (((((v_1 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.x) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048));
+    *(threadgroup float4*)(B_s + ((((int)threadIdx.x) * 4) + 1536)) = *(device float4*)(B_ptr + (((((v_1 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.x) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072));
     threadgroup_barrier(mem_flags::mem_threadgroup);
     for (int v_2 = 0; v_2 < 16; ++v_2) {
-      int cse_v19 = (v_2 >> 1);
-      int cse_v21 = ((v_2 & 1) * 32);
-      int cse_v22 = ((((int)threadIdx.x) >> 5) * 8);
-      int cse_v23 = ((((v_2 >> 1) * 512) + ((v_2 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8));
+      int cse_v3 = (v_2 >> 1);
+      int cse_v9 = ((v_2 & 1) * 32);
+      int cse_v10 = ((((int)threadIdx.x) >> 5) * 8);
+      int cse_v11 = ((((v_2 >> 1) * 512) + ((v_2 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8));
       simdgroup_load(mat_c[0], (&(C_f[((((v_2 >> 1) * 512) + ((v_2 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8))])), 64, 0, (bool)0);
       for (int v_3 = 0; v_3 < 4; ++v_3) {
         simdgroup_load(mat_a[0], (&(A_s[(((v_2 >> 1) * 256) + (v_3 * 8))])), 32, 0, (bool)0);
@@ -93,9 +57,15 @@ kernel void main_kernel(  device float* A_ptr [[ buffer(0) ]],
     }
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  for (int v_4 = 0; v_4 < 32; ++v_4) {
-    C_ptr[(((((((int)blockIdx.y) * 8192) + (v_4 * 256)) + ((((int)threadIdx.x) >> 6) * 128)) + (((int)blockIdx.x) * 64)) + (((int)threadIdx.x) & 63))] = C_f[((v_4 * 128) + ((int)threadIdx.x))];
-  }
+  int cse_v14 = ((((((int)blockIdx.y) * 8192) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.x) * 64)) + ((((int)threadIdx.x) & 15) * 4));
+  *(device float4*)(C_ptr + ((((((int)blockIdx.y) * 8192) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.x) * 64)) + ((((int)threadIdx.x) & 15) * 4))) = *(threadgroup float4*)(C_f + (((int)threadIdx.x) * 4));
+  *(device float4*)(C_ptr + (((((((int)blockIdx.y) * 8192) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.x) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 1024)) = *(threadgroup float4*)(C_f + ((((int)threadIdx.x) * 4) + 512));
+  *(device float4*)(C_ptr + (((((((int)blockIdx.y) * 8192) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.x) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048)) = *(threadgroup float4*)(C_f + ((((int)threadIdx.x) * 4) + 1024));
+  *(device float4*)(C_ptr + (((((((int)blockIdx.y) * 8192) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.x) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072)) = *(threadgroup float4*)(C_f + ((((int)threadIdx.x) * 4) + 1536));
+  *(device float4*)(C_ptr + (((((((int)blockIdx.y) * 8192) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.x) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 4096)) = *(threadgroup float4*)(C_f + ((((int)threadIdx.x) * 4) + 2048));
+  *(device float4*)(C_ptr + (((((((int)blockIdx.y) * 8192) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.x) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 5120)) = *(threadgroup float4*)(C_f + ((((int)threadIdx.x) * 4) + 2560));
+  *(device float4*)(C_ptr + (((((((int)blockIdx.y) * 8192) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.x) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 6144)) = *(threadgroup float4*)(C_f + ((((int)threadIdx.x) * 4) + 3072));
+  *(device float4*)(C_ptr + (((((((int)blockIdx.y) * 8192) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.x) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 7168)) = *(threadgroup float4*)(C_f + ((((int)threadIdx.x) * 4) + 3584));
 }
 
 
