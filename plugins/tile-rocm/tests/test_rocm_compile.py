@@ -86,3 +86,36 @@ def test_backend_declaration_and_toolchain_status():
     assert be.capabilities.tiers[-1] == "compile" and "rocm:gfx942" in be.targets
     st = plugin.toolchain_status()
     assert st.ok and "ld.lld" in dict(st.details)
+
+
+def test_missing_toolchain_is_one_message_with_the_install_command(monkeypatch):
+    monkeypatch.setattr(toolchain, "find_lld", lambda: None)
+    monkeypatch.setattr(toolchain, "find_rocm_path", lambda: None)
+    st = plugin.toolchain_status()
+    assert not st.ok and "ld.lld" in st.summary and "device bitcode" in st.summary
+    assert st.fix.startswith("apt-get install lld-22 rocm-device-libs")
+
+
+def test_global_to_lds_copies_are_16_byte_vectors(gemm_func):
+    src = tilecore.compile(gemm_func(), target="rocm:gfx942", out_idx=[-1]).artifact.source
+    assert "global_load_dwordx4" in src and "ds_write_b128" in src
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1200"])
+def test_rdna_targets_are_wave32_and_use_the_portable_gemm(gemm_func, arch):
+    art = tilecore.compile(gemm_func(threads=128), target=f"rocm:{arch}", out_idx=[-1]).artifact
+    assert art.meta["wave_size"] == 32 and "wavefront_size: 32" in art.source
+    assert "v_mfma" not in art.source and elf_header(art.blobs["hsaco"])[0] == EM_AMDGPU
+
+
+def test_float64_math_links_against_ocml():
+    import tilecore.language as T
+
+    @T.prim_func
+    def f(A: T.Tensor((256,), "float64"), B: T.Tensor((256,), "float64")):
+        with T.Kernel(1, threads=256) as bx:
+            for i in T.Parallel(256):
+                B[i] = T.exp(A[i]) + T.tanh(A[i])
+
+    art = tilecore.compile(f, target="rocm").artifact
+    assert art.blobs["hsaco"][:4] == b"\x7fELF"

@@ -34,15 +34,15 @@ def toolchain_status() -> ToolchainStatus:
     hip = toolchain.libhip()
     details.append(("HIP runtime", "found" if hip else "not found (needed only to run kernels)"))
     details.append(("gpu", gpu or "none present (kernels compile; running needs an AMD GPU)"))
-    missing = []
+    missing, packages = [], []
     if not lld:
         missing.append(f"ld.lld (LLVM {toolchain.LLVM_MAJOR})")
+        packages.append(f"lld-{toolchain.LLVM_MAJOR}")
     if not root:
         missing.append("ROCm device bitcode (amdgcn/bitcode)")
+        packages.append("rocm-device-libs")
     if missing:
-        fix = " && ".join(f for f, m in ((toolchain.LLD_FIX.split("  (")[0], not lld),
-                                         (toolchain.BITCODE_FIX.split("  (")[0], not root)) if m)
-        fix = fix.replace(" && apt-get install", "") if not lld and not root else fix
+        fix = "apt-get install " + " ".join(packages) + "  (on a ROCm host: install ROCm and set ROCM_PATH)"
         return ToolchainStatus(ok=False, summary="missing " + " and ".join(missing), details=tuple(details),
                                device=gpu, fix=fix)
     summary = f"ld.lld + device libs in {root}; " + (f"GPU {gpu}" if gpu else "no AMD GPU (compile only)")
