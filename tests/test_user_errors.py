@@ -231,6 +231,15 @@ def scale(N, factor=2.0):
                 B[i] = A[i] * factor
     return main
 
+def staged(N):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(1) as bx:
+            s = T.alloc_shared((N,), "float32")
+            T.copy(A, s)
+            T.copy(s, B)
+    return main
+
 def factory_with_a_bug(N):
     return len(N)  # raises TypeError inside the factory: not a command-line mistake
 '''
@@ -462,3 +471,36 @@ def test_other_uninitialized_reads_are_found():
     assert found == [("f", "T.reduce_max"),
                      ("r", "T.reduce_max (clear=False combines with the destination)"),
                      ("v", "this expression")]
+
+
+def test_cli_trace_shows_the_passes_before_a_failing_one(tmp_path, capsys):
+    """A pass error used to print only the error; the trace now shows how far it got."""
+    import dataclasses
+
+    from tilecore.interp import plugin as reference
+    from tilecore.plugin import hookimpl
+    from tilecore.plugin.manager import register_plugin, unregister_plugin
+
+    class TinySharedMemory:
+        """The reference backend with 64 bytes of shared memory."""
+
+        @hookimpl
+        def tilecore_register_backends(self, register):
+            base = reference.make_backend()
+            register(dataclasses.replace(base, name="tinyshared", targets=("tinyshared",),
+                                         capabilities=dataclasses.replace(base.capabilities,
+                                                                          max_shared_memory=64)))
+
+    path = tmp_path / "kern.py"
+    path.write_text(FACTORY)
+    html = tmp_path / "t.html"
+    name = register_plugin(TinySharedMemory(), name="tinyshared-for-test")
+    try:
+        code, out, err = _tile(capsys, "trace", f"{path}::staged", "64", "-t", "tinyshared",
+                               "--html", str(html))
+    finally:
+        unregister_plugin(name)
+    assert code == 1 and out.startswith("==== input ")
+    assert "==== after pass 5: loops " in out and "==== pass 6: memory_plan failed " in out
+    assert "shared memory over the limit" in err and "Traceback" not in err
+    assert "<h2 id='error'>pass 6 failed</h2>" in html.read_text()

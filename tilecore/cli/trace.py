@@ -29,8 +29,19 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from ..runtime import api
 
+    from ..diagnostics import TileError
+
     func, out_idx = kernel_from_args(args)
-    steps = api.trace(func, target=args.target, out_idx=out_idx)
+    failure = None
+    try:
+        steps = api.trace(func, target=args.target, out_idx=out_idx)
+    except TileError as err:
+        # Show how far the pipeline got, then the error (main prints it): the failing pass
+        # is the one after the last step shown.
+        steps = getattr(err, "partial_trace", None)
+        if not steps:
+            raise
+        failure = err
     texts = [(name, traced_text(f)) for name, f in steps]
     out = sys.stdout
     previous = None
@@ -43,10 +54,29 @@ def run(args) -> int:
             if changed and not text.endswith("\n"):
                 out.write("\n")
         previous = text
+    if failure is not None:
+        failed = _pass_after(func, args.target, len(texts) - 1)
+        out.write(f"==== pass {len(texts)}: {failed} failed " + "=" * max(4, 50 - len(failed)) + "\n")
     if args.html:
-        write_output(args.html, render_html(func.name, texts, target=args.target or api.default_target()))
+        page = render_html(func.name, texts, target=args.target or api.default_target(),
+                           error=str(failure) if failure is not None else "")
+        write_output(args.html, page)
         print(f"wrote {args.html}", file=sys.stderr)
+    if failure is not None:
+        raise failure
     return 0
+
+
+def _pass_after(func, target, done: int) -> str:
+    """The name of pass number done + 1 of the pipeline for `target` (the one that failed)."""
+    from ..runtime import api
+
+    try:
+        backend, _ = api.resolve_target(target)
+        names = api.build_pipeline(backend).names()
+    except Exception:  # naming the pass is a nicety; never hide the real error
+        return "a pass"
+    return names[done] if done < len(names) else "a pass"
 
 
 _CSS = """
@@ -66,7 +96,7 @@ nav li { margin: .1em 0; }
 """
 
 
-def render_html(kernel_name: str, texts: List[Tuple[str, str]], target: str = "") -> str:
+def render_html(kernel_name: str, texts: List[Tuple[str, str]], target: str = "", error: str = "") -> str:
     """One self-contained HTML page: the input IR, then a diff per pass."""
     differ = difflib.HtmlDiff(tabsize=4, wrapcolumn=90)
     esc = html.escape
@@ -90,5 +120,7 @@ def render_html(kernel_name: str, texts: List[Tuple[str, str]], target: str = ""
                                        todesc=f"after {esc(name)}", context=False))
         parts.append(f"<details><summary>full IR after {esc(name)}</summary>"
                      f"<pre>{esc(text)}</pre></details>")
+    if error:
+        parts.append(f"<h2 id='error'>pass {len(texts)} failed</h2><pre>{esc(error)}</pre>")
     parts.append("</body></html>\n")
     return "\n".join(parts)
