@@ -54,7 +54,10 @@ def _load_arrays(path: str, dtypes: Dict[str, str]) -> Dict[str, np.ndarray]:
 
 def build_bundle(backend_name: str, folder: str, examples: int = 100, seed: int = 0,
                  families: Optional[Sequence[str]] = None) -> dict:
-    """Generate, reference-run and compile the programs for `backend_name` into `folder`."""
+    """Generate, reference-run and compile the programs for `backend_name` into `folder`.
+
+    `backend_name` may be a full target ("cuda:sm_90a") to compile for a specific device.
+    """
     import tilecore
     from tilecore.ir import serialize
     from tilecore.runtime.cache import encode_entry
@@ -99,7 +102,7 @@ def build_bundle(backend_name: str, folder: str, examples: int = 100, seed: int 
         _save_arrays(os.path.join(folder, "data", pid + ".ref.npz"),
                      {p.name: a for p, a in zip(prog.params, ref) if p.role in ("out", "inout")})
         try:
-            kernel = tilecore.compile(func, target=backend.name)
+            kernel = tilecore.compile(func, target=backend_name)
         except Exception as err:
             rec.update(status="compile_failed", message=f"{type(err).__name__}: {err}")
             summary["compile_failures"] += 1
@@ -113,7 +116,8 @@ def build_bundle(backend_name: str, folder: str, examples: int = 100, seed: int 
         "format": BUNDLE_FORMAT,
         "suite": {"name": "tile-conformance", "version": __version__},
         "tilecore": {"version": tilecore.__version__, "ir_version": tilecore.TILE_IR_VERSION},
-        "backend": {"name": backend.name, "distribution": backend.distribution, "version": backend.version},
+        "backend": {"name": backend.name, "distribution": backend.distribution, "version": backend.version,
+                    "target": backend_name},
         "settings": {"examples": examples, "seed": seed, "families": list(families) if families else "all"},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "summary": summary,

@@ -51,6 +51,10 @@ def generate_knobs(caps: Caps, examples: int, seed: int, families: Optional[Sequ
     example database, generation phase only), so the programs depend on nothing
     but these arguments and the installed hypothesis version.
     """
+    unknown = sorted(set(families or ()) - set(FAMILIES))
+    if unknown:
+        raise ConformanceError(f"unknown program famil{'y' if len(unknown) == 1 else 'ies'} "
+                               f"{', '.join(unknown)}; choose from {', '.join(FAMILIES)}")
     fams = [f for f in family_requirements(caps) if families is None or f in families]
     if not fams:
         raise ConformanceError("the backend declares too few features for any program family "

@@ -42,6 +42,15 @@ _SIZES = ("M", "N", "K", "bm", "bn", "bk", "rows", "sub_rows")
 _DTYPE_PREFERENCE = ("float32", "int32", "float16", "float64", "int8", "int64", "int16", "bfloat16", "uint8", "bool")
 
 
+def _simpler_dtypes(d: str) -> List[str]:
+    """Preferred dtypes of the same kind (float for float, int for int): no new conversions appear."""
+    from tilecore.ir.types import is_float
+
+    if d not in _DTYPE_PREFERENCE or d == "bool":
+        return []
+    return [x for x in _DTYPE_PREFERENCE[:_DTYPE_PREFERENCE.index(d)] if is_float(x) == is_float(d) and x != "bool"]
+
+
 def _smaller_ints(v: int) -> List[int]:
     out = [1, 2, v // 2, v - 1]
     return sorted({x for x in out if 0 < x < v})
@@ -75,7 +84,7 @@ def variants(knobs: dict) -> List[Tuple[str, list]]:
         elif key in _SIMPLER_CHOICES:
             cands = [c for c in _SIMPLER_CHOICES[key] if c != value]
         elif key.endswith("dtype") and isinstance(value, str):
-            cands = [d for d in _DTYPE_PREFERENCE[:_DTYPE_PREFERENCE.index(value)]] if value in _DTYPE_PREFERENCE else []
+            cands = _simpler_dtypes(value)
         elif key in ("in_dtypes", "dtypes", "scopes", "forms") and isinstance(value, list):
             # lists: shorten (inputs) or simplify one element at a time
             if key == "in_dtypes" and len(value) > 1:
@@ -83,7 +92,7 @@ def variants(knobs: dict) -> List[Tuple[str, list]]:
             for i, v in enumerate(value):
                 simpler = {"scopes": ["fragment"], "forms": ["point"]}.get(key)
                 if simpler is None:
-                    simpler = [d for d in _DTYPE_PREFERENCE[:_DTYPE_PREFERENCE.index(v)]] if v in _DTYPE_PREFERENCE else []
+                    simpler = _simpler_dtypes(v)
                 for s in simpler:
                     if s != v:
                         cands.append(value[:i] + [s] + value[i + 1:])

@@ -94,8 +94,8 @@ def _extent(draw, caps: Caps, tile: int, allow_partial: bool = True, max_tiles: 
     """An extent for `tile`-sized tiles: one or several tiles, maybe a partial last tile."""
     tiles = draw(st.integers(1, max_tiles)) if caps.has("multi_block") else 1
     if allow_partial and caps.has("partial_tiles") and tile > 1 and draw(st.booleans()):
-        rem = draw(st.integers(1, tile - 1))
-        return (tiles - 1) * tile + rem if tiles > 1 or rem else tile
+        rem = draw(st.integers(1, tile - 1))  # the last tile is partial
+        return (tiles - 1) * tile + rem
     return tiles * tile
 
 
