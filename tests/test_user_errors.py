@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import traceback
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -504,3 +505,23 @@ def test_cli_trace_shows_the_passes_before_a_failing_one(tmp_path, capsys):
     assert "==== after pass 5: loops " in out and "==== pass 6: memory_plan failed " in out
     assert "shared memory over the limit" in err and "Traceback" not in err
     assert "<h2 id='error'>pass 6 failed</h2>" in html.read_text()
+
+
+def test_numpy_and_python_scalar_types_work_as_dtypes():
+    """`T.Tensor(shape, np.float32)` used to fail with "unknown dtype <class 'numpy.float32'>"."""
+    from tilecore.ir.types import normalize_dtype
+
+    assert [normalize_dtype(t) for t in (np.float32, np.bool_, ml_dtypes.bfloat16, np.uint8, float, int)] \
+        == ["float32", "bool", "bfloat16", "uint8", "float32", "int32"]
+
+    @T.prim_func
+    def main(A: T.Tensor((4,), np.float16), B: T.Tensor((4,), np.float32)):
+        with T.Kernel(1) as bx:
+            s = T.alloc_fragment((4,), ml_dtypes.bfloat16)
+            for i in T.Parallel(4):
+                s[i] = T.cast(A[i], np.float32) + 0.5
+            for i in T.Parallel(4):
+                B[i] = s[i] * 2.0
+
+    out = tilecore.compile(main, target="reference", out_idx=[-1])(np.arange(4, dtype=np.float16))
+    np.testing.assert_array_equal(out, np.arange(4) * 2 + 1.0)

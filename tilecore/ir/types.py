@@ -35,8 +35,11 @@ class DTypeError(ValueError):
 
 
 def normalize_dtype(dtype) -> str:
-    """Return the canonical dtype name for a string, numpy/torch dtype or alias."""
-    name = str(dtype)
+    """Return the canonical dtype name for a string, numpy/torch dtype or alias.
+
+    Scalar types count too: `np.float32`, `ml_dtypes.bfloat16`, `float` (float32), `int` (int32).
+    """
+    name = dtype.__name__ if isinstance(dtype, type) else str(dtype)
     for prefix in ("torch.", "numpy.", "np."):
         if name.startswith(prefix):
             name = name[len(prefix):]
