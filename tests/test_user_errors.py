@@ -525,3 +525,14 @@ def test_numpy_and_python_scalar_types_work_as_dtypes():
 
     out = tilecore.compile(main, target="reference", out_idx=[-1])(np.arange(4, dtype=np.float16))
     np.testing.assert_array_equal(out, np.arange(4) * 2 + 1.0)
+
+
+def test_messages_use_the_right_article_for_int_dtypes():
+    N = T.dynamic("N")
+    with pytest.raises(TileCompileError) as info:
+        @T.prim_func
+        def main(A: T.Tensor((N,), "float32")):
+            with T.Kernel(1) as bx:
+                for i in T.Parallel(N):
+                    A[i] = 1.0
+    assert info.value.message == "a T.Parallel extent must be known at parse time, got an int32 expression"

@@ -86,7 +86,7 @@ def describe(value) -> str:
     if isinstance(value, N.Buffer):
         return f"the buffer {value.name}"
     if isinstance(value, N.Expr):
-        return f"a {value.dtype} expression"
+        return f"{'an' if value.dtype[0] in 'aeiou' else 'a'} {value.dtype} expression"
     return f"the Python value {value!r}" if len(repr(value)) < 40 else f"a Python {type(value).__name__}"
 
 
@@ -182,5 +182,5 @@ def index_expr(value, span: N.Span = N.NO_SPAN) -> N.Expr:
     """An index or extent: an integer expression (Python ints are int32 constants)."""
     e = as_expr(value, span, like=INDEX_DTYPE)
     if not is_int(e.dtype):
-        raise ExprTypeError(f"an index must be an integer, got a {e.dtype} expression")
+        raise ExprTypeError(f"an index must be an integer, got {describe(e)}")
     return e
