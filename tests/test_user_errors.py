@@ -536,3 +536,21 @@ def test_messages_use_the_right_article_for_int_dtypes():
                 for i in T.Parallel(N):
                     A[i] = 1.0
     assert info.value.message == "a T.Parallel extent must be known at parse time, got an int32 expression"
+
+
+@T.prim_func
+def _set_first(A: T.Tensor((4,), "float32")):
+    with T.Kernel(1) as bx:
+        A[0] = 1.0
+
+
+def test_calling_a_prim_func_from_a_kernel_is_a_short_clear_error():
+    """The message used to embed the whole PrimFunc repr as the "function name"."""
+    with pytest.raises(TileCompileError) as info:
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1) as bx:
+                _set_first(A)
+    assert info.value.message == ("a kernel cannot call another kernel (_set_first is a @T.prim_func): "
+                                  "inline its body, or write the shared part as Python code that runs "
+                                  "at parse time")
