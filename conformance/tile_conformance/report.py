@@ -74,6 +74,8 @@ def build_report(backend, settings_used, programs, outcomes, table, failures, er
             "targets": list(backend.targets), "ir_versions": list(backend.ir_versions),
             "features": sorted(caps.features), "dtypes": sorted(caps.dtypes),
             "gemm_dtypes": sorted(list(p) for p in caps.gemm_dtypes), "tiers": list(caps.tiers),
+            "max_shared_memory": caps.max_shared_memory, "max_fragment_memory": caps.max_fragment_memory,
+            "max_threads": caps.max_threads, "warp_size": caps.warp_size, "memory_space": caps.memory_space,
         },
         "plugins": _plugins(),
         "device": _device(backend),
