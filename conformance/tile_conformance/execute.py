@@ -131,12 +131,43 @@ def check_with_core_pipeline(func) -> None:
     lower(func, target="reference")
 
 
+class quiet_stdout:
+    """Send file descriptor 1 to /dev/null while kernels run (T.print output is not compared)."""
+
+    def __enter__(self):
+        sys.stdout.flush()
+        try:
+            self.saved = os.dup(1)
+        except OSError:
+            self.saved = None
+            return self
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+        self._old = sys.stdout
+        sys.stdout = open(os.devnull, "w")
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is None:
+            return False
+        sys.stdout.close()
+        sys.stdout = self._old
+        os.dup2(self.saved, 1)
+        os.close(self.saved)
+        return False
+
+
 def reference_outputs(func, program: Program, arrays: List[np.ndarray]) -> List[np.ndarray]:
     """Run the reference interpreter on copies of `arrays`; return all arrays after the run."""
     from tilecore import interp
 
     ref = [a.copy() for a in arrays]
-    interp.run(func, ref, dict(program.bindings))
+    if "print" in program.features:
+        with quiet_stdout():
+            interp.run(func, ref, dict(program.bindings))
+    else:
+        interp.run(func, ref, dict(program.bindings))
     return ref
 
 
@@ -200,7 +231,11 @@ def run_program(program: Program, backend, tier: str = "execute", reference_cach
     if tier == "compile":
         return Outcome(PASS, feats, seconds=time.perf_counter() - t0)
     try:
-        got = call_on_device(kernel, arrays, backend.capabilities.memory_space)
+        if "print" in program.features:
+            with quiet_stdout():
+                got = call_on_device(kernel, arrays, backend.capabilities.memory_space)
+        else:
+            got = call_on_device(kernel, arrays, backend.capabilities.memory_space)
     except Exception as err:
         return Outcome(FAIL, feats, "run failed: " + _one_line(err), error_kind="run",
                        seconds=time.perf_counter() - t0)

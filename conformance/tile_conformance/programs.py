@@ -602,6 +602,9 @@ def _build_control(k: dict) -> Program:
         w(f"O_t[i] = O_t[i]{half}")
         w.dedent()
         w.dedent()
+    if k.get("print"):
+        feats.add("print")
+        w("T.print(O_t[0], msg=\"first row sum\")")
     w(f"T.copy(O_t, Out[bx * {bm}])")
     if M % bm:
         feats.add("partial_tiles")

@@ -378,6 +378,7 @@ def control_knobs(draw, caps: Caps):
             "thr": draw(st.sampled_from((0.0, 0.5, -1.0))), "with_else": draw(st.booleans()),
             "use_var": caps.has("alloc_var") and draw(st.booleans()),
             "block_if": caps.has("parallel", "multi_block") and draw(st.booleans()),
+            "print": caps.has("print") and draw(st.integers(0, 3)) == 0,
             "threads": _threads(draw, caps)}
 
 
