@@ -131,7 +131,18 @@ class CpuLowering(TirLowering):
                          bp, cast_to(self.load(tb, b_idx(k, jo * NR + j[0])), acc_t), [jo, k, j[0]]),
                          dtype=acc_t))))
 
-        def micro(row0, rows, mr, col0, cols, nr, b_panel):
+        # Pack A's full row panels as [m_full/MR][K][MR] when it pays (several column
+        # panels reuse each): the micro-kernel then reads A as one contiguous stream.
+        pack_a = bool(m_full) and n_full >= 2 * NR
+        if pack_a:
+            ap = self.local_buffer([m_full // MR, K, MR], acc_t, "Apack")
+            io, k, i = self.fresh("io"), self.fresh("k"), self.fresh("i")
+            stmts.append(tx.AllocBuffer(ap))
+            stmts.append(tx.For(io, 0, m_full // MR, tx.ForKind.SERIAL, tx.For(i, 0, MR, tx.ForKind.SERIAL,
+                         tx.For(k, 0, K, tx.ForKind.SERIAL, tx.BufferStore(
+                             ap, cast_to(self.load(ta, a_idx(io * MR + i, k)), acc_t), [io, k, i])))))
+
+        def micro(row0, rows, mr, col0, cols, nr, b_panel, a_panel=False):
             """C[row0:row0+rows, col0:col0+cols] += A B with mr x nr register tiles."""
             # one small accumulator per row (a few vector registers each): small stack
             # arrays that LLVM promotes to registers, unlike one big buffer
@@ -148,7 +159,10 @@ class CpuLowering(TirLowering):
                 j1, j2, j3 = self.fresh("j"), self.fresh("j"), self.fresh("j")
                 load_c.append(tx.For(j1, 0, nr, tx.ForKind.VECTORIZED, tx.BufferStore(
                     acc, cast_to(self.load(tc, c_idx(r(io, i), c(jo, j1))), acc_t), [j1])))
-                a_val = cast_to(self.load(ta, a_idx(r(io, i), k)), acc_t)
+                if a_panel:
+                    a_val = tx.BufferLoad(ap, [io, k, i])
+                else:
+                    a_val = cast_to(self.load(ta, a_idx(r(io, i), k)), acc_t)
                 fma.append(tx.For(j2, 0, nr, tx.ForKind.VECTORIZED, tx.BufferStore(
                     acc, tx.BufferLoad(acc, [j2]) + a_val * b_val(k, j2), [j2])))
                 store_c.append(tx.For(j3, 0, nr, tx.ForKind.VECTORIZED, self.store(
@@ -161,7 +175,7 @@ class CpuLowering(TirLowering):
 
         if n_full:
             if m_full:
-                stmts.append(micro(0, m_full, MR, 0, n_full, NR, True))
+                stmts.append(micro(0, m_full, MR, 0, n_full, NR, True, pack_a))
             if M > m_full:
                 stmts.append(micro(m_full, M - m_full, M - m_full, 0, n_full, NR, True))
         rest = Nn - n_full
