@@ -616,6 +616,11 @@ class SimtLowering:
             else:
                 self.store(dst.buffer, di, val)
 
+        if ds == "rep":
+            # a per-thread copy: every thread fills all of it (kept identical in every thread)
+            with B.serial(0, prod(shape)) as e:
+                element(_unflatten(e, tuple(shape)))
+            return
         if ds == "reg" or ss == "reg":
             anchor = dst.buffer if ds == "reg" else src.buffer
             other = src if ds == "reg" else dst
@@ -808,6 +813,9 @@ class SimtLowering:
 
         if self.plan.storage[c.buffer.name] == "reg":
             self.iterate_layout(self.plan.layout[c.buffer.name], lambda idx: element(_squeeze(idx, c.buffer.shape)))
+        elif self.plan.storage[c.buffer.name] == "rep":
+            with B.serial(0, M * Nn) as e:
+                element(_unflatten(e, (M, Nn)))
         else:
             self.iterate_linear((M, Nn), 1, element)
 

@@ -110,6 +110,11 @@ def plan_kernel(func: N.PrimFunc, threads: int, has_mma: bool, swizzle_ok: bool 
                 frag_like.add(buf.name)
             elif buf.scope in ("local", "var") and is_store:
                 forced.add(buf.name)  # one scalar written by many iterations: keep it shared
+    # a local tile written from a fragment holds per-thread pieces: it is a fragment too
+    for _ in range(3):
+        for s in walk_stmts(kernel.body):
+            if isinstance(s, N.Copy) and s.src.buffer.name in frag_like and s.dst.buffer.scope == "local":
+                frag_like.add(s.dst.buffer.name)
     # block-level element access to a fragment: only shared memory lets every thread see it
     forced |= _block_level_fragment_access(kernel.body, frag_like)
     for s in walk_stmts(kernel.body):
