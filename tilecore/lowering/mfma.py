@@ -141,7 +141,7 @@ class RocmSimtLowering(NonCudaSimtLowering):
             lay = MfmaLayout.choose_waves(M, Nn, waves)
             if lay is None:
                 continue
-            swapped = {name for name, l in plan.layout.items() if l == old and plan.storage.get(name) == "reg"}
+            swapped = self.layout_component(c.name, old)
             if not self.relayout_is_consistent(swapped, lay):
                 continue
             for name in swapped:
@@ -150,6 +150,29 @@ class RocmSimtLowering(NonCudaSimtLowering):
         if plan.mma_gemms:
             plan.notes.append("T.gemm on MFMA: " + ", ".join(sorted({f"{l.M}x{l.N} waves {l.wm}x{l.wn}"
                                                                      for l in plan.mma_gemms.values()})))
+
+    def layout_component(self, name, layout):
+        """`name` and the register fragments with the same layout that a T.Parallel loop or a
+        copy uses together with it (transitively): what must change layout together."""
+        from .simt_plan import parallel_accesses
+
+        plan = self.plan
+        same = {n for n, l in plan.layout.items() if l == layout and plan.storage.get(n) == "reg"}
+        groups = []
+        for s in _walk(self.kernel.body):
+            if isinstance(s, N.Parallel):
+                groups.append({b.name for b, _, _ in parallel_accesses(s)} & same)
+            elif isinstance(s, N.Copy):
+                groups.append({s.src.buffer.name, s.dst.buffer.name} & same)
+        comp = {name}
+        changed = True
+        while changed:
+            changed = False
+            for grp in groups:
+                if grp & comp and not grp <= comp:
+                    comp |= grp
+                    changed = True
+        return comp
 
     def relayout_is_consistent(self, names, lay) -> bool:
         """Whether giving `names` the MFMA layout keeps every loop thread-local: no reduction
@@ -168,6 +191,19 @@ class RocmSimtLowering(NonCudaSimtLowering):
         for n in names:
             trial[n] = lay
         return not (_check(trial, live, parallels, body, reduces) - before)
+
+    def atomic_one(self, kind, buf: N.Buffer, idx, value):
+        """Atomics through the `rocm_atomics` helper library (linked by the rocm plugin)."""
+        from ..diagnostics import UnsupportedFeatureError
+        from .rocm_atomics import ATOMIC_TYPES, helper_name
+        from .tir_expr import cast_to
+
+        storage = self.plan.storage[buf.name]
+        if buf.dtype not in ATOMIC_TYPES or storage not in ("global", "smem"):
+            raise UnsupportedFeatureError("rocm", f"T.atomic_{kind} on {buf.dtype} {storage} memory",
+                                          None, self.source)
+        name = helper_name(kind, buf.dtype, "global" if storage == "global" else "shared")
+        B.evaluate(tx.call_extern("void", name, self.addr(buf, idx), cast_to(value, buf.dtype)))
 
     def emit_Gemm(self, g: N.Gemm):
         lay = self.plan.mma_gemms.get(id(g))

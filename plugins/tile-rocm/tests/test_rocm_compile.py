@@ -119,3 +119,24 @@ def test_float64_math_links_against_ocml():
 
     art = tilecore.compile(f, target="rocm").artifact
     assert art.blobs["hsaco"][:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("dtype,kind,instr", [("int32", "max", "global_atomic_smax"),
+                                              ("float64", "add", "global_atomic_add_f64"),
+                                              ("int64", "min", "global_atomic_smin_x2"),
+                                              ("float16", "add", "global_atomic_cmpswap")])
+def test_atomics_become_hardware_atomics(dtype, kind, instr):
+    import tilecore.language as T
+
+    @T.prim_func
+    def hist(A: T.Tensor((256,), dtype), H: T.Tensor((16,), dtype)):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(256):
+                if kind == "add":
+                    T.atomic_add(H[i % 16], A[i])
+                elif kind == "max":
+                    T.atomic_max(H[i % 16], A[i])
+                else:
+                    T.atomic_min(H[i % 16], A[i])
+
+    assert instr in tilecore.compile(hist, target="rocm:gfx942").artifact.source

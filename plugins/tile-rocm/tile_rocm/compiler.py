@@ -35,7 +35,8 @@ def tvm_target(arch: str) -> dict:
 
 
 def _install_link_capture():
-    """Wrap TVM's ROCm link callback so the linked code object (hsaco) can be kept in the artifact."""
+    """Wrap TVM's ROCm link callback so the linked code object (hsaco) can be kept in the artifact,
+    and add the atomics helper library to the bitcode TVM links into every kernel."""
     import tvm_ffi
     from tvm.support import rocm as tvm_rocm
 
@@ -45,6 +46,13 @@ def _install_link_capture():
         return code_object
 
     tvm_ffi.register_global_func("tvm_callback_rocm_link", link, override=True)
+
+    def bitcode(rocdl_dir=None):
+        from tilecore.lowering.rocm_atomics import library_path
+
+        return list(tvm_rocm.callback_rocm_bitcode_path(rocdl_dir)) + [library_path()]
+
+    tvm_ffi.register_global_func("tvm_callback_rocm_bitcode_path", bitcode, override=True)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,135 @@
+"""Tile IR -> TVM TIR (shared SIMT lowering, MFMA) -> AMDGPU code object (TVM's ROCm target + ld.lld)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+import threading
+import time
+from typing import Any, Dict, List, Tuple
+
+from tilecore.diagnostics import TileCompileError
+
+from . import toolchain
+
+_lock = threading.Lock()
+_captured: List[bytes] = []
+
+
+def simt_target(arch: str, options: Dict[str, Any]):
+    """The shared SIMT lowering's view of an AMD GPU."""
+    from tilecore.lowering.simt import SimtTarget
+
+    return SimtTarget(kind="rocm", arch=arch, warp_size=toolchain.wave_size(arch), has_mma=False,
+                      has_cp_async=False, device_lib="", fast_math=False,
+                      max_shared_memory=toolchain.lds_bytes(arch), shared_scope="shared")
+
+
+def tvm_target(arch: str) -> dict:
+    wave = toolchain.wave_size(arch)
+    target = {"kind": "rocm", "mcpu": arch, "max_num_threads": 1024, "thread_warp_size": wave}
+    if wave == 32:
+        target["mattr"] = ["+wavefrontsize32"]
+    return target
+
+
+def _install_link_capture():
+    """Wrap TVM's ROCm link callback so the linked code object (hsaco) can be kept in the artifact."""
+    import tvm_ffi
+    from tvm.support import rocm as tvm_rocm
+
+    def link(obj_bin):
+        code_object = tvm_rocm.callback_rocm_link(obj_bin)
+        _captured.append(bytes(code_object))
+        return code_object
+
+    tvm_ffi.register_global_func("tvm_callback_rocm_link", link, override=True)
+
+
+@contextlib.contextmanager
+def _quiet_native_stderr():
+    """Hide TVM's C++ warnings ("Unable to detect ROCm version", ...) that do not concern users."""
+    if os.environ.get("TILECORE_ROCM_VERBOSE"):
+        yield
+        return
+    try:
+        fd = os.dup(2)
+    except OSError:
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(fd, 2)
+            os.close(fd)
+
+
+def lower(func, arch: str, options: Dict[str, Any]):
+    """The LoweredKernel (TIR PrimFunc, launch shape, plan) of `func` for `arch`."""
+    from tilecore.lowering.mfma import RocmSimtLowering
+    from tilecore.lowering.rocm_math import rocm_table
+
+    return RocmSimtLowering(func, simt_target(arch, options), options, rocm_table()).build()
+
+
+def build(func, arch: str, options: Dict[str, Any]):
+    """Compile `func`; returns (code object bytes, AMDGPU assembly, LLVM IR, LoweredKernel, seconds)."""
+    import tvm
+
+    from tilecore.lowering.simt import register_simt_pipeline
+
+    t0 = time.perf_counter()
+    if toolchain.configure_environment() is None:
+        raise TileCompileError(f"backend rocm: the ROCm device libraries were not found. Fix: {toolchain.BITCODE_FIX}",
+                               func.span, func.source)
+    if toolchain.find_lld() is None:
+        raise TileCompileError(f"backend rocm: ld.lld (LLVM {toolchain.LLVM_MAJOR}) was not found. "
+                               f"Fix: {toolchain.LLD_FIX}", func.span, func.source)
+    lk = lower(func, arch, options)
+    with _lock:
+        _install_link_capture()
+        _captured.clear()
+        try:
+            with _quiet_native_stderr():
+                lib = tvm.compile(tvm.IRModule({func.name: lk.prim_func}), target=tvm_target(arch),
+                                  tir_pipeline=register_simt_pipeline())
+        except TileCompileError:
+            raise
+        except Exception as err:
+            msg = str(err).strip().splitlines()
+            raise TileCompileError(f"backend rocm could not generate code for kernel {func.name!r} "
+                                   f"({arch}): {msg[-1] if msg else type(err).__name__}",
+                                   func.span, func.source) from err
+        if len(_captured) != 1:
+            raise TileCompileError(f"backend rocm: expected one code object from TVM, got {len(_captured)}",
+                                   func.span, func.source)
+        code_object = _captured[0]
+    dev = [m for m in lib.mod.imports if m.kind == "hip"][0]
+    asm = str(dev.inspect_source("asm"))
+    ll = str(dev.inspect_source())
+    return code_object, asm, ll, lk, time.perf_counter() - t0
+
+
+_KERNEL = re.compile(r"^\s*\.globl\s+(\w+)", re.M)
+_ARG = re.compile(r"\.name:\s+(\S+)\s*\n\s*\.offset:\s+(\d+)\s*\n\s*\.size:\s+(\d+)\s*\n\s*\.value_kind:\s+(\w+)")
+
+
+def kernel_symbol(asm: str) -> str:
+    m = _KERNEL.search(asm)
+    if not m:
+        raise RuntimeError("the AMDGPU assembly has no kernel symbol")
+    return m.group(1)
+
+
+def kernel_args(asm: str) -> List[Tuple[str, str, int, int]]:
+    """(name, kind "ptr"/"int32"/"int64", offset, size) of each kernel argument, from the code object metadata."""
+    out = []
+    for name, off, size, kind in _ARG.findall(asm):
+        if kind == "global_buffer":
+            out.append((name, "ptr", int(off), int(size)))
+        elif kind == "by_value":
+            out.append((name, "int64" if size == "8" else "int32", int(off), int(size)))
+    return out

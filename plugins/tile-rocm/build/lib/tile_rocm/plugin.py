@@ -1,0 +1,158 @@
+"""The tilecore backend "rocm": Tile IR -> TVM TIR (shared SIMT lowering, MFMA) -> AMDGPU code object.
+
+Registered through the entry point `rocm = "tile_rocm.plugin"` (group "tilecore").
+Neither TVM nor torch is imported when the plugin registers; TVM is imported by
+codegen only, and the launcher needs only the HIP runtime.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from tilecore.plugin import hookimpl
+from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus
+
+from . import __version__, toolchain
+
+NAME = "rocm"
+PRIORITY = 90  # preferred over cpu where an AMD GPU is present
+
+
+def toolchain_status() -> ToolchainStatus:
+    """ld.lld, the ROCm device bitcode, TVM, and the HIP runtime / GPU."""
+    lld = toolchain.find_lld()
+    root = toolchain.find_rocm_path()
+    details = [("ld.lld", lld or "not found"),
+               ("device libs", f"{root}/amdgcn/bitcode" if root else "not found")]
+    try:
+        import importlib.metadata as md
+
+        details.append(("apache-tvm", md.version("apache-tvm")))
+    except Exception:
+        return ToolchainStatus(ok=False, summary="apache-tvm is not installed", details=tuple(details),
+                               fix="pip install 'apache-tvm>=0.27,<0.28'")
+    gpu = toolchain.gpu_info()
+    hip = toolchain.libhip()
+    details.append(("HIP runtime", "found" if hip else "not found (needed only to run kernels)"))
+    details.append(("gpu", gpu or "none present (kernels compile; running needs an AMD GPU)"))
+    missing, packages = [], []
+    if not lld:
+        missing.append(f"ld.lld (LLVM {toolchain.LLVM_MAJOR})")
+        packages.append(f"lld-{toolchain.LLVM_MAJOR}")
+    if not root:
+        missing.append("ROCm device bitcode (amdgcn/bitcode)")
+        packages.append("rocm-device-libs")
+    if missing:
+        fix = "apt-get install " + " ".join(packages) + "  (on a ROCm host: install ROCm and set ROCM_PATH)"
+        return ToolchainStatus(ok=False, summary="missing " + " and ".join(missing), details=tuple(details),
+                               device=gpu, fix=fix)
+    summary = f"ld.lld + device libs in {root}; " + (f"GPU {gpu}" if gpu else "no AMD GPU (compile only)")
+    return ToolchainStatus(ok=True, summary=summary, details=tuple(details), device=gpu)
+
+
+def make_backend() -> Backend:
+    """The Backend declaration of tile-rocm."""
+    from tilecore.ir.version import TILE_IR_VERSION
+    from tilecore.language.features import ALL_FEATURES
+
+    dtypes = frozenset({"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
+                        "uint8", "bool"})
+    gemm = set()
+    for a in ("float16", "bfloat16"):
+        gemm |= {(a, "float32"), (a, a)}
+    gemm |= {("float32", "float32"), ("float64", "float64"), ("int8", "int32")}
+    return Backend(
+        name=NAME,
+        targets=(NAME,) + tuple(f"{NAME}:{a}" for a in toolchain.ARCHS),
+        ir_versions=(TILE_IR_VERSION,),
+        capabilities=Capabilities(
+            features=frozenset(ALL_FEATURES - {"print"}),
+            dtypes=dtypes,
+            gemm_dtypes=frozenset(gemm),
+            max_shared_memory=64 * 1024,
+            max_fragment_memory=256 * 4 * 64,
+            max_threads=1024,
+            warp_size=64,
+            vector_bytes=16,
+            memory_space="rocm",
+            tiers=("execute", "compile") if toolchain.device_present() else ("compile",),
+        ),
+        toolchain_status=toolchain_status,
+        device_present=toolchain.device_present,
+        distribution="tile-rocm",
+        version=__version__,
+        priority=PRIORITY,
+        description="AMD GPUs through TVM's LLVM AMDGPU codegen (MFMA on gfx90a/gfx942/gfx950), "
+                    "HIP runtime",
+    )
+
+
+@hookimpl
+def tilecore_register_backends(register):
+    """Declare the backend "rocm"."""
+    register(make_backend())
+
+
+@hookimpl
+def tilecore_intrinsics(backend, table):
+    """ROCm math: TVM's ops (mapped onto the device libraries), float64 through __ocml_*_f64."""
+    if backend.name != NAME:
+        return
+    from tilecore.lowering.rocm_math import rocm_table
+
+    for key, impl in rocm_table().items():
+        table.setdefault(key, impl)
+
+
+def _grid_py(expr) -> str:
+    """A Tile IR grid expression as Python source over the bindings dict `b`."""
+    from tilecore.ir import nodes as N
+
+    if isinstance(expr, N.Const):
+        return repr(int(expr.value))
+    if isinstance(expr, N.Var):
+        return f"b[{expr.name!r}]"
+    if isinstance(expr, N.BinOp) and expr.op in ("+", "-", "*", "//", "%"):
+        return f"({_grid_py(expr.a)} {expr.op} {_grid_py(expr.b)})"
+    if isinstance(expr, N.BinOp) and expr.op in ("min", "max"):
+        return f"{expr.op}({_grid_py(expr.a)}, {_grid_py(expr.b)})"
+    if isinstance(expr, N.Cast):
+        return f"({_grid_py(expr.value)})"
+    raise ValueError(f"grid expression {expr!r} is not supported")
+
+
+@hookimpl
+def tilecore_codegen(backend, module, options):
+    """Lower, build the AMDGPU code object with TVM; the Artifact holds assembly and the hsaco."""
+    if backend.name != NAME:
+        return None
+    from tilecore.diagnostics import TileCompileError
+
+    from . import compiler
+
+    func = module.func
+    options = dict(options or {})
+    try:
+        arch = toolchain.parse_target(module.target or options.get("target") or NAME)
+    except ValueError as err:
+        raise TileCompileError(str(err), func.span, func.source) from err
+    code_object, asm, ll, lk, secs = compiler.build(func, arch, options)
+    args = compiler.kernel_args(asm)
+    meta: Dict[str, Any] = {
+        "arch": arch, "kernel_symbol": compiler.kernel_symbol(asm), "kernel_args": args,
+        "kernarg_size": max([off + size for _, _, off, size in args] or [0]),
+        "params": [p.name for p in func.params], "threads": lk.threads, "lds_bytes": lk.dyn_smem_bytes,
+        "dyn_lds_bytes": 0, "grid_py": [_grid_py(g) for g in lk.grid], "wave_size": toolchain.wave_size(arch),
+        "compile_seconds": round(secs, 3), "storage": dict(lk.plan.storage), "notes": lk.notes,
+    }
+    return Artifact(backend=NAME, target=f"{NAME}:{arch}", entry=func.name, source=asm,
+                    blobs={"hsaco": code_object, "llvm_ir": ll.encode()}, meta=meta)
+
+
+@hookimpl
+def tilecore_launcher(backend, artifact):
+    """A `launch(args, bindings)` through the HIP runtime; raises a clear error where no AMD GPU is."""
+    if backend.name != NAME:
+        return None
+    from .launcher import RocmKernelLauncher
+
+    return RocmKernelLauncher(artifact)

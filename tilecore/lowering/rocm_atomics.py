@@ -1,0 +1,62 @@
+"""Atomics for ROCm: a small LLVM IR library of `tc_atomic_<op>_<type>_<space>` functions
+(one `atomicrmw` each) that TVM links into the device module with the ROCm device libraries.
+
+TVM 0.27's AMDGPU codegen emits only 32-bit atomic adds; LLVM's AMDGPU backend handles every
+`atomicrmw` (sub-word and floating-point ones by its own compare-and-swap expansion), so
+add / max / min on 8- to 64-bit integers, float16, float32 and float64 all become hardware
+atomics here. Pure Python (writes text); the plugin hands the file to TVM's bitcode callback.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+
+# Tile IR dtype -> (LLVM type, signed integer?, is float)
+ATOMIC_TYPES = {
+    "int8": ("i8", True, False), "uint8": ("i8", False, False), "int16": ("i16", True, False),
+    "int32": ("i32", True, False), "int64": ("i64", True, False),
+    "float16": ("half", None, True), "float32": ("float", None, True), "float64": ("double", None, True),
+}
+SPACES = {"global": 1, "shared": 3}
+
+
+def helper_name(kind: str, dtype: str, space: str) -> str:
+    """The helper for `T.atomic_<kind>` on a `dtype` element in `space` ("global" or "shared")."""
+    return f"tc_atomic_{kind}_{dtype}_{space}"
+
+
+def _op(kind, signed, is_float):
+    if is_float:
+        return {"add": "fadd", "max": "fmax", "min": "fmin"}[kind]
+    if kind == "add":
+        return "add"
+    return kind if signed else "u" + kind
+
+
+def library_ir() -> str:
+    """The LLVM IR text of every helper."""
+    out = []
+    for dtype, (ty, signed, is_float) in ATOMIC_TYPES.items():
+        for space, addr in SPACES.items():
+            for kind in ("add", "max", "min"):
+                out.append(
+                    f"define linkonce_odr hidden void @{helper_name(kind, dtype, space)}"
+                    f"(ptr addrspace({addr}) %p, {ty} %v) #0 {{\n"
+                    f"  %old = atomicrmw {_op(kind, signed, is_float)} ptr addrspace({addr}) %p, {ty} %v "
+                    f"syncscope(\"agent\") monotonic\n  ret void\n}}\n")
+    out.append("attributes #0 = { alwaysinline nounwind }\n")
+    return "\n".join(out)
+
+
+def library_path() -> str:
+    """A file holding `library_ir()` (written once per content, in the temp directory)."""
+    text = library_ir()
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = os.path.join(tempfile.gettempdir(), f"tilecore_rocm_atomics_{digest}.ll")
+    if not os.path.exists(path):
+        fd, tmp = tempfile.mkstemp(suffix=".ll", dir=os.path.dirname(path))
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    return path
