@@ -140,3 +140,23 @@ def test_atomics_become_hardware_atomics(dtype, kind, instr):
                     T.atomic_min(H[i % 16], A[i])
 
     assert instr in tilecore.compile(hist, target="rocm:gfx942").artifact.source
+
+
+def test_kernel_arguments_are_packed_at_the_metadata_offsets():
+    import tilecore.language as T
+    from tile_rocm.launcher import pack_kernargs
+
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def scale(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, 256), threads=256) as bx:
+            for i in T.Parallel(256):
+                if bx * 256 + i < n:
+                    Y[bx * 256 + i] = X[bx * 256 + i] * 2.0
+
+    meta = tilecore.compile(scale, target="rocm").artifact.meta
+    assert [(a[0], a[1]) for a in meta["kernel_args"]] == [("X", "ptr"), ("Y", "ptr"), ("n", "int32")]
+    buf = pack_kernargs(meta["kernel_args"], meta["kernarg_size"], {"X": 0x1000, "Y": 0x2000}, {"n": 77})
+    assert len(buf) == meta["kernarg_size"]
+    assert struct.unpack_from("<QQi", buf, 0) == (0x1000, 0x2000, 77)

@@ -132,6 +132,14 @@ def kernel_symbol(asm: str) -> str:
     return m.group(1)
 
 
+def kernarg_segment_size(asm: str) -> int:
+    """Bytes of the kernel argument segment (includes any hidden arguments) from the metadata."""
+    m = re.search(r"\.kernarg_segment_size:\s+(\d+)", asm)
+    if not m:
+        raise RuntimeError("the AMDGPU metadata has no .kernarg_segment_size")
+    return int(m.group(1))
+
+
 def kernel_args(asm: str) -> List[Tuple[str, str, int, int]]:
     """(name, kind "ptr"/"int32"/"int64", offset, size) of each kernel argument, from the code object metadata."""
     out = []

@@ -92,12 +92,7 @@ class RocmKernelLauncher:
                 raise TileRuntimeError(f"argument {name!r} is on GPU {dev} but the others are on GPU {device}")
             ptrs[name] = ptr
         fn = self.function(device or 0)
-        buf = bytearray(self.kernarg_size)
-        for name, kind, off, size in self.kargs:
-            if kind == "ptr":
-                struct.pack_into("<Q", buf, off, ptrs[name])
-            else:
-                struct.pack_into("<q" if size == 8 else "<i", buf, off, int(bindings[name]))
+        buf = pack_kernargs(self.kargs, self.kernarg_size, ptrs, bindings)
         gx, *rest = self.grid(bindings)
         gy = rest[0] if rest else 1
         gz = rest[1] if len(rest) > 1 else 1
@@ -110,6 +105,18 @@ class RocmKernelLauncher:
         self._check(self.hip.hipModuleLaunchKernel(fn, gx, gy, gz, self.threads, 1, 1, self.dyn_lds, stream,
                                                    None, extra), "hipModuleLaunchKernel")
         return None
+
+
+def pack_kernargs(kargs, size, pointers, bindings) -> bytearray:
+    """The kernel argument segment: device pointers and dynamic dimensions at the offsets that
+    the code object's metadata gives (little endian, as on every AMD GPU)."""
+    buf = bytearray(size)
+    for name, kind, off, nbytes in kargs:
+        if kind == "ptr":
+            struct.pack_into("<Q", buf, off, pointers[name])
+        else:
+            struct.pack_into("<q" if nbytes == 8 else "<i", buf, off, int(bindings[name]))
+    return buf
 
 
 def _array_info(a, name):

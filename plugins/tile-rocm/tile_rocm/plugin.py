@@ -139,7 +139,7 @@ def tilecore_codegen(backend, module, options):
     args = compiler.kernel_args(asm)
     meta: Dict[str, Any] = {
         "arch": arch, "kernel_symbol": compiler.kernel_symbol(asm), "kernel_args": args,
-        "kernarg_size": max([off + size for _, _, off, size in args] or [0]),
+        "kernarg_size": compiler.kernarg_segment_size(asm),
         "params": [p.name for p in func.params], "threads": lk.threads, "lds_bytes": lk.dyn_smem_bytes,
         "dyn_lds_bytes": 0, "grid_py": [_grid_py(g) for g in lk.grid], "wave_size": toolchain.wave_size(arch),
         "compile_seconds": round(secs, 3), "storage": dict(lk.plan.storage), "notes": lk.notes,
