@@ -54,11 +54,9 @@ def gemm_rows(results):
     import torch
     import kernels as K
 
-    configs = [dict(bm=128, bn=128, bk=64, stages=3, threads=128),
-               dict(bm=128, bn=128, bk=32, stages=5, threads=128),
-               dict(bm=128, bn=128, bk=64, stages=3, threads=128, swizzle_panel=8),
+    configs = [dict(bm=128, bn=128, bk=64, stages=3, threads=128, swizzle_panel=8),
                dict(bm=128, bn=128, bk=32, stages=5, threads=128, swizzle_panel=8),
-               dict(bm=128, bn=256, bk=32, stages=4, threads=256, swizzle_panel=8)]
+               dict(bm=128, bn=256, bk=32, stages=3, threads=256, swizzle_panel=8)]
     for n in (4096, 8192):
         a = torch.randn(n, n, device="cuda", dtype=torch.float16)
         b = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -159,7 +157,7 @@ def attention_rows(results):
                 peers[name + "_error"] = repr(err)[-200:]
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
-        for bm, bn, st in ((128, 64, 2), (64, 64, 2), (128, 128, 2)):
+        for bm, bn, st in ((128, 64, 2), (64, 64, 2), (128, 64, 3)):
             try:
                 import tilecore
                 t0 = time.perf_counter()
