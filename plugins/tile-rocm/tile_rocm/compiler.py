@@ -55,24 +55,72 @@ def _install_link_capture():
     tvm_ffi.register_global_func("tvm_callback_rocm_bitcode_path", bitcode, override=True)
 
 
+# TVM's device queries that cannot succeed on a machine without an AMD GPU
+_HARMLESS = ("Unable to detect ROCm version", "Cannot get maximum number of threads for AMD codegen")
+_capture = {"file": None, "saved_fd": None}
+
+
+def _forward_captured(prefix: str = "") -> None:
+    """Copy what native code wrote to stderr while hidden, minus the harmless warnings."""
+    tmp, fd = _capture["file"], _capture["saved_fd"]
+    if tmp is None or fd is None:
+        return
+    try:
+        tmp.flush()
+        tmp.seek(0)
+        lines = tmp.read().decode(errors="replace").splitlines(keepends=True)
+        kept = "".join(line for line in lines if not any(h in line for h in _HARMLESS))
+        if kept:
+            os.write(fd, (prefix + kept).encode())
+    except Exception:
+        pass
+
+
+_atexit_hook = None
+
+
+def _install_exit_hook() -> None:
+    """LLVM reports fatal errors by writing to stderr and calling exit(): a C-level atexit hook
+    makes sure such a message still reaches the user while stderr is being filtered."""
+    global _atexit_hook
+    if _atexit_hook is not None:
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        # glibc exports __cxa_atexit, not atexit
+        _atexit_hook = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(
+            lambda _arg: _forward_captured("tile-rocm: LLVM ended the process while building an AMDGPU "
+                                           "code object (please report this kernel):\n"))
+        libc.__cxa_atexit(_atexit_hook, None, None)
+    except (OSError, AttributeError):
+        _atexit_hook = False
+
+
 @contextlib.contextmanager
 def _quiet_native_stderr():
-    """Hide TVM's C++ warnings ("Unable to detect ROCm version", ...) that do not concern users."""
+    """Hide TVM's harmless C++ warnings ("Unable to detect ROCm version", ...); everything else
+    native code writes to stderr is passed on (TILECORE_ROCM_VERBOSE=1 shows it all, unfiltered)."""
     if os.environ.get("TILECORE_ROCM_VERBOSE"):
         yield
         return
     try:
-        fd = os.dup(2)
+        saved = os.dup(2)
     except OSError:
         yield
         return
+    _install_exit_hook()
     with tempfile.TemporaryFile() as tmp:
         os.dup2(tmp.fileno(), 2)
+        _capture["file"], _capture["saved_fd"] = tmp, saved
         try:
             yield
         finally:
-            os.dup2(fd, 2)
-            os.close(fd)
+            os.dup2(saved, 2)
+            _forward_captured()
+            _capture["file"], _capture["saved_fd"] = None, None
+            os.close(saved)
 
 
 def lower(func, arch: str, options: Dict[str, Any]):
