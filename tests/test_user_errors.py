@@ -554,3 +554,67 @@ def test_calling_a_prim_func_from_a_kernel_is_a_short_clear_error():
     assert info.value.message == ("a kernel cannot call another kernel (_set_first is a @T.prim_func): "
                                   "inline its body, or write the shared part as Python code that runs "
                                   "at parse time")
+
+
+# ----------------------------------------------------------------------------- T.Parallel races
+
+
+def test_accumulating_across_parallel_iterations_is_an_error():
+    """reference gave 7 and cpu 28 for this sum over 0..7: a race, now rejected at the line."""
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), B: T.Tensor((1,), "float32")):
+        with T.Kernel(1) as bx:
+            total = T.alloc_var("float32")
+            total = 0.0
+            for i in T.Parallel(8):
+                total = total + A[i]  # the race
+            B[0] = total
+
+    with pytest.raises(TileCompileError) as info:
+        tilecore.lower(main, target="reference")
+    err = info.value
+    assert err.message.startswith("total is read and written at the same place by several iterations "
+                                  "of T.Parallel (its index does not depend on i)")
+    assert "T.serial" in err.message and "T.atomic_add" in err.message
+    assert err.span.line == main_line(test_accumulating_across_parallel_iterations_is_an_error,
+                                      "# the race")
+
+
+def test_row_accumulation_in_a_2d_parallel_names_the_missing_variable():
+    @T.prim_func
+    def main(A: T.Tensor((4, 8), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1) as bx:
+            r = T.alloc_fragment((4,), "float32")
+            T.clear(r)
+            for i, j in T.Parallel(4, 8):
+                row = i
+                r[row] = r[row] + A[i, j]
+            T.copy(r, B)
+
+    with pytest.raises(TileCompileError, match=r"its index does not depend on j\)"):
+        tilecore.lower(main, target="reference")
+
+
+def test_independent_parallel_updates_are_accepted():
+    @T.prim_func
+    def main(A: T.Tensor((4, 8), "float32"), B: T.Tensor((4, 8), "float32"), R: T.Tensor((4,), "float32")):
+        with T.Kernel(1) as bx:
+            f = T.alloc_fragment((4, 8), "float32")
+            r = T.alloc_fragment((4,), "float32")
+            T.copy(A, f)
+            T.clear(r)
+            for i, j in T.Parallel(4, 8):
+                f[i, j] = f[i, j] * 2.0          # every iteration its own element
+                for k in T.serial(3):
+                    f[i, j] = f[i, j] + k        # serial loop inside: still its own element
+                if j == 0:
+                    r[i] = r[i] + f[i, 0]        # one iteration per row: guarded by j
+            for i in T.Parallel(4):
+                R[i] = 0.0                       # the same value from every iteration is not a read
+            T.copy(f, B)
+            T.copy(r, R)
+
+    a = np.arange(32, dtype=np.float32).reshape(4, 8)
+    b, r = tilecore.compile(main, target="reference", out_idx=[1, 2])(a)
+    np.testing.assert_array_equal(b, a * 2 + 3)
+    np.testing.assert_array_equal(r, a[:, 0] * 2 + 3)

@@ -638,6 +638,9 @@ class CheckTypesPass:
     def __call__(self, func: N.PrimFunc, ctx) -> N.PrimFunc:
         check(func)
         from .init_check import warn_uninitialized_reads
+        from .parallel_check import check_parallel_races
+
+        check_parallel_races(func)
 
         warn_uninitialized_reads(func)  # undefined, not illegal: a warning at the user's line
         return func
