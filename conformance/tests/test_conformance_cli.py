@@ -89,3 +89,42 @@ def test_bundle_round_trip(tmp_path, capsys):
     main(["run-bundle", folder, "--report", report_path])
     report = json.load(open(report_path))
     assert report["totals"]["suite_error"] == 1 and report["totals"]["pass"] == 20
+
+
+def test_pytest_plugin_certifies_reference(tmp_path):
+    """`pytest --tile-backend reference --pyargs tile_conformance` runs one test per feature."""
+    import subprocess
+    import sys
+
+    report = tmp_path / "pytest-report.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tile-backend",
+                           "reference", "--tile-report", str(report), "--pyargs", "tile_conformance"],
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "passed" in proc.stdout and json.loads(report.read_text())["verdict"]["certified"]
+
+
+def _compile_only_backend():
+    from tilecore.plugin.registry import get_registry
+
+    for b in get_registry().backends.values():
+        if tuple(b.capabilities.tiers) == ("compile",):
+            try:
+                if b.toolchain_status().ok:
+                    return b.name
+            except Exception:
+                continue
+    return None
+
+
+@pytest.mark.skipif(_compile_only_backend() is None, reason="no compile-only backend with a working toolchain")
+def test_compile_tier_on_a_compile_only_backend():
+    """A backend without its device (cuda here: nvcc, no GPU) runs the compile tier, not execute."""
+    from tile_conformance.runner import ConformanceError, run_suite
+
+    name = _compile_only_backend()
+    report = run_suite(name, examples=7, seed=1, tier="compile", shrink=False)
+    assert report["settings"]["tier"] == "compile"
+    assert report["totals"]["pass"] + report["totals"]["fail"] + report["totals"]["unsupported"] == 7
+    with pytest.raises(ConformanceError, match="tier"):
+        run_suite(name, examples=7, seed=1, tier="execute")
