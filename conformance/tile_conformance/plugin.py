@@ -29,8 +29,18 @@ def tilecore_cli_commands(subparsers):
         usage=USAGE, description="Generate tile programs with hypothesis, run them on BACKEND and on the "
         "reference interpreter, compare, shrink failures, and write a report.",
         add_help=False)
+    p.add_argument("-h", "--help", action=_Help, nargs=0, help="show this help and exit")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     p.set_defaults(func=lambda args: main(args.argv))
+
+
+class _Help(argparse.Action):
+    """`tile conformance --help`: the forms of the command (each form has its own --help)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print("usage:\n" + "\n".join("  " + line for line in USAGE.splitlines()))
+        print("\nEach form takes --help, e.g. `tile conformance cpu --help`. See the tile-conformance README.")
+        parser.exit(0)
 
 
 def _run_parser() -> argparse.ArgumentParser:
