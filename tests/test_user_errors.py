@@ -618,3 +618,57 @@ def test_independent_parallel_updates_are_accepted():
     b, r = tilecore.compile(main, target="reference", out_idx=[1, 2])(a)
     np.testing.assert_array_equal(b, a * 2 + 3)
     np.testing.assert_array_equal(r, a[:, 0] * 2 + 3)
+
+
+def test_reading_what_another_parallel_iteration_writes_is_an_error():
+    """An in-place shift: reference gave [0 0 1 2 ...], cpu [0 0 0 0 ...]."""
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            s = T.alloc_shared((8,), "float32")
+            T.copy(A, s)
+            for i in T.Parallel(7):
+                s[i + 1] = s[i]  # the shift
+            T.copy(s, B)
+
+    with pytest.raises(TileCompileError) as info:
+        tilecore.lower(main, target="reference")
+    assert info.value.message.startswith("iteration (i=1) of T.Parallel reads an element of s that "
+                                         "iteration (i=0) writes")
+    assert info.value.span.line == main_line(
+        test_reading_what_another_parallel_iteration_writes_is_an_error, "# the shift")
+
+    @T.prim_func
+    def transpose_in_place(A: T.Tensor((4, 4), "float32")):
+        with T.Kernel(1) as bx:
+            s = T.alloc_shared((4, 4), "float32")
+            T.copy(A, s)
+            for i, j in T.Parallel(4, 4):
+                t = s[j, i]
+                s[i, j] = t
+            T.copy(s, A)
+
+    with pytest.raises(TileCompileError, match=r"iteration \(i=0, j=1\) of T.Parallel reads an element "
+                                               r"of s that iteration \(i=1, j=0\) writes"):
+        tilecore.lower(transpose_in_place, target="reference")
+
+
+def test_disjoint_or_same_element_parallel_accesses_are_accepted():
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+        with T.Kernel(1) as bx:
+            s = T.alloc_shared((16,), "float32")
+            T.copy(A, s)
+            for i in T.Parallel(8):
+                s[i + 8] = s[i] * 2.0        # reads 0..7, writes 8..15: no overlap
+            for i in T.Parallel(16):
+                s[i] = s[i] + 1.0            # each iteration its own element
+            for i in T.Parallel(15):
+                if i > 100:                  # guarded: not analysed, never a false alarm
+                    s[i + 1] = s[i]
+            T.copy(s, B)
+
+    a = np.arange(16, dtype=np.float32)
+    want = a.copy()
+    want[8:] = a[:8] * 2
+    np.testing.assert_array_equal(tilecore.compile(main, target="reference", out_idx=[-1])(a), want + 1)
