@@ -368,9 +368,10 @@ def test_partial_tile_copies_and_shifted_reads(M, N, bm, bn, dtype, offset):
     def f(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
             t = T.alloc_shared((bm, bn), dtype)
+            u = T.alloc_shared((bm, bn), dtype)  # a second tile: reading t[bm-1-i] while writing t races
             T.copy(X[by * bm + offset, bx * bn - offset], t)
             for i, j in T.Parallel(bm, bn):
-                t[i, j] = t[i, j] + t[bm - 1 - i, j]
-            T.copy(t, Y[by * bm, bx * bn])
+                u[i, j] = t[i, j] + t[bm - 1 - i, j]
+            T.copy(u, Y[by * bm, bx * bn])
     rng = np.random.default_rng(M * 100 + N)
     assert_matches_reference(f, [rand(rng, (M, N), dtype)], backend="npu", out_idx=[-1])
