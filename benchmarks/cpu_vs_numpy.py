@@ -102,7 +102,7 @@ def softmax_reciprocal(M, N, block_M=8, dtype="float32"):
 def gemm_kernel(n):
     from gemm import matmul
 
-    return matmul(n, n, n, 128, 128, 256, dtype="float32", accum="float32")
+    return matmul(n, n, n, 256, 256, 128, dtype="float32", accum="float32")
 
 
 def run(args):
@@ -197,7 +197,7 @@ sys.path.insert(0, {examples!r})
 t0 = time.perf_counter()
 import tilecore
 from gemm import matmul
-func = matmul.prim_func(2048, 2048, 2048, 128, 128, 256, dtype="float32", accum="float32") \
+func = matmul.prim_func(2048, 2048, 2048, 256, 256, 128, dtype="float32", accum="float32") \
     if hasattr(matmul, "prim_func") else None
 import tvm  # loaded by the backend anyway; timed separately
 t1 = time.perf_counter()

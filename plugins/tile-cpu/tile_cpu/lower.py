@@ -133,13 +133,17 @@ class CpuLowering(TirLowering):
 
         # Pack A's full row panels as [m_full/MR][K][MR] when it pays (several column
         # panels reuse each): the micro-kernel then reads A as one contiguous stream.
-        pack_a = bool(m_full) and n_full >= 2 * NR
+        # Only when the unpacked A rows and the B panel would not share L1 (about 32 KiB of
+        # the 48 KiB): packing costs strided reads, which short K does not repay.
+        l1_bytes = (MR + NR) * K * 4
+        pack_a = bool(m_full) and n_full >= 2 * NR and (l1_bytes > 32 * 1024 or acc_t != s.a.buffer.dtype)
         if pack_a:
             ap = self.local_buffer([m_full // MR, K, MR], acc_t, "Apack")
             io, k, i = self.fresh("io"), self.fresh("k"), self.fresh("i")
             stmts.append(tx.AllocBuffer(ap))
-            stmts.append(tx.For(io, 0, m_full // MR, tx.ForKind.SERIAL, tx.For(i, 0, MR, tx.ForKind.SERIAL,
-                         tx.For(k, 0, K, tx.ForKind.SERIAL, tx.BufferStore(
+            # i innermost: contiguous stores of MR values (k innermost would scatter)
+            stmts.append(tx.For(io, 0, m_full // MR, tx.ForKind.SERIAL, tx.For(k, 0, K, tx.ForKind.SERIAL,
+                         tx.For(i, 0, MR, tx.ForKind.UNROLLED, tx.BufferStore(
                              ap, cast_to(self.load(ta, a_idx(io * MR + i, k)), acc_t), [io, k, i])))))
 
         def micro(row0, rows, mr, col0, cols, nr, b_panel, a_panel=False):
