@@ -74,9 +74,13 @@ class CudaKernelLauncher:
         cu.cuDeviceGetAttribute(ctypes.byref(major), 75, dev)
         cu.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev)
         want = toolchain.arch_number(self.arch)
-        if major.value * 10 + minor.value != want:
+        have = major.value * 10 + minor.value
+        # a cubin runs on its own major version with an equal or newer minor; 'a' targets only exactly
+        if have // 10 != want // 10 or have < want or (self.arch.endswith(("a", "f")) and have != want):
+            suffix = "a" if major.value in (9, 10, 12) else ""
             raise TileRuntimeError(f"kernel was compiled for {self.arch} but GPU {device} is "
-                                   f"sm_{major.value}{minor.value}; compile with target cuda:sm_{major.value}{minor.value}")
+                                   f"sm_{have}; compile with target cuda:sm_{have}{suffix} (or target 'cuda' "
+                                   f"on the GPU host)")
         mod = ctypes.c_void_p()
         _check(cu.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(self.cubin)), "cuModuleLoadData")
         fn = ctypes.c_void_p()
