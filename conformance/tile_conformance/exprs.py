@@ -74,6 +74,7 @@ class Leaf:
     dtype: str
     lo: float
     hi: float
+    err: float = 0.0  # a computed input (e.g. a GEMM result) carries its own error bound
 
 
 def _fmt(v) -> str:
@@ -111,7 +112,7 @@ def render_float(e, leaves: Sequence[Leaf]) -> Rendered:
     kind = e[0]
     if kind == "in":
         lf = leaves[e[1] % len(leaves)]
-        return Rendered(lf.text, lf.dtype, lf.lo, lf.hi, 0.0, 0)
+        return Rendered(lf.text, lf.dtype, lf.lo, lf.hi, lf.err, 0 if lf.err == 0 else 1)
     if kind == "const":
         v = float(e[1])
         return Rendered(_fmt(v), "", v, v, 0.0, 0)
@@ -143,6 +144,12 @@ def render_float(e, leaves: Sequence[Leaf]) -> Rendered:
         thr = e[2]
         a = render_float(e[3], leaves)
         b = render_float(e[4], leaves)
+        if cond_leaf.err > 0:
+            # a condition on an inexact value could go either way on a correct backend
+            exact = [lf for lf in leaves if lf.err == 0]
+            if not exact:
+                return a
+            cond_leaf = exact[0]
         d = _promote_opt(a.dtype, b.dtype)
         if cond_leaf.dtype == "bool":
             cond = cond_leaf.text

@@ -617,6 +617,91 @@ def _build_control(k: dict) -> Program:
     return _finish(k, w, params, {}, feats, {"Out": tol}, grid)
 
 
+def chain_leaves(k: dict, c_text: str, bias_text: str) -> List[X.Leaf]:
+    """The epilogue's inputs: the GEMM result (with its error bound) and the bias."""
+    lo, hi = _input_bounds(k["in_dtype"])
+    bound = max(abs(lo), abs(hi))
+    n_terms = -(-k["K"] // k["bk"]) * k["bk"]
+    gemm_mag = n_terms * bound * bound
+    gemm_err = (n_terms + 1) * X.unit_roundoff(k["acc_dtype"]) * gemm_mag
+    return [X.Leaf(c_text, k["acc_dtype"], -gemm_mag, gemm_mag, gemm_err),
+            X.Leaf(bias_text, "float32", -FLOAT_BOUND, FLOAT_BOUND)]
+
+
+def _build_chain(k: dict) -> Program:
+    """A fused tile-op chain: pipelined GEMM -> elementwise epilogue with a broadcast bias ->
+    row reduction -> broadcast subtraction, all on fragments (layouts must agree across ops)."""
+    M, N, K = k["M"], k["N"], k["K"]
+    bm, bn, bk = k["bm"], k["bn"], k["bk"]
+    d_in, acc = k["in_dtype"], k["acc_dtype"]
+    lo, hi = _input_bounds(d_in)
+    bound = max(abs(lo), abs(hi))
+    A = Param("A", (M, K), d_in, "in", lo, hi)
+    B = Param("B", (K, N), d_in, "in", lo, hi)
+    bias = Param("Bias", (N,), "float32", "in", -FLOAT_BOUND, FLOAT_BOUND)
+    out = Param("Out", (M, N), "float32", "out")
+    rows = Param("RowOut", (M,), "float32", "out")
+    params = [A, B, bias, out, rows]
+    w = _Writer()
+    _header(w, params, [])
+    grid = [_ceildiv_text(M, bm)]
+    _kernel(w, grid, k["threads"])
+    feats = {"copy", "gemm", "fill", "parallel", "reduce"}
+    nk = -(-K // bk)
+    w(f"A_s = T.alloc_shared(({bm}, {bk}), \"{d_in}\")")
+    w(f"B_s = T.alloc_shared(({bk}, {bn}), \"{d_in}\")")
+    w(f"C_f = T.alloc_fragment(({bm}, {bn}), \"{acc}\")")
+    w("T.clear(C_f)")
+    if k["loop"] == "pipelined":
+        feats.add("pipelined")
+        w(f"for k in T.Pipelined({nk}, num_stages={k.get('num_stages', 2)}):")
+    else:
+        feats.add("serial")
+        w(f"for k in T.serial({nk}):")
+    w.indent()
+    w(f"T.copy(A[bx * {bm}, k * {bk}], A_s)")
+    w(f"T.copy(B[k * {bk}, 0], B_s)")
+    w("T.gemm(A_s, B_s, C_f)")
+    w.dedent()
+    w(f"Bias_s = T.alloc_shared(({bn},), \"float32\")")
+    w("T.copy(Bias[0], Bias_s)")
+    leaves = chain_leaves(k, "C_f[i, j]", "Bias_s[j]")
+    gemm_err = leaves[0].err
+    r = X.render_float(k["expr"], leaves)
+    if X.uses_funcs(k["expr"]):
+        feats.add("math")
+    if X.uses_select(k["expr"]):
+        feats.add("select")
+    w(f"E_f = T.alloc_fragment(({bm}, {bn}), \"float32\")")
+    w(f"for i, j in T.Parallel({bm}, {bn}):")
+    w.indent()
+    w(f"E_f[i, j] = {r.text}")
+    w.dedent()
+    e_err = r.err + X.unit_roundoff("float32") * r.mag  # the store into float32
+    kind = k["kind"]
+    w(f"R_f = T.alloc_fragment(({bm},), \"float32\")")
+    w(f"T.reduce_{kind}(E_f, R_f, dim=1)")
+    if kind == "sum":
+        r_mag = bn * r.mag
+        r_err = bn * e_err + (bn + 1) * X.unit_roundoff("float32") * r_mag
+    else:
+        r_mag, r_err = r.mag, e_err
+    w(f"for i, j in T.Parallel({bm}, {bn}):")
+    w.indent()
+    w("E_f[i, j] = E_f[i, j] - R_f[i]")
+    w.dedent()
+    o_err = e_err + r_err + X.unit_roundoff("float32") * (r.mag + r_mag)
+    w(f"T.copy(E_f, Out[bx * {bm}, 0])")
+    w(f"T.copy(R_f, RowOut[bx * {bm}])")
+    if M % bm or N % bn or K % bk:
+        feats.add("partial_tiles")
+    feats |= _dtype_features(d_in, acc, "float32", r.dtype)
+    why = f"GEMM (K={K}) error {gemm_err:.2g} through a {r.ops}-step epilogue and a row {kind}"
+    tols = {"Out": Tolerance(2 * o_err, 2 * X.unit_roundoff("float32"), why),
+            "RowOut": Tolerance(2 * r_err, 2 * X.unit_roundoff("float32"), why)}
+    return _finish(k, w, params, {}, feats, tols, grid)
+
+
 _BUILDERS = {
     "ewise": _build_ewise,
     "copy": _build_copy,
@@ -625,6 +710,7 @@ _BUILDERS = {
     "atomic": _build_atomic,
     "cumsum": _build_cumsum,
     "control": _build_control,
+    "chain": _build_chain,
 }
 FAMILIES = tuple(_BUILDERS)
 
@@ -632,7 +718,7 @@ FAMILIES = tuple(_BUILDERS)
 def shared_bytes(k: dict) -> int:
     """Shared + fragment bytes a program allocates per block (checked against the backend's limit)."""
     fam = k["family"]
-    if fam == "gemm":
+    if fam in ("gemm", "chain"):
         return (k["bm"] * k["bk"] + k["bk"] * k["bn"]) * itemsize(k["in_dtype"]) + k["bm"] * k["bn"] * itemsize(k["acc_dtype"])
     if fam == "control":
         return k["bm"] * k["N"] * itemsize(k["dtype"])

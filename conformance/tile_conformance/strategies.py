@@ -59,12 +59,17 @@ def family_requirements(caps: Caps):
         "atomic": ("atomic",),
         "cumsum": ("cumsum", "copy"),
         "control": ("copy", "runtime_if"),
+        "chain": ("copy", "gemm", "fill", "parallel", "reduce", "dtype:float32"),
     }
     out = []
     for fam in FAMILIES:
         if not caps.has(*req[fam]):
             continue
-        if fam == "gemm" and not _gemm_pairs(caps):
+        if fam in ("gemm", "chain") and not _gemm_pairs(caps):
+            continue
+        if fam == "chain" and not (caps.has("pipelined") or caps.has("serial")):
+            continue
+        if fam == "chain" and not [p for p in _gemm_pairs(caps) if p[1] in ("float32", "float64")]:
             continue
         if fam == "atomic" and not (caps.has("copy", "reduce") or caps.has("parallel")):
             continue
@@ -382,9 +387,30 @@ def control_knobs(draw, caps: Caps):
             "threads": _threads(draw, caps)}
 
 
+@st.composite
+def chain_knobs(draw, caps: Caps):
+    pairs = [p for p in _gemm_pairs(caps) if p[1] in ("float32", "float64") and is_float(p[0])]
+    d_in, acc = draw(st.sampled_from(pairs))
+    bm, bn, bk = (draw(st.sampled_from((4, 8, 16, 32))) for _ in range(3))
+    M = draw(_extent(caps, bm, max_tiles=3))
+    # one tile covers the row, so the row reduction is complete inside a block
+    N = bn if not caps.has("partial_tiles") or draw(st.booleans()) else draw(st.integers(1, bn))
+    K = draw(_extent(caps, bk, max_tiles=3))
+    loops = [lp for lp in ("pipelined", "serial") if caps.has(lp)]
+    k = {"family": "chain", "M": M, "N": N, "K": K, "bm": bm, "bn": bn, "bk": bk, "in_dtype": d_in,
+         "acc_dtype": acc, "loop": draw(st.sampled_from(loops)), "num_stages": draw(st.integers(1, 3)),
+         "expr": draw(float_expr(2, caps, depth=2)), "kind": draw(st.sampled_from(("max", "min", "sum"))),
+         "threads": _threads(draw, caps)}
+    if caps.max_shared_memory is not None:
+        while shared_bytes(k) > caps.max_shared_memory and max(k["bm"], k["bn"], k["bk"]) > 4:
+            for key in ("bm", "bn", "bk"):
+                k[key] = max(4, k[key] // 2)
+    return k
+
+
 _FAMILY_STRATEGIES = {
     "ewise": ewise_knobs, "copy": copy_knobs, "reduce": reduce_knobs, "gemm": gemm_knobs,
-    "atomic": atomic_knobs, "cumsum": cumsum_knobs, "control": control_knobs,
+    "atomic": atomic_knobs, "cumsum": cumsum_knobs, "control": control_knobs, "chain": chain_knobs,
 }
 
 
