@@ -169,3 +169,36 @@ def test_two_processes_compile_the_same_kernel_at_once(toy_env):
     assert not glob.glob(os.path.join(env["TILECORE_CACHE_DIR"], "*", "*.tmp"))
     run_python(COMPILE_AND_RUN, toy_env)
     assert _compiles(env["TOY_COUNTER"]) == 2
+
+
+def test_size_limit_evicts_least_recently_used_entries(tmp_path, monkeypatch):
+    """The cache used to grow without bound (300 MB on the development machine)."""
+    cache = C.DiskCache(str(tmp_path))
+    keys = [f"{i:02x}" + "7" * 62 for i in range(10)]
+    size = len(C.encode_entry(keys[0], _artifact()))
+    monkeypatch.setenv("TILECORE_CACHE_MAX_MB", "0")  # unbounded while filling
+    for n, key in enumerate(keys):
+        cache.put(key, _artifact())
+        os.utime(cache.path(key), (1000 + n, 1000 + n))  # key 0 oldest ... key 9 newest
+    assert cache.get(keys[0]) is not None  # a hit makes key 0 the most recently used
+    assert cache.trim(10 * size) == 0  # at the limit: nothing to do
+    removed = cache.trim(5 * size)  # over: evict down to 80% = 4 entries
+    assert removed == 6
+    left = sorted(os.path.basename(p)[:2] for _, _, p in cache.entries())
+    assert left == ["00", "07", "08", "09"]
+
+
+def test_size_limit_is_checked_on_writes(tmp_path, monkeypatch):
+    root = str(tmp_path)
+    entry = len(C.encode_entry("aa" + "0" * 62, _artifact()))
+    monkeypatch.setenv("TILECORE_CACHE_MAX_MB", str(3.5 * entry / 1e6))
+    monkeypatch.setattr(C, "_writes_since_trim", {})
+    cache = C.DiskCache(root)
+    for i in range(C._TRIM_EVERY + 2):
+        cache.put(f"{i:02x}" + "1" * 62, _artifact())
+    # write 33 ran the check: 33 entries trimmed to 80% of 3.5 (2 entries), then one more write
+    assert len(cache.entries()) == 3
+    monkeypatch.setenv("TILECORE_CACHE_MAX_MB", "not a number")
+    assert C.cache_max_bytes() == C.DEFAULT_MAX_MB * 10 ** 6
+    monkeypatch.setenv("TILECORE_CACHE_MAX_MB", "0")
+    assert C.cache_max_bytes() is None

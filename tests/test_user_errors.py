@@ -672,3 +672,21 @@ def test_disjoint_or_same_element_parallel_accesses_are_accepted():
     want = a.copy()
     want[8:] = a[:8] * 2
     np.testing.assert_array_equal(tilecore.compile(main, target="reference", out_idx=[-1])(a), want + 1)
+
+
+def test_load_error_without_distribution_reads_cleanly(monkeypatch, capsys):
+    """`tile backends` printed "nosuch (unknown distribution, ): ..." for an allowlisted unknown name."""
+    from tilecore.plugin.manager import PluginLoadError, reset_plugins
+
+    err = PluginLoadError("nosuch", "", "", "", "listed in TILECORE_PLUGINS, but ...", "")
+    assert err.describe() == "plugin 'nosuch': listed in TILECORE_PLUGINS, but ..."
+    full = PluginLoadError("x", "tile-x", "1.0", "tile_x.plugin", "ImportError: boom", "")
+    assert full.describe() == "plugin 'x' (tile-x 1.0, tile_x.plugin): ImportError: boom"
+    monkeypatch.setenv("TILECORE_PLUGINS", "nosuch")
+    reset_plugins()
+    try:
+        code, out, _ = _tile(capsys, "backends")
+    finally:
+        monkeypatch.delenv("TILECORE_PLUGINS")
+        reset_plugins()
+    assert code == 0 and "\n  nosuch: listed in TILECORE_PLUGINS, but no installed distribution" in out

@@ -107,8 +107,9 @@ def run(args) -> int:
     if info["load_errors"]:
         w("\nplugins that failed to load:\n")
         for e in info["load_errors"]:
-            dist = f"{e['distribution']} {e['version']}".strip() or "unknown distribution"
-            w(f"  {e['name']} ({dist}, {e['entry_point']}): {e['error']}\n")
+            dist = f"{e['distribution']} {e['version']}".strip()
+            where = ", ".join(part for part in (dist, e["entry_point"]) if part)
+            w(f"  {e['name']}{f' ({where})' if where else ''}: {e['error']}\n")
             if args.verbose and e["traceback"]:
                 w("    " + e["traceback"].rstrip().replace("\n", "\n    ") + "\n")
     return 0

@@ -27,5 +27,8 @@ def run(args) -> int:
                 entries += 1
                 size += os.path.getsize(os.path.join(dirpath, name))
     state = "on" if cache.cache_enabled() else "off (TILECORE_CACHE=0)"
-    sys.stdout.write(f"cache: {disk.root}\nstate: {state}\nentries: {entries} ({size / 1e6:.1f} MB)\n")
+    limit = cache.cache_max_bytes()
+    limit_text = "none" if limit is None else f"{limit / 1e6:.0f} MB (TILECORE_CACHE_MAX_MB)"
+    sys.stdout.write(f"cache: {disk.root}\nstate: {state}\nentries: {entries} ({size / 1e6:.1f} MB)\n"
+                     f"limit: {limit_text}\n")
     return 0

@@ -60,8 +60,9 @@ class PluginLoadError:
         return cls(name, dist, version, target, _one_line(err), tb)
 
     def describe(self) -> str:
-        dist = f"{self.distribution} {self.version}".strip() or "unknown distribution"
-        return f"plugin {self.name!r} ({dist}, {self.target}): {self.error}"
+        dist = f"{self.distribution} {self.version}".strip()
+        where = ", ".join(part for part in (dist, self.target) if part)
+        return f"plugin {self.name!r}{f' ({where})' if where else ''}: {self.error}"
 
     def to_dict(self) -> Dict[str, str]:
         return {"name": self.name, "distribution": self.distribution, "version": self.version,

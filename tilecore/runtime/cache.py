@@ -17,6 +17,12 @@ Entry file format (version 1)::
      "size": total, "sha256": ...}\\n
     <payload: the parts' bytes, concatenated>
 
+Size: at most ``$TILECORE_CACHE_MAX_MB`` megabytes (default 2048; 0 = unbounded).
+Each process checks the total on its first write and every 32 writes after;
+over the limit, the least recently used entries (a hit refreshes an entry's
+modification time) are deleted until the cache is at 80% of the limit, so a
+serving host that compiles many shapes never fills its disk.
+
 "sha256" covers the header fields (without "sha256") and the payload, so a
 corrupted or truncated entry is detected on read, ignored, deleted and rebuilt
 by the caller. Writes go to a temporary file in the same folder followed by
@@ -43,6 +49,23 @@ log = logging.getLogger("tilecore.cache")
 def cache_enabled() -> bool:
     """False when TILECORE_CACHE is 0/false/no/off."""
     return os.environ.get("TILECORE_CACHE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+DEFAULT_MAX_MB = 2048
+_TRIM_EVERY = 32  # writes between size checks (a check lists the whole cache folder)
+_writes_since_trim: Dict[str, int] = {}  # cache root -> writes this process made since its last check
+
+
+def cache_max_bytes() -> Optional[int]:
+    """The size limit from TILECORE_CACHE_MAX_MB (None: unbounded)."""
+    text = os.environ.get("TILECORE_CACHE_MAX_MB", "").strip()
+    try:
+        mb = float(text) if text else DEFAULT_MAX_MB
+    except ValueError:
+        log.warning("tilecore cache: TILECORE_CACHE_MAX_MB=%r is not a number; using %d",
+                    text, DEFAULT_MAX_MB)
+        mb = DEFAULT_MAX_MB
+    return None if mb <= 0 else int(mb * 1e6)
 
 
 def cache_dir() -> str:
@@ -166,11 +189,16 @@ class DiskCache:
             log.warning("tilecore cache: cannot read %s (%s); recompiling", path, err)
             return None
         try:
-            return decode_entry(data, key)
+            artifact = decode_entry(data, key)
         except CorruptEntry as err:
             log.warning("tilecore cache: ignoring corrupt entry %s (%s); recompiling", path, err)
             self._discard(path, data)
             return None
+        try:
+            os.utime(path)  # recently used: the size limit evicts the oldest entries first
+        except OSError:
+            pass
+        return artifact
 
     def _discard(self, path: str, data: bytes) -> None:
         # Remove the bad file unless another process already replaced it with a good one.
@@ -206,6 +234,7 @@ class DiskCache:
                 os.fsync(f.fileno())
             os.replace(tmp, path)
             tmp = None
+            self._maybe_trim()
             return path
         except OSError as err:
             log.warning("tilecore cache: cannot write %s (%s)", path, err)
@@ -216,6 +245,50 @@ class DiskCache:
                     os.unlink(tmp)
                 except OSError:
                     pass
+
+    def _maybe_trim(self) -> None:
+        count = _writes_since_trim.get(self.root)
+        if count is not None and count < _TRIM_EVERY:
+            _writes_since_trim[self.root] = count + 1
+            return
+        _writes_since_trim[self.root] = 1
+        limit = cache_max_bytes()
+        if limit is not None:
+            self.trim(limit)
+
+    def entries(self):
+        """[(modification time, size, path)] of every entry."""
+        found = []
+        for dirpath, _, files in os.walk(self.root):
+            for name in files:
+                if name.endswith(SUFFIX):
+                    path = os.path.join(dirpath, name)
+                    try:
+                        st = os.stat(path)
+                    except OSError:  # removed by another process meanwhile
+                        continue
+                    found.append((st.st_mtime, st.st_size, path))
+        return found
+
+    def trim(self, limit: int) -> int:
+        """If the entries total more than `limit` bytes, delete the least recently used until
+        they fit in 80% of it; return how many were deleted."""
+        entries = self.entries()
+        total = sum(size for _, size, _ in entries)
+        if total <= limit:
+            return 0
+        removed = 0
+        for _, size, path in sorted(entries):
+            if total <= 0.8 * limit:
+                break
+            try:
+                os.unlink(path)
+            except OSError:
+                continue
+            total -= size
+            removed += 1
+        log.info("tilecore cache: removed %d least recently used entries (limit %d bytes)", removed, limit)
+        return removed
 
     def clear(self) -> int:
         """Delete every entry; return how many files were removed."""
