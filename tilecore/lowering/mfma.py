@@ -25,7 +25,7 @@ from tvm.tirx.script.builder import ir as B
 
 from ..ir import nodes as N
 from .rocm_metal_simt import NonCudaSimtLowering
-from .simt_layout import MmaLayout, StridedLayout
+from .simt_layout import MmaLayout, RowLayout, StridedLayout
 from .tir_expr import tir_const
 
 WAVE = 64
@@ -61,18 +61,48 @@ class MfmaLayout(MmaLayout):
         j = (wave % self.wn) * (self.N // self.wn) + ni * 16 + lane % 16
         return (i, j), (mi * self.NI + ni) * 4 + r
 
-    def row_local(self, it):  # no RowLayout is ever paired with an MFMA layout
-        raise AssertionError("MfmaLayout has no row layout")
+    def row_local(self, it):
+        """Register of the MfmaRowLayout value that belongs to iteration `it`."""
+        mi, _ni, r = it
+        return mi * 4 + r
 
     @staticmethod
-    def choose_waves(M: int, N: int, waves: int) -> Optional["MfmaLayout"]:
-        """The most square wave grid whose tiles are multiples of 16x16, or None."""
+    def choose_waves(M: int, N: int, waves: int, whole_rows: bool = False) -> Optional["MfmaLayout"]:
+        """The most square wave grid whose tiles are multiples of 16x16 (with `whole_rows`, only
+        grids where one wave owns whole rows: wn == 1), or None."""
         options = [(wm, waves // wm) for wm in range(1, waves + 1)
-                   if waves % wm == 0 and M % (16 * wm) == 0 and N % (16 * (waves // wm)) == 0]
+                   if waves % wm == 0 and M % (16 * wm) == 0 and N % (16 * (waves // wm)) == 0
+                   and (not whole_rows or waves // wm == 1)]
         if not options:
             return None
         wm, wn = min(options, key=lambda o: (abs(M // o[0] - N // o[1]), -o[0]))
         return MfmaLayout(M, N, wm, wn)
+
+
+@dataclass(frozen=True)
+class MfmaRowLayout(RowLayout):
+    """A length-M vector over the rows of MfmaLayout(M, *, wm, wn): lane L of wave w holds rows
+    (w // wn) * (M // wm) + mi * 16 + (L // 16) * 4 + r, replicated over the 16 lanes L % 16."""
+
+    @property
+    def local_size(self) -> int:
+        return self.MI * 4
+
+    def iter_space(self):
+        return (self.MI, 4)
+
+    def coords(self, t, it):
+        mi, r = it
+        lane, wave = t % WAVE, t // WAVE
+        i = (wave // self.wn) * (self.M // self.wm) + mi * 16 + (lane // 16) * 4 + r
+        return ((i,) if self.ndim == 1 else (i, 0)), mi * 4 + r
+
+    def matches(self, mma) -> bool:
+        return isinstance(mma, MfmaLayout) and (self.M, self.wm, self.wn) == (mma.M, mma.wm, mma.wn)
+
+    def primary(self, t):
+        lane, wave = t % WAVE, t // WAVE
+        return (lane % 16 == 0), (wave % self.wn == 0)
 
 
 # (input dtype, accumulator dtype) -> {arch family: (intrinsic, k per instruction, operand vector dtype)}
@@ -139,14 +169,17 @@ class RocmSimtLowering(NonCudaSimtLowering):
                 continue
             M, Nn = c.shape
             lay = MfmaLayout.choose_waves(M, Nn, waves)
-            if lay is None:
+            trial = None
+            if lay is not None:
+                trial = {n: lay for n in self.layout_component(c.name, old)}
+                if not self.relayout_is_consistent(trial):
+                    trial = None
+            if trial is None:
+                trial = self.row_group_relayout(old, MfmaLayout.choose_waves(M, Nn, waves, whole_rows=True))
+            if trial is None:
                 continue
-            swapped = self.layout_component(c.name, old)
-            if not self.relayout_is_consistent(swapped, lay):
-                continue
-            for name in swapped:
-                plan.layout[name] = lay
-            plan.mma_gemms[id(s)] = lay
+            plan.layout.update(trial)
+            plan.mma_gemms[id(s)] = plan.layout[c.name]
         if plan.mma_gemms:
             plan.notes.append("T.gemm on MFMA: " + ", ".join(sorted({f"{l.M}x{l.N} waves {l.wm}x{l.wn}"
                                                                      for l in plan.mma_gemms.values()})))
@@ -174,23 +207,71 @@ class RocmSimtLowering(NonCudaSimtLowering):
                     changed = True
         return comp
 
-    def relayout_is_consistent(self, names, lay) -> bool:
-        """Whether giving `names` the MFMA layout keeps every loop thread-local: no reduction
-        touches them and the plan's own check finds nothing new to demote."""
+    def relayout_is_consistent(self, trial) -> bool:
+        """Whether the layouts in `trial` (name -> layout) keep every loop thread-local: the plan's
+        own check finds nothing new to demote, and every reduction stays one the lowering has."""
         from .simt_plan import _check
 
         plan = self.plan
         body = self.kernel.body
         parallels = [s for s in _walk(body) if isinstance(s, N.Parallel)]
         reduces = [s for s in _walk(body) if isinstance(s, N.Reduce)]
-        if any(r.src.name in names or r.dst.name in names for r in reduces):
-            return False
+        layouts = dict(plan.layout)
+        layouts.update(trial)
+        for r in reduces:
+            if r.src.name in trial or r.dst.name in trial:
+                src_l, dst_l = layouts.get(r.src.name), layouts.get(r.dst.name)
+                if not (isinstance(src_l, MfmaLayout) and isinstance(dst_l, MfmaRowLayout) and r.dim == 1
+                        and dst_l.matches(src_l) and src_l.wn == 1):
+                    return False
         live = {n for n, st in plan.storage.items() if st == "reg"}
         before = _check(plan.layout, live, parallels, body, reduces)
-        trial = dict(plan.layout)
-        for n in names:
-            trial[n] = lay
-        return not (_check(trial, live, parallels, body, reduces) - before)
+        return not (_check(layouts, live, parallels, body, reduces) - before)
+
+    def row_group_relayout(self, old, lay):
+        """Every fragment with layout `old` takes `lay`, and every row vector of `old` the matching
+        MfmaRowLayout (the attention pattern: row reductions and per-row scaling of a gemm result)."""
+        from .simt_layout import StridedRowLayout
+
+        if lay is None:
+            return None
+        plan = self.plan
+        trial = {}
+        for name, l in plan.layout.items():
+            if plan.storage.get(name) != "reg":
+                continue
+            if l == old:
+                trial[name] = lay
+            elif isinstance(l, StridedRowLayout) and l.matches(old):
+                trial[name] = MfmaRowLayout(lay.M, lay.wm, lay.wn, l.ndim)
+        return trial if self.relayout_is_consistent(trial) else None
+
+    def emit_mma_row_reduce(self, r, src_l, dst_l, wide):
+        """Row reduction of an MFMA tile: in-thread over the tile's columns, then across the 16
+        lanes that share a row (xor 1, 2, 4, 8); one wave owns whole rows (wn == 1)."""
+        if not isinstance(src_l, MfmaLayout):
+            return super().emit_mma_row_reduce(r, src_l, dst_l, wide)
+        from .tir_expr import cast_to
+
+        src_v, dst_v = self.views[r.src.name], self.views[r.dst.name]
+        part = B.alloc_buffer((src_l.MI * 4,), wide, scope="local")
+        with B.unroll(0, src_l.MI) as mi:
+            with B.unroll(0, 4) as q:
+                slot = mi * 4 + q
+                B.buffer_store(part, self._identity(r.kind, wide), [slot])
+                with B.unroll(0, src_l.NI) as ni:
+                    v = cast_to(src_v[(mi * src_l.NI + ni) * 4 + q], wide)
+                    if r.kind in ("abssum", "absmax"):
+                        v = tx.abs(v)
+                    B.buffer_store(part, self._combine(r.kind, part[slot], v), [slot])
+                for m in (1, 2, 4, 8):
+                    sh = self.shuffle_xor(tx.BufferLoad(part, [slot]), tir_const(m, "int32"))
+                    B.buffer_store(part, self._combine(r.kind, part[slot], sh), [slot])
+        with B.unroll(0, src_l.MI * 4) as i:
+            res = tx.BufferLoad(part, [i])
+            if not r.clear:
+                res = self._combine(r.kind, cast_to(dst_v[i], wide), res)
+            B.buffer_store(dst_v, cast_to(res, r.dst.dtype), [i])
 
     def atomic_one(self, kind, buf: N.Buffer, idx, value):
         """Atomics through the `rocm_atomics` helper library (linked by the rocm plugin)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 import threading
 import time
 from typing import Any, Dict, List, Tuple
@@ -57,70 +56,52 @@ def _install_link_capture():
 
 # TVM's device queries that cannot succeed on a machine without an AMD GPU
 _HARMLESS = ("Unable to detect ROCm version", "Cannot get maximum number of threads for AMD codegen")
-_capture = {"file": None, "saved_fd": None}
+_FILTER_CODE = """
+import sys
+harmless = [h.encode() for h in sys.argv[1:]]
+for line in sys.stdin.buffer:
+    if not any(h in line for h in harmless):
+        sys.stderr.buffer.write(line)
+        sys.stderr.buffer.flush()
+"""
+_filter = None
 
 
-def _forward_captured(prefix: str = "") -> None:
-    """Copy what native code wrote to stderr while hidden, minus the harmless warnings."""
-    tmp, fd = _capture["file"], _capture["saved_fd"]
-    if tmp is None or fd is None:
-        return
-    try:
-        tmp.flush()
-        tmp.seek(0)
-        lines = tmp.read().decode(errors="replace").splitlines(keepends=True)
-        kept = "".join(line for line in lines if not any(h in line for h in _HARMLESS))
-        if kept:
-            os.write(fd, (prefix + kept).encode())
-    except Exception:
-        pass
+def _stderr_filter_fd():
+    """Write end of a pipe into a small filter process that passes on everything native code
+    writes to stderr except the harmless warnings. Being a separate process, it still delivers
+    a message that LLVM prints right before it ends this process (fatal errors)."""
+    global _filter
+    if _filter is None:
+        import subprocess
+        import sys
 
-
-_atexit_hook = None
-
-
-def _install_exit_hook() -> None:
-    """LLVM reports fatal errors by writing to stderr and calling exit(): a C-level atexit hook
-    makes sure such a message still reaches the user while stderr is being filtered."""
-    global _atexit_hook
-    if _atexit_hook is not None:
-        return
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None)
-        # glibc exports __cxa_atexit, not atexit
-        _atexit_hook = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(
-            lambda _arg: _forward_captured("tile-rocm: LLVM ended the process while building an AMDGPU "
-                                           "code object (please report this kernel):\n"))
-        libc.__cxa_atexit(_atexit_hook, None, None)
-    except (OSError, AttributeError):
-        _atexit_hook = False
+        try:
+            _filter = subprocess.Popen([sys.executable, "-c", _FILTER_CODE, *_HARMLESS],
+                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        except OSError:
+            _filter = False
+    return _filter.stdin.fileno() if _filter else None
 
 
 @contextlib.contextmanager
 def _quiet_native_stderr():
-    """Hide TVM's harmless C++ warnings ("Unable to detect ROCm version", ...); everything else
-    native code writes to stderr is passed on (TILECORE_ROCM_VERBOSE=1 shows it all, unfiltered)."""
+    """Hide TVM's harmless C++ warnings ("Unable to detect ROCm version", ...) during a build;
+    TILECORE_ROCM_VERBOSE=1 shows everything unfiltered."""
     if os.environ.get("TILECORE_ROCM_VERBOSE"):
         yield
         return
-    try:
-        saved = os.dup(2)
-    except OSError:
+    target = _stderr_filter_fd()
+    if target is None:
         yield
         return
-    _install_exit_hook()
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        _capture["file"], _capture["saved_fd"] = tmp, saved
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            _forward_captured()
-            _capture["file"], _capture["saved_fd"] = None, None
-            os.close(saved)
+    saved = os.dup(2)
+    os.dup2(target, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def lower(func, arch: str, options: Dict[str, Any]):

@@ -69,7 +69,7 @@ def make_backend() -> Backend:
             dtypes=dtypes,
             gemm_dtypes=frozenset(gemm),
             max_shared_memory=64 * 1024,
-            max_fragment_memory=256 * 4 * 64,
+            max_fragment_memory=256 * 4 * 1024,  # 256 VGPRs of 4 bytes for up to 1024 threads
             max_threads=1024,
             warp_size=64,
             vector_bytes=16,
