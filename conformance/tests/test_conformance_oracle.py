@@ -18,7 +18,7 @@ from tilecore.ir.types import is_float
 from tile_conformance import exprs as X
 from tile_conformance.compare import compare
 from tile_conformance.execute import load_source, make_inputs, np_dtype
-from tile_conformance.programs import Tolerance, build, chain_leaves
+from tile_conformance.programs import build, chain_leaves
 from tile_conformance.runner import generate_knobs
 from tile_conformance.strategies import Caps
 
@@ -58,8 +58,6 @@ def model_reduce(k, A):
         x = np.abs(x)
     fn = {"sum": np.sum, "abssum": np.sum, "max": np.max, "absmax": np.max, "min": np.min}[kind]
     r = fn(x, axis=dim)
-    if k["mode"] == "fill" or r.shape == ():
-        pass
     n_tiles = -(-(A.shape[1] if dim == 1 else A.shape[0]) // red_tile)
     single = k["mode"] == "clear" and n_tiles == 1
     if not single:
@@ -183,13 +181,6 @@ def model_chain(k, A, B, Bias):
 
 MODELS = {"copy": model_copy, "reduce": model_reduce, "gemm": model_gemm, "cumsum": model_cumsum,
           "control": model_control, "ewise": model_ewise, "chain": model_chain}
-
-
-def _tolerance(prog, k) -> Tolerance:
-    tol = prog.tolerances[[p.name for p in prog.outputs][0]]
-    # the model is exact real arithmetic: one side's error bound (half the two-sided tolerance) plus
-    # the output rounding; exact tolerances stay exact
-    return tol
 
 
 @pytest.mark.parametrize("family", sorted(MODELS) + ["atomic"])

@@ -23,12 +23,12 @@ import hashlib
 import json
 import os
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 
 from . import __version__
-from .execute import (check_with_core_pipeline, FAIL, PASS, SUITE_ERROR, UNSUPPORTED, Outcome, call_on_device, compare_outputs,
+from .execute import (check_with_core_pipeline, FAIL, SUITE_ERROR, UNSUPPORTED, Outcome, call_on_device, compare_outputs,
                       load_source, make_inputs, np_dtype, program_features, reference_outputs)
 from .programs import build
 from .repro import program_from_record, program_record

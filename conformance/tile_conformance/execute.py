@@ -10,7 +10,6 @@ import os
 import sys
 import tempfile
 import time
-import traceback
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 

@@ -12,10 +12,10 @@ follows from the error analysis documented in the README.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Dict, List, Sequence, Tuple
 
-from tilecore.ir.types import is_float, is_int, itemsize
+from tilecore.ir.types import is_float, itemsize
 
 from . import exprs as X
 
@@ -421,7 +421,6 @@ def _build_gemm(k: dict) -> Program:
         w(f"T.copy({_region('B', b_start, list(b_shape), k['form'])}, B_s)")
 
     if loop == "single":
-        loads_k = "0"
         a_start = ["0", _offset("by", bm)] if ta else [_offset("by", bm), "0"]
         b_start = [_offset("bx", bn), "0"] if tb else ["0", _offset("bx", bn)]
         w(f"T.copy({_region('A', a_start, list(a_shape), k['form'])}, A_s)")
@@ -432,7 +431,6 @@ def _build_gemm(k: dict) -> Program:
             feats.add("fill")
             w("T.clear(C_f)")
             w(f"T.gemm(A_s, B_s, C_f{flags})")
-        del loads_k
     else:
         feats.add("fill")
         w("T.clear(C_f)")
@@ -455,8 +453,6 @@ def _build_gemm(k: dict) -> Program:
     if is_float(acc):
         tol = _sum_tolerance(n, acc, n * bound * bound, d_out,
                              f"K={K} products accumulated in {acc}: (K+1)*u*sum|a*b| per side")
-        if X.unit_roundoff(d_in) > X.unit_roundoff(acc):
-            pass
     else:
         tol = Tolerance(0.0, 0.0, "integer gemm: exact")
     return _finish(k, w, params, bindings={}, feats=feats, tols={"C": tol}, grid=grid)

@@ -8,8 +8,6 @@ backend and the reference interpreter, and prints the comparison.
 from __future__ import annotations
 
 import json
-from typing import Dict, List, Optional
-
 from .programs import Param, Program, Tolerance
 
 

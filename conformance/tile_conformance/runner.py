@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 
-from . import __version__
 from .execute import FAIL, PASS, SUITE_ERROR, UNSUPPORTED, Outcome, run_program
 from .programs import FAMILIES, Program, Unbuildable, build
 from .repro import program_record, repro_script

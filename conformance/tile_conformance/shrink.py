@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
 from . import exprs as X
-from .programs import Program, Unbuildable, build
+from .programs import Unbuildable
 
 _SIMPLER_CHOICES = {
     "loop": ["serial"],

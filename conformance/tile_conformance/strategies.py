@@ -7,7 +7,7 @@ only what the backend declares in its capabilities: features outside
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import FrozenSet, Optional, Tuple
 
 from hypothesis import strategies as st
