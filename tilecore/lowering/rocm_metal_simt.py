@@ -7,8 +7,8 @@ TVM builtins that both codegens understand:
 * warp shuffles -> `tirx.tvm_warp_shuffle` (ds_bpermute on AMDGPU, simd_shuffle on Metal);
 * 16-byte copies -> TIR vector loads/stores (a Ramp over the last index), at most
   4 lanes on Metal;
-* atomics -> `tirx.atomic_add` where the codegen has it; other atomics are declared
-  unsupported by the backends' capabilities;
+* atomics -> `tirx.atomic_add` (32-bit adds) here; `mfma.py` and `simdgroup_gemm.py`
+  override them with helper libraries for their targets;
 * `T.print` -> an UnsupportedFeatureError at the user's line (no device printf);
 * shared tiles -> one static allocation each instead of typed views over one byte
   pool: TVM 0.27's AMDGPU codegen turns such views into global-memory accesses
@@ -37,12 +37,6 @@ from .intrinsics import dtype_of
 from .tir_expr import cast_to, tir_const
 
 _SHFL = re.compile(r"tc::shfl_xor<([\w ]+)>")
-_CPP_TO_DTYPE = {"float": "float32", "double": "float64", "int": "int32", "long long": "int64",
-                 "half": "float16", "short": "int16", "signed char": "int8", "unsigned char": "uint8"}
-
-
-def _shared_scope(lowering) -> str:
-    return getattr(lowering.target, "shared_scope", "shared.dyn")
 
 
 class NonCudaSimtLowering(SimtLowering):
@@ -58,7 +52,8 @@ class NonCudaSimtLowering(SimtLowering):
         return tx.floormod(self.t, self.target.warp_size)
 
     def call(self, name, *args, ret="void"):
-        """The CUDA path's device-library calls, in their portable form."""
+        """The CUDA path's device-library calls, in their portable form (a vector copy is emitted
+        here as a store; the returned constant leaves a no-op for the caller's evaluate)."""
         if name == "tc::copy16":
             return self.vector_copy(*args)
         if name == "tc::zero16":
@@ -116,7 +111,7 @@ class NonCudaSimtLowering(SimtLowering):
 
         dbuf, didx = widen(dst)
         if s_addr is None:
-            value = tx.Broadcast(tir_const(0, _elem_dtype(dbuf)), lanes)
+            value = tx.Broadcast(tir_const(0, str(dbuf.dtype)), lanes)
         else:
             sbuf, sidx = widen(s_addr.args[0])
             value = tx.BufferLoad(sbuf, sidx)
@@ -172,7 +167,7 @@ class NonCudaSimtLowering(SimtLowering):
                 f"the kernel needs {total} bytes of shared memory; {self.target.kind}:{self.target.arch} "
                 f"allows {self.target.max_shared_memory} per block", span, self.source)
         self.smem_bytes = total
-        scope = "shared"
+        scope = self.target.shared_scope if self.target.shared_scope != "shared.dyn" else "shared"
         for name, b, lay in smem:
             arr = B.alloc_buffer((lay.numel * lay.stages,), _storage_dtype(b.dtype), scope=scope)
             IRBuilder.name(name, arr)
@@ -186,7 +181,3 @@ class NonCudaSimtLowering(SimtLowering):
 def _storage_dtype(dtype: str) -> str:
     """bool tiles are kept as int8: TVM's GPU codegens vectorize bool stores into invalid IR."""
     return "int8" if dtype == "bool" else dtype
-
-
-def _elem_dtype(buf) -> str:
-    return str(buf.dtype)
