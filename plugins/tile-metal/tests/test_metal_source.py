@@ -72,7 +72,7 @@ def test_buffer_bindings_follow_parameters(gemm_func):
 
 def test_structural_check_finds_problems():
     bad = "kernel void k(device float* A_ptr [[ buffer(1) ]]) { threadgroup float s[9000]; double x; }"
-    problems = compiler.check(bad, 2048, ["A", "B"])
+    problems = compiler.check(bad, 2048, ["B"])
     assert len(problems) == 5
 
 
@@ -101,3 +101,16 @@ def test_launch_off_macos_is_a_clear_error(gemm_func):
     launch = plugin.tilecore_launcher(backend=plugin.make_backend(), artifact=k.artifact)
     with pytest.raises(tilecore.diagnostics.TileRuntimeError, match="macOS|Metal device"):
         launch([np.zeros(1)], {})
+
+
+def test_unused_tensors_are_left_out_of_the_bindings_and_the_launch():
+    import tilecore.language as T
+
+    @T.prim_func
+    def copy_a(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float16"), Out: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                Out[i] = A[i]
+
+    meta = tilecore.compile(copy_a, target="metal").artifact.meta
+    assert meta["params"] == ["A", "B", "Out"] and meta["bound_params"] == ["A", "Out"]

@@ -61,6 +61,18 @@ def kernels(src: str) -> List[Tuple[str, str]]:
     return _KERNEL.findall(src)
 
 
+def tensor_param(binding: str) -> str:
+    """The Tile IR tensor behind a buffer binding ("A_ptr" -> "A")."""
+    return binding[:-4] if binding.endswith("_ptr") else binding
+
+
+def bound_tensors(src: str) -> List[str]:
+    """Tensor parameters in buffer-binding order. TVM leaves out tensors the kernel never
+    touches, so this can be a subset of the function's parameters."""
+    (_name, params), = kernels(src)
+    return [tensor_param(b[2]) for b in sorted(buffer_bindings(params), key=lambda b: b[3])]
+
+
 def buffer_bindings(params: str) -> List[Tuple[str, str, str, int]]:
     """(address space, type, name, buffer index) of a kernel's [[buffer(n)]] parameters."""
     return [(a, t.strip(), n, int(i)) for a, t, n, i in _BUFFER.findall(params)]
@@ -88,10 +100,9 @@ def check(src: str, threads: int, param_names: List[str]) -> List[str]:
     idx = [b[3] for b in binds]
     if idx != list(range(len(idx))):
         problems.append(f"buffer bindings are not 0..n-1 in order: {idx}")
-    ptr_names = [b[2] for b in binds if b[0] == "device"]
-    for p in param_names:
-        if f"{p}_ptr" not in ptr_names and p not in ptr_names:
-            problems.append(f"tensor parameter {p!r} has no device buffer binding")
+    for space, _ty, name, _i in binds:
+        if space != "device" or tensor_param(name) not in param_names:
+            problems.append(f"buffer binding {name!r} ({space}) is not a tensor parameter of the kernel")
     if threads > MAX_THREADS:
         problems.append(f"threads={threads} exceeds {MAX_THREADS} per threadgroup")
     tg = threadgroup_memory(src)

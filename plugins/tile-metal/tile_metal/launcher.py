@@ -36,6 +36,7 @@ class MetalKernelLauncher:
         self.source = artifact.source
         self.entry = meta["kernel_symbol"]
         self.param_names = meta["params"]
+        self.bound = meta["bound_params"]        # tensors in [[buffer(i)]] order (unused ones left out)
         self.scalars = meta["scalar_params"]
         self.threads = int(meta["threads"])
         self.grid = _grid_fn(meta["grid_py"])
@@ -66,5 +67,7 @@ class MetalKernelLauncher:
         if gx <= 0 or gy <= 0 or gz <= 0:
             return None
         kernel = getattr(self.library, self.entry)
-        kernel(*args, threads=[gx * self.threads, gy, gz], group_size=[self.threads, 1, 1])
+        by_name = dict(zip(self.param_names, args))
+        kernel(*[by_name[n] for n in self.bound], threads=[gx * self.threads, gy, gz],
+               group_size=[self.threads, 1, 1])
         return None

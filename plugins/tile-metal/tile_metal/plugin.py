@@ -112,7 +112,7 @@ def tilecore_codegen(backend, module, options):
                                func.span, func.source)
     name = compiler.kernels(src)[0][0]
     meta: Dict[str, Any] = {
-        "kernel_symbol": name, "params": params, "scalar_params": [v.name for v in func.dyn_vars],
+        "kernel_symbol": name, "params": params, "bound_params": compiler.bound_tensors(src), "scalar_params": [v.name for v in func.dyn_vars],
         "threads": lk.threads, "threadgroup_memory": compiler.threadgroup_memory(src),
         "grid_py": [_grid_py(g) for g in lk.grid], "compile_seconds": round(secs, 3),
         "simdgroup_matrix": "simdgroup_multiply_accumulate" in src,
