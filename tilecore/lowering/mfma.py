@@ -273,10 +273,16 @@ class RocmSimtLowering(NonCudaSimtLowering):
                 res = self._combine(r.kind, cast_to(dst_v[i], wide), res)
             B.buffer_store(dst_v, cast_to(res, r.dst.dtype), [i])
 
+    def sync(self):
+        """Workgroup barrier with LDS release/acquire fences (`tc_barrier` in `rocm_device_lib`)."""
+        B.evaluate(tx.call_extern("void", "tc_barrier"))
+        self.pending_r.clear()
+        self.pending_w.clear()
+
     def atomic_one(self, kind, buf: N.Buffer, idx, value):
-        """Atomics through the `rocm_atomics` helper library (linked by the rocm plugin)."""
+        """Atomics through the `rocm_device_lib` helper library (linked by the rocm plugin)."""
         from ..diagnostics import UnsupportedFeatureError
-        from .rocm_atomics import ATOMIC_TYPES, helper_name
+        from .rocm_device_lib import ATOMIC_TYPES, helper_name
         from .tir_expr import cast_to
 
         storage = self.plan.storage[buf.name]

@@ -187,3 +187,23 @@ def test_examples_compile_and_attention_runs_on_mfma():
         assert elf_header(art.blobs["hsaco"])[0] == EM_AMDGPU, name
     # Q K^T and P V both on matrix cores; the row max / sum of the scores use wave shuffles
     assert art.source.count("v_mfma_f32_16x16x16_f16") >= 2 and "ds_bpermute" in art.source
+
+
+@pytest.mark.parametrize("arch", ["gfx90a", "gfx942", "gfx1100"])
+def test_barrier_waits_for_lds_writes(arch):
+    """gfx90a+ barriers do not wait for outstanding LDS writes: the barrier must be fenced."""
+    import tilecore.language as T
+
+    @T.prim_func
+    def rev(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            s = T.alloc_shared((256,), "float32")
+            T.copy(A, s)
+            for i in T.Parallel(256):
+                B[i] = s[255 - i]
+
+    lines = [ln.strip() for ln in tilecore.compile(rev, target=f"rocm:{arch}").artifact.source.splitlines()]
+    barrier = next(i for i, ln in enumerate(lines) if ln.startswith("s_barrier"))
+    write = max(i for i, ln in enumerate(lines[:barrier]) if ln.startswith(("ds_write", "ds_store")))
+    waits = [ln for ln in lines[write + 1:barrier] if ln.startswith(("s_waitcnt", "s_wait_dscnt"))]
+    assert any("lgkmcnt(0)" in w or w == "s_waitcnt 0" for w in waits), lines[write:barrier + 1]

@@ -47,7 +47,7 @@ def _install_link_capture():
     tvm_ffi.register_global_func("tvm_callback_rocm_link", link, override=True)
 
     def bitcode(rocdl_dir=None):
-        from tilecore.lowering.rocm_atomics import library_path
+        from tilecore.lowering.rocm_device_lib import library_path
 
         return list(tvm_rocm.callback_rocm_bitcode_path(rocdl_dir)) + [library_path()]
 

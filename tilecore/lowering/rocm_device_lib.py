@@ -1,4 +1,4 @@
-"""Atomics for ROCm: a small LLVM IR library of `tc_atomic_<op>_<type>_<space>` functions
+"""Atomics and the workgroup barrier for ROCm: a small LLVM IR library of `tc_atomic_<op>_<type>_<space>` functions
 (one `atomicrmw` each) that TVM links into the device module with the ROCm device libraries.
 
 TVM 0.27's AMDGPU codegen emits only 32-bit atomic adds; LLVM's AMDGPU backend handles every
@@ -45,7 +45,15 @@ def library_ir() -> str:
                     f"(ptr addrspace({addr}) %p, {ty} %v) #0 {{\n"
                     f"  %old = atomicrmw {_op(kind, signed, is_float)} ptr addrspace({addr}) %p, {ty} %v "
                     f"syncscope(\"agent\") monotonic\n  ret void\n}}\n")
+    # __syncthreads as HIP defines it: TVM 0.27 lowers its barrier to a bare s_barrier, which on
+    # gfx90a and newer (back-off barriers) does not wait for this wave's LDS writes to land
+    out.append("declare void @llvm.amdgcn.s.barrier() #1\n")
+    out.append("define linkonce_odr hidden void @tc_barrier() #0 {\n"
+               "  fence syncscope(\"workgroup\") release\n"
+               "  call void @llvm.amdgcn.s.barrier()\n"
+               "  fence syncscope(\"workgroup\") acquire\n  ret void\n}\n")
     out.append("attributes #0 = { alwaysinline nounwind }\n")
+    out.append("attributes #1 = { convergent nounwind }\n")
     return "\n".join(out)
 
 
@@ -53,7 +61,7 @@ def library_path() -> str:
     """A file holding `library_ir()` (written once per content, in the temp directory)."""
     text = library_ir()
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    path = os.path.join(tempfile.gettempdir(), f"tilecore_rocm_atomics_{digest}.ll")
+    path = os.path.join(tempfile.gettempdir(), f"tilecore_rocm_device_lib_{digest}.ll")
     if not os.path.exists(path):
         fd, tmp = tempfile.mkstemp(suffix=".ll", dir=os.path.dirname(path))
         with os.fdopen(fd, "w") as f:
