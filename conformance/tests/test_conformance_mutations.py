@@ -26,8 +26,32 @@ CASES = {
 }
 
 
+def _wraps():
+    out = ["reference"]
+    try:
+        import tile_cpu.plugin  # noqa: F401
+
+        out.append("cpu")
+    except ImportError:
+        pass
+    return out
+
+
+@pytest.fixture(params=_wraps())
+def wrapped(request, monkeypatch, mutant_path):
+    """The backend the mutants wrap: cpu (the real target of the check) and reference (no bugs of its own,
+    so every failure comes from the planted bug)."""
+    from tilecore.plugin.manager import reset_plugins
+
+    monkeypatch.setenv("TILE_MUTANTS_WRAP", request.param)
+    reset_plugins(keep_explicit=True)
+    yield request.param
+    monkeypatch.undo()
+    reset_plugins(keep_explicit=True)
+
+
 @pytest.mark.parametrize("mutant", sorted(CASES))
-def test_suite_rejects_planted_bug(mutant_path, mutant):
+def test_suite_rejects_planted_bug(wrapped, mutant):
     families, named = CASES[mutant]
     report = run_suite(f"cpu-bug-{mutant}", examples=16, seed=3, families=families, max_shrinks=3,
                        shrink_runs=15, shrink_seconds=30)
@@ -44,6 +68,11 @@ def test_suite_rejects_planted_bug(mutant_path, mutant):
     # the minimal program is no bigger than the original, and its script runs as a repro
     assert first["shrink"]["size_after"] <= first["shrink"]["size_before"]
     assert "run_repro(main" in repro["script"]
+    if wrapped == "reference":
+        # nothing else is wrong with the reference: failures are wrong results or the planted op's own
+        # error (a shape mismatch after a dropped transpose), never the wrapper confusing its artifacts
+        assert not [f for f in report["failures"] if "KeyError" in f["message"] or "launcher" in f["message"]]
+        assert report["backend"]["version"] == "0.0.0+reference"
 
 
 def test_mutant_cli_through_entry_point(mutant_path, tmp_path):

@@ -69,8 +69,9 @@ def tilecore_register_backends(register):
     """One backend per planted bug, declaring exactly what the wrapped backend declares."""
     base = _wrapped_backend()
     for m in MUTANTS:
+        # the version names the wrapped backend so compile caches never mix the two
         register(dataclasses.replace(base, name=PREFIX + m, targets=(PREFIX + m,), distribution="tile-mutants",
-                                     version="0.0.0", priority=-100,
+                                     version=f"0.0.0+{base.name}", priority=-100,
                                      description=f"{base.name} with a planted bug: {m}"))
 
 
