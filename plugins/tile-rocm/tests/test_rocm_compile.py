@@ -207,3 +207,9 @@ def test_barrier_waits_for_lds_writes(arch):
     write = max(i for i, ln in enumerate(lines[:barrier]) if ln.startswith(("ds_write", "ds_store")))
     waits = [ln for ln in lines[write + 1:barrier] if ln.startswith(("s_waitcnt", "s_wait_dscnt"))]
     assert any("lgkmcnt(0)" in w or w == "s_waitcnt 0" for w in waits), lines[write:barrier + 1]
+
+
+def test_compile_without_lld_names_the_fix(gemm_func, monkeypatch):
+    monkeypatch.setattr(toolchain, "find_lld", lambda: None)
+    with pytest.raises(Exception, match=r"missing ld.lld \(LLVM 22\)\. Fix: apt-get install lld-22"):
+        tilecore.compile(gemm_func(), target="rocm:gfx942", out_idx=[-1])
