@@ -690,3 +690,23 @@ def test_load_error_without_distribution_reads_cleanly(monkeypatch, capsys):
         monkeypatch.delenv("TILECORE_PLUGINS")
         reset_plugins()
     assert code == 0 and "\n  nosuch: listed in TILECORE_PLUGINS, but no installed distribution" in out
+
+
+def test_float_literal_that_would_become_inf_is_an_error():
+    from tilecore.frontend import parse_source
+
+    source = """
+import tilecore.language as T
+
+@T.prim_func
+def main(A: T.Tensor((4,), "float16"), B: T.Tensor((4,), "float32")):
+    with T.Kernel(1) as bx:
+        for i in T.Parallel(4):
+            B[i] = A[i] * {literal}
+"""
+    with pytest.raises(TileCompileError) as info:
+        parse_source(source.format(literal="1e6"))
+    assert info.value.message.startswith("the literal 1000000.0 is beyond the largest float16 (65504)")
+    assert 'T.infinity("float16")' in info.value.message and info.value.span.line == 8
+    parse_source(source.format(literal="65519.0"))  # rounds to 65504, not inf: accepted
+    parse_source(source.format(literal='float("inf")'))  # an explicit inf is meant

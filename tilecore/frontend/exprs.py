@@ -69,9 +69,37 @@ def int_range(dtype: str):
     return -2 ** (bits_ - 1), 2 ** (bits_ - 1) - 1
 
 
+FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
+
+
+def _rounds_to_inf(value, dtype: str) -> bool:
+    """Whether `value` rounds to inf in `dtype` (65519 still rounds to float16's 65504)."""
+    import numpy as np
+
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        target = ml_dtypes.bfloat16
+    else:
+        target = np.dtype(dtype)
+    with np.errstate(over="ignore"):
+        return bool(np.isinf(np.asarray(float(value), dtype=np.float64).astype(target)))
+
+
 def check_literal_fits(value, dtype: str) -> None:
-    """An integer literal that adopts an integer dtype must fit it (it would silently wrap)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not is_int(dtype):
+    """A literal must fit the dtype it adopts: an integer would silently wrap, a finite float
+    would silently become inf (1e6 next to a float16 value)."""
+    if isinstance(value, bool):
+        return
+    if is_float(dtype) and dtype in FLOAT_MAX:
+        if math.isfinite(value) and abs(value) > FLOAT_MAX[dtype] and _rounds_to_inf(value, dtype):
+            raise ExprTypeError(
+                f"the literal {value!r} is beyond the largest {dtype} ({FLOAT_MAX[dtype]:g}), the "
+                f"dtype it adopts here, so it would become inf: cast the other operand to a wider "
+                f"dtype first (e.g. T.cast(x, \"float32\")), or write T.infinity(\"{dtype}\") if "
+                f"inf is meant")
+        return
+    if not isinstance(value, int) or not is_int(dtype):
         return
     low, high = int_range(dtype)
     if not low <= value <= high:
