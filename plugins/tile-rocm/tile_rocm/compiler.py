@@ -78,8 +78,9 @@ def _stderr_filter_fd():
 
         try:
             _filter = subprocess.Popen([sys.executable, "-c", _FILTER_CODE, *_HARMLESS],
-                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
-        except OSError:
+                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL) \
+                if sys.executable else False
+        except (OSError, ValueError, TypeError):
             _filter = False
     return _filter.stdin.fileno() if _filter else None
 
