@@ -46,7 +46,11 @@ def element_exprs(draw, depth: int = 3):
     if kind == "atom":
         return draw(st.sampled_from(atoms))
     if kind == "binary":
-        return f"({draw(sub)} {draw(st.sampled_from('+-*/'))} {draw(sub)})"
+        op = draw(st.sampled_from('+-*/'))
+        right = draw(sub)
+        if op == "/":  # an all-literal divisor like (1 - 1) would divide by zero at parse time
+            right = f"T.exp({right})"
+        return f"({draw(sub)} {op} {right})"
     if kind == "call":
         return f"T.{draw(st.sampled_from(['exp', 'exp2', 'tanh', 'sigmoid', 'abs', 'sqrt']))}({draw(sub)})"
     if kind == "max":

@@ -710,3 +710,13 @@ def main(A: T.Tensor((4,), "float16"), B: T.Tensor((4,), "float32")):
     assert 'T.infinity("float16")' in info.value.message and info.value.span.line == 8
     parse_source(source.format(literal="65519.0"))  # rounds to 65504, not inf: accepted
     parse_source(source.format(literal='float("inf")'))  # an explicit inf is meant
+
+
+def test_unpacking_a_number_into_names_is_a_diagnostic():
+    """`[f] = 0` (found by the mutation fuzzer) raised a bare TypeError from the parser."""
+    with pytest.raises(TileCompileError) as info:
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1) as bx:
+                [f] = 0  # noqa: F841
+    assert info.value.message == "cannot unpack the Python value 0 into 1 name(s)"

@@ -212,7 +212,11 @@ class Parser(TileOps):
             names = target.elts
             if not all(isinstance(t, ast.Name) for t in names):
                 raise self.error("only names can be unpacked into", target)
-            values = list(values)
+            try:
+                values = list(values)
+            except TypeError:
+                raise self.error(f"cannot unpack {E.describe(values)} into {len(names)} name(s)",
+                                 node) from None
             if len(values) != len(names):
                 raise self.error(f"cannot unpack {len(values)} values into {len(names)} names", node)
             out = []
