@@ -100,6 +100,8 @@ def exprs(draw, env: Env, depth: int = 2):
     if kind == "binary":
         a = draw(sub)
         b = draw(st.one_of(sub, st.integers(-5, 5), st.sampled_from([0.5, 2.0])))
+        if isinstance(b, int) and a.dtype == "uint8":
+            b = abs(b)  # a literal must fit the dtype it adopts (-1 next to uint8 is an error)
         dtype = E.binary("+", a, b).dtype if not isinstance(b, float) or a.dtype in FLOAT_DTYPES else "float32"
         ops = FLOAT_ARITH if dtype in FLOAT_DTYPES else ARITH + INT_ONLY + ("pow",)
         return E.binary(draw(st.sampled_from(ops)), a, b)
