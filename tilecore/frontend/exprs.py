@@ -140,8 +140,26 @@ def _operands(a, b, span):
     return a, b
 
 
+def _widen_for_comparison(a, b):
+    """`x > -1` with x uint8: compare in int64 rather than reject (or wrap) the literal.
+
+    A comparison's result is a bool, so comparing in a wider dtype is exact and
+    matches what the Python text says; arithmetic keeps the strict rule.
+    """
+    for lit, other, swap in ((b, a, False), (a, b, True)):
+        if isinstance(lit, int) and not isinstance(lit, bool) and isinstance(other, N.Expr) \
+                and is_int(other.dtype):
+            low, high = int_range(other.dtype)
+            if not low <= lit <= high and -2 ** 63 <= lit < 2 ** 63:
+                wide = cast_to(other, "int64")
+                return (lit, wide) if swap else (wide, lit)
+    return a, b
+
+
 def binary(op: str, a, b, span: N.Span = N.NO_SPAN) -> N.Expr:
     """`a op b` with literal adoption, promotion (explicit Casts) and result dtype."""
+    if op in N.COMPARE_OPS:
+        a, b = _widen_for_comparison(a, b)
     a, b = _operands(a, b, span)
     if op in N.LOGIC_OPS:
         return N.BinOp(op, to_bool(a), to_bool(b), "bool", span)
