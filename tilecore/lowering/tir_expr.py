@@ -52,6 +52,21 @@ def tir_const(value, dtype: str):
     return tx.const(int(value), dtype)
 
 
+def round_to_bfloat16(x32):
+    """A float32 value rounded to the nearest bfloat16 (ties to even), still as float32.
+
+    TVM computes bfloat16 in float32 and rounds only when storing to a bfloat16
+    buffer, so an intermediate `T.cast(x, "bfloat16")` that is widened again would
+    silently keep float32 precision. `x32` appears three times in the result: use
+    it on small expressions only (see ExprLowerer._lower_Cast).
+    """
+    u = tx.reinterpret("uint32", x32)
+    bias = tx.const(0x7FFF, "uint32") + tx.bitwise_and(tx.shift_right(u, tx.const(16, "uint32")),
+                                                       tx.const(1, "uint32"))
+    rounded = tx.bitwise_and(u + bias, tx.const(0xFFFF0000, "uint32"))
+    return tx.Select(tx.isnan(x32), x32, tx.reinterpret("float32", rounded))
+
+
 def cast_to(expr, dtype: str):
     """Convert a PrimExpr to `dtype` with Tile IR semantics (bool means != 0)."""
     src = dtype_of(expr)
@@ -145,7 +160,12 @@ class ExprLowerer:
         return cast_to(value, e.dtype)
 
     def _lower_Cast(self, e: N.Cast):
-        return cast_to(self.lower(e.value), e.dtype)
+        value = self.lower(e.value)
+        if e.dtype == "bfloat16" and dtype_of(value) != "bfloat16" and _small(e.value):
+            # an explicit cast rounds even if the value is widened again (see round_to_bfloat16)
+            x32 = value if dtype_of(value) == "float32" else tx.Cast("float32", value)
+            return tx.Cast("bfloat16", round_to_bfloat16(x32))
+        return cast_to(value, e.dtype)
 
     def _lower_Select(self, e: N.Select):
         cond = self.lower_as(e.cond, "bool")
@@ -272,6 +292,16 @@ class ExprLowerer:
                 result = result * base
             return result
         raise UnsupportedFeatureError(self.backend, "integer ** with a run-time exponent", e.span, self.source)
+
+
+def _small(expr: N.Expr, limit: int = 12) -> bool:
+    """Whether `expr` has at most `limit` nodes (safe to repeat in a lowered expression)."""
+    from ..ir.visitor import walk
+
+    for count, _ in enumerate(walk(expr), 1):
+        if count > limit:
+            return False
+    return True
 
 
 def dtype_of_index(expr: N.Expr) -> str:

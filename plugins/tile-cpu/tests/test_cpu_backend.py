@@ -394,3 +394,19 @@ def test_bool_and_narrow_integer_tensors_wrap_like_numpy():
     b = RNG.integers(-128, 127, 64).astype(np.int8)
     m = RNG.integers(0, 2, 64).astype(bool)
     assert_matches_reference(main, [a, b, m], backend="cpu", out_idx=[3, 4, 5])
+
+
+def test_intermediate_bfloat16_casts_round_exactly():
+    """T.cast(x, "bfloat16") rounds even when the value is widened again (TVM keeps bf16 math in f32)."""
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), H: T.Tensor((64,), "float16"),
+             O: T.Tensor((64,), "float32"), P: T.Tensor((64,), "float16")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(64):
+                O[i] = T.cast(A[i], "bfloat16")
+                P[i] = T.cast(H[i], "bfloat16")
+
+    a = rand(64, "float32", -2, 2)
+    a[:4] = [np.nan, np.inf, -np.inf, 3.3895e38]
+    h = rand(64, "float16", -2, 2)
+    assert_matches_reference(main, [a, h], backend="cpu", out_idx=[2, 3], rtol=0, atol=0)
