@@ -28,7 +28,7 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 
 from . import __version__
-from .execute import (check_with_core_pipeline, FAIL, SUITE_ERROR, UNSUPPORTED, Outcome, call_on_device, compare_outputs,
+from .execute import (check_with_core_pipeline, fresh_compile_cache, FAIL, SUITE_ERROR, UNSUPPORTED, Outcome, call_on_device, compare_outputs,
                       load_source, make_inputs, np_dtype, program_features, reference_outputs)
 from .programs import build
 from .repro import program_from_record, program_record
@@ -58,6 +58,11 @@ def build_bundle(backend_name: str, folder: str, examples: int = 100, seed: int 
 
     `backend_name` may be a full target ("cuda:sm_90a") to compile for a specific device.
     """
+    with fresh_compile_cache():
+        return _build_bundle(backend_name, folder, examples, seed, families)
+
+
+def _build_bundle(backend_name, folder, examples, seed, families) -> dict:
     import tilecore
     from tilecore.ir import serialize
     from tilecore.runtime.cache import encode_entry

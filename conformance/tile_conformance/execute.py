@@ -60,6 +60,38 @@ def make_inputs(params: Sequence[Param], bindings: Dict[str, int], seed: int) ->
     return arrays
 
 
+class fresh_compile_cache:
+    """Compile every program anew during a run: a private, empty tilecore cache folder.
+
+    tilecore's cache key names the backend's version, not the code behind it,
+    so artifacts left by an older build of a plugin (or of tilecore's shared
+    lowering) could otherwise stand in for what is being certified. Within the
+    run the private cache still serves repeated programs (shrinking).
+    """
+
+    def __enter__(self):
+        from tilecore.runtime import api
+
+        self.saved = os.environ.get("TILECORE_CACHE_DIR")
+        self.folder = tempfile.mkdtemp(prefix="tile-conformance-cache-")
+        os.environ["TILECORE_CACHE_DIR"] = self.folder
+        api.clear_memory_cache()
+        return self
+
+    def __exit__(self, *exc):
+        import shutil
+
+        from tilecore.runtime import api
+
+        if self.saved is None:
+            os.environ.pop("TILECORE_CACHE_DIR", None)
+        else:
+            os.environ["TILECORE_CACHE_DIR"] = self.saved
+        api.clear_memory_cache()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        return False
+
+
 _WORKDIR: Optional[str] = None
 
 

@@ -160,7 +160,19 @@ def run_suite(backend_name: str, examples: int = DEFAULT_EXAMPLES, seed: int = 0
               families: Optional[Sequence[str]] = None, shrink: bool = True, max_shrinks: int = 4,
               shrink_runs: int = 60, shrink_seconds: float = 90.0, progress: bool = False,
               must_pass: Optional[dict] = None) -> dict:
-    """Run the suite on one backend and return the report (a JSON-serialisable dict)."""
+    """Run the suite on one backend and return the report (a JSON-serialisable dict).
+
+    Every program is compiled anew (a private compile cache, see execute.fresh_compile_cache).
+    """
+    from .execute import fresh_compile_cache
+
+    with fresh_compile_cache():
+        return _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks, shrink_runs,
+                          shrink_seconds, progress, must_pass)
+
+
+def _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks, shrink_runs, shrink_seconds,
+               progress, must_pass) -> dict:
     from .report import build_report
 
     t0 = time.time()
@@ -193,7 +205,7 @@ def run_suite(backend_name: str, examples: int = DEFAULT_EXAMPLES, seed: int = 0
         bar.stop()
     errors = [{"index": i, "family": p.family, "message": o.message, "program": program_record(p)}
               for i, (p, o) in enumerate(zip(programs, outcomes)) if o.status == SUITE_ERROR]
-    settings_used = {"examples": examples, "seed": seed, "tier": tier,
+    settings_used = {"examples": examples, "seed": seed, "tier": tier, "compile_cache": "fresh (private, per run)",
                      "families": list(families) if families else "all",
                      "shrink": {"enabled": shrink, "max_failures_shrunk": max_shrinks, "max_runs": shrink_runs,
                                 "max_seconds": shrink_seconds}}
