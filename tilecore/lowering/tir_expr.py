@@ -294,13 +294,16 @@ class ExprLowerer:
         raise UnsupportedFeatureError(self.backend, "integer ** with a run-time exponent", e.span, self.source)
 
 
-def _small(expr: N.Expr, limit: int = 12) -> bool:
-    """Whether `expr` has at most `limit` nodes (safe to repeat in a lowered expression)."""
+def _small(expr: N.Expr, limit: int = 24) -> bool:
+    """Whether `expr` has at most `limit` expression nodes (safe to repeat when lowered)."""
     from ..ir.visitor import walk
 
-    for count, _ in enumerate(walk(expr), 1):
-        if count > limit:
-            return False
+    count = 0
+    for node in walk(expr):
+        if isinstance(node, N.Expr):
+            count += 1
+            if count > limit:
+                return False
     return True
 
 
