@@ -36,7 +36,7 @@ from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
 from ..ir.types import is_float, itemsize
 from .intrinsics import IntrinsicTable, dtype_of
-from .tir_expr import NARROW_FLOATS, ExprLowerer, cast_to, tir_const
+from .tir_expr import NARROW_FLOATS, ExprLowerer, _small, cast_to, round_to_bfloat16, tir_const
 
 Rule = Callable[["TirLowering", N.Stmt], "tvm.tirx.Stmt"]
 
@@ -158,8 +158,19 @@ class TirLowering:
     def load(self, tb: tx.Buffer, indices):
         return tx.BufferLoad(tb, list(indices))
 
-    def store(self, tb: tx.Buffer, value, indices):
-        return tx.BufferStore(tb, cast_to(value, str(tb.dtype)), list(indices))
+    def store(self, tb: tx.Buffer, value, indices, exact_bfloat16: bool = True):
+        """`tb[indices] = value` converted to tb's dtype.
+
+        Into bfloat16 the value is rounded explicitly (TVM may keep a small bfloat16
+        buffer in a float32 register); `exact_bfloat16=False` skips that for large
+        value expressions, which the rounding would repeat three times.
+        """
+        dt = str(tb.dtype)
+        src = dtype_of(value)
+        if dt == "bfloat16" and exact_bfloat16 and src in ("float32", "float64", "float16"):
+            x32 = value if src == "float32" else tx.Cast("float32", value)
+            return tx.BufferStore(tb, tx.Cast("bfloat16", round_to_bfloat16(x32)), list(indices))
+        return tx.BufferStore(tb, cast_to(value, dt), list(indices))
 
     def loop_nest(self, extents: Sequence, body_fn: Callable, vectorize: bool = True,
                   dtype: Optional[str] = None, kind_outer=None):
@@ -332,7 +343,8 @@ class TirLowering:
     def lower_Store(self, s: N.Store):
         tb = self.buffer(s.buffer)
         idx = [self.index(i) for i in s.indices]
-        st = self.store(tb, self.lower_expr(s.value, s.buffer.dtype), idx)
+        value = self.lower_expr(s.value, s.buffer.dtype if s.buffer.dtype != "bfloat16" else None)
+        st = self.store(tb, value, idx, exact_bfloat16=_small(s.value))
         return self.checked_store(s.buffer, s.indices, idx, st, s)
 
     def lower_Let(self, s: N.Let):
@@ -465,11 +477,12 @@ class TirLowering:
             def body(idx):
                 si = self.region_access(src, idx)
                 di = self.region_access(dst, idx)
-                value = cast_to(self.load(tsrc, si), dd)
+                # converted by store() (which rounds bfloat16 exactly)
+                value = self.load(tsrc, si)
                 if not guarded:
                     return self.store(tdst, value, di)
                 sc = self.in_bounds(src, si)
-                value = tx.if_then_else(sc, value, tir_const(0, dd))
+                value = tx.if_then_else(sc, value, tir_const(0, str(tsrc.dtype)))
                 return tx.IfThenElse(self.in_bounds(dst, di), self.store(tdst, value, di), None)
             return self.loop_nest(shape, body, vectorize=vectorize, dtype=dd)
 
