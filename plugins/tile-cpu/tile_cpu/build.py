@@ -116,17 +116,18 @@ def build_shared_library(prim_func, name: str, info: Dict[str, Any], with_suppor
 
 
 _loaded: Dict[str, Any] = {}
+_written: Dict[str, str] = {}  # sha256 of a library -> its file, checked in this process
 
 
-def load_library(blob: bytes):
-    """Write `blob` once to a content-addressed file in the cache folder and load it."""
+def library_file(blob: bytes) -> str:
+    """The library's content-addressed file `<cache dir>/cpu-libs/<sha256>.so`, written once."""
     from tilecore.runtime.cache import cache_dir
 
     digest = hashlib.sha256(blob).hexdigest()
     with _lock:
-        mod = _loaded.get(digest)
-        if mod is not None:
-            return mod
+        path = _written.get(digest)
+        if path is not None:
+            return path
         folder = os.path.join(cache_dir(), "cpu-libs")
         path = os.path.join(folder, f"{digest}.so")
         if not _file_has(path, blob):
@@ -135,10 +136,21 @@ def load_library(blob: bytes):
             with os.fdopen(fd, "wb") as f:
                 f.write(blob)
             os.replace(tmp, path)
+        _written[digest] = path
+        return path
+
+
+def load_library(blob: bytes):
+    """The library as a TVM module (imports TVM; the launcher's fallback path)."""
+    path = library_file(blob)
+    with _lock:
+        mod = _loaded.get(path)
+        if mod is not None:
+            return mod
         import tvm
 
         mod = tvm.runtime.load_module(path)
-        _loaded[digest] = mod
+        _loaded[path] = mod
         return mod
 
 

@@ -170,12 +170,21 @@ def tilecore_codegen(backend, module, options):
 
 @hookimpl
 def tilecore_launcher(backend, artifact):
-    """Load the shared library (once per content) and return `launch(args, bindings)`."""
+    """Load the shared library (once per content) and return `launch(args, bindings)`.
+
+    The library is called through the tvm-ffi C ABI with ctypes (tile_cpu.native),
+    so running a cached kernel never imports TVM; TVM's own loader is the fallback
+    when that path cannot be used (TILE_CPU_LAUNCH=tvm forces it).
+    """
     if backend.name != NAME:
         return None
-    from .build import load_library
+    from . import native
+    from .build import library_file, load_library
     from .runtime import make_launch
 
-    lib = load_library(artifact.blobs["kernel.so"])
-    return make_launch(lib[artifact.entry], artifact)
-
+    blob = artifact.blobs["kernel.so"]
+    params = artifact.meta.get("params") or []
+    caller = native.load(library_file(blob), artifact.entry, len(params),
+                         with_error=artifact.meta.get("checks") is not None)
+    return make_launch(artifact, native=caller,
+                       tvm_function=lambda: load_library(blob)[artifact.entry])

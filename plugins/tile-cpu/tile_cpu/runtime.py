@@ -7,7 +7,7 @@ is installed, else through a TVM tensor that is copied in and back.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
@@ -64,13 +64,33 @@ def raise_index_error(artifact, check, error, args) -> None:
         span, artifact.meta.get("user_source", ""))
 
 
-def make_launch(fn, artifact) -> Callable:
-    """`launch(args, bindings)`: dynamic dims are bound by TVM from the arguments' shapes."""
+def _rejected(entry: str, message: str):
+    from tilecore.diagnostics import TileRuntimeError
+
+    lines = message.strip().splitlines()
+    return TileRuntimeError(f"kernel {entry!r} on cpu rejected its arguments: "
+                            f"{lines[-1] if lines else message}")
+
+
+def make_launch(artifact, native=None, tvm_function: Optional[Callable[[], Any]] = None) -> Callable:
+    """`launch(args, bindings)`: dynamic dims are bound by the kernel from the arguments' shapes.
+
+    native: a tile_cpu.native.Caller (the library called through the C ABI, TVM
+    never imported) or None; tvm_function: returns the TVM PackedFunc, used when
+    there is no native caller or an argument is of a kind it does not take.
+    """
     entry = artifact.entry
     checks = artifact.meta.get("checks")
     has_error_buffer = checks is not None
+    cell: List[Any] = []
 
-    def launch(args, bindings=None):
+    def function():
+        if not cell:
+            cell.append(tvm_function())
+        return cell[0]
+
+    def tvm_launch(args):
+        fn = function()
         objs, after = prepare(args)
         error = np.zeros(ERROR_SLOTS, np.int32) if has_error_buffer else None
         if error is not None:
@@ -78,15 +98,30 @@ def make_launch(fn, artifact) -> Callable:
         try:
             fn(*objs)
         except Exception as err:  # a check in TVM's argument unpacking; name the kernel
-            from tilecore.diagnostics import TileRuntimeError
-
-            raise TileRuntimeError(f"kernel {entry!r} on cpu rejected its arguments: "
-                                   f"{str(err).strip().splitlines()[-1]}") from None
+            raise _rejected(entry, str(err)) from None
         for back in after:
             back()
         if error is not None and error[0]:
             raise_index_error(artifact, checks[int(error[0]) - 1], error, args)
 
-    launch.function = fn
-    return launch
+    if native is None:
+        def launch(args, bindings=None):
+            tvm_launch(args)
+    else:
+        from .native import NOT_HANDLED, KernelError
 
+        def launch(args, bindings=None):
+            try:
+                error = native(args)
+            except KernelError as err:
+                raise _rejected(entry, str(err)) from None
+            if error is None:
+                return
+            if error is NOT_HANDLED:
+                tvm_launch(args)
+                return
+            raise_index_error(artifact, checks[error[0] - 1], error, args)
+
+    launch.native = native
+    launch.function = function if native is None else None
+    return launch
