@@ -257,6 +257,7 @@ class _Frame:
             w[self.shapes_at + _SLOT_DIMS * (n - 1)] = 2 * _ERROR_WORDS
             w[t + 3] = base + 8 * (self.shapes_at + _SLOT_DIMS * (n - 1))
         self.n = n
+        self.data_at = [self.tensors_at + _DLTENSOR_WORDS * i for i in range(n_params)]
         self.signature: List[object] = [None] * n_params
         self.extra: Dict[int, object] = {}
         self.args_ptr = ctypes.c_void_p(base + 8 * self.args_at)
@@ -315,65 +316,56 @@ class Caller:
         frame = self._frame()
         w = frame.buffer
         sig = frame.signature
-        tensors_at = frame.tensors_at
-        keep = []  # objects whose memory the pointers refer to, alive until the call returns
-        for i, a in enumerate(args):
-            if type(a) is np.ndarray:
-                word = _NUMPY_DTYPES.get(a.dtype)
+        data_at = frame.data_at
+        i = 0
+        for a in args:
+            if type(a) is _ndarray and a.flags.c_contiguous:
+                key = (a.dtype, a.shape)
+                try:
+                    ptr = _addressof(_from_buffer(a))  # 0.3 us; a.ctypes.data takes 1 us
+                except (TypeError, ValueError, BufferError):  # read-only or empty
+                    ptr = a.ctypes.data
+            elif (type(a) is not _ndarray and (torch := sys.modules.get("torch")) is not None
+                  and isinstance(a, torch.Tensor)):
+                if not a.is_cpu or a.is_conj() or a.is_neg():
+                    return NOT_HANDLED
+                key = (a.dtype, a.shape) if a.is_contiguous() else (a.dtype, a.shape, a.stride())
+                ptr = a.data_ptr()
+            elif type(a) is _ndarray:  # strided numpy array: TVM's checks decide about it
+                item = a.itemsize
+                if any(st % item for st in a.strides):
+                    return NOT_HANDLED
+                key = (a.dtype, a.shape, tuple(st // item for st in a.strides))
+                ptr = a.ctypes.data
+            else:
+                return NOT_HANDLED
+            if key != sig[i]:
+                word = (_NUMPY_DTYPES if type(a) is _ndarray else
+                        _torch_dtype_words(sys.modules["torch"])).get(key[0])
                 if word is None:
                     return NOT_HANDLED
-                shape = a.shape
-                if a.flags.c_contiguous:
-                    strides = None
-                    try:
-                        ref = ctypes.c_char.from_buffer(a)
-                        ptr = ctypes.addressof(ref)
-                        keep.append(ref)
-                    except (TypeError, ValueError, BufferError):  # read-only or empty
-                        ptr = a.ctypes.data
-                else:
-                    item = a.itemsize
-                    if any(s % item for s in a.strides):
-                        return NOT_HANDLED
-                    strides = tuple(s // item for s in a.strides)
-                    ptr = a.ctypes.data
-            else:
-                torch = sys.modules.get("torch")
-                if torch is None or not isinstance(a, torch.Tensor) or not a.is_cpu:
-                    return NOT_HANDLED
-                word = _torch_dtype_words(torch).get(a.dtype)
-                if word is None or a.is_conj() or a.is_neg():
-                    return NOT_HANDLED
-                shape = a.shape
-                strides = None if a.is_contiguous() else tuple(a.stride())
-                ptr = a.data_ptr()
-            s = sig[i]
-            if s is None or s[0] != word or s[1] != shape or s[2] != strides:
-                frame.set_slot(i, word, shape, strides)
-                sig[i] = (word, shape, strides)
-            w[tensors_at + _DLTENSOR_WORDS * i] = ptr
+                frame.set_slot(i, word, tuple(key[1]), key[2] if len(key) == 3 else None)
+                sig[i] = key
+            w[data_at[i]] = ptr
+            i += 1
+        e = frame.error_at
         if self._with_error:
-            e = frame.error_at
-            w[e:e + _ERROR_WORDS] = _ZEROS
+            w[e] = 0  # slots 0-1; the kernel writes the index slots with the flag in slot 0
         r = frame.result_at
-        w[r] = 0
-        w[r + 1] = 0
+        w[r] = 0  # result type index: None
         status = self.function(None, frame.args_ptr, frame.n, frame.result_ptr)
-        del keep
         if status != 0:
             raise KernelError(*_raised_error_message())
         if w[r] & 0xFFFFFFFF >= _TYPE_STATIC_OBJECT_BEGIN:  # an object result: not ours to keep
             _runtime["ffi"].TVMFFIObjectDecRef(ctypes.c_void_p(w[r + 1]))
-        if self._with_error:
-            e = frame.error_at
-            if w[e] & 0xFFFFFFFF:
-                return [int(v) for v in np.frombuffer(frame.buffer, np.int32, 2 * _ERROR_WORDS, 8 * e)]
+        if self._with_error and w[e] & 0xFFFFFFFF:
+            return [int(v) for v in np.frombuffer(frame.buffer, np.int32, 2 * _ERROR_WORDS, 8 * e)]
         return None
 
 
-_ZEROS = [0] * _ERROR_WORDS
-
-
+_ndarray = np.ndarray
+_from_buffer = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
 class KernelError(RuntimeError):
     """An error the kernel raised through TVMFFIErrorSetRaised (e.g. TVM's argument checks)."""
 

@@ -37,6 +37,15 @@ def prepare(args) -> Tuple[List[Any], List[Callable[[], None]]]:
             obj, back = _bfloat16_arg(a)
             out.append(obj)
             after.append(back)
+        elif isinstance(a, np.ndarray) and a.size == 0:
+            # numpy's DLPack export of an empty array fails TVM's compactness check
+            import tvm
+
+            out.append(tvm.runtime.empty(a.shape, a.dtype.name))
+        elif isinstance(a, np.ndarray) and not a.flags.writeable:
+            # DLPack 0.8 cannot export read-only arrays; the kernel only reads this one
+            # (the Kernel refuses read-only arrays for parameters it writes)
+            out.append(a.copy())
         else:
             out.append(a)
     return out, after
