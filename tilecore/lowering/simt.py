@@ -33,7 +33,7 @@ from ..ir.visitor import walk, walk_stmts
 from .intrinsics import default_table
 from .simt_layout import MmaLayout, RowLayout, SharedLayout, StridedLayout, StridedRowLayout
 from .simt_plan import KernelPlan, choose_anchor, parallel_accesses, plan_kernel
-from .tir_expr import ExprLowerer, cast_to, tir_const
+from .tir_expr import ExprLowerer, cast_to, nan_max, nan_min, tir_const
 
 CPP_TYPES = {"float16": "half", "bfloat16": "__nv_bfloat16", "int8": "signed char", "float32": "float",
              "float64": "double", "int32": "int", "int64": "int64_t", "int16": "int16_t",
@@ -833,8 +833,8 @@ class SimtLowering:
         if kind in ("sum", "abssum"):
             return a + b
         if kind in ("max", "absmax"):
-            return tx.Max(a, b)
-        return tx.Min(a, b)
+            return nan_max(a, b)  # NaN propagates (docs/semantics.md)
+        return nan_min(a, b)
 
     def emit_Reduce(self, r: N.Reduce):
         self.touch((r,))
@@ -916,7 +916,7 @@ class SimtLowering:
                                 B.buffer_store(part, self._combine(r.kind, part[0], v), [0])
             m = group // 2
             while m >= 1:
-                sh = self.call("tc::shfl_xor<%s>" % CPP_TYPES[wide], part[0], tir_const(m, "int32"), ret=wide)
+                sh = B.Bind(self.call("tc::shfl_xor<%s>" % CPP_TYPES[wide], part[0], tir_const(m, "int32"), ret=wide))  # once: _combine repeats operands
                 B.buffer_store(part, self._combine(r.kind, part[0], sh), [0])
                 m //= 2
             with B.If(tx.And(row < rows, lane == 0)):
@@ -953,7 +953,7 @@ class SimtLowering:
         with B.unroll(0, L) as i:
             m = min(g, 32) // 2
             while m >= 1:
-                sh = self.call("tc::shfl_xor<%s>" % CPP_TYPES[wide], part[i], tir_const(m, "int32"), ret=wide)
+                sh = B.Bind(self.call("tc::shfl_xor<%s>" % CPP_TYPES[wide], part[i], tir_const(m, "int32"), ret=wide))  # once: _combine repeats operands
                 B.buffer_store(part, self._combine(r.kind, part[i], sh), [i])
                 m //= 2
         if g > 32:
@@ -993,8 +993,8 @@ class SimtLowering:
                             v = tx.abs(v)
                         B.buffer_store(part, self._combine(r.kind, part[mi * 2 + h], v), [mi * 2 + h])
                 for m in (1, 2):
-                    sh = self.call("tc::shfl_xor<%s>" % CPP_TYPES[wide], part[mi * 2 + h], tir_const(m, "int32"),
-                                   ret=wide)
+                    sh = B.Bind(self.call("tc::shfl_xor<%s>" % CPP_TYPES[wide], part[mi * 2 + h],
+                                          tir_const(m, "int32"), ret=wide))  # once: _combine repeats operands
                     B.buffer_store(part, self._combine(r.kind, part[mi * 2 + h], sh), [mi * 2 + h])
         if src_l.wn > 1:
             if wide != "float32":

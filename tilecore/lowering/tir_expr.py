@@ -29,8 +29,10 @@ This module imports TVM at top level: import it only from backend code.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Dict, Mapping, Optional, Union
 
+import numpy as np
 import tvm
 from tvm import tirx as tx
 
@@ -78,6 +80,65 @@ def cast_to(expr, dtype: str):
         # float16/bfloat16 -> int or the other narrow float: go through float32
         expr = tx.Cast("float32", expr)
     return tx.Cast(dtype, expr)
+
+
+def is_float_dtype(dtype: str) -> bool:
+    return dtype.startswith("float") or dtype == "bfloat16"
+
+
+def nan_max(a, b):
+    """max(a, b) where a NaN operand gives NaN (numpy `maximum`, the language's semantics).
+
+    Plain `Max` lowers to maxps/fmaxf, which drop NaN. `a + b` is NaN exactly when
+    one operand is; one unordered compare, a max and a blend stay vectorized.
+    """
+    return _nan_propagating(tx.Max, a, b)
+
+
+def nan_min(a, b):
+    """min(a, b) where a NaN operand gives NaN (numpy `minimum`); see nan_max."""
+    return _nan_propagating(tx.Min, a, b)
+
+
+def _nan_propagating(op, a, b):
+    # a and b appear twice: callers pass operands that are cheap and pure to repeat
+    # (the SIMT lowering binds a warp shuffle to a variable first)
+    if not is_float_dtype(dtype_of(a)):
+        return op(a, b)
+    return tx.Select(tx.Or(tx.isnan(a), tx.isnan(b)), a + b, op(a, b))
+
+
+def _opaque_negative_zero(dtype: str):
+    """-0.0 as a bit pattern TVM's constant folder cannot see (it folds float `x * 0`
+    to 0, which is wrong for inf and NaN). LLVM still sees a constant, and without
+    fast-math flags keeps the IEEE `fmul x, -0.0`. (+0.0 would be the bit pattern 0,
+    which TVM's codegen reserves for null pointers.)"""
+    width = 16 if dtype == "bfloat16" else int(dtype[len("float"):])
+    return tx.reinterpret(dtype, tx.const(1 << (width - 1), f"uint{width}"))
+
+
+def _zero_constant(x) -> Optional[float]:
+    """The value of `x` when it is a float constant zero (possibly under a cast), else None."""
+    while isinstance(x, tx.Cast):
+        x = x.value
+    if isinstance(x, tx.FloatImm) and x.value == 0.0:
+        return x.value
+    return None
+
+
+def ieee_mul(a, b):
+    """`a * b` with IEEE semantics: a constant zero factor is not folded away (inf * 0 is NaN)."""
+    dtype = dtype_of(a)
+    if not is_float_dtype(dtype):
+        return a * b
+    zero_a, zero_b = _zero_constant(a), _zero_constant(b)
+    if zero_a is None and zero_b is None:
+        return tx.Mul(a, b)
+    x, zero = (a, zero_b) if zero_b is not None else (b, zero_a)
+    product = tx.Mul(x, _opaque_negative_zero(dtype))    # x * -0.0
+    if math.copysign(1.0, zero) > 0:
+        product = tx.Mul(product, tir_const(-1.0, dtype))  # x * +0.0 == -(x * -0.0), exactly
+    return product
 
 
 def has_load(expr: N.Expr) -> bool:
@@ -228,19 +289,22 @@ class ExprLowerer:
     def arith(self, op: str, a, b, dtype: str, node: Optional[N.Expr] = None):
         """`a op b` for two PrimExprs of `dtype` with Tile IR semantics."""
         is_float = dtype.startswith("float") or dtype == "bfloat16"
-        if dtype == "bool" and op in ("&", "|", "^", "+", "*", "min", "max"):
+        if dtype == "bool" and op == "^":
+            # TVM's LLVM codegen compares i1 values as floats (invalid IR): compare as int8
+            return tx.NE(tx.Cast("int8", a), tx.Cast("int8", b))
+        if dtype == "bool" and op in ("&", "|", "+", "*", "min", "max"):
             return {"&": tx.And, "*": tx.And, "min": tx.And, "|": tx.Or, "+": tx.Or,
-                    "max": tx.Or, "^": tx.NE}[op](a, b)
+                    "max": tx.Or}[op](a, b)
         if op == "+":
             return a + b
         if op == "-":
             return a - b
         if op == "*":
-            return a * b
+            return ieee_mul(a, b) if is_float else a * b
         if op == "min":
-            return tx.Min(a, b)
+            return nan_min(a, b)
         if op == "max":
-            return tx.Max(a, b)
+            return nan_max(a, b)
         if op == "/":
             if is_float:
                 return tx.Div(a, b)

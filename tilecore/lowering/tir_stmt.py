@@ -36,9 +36,11 @@ from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
 from ..ir.types import is_float, itemsize
 from .intrinsics import IntrinsicTable, dtype_of
-from .tir_expr import NARROW_FLOATS, ExprLowerer, _small, cast_to, round_to_bfloat16, tir_const
+from .tir_expr import NARROW_FLOATS, ExprLowerer, _small, cast_to, nan_max, nan_min, round_to_bfloat16, tir_const
 
 Rule = Callable[["TirLowering", N.Stmt], "tvm.tirx.Stmt"]
+
+INT32_MAX = 2 ** 31 - 1
 
 # int32 slots of the error buffer: [0] = failing check id + 1, [1:] = its indices
 ERROR_SLOTS = 10
@@ -124,14 +126,22 @@ class TirLowering:
         return tx.Var(f"{base}_{self._names}", dtype)
 
     def shape_of(self, buf: N.Buffer):
+        """The TIR shape of a parameter: int64 extents when its flat offsets exceed int32."""
         out = []
-        for s in buf.shape:
+        static = buf.static_shape()
+        wide = static is not None and math.prod(static) > INT32_MAX
+        for k, s in enumerate(buf.shape):
             if isinstance(s, N.Var):
                 if s.name not in self.dyn:
                     self.dyn[s.name] = tx.Var(s.name, s.dtype)
                 out.append(self.dyn[s.name])
             else:
-                out.append(int(s))
+                if int(s) > INT32_MAX:
+                    raise self.error(f"dimension {k} of {buf.name!r} has {int(s)} elements; the "
+                                     f"{self.backend_name} backend indexes dimensions with int32 "
+                                     f"(at most {INT32_MAX})", buf)
+                # int64 extents make TVM compute the flat offset in int64
+                out.append(tx.const(int(s), "int64") if wide else int(s))
         return out
 
     def vector_lanes(self, dtype: str) -> int:
@@ -534,8 +544,8 @@ class TirLowering:
             if kind in ("sum", "abssum"):
                 return a + b
             if kind in ("max", "absmax"):
-                return tx.Max(a, b)
-            return tx.Min(a, b)
+                return nan_max(a, b)
+            return nan_min(a, b)
 
         init = {"sum": tir_const(0, acc_t), "abssum": tir_const(0, acc_t),
                 "max": lowest(acc_t), "absmax": tir_const(0, acc_t) if kind == "absmax" else None,

@@ -36,16 +36,16 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
   int cse_v2 = (((int)threadIdx.x) * 4);
   int cse_v26 = ((((int)threadIdx.x) >> 4) * 128);
   int cse_v27 = ((((int)threadIdx.x) & 15) * 4);
-  int cse_v55 = ((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4));
+  int cse_v56 = ((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4));
   *(threadgroup half4*)(Q_shared + (((int)threadIdx.x) * 4)) = *(device half4*)(Q_ptr + ((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)));
   int cse_v28 = ((((int)threadIdx.x) * 4) + 512);
-  int cse_v57 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 1024);
+  int cse_v58 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 1024);
   *(threadgroup half4*)(Q_shared + ((((int)threadIdx.x) * 4) + 512)) = *(device half4*)(Q_ptr + (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 1024));
   int cse_v29 = ((((int)threadIdx.x) * 4) + 1024);
-  int cse_v58 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048);
+  int cse_v59 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048);
   *(threadgroup half4*)(Q_shared + ((((int)threadIdx.x) * 4) + 1024)) = *(device half4*)(Q_ptr + (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048));
   int cse_v30 = ((((int)threadIdx.x) * 4) + 1536);
-  int cse_v59 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072);
+  int cse_v60 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072);
   *(threadgroup half4*)(Q_shared + ((((int)threadIdx.x) * 4) + 1536)) = *(device half4*)(Q_ptr + (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072));
   acc_o[((int)threadIdx.x)] = 0.000000e+00f;
   int cse_v3 = (((int)threadIdx.x) + 128);
@@ -105,13 +105,13 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
   int cse_v51 = ((((int)threadIdx.x) >> 6) + 30);
   for (int v_3 = 0; v_3 < (((int)blockIdx.x) + 1); ++v_3) {
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    int cse_v56 = ((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4));
+    int cse_v57 = ((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4));
     *(threadgroup half4*)(K_shared + (((int)threadIdx.x) * 4)) = *(device half4*)(K_ptr + ((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)));
-    int cse_v60 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 1024);
+    int cse_v61 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 1024);
     *(threadgroup half4*)(K_shared + ((((int)threadIdx.x) * 4) + 512)) = *(device half4*)(K_ptr + (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 1024));
-    int cse_v61 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048);
+    int cse_v62 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048);
     *(threadgroup half4*)(K_shared + ((((int)threadIdx.x) * 4) + 1024)) = *(device half4*)(K_ptr + (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048));
-    int cse_v62 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072);
+    int cse_v63 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072);
     *(threadgroup half4*)(K_shared + ((((int)threadIdx.x) * 4) + 1536)) = *(device half4*)(K_ptr + (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072));
     threadgroup_barrier(mem_flags::mem_threadgroup);
     int cse_v19 = (((int)threadIdx.x) & 31);
@@ -157,19 +157,52 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
     int cse_v23 = (((int)threadIdx.x) & 3);
     int cse_v34 = ((((int)threadIdx.x) >> 2) * 32);
     for (int v_6 = 0; v_6 < 8; ++v_6) {
-      v[0] = max(v[0], acc_s[((((((int)threadIdx.x) >> 2) * 32) + (v_6 * 4)) + (((int)threadIdx.x) & 3))]);
+      int cse_v54 = ((((((int)threadIdx.x) >> 2) * 32) + (v_6 * 4)) + (((int)threadIdx.x) & 3));
+      float condval;
+      if ((v[0] != v[0]) || (acc_s[((((((int)threadIdx.x) >> 2) * 32) + (v_6 * 4)) + (((int)threadIdx.x) & 3))] != acc_s[((((((int)threadIdx.x) >> 2) * 32) + (v_6 * 4)) + (((int)threadIdx.x) & 3))])) {
+        condval = (v[0] + acc_s[((((((int)threadIdx.x) >> 2) * 32) + (v_6 * 4)) + (((int)threadIdx.x) & 3))]);
+      } else {
+        condval = max(v[0], acc_s[((((((int)threadIdx.x) >> 2) * 32) + (v_6 * 4)) + (((int)threadIdx.x) & 3))]);
+      }
+      v[0] = condval;
     }
     int cse_v35 = ((((int)threadIdx.x) & 31) ^ 2);
-    v[0] = max(v[0], simd_shuffle(v[0], ((((int)threadIdx.x) & 31) ^ 2)));
+    float v_7 = simd_shuffle(v[0], ((((int)threadIdx.x) & 31) ^ 2));
+    float condval_1;
+    if ((v[0] != v[0]) || (v_7 != v_7)) {
+      condval_1 = (v[0] + v_7);
+    } else {
+      condval_1 = max(v[0], v_7);
+    }
+    v[0] = condval_1;
     int cse_v36 = ((((int)threadIdx.x) & 31) ^ 1);
-    v[0] = max(v[0], simd_shuffle(v[0], ((((int)threadIdx.x) & 31) ^ 1)));
+    float v_8 = simd_shuffle(v[0], ((((int)threadIdx.x) & 31) ^ 1));
+    float condval_2;
+    if ((v[0] != v[0]) || (v_8 != v_8)) {
+      condval_2 = (v[0] + v_8);
+    } else {
+      condval_2 = max(v[0], v_8);
+    }
+    v[0] = condval_2;
     if ((((int)threadIdx.x) % 4) == 0) {
-      scores_max[(((int)threadIdx.x) >> 2)] = max(scores_max[(((int)threadIdx.x) >> 2)], v[0]);
+      float condval_3;
+      if ((scores_max[(((int)threadIdx.x) >> 2)] != scores_max[(((int)threadIdx.x) >> 2)]) || (v[0] != v[0])) {
+        condval_3 = (scores_max[(((int)threadIdx.x) >> 2)] + v[0]);
+      } else {
+        condval_3 = max(scores_max[(((int)threadIdx.x) >> 2)], v[0]);
+      }
+      scores_max[(((int)threadIdx.x) >> 2)] = condval_3;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if ((((int)threadIdx.x) % 4) == 0) {
       threadgroup_barrier(mem_flags::mem_threadgroup);
-      scores_max[(((int)threadIdx.x) >> 2)] = max(scores_max[(((int)threadIdx.x) >> 2)], scores_max_prev[0]);
+      float condval_4;
+      if ((scores_max[(((int)threadIdx.x) >> 2)] != scores_max[(((int)threadIdx.x) >> 2)]) || (scores_max_prev[0] != scores_max_prev[0])) {
+        condval_4 = (scores_max[(((int)threadIdx.x) >> 2)] + scores_max_prev[0]);
+      } else {
+        condval_4 = max(scores_max[(((int)threadIdx.x) >> 2)], scores_max_prev[0]);
+      }
+      scores_max[(((int)threadIdx.x) >> 2)] = condval_4;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if ((((int)threadIdx.x) % 4) == 0) {
@@ -235,24 +268,26 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
     acc_s_cast[(((int)threadIdx.x) + 768)] = ((half)acc_s[(((int)threadIdx.x) + 768)]);
     acc_s_cast[(((int)threadIdx.x) + 896)] = ((half)acc_s[(((int)threadIdx.x) + 896)]);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (int v_7 = 0; v_7 < 8; ++v_7) {
-      int cse_v25 = (v_7 >> 1);
-      int cse_v52 = ((v_7 & 1) * 32);
-      int cse_v54 = ((((v_7 >> 1) * 512) + ((v_7 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8));
-      simdgroup_load(mat_c_1[0], (&(acc_o[((((v_7 >> 1) * 512) + ((v_7 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8))])), 64, 0, (bool)0);
-      for (int v_8 = 0; v_8 < 4; ++v_8) {
-        simdgroup_load(mat_a_1[0], (&(acc_s_cast[(((v_7 >> 1) * 256) + (v_8 * 8))])), 32, 0, (bool)0);
-        simdgroup_load(mat_b_1[0], (&(V_shared[(((v_8 * 512) + ((v_7 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8))])), 64, 0, (bool)0);
+    for (int v_9 = 0; v_9 < 8; ++v_9) {
+      int cse_v25 = (v_9 >> 1);
+      int cse_v52 = ((v_9 & 1) * 32);
+      int cse_v55 = ((((v_9 >> 1) * 512) + ((v_9 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8));
+      simdgroup_load(mat_c_1[0], (&(acc_o[((((v_9 >> 1) * 512) + ((v_9 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8))])), 64, 0, (bool)0);
+      for (int v_10 = 0; v_10 < 4; ++v_10) {
+        simdgroup_load(mat_a_1[0], (&(acc_s_cast[(((v_9 >> 1) * 256) + (v_10 * 8))])), 32, 0, (bool)0);
+        simdgroup_load(mat_b_1[0], (&(V_shared[(((v_10 * 512) + ((v_9 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8))])), 64, 0, (bool)0);
         simdgroup_multiply_accumulate(mat_c_1[0], mat_a_1[0], mat_b_1[0], mat_c_1[0]);
       }
-      simdgroup_store(mat_c_1[0], (&(acc_o[((((v_7 >> 1) * 512) + ((v_7 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8))])), 64, 0, (bool)0);
+      simdgroup_store(mat_c_1[0], (&(acc_o[((((v_9 >> 1) * 512) + ((v_9 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8))])), 64, 0, (bool)0);
     }
     v_1[0] = 0.000000e+00f;
-    for (int v_9 = 0; v_9 < 8; ++v_9) {
-      v_1[0] = (v_1[0] + acc_s[((((((int)threadIdx.x) >> 2) * 32) + (v_9 * 4)) + (((int)threadIdx.x) & 3))]);
+    for (int v_11 = 0; v_11 < 8; ++v_11) {
+      v_1[0] = (v_1[0] + acc_s[((((((int)threadIdx.x) >> 2) * 32) + (v_11 * 4)) + (((int)threadIdx.x) & 3))]);
     }
-    v_1[0] = (v_1[0] + simd_shuffle(v_1[0], ((((int)threadIdx.x) & 31) ^ 2)));
-    v_1[0] = (v_1[0] + simd_shuffle(v_1[0], ((((int)threadIdx.x) & 31) ^ 1)));
+    float v_12 = simd_shuffle(v_1[0], ((((int)threadIdx.x) & 31) ^ 2));
+    v_1[0] = (v_1[0] + v_12);
+    float v_13 = simd_shuffle(v_1[0], ((((int)threadIdx.x) & 31) ^ 1));
+    v_1[0] = (v_1[0] + v_13);
     if ((((int)threadIdx.x) % 4) == 0) {
       scores_sum[(((int)threadIdx.x) >> 2)] = v_1[0];
     }
