@@ -216,7 +216,6 @@ def test_flat_offsets_beyond_int32_run_correctly():
     assert (got == 1).sum() == got.size - 2
 
 
-@pytest.mark.xfail(reason="T.print of floats does not yet use numpy's formatting (bug 7)", strict=True)
 def test_print_formats_floats_like_the_reference(capfd):
     @T.prim_func
     def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):

@@ -258,23 +258,42 @@ class CpuLowering(TirLowering):
                 shape = list(b.shape)
             head = tx.Evaluate(tx.call_extern("int32", "tilecore_cpu_print_buffer_head", msg,
                                               *self._block_args(), b.name))
-            last_ext = shape[-1] if shape else 1
+            ndim = max(1, len(shape))
+
+            def edge_count(idx, at_edge):
+                # how many trailing axes are at their first (or last) index: brackets to open (close)
+                count = tir_const(0, "int32")
+                for k in range(len(shape)):
+                    inner = tx.const(1, "bool")
+                    for m in range(k, len(shape)):
+                        inner = tx.And(inner, at_edge(idx[m], shape[m]))
+                    count = count + tx.Cast("int32", inner)
+                return count if shape else tir_const(1, "int32")
 
             def elem(idx):
                 v = self.load(tb, idx)
-                last = tx.Cast("int32", tx.EQ(idx[-1], last_ext - 1))
+                opened = edge_count(idx, lambda i, n: tx.EQ(i, 0))
+                closed = edge_count(idx, lambda i, n: tx.EQ(i, n - 1))
+                rank = tir_const(ndim, "int32")
                 if is_float(b.dtype):
                     return tx.Evaluate(tx.call_extern("int32", "tilecore_cpu_print_elem_float",
-                                                      cast_to(v, "float64"), last))
+                                                      cast_to(v, "float64"), _float_kind(b.dtype),
+                                                      opened, closed, rank))
                 return tx.Evaluate(tx.call_extern("int32", "tilecore_cpu_print_elem_int",
-                                                  cast_to(v, "int64"), last))
+                                                  cast_to(v, "int64"), opened, closed, rank))
             return seq([head, self.loop_nest(shape, elem, vectorize=False)])
         v = self.lower_expr(s.value)
         dt = dtype_of(v)
         if dt == "bool":
             fn, arg = "tilecore_cpu_print_bool", tx.Cast("int32", v)
         elif is_float(dt):
-            fn, arg = "tilecore_cpu_print_float", cast_to(v, "float64")
+            return tx.Evaluate(tx.call_extern("int32", "tilecore_cpu_print_float", msg, *self._block_args(),
+                                              cast_to(v, "float64"), _float_kind(dt)))
         else:
             fn, arg = "tilecore_cpu_print_int", cast_to(v, "int64")
         return tx.Evaluate(tx.call_extern("int32", fn, msg, *self._block_args(), arg))
+
+
+def _float_kind(dtype: str):
+    """support.c's float format selector: numpy's str() differs per dtype (bfloat16 -> 0)."""
+    return tir_const({"float16": 16, "float32": 32, "float64": 64}.get(dtype, 0), "int32")

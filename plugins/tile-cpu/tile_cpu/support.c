@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <math.h>
 
 #ifdef __cplusplus
@@ -134,9 +135,65 @@ static void tc_head(const char* msg, int32_t nblock, int32_t b0, int32_t b1, int
   if (msg && msg[0]) printf(" %s", msg);
   printf(":");
 }
+/* numpy's str() of a float of dtype `kind` (16: float16, 32: float32, 64: float64, 0:
+ * bfloat16, which ml_dtypes prints with %g): the shortest digits that read back
+ * as the same value, positional between 1e-4 and 10**(3, 6, 16) else scientific.
+ * `in_array`: numpy's array style, where an integral value ends in "." not ".0". */
+static void tc_format_float(char* out, size_t size, double v, int32_t kind, int in_array) {
+  if (isnan(v)) { snprintf(out, size, "nan"); return; }
+  if (isinf(v)) { snprintf(out, size, v < 0 ? "-inf" : "inf"); return; }
+  if (kind == 0) { snprintf(out, size, "%g", v); return; }
+  int max_digits = kind == 64 ? 17 : kind == 32 ? 9 : 5;
+  int mant_bits = kind == 64 ? 52 : kind == 32 ? 23 : 10;
+  char sci[64];
+  int p = 1;
+  for (; p <= max_digits; p++) {
+    snprintf(sci, sizeof sci, "%.*e", p - 1, v);
+    double back = strtod(sci, NULL);
+    int same;
+    if (kind == 64) same = back == v;
+    else if (kind == 32) same = (float)back == (float)v;
+    else {  /* float16: within half an ulp (exponent floor -14: subnormals) */
+      int e; frexp(v, &e);
+      if (e - 1 < -14) e = -13;
+      same = fabs(back - v) <= ldexp(1.0, e - 1 - mant_bits) / 2;
+    }
+    if (same) break;
+  }
+  /* sci is "[-]d.ddde[+-]XX": digits and exponent */
+  char digits[32]; int nd = 0, neg = sci[0] == '-';
+  const char* c = sci + neg;
+  for (; *c && *c != 'e'; c++) if (*c != '.') digits[nd++] = *c;
+  int exp10 = atoi(c + 1);
+  while (nd > 1 && digits[nd - 1] == '0') nd--;
+  digits[nd] = 0;
+  double a = fabs(v), limit = kind == 64 ? 1e16 : kind == 32 ? 1e6 : 1e3;
+  char* o = out; size_t left = size;
+#define TC_PUT(...) do { int w = snprintf(o, left, __VA_ARGS__); if (w > 0 && (size_t)w < left) { o += w; left -= w; } } while (0)
+  if (neg) TC_PUT("-");
+  if (v == 0 || (a >= 1e-4 && a < limit)) {
+    if (exp10 >= 0) {
+      for (int k = 0; k <= exp10; k++) TC_PUT("%c", k < nd ? digits[k] : '0');
+      TC_PUT(".");
+      if (nd > exp10 + 1) TC_PUT("%s", digits + exp10 + 1);
+      else if (!in_array) TC_PUT("0");
+    } else {
+      TC_PUT("0.");
+      for (int k = 0; k < -exp10 - 1; k++) TC_PUT("0");
+      TC_PUT("%s", digits);
+    }
+  } else {
+    TC_PUT("%c", digits[0]);
+    if (nd > 1) TC_PUT(".%s", digits + 1);
+    TC_PUT("e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+  }
+#undef TC_PUT
+}
 int32_t tilecore_cpu_print_float(const char* msg, int32_t nblock, int32_t b0, int32_t b1, int32_t b2,
-                                 double v) {
-  tc_head(msg, nblock, b0, b1, b2); printf(" %.9g\n", v); fflush(stdout); return 0;
+                                 double v, int32_t kind) {
+  char text[80];
+  tc_format_float(text, sizeof text, v, kind, 0);
+  tc_head(msg, nblock, b0, b1, b2); printf(" %s\n", text); fflush(stdout); return 0;
 }
 int32_t tilecore_cpu_print_int(const char* msg, int32_t nblock, int32_t b0, int32_t b1, int32_t b2,
                                int64_t v) {
@@ -151,11 +208,31 @@ int32_t tilecore_cpu_print_buffer_head(const char* msg, int32_t nblock, int32_t 
                                        int32_t b2, const char* name) {
   tc_head(msg, nblock, b0, b1, b2); printf("\n%s =\n", name); return 0;
 }
-int32_t tilecore_cpu_print_elem_float(double v, int32_t last) {
-  printf(last ? "%.9g\n" : "%.9g ", v); if (last) fflush(stdout); return 0;
+/* One element of a printed buffer, numpy style: `opened` brackets open before it
+ * (its trailing indices that are 0), `closed` close after it (those at their end). */
+static void tc_elem_prefix(int32_t opened, int32_t ndim, int32_t first) {
+  if (!first && opened > 0) for (int32_t k = 0; k < ndim - opened; k++) printf(" ");
+  for (int32_t k = 0; k < opened; k++) printf("[");
 }
-int32_t tilecore_cpu_print_elem_int(int64_t v, int32_t last) {
-  printf(last ? "%lld\n" : "%lld ", (long long)v); if (last) fflush(stdout); return 0;
+static void tc_elem_suffix(int32_t closed, int32_t ndim) {
+  for (int32_t k = 0; k < closed; k++) printf("]");
+  if (closed == 0) printf(" ");
+  else if (closed >= ndim) { printf("\n"); fflush(stdout); }
+  else for (int32_t k = 0; k < closed; k++) printf("\n");
+}
+int32_t tilecore_cpu_print_elem_float(double v, int32_t kind, int32_t opened, int32_t closed, int32_t ndim) {
+  char text[80];
+  tc_format_float(text, sizeof text, v, kind, 1);
+  tc_elem_prefix(opened, ndim, opened >= ndim);
+  printf("%s", text);
+  tc_elem_suffix(closed, ndim);
+  return 0;
+}
+int32_t tilecore_cpu_print_elem_int(int64_t v, int32_t opened, int32_t closed, int32_t ndim) {
+  tc_elem_prefix(opened, ndim, opened >= ndim);
+  printf("%lld", (long long)v);
+  tc_elem_suffix(closed, ndim);
+  return 0;
 }
 
 #ifdef __cplusplus
