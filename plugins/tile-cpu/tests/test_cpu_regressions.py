@@ -12,7 +12,15 @@ from tilecore.diagnostics import TileCompileError
 from tilecore.testing import assert_matches_reference
 
 
-def test_zero_size_dynamic_dimension_reduction():
+@pytest.fixture(params=["native", "tvm"])
+def launch_path(request, monkeypatch):
+    """Both launchers: the ctypes one (default) and TVM's (the fallback, TILE_CPU_LAUNCH=tvm)."""
+    if request.param == "tvm":
+        monkeypatch.setenv("TILE_CPU_LAUNCH", "tvm")
+    return request.param
+
+
+def test_zero_size_dynamic_dimension_reduction(launch_path):
     M = T.dynamic("M")
 
     @T.prim_func
@@ -28,7 +36,7 @@ def test_zero_size_dynamic_dimension_reduction():
     assert got.tolist() == [0.0]
 
 
-def test_zero_size_dynamic_dimension_tile_copy_grid_of_zero_blocks():
+def test_zero_size_dynamic_dimension_tile_copy_grid_of_zero_blocks(launch_path):
     M = T.dynamic("M")
 
     @T.prim_func
@@ -45,7 +53,7 @@ def test_zero_size_dynamic_dimension_tile_copy_grid_of_zero_blocks():
                              out_idx=[-1])
 
 
-def test_read_only_numpy_input():
+def test_read_only_numpy_input(launch_path):
     @T.prim_func
     def main(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
         with T.Kernel(1) as bx:
