@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -222,6 +223,41 @@ def test_flat_offsets_beyond_int32_run_correctly():
     got = tilecore.compile(main, target="cpu", out_idx=[-1])(a)
     assert got[-1, -1] == 6 and got[-1, 7] == 10 and got[0, 0] == 1
     assert (got == 1).sum() == got.size - 2
+
+
+PRINT_CASES = [
+    ((4,), "float32", [0, 1, 2, 3]),
+    ((4,), "float32", [0.5, 1, 2, 3]),
+    ((2, 3), "float32", [0, 1, 2, 3, 4, 5]),
+    ((2, 4), "float64", [0.5, -1, np.nan, np.inf, 1 / 3, 2, 10, 0.25]),
+    ((5,), "float32", [1e-5, 1, 2, 3, 1e4]),
+    ((3,), "float32", [1e-5, 1e7, 1 / 3]),
+    ((3,), "float16", [0.1, 1e-5, 1000]),
+    ((2, 3), "int32", [1, -20, 300, 4, 5, 6]),
+    ((2,), "bfloat16", [0.1, 6]),
+]
+
+
+@pytest.mark.parametrize("shape,dtype,values", PRINT_CASES)
+def test_print_formats_like_the_reference(capfd, shape, dtype, values):
+    rank = len(shape)
+
+    @T.prim_func
+    def main(A: T.Tensor(shape, dtype), B: T.Tensor(shape, dtype)):
+        with T.Kernel(1) as bx:
+            s = T.alloc_fragment(shape, dtype)
+            T.copy(A, s)
+            T.print(s, msg="tile")
+            T.print(A[0] * 3 if rank == 1 else A[0, 0] * 3, msg="three times")
+            T.copy(s, B)
+
+    np_dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+    a = np.array(values, np_dtype).reshape(shape)
+    tilecore.compile(main, target="reference", out_idx=[-1])(a)
+    want = capfd.readouterr()
+    tilecore.compile(main, target="cpu", out_idx=[-1])(a)
+    got = capfd.readouterr()
+    assert got.out == want.out
 
 
 def test_print_formats_floats_like_the_reference(capfd):

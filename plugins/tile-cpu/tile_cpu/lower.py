@@ -21,7 +21,7 @@ from tvm import tirx as tx
 from tilecore.ir import nodes as N
 from tilecore.ir.types import bits, is_float
 from tilecore.lowering.intrinsics import IntrinsicTable, dtype_of
-from tilecore.lowering.tir_expr import cast_to, tir_const
+from tilecore.lowering.tir_expr import cast_to, round_to_bfloat16, tir_const
 from tilecore.lowering.tir_stmt import TirLowering, accum_dtype, seq
 
 
@@ -287,6 +287,8 @@ class CpuLowering(TirLowering):
         if dt == "bool":
             fn, arg = "tilecore_cpu_print_bool", tx.Cast("int32", v)
         elif is_float(dt):
+            if dt == "bfloat16":  # TVM may hold a bfloat16 value unrounded in float32
+                v = round_to_bfloat16(cast_to(v, "float32"))
             return tx.Evaluate(tx.call_extern("int32", "tilecore_cpu_print_float", msg, *self._block_args(),
                                               cast_to(v, "float64"), _float_kind(dt)))
         else:

@@ -135,19 +135,14 @@ static void tc_head(const char* msg, int32_t nblock, int32_t b0, int32_t b1, int
   if (msg && msg[0]) printf(" %s", msg);
   printf(":");
 }
-/* numpy's str() of a float of dtype `kind` (16: float16, 32: float32, 64: float64, 0:
- * bfloat16, which ml_dtypes prints with %g): the shortest digits that read back
- * as the same value, positional between 1e-4 and 10**(3, 6, 16) else scientific.
- * `in_array`: numpy's array style, where an integral value ends in "." not ".0". */
-static void tc_format_float(char* out, size_t size, double v, int32_t kind, int in_array) {
-  if (isnan(v)) { snprintf(out, size, "nan"); return; }
-  if (isinf(v)) { snprintf(out, size, v < 0 ? "-inf" : "inf"); return; }
-  if (kind == 0) { snprintf(out, size, "%g", v); return; }
+/* The shortest decimal digits of `v` that read back as the same value of dtype
+ * `kind` (16, 32, 64): digits (no point, no trailing zeros), their count, the
+ * decimal exponent of the first. */
+static int tc_shortest(double v, int32_t kind, char* digits, int* exp10) {
   int max_digits = kind == 64 ? 17 : kind == 32 ? 9 : 5;
   int mant_bits = kind == 64 ? 52 : kind == 32 ? 23 : 10;
   char sci[64];
-  int p = 1;
-  for (; p <= max_digits; p++) {
+  for (int p = 1; p <= max_digits; p++) {
     snprintf(sci, sizeof sci, "%.*e", p - 1, v);
     double back = strtod(sci, NULL);
     int same;
@@ -160,13 +155,26 @@ static void tc_format_float(char* out, size_t size, double v, int32_t kind, int 
     }
     if (same) break;
   }
-  /* sci is "[-]d.ddde[+-]XX": digits and exponent */
-  char digits[32]; int nd = 0, neg = sci[0] == '-';
-  const char* c = sci + neg;
+  int nd = 0;
+  const char* c = sci + (sci[0] == '-');
   for (; *c && *c != 'e'; c++) if (*c != '.') digits[nd++] = *c;
-  int exp10 = atoi(c + 1);
+  *exp10 = atoi(c + 1);
   while (nd > 1 && digits[nd - 1] == '0') nd--;
   digits[nd] = 0;
+  return nd;
+}
+
+/* numpy's str() of a float of dtype `kind` (16: float16, 32: float32, 64: float64, 0:
+ * bfloat16, which ml_dtypes prints with %g): the shortest digits that read back
+ * as the same value, positional between 1e-4 and 10**(3, 6, 16) else scientific.
+ * `in_array`: numpy's array style, where an integral value ends in "." not ".0". */
+static void tc_format_float(char* out, size_t size, double v, int32_t kind, int in_array) {
+  if (isnan(v)) { snprintf(out, size, "nan"); return; }
+  if (isinf(v)) { snprintf(out, size, v < 0 ? "-inf" : "inf"); return; }
+  if (kind == 0) { snprintf(out, size, "%g", v); return; }
+  char digits[32];
+  int exp10, neg = signbit(v) != 0;
+  int nd = tc_shortest(v, kind, digits, &exp10);
   double a = fabs(v), limit = kind == 64 ? 1e16 : kind == 32 ? 1e6 : 1e3;
   char* o = out; size_t left = size;
 #define TC_PUT(...) do { int w = snprintf(o, left, __VA_ARGS__); if (w > 0 && (size_t)w < left) { o += w; left -= w; } } while (0)
@@ -208,30 +216,129 @@ int32_t tilecore_cpu_print_buffer_head(const char* msg, int32_t nblock, int32_t 
                                        int32_t b2, const char* name) {
   tc_head(msg, nblock, b0, b1, b2); printf("\n%s =\n", name); return 0;
 }
-/* One element of a printed buffer, numpy style: `opened` brackets open before it
- * (its trailing indices that are 0), `closed` close after it (those at their end). */
-static void tc_elem_prefix(int32_t opened, int32_t ndim, int32_t first) {
-  if (!first && opened > 0) for (int32_t k = 0; k < ndim - opened; k++) printf(" ");
-  for (int32_t k = 0; k < opened; k++) printf("[");
+/* A printed buffer, numpy style. The elements are collected (per thread: blocks
+ * print concurrently) with the brackets to open before each (its trailing
+ * indices that are 0) and close after it (those at their end); the last one
+ * formats them all, since numpy pads every float to the widest integer and
+ * fraction parts. Not reproduced: numpy's line wrapping at 75 characters and
+ * its summary of arrays over 1000 elements. */
+typedef struct { double v; int64_t i; int32_t opened, closed; } tc_elem;
+static __thread tc_elem* tc_elems = NULL;
+static __thread int64_t tc_count = 0, tc_capacity = 0;
+
+static void tc_push(double v, int64_t i, int32_t opened, int32_t closed) {
+  if (tc_count == tc_capacity) {
+    int64_t cap = tc_capacity ? 2 * tc_capacity : 256;
+    tc_elem* grown = (tc_elem*)realloc(tc_elems, (size_t)cap * sizeof(tc_elem));
+    if (!grown) return;
+    tc_elems = grown; tc_capacity = cap;
+  }
+  tc_elem e; e.v = v; e.i = i; e.opened = opened; e.closed = closed;
+  tc_elems[tc_count++] = e;
 }
-static void tc_elem_suffix(int32_t closed, int32_t ndim) {
-  for (int32_t k = 0; k < closed; k++) printf("]");
-  if (closed == 0) printf(" ");
-  else if (closed >= ndim) { printf("\n"); fflush(stdout); }
-  else for (int32_t k = 0; k < closed; k++) printf("\n");
+
+/* numpy's positional array element: shortest digits, at most 8 after the point. */
+static void tc_array_float(char* out, size_t size, double v, int32_t kind) {
+  tc_format_float(out, size, v, kind, 1);
+  const char* dot = strchr(out, '.');
+  if (dot && strlen(dot + 1) > 8) {
+    snprintf(out, size, "%.8f", v);
+    size_t n = strlen(out);
+    while (n > 0 && out[n - 1] == '0') out[--n] = 0;
+  }
 }
-int32_t tilecore_cpu_print_elem_float(double v, int32_t kind, int32_t opened, int32_t closed, int32_t ndim) {
+
+static void tc_flush_buffer(int32_t kind, int32_t is_float, int32_t ndim) {
   char text[80];
-  tc_format_float(text, sizeof text, v, kind, 1);
-  tc_elem_prefix(opened, ndim, opened >= ndim);
-  printf("%s", text);
-  tc_elem_suffix(closed, ndim);
+  int positional = 1;
+  size_t left_w = 0, right_w = 0;
+  if (is_float) {
+    double lo = INFINITY, hi = 0;
+    for (int64_t n = 0; n < tc_count; n++) {
+      double a = fabs(tc_elems[n].v);
+      if (isfinite(a) && a != 0) { if (a < lo) lo = a; if (a > hi) hi = a; }
+    }
+    if (hi >= 1e8 || (hi > 0 && (lo < 1e-4 || hi / lo > 1e3))) positional = 0;
+    if (kind == 0) positional = 0;
+    if (positional)
+      for (int64_t n = 0; n < tc_count; n++) {
+        if (!isfinite(tc_elems[n].v)) continue;
+        tc_array_float(text, sizeof text, tc_elems[n].v, kind);
+        const char* dot = strchr(text, '.');
+        size_t l = dot ? (size_t)(dot - text) : strlen(text), r = dot ? strlen(dot + 1) : 0;
+        if (l > left_w) left_w = l;
+        if (r > right_w) right_w = r;
+      }
+    if (positional)
+      for (int64_t n = 0; n < tc_count; n++)
+        if (!isfinite(tc_elems[n].v)) {
+          size_t l = strlen(isnan(tc_elems[n].v) ? "nan" : tc_elems[n].v < 0 ? "-inf" : "inf");
+          if (l > left_w + 1 + right_w) left_w = l - 1 - right_w;
+        }
+  } else {
+    for (int64_t n = 0; n < tc_count; n++) {
+      size_t l = (size_t)snprintf(text, sizeof text, "%lld", (long long)tc_elems[n].i);
+      if (l > left_w) left_w = l;
+    }
+  }
+  int sci_digits = 0;
+  size_t sci_width = 0;
+  if (is_float && !positional && kind != 0) {
+    char digits[32];
+    int exp10;
+    for (int64_t n = 0; n < tc_count; n++)
+      if (isfinite(tc_elems[n].v)) {
+        int nd = tc_shortest(tc_elems[n].v, kind, digits, &exp10);
+        if (nd - 1 > sci_digits) sci_digits = nd - 1 > 8 ? 8 : nd - 1;
+      }
+    for (int64_t n = 0; n < tc_count; n++) {
+      size_t l = 3;
+      if (isfinite(tc_elems[n].v)) {
+        l = (size_t)snprintf(text, sizeof text, "%.*e", sci_digits, tc_elems[n].v) + (sci_digits == 0);
+      } else if (tc_elems[n].v < 0) l = 4;
+      if (l > sci_width) sci_width = l;
+    }
+  }
+  for (int64_t n = 0; n < tc_count; n++) {
+    tc_elem e = tc_elems[n];
+    if (n > 0 && e.opened > 0) for (int32_t k = 0; k < ndim - e.opened; k++) printf(" ");
+    for (int32_t k = 0; k < e.opened; k++) printf("[");
+    if (!is_float) printf("%*lld", (int)left_w, (long long)e.i);
+    else if (!positional && kind != 0) {
+      /* numpy's scientific array mode: every element with the same number of digits */
+      if (isfinite(e.v)) {
+        snprintf(text, sizeof text, "%.*e", sci_digits, e.v);
+        if (sci_digits == 0) { char* x = strchr(text, 'e'); memmove(x + 1, x, strlen(x) + 1); *x = '.'; }
+        printf("%*s", (int)sci_width, text);
+      } else {
+        printf("%*s", (int)sci_width, isnan(e.v) ? "nan" : e.v < 0 ? "-inf" : "inf");
+      }
+    }
+    else if (!positional) { tc_format_float(text, sizeof text, e.v, kind, 1); printf("%s", text); }
+    else if (!isfinite(e.v)) printf("%*s", (int)(left_w + 1 + right_w), isnan(e.v) ? "nan" : e.v < 0 ? "-inf" : "inf");
+    else {
+      tc_array_float(text, sizeof text, e.v, kind);
+      const char* dot = strchr(text, '.');
+      size_t l = dot ? (size_t)(dot - text) : strlen(text), r = dot ? strlen(dot + 1) : 0;
+      printf("%*s%s%*s", (int)(left_w - l), "", text, (int)(right_w - r), "");
+    }
+    for (int32_t k = 0; k < e.closed; k++) printf("]");
+    if (e.closed == 0) printf(" ");
+    else if (n + 1 < tc_count) for (int32_t k = 0; k < e.closed; k++) printf("\n");
+  }
+  printf("\n");
+  fflush(stdout);
+  tc_count = 0;
+}
+
+int32_t tilecore_cpu_print_elem_float(double v, int32_t kind, int32_t opened, int32_t closed, int32_t ndim) {
+  tc_push(v, 0, opened, closed);
+  if (closed >= ndim) tc_flush_buffer(kind, 1, ndim);
   return 0;
 }
 int32_t tilecore_cpu_print_elem_int(int64_t v, int32_t opened, int32_t closed, int32_t ndim) {
-  tc_elem_prefix(opened, ndim, opened >= ndim);
-  printf("%lld", (long long)v);
-  tc_elem_suffix(closed, ndim);
+  tc_push(0, v, opened, closed);
+  if (closed >= ndim) tc_flush_buffer(0, 0, ndim);
   return 0;
 }
 
