@@ -6,9 +6,10 @@ argument is one of theirs, so numpy-only users never pay for them.
 """
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
 
@@ -167,6 +168,34 @@ def allocate(like: Optional[ArrayInfo], shape: Tuple[int, ...], dtype: str, memo
     except ImportError:
         raise NotAnArray(f"cannot allocate an output in {memory_space} memory: pass the inputs as "
                          "torch or cupy arrays, or install torch or cupy") from None
+
+
+def allocator(like: Optional[ArrayInfo], shape: Tuple[int, ...], dtype: str,
+              memory_space: str = "cpu") -> Callable[[], Any]:
+    """A function of no arguments that returns what `allocate(like, shape, dtype, memory_space)` does.
+
+    The Kernel makes one per output and argument signature, so a repeat call
+    allocates without looking the library and dtype up again. It keeps the
+    device of `like`, never the array itself.
+    """
+    library = like.library if like is not None else None
+    shape = tuple(int(n) for n in shape)
+    if library == "torch":
+        import torch
+
+        return functools.partial(torch.zeros, shape, dtype=getattr(torch, dtype), device=like.array.device)
+    if library == "cupy":
+        device_id = like.array.device.id
+
+        def cupy_zeros():
+            import cupy
+
+            with cupy.cuda.Device(device_id):
+                return cupy.zeros(shape, dtype=numpy_dtype(dtype))
+        return cupy_zeros
+    if memory_space == "cpu":
+        return functools.partial(np.zeros, shape, numpy_dtype(dtype))
+    return functools.partial(allocate, None, shape, dtype, memory_space)
 
 
 def as_numpy(array) -> np.ndarray:
