@@ -105,6 +105,7 @@ class Kernel:
         self.outputs: Tuple[N.Buffer, ...] = tuple(func.params[i] for i in self.out_idx)
         self._input_index = tuple(i for i in range(len(func.params)) if i not in outs)
         self._written = written_buffer_names(func)
+        self._outputs_last = self.out_idx == tuple(range(len(self.inputs), len(func.params)))
         # argument signatures of calls that passed check_arguments -> (bindings, output plan)
         self._plans: Dict[tuple, Tuple[Dict[str, int], tuple]] = {}
 
@@ -177,9 +178,12 @@ class Kernel:
     def _run(self, inputs: List[Any], plan) -> Any:
         """Allocate the outputs of `plan`, launch, and return the outputs."""
         bindings, outputs = plan
-        call_args: List[Any] = [None] * len(self.ir.params)
-        for param_index, value in zip(self._input_index, inputs):
-            call_args[param_index] = value
+        if self._outputs_last:  # the usual layout: inputs, then outputs
+            call_args = inputs
+        else:
+            call_args = [None] * len(self.ir.params)
+            for param_index, value in zip(self._input_index, inputs):
+                call_args[param_index] = value
         results = []
         for i, allocate in outputs:
             try:
@@ -187,7 +191,10 @@ class Kernel:
             except arrays.NotAnArray as err:
                 raise TileRuntimeError(f"{self._who()}: cannot allocate output {self.ir.params[i].name!r}: "
                                        f"{err}") from None
-            call_args[i] = out
+            if self._outputs_last:
+                call_args.append(out)
+            else:
+                call_args[i] = out
             results.append(out)
         launch = self._launch or self._launcher()
         try:
