@@ -242,55 +242,56 @@ class Kernel:
         """
         space = self.backend.capabilities.memory_space
         bindings: Dict[str, int] = {}
-        bound_by: Dict[str, str] = {}
+        bound_by: Dict[str, Tuple[str, int]] = {}  # dim name -> (parameter, axis) that bound it
+        where = self._where  # messages are built only when raising
         first_device: Optional[Tuple[str, str]] = None
         infos = []
         for param, param_index, value in zip(self.inputs, self._input_index, inputs):
-            where = f"{self._who()}, argument {param.name!r}"
             try:
                 info = arrays.describe(value)
             except arrays.NotAnArray as err:
-                raise self._param_error(f"{where}: {err}", param) from None
+                raise self._param_error(f"{where(param)}: {err}", param) from None
             if info.memory_space != space:
                 hint = " (e.g. tensor.cpu() or numpy.asarray)" if space == "cpu" else \
                     f" (e.g. tensor.to('{space}'))"
                 raise self._param_error(
-                    f"{where}: expected an array in {space} memory for backend "
+                    f"{where(param)}: expected an array in {space} memory for backend "
                     f"{self.backend.name!r}, got one on {info.device}; move it there first{hint}", param)
             if space != "cpu":
                 if first_device is None:
                     first_device = (param.name, info.device)
                 elif info.device != first_device[1]:
                     raise self._param_error(
-                        f"{where}: is on {info.device} but {first_device[0]!r} is on "
+                        f"{where(param)}: is on {info.device} but {first_device[0]!r} is on "
                         f"{first_device[1]}; all arguments must be on one device", param)
             if info.dtype != param.dtype:
-                raise self._param_error(f"{where}: expected dtype {param.dtype}, got {info.dtype}", param)
+                raise self._param_error(f"{where(param)}: expected dtype {param.dtype}, got {info.dtype}", param)
             if len(info.shape) != param.ndim:
                 raise self._param_error(
-                    f"{where}: expected a {param.ndim}-D array of shape {_shape_text(param.shape)}, "
+                    f"{where(param)}: expected a {param.ndim}-D array of shape {_shape_text(param.shape)}, "
                     f"got a {len(info.shape)}-D array of shape {tuple(info.shape)}", param)
             for axis, (want, got) in enumerate(zip(param.shape, info.shape)):
                 if isinstance(want, N.Var):
                     if want.name in bindings and bindings[want.name] != got:
                         raise self._param_error(
-                            f"{where}: dimension {axis} is {want.name} = {got}, but {want.name} = "
-                            f"{bindings[want.name]} was bound by {bound_by[want.name]}; expected shape "
+                            f"{where(param)}: dimension {axis} is {want.name} = {got}, but {want.name} = "
+                            f"{bindings[want.name]} was bound by argument {bound_by[want.name][0]!r} "
+                            f"(dimension {bound_by[want.name][1]}); expected shape "
                             f"{_shape_text(param.shape)} with {want.name} = {bindings[want.name]}, "
                             f"got {tuple(info.shape)}", param)
                     bindings.setdefault(want.name, int(got))
-                    bound_by.setdefault(want.name, f"argument {param.name!r} (dimension {axis})")
+                    bound_by.setdefault(want.name, (param.name, axis))
                 elif want != got:
                     raise self._param_error(
-                        f"{where}: expected shape {_shape_text(param.shape)}, got {tuple(info.shape)} "
+                        f"{where(param)}: expected shape {_shape_text(param.shape)}, got {tuple(info.shape)} "
                         f"(dimension {axis} must be {want}, not {got})", param)
             if param.name in self._written and not _writeable(info.array):
                 raise self._param_error(
-                    f"{where}: the kernel writes this argument, but the array is read-only; pass a "
+                    f"{where(param)}: the kernel writes this argument, but the array is read-only; pass a "
                     f"writable copy (e.g. numpy.array(a)) or allocate it with out_idx", param)
             if not info.contiguous:
                 raise self._param_error(
-                    f"{where}: expected a C-contiguous (row-major, dense) array, got strides "
+                    f"{where(param)}: expected a C-contiguous (row-major, dense) array, got strides "
                     f"{info.strides} for shape {tuple(info.shape)}; pass tensor.contiguous() (torch) "
                     f"or numpy.ascontiguousarray(a) (numpy/cupy)", param)
             infos.append((param_index, info))
@@ -303,6 +304,9 @@ class Kernel:
                     f"{self._who()}: dynamic dimension {var.name} of {what} is not the size of any "
                     f"input dimension, so it cannot be bound")
         return infos, bindings
+
+    def _where(self, param: N.Buffer) -> str:
+        return f"{self._who()}, argument {param.name!r}"
 
     def _param_error(self, message: str, param: N.Buffer) -> TileRuntimeError:
         """A TileRuntimeError that also shows where the parameter is declared (when known)."""
