@@ -327,7 +327,8 @@ class Caller:
                     ptr = a.ctypes.data
             elif (type(a) is not _ndarray and (torch := sys.modules.get("torch")) is not None
                   and isinstance(a, torch.Tensor)):
-                if not a.is_cpu or a.is_conj() or a.is_neg():
+                # (a conjugate bit exists only on complex tensors, which have no entry in the dtype table)
+                if not a.is_cpu or a.is_neg():
                     return NOT_HANDLED
                 key = (a.dtype, a.shape) if a.is_contiguous() else (a.dtype, a.shape, a.stride())
                 ptr = a.data_ptr()
