@@ -196,10 +196,11 @@ def test_elf_symbol_table_lists_the_entry_and_context_symbols():
     k = tilecore.compile(scale_kernel("float32", n=64), target="cpu", out_idx=[-1])
     from tile_cpu.build import library_file
 
-    symbols = dict(native.dynamic_symbols(library_file(k.artifact.blobs["kernel.so"])))
-    assert symbols["__tvm_ffi_scale"] is True
-    assert symbols.get("__TVMBackendParallelLaunch") is True  # a pointer the launcher fills
-    assert symbols["TVMFFIErrorSetRaisedFromCStrParts"] is False  # resolved in libtvm_ffi
+    symbols = {name: (defined, is_data) for name, defined, is_data in
+               native.dynamic_symbols(library_file(k.artifact.blobs["kernel.so"]))}
+    assert symbols["__tvm_ffi_scale"] == (True, False)  # the entry: a function
+    assert symbols["__TVMBackendParallelLaunch"] == (True, True)  # a pointer the launcher fills
+    assert symbols["TVMFFIErrorSetRaisedFromCStrParts"][0] is False  # resolved in libtvm_ffi
 
 
 FRESH_PROCESS = textwrap.dedent("""

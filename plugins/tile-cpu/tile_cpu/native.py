@@ -139,8 +139,8 @@ def _load_runtime() -> Tuple[ctypes.CDLL, ctypes.CDLL]:
     return _runtime["ffi"], _runtime["runtime"]
 
 
-def dynamic_symbols(path: str) -> List[Tuple[str, bool]]:
-    """[(name, defined)] of an ELF64 little-endian shared object's dynamic symbol table.
+def dynamic_symbols(path: str) -> List[Tuple[str, bool, bool]]:
+    """[(name, defined, is_data)] of an ELF64 little-endian shared object's dynamic symbols.
 
     Raises ValueError for anything else (the caller then uses TVM's loader).
     """
@@ -158,21 +158,23 @@ def dynamic_symbols(path: str) -> List[Tuple[str, bool]]:
         offset, size, link, entsize = sh[4], sh[5], sh[6], sh[9] or 24
         stroff = sections[link][4]
         for k in range(1, size // entsize):
-            st_name, _info, _other, shndx = struct.unpack_from("<IBBH", data, offset + k * entsize)
+            st_name, info, _other, shndx = struct.unpack_from("<IBBH", data, offset + k * entsize)
             end = data.index(b"\0", stroff + st_name)
-            out.append((data[stroff + st_name:end].decode("ascii", "replace"), shndx != 0))
+            out.append((data[stroff + st_name:end].decode("ascii", "replace"), shndx != 0,
+                        info & 0xF == 1))  # STT_OBJECT
     return out
 
 
 def _prepare_library(path: str) -> ctypes.CDLL:
     """dlopen a kernel library and fill its context symbols as TVM's loader would."""
     symbols = dynamic_symbols(path)
-    defined = {name for name, is_defined in symbols if is_defined}
+    defined = {name for name, is_defined, _ in symbols if is_defined}
     if "__tvm_ffi__library_bin" in defined or "__tvm_ffi__library_ctx" in defined:
         raise ValueError("the library embeds modules or needs a module context")
     ffi, rt = _load_runtime()
     fills = []
-    for name in sorted(defined):
+    # context symbols are data (function-pointer variables): never write into code
+    for name in sorted(n for n, is_defined, is_data in symbols if is_defined and is_data):
         if not name.startswith("__TVM"):
             continue
         target = name[2:]  # __TVMBackendParallelLaunch -> TVMBackendParallelLaunch
