@@ -94,3 +94,31 @@ def test_mutant_cli_through_entry_point(mutant_path, tmp_path):
     proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "cpu-bug-transpose:" in proc.stdout
+
+
+def test_planted_axis_bug_keeps_programs_well_formed(mutant_path):
+    """The wrong-axis mutant must give wrong answers, never inconsistent IR: a native backend given
+    shapes that do not match would run undefined code (it once hung CI) instead of a planted bug."""
+    import numpy as np
+
+    import tile_mutants
+    import tilecore.interp as interp
+    from tile_conformance.execute import load_source, make_inputs
+    from tile_conformance.runner import Caps, generate_knobs, resolve_backend
+    from tile_conformance.programs import build
+    from tilecore.passes.check_types import check
+
+    caps = Caps.from_backend(resolve_backend("reference"))
+    differ = 0
+    knobs = generate_knobs(caps, 24, 5, ("reduce",))
+    for k in knobs:
+        prog = build(k)
+        func = load_source(prog.source)
+        planted = tile_mutants._plant("axis", func)
+        check(planted)  # raises TileCompileError on inconsistent shapes
+        good = make_inputs(prog.params, prog.bindings, prog.input_seed)
+        bad = [a.copy() for a in good]
+        interp.run(func, good, prog.bindings)
+        interp.run(planted, bad, prog.bindings)
+        differ += any(not np.array_equal(x, y, equal_nan=True) for x, y in zip(good, bad))
+    assert differ >= len(knobs) - 2

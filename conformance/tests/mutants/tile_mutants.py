@@ -91,8 +91,54 @@ def tilecore_layout_rules(backend, rules):
 
 
 class _WrongAxis(Transformer):
+    """Reductions run along the next axis of src instead of `dim`.
+
+    The planted program stays well formed (a native backend must never see
+    inconsistent shapes: that is undefined behaviour, not a wrong answer):
+    when the other axis gives dst's shape the dim is simply swapped; otherwise
+    the wrong-axis result goes into a temporary of its own shape, allocated at
+    the top of the kernel, and dst is filled from it (flat index modulo its size).
+    """
+
+    _COMBINE = {"sum": "+", "abssum": "+", "max": "max", "absmax": "max", "min": "min"}
+
+    def __init__(self):
+        self.allocs = []
+
+    def visit_Kernel(self, k):
+        allocs, self.allocs = tuple(self.allocs), []
+        return dataclasses.replace(k, body=allocs + k.body) if allocs else k
+
     def visit_Reduce(self, s):
-        return dataclasses.replace(s, dim=(s.dim + 1) % s.src.ndim) if s.src.ndim > 1 else s
+        src, dst = s.src, s.dst
+        if src.ndim < 2:
+            return s
+        other = (s.dim + 1) % src.ndim
+        wrong_shape = tuple(n for i, n in enumerate(src.shape) if i != other)
+        kept = tuple(src.shape[:other]) + (1,) + tuple(src.shape[other + 1:])
+        if tuple(dst.shape) in (wrong_shape, kept):
+            return dataclasses.replace(s, dim=other)
+        n = len(self.allocs)
+        tmp = N.Buffer(f"_mutant_axis_{n}", wrong_shape, dst.dtype, dst.scope)
+        self.allocs.append(N.Alloc(tmp))
+        idx = tuple(N.Var(f"_mutant_i{n}_{d}", "int32") for d in range(dst.ndim))
+        flat = N.Const(0, "int32")
+        for v, extent in zip(idx, dst.shape):
+            flat = N.BinOp("+", N.BinOp("*", flat, N.Const(int(extent), "int32"), "int32"), v, "int32")
+        size = 1
+        for extent in wrong_shape:
+            size *= int(extent)
+        flat = N.BinOp("%", flat, N.Const(size, "int32"), "int32")
+        tmp_idx, rest = [], flat
+        for d in reversed(range(len(wrong_shape))):
+            extent = N.Const(int(wrong_shape[d]), "int32")
+            tmp_idx.insert(0, N.BinOp("%", rest, extent, "int32"))
+            rest = N.BinOp("//", rest, extent, "int32")
+        value = N.Load(tmp, tuple(tmp_idx), tmp.dtype)
+        if not s.clear:
+            value = N.BinOp(self._COMBINE[s.kind], N.Load(dst, idx, dst.dtype), value, dst.dtype)
+        fill = N.Parallel(idx, tuple(int(e) for e in dst.shape), (N.Store(dst, idx, value),))
+        return (dataclasses.replace(s, dst=tmp, dim=other, clear=True), fill)
 
 
 class _DropTranspose(Transformer):
