@@ -142,8 +142,48 @@ class _WrongAxis(Transformer):
 
 
 class _DropTranspose(Transformer):
+    """T.gemm ignores transpose_A / transpose_B, as a backend that reads the
+    operand's memory with the untransposed shape would.
+
+    Square operands simply lose the flag. A non-square one is copied into a
+    temporary that reinterprets its row-major memory with the swapped shape
+    (what the buggy backend would read), so the planted program stays well
+    formed: inconsistent shapes would make a native backend run undefined code.
+    """
+
+    def __init__(self):
+        self.allocs = []
+
+    def visit_Kernel(self, k):
+        allocs, self.allocs = tuple(self.allocs), []
+        return dataclasses.replace(k, body=allocs + k.body) if allocs else k
+
+    def _reinterpret(self, region: N.Region):
+        """(region of a temporary holding `region`'s memory read with swapped extents, fill stmts)."""
+        e0, e1 = region.extents
+        n = len(self.allocs)
+        tmp = N.Buffer(f"_mutant_t{n}", (e1, e0), region.buffer.dtype, region.buffer.scope)
+        self.allocs.append(N.Alloc(tmp))
+        i, j = N.Var(f"_mutant_t{n}_i", "int32"), N.Var(f"_mutant_t{n}_j", "int32")
+        flat = N.BinOp("+", N.BinOp("*", i, N.Const(e0, "int32"), "int32"), j, "int32")
+        row = N.BinOp("+", region.starts[0], N.BinOp("//", flat, N.Const(e1, "int32"), "int32"), "int32")
+        col = N.BinOp("+", region.starts[1], N.BinOp("%", flat, N.Const(e1, "int32"), "int32"), "int32")
+        value = N.Load(region.buffer, (row, col), region.buffer.dtype)
+        fill = N.Parallel((i, j), (e1, e0), (N.Store(tmp, (i, j), value),))
+        whole = N.Region(tmp, (N.Const(0, "int32"), N.Const(0, "int32")), (e1, e0))
+        return whole, (fill,)
+
     def visit_Gemm(self, s):
-        return dataclasses.replace(s, transpose_a=False, transpose_b=False)
+        changes, fills = {"transpose_a": False, "transpose_b": False}, ()
+        for flag, field in (("transpose_a", "a"), ("transpose_b", "b")):
+            region = getattr(s, field)
+            if not getattr(s, flag) or len(region.extents) != 2 or region.extents[0] == region.extents[1]:
+                continue
+            if region.buffer.scope == "global":  # the checker refuses global gemm operands anyway
+                return s
+            changes[field], fill = self._reinterpret(region)
+            fills += fill
+        return fills + (dataclasses.replace(s, **changes),)
 
 
 class _LoseBlockZeroAtomics(Transformer):
