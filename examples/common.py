@@ -64,7 +64,11 @@ class CheckedKernel:
         self.last_reference_output = None
 
     def __call__(self, *inputs):
-        out = self.kernel(*inputs)
+        """Run on the kernel's backend (inputs moved to its memory first), return numpy."""
+        from tilecore.testing import to_device, to_numpy
+
+        space = self.kernel.backend.capabilities.memory_space
+        out = to_numpy(self.kernel(*[to_device(x, space) for x in inputs]))
         if self.reference is not None:
             self.last_reference_output = self.reference(*[np.array(x, copy=True) for x in inputs])
         return out

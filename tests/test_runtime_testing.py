@@ -143,3 +143,14 @@ def test_pytest_plugin_option_and_fixtures(tmp_path):
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout
+
+
+def test_to_device_keeps_cpu_arrays_and_refuses_unknown_memory():
+    import numpy as np
+
+    from tilecore.testing import to_device
+
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert to_device(a, "cpu") is a
+    with pytest.raises(ValueError, match="npu-sram memory"):
+        to_device(a, "npu-sram")

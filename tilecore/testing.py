@@ -56,6 +56,36 @@ def to_numpy(array) -> np.ndarray:
     return arrays.as_numpy(info.array).copy()
 
 
+_TORCH_DEVICES = {"cuda": "cuda", "rocm": "cuda", "metal": "mps"}  # torch's device name per memory space
+
+
+def to_device(array: np.ndarray, memory_space: str):
+    """`array` (numpy) placed where a backend of `memory_space` takes its arguments.
+
+    CPU memory: the array itself. Device memory: a torch tensor on that device
+    (bfloat16 through its bits), else a cupy array for CUDA/ROCm.
+    """
+    if memory_space == "cpu":
+        return array
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None and memory_space in _TORCH_DEVICES:
+        host = np.ascontiguousarray(array)
+        if host.dtype.name == "bfloat16":
+            tensor = torch.from_numpy(host.view(np.int16)).view(torch.bfloat16)
+        else:
+            tensor = torch.from_numpy(host)
+        return tensor.to(_TORCH_DEVICES[memory_space])
+    if memory_space in ("cuda", "rocm"):
+        import cupy
+
+        return cupy.asarray(array)
+    raise ValueError(f"no array library here can place data in {memory_space} memory "
+                     "(install torch or cupy)")
+
+
 def _copy_like(array):
     """A copy of `array` in its own library and device."""
     if isinstance(array, np.ndarray):
