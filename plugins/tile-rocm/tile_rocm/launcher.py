@@ -19,8 +19,9 @@ HIP_LAUNCH_PARAM_END = 0x03
 
 
 def _grid_fn(exprs: List[str]):
-    code = "lambda b: (" + ", ".join(exprs) + ",)"
-    return eval(code, {"__builtins__": {}, "max": max, "min": min})  # noqa: S307 (our own expressions)
+    from tilecore.lowering.launch_grid import grid_function
+
+    return grid_function(exprs)
 
 
 class RocmKernelLauncher:

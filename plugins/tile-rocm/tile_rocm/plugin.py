@@ -105,19 +105,9 @@ def tilecore_intrinsics(backend, table):
 
 def _grid_py(expr) -> str:
     """A Tile IR grid expression as Python source over the bindings dict `b`."""
-    from tilecore.ir import nodes as N
+    from tilecore.lowering.launch_grid import grid_expr_source
 
-    if isinstance(expr, N.Const):
-        return repr(int(expr.value))
-    if isinstance(expr, N.Var):
-        return f"b[{expr.name!r}]"
-    if isinstance(expr, N.BinOp) and expr.op in ("+", "-", "*", "//", "%"):
-        return f"({_grid_py(expr.a)} {expr.op} {_grid_py(expr.b)})"
-    if isinstance(expr, N.BinOp) and expr.op in ("min", "max"):
-        return f"{expr.op}({_grid_py(expr.a)}, {_grid_py(expr.b)})"
-    if isinstance(expr, N.Cast):
-        return f"({_grid_py(expr.value)})"
-    raise ValueError(f"grid expression {expr!r} is not supported")
+    return grid_expr_source(expr)
 
 
 @hookimpl
