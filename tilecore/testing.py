@@ -229,3 +229,38 @@ if pytest is not None:
         import zlib
 
         return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+def gemm_kernel(M=128, N=128, K=64, dtype="float16", accum="float32", transpose_A=False, transpose_B=False,
+                block_M=64, block_N=64, block_K=32, threads=128, num_stages=2):
+    """A tiled GEMM PrimFunc C = op(A) @ op(B) with partial tiles allowed, for backend tests.
+
+    A is (K, M) when transpose_A else (M, K); B is (N, K) when transpose_B else (K, N); C is (M, N)
+    in `accum`. Plugin test suites share it instead of each writing their own.
+    """
+    import tilecore.language as T
+
+    ta, tb = transpose_A, transpose_B
+    bm, bn, bk = block_M, block_N, block_K
+
+    @T.prim_func
+    def main(A: T.Tensor((K, M) if ta else (M, K), dtype), B: T.Tensor((N, K) if tb else (K, N), dtype),
+             C: T.Tensor((M, N), accum)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bk, bm) if ta else (bm, bk), dtype)
+            B_s = T.alloc_shared((bn, bk) if tb else (bk, bn), dtype)
+            C_f = T.alloc_fragment((bm, bn), accum)
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=num_stages):
+                if ta:
+                    T.copy(A[k * bk, by * bm], A_s)
+                else:
+                    T.copy(A[by * bm, k * bk], A_s)
+                if tb:
+                    T.copy(B[bx * bn, k * bk], B_s)
+                else:
+                    T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_A=ta, transpose_B=tb)
+            T.copy(C_f, C[by * bm, bx * bn])
+
+    return main

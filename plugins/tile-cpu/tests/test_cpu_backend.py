@@ -30,30 +30,9 @@ def rand(shape, dtype="float32", lo=-1.0, hi=1.0):
 
 
 def gemm_kernel(M, N, K, bm, bn, bk, dtype, accum, ta=False, tb=False):
-    a_shape = (K, M) if ta else (M, K)
-    b_shape = (N, K) if tb else (K, N)
-    as_shape = (bk, bm) if ta else (bm, bk)
-    bs_shape = (bn, bk) if tb else (bk, bn)
+    from tilecore.testing import gemm_kernel as shared_gemm_kernel
 
-    @T.prim_func
-    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), accum)):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
-            A_s = T.alloc_shared(as_shape, dtype)
-            B_s = T.alloc_shared(bs_shape, dtype)
-            C_f = T.alloc_fragment((bm, bn), accum)
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
-                if ta:
-                    T.copy(A[k * bk, by * bm], A_s)
-                else:
-                    T.copy(A[by * bm, k * bk], A_s)
-                if tb:
-                    T.copy(B[bx * bn, k * bk], B_s)
-                else:
-                    T.copy(B[k * bk, bx * bn], B_s)
-                T.gemm(A_s, B_s, C_f, transpose_A=ta, transpose_B=tb)
-            T.copy(C_f, C[by * bm, bx * bn])
-    return main
+    return shared_gemm_kernel(M, N, K, dtype, accum, ta, tb, block_M=bm, block_N=bn, block_K=bk)
 
 
 @SLOW
