@@ -21,7 +21,9 @@ from common import build, compare, main, random_array, tolerance_for  # noqa: E4
 
 @tilecore.jit(out_idx=[3])
 def flashattn(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num_stages=1,
-              dtype="float16"):
+              dtype="float16", threads=None):
+    # one warp per 16 query rows (4 warps per 64 rows): the layout Hopper's wgmma computes in
+    threads = threads or max(32, 2 * block_M)
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # log2(e): softmax through exp2
     shape = [batch, seq_len, heads, dim]
     accum_dtype = "float"
@@ -30,7 +32,7 @@ def flashattn(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num
     @T.prim_func
     def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
              Output: T.Tensor(shape, dtype)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             Q_shared = T.alloc_shared([block_M, dim], dtype)
             K_shared = T.alloc_shared([block_N, dim], dtype)
             V_shared = T.alloc_shared([block_N, dim], dtype)

@@ -16,6 +16,7 @@ Imports TVM: use it from backend code only.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from math import prod
 from typing import Dict, List, Optional, Tuple
@@ -33,6 +34,8 @@ from ..ir.visitor import walk, walk_stmts
 from .intrinsics import default_table
 from .simt_layout import MmaLayout, RowLayout, SharedLayout, StridedLayout, StridedRowLayout
 from .simt_plan import KernelPlan, choose_anchor, parallel_accesses, plan_kernel
+from .wgmma import SMEM_ALIGN
+from .wgmma import cxx_source as wgmma_source
 from .tir_expr import ExprLowerer, cast_to, nan_max, nan_min, tir_const
 
 CPP_TYPES = {"float16": "half", "bfloat16": "__nv_bfloat16", "int8": "signed char", "float32": "float",
@@ -49,6 +52,7 @@ class SimtTarget:
     warp_size: int = 32
     has_mma: bool = True          # mma.sync m16n8k16 (sm_80+)
     has_cp_async: bool = True     # cp.async (sm_80+)
+    has_wgmma: bool = False       # warpgroup MMA wgmma.mma_async (sm_90a)
     device_lib: str = ""          # C++ helpers source passed with func_call
     fast_math: bool = True
     max_shared_memory: int = 227 * 1024
@@ -100,7 +104,10 @@ class SimtLowering:
         if self.threads > 1024:
             raise TileCompileError(f"threads={self.threads} exceeds 1024 threads per block",
                                    self.kernel.span, self.source)
-        self.plan = plan_kernel(func, self.threads, target.has_mma)
+        self.plan = plan_kernel(func, self.threads, target.has_mma, has_wgmma=target.has_wgmma)
+        # one helper source per module (TVM emits each distinct source block once)
+        self.device_lib = target.device_lib + (
+            wgmma_source(self.plan.wgmma_gemms.values()) if self.plan.wgmma_gemms else "")
         self.ex = ExprLowerer(intrinsics=intrinsics or _fast_math_table(target),
                               backend=target.kind, source=self.source)
         self.views: Dict[str, object] = {}      # name -> tirx Buffer (global / smem view / local array)
@@ -119,10 +126,12 @@ class SimtLowering:
     def call(self, name, *args, ret="void"):
         """A call into the device helper library (tc::...)."""
         self.lib_used = True
-        return tx.cuda_func_call(name, *args, source_code=self.target.device_lib, return_type=ret) \
-            if hasattr(tx, "cuda_func_call") else _func_call(name, args, self.target.device_lib, ret)
+        return tx.cuda_func_call(name, *args, source_code=self.device_lib, return_type=ret) \
+            if hasattr(tx, "cuda_func_call") else _func_call(name, args, self.device_lib, ret)
 
     def sync(self):
+        if self.plan.wgmma_gemms:  # shared writes must reach wgmma's async proxy before the barrier
+            B.evaluate(self.call("tc::fence_async_smem"))
         B.evaluate(top.tvm_storage_sync("shared"))
         self.pending_r.clear()
         self.pending_w.clear()
@@ -179,10 +188,7 @@ class SimtLowering:
         lay: SharedLayout = self.plan.layout[name]
         idx = list(indices)
         if lay.swizzle and len(idx) == 2:
-            v = 16 // lay.elem_bytes
-            row, col = idx
-            x = lay.xor_term(row)
-            off = row * lay.row_elems + tx.bitwise_xor(tx.floordiv(col, v), x) * v + tx.floormod(col, v)
+            off = lay.offset2d(idx[0], idx[1], tx.floordiv, tx.floormod, tx.bitwise_xor)
         else:
             off = tir_const(0, "int32")
             stride = 1
@@ -326,7 +332,7 @@ class SimtLowering:
                 lay = self.plan.layout[name]
                 s = stages.get(name, 1)
                 if s > 1:
-                    lay = SharedLayout(lay.shape, lay.elem_bytes, lay.swizzle, s)
+                    lay = dataclasses.replace(lay, stages=s)
                     self.plan.layout[name] = lay
                 smem.append((name, b, lay))
             elif st == "reg":
@@ -344,8 +350,9 @@ class SimtLowering:
         self.scratch_bytes = 32 * 4 * 32  # cross-warp reduction scratch (up to 32 warps x 32 rows f32)
         total = 0
         offsets = {}
+        align = SMEM_ALIGN if self.plan.wgmma_gemms else 128
         for name, b, lay in smem:
-            total = _align(total, 128)
+            total = _align(total, align)
             offsets[name] = total
             total += lay.numel * lay.stages * lay.elem_bytes
         needs_scratch = any(isinstance(s, N.Reduce) for s in walk_stmts(self.kernel.body))
@@ -742,6 +749,8 @@ class SimtLowering:
     def emit_Gemm(self, g: N.Gemm):
         self.touch((g,))
         lay = self.plan.mma_gemms.get(id(g))
+        if id(g) in self.plan.wgmma_gemms:
+            return self.emit_wgmma_gemm(g, lay)
         if lay is not None and self.plan.storage[g.a.buffer.name] == "reg" \
                 and self.plan.storage[g.b.buffer.name] == "smem" and _full_2d(g.b):
             return self.emit_mma_gemm_rs(g, lay)
@@ -779,6 +788,28 @@ class SimtLowering:
                 f"{lb.row_elems}, {_b(lb.swizzle)}>")
         B.evaluate(self.call(tmpl, tx.address_of(tx.BufferLoad(self.views[a.name], [zero])),
                              self.stage_base_addr(b), tx.address_of(tx.BufferLoad(acc, [zero]))))
+
+    def emit_wgmma_gemm(self, g: N.Gemm, lay: MmaLayout):
+        """Warpgroup MMA (sm_90a): operands by shared-memory descriptor, A optionally in registers."""
+        a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
+        lb = self.plan.layout[b.name]
+        K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
+        acc = self.views[c.name]
+        zero = tir_const(0, "int32")
+        if g.clear_accum:
+            with B.unroll(0, lay.local_size) as i:
+                B.buffer_store(acc, tir_const(0, c.dtype), [i])
+        T = CPP_TYPES[a.dtype]
+        acc_ptr = tx.address_of(tx.BufferLoad(acc, [zero]))
+        if self.plan.storage[a.name] == "reg":
+            tmpl = f"tc::wgmma_rs<{lay.N}, {K}, {_b(g.transpose_b)}, {T}, {lb.shape[0]}, {lb.shape[1]}>"
+            a_ptr = tx.address_of(tx.BufferLoad(self.views[a.name], [zero]))
+        else:
+            la = self.plan.layout[a.name]
+            tmpl = (f"tc::wgmma_ss<{lay.N}, {K}, {_b(g.transpose_a)}, {_b(g.transpose_b)}, {T}, "
+                    f"{la.shape[0]}, {la.shape[1]}, {lb.shape[0]}, {lb.shape[1]}>")
+            a_ptr = self.stage_base_addr(a)
+        B.evaluate(self.call(tmpl, a_ptr, self.stage_base_addr(b), acc_ptr))
 
     def stage_base_addr(self, buf):
         view = self.views[buf.name]
@@ -937,12 +968,19 @@ class SimtLowering:
             B.buffer_store(part, self._identity(r.kind, wide), [i])
         with B.unroll(0, src_l.per_thread) as k:
             def acc():
-                with B.unroll(0, v) as u:
+                # the chunk's v elements combine as a balanced tree: a dependency chain of
+                # log2(v) + per_thread operations instead of v * per_thread
+                vals = []
+                for u in range(v):
                     x = cast_to(src_v[k * v + u], wide)
                     if r.kind in ("abssum", "absmax"):
                         x = tx.abs(x)
-                    slot = tx.floordiv(k, q) if q > 1 else k
-                    B.buffer_store(part, self._combine(r.kind, part[slot], x), [slot])
+                    vals.append(B.Bind(x))  # once: _combine repeats operands
+                while len(vals) > 1:
+                    pairs = [B.Bind(self._combine(r.kind, a, b_)) for a, b_ in zip(vals[0::2], vals[1::2])]
+                    vals = pairs + vals[len(pairs) * 2:]
+                slot = tx.floordiv(k, q) if q > 1 else k
+                B.buffer_store(part, self._combine(r.kind, part[slot], vals[0]), [slot])
             if not src_l.exact:
                 with B.If(k * P + self.t < src_l.chunks):
                     with B.Then():

@@ -11,7 +11,8 @@ Pure Python (no TVM): the lowering in `simt.py` turns these into index arithmeti
   contiguous elements, chunk c owned by thread c % threads.
 * `SharedLayout` -- a shared-memory tile: row-major, optionally XOR-swizzled in
   16-byte chunks (bank-conflict free for ldmatrix and 16-byte copies), optionally
-  multi-buffered (`stages`) for software pipelines.
+  multi-buffered (`stages`) for software pipelines, optionally split into 128-byte
+  column blocks (`blocked`: the canonical layout of Hopper wgmma operands).
 
 A backend with another warp width or matrix unit adds its own layout classes with
 the same `local_size` / `iter_space` / `coords` methods.
@@ -169,6 +170,7 @@ class SharedLayout:
     elem_bytes: int
     swizzle: bool = False
     stages: int = 1
+    blocked: bool = False  # rows wider than 128 bytes stored as 128-byte column blocks (wgmma operands)
 
     @property
     def numel(self) -> int:
@@ -184,6 +186,22 @@ class SharedLayout:
             return False
         row_bytes = shape[-1] * elem_bytes
         return row_bytes in (32, 64) or row_bytes % 128 == 0
+
+    @property
+    def block_elems(self) -> int:
+        """Elements per row of one column block (blocked tiles)."""
+        return 128 // self.elem_bytes
+
+    def offset2d(self, row, col, floordiv, floormod, xor):
+        """Element offset of (row, col) in a swizzled 2-D tile. The operators are passed in so that
+        the same formula serves TIR expressions (the lowering) and Python ints (tests)."""
+        v = 16 // self.elem_bytes
+        if self.blocked:
+            e = self.block_elems
+            within = floormod(col, e)
+            return (floordiv(col, e) * (self.shape[0] * e) + row * e
+                    + xor(floordiv(within, v), floormod(row, 8)) * v + floormod(col, v))
+        return row * self.row_elems + xor(floordiv(col, v), self.xor_term(row)) * v + floormod(col, v)
 
     def xor_term(self, row):
         """The chunk XOR for `row` (an int or an expression supporting // % &)."""

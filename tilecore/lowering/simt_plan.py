@@ -22,6 +22,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from ..ir import nodes as N
 from ..ir.types import itemsize
 from ..ir.visitor import walk, walk_stmts
+from . import wgmma
 from .simt_layout import MmaLayout, RowLayout, SharedLayout, StridedLayout, StridedRowLayout
 
 MMA_DTYPES = {("float16", "float32"), ("bfloat16", "float32"), ("int8", "int32")}
@@ -34,6 +35,7 @@ class KernelPlan:
     layout: Dict[str, object] = field(default_factory=dict)
     buffers: Dict[str, N.Buffer] = field(default_factory=dict)
     mma_gemms: Dict[int, MmaLayout] = field(default_factory=dict)  # id(Gemm) -> C layout
+    wgmma_gemms: Dict[int, Tuple[str, int]] = field(default_factory=dict)  # id(Gemm) -> (dtype, N)
     demoted: Set[str] = field(default_factory=set)
     notes: List[str] = field(default_factory=list)
 
@@ -85,8 +87,13 @@ def _stmt_exprs(s):
     return []
 
 
-def plan_kernel(func: N.PrimFunc, threads: int, has_mma: bool, swizzle_ok: bool = True) -> KernelPlan:
-    """Decide storage and layouts for every buffer of `func` (see the module docstring)."""
+def plan_kernel(func: N.PrimFunc, threads: int, has_mma: bool, swizzle_ok: bool = True,
+                has_wgmma: bool = False) -> KernelPlan:
+    """Decide storage and layouts for every buffer of `func` (see the module docstring).
+
+    With `has_wgmma` (sm_90a), gemms that fit `wgmma.candidate` take the warp grid (warps, 1),
+    and those whose operands then qualify run on warpgroup MMA (`plan.wgmma_gemms`).
+    """
     kernel = func.kernel
     plan = KernelPlan(threads=threads)
     for b in func.params:
@@ -142,7 +149,7 @@ def plan_kernel(func: N.PrimFunc, threads: int, has_mma: bool, swizzle_ok: bool 
     row_reduced = {r.src.name for r in reduces if r.dim == len(r.src.shape) - 1}
     for _ in range(8):
         layouts, mma = _assign(plan, frag_like - demoted, parallels, gemms, reduces,
-                               kernel.body, threads, has_mma, row_reduced)
+                               kernel.body, threads, has_mma, row_reduced, has_wgmma)
         new = _check(layouts, frag_like - demoted, parallels, kernel.body, reduces)
         for g in gemms:  # A in registers only in the MMA accumulator layout of C's warp rows
             if g.a.buffer.name in frag_like - demoted and not rs_ok(g, layouts, mma):
@@ -173,17 +180,58 @@ def plan_kernel(func: N.PrimFunc, threads: int, has_mma: bool, swizzle_ok: bool 
             params = dict(s.params)
             if params.get("layout") not in ("swizzled", None):
                 no_swizzle |= {b.name for b in s.buffers}
+    plan.wgmma_gemms = _wgmma_gemms(plan, gemms, mma, threads // 32, no_swizzle) if has_wgmma and warps_ok else {}
+    wg_tiles = {r.buffer.name for g in gemms if id(g) in plan.wgmma_gemms for r in (g.a, g.b)
+                if plan.storage[r.buffer.name] == "smem"}
     for b in allocs:
         if plan.storage[b.name] == "smem":
             shape = b.static_shape() or (1,)
+            eb = itemsize(b.dtype)
             sw = (swizzle_ok and b.name in mma_operands and b.name not in no_swizzle
-                  and SharedLayout.can_swizzle(shape, itemsize(b.dtype)))
-            plan.layout[b.name] = SharedLayout(tuple(shape), itemsize(b.dtype), swizzle=sw)
+                  and SharedLayout.can_swizzle(shape, eb))
+            blocked = b.name in wg_tiles and shape[-1] * eb > 128
+            plan.layout[b.name] = SharedLayout(tuple(shape), eb, swizzle=sw or b.name in wg_tiles,
+                                               blocked=blocked)
     if demoted:
         plan.notes.append("fragments kept in shared memory: " + ", ".join(sorted(demoted)))
     if not warps_ok and mma:
         plan.mma_gemms = {}
     return plan
+
+
+def _wgmma_gemms(plan, gemms, mma, warps, no_swizzle) -> Dict[int, Tuple[str, int]]:
+    """The MMA gemms that run on warpgroup MMA, with the (dtype, N) of their instructions.
+
+    Wgmma operand tiles wider than 128 bytes are stored in 128-byte column blocks, which the
+    mma.sync path does not read: a gemm that shares such a tile with an mma.sync gemm stays on
+    mma.sync too.
+    """
+    chosen = {}
+    for g in gemms:
+        lay = mma.get(id(g))
+        if lay is None or (lay.wm, lay.wn) != (warps, 1) or not wgmma.candidate(g, warps):
+            continue
+        a_reg = plan.storage.get(g.a.buffer.name) == "reg"
+        if a_reg and g.a.buffer.dtype not in ("float16", "bfloat16"):
+            continue
+        if not wgmma.operands_ok(g, plan.storage, a_reg):
+            continue
+        if {g.a.buffer.name, g.b.buffer.name} & no_swizzle:
+            continue
+        chosen[id(g)] = g
+    while True:
+        wide = set()
+        for g in chosen.values():
+            for r in (g.a, g.b):
+                if plan.storage.get(r.buffer.name) == "smem" and r.buffer.shape[-1] * itemsize(r.buffer.dtype) > 128:
+                    wide.add(r.buffer.name)
+        on_mma_sync = {r.buffer.name for g in gemms if id(g) in mma and id(g) not in chosen for r in (g.a, g.b)}
+        drop = [k for k, g in chosen.items() if {g.a.buffer.name, g.b.buffer.name} & wide & on_mma_sync]
+        if not drop:
+            break
+        for k in drop:
+            del chosen[k]
+    return {k: (g.a.buffer.dtype, g.c.buffer.shape[1]) for k, g in chosen.items()}
 
 
 def _rs_candidate(g: N.Gemm, frag_like) -> bool:
@@ -223,7 +271,7 @@ def _block_level_fragment_access(body, frag_like) -> Set[str]:
     return found
 
 
-def _assign(plan, live, parallels, gemms, reduces, body, threads, has_mma, row_reduced):
+def _assign(plan, live, parallels, gemms, reduces, body, threads, has_mma, row_reduced, has_wgmma=False):
     layouts: Dict[str, object] = {}
     mma: Dict[int, MmaLayout] = {}
     warps = threads // 32 if threads % 32 == 0 else 0
@@ -240,8 +288,12 @@ def _assign(plan, live, parallels, gemms, reduces, body, threads, has_mma, row_r
         if ka % kstep or len(g.a.extents) != 2 or len(g.b.extents) != 2:
             continue
         existing = layouts.get(c.name)
-        lay = existing if isinstance(existing, MmaLayout) else MmaLayout.choose(
-            M, Nn, warps, g.policy, prefer_rows=c.name in row_reduced)
+        if isinstance(existing, MmaLayout):
+            lay = existing
+        elif has_wgmma and wgmma.candidate(g, warps):
+            lay = MmaLayout(M, Nn, warps, 1)  # one warpgroup per 64 rows: wgmma's accumulator layout
+        else:
+            lay = MmaLayout.choose(M, Nn, warps, g.policy, prefer_rows=c.name in row_reduced)
         if lay is None:
             continue
         layouts[c.name] = lay

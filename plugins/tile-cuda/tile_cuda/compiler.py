@@ -26,6 +26,7 @@ def simt_target(arch: str, options: Dict[str, Any]):
     smem = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024,
             100: 227 * 1024, 120: 99 * 1024}.get(sm, 48 * 1024 if sm < 80 else 99 * 1024)
     return SimtTarget(kind="cuda", arch=arch, warp_size=32, has_mma=sm >= 80, has_cp_async=sm >= 80,
+                      has_wgmma=arch == "sm_90a" and bool(options.get("wgmma", True)),
                       device_lib=CUDA_DEVICE_LIB, fast_math=bool(options.get("fast_math", True)),
                       max_shared_memory=smem)
 
@@ -50,6 +51,10 @@ def generate_source(func, arch: str, options: Dict[str, Any], intrinsics=None):
         msg = str(err).strip().splitlines()
         raise TileCompileError(f"backend cuda could not generate code for kernel {func.name!r}: "
                                f"{msg[-1] if msg else type(err).__name__}", func.span, func.source) from err
+    if lk.plan.wgmma_gemms:
+        # wgmma's swizzled operand tiles sit at 1024-byte aligned pool offsets: align the pool too
+        src = re.sub(r"extern __shared__ __align__\(\d+\) uchar smem_pool_ptr\[\]",
+                     "extern __shared__ __align__(1024) uchar smem_pool_ptr[]", src)
     entry, params = parse_kernel_signature(src)
     return src, entry, params, lk
 

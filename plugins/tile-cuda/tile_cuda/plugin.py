@@ -141,10 +141,11 @@ def kernel_layout_rule(stmt, layouts, ctx):
     try:
         arch = toolchain.parse_target(getattr(ctx, "target", None) or NAME)
         has_mma = toolchain.arch_number(arch) >= 80
+        has_wgmma = arch == "sm_90a"
     except ValueError:
-        has_mma = True
+        has_mma, has_wgmma = True, False
     threads = prod(stmt.threads) if stmt.threads else 128
-    plan = plan_kernel(N.PrimFunc("kernel", (), (stmt,)), threads, has_mma)
+    plan = plan_kernel(N.PrimFunc("kernel", (), (stmt,)), threads, has_mma, has_wgmma=has_wgmma)
     return {name: plan.layout[name] for name, where in plan.storage.items()
             if where in ("reg", "smem") and name in plan.layout}
 

@@ -1,0 +1,93 @@
+"""The Hopper wgmma plan (tilecore/lowering/wgmma.py + simt_plan): which gemms take warpgroup MMA,
+and that the shared-tile layout the lowering writes is the one wgmma's descriptors read."""
+import itertools
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tilecore.ir import nodes as N
+from tilecore.ir.visitor import walk_stmts
+from tilecore.lowering.simt_layout import MmaLayout, SharedLayout
+from tilecore.lowering.simt_plan import plan_kernel
+from tilecore.testing import gemm_kernel
+
+
+def _plan(func, has_wgmma=True):
+    k = func.kernels[0] if hasattr(func, "kernels") else func.kernel
+    threads = k.threads[0]
+    return plan_kernel(func, threads, True, has_wgmma=has_wgmma)
+
+
+def _gemms(func):
+    return [s for s in walk_stmts(func.kernel.body) if isinstance(s, N.Gemm)]
+
+
+def hardware_offset(rows, cols, eb, r, c):
+    """Byte offset at which wgmma expects element (r, c) of a rows x cols tile (cols contiguous):
+    the canonical layout of the PTX ISA / CUTLASS GMMA atoms -- 8-row atoms of W = min(row bytes,
+    128) bytes, atoms stacked down the rows, then W-byte column blocks -- with the Swizzle<B,4,3>
+    that the hardware applies to address bits: bits [4, 4+B) ^= bits [7, 7+B), W = 16 * 2**B."""
+    w = min(cols * eb, 128)
+    block, inner = divmod(c * eb, w)
+    addr = block * rows * w + r * w + inner
+    mask = w // 16 - 1
+    return addr ^ (((addr >> 7) & mask) << 4)
+
+
+@pytest.mark.parametrize("rows,cols,eb", [(64, 16, 2), (64, 32, 2), (64, 64, 2), (128, 128, 2),
+                                          (16, 256, 2), (64, 64, 1), (128, 128, 1), (32, 512, 1)])
+def test_shared_layout_is_wgmma_canonical(rows, cols, eb):
+    lay = SharedLayout((rows, cols), eb, swizzle=True, blocked=cols * eb > 128)
+    seen = set()
+    for r, c in itertools.product(range(rows), range(cols)):
+        ours = lay.offset2d(r, c, lambda a, b: a // b, lambda a, b: a % b, lambda a, b: a ^ b) * eb
+        assert ours == hardware_offset(rows, cols, eb, r, c), (r, c)
+        seen.add(ours)
+    assert len(seen) == rows * cols  # a permutation of the tile
+
+
+@settings(max_examples=40, deadline=None)
+@given(bm=st.sampled_from([64, 128]), bn=st.sampled_from([16, 32, 64, 128, 256]),
+       bk=st.sampled_from([16, 32, 64, 128]), ta=st.booleans(), tb=st.booleans(),
+       dtype=st.sampled_from(["float16", "bfloat16"]))
+def test_gemm_tiles_take_wgmma_with_canonical_operands(bm, bn, bk, ta, tb, dtype):
+    func = gemm_kernel(M=2 * bm, N=2 * bn, K=2 * bk, dtype=dtype, transpose_A=ta, transpose_B=tb,
+                       block_M=bm, block_N=bn, block_K=bk, threads=2 * bm)
+    plan = _plan(func)
+    (g,) = _gemms(func)
+    assert plan.wgmma_gemms == {id(g): (dtype, bn)}
+    assert plan.mma_gemms[id(g)] == MmaLayout(bm, bn, bm // 16, 1)
+    for name in ("A_s", "B_s"):
+        lay = plan.layout[name]
+        assert lay.swizzle and lay.blocked == (lay.shape[1] * 2 > 128)
+
+
+def test_wgmma_needs_sm90a_sixteen_rows_per_warp_and_k_major_int8():
+    f = gemm_kernel(M=256, N=256, K=128, block_M=128, block_N=128, block_K=32, threads=256)
+    assert not _plan(f, has_wgmma=False).wgmma_gemms
+    # 128 rows on 4 warps: mma.sync
+    f = gemm_kernel(M=256, N=256, K=128, block_M=128, block_N=128, block_K=32, threads=128)
+    assert not _plan(f).wgmma_gemms
+    # int8 reads operands K-major only: A row-major and B transposed
+    for ta, tb, ok in ((False, True, True), (False, False, False), (True, True, False)):
+        f = gemm_kernel(M=128, N=128, K=128, dtype="int8", accum="int32", transpose_A=ta, transpose_B=tb,
+                        block_M=64, block_N=64, block_K=64, threads=128)
+        assert bool(_plan(f).wgmma_gemms) == ok, (ta, tb)
+    # N = 8 gives 16-byte rows of B, which no descriptor swizzle describes
+    f = gemm_kernel(M=128, N=16, K=64, block_M=64, block_N=8, block_K=16, threads=128)
+    assert not _plan(f).wgmma_gemms
+
+
+def test_flash_attention_takes_register_a_wgmma():
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+    import flash_attention as fa
+
+    func = fa.flashattn.prim_func(1, 2, 256, 128, False, block_M=64, block_N=64, num_stages=2)
+    plan = _plan(func)
+    gemms = _gemms(func)
+    assert set(plan.wgmma_gemms) == {id(g) for g in gemms}
+    pv = [g for g in gemms if plan.storage[g.a.buffer.name] == "reg"]
+    assert len(pv) == 1 and plan.layout["V_shared"].blocked
