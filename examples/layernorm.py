@@ -16,33 +16,59 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import build, compare, main, random_array, tolerance_for  # noqa: E402
 
 
+def _default_threads(N):
+    """Threads per block: up to 256, dividing the row's 16-byte chunks evenly when possible."""
+    vec = next(v for v in (8, 4, 2, 1) if N % v == 0)
+    chunks = N // vec
+    for t in (256, 128, 64, 32):
+        if chunks % t == 0:
+            return t
+    return 32 if 32 % chunks == 0 else 128
+
+
 @tilecore.jit(out_idx=[-1])
-def layernorm(M, N, block_M=16, eps=1e-5, dtype="float32", accum="float32"):
+def layernorm(M, N, block_M=1, eps=1e-5, dtype="float32", accum="float32", threads=None):
+    """block_M rows per block, one row at a time over all the block's threads.
+
+    A row lives in registers (x, in `accum`) and is read from global memory once; mean and variance
+    come from two row reductions of registers (two-pass, no E[x^2] - mean^2 cancellation). With
+    block_M > 1 the next row's load (kept in the input dtype, xh) is issued before this row's
+    reductions, so it is in flight while they run. W and Bias are read where they are used
+    (cache hits after the first rows), which keeps them out of registers during the reductions.
+    """
+    threads = threads or _default_threads(N)
+
     @T.prim_func
     def main(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Bias: T.Tensor((N,), dtype),
              Y: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
-            x = T.alloc_fragment((block_M, N), accum)
-            sq = T.alloc_fragment((block_M, N), accum)
-            w = T.alloc_fragment((N,), accum)
-            b = T.alloc_fragment((N,), accum)
-            mean = T.alloc_fragment((block_M,), accum)
-            var = T.alloc_fragment((block_M,), accum)
-            T.copy(X[bx * block_M, 0], x)
-            T.copy(W, w)
-            T.copy(Bias, b)
-            T.reduce_sum(x, mean, dim=1)
-            for i in T.Parallel(block_M):
-                mean[i] = mean[i] / N
-            for i, j in T.Parallel(block_M, N):
-                x[i, j] = x[i, j] - mean[i]
-                sq[i, j] = x[i, j] * x[i, j]
-            T.reduce_sum(sq, var, dim=1)
-            for i in T.Parallel(block_M):
-                var[i] = T.rsqrt(var[i] / N + eps)
-            for i, j in T.Parallel(block_M, N):
-                x[i, j] = x[i, j] * var[i] * w[j] + b[j]
-            T.copy(x, Y[bx * block_M, 0])
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            xh = T.alloc_fragment((1, N), dtype)
+            x = T.alloc_fragment((1, N), accum)
+            sq = T.alloc_fragment((1, N), accum)
+            w = T.alloc_fragment((1, N), dtype)
+            b = T.alloc_fragment((1, N), dtype)
+            mean = T.alloc_fragment((1,), accum)
+            rstd = T.alloc_fragment((1,), accum)
+            T.copy(X[bx * block_M, 0], xh)
+            for r in T.serial(block_M):
+                for i, j in T.Parallel(1, N):
+                    x[i, j] = xh[i, j]
+                if r + 1 < block_M:
+                    # the next row; clamped so that a partial last block stays in bounds (the rows
+                    # past M are computed but never stored)
+                    T.copy(X[T.min(bx * block_M + r + 1, M - 1), 0], xh)
+                T.reduce_sum(x, mean, dim=1)
+                for i, j in T.Parallel(1, N):
+                    x[i, j] = x[i, j] - mean[i] / N
+                    sq[i, j] = x[i, j] * x[i, j]
+                T.reduce_sum(sq, rstd, dim=1)
+                for i in T.Parallel(1):
+                    rstd[i] = T.rsqrt(rstd[i] / N + eps)
+                T.copy(W, w)
+                T.copy(Bias, b)
+                for i, j in T.Parallel(1, N):
+                    x[i, j] = x[i, j] * rstd[i] * w[i, j] + b[i, j]
+                T.copy(x, Y[bx * block_M + r, 0])
 
     return main
 

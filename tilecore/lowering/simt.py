@@ -964,23 +964,32 @@ class SimtLowering:
         src_v, dst_v = self.views[r.src.name], self.views[r.dst.name]
         L, v, q, P = dst_l.local_size, src_l.vec, dst_l.q, self.threads
         part = B.alloc_buffer((L,), wide, scope="local")
+        # pairwise partials of one chunk: its v elements combine as a balanced tree, a dependency
+        # chain of log2(v) + per_thread operations instead of v * per_thread
+        tree = B.alloc_buffer((max(v // 2, 1),), wide, scope="local")
         with B.unroll(0, L) as i:
             B.buffer_store(part, self._identity(r.kind, wide), [i])
         with B.unroll(0, src_l.per_thread) as k:
+            def elem(u):
+                x = cast_to(src_v[k * v + u], wide)
+                return tx.abs(x) if r.kind in ("abssum", "absmax") else x
+
             def acc():
-                # the chunk's v elements combine as a balanced tree: a dependency chain of
-                # log2(v) + per_thread operations instead of v * per_thread
-                vals = []
-                for u in range(v):
-                    x = cast_to(src_v[k * v + u], wide)
-                    if r.kind in ("abssum", "absmax"):
-                        x = tx.abs(x)
-                    vals.append(B.Bind(x))  # once: _combine repeats operands
-                while len(vals) > 1:
-                    pairs = [B.Bind(self._combine(r.kind, a, b_)) for a, b_ in zip(vals[0::2], vals[1::2])]
-                    vals = pairs + vals[len(pairs) * 2:]
+                n = v
+                for i in range(n // 2):
+                    B.buffer_store(tree, self._combine(r.kind, elem(2 * i), elem(2 * i + 1)), [i])
+                if n % 2 and n > 1:
+                    B.buffer_store(tree, self._combine(r.kind, tree[n // 2 - 1], elem(n - 1)), [n // 2 - 1])
+                n //= 2
+                while n > 1:
+                    for i in range(n // 2):
+                        B.buffer_store(tree, self._combine(r.kind, tree[2 * i], tree[2 * i + 1]), [i])
+                    if n % 2:
+                        B.buffer_store(tree, self._combine(r.kind, tree[n // 2 - 1], tree[n - 1]), [n // 2 - 1])
+                    n //= 2
+                chunk = tree[0] if v > 1 else elem(0)
                 slot = tx.floordiv(k, q) if q > 1 else k
-                B.buffer_store(part, self._combine(r.kind, part[slot], vals[0]), [slot])
+                B.buffer_store(part, self._combine(r.kind, part[slot], chunk), [slot])
             if not src_l.exact:
                 with B.If(k * P + self.t < src_l.chunks):
                     with B.Then():
