@@ -1,6 +1,7 @@
 """The Kernel: a compiled PrimFunc that checks its arguments, allocates outputs and launches."""
 from __future__ import annotations
 
+import operator
 import os
 import sys
 import threading
@@ -58,6 +59,7 @@ def _writeable(array) -> bool:
 
 _MAX_PLANS = 64  # signatures remembered per kernel (a kernel called with ever new shapes starts over)
 _ndarray = np.ndarray
+_torch_tensor: Optional[type] = None  # torch.Tensor once torch is imported (tilecore never imports it)
 
 
 def _signature(value) -> Optional[tuple]:
@@ -70,10 +72,31 @@ def _signature(value) -> Optional[tuple]:
     if type(value) is _ndarray:
         flags = value.flags
         return (_ndarray, value.dtype, value.shape, flags.c_contiguous, flags.writeable)
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor):
+    tensor = _torch_tensor or _find_torch_tensor()
+    if tensor is not None and isinstance(value, tensor):
         return (type(value), value.dtype, value.shape, value.is_contiguous(), value.device)
     return None
+
+
+def _find_torch_tensor() -> Optional[type]:
+    """torch.Tensor if torch has been imported (by the caller), else None."""
+    global _torch_tensor
+    torch = sys.modules.get("torch")
+    _torch_tensor = getattr(torch, "Tensor", None) if torch is not None else None
+    return _torch_tensor
+
+
+def _generic_run(launch: Callable, bindings: Dict[str, int]) -> Callable[[tuple], None]:
+    """`run(args)` through the launcher's plain `launch(args, bindings)` contract (each call gets its
+    own list and dict, so a launcher that changes them cannot change the remembered plan)."""
+    if not bindings:
+        def run(call_args):
+            launch(list(call_args), {})
+        return run
+
+    def run(call_args):
+        launch(list(call_args), dict(bindings))
+    return run
 
 
 def _shape_text(shape) -> str:
@@ -106,8 +129,12 @@ class Kernel:
         self._input_index = tuple(i for i in range(len(func.params)) if i not in outs)
         self._written = written_buffer_names(func)
         self._outputs_last = self.out_idx == tuple(range(len(self.inputs), len(func.params)))
-        # argument signatures of calls that passed check_arguments -> (bindings, output plan)
-        self._plans: Dict[tuple, Tuple[Dict[str, int], tuple]] = {}
+        # (inputs + outputs) -> parameter order, for out_idx that are not the last parameters
+        positions = {p: k for k, p in enumerate(self._input_index + self.out_idx)}
+        self._param_order = operator.itemgetter(*[positions[i] for i in range(len(func.params))]) \
+            if len(func.params) > 1 else tuple
+        # argument signatures of calls that passed check_arguments -> plan (see _make_plan)
+        self._plans: Dict[tuple, Callable[[tuple], Any]] = {}
 
     @property
     def name(self) -> str:
@@ -128,6 +155,13 @@ class Kernel:
         return f"<tilecore.Kernel {self.name}({ins}) -> ({outs}) on {self.target}>"
 
     # ------------------------------------------------------------------ calling
+    #
+    # A call whose arguments have the signature (see _signature) of an earlier call that passed
+    # check_arguments runs that call's plan: a closure holding the dynamic-dimension bindings, the
+    # output allocators and the launch, specialized by the launcher when it offers `specialize`.
+    # Every check depends only on what the signature holds, so the plan skips nothing whose
+    # result could differ. Anything else (keywords, a new signature, an array kind without a
+    # signature) takes the full check in _call.
 
     def _launcher(self) -> Callable:
         if self._launch is None:
@@ -138,6 +172,18 @@ class Kernel:
 
     def __call__(self, *args, **kwargs):
         try:
+            if not kwargs:
+                try:
+                    plan = self._plans.get(tuple(map(_signature, args)))
+                except TypeError:  # an argument whose dtype or device cannot be hashed
+                    plan = None
+                if plan is not None:
+                    try:
+                        return plan(args)
+                    except TileError:
+                        raise
+                    except Exception as err:  # a backend failure becomes one clear error, cause chained
+                        raise self._launch_failure(err) from err
             return self._call(args, kwargs)
         except TileError as err:  # the message names the user's line; our frames would bury it
             if os.environ.get("TILECORE_TRACEBACK"):
@@ -145,70 +191,100 @@ class Kernel:
             raise hide_internal_frames(err) from None
 
     def _call(self, args, kwargs):
+        """The full path: match and check the arguments, allocate, launch, remember the plan."""
+        signature = None
         if not kwargs and len(args) == len(self._input_index):
-            # A repeat call whose arguments have the signatures of an earlier, fully checked call
-            # (library, dtype, shape, contiguity, writability, device) passed the same checks:
-            # reuse its bindings and output plan. Anything else takes the full check.
-            try:
-                signature = tuple([_signature(a) for a in args])
-                plan = self._plans.get(signature)
-            except TypeError:  # an argument whose dtype or device cannot be hashed
-                signature = plan = None
-            if plan is not None:
-                return self._run(list(args), plan)
             inputs = args
+            try:
+                signature = tuple(map(_signature, args))
+                hash(signature)
+            except TypeError:
+                signature = None
         else:
-            signature = None
             inputs = self._match_arguments(args, kwargs)
         infos, bindings = self.check_arguments(inputs)
         like = next((info for _, info in infos if info.library != "dlpack"), None)
         space = self.backend.capabilities.memory_space
-        outputs = tuple((i, arrays.allocator(like, self._output_shape(self.ir.params[i], bindings),
-                                             self.ir.params[i].dtype, space))
-                        for i in self.out_idx)
-        plan = (bindings, outputs)
+        allocators = tuple((i, arrays.allocator(like, self._output_shape(self.ir.params[i], bindings),
+                                                self.ir.params[i].dtype, space))
+                           for i in self.out_idx)
+        checked = tuple(info.array for _, info in infos)
+        # CPU DLPack objects are checked (and run) as numpy views: not the caller's object
         cacheable = signature is not None and None not in signature and \
-            all(info.array is arg for (_, info), arg in zip(infos, inputs))
-        if cacheable:
-            if len(self._plans) >= _MAX_PLANS:
-                self._plans.clear()
-            self._plans[signature] = plan
-        return self._run([info.array for _, info in infos], plan)
-
-    def _run(self, inputs: List[Any], plan) -> Any:
-        """Allocate the outputs of `plan`, launch, and return the outputs."""
-        bindings, outputs = plan
-        if self._outputs_last:  # the usual layout: inputs, then outputs
-            call_args = inputs
-        else:
-            call_args = [None] * len(self.ir.params)
-            for param_index, value in zip(self._input_index, inputs):
-                call_args[param_index] = value
-        results = []
-        for i, allocate in outputs:
-            try:
-                out = allocate()
-            except arrays.NotAnArray as err:
-                raise TileRuntimeError(f"{self._who()}: cannot allocate output {self.ir.params[i].name!r}: "
-                                       f"{err}") from None
-            if self._outputs_last:
-                call_args.append(out)
-            else:
-                call_args[i] = out
-            results.append(out)
+            all(array is arg for array, arg in zip(checked, inputs))
         launch = self._launch or self._launcher()
+        outputs = self._allocate(allocators)
+        call_args = self._arrange(checked, outputs)
+        run = None
         try:
-            launch(call_args, dict(bindings))
+            specialize = getattr(launch, "specialize", None) if cacheable else None
+            if specialize is not None:
+                run = specialize(call_args, dict(bindings))
+            if run is None:
+                run = _generic_run(launch, bindings)
+            run(call_args)
         except TileError:
             raise
         except Exception as err:  # a backend failure becomes one clear error, cause chained
-            raise TileRuntimeError(
-                f"{self._who()}: backend {self.backend.name!r} failed to run the kernel: "
-                f"{type(err).__name__}: {err} (TILECORE_TRACEBACK=1 shows the backend's "
-                f"traceback)") from err
-        if not results:
+            raise self._launch_failure(err) from err
+        if cacheable:
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            self._plans[signature] = self._make_plan(run, allocators)
+        if not outputs:
             return None
-        return results[0] if len(results) == 1 else tuple(results)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _make_plan(self, run: Callable[[tuple], Any], allocators: tuple) -> Callable[[tuple], Any]:
+        """`plan(inputs)` for a remembered signature: allocate the outputs, `run` all arguments, return
+        the outputs. Written out per case, as this is the whole per-call cost above the launch; a
+        failure of `run` that is not a TileError is wrapped by __call__."""
+        if not allocators:
+            return run
+        allocate, arrange, allocation_failure = self._allocate, self._arrange, self._allocation_failure
+        if len(allocators) == 1 and self._outputs_last:
+            (param_index, allocate_one), = allocators
+
+            def plan(inputs):
+                try:
+                    out = allocate_one()
+                except Exception as err:
+                    raise allocation_failure(param_index, err) from err
+                run(inputs + (out,))
+                return out
+            return plan
+
+        def plan(inputs):
+            outputs = allocate(allocators)
+            run(arrange(inputs, outputs))
+            return outputs[0] if len(outputs) == 1 else outputs
+        return plan
+
+    def _allocate(self, allocators: tuple) -> tuple:
+        outputs = []
+        for i, allocate in allocators:
+            try:
+                outputs.append(allocate())
+            except Exception as err:
+                raise self._allocation_failure(i, err) from err
+        return tuple(outputs)
+
+    def _allocation_failure(self, param_index: int, err: Exception) -> TileRuntimeError:
+        """The error for an output that could not be allocated (no array library, out of memory)."""
+        what = str(err) if isinstance(err, arrays.NotAnArray) else f"{type(err).__name__}: {err}"
+        return TileRuntimeError(f"{self._who()}: cannot allocate output "
+                                f"{self.ir.params[param_index].name!r}: {what}")
+
+    def _arrange(self, inputs: tuple, outputs: tuple) -> tuple:
+        """All arguments in parameter order."""
+        if self._outputs_last:  # the usual layout: inputs, then outputs
+            return inputs + outputs
+        return self._param_order(inputs + outputs)
+
+    def _launch_failure(self, err: Exception) -> TileRuntimeError:
+        return TileRuntimeError(
+            f"{self._who()}: backend {self.backend.name!r} failed to run the kernel: "
+            f"{type(err).__name__}: {err} (TILECORE_TRACEBACK=1 shows the backend's traceback)")
 
     def _who(self) -> str:
         return f"kernel {self.name!r}"

@@ -1,16 +1,27 @@
 """Lean kernel launch: the cubin loaded through the CUDA driver API, launched with cuLaunchKernel
-(ctypes) on the caller's current stream. No TVM import, so a cached kernel starts fast."""
+(ctypes) on the caller's current stream. No TVM import, so a cached kernel starts fast.
+
+Two ways in (see tilecore_launcher):
+- `launch(args, bindings)`: checks every argument (CUDA, contiguous, one device), then launches;
+- `launch.specialize(args, bindings)`: called by tilecore's Kernel once per argument signature
+  that passed its own checks, returns `run(args)` for later calls with that signature, which only
+  reads the data pointers and the current stream, everything else (device, CUfunction, grid,
+  scalar parameters, the parameter block) being fixed per signature.
+"""
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Dict, List
+import sys
+import threading
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tilecore.diagnostics import TileRuntimeError
 
 from . import toolchain
 
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
-_CTYPES = {"int": ctypes.c_int32, "long long": ctypes.c_int64, "int64_t": ctypes.c_int64}
+_CTYPES = {"int": ctypes.c_int32, "int32_t": ctypes.c_int32, "unsigned int": ctypes.c_uint32,
+           "uint32_t": ctypes.c_uint32, "long long": ctypes.c_int64, "int64_t": ctypes.c_int64}
 
 
 def _check(rc, what):
@@ -25,6 +36,23 @@ def _grid_fn(exprs: List[str]):
     from tilecore.lowering.launch_grid import grid_function
 
     return grid_function(exprs)
+
+
+class _ParamBlock:
+    """The kernel parameters as cuLaunchKernel reads them: one ctypes value per parameter and the
+    array of their addresses. `pointers` are the (value, argument index) pairs of the pointer
+    parameters, the ones that change from call to call."""
+
+    def __init__(self, params: Sequence[Tuple[str, str]], index: Dict[str, int]):
+        self.values = [ctypes.c_uint64(0) if kind == "ptr" else _CTYPES.get(kind, ctypes.c_int32)(0)
+                       for kind, _ in params]
+        self.argv = (ctypes.c_void_p * max(1, len(self.values)))(*[ctypes.addressof(v) for v in self.values])
+        self.pointers = tuple((v, index[name]) for v, (kind, name) in zip(self.values, params) if kind == "ptr")
+        self.scalars = tuple((v, name) for v, (kind, name) in zip(self.values, params) if kind != "ptr")
+
+    def bind(self, bindings: Dict[str, int]) -> None:
+        for value, name in self.scalars:
+            value.value = int(bindings[name])
 
 
 class CudaKernelLauncher:
@@ -45,18 +73,21 @@ class CudaKernelLauncher:
         if self.cu is None:
             raise TileRuntimeError("no CUDA driver (libcuda.so.1) on this machine: the cuda backend can "
                                    "compile here but not run")
-        self.cu.cuLaunchKernel.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
-                                           ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
-                                           ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        self.slots = []
-        for kind, name in self.params:
-            self.slots.append(ctypes.c_uint64(0) if kind == "ptr" else _CTYPES.get(kind, ctypes.c_int32)(0))
-        self.argv = (ctypes.c_void_p * max(1, len(self.slots)))(
-            *[ctypes.cast(ctypes.pointer(s), ctypes.c_void_p) for s in self.slots])
+        # cuLaunchKernel without argtypes, every argument passed as a ready ctypes object: ctypes'
+        # per-argument conversion would be about half of the call's Python cost. (`cu[name]` is a
+        # function object of our own; the library's shared one keeps whatever argtypes it has.)
+        self._cu_launch = self.cu["cuLaunchKernel"]
+        self._cu_launch.restype = ctypes.c_int
         self.index = {n: i for i, n in enumerate(self.param_names)}
-        self._torch = None
+        self._block = _ParamBlock(self.params, self.index)  # the unspecialized path's parameters
+        self._stream = ctypes.c_void_p()
+        self._fixed: Dict[tuple, tuple] = {}  # (device, grid) -> _fixed_arguments, for the plain path
+        # A parameter block is written, then read by the driver during cuLaunchKernel, which ctypes
+        # runs without the GIL: another thread must not write it in between.
+        self._lock = threading.Lock()
 
     def function(self, device: int):
+        """The CUfunction on `device` (the cubin is loaded into the current context on first use)."""
         f = self.functions.get(device)
         if f is not None:
             return f
@@ -92,34 +123,103 @@ class CudaKernelLauncher:
         self.functions[device] = fn
         return fn
 
-    def __call__(self, args, bindings):
-        ptrs, device, stream = [], None, None
-        for name, a in zip(self.param_names, args):
-            ptr, dev, st = _array_info(a, name)
-            if device is None:
-                device, stream = dev, st
-            elif dev != device:
-                raise TileRuntimeError(f"argument {name!r} is on cuda:{dev} but the others are on cuda:{device}")
-            ptrs.append(ptr)
-        fn = self.function(device or 0)
-        for slot, (kind, name) in zip(self.slots, self.params):
-            if kind == "ptr":
-                slot.value = ptrs[self.index[name]]
-            else:
-                slot.value = int(bindings[name])
+    def _grid_dims(self, bindings) -> Optional[Tuple[int, int, int]]:
+        """(gx, gy, gz) for `bindings`, or None when the grid is empty (nothing to launch)."""
         gx, *rest = self.grid(bindings)
         gy = rest[0] if rest else 1
         gz = rest[1] if len(rest) > 1 else 1
         if gx <= 0 or gy <= 0 or gz <= 0:
             return None
-        rc = self.cu.cuLaunchKernel(fn, gx, gy, gz, self.threads, 1, 1, self.smem, stream, self.argv, None)
+        return int(gx), int(gy), int(gz)
+
+    def _fixed_arguments(self, fn, grid: Tuple[int, int, int]) -> tuple:
+        """cuLaunchKernel's arguments before the stream, as ctypes objects."""
+        u = ctypes.c_uint
+        return (fn, u(grid[0]), u(grid[1]), u(grid[2]), u(self.threads), u(1), u(1), u(self.smem))
+
+    def __call__(self, args, bindings):
+        ptrs, device, stream_of = [], None, None
+        for name, a in zip(self.param_names, args):
+            ptr, dev, streams = _array_info(a, name)
+            if device is None:
+                device, stream_of = dev, streams
+            elif dev != device:
+                raise TileRuntimeError(f"argument {name!r} is on cuda:{dev} but the others are on cuda:{device}")
+            ptrs.append(ptr)
+        device = device or 0
+        fn = self.function(device)
+        grid = self._grid_dims(bindings)
+        if grid is None:
+            return None
+        fixed = self._fixed.get((device, grid))
+        if fixed is None:
+            if len(self._fixed) >= 64:  # a kernel called with ever new dynamic sizes starts over
+                self._fixed.clear()
+            fixed = self._fixed[(device, grid)] = self._fixed_arguments(fn, grid)
+        block = self._block
+        with self._lock:
+            for value, i in block.pointers:
+                value.value = ptrs[i]
+            block.bind(bindings)
+            self._stream.value = stream_of(device) if stream_of is not None else None
+            rc = self._cu_launch(*fixed, self._stream, block.argv, None)
         if rc != 0:
             _check(rc, "cuLaunchKernel")
         return None
 
+    def specialize(self, args: Sequence[Any], bindings: Dict[str, int]) -> Optional[Callable[[Sequence[Any]], None]]:
+        """`run(args)` for argument tuples with the signature of `args` (tilecore's Kernel calls this
+        once per signature that passed its checks: same tensor types, dtypes, shapes, contiguity
+        and device). None when `args` are not all CUDA torch tensors on one device (the plain path
+        then checks and explains)."""
+        torch = sys.modules.get("torch")
+        if torch is None or not args or not all(isinstance(a, torch.Tensor) and a.is_cuda and a.is_contiguous()
+                                    for a in args):
+            return None
+        devices = {a.device.index or 0 for a in args}
+        if len(devices) > 1:
+            return None
+        device = devices.pop()
+        fn = self.function(device)
+        grid = self._grid_dims(bindings)
+        if grid is None:
+            return _launch_nothing
+        block = _ParamBlock(self.params, self.index)
+        block.bind(bindings)
+        pointers, argv = block.pointers, block.argv
+        stream = ctypes.c_void_p()
+        current_stream = torch._C._cuda_getCurrentRawStream
+        fixed = self._fixed_arguments(fn, grid)
+        cu_launch = self._cu_launch
+        lock = threading.Lock()  # one per parameter block (see __init__)
+
+        def run(args):
+            with lock:
+                for value, i in pointers:
+                    value.value = args[i].data_ptr()
+                stream.value = current_stream(device)
+                rc = cu_launch(*fixed, stream, argv, None)
+            if rc:
+                _check(rc, "cuLaunchKernel")
+        return run
+
+
+def _launch_nothing(args) -> None:
+    """An empty grid launches nothing."""
+
+
+def _torch_stream(device: int) -> int:
+    return sys.modules["torch"]._C._cuda_getCurrentRawStream(device)
+
+
+def _cupy_stream(device: int) -> int:
+    import cupy
+
+    return cupy.cuda.get_current_stream().ptr
+
 
 def _array_info(a, name):
-    """(device pointer, device ordinal, stream handle) of a torch / cupy / DLPack CUDA array."""
+    """(device pointer, device ordinal, `stream(device)`) of a torch / cupy / DLPack CUDA array."""
     mod = type(a).__module__
     if mod.startswith("torch"):
         if not a.is_cuda:
@@ -127,16 +227,11 @@ def _array_info(a, name):
         if not a.is_contiguous():
             raise TileRuntimeError(f"argument {name!r} is not contiguous (strides {a.stride()}); "
                                    f"pass .contiguous()")
-        import torch
-
-        dev = a.device.index or 0
-        return a.data_ptr(), dev, torch._C._cuda_getCurrentRawStream(dev)
+        return a.data_ptr(), a.device.index or 0, _torch_stream
     if mod.startswith("cupy"):
-        import cupy
-
         if not a.flags.c_contiguous:
             raise TileRuntimeError(f"argument {name!r} is not C-contiguous")
-        return a.data.ptr, a.device.id, cupy.cuda.get_current_stream().ptr
+        return a.data.ptr, a.device.id, _cupy_stream
     if hasattr(a, "__dlpack_device__"):
         dev_type, dev = a.__dlpack_device__()
         if dev_type not in (2, 13):  # kDLCUDA, kDLCUDAManaged
