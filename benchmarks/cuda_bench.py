@@ -54,9 +54,14 @@ def gemm_rows(results):
     import torch
     import kernels as K
 
-    configs = [dict(bm=128, bn=128, bk=64, stages=3, threads=128, swizzle_panel=8),
-               dict(bm=128, bn=128, bk=32, stages=5, threads=128, swizzle_panel=8),
-               dict(bm=128, bn=256, bk=32, stages=3, threads=256, swizzle_panel=8)]
+    # threads = 2 * bm: 16 rows per warp, the shape Hopper's wgmma takes (on sm_90a); 128 x 128 on
+    # 128 threads stays on mma.sync, for comparison
+    configs = [dict(bm=128, bn=256, bk=64, stages=3, threads=256, swizzle_panel=8),
+               dict(bm=128, bn=256, bk=32, stages=4, threads=256, swizzle_panel=8),
+               dict(bm=128, bn=128, bk=64, stages=3, threads=256, swizzle_panel=8),
+               dict(bm=128, bn=128, bk=64, stages=4, threads=256, swizzle_panel=8),
+               dict(bm=64, bn=256, bk=64, stages=4, threads=128, swizzle_panel=8),
+               dict(bm=128, bn=128, bk=32, stages=5, threads=128, swizzle_panel=8)]
     for n in (4096, 8192):
         a = torch.randn(n, n, device="cuda", dtype=torch.float16)
         b = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -84,7 +89,8 @@ def gemm_rows(results):
             t = bench(lambda: launch([a, b, c], {}))
             row = {"kernel": f"gemm_fp16_{n}", "config": cfg, "rel_err": err, "ms": t,
                    "tflops": flops / t / 1e9, "cublas_ms": t_ref, "cublas_tflops": flops / t_ref / 1e9,
-                   "ratio_vs_cublas": t_ref / t, "compile_s": cold, "smem": art.meta["dyn_smem_bytes"]}
+                   "ratio_vs_cublas": t_ref / t, "compile_s": cold, "smem": art.meta["dyn_smem_bytes"],
+                   "mma": "wgmma" if "tc::wgmma_ss<" in art.source else "mma.sync"}
             results.append(row)
             print(json.dumps(row), flush=True)
             if err < 1e-2 and (best is None or t < best["ms"]):
@@ -157,7 +163,7 @@ def attention_rows(results):
                 peers[name + "_error"] = repr(err)[-200:]
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
-        for bm, bn, st in ((128, 64, 2), (64, 64, 2), (128, 64, 3)):
+        for bm, bn, st in ((128, 128, 2), (128, 64, 2), (64, 64, 2), (128, 64, 3), (64, 128, 2)):
             try:
                 import tilecore
                 t0 = time.perf_counter()
@@ -176,6 +182,7 @@ def attention_rows(results):
             row = {"kernel": f"attention_fwd_fp16_B{B}_H{H}_S{S}_D{D}", "causal": causal, "cfg": [bm, bn, st],
                    "rel_err": err, "ms": t, "tflops": flops / t / 1e9, "compile_s": cold,
                    **{f"sdpa_{k_}_ms": v_ for k_, v_ in peers.items()},
+                   "mma": "wgmma" if "tc::wgmma_ss<" in kern.artifact.source else "mma.sync",
                    "ratio_vs_flash": peers.get("flash", float("nan")) / t,
                    "ratio_vs_cudnn": peers.get("cudnn", float("nan")) / t}
             results.append(row)
@@ -300,7 +307,52 @@ def softmax_rows(results):
         print(json.dumps(row), flush=True)
 
 
+def _per_call_us(fns, n=2000, rounds=7):
+    """Host time per call in microseconds, {name: median over rounds}: each round times `n` calls of
+    each function in turn (interleaved, so drift hits all alike); the GPU is synchronized between
+    rounds, not inside them, so this is the launch cost a Python caller sees."""
+    import statistics
+    import torch
+
+    for fn in fns.values():
+        for _ in range(200):
+            fn()
+    torch.cuda.synchronize()
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            times[name].append((time.perf_counter() - t0) / n * 1e6)
+            torch.cuda.synchronize()
+    return {name: round(statistics.median(ts), 3) for name, ts in times.items()}
+
+
+def _profile_top(fn, calls=2000, top=15):
+    """cProfile of `calls` calls of fn: the `top` functions by own time, in microseconds per call of
+    fn. ctypes calls (cuLaunchKernel) are not profiled on their own: their time is the caller's."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    stats = pstats.Stats(prof).stats  # (file, line, name) -> (primitive calls, calls, own s, cumulative s, callers)
+    rows = sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]
+    lines = [f"{'own us/call':>12} {'cum us/call':>12} {'ncalls':>8}  function"]
+    for (file, line, name), (_, ncalls, own, cum, _) in rows:
+        where = f"{os.path.relpath(file) if file.startswith('/') else file}:{line}({name})"
+        lines.append(f"{own / calls * 1e6:12.3f} {cum / calls * 1e6:12.3f} {ncalls:8d}  {where}")
+    return lines
+
+
 def overhead_rows(results):
+    """Host overhead per call of a trivial kernel (y = 2x + 1, 1024 floats, one block): the raw
+    tile-cuda launcher, its per-signature specialized run, tilecore Kernel calls (outputs passed in,
+    and allocated through out_idx), Triton and torch.add; a cProfile of Kernel calls."""
     import torch
     import kernels as K
 
@@ -310,20 +362,17 @@ def overhead_rows(results):
     launch([x, y], {})
     torch.cuda.synchronize()
     assert torch.allclose(y, 2 * x + 1)
-
-    def per_call(fn, n=2000):
-        for _ in range(100):
-            fn()
+    fns = {"tile_cuda_launcher_us": lambda: launch([x, y], {})}
+    row = {"kernel": "host_overhead_us"}
+    try:
+        run = launch.specialize((x, y), {})
+        y.fill_(float("nan"))
+        run((x, y))
         torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        return (t1 - t0) / n * 1e6
-
-    ours = per_call(lambda: launch([x, y], {}))
-    row = {"kernel": "host_overhead_us", "tile_cuda_launcher_us": ours}
+        assert torch.allclose(y, 2 * x + 1), "specialized run gave a wrong result"
+        fns["tile_cuda_specialized_run_us"] = lambda: run((x, y))
+    except Exception as err:
+        row["specialized_run_error"] = repr(err)[-300:]
     try:
         import triton
         import triton.language as tl
@@ -333,20 +382,41 @@ def overhead_rows(results):
             i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
             tl.store(Y + i, tl.load(X + i, mask=i < n) * 2 + 1, mask=i < n)
 
-        row["triton_us"] = per_call(lambda: axpb[(1,)](x, y, 1024, BLOCK=1024))
+        axpb[(1,)](x, y, 1024, BLOCK=1024)
+        fns["triton_us"] = lambda: axpb[(1,)](x, y, 1024, BLOCK=1024)
     except Exception as err:
         row["triton_error"] = str(err)[-200:]
-    row["torch_add_us"] = per_call(lambda: torch.add(x, 1, out=y))
+    fns["torch_add_us"] = lambda: torch.add(x, 1, out=y)
+    fns["torch_zeros_1024_us"] = lambda: torch.zeros(1024, device="cuda")  # what out_idx allocates
+    fns["torch_empty_1024_us"] = lambda: torch.empty(1024, device="cuda")
+    kern = kout = None
     try:
         import tilecore
 
-        kern = tilecore.compile(K.elementwise_kernel(1024, block=1024, threads=256), target="cuda")
-        kern(x, y)
-        row["tilecore_kernel_call_us"] = per_call(lambda: kern(x, y))
+        func = K.elementwise_kernel(1024, block=1024, threads=256)
+        kern = tilecore.compile(func, target="cuda")
+        kout = tilecore.compile(func, target="cuda", out_idx=[-1])
+        for _ in range(2):  # the first call checks and remembers the signature, the second runs the plan
+            x2, y2 = torch.randn(1024, device="cuda"), torch.full((1024,), float("nan"), device="cuda")
+            kern(x2, y2)
+            out = kout(x2)
+            torch.cuda.synchronize()
+            assert torch.allclose(y2, 2 * x2 + 1) and torch.allclose(out, 2 * x2 + 1), "Kernel gave a wrong result"
+        row["kernel_plans"] = [getattr(p, "__qualname__", type(p).__name__) for p in kern._plans.values()] + \
+            [getattr(p, "__qualname__", type(p).__name__) for p in kout._plans.values()]
+        fns["tilecore_kernel_call_us"] = lambda: kern(x, y)
+        fns["tilecore_kernel_out_idx_us"] = lambda: kout(x)
     except Exception as err:
-        row["tilecore_kernel_error"] = str(err)[-300:]
+        row["tilecore_kernel_error"] = repr(err)[-300:]
+    row.update(_per_call_us(fns))
     results.append(row)
     print(json.dumps(row), flush=True)
+    if kern is not None:
+        for name, fn in (("kernel_call", lambda: kern(x, y)), ("kernel_out_idx", lambda: kout(x))):
+            lines = _profile_top(fn)
+            torch.cuda.synchronize()
+            results.append({"kernel": f"host_overhead_cprofile_{name}", "calls": 2000, "top15_tottime": lines})
+            print(f"cProfile of 2000 {name} calls (top 15 by tottime):\n" + "\n".join(lines), flush=True)
     # cached start: a fresh process loads the artifact (no TVM) and launches once
     path = "/tmp/tile_cuda_art.pkl"
     with open(path, "wb") as f:
