@@ -23,7 +23,7 @@ from common import build, compare, main, random_array, tolerance_for  # noqa: E4
 def flashattn(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num_stages=1,
               dtype="float16", threads=None):
     # one warp per 16 query rows (4 warps per 64 rows): the layout Hopper's wgmma computes in
-    threads = threads or max(32, 2 * block_M)
+    threads = threads or max(128, 2 * block_M)
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # log2(e): softmax through exp2
     shape = [batch, seq_len, heads, dim]
     accum_dtype = "float"
