@@ -127,3 +127,123 @@ def test_examples_match_reference(case):
     err = np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30)
     tol = 1e-5 if dt in ("float32", "float64") else 1e-2
     assert np.isfinite(err) and err <= tol, (CASES[case], err)
+
+
+# ---- the Kernel's remembered plans on the GPU: tile_cuda's specialized run per argument signature
+
+
+def _axpb_kernels():
+    import tilecore
+
+    func = K.elementwise_kernel(0, dynamic=True)  # y = 2x + 1 over n elements, grid from n
+    return tilecore.compile(func, target="cuda"), tilecore.compile(func, target="cuda", out_idx=[-1])
+
+
+def test_kernel_plans_use_each_calls_tensors_and_sizes():
+    import torch
+
+    kern, kout = _axpb_kernels()
+    for n in (5000, 3000, 5000, 1, 3000):  # new tensors (new pointers) and alternating grids/scalars
+        x = torch.randn(n, device="cuda")
+        y = torch.full_like(x, float("nan"))
+        kern(x, y)
+        out = kout(x)
+        torch.testing.assert_close(y, 2 * x + 1)
+        torch.testing.assert_close(out, 2 * x + 1)
+    assert len(kern._plans) == 3 and len(kout._plans) == 3
+    assert all("specialize" in p.__qualname__ for p in kern._plans.values())  # the launcher's own run
+
+
+def test_kernel_plans_launch_on_the_current_stream():
+    import torch
+
+    kern, kout = _axpb_kernels()
+    x = torch.randn(1 << 20, device="cuda")
+    y = torch.empty_like(x)
+    kern(x, y)  # remembered
+    fresh = torch.randn(1 << 20, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)  # the copy below, and so x's new values, arrive late on `side`
+        x.copy_(fresh)
+        kern(x, y)  # must run after the copy: on `side`, not on the default stream
+        out = kout(x)
+    side.synchronize()
+    torch.testing.assert_close(y, 2 * fresh + 1)
+    torch.testing.assert_close(out, 2 * fresh + 1)
+
+
+def test_kernel_checks_after_a_remembered_call():
+    import torch
+    from tilecore.diagnostics import TileRuntimeError
+
+    kern, _ = _axpb_kernels()
+    x = torch.randn(64, device="cuda")
+    kern(x, torch.empty_like(x))
+    kern(x, torch.empty_like(x))
+    with pytest.raises(TileRuntimeError, match="expected an array in cuda memory"):
+        kern(x.cpu(), torch.empty_like(x))
+    with pytest.raises(TileRuntimeError, match="expected dtype float32, got float16"):
+        kern(x.half(), torch.empty_like(x))
+    with pytest.raises(TileRuntimeError, match="expected a C-contiguous"):
+        kern(torch.randn(128, device="cuda")[::2], torch.empty_like(x))
+    with pytest.raises(TileRuntimeError, match="n = 64 was bound by argument 'X'"):
+        kern(x, torch.empty(65, device="cuda"))
+
+
+def test_kernel_plans_from_several_threads():
+    import threading
+
+    import torch
+
+    kern, _ = _axpb_kernels()
+    errors = []
+
+    def worker(seed):
+        try:
+            g = torch.Generator(device="cuda").manual_seed(seed)
+            for _ in range(200):
+                x = torch.randn(4096, device="cuda", generator=g)
+                y = torch.empty_like(x)
+                kern(x, y)
+                torch.cuda.current_stream().synchronize()
+                if not torch.allclose(y, 2 * x + 1):
+                    errors.append(f"thread {seed}: wrong result")
+                    return
+        except Exception as err:  # reported below
+            errors.append(repr(err))
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_kernel_call_from_a_thread_that_never_touched_cuda():
+    import threading
+
+    import torch
+
+    kern, _ = _axpb_kernels()
+    x = torch.randn(4096, device="cuda")
+    y = torch.full_like(x, float("nan"))
+    kern(x, y)  # remembered on this thread
+    y.fill_(float("nan"))
+    torch.cuda.synchronize()
+    errors = []
+
+    def bare():  # no CUDA context current on this thread until the launcher makes one
+        try:
+            kern(x, y)
+        except Exception as err:
+            errors.append(repr(err))
+
+    t = threading.Thread(target=bare)
+    t.start()
+    t.join()
+    torch.cuda.synchronize()
+    assert not errors, errors
+    torch.testing.assert_close(y, 2 * x + 1)

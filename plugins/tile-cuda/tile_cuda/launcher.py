@@ -20,6 +20,7 @@ from tilecore.diagnostics import TileRuntimeError
 from . import toolchain
 
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+CUDA_ERROR_INVALID_CONTEXT = 201
 _CTYPES = {"int": ctypes.c_int32, "int32_t": ctypes.c_int32, "unsigned int": ctypes.c_uint32,
            "uint32_t": ctypes.c_uint32, "long long": ctypes.c_int64, "int64_t": ctypes.c_int64}
 
@@ -164,8 +165,23 @@ class CudaKernelLauncher:
             self._stream.value = stream_of(device) if stream_of is not None else None
             rc = self._cu_launch(*fixed, self._stream, block.argv, None)
         if rc != 0:
+            if rc == CUDA_ERROR_INVALID_CONTEXT and self._make_current(device):
+                return self(args, bindings)
             _check(rc, "cuLaunchKernel")
         return None
+
+    def _make_current(self, device: int) -> bool:
+        """Make `device`'s primary context current on this thread, where none is (a thread that
+        never touched CUDA); True if it changed anything, so the launch is worth repeating."""
+        cu = self.cu
+        ctx = ctypes.c_void_p()
+        if cu.cuCtxGetCurrent(ctypes.byref(ctx)) == 0 and ctx.value:
+            return False
+        dev = ctypes.c_int()
+        _check(cu.cuDeviceGet(ctypes.byref(dev), device), "cuDeviceGet")
+        _check(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+        _check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+        return True
 
     def specialize(self, args: Sequence[Any], bindings: Dict[str, int]) -> Optional[Callable[[Sequence[Any]], None]]:
         """`run(args)` for argument tuples with the signature of `args` (tilecore's Kernel calls this
@@ -192,6 +208,7 @@ class CudaKernelLauncher:
         fixed = self._fixed_arguments(fn, grid)
         cu_launch = self._cu_launch
         lock = threading.Lock()  # one per parameter block (see __init__)
+        make_current = self._make_current
 
         def run(args):
             with lock:
@@ -200,6 +217,8 @@ class CudaKernelLauncher:
                 stream.value = current_stream(device)
                 rc = cu_launch(*fixed, stream, argv, None)
             if rc:
+                if rc == CUDA_ERROR_INVALID_CONTEXT and make_current(device):
+                    return run(args)
                 _check(rc, "cuLaunchKernel")
         return run
 
