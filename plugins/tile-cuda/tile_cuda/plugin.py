@@ -201,7 +201,8 @@ def tilecore_codegen(backend, module, options):
 
 @hookimpl
 def tilecore_launcher(backend, artifact):
-    """A `launch(args, bindings)` that runs the cubin with cuLaunchKernel on the current stream."""
+    """A `launch(args, bindings)` that runs the cubin with cuLaunchKernel on the current stream;
+    `launch.specialize` gives the Kernel a per-signature run that only reads pointers and stream."""
     if backend.name != NAME:
         return None
     from .launcher import CudaKernelLauncher
