@@ -79,7 +79,9 @@ def _fast_math_table(target: SimtTarget):
     if target.kind == "cuda" and target.fast_math:
         table[("exp", "float32")] = lambda a: tx.call_pure_extern("float32", "__expf", a[0])
         table[("log", "float32")] = lambda a: tx.call_pure_extern("float32", "__logf", a[0])
-        table[("exp2", "float32")] = lambda a: tx.call_pure_extern("float32", "tc::fast_exp2", a[0])
+        # a helper-library call (not an extern name): the call carries the library source, so a
+        # kernel whose only helper is exp2 still gets the `tc` namespace emitted
+        table[("exp2", "float32")] = lambda a: _func_call("tc::fast_exp2", (a[0],), target.device_lib, "float32")
     return table
 
 

@@ -106,3 +106,25 @@ def test_layout_rules_feed_the_core_engine():
     assert isinstance(result.layouts["scores_max"], RowLayout)
     gemm, _ = prim_func(*CASES[0])
     assert isinstance(infer_layouts(gemm, rules).layouts["C_f"], MmaLayout)
+
+
+def test_exp2_alone_brings_the_helper_library():
+    # found by conformance (cuda:sm_90a, seed 11, program 0064): fast exp2 was an extern name,
+    # so a kernel with no other helper call referenced tc:: without its definition
+    import tilecore.language as T
+
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def main(A: T.Tensor((m, 83), "float32"), Out: T.Tensor((m, 83), "float32")):
+        with T.Kernel(3, T.ceildiv(m, 16), threads=64) as (bx, by):
+            A_t = T.alloc_shared((16, 32), "float32")
+            T.copy(A[by * 16:by * 16 + 16, bx * 32:bx * 32 + 32], A_t)
+            Out_t = T.alloc_fragment((16, 32), "float32")
+            for i, j in T.Parallel(16, 32):
+                Out_t[i, j] = T.min(A_t[i, j] - A_t[i, j], T.exp2(A_t[i, j]))
+            T.copy(Out_t, Out[by * 16:by * 16 + 16, bx * 32:bx * 32 + 32])
+
+    for arch in ARCHS:
+        art = codegen(main, arch)
+        assert "tc::fast_exp2(" in art.source and art.blobs["cubin"][:4] == b"\x7fELF"
