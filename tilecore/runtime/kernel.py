@@ -69,12 +69,13 @@ def _signature(value) -> Optional[tuple]:
     contiguity and device. The type is part of the key, so a subclass or another
     library never shares an entry. Other kinds (cupy, DLPack objects) return None.
     """
-    if type(value) is _ndarray:
+    kind = type(value)
+    if kind is _ndarray:
         flags = value.flags
-        return (_ndarray, value.dtype, value.shape, flags.c_contiguous, flags.writeable)
+        return (kind, value.dtype, value.shape, flags.c_contiguous, flags.writeable)
     tensor = _torch_tensor or _find_torch_tensor()
-    if tensor is not None and isinstance(value, tensor):
-        return (type(value), value.dtype, value.shape, value.is_contiguous(), value.device)
+    if kind is tensor or (tensor is not None and isinstance(value, tensor)):
+        return (kind, value.dtype, value.shape, value.is_contiguous(), value.device)
     return None
 
 

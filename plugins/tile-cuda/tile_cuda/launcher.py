@@ -220,6 +220,7 @@ class CudaKernelLauncher:
                 if rc == CUDA_ERROR_INVALID_CONTEXT and make_current(device):
                     return run(args)
                 _check(rc, "cuLaunchKernel")
+        run.param_block = block  # argv holds bare addresses: the block must live as long as run
         return run
 
 
@@ -239,15 +240,15 @@ def _cupy_stream(device: int) -> int:
 
 def _array_info(a, name):
     """(device pointer, device ordinal, `stream(device)`) of a torch / cupy / DLPack CUDA array."""
-    mod = type(a).__module__
-    if mod.startswith("torch"):
+    torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")  # imported by the caller, if used
+    if torch is not None and isinstance(a, torch.Tensor):
         if not a.is_cuda:
             raise TileRuntimeError(f"argument {name!r} is on {a.device}, expected a CUDA tensor")
         if not a.is_contiguous():
             raise TileRuntimeError(f"argument {name!r} is not contiguous (strides {a.stride()}); "
                                    f"pass .contiguous()")
         return a.data_ptr(), a.device.index or 0, _torch_stream
-    if mod.startswith("cupy"):
+    if cupy is not None and isinstance(a, cupy.ndarray):
         if not a.flags.c_contiguous:
             raise TileRuntimeError(f"argument {name!r} is not C-contiguous")
         return a.data.ptr, a.device.id, _cupy_stream
@@ -255,9 +256,11 @@ def _array_info(a, name):
         dev_type, dev = a.__dlpack_device__()
         if dev_type not in (2, 13):  # kDLCUDA, kDLCUDAManaged
             raise TileRuntimeError(f"argument {name!r} lives on DLPack device type {dev_type}, not CUDA")
-        import torch
-
-        t = torch.from_dlpack(a)
-        return _array_info(t, name)
+        try:
+            import torch
+        except ImportError:
+            raise TileRuntimeError(f"argument {name!r} is a DLPack CUDA array, which tile-cuda reads through "
+                                   f"torch; install torch or pass a torch or cupy array") from None
+        return _array_info(torch.from_dlpack(a), name)
     raise TileRuntimeError(f"argument {name!r} of type {type(a).__name__} is not a CUDA array "
                            f"(torch, cupy or DLPack)")

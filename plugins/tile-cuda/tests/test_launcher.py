@@ -1,0 +1,101 @@
+"""The launcher's parameter packing, checked without a GPU: cuLaunchKernel is replaced by a ctypes
+callback that reads the parameter block as the driver does (argv[i] -> value) at call time, and
+CPU tensors marked as CUDA ones stand in for device tensors. What reaches a real driver and GPU is
+tested in test_gpu.py."""
+from __future__ import annotations
+
+import ctypes
+import gc
+
+import pytest
+
+from tilecore.plugin.backend import Artifact
+from tile_cuda import launcher as L
+
+torch = pytest.importorskip("torch")
+
+# what tile_cuda's codegen records for kernels.elementwise_kernel(0, dynamic=True)
+META = {"arch": "sm_90a", "kernel_symbol": "axpb_kernel", "params": ["X", "Y"],
+        "kernel_params": [["ptr", "X"], ["ptr", "Y"], ["int", "n"]], "threads": 256, "dyn_smem_bytes": 0,
+        "grid_py": ["((b['n'] + 1023) // 1024)"]}
+_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,
+                           ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+
+
+class CudaMarked(torch.Tensor):
+    """A CPU tensor that says it is a CUDA one (is_cuda), for the launcher's own checks."""
+
+    @property
+    def is_cuda(self):
+        return True
+
+
+def cuda_marked(n, value=0.0):
+    return torch.Tensor._make_subclass(CudaMarked, torch.full((n,), value))
+
+
+class RecordingDriver:
+    """Just what the launcher calls on the hot path: cuLaunchKernel (read back as the driver would)."""
+
+    def __init__(self):
+        self.launches = []
+        self.callback = _LAUNCH(self._launch)
+
+    def _launch(self, fn, gx, gy, gz, bx, by, bz, smem, stream, argv, extra):
+        params = (ctypes.c_uint64.from_address(argv[0]).value, ctypes.c_uint64.from_address(argv[1]).value,
+                  ctypes.c_int32.from_address(argv[2]).value)
+        self.launches.append({"fn": fn, "grid": (gx, gy, gz), "block": (bx, by, bz), "smem": smem,
+                              "stream": stream, "params": params})
+        return 0
+
+    def __getitem__(self, name):
+        assert name == "cuLaunchKernel"
+        return self.callback
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    drv = RecordingDriver()
+    monkeypatch.setattr(L.toolchain, "libcuda", lambda: drv)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 0xABC00 + device, raising=False)
+    return drv
+
+
+@pytest.fixture
+def launcher(driver):
+    launch = L.CudaKernelLauncher(Artifact(backend="cuda", target="cuda:sm_90a", entry="axpb", source="",
+                                           blobs={"cubin": b""}, meta=META))
+    launch.functions[0] = ctypes.c_void_p(0x1234)  # as if the cubin were loaded on device 0
+    return launch
+
+
+def test_specialized_runs_pack_each_calls_pointers_and_their_own_sizes(driver, launcher):
+    x, y = cuda_marked(5000), cuda_marked(5000)
+    run_5000 = launcher.specialize((x, y), {"n": 5000})
+    run_3000 = launcher.specialize((cuda_marked(3000), cuda_marked(3000)), {"n": 3000})
+    gc.collect()
+    junk = [ctypes.c_int32(77) for _ in range(2000)]  # reuse any memory a parameter block lost
+    for n, run in ((5000, run_5000), (3000, run_3000), (5000, run_5000)):
+        a, b = cuda_marked(n), cuda_marked(n)
+        run((a, b))
+        assert driver.launches[-1] == {"fn": 0x1234, "grid": (-(-n // 1024), 1, 1), "block": (256, 1, 1),
+                                       "smem": 0, "stream": 0xABC00, "params": (a.data_ptr(), b.data_ptr(), n)}
+    assert len(junk) == 2000
+
+
+def test_plain_launch_checks_and_packs(driver, launcher):
+    x, y = cuda_marked(3000), cuda_marked(3000)
+    launcher([x, y], {"n": 3000})
+    assert driver.launches[-1]["params"] == (x.data_ptr(), y.data_ptr(), 3000)
+    assert driver.launches[-1]["grid"] == (3, 1, 1) and driver.launches[-1]["stream"] == 0xABC00
+    launcher([x, y], {"n": 0})  # an empty grid launches nothing
+    assert len(driver.launches) == 1
+    with pytest.raises(L.TileRuntimeError, match="argument 'X' is on cpu, expected a CUDA tensor"):
+        launcher([torch.zeros(3000), y], {"n": 3000})
+
+
+def test_specialize_declines_what_it_cannot_run_alone(launcher):
+    x = cuda_marked(8)
+    assert launcher.specialize((torch.zeros(8), x), {"n": 8}) is None  # not CUDA: the plain path explains
+    assert launcher.specialize((), {"n": 8}) is None
+    assert launcher.specialize((x, x), {"n": 0})((x, x)) is None  # empty grid: nothing launched
