@@ -431,6 +431,11 @@ def overhead_rows(results):
     row.update(_per_call_us(fns))
     results.append(row)
     print(json.dumps(row), flush=True)
+    for key, value in row.items():  # one short line each (logs get cut at a line width)
+        if key.endswith("_us"):
+            print(f"overhead {key[:-3]:40s} {value:8.2f} us", flush=True)
+        elif key.endswith("_error") or key == "kernel_plans":
+            print(f"overhead {key}: {str(value)[:200]}", flush=True)
     if kern is not None:
         for name, fn in (("kernel_call", lambda: kern(x, y)), ("kernel_out_idx", lambda: kout(x))):
             lines = _profile_top(fn)
