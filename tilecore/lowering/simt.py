@@ -180,7 +180,10 @@ class SimtLowering:
     def touch(self, stmts):
         """Insert a barrier before `stmts` if they conflict with unsynchronized shared accesses."""
         r, w = self.smem_sets(stmts)
-        if (r | w) & self.pending_w or w & self.pending_r:
+        # Inside a T.Parallel body no barrier: emit_Parallel synchronized the whole loop up front
+        # (its iterations are independent), and a barrier here would sit in per-thread code (a
+        # primary-replica guard, a partial-row guard) where it deadlocks the block.
+        if not self.in_parallel and ((r | w) & self.pending_w or w & self.pending_r):
             self.sync()
         self.pending_r |= r
         self.pending_w |= w
@@ -791,9 +794,8 @@ class SimtLowering:
         B.evaluate(self.call(tmpl, tx.address_of(tx.BufferLoad(self.views[a.name], [zero])),
                              self.stage_base_addr(b), tx.address_of(tx.BufferLoad(acc, [zero]))))
 
-    def emit_wgmma_gemm(self, g: N.Gemm, lay: MmaLayout, pending: int = 0):
-        """Warpgroup MMA (sm_90a): operands by shared-memory descriptor, A optionally in registers.
-        `pending` wgmma groups stay in flight on return (the overlapped main loop of try_pipeline)."""
+    def emit_wgmma_gemm(self, g: N.Gemm, lay: MmaLayout):
+        """Warpgroup MMA (sm_90a): operands by shared-memory descriptor, A optionally in registers."""
         a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
         lb = self.plan.layout[b.name]
         K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
@@ -810,7 +812,7 @@ class SimtLowering:
         else:
             la = self.plan.layout[a.name]
             tmpl = (f"tc::wgmma_ss<{lay.N}, {K}, {_b(g.transpose_a)}, {_b(g.transpose_b)}, {T}, "
-                    f"{la.shape[0]}, {la.shape[1]}, {lb.shape[0]}, {lb.shape[1]}, {pending}>")
+                    f"{la.shape[0]}, {la.shape[1]}, {lb.shape[0]}, {lb.shape[1]}>")
             a_ptr = self.stage_base_addr(a)
         B.evaluate(self.call(tmpl, a_ptr, self.stage_base_addr(b), acc_ptr))
 
@@ -1218,15 +1220,6 @@ class SimtLowering:
         n = self.lower(loop.extent)
         self.touch((loop,))
         self.sync()
-        rest = [s for s in loop.body if s not in copies]
-        # A main loop that is only copies + one wgmma gemm keeps the tensor cores busy across
-        # iterations: gemm k is issued, gemm k-1 awaited, then the copies for k+S-2 go into the
-        # stage gemm k-2 read (done in every thread before this iteration's barrier). One stage
-        # of slack buys that overlap, so the prefetch distance is S-2 (S >= 4: with a distance of 1
-        # ptxas serializes the wgmmas).
-        overlap = (S >= 4 and len(rest) == 1 and isinstance(rest[0], N.Gemm)
-                   and id(rest[0]) in self.plan.wgmma_gemms and self.plan.storage[rest[0].a.buffer.name] == "smem")
-        ahead = S - 2 if overlap else S - 1
 
         def issue(k_rel):
             stage = tx.floormod(k_rel, S)
@@ -1239,32 +1232,21 @@ class SimtLowering:
                         self.emit_Copy_async(c)
             B.evaluate(self.call("tc::cp_async_commit"))
 
-        with B.unroll(0, ahead) as s0:
+        # (An overlapped schedule that keeps wgmma group k in flight while the copies for k+S-2 are
+        # issued gave wrong sums on the H200 whenever ptxas did not serialize it, 2026-11-29: the
+        # main loop waits for each gemm, see docs/architecture.md.)
+        with B.unroll(0, S - 1) as s0:
             issue(s0)
         with B.serial(0, n) as k:
-            B.evaluate(self.call(f"tc::cp_async_wait<{ahead - 1}>"))
+            B.evaluate(self.call(f"tc::cp_async_wait<{S - 2}>"))
             self.sync()
-            if overlap:
-                g = rest[0]
-                for c in copies:
-                    self.stage[c.dst.buffer.name] = tx.floormod(k, S)
-                self.ex.bind(loop.var.name, begin + k)
-                self.emit_wgmma_gemm(g, self.plan.mma_gemms[id(g)], pending=1)
-                issue(k + ahead)
-                self.pending_r, self.pending_w = set(), set()
-            else:
-                issue(k + ahead)
-                for c in copies:
-                    self.stage[c.dst.buffer.name] = tx.floormod(k, S)
-                self.ex.bind(loop.var.name, begin + k)
-                self.pending_r, self.pending_w = set(), set()
-                self.emit_body(rest)
-        if overlap:
-            g = rest[0]
-            lay = self.plan.mma_gemms[id(g)]
-            acc = self.views[g.c.buffer.name]
-            B.evaluate(self.call(f"tc::wgmma_drain<{lay.local_size}>",
-                                 tx.address_of(tx.BufferLoad(acc, [tir_const(0, "int32")]))))
+            issue(k + (S - 1))
+            for c in copies:
+                self.stage[c.dst.buffer.name] = tx.floormod(k, S)
+            self.ex.bind(loop.var.name, begin + k)
+            self.pending_r, self.pending_w = set(), set()
+            rest = [s for s in loop.body if s not in copies]
+            self.emit_body(rest)
         B.evaluate(self.call("tc::cp_async_wait<0>"))
         for c in copies:
             self.stage.pop(c.dst.buffer.name, None)

@@ -115,9 +115,7 @@ template <typename T, int N> struct Wgmma;  // m64nNk16 (k32 for int8), speciali
 // Block GEMM C(M x N) += op(A) op(B) on warpgroup MMA, A and B in shared memory (WgTile layout),
 // C in registers in the layout of MmaLayout(M, N, warps, 1): warpgroup g computes rows 64g..64g+63.
 // A is (M x K) (TA: K x M); B is (K x N) (TB: N x K).
-// PENDING: wgmma groups left in flight on return (1 in an overlapped main loop: the previous
-// k-step's group is then complete, this one still runs; 0 elsewhere).
-template <int N, int K, bool TA, bool TB, typename T, int AR, int AC, int BR, int BC, int PENDING = 0>
+template <int N, int K, bool TA, bool TB, typename T, int AR, int AC, int BR, int BC>
 __device__ __forceinline__ void wgmma_ss(const T* A, const T* B, typename MmaOp<T>::Acc* acc) {
   typedef WgTile<AR, AC, sizeof(T)> TileA;
   typedef WgTile<BR, BC, sizeof(T)> TileB;
@@ -136,20 +134,9 @@ __device__ __forceinline__ void wgmma_ss(const T* A, const T* B, typename MmaOp<
     Wgmma<T, N>::template ss<TA ? 1 : 0, TB ? 0 : 1>(acc, da + (ao >> 4), db + (bo >> 4));
   }
   wgmma_commit();
-  wgmma_wait<PENDING>();
-  // reading the accumulators (even an empty asm's register copy) while a group is in flight
-  // makes ptxas serialize every wgmma: fence them only once all groups are done
-  if constexpr (PENDING == 0) {
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) reg_fence(acc[i]);
-  }
-}
-
-// Wait for every wgmma group of this thread; the accumulators are readable afterwards.
-template <int NACC, typename Acc> __device__ __forceinline__ void wgmma_drain(Acc* acc) {
   wgmma_wait<0>();
 #pragma unroll
-  for (int i = 0; i < NACC; ++i) reg_fence(acc[i]);
+  for (int i = 0; i < N / 2; ++i) reg_fence(acc[i]);
 }
 
 // Block GEMM with A in registers (a (M x K) fragment in the accumulator layout of the same warp

@@ -113,25 +113,17 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
     *(threadgroup half4*)(K_shared + ((((int)threadIdx.x) * 4) + 1024)) = *(device half4*)(K_ptr + (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048));
     int cse_v63 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072);
     *(threadgroup half4*)(K_shared + ((((int)threadIdx.x) * 4) + 1536)) = *(device half4*)(K_ptr + (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072));
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     int cse_v19 = (((int)threadIdx.x) & 31);
     int cse_v20 = (((int)threadIdx.x) >> 5);
     int cse_v31 = ((v_3 * 32) + (((int)threadIdx.x) & 31));
     int cse_v32 = ((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5));
     acc_s[((int)threadIdx.x)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= ((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5))));
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_s[(((int)threadIdx.x) + 128)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 4)));
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_s[(((int)threadIdx.x) + 256)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 8)));
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_s[(((int)threadIdx.x) + 384)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 12)));
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_s[(((int)threadIdx.x) + 512)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 16)));
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_s[(((int)threadIdx.x) + 640)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 20)));
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_s[(((int)threadIdx.x) + 768)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 24)));
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_s[(((int)threadIdx.x) + 896)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 28)));
     threadgroup_barrier(mem_flags::mem_threadgroup);
     int cse_v33 = ((((int)threadIdx.x) >> 5) * 8);
@@ -195,7 +187,6 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if ((((int)threadIdx.x) % 4) == 0) {
-      threadgroup_barrier(mem_flags::mem_threadgroup);
       float condval_4;
       if ((scores_max[(((int)threadIdx.x) >> 2)] != scores_max[(((int)threadIdx.x) >> 2)]) || (scores_max_prev[0] != scores_max_prev[0])) {
         condval_4 = (scores_max[(((int)threadIdx.x) >> 2)] + scores_max_prev[0]);
@@ -206,57 +197,32 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if ((((int)threadIdx.x) % 4) == 0) {
-      threadgroup_barrier(mem_flags::mem_threadgroup);
       scores_scale[(((int)threadIdx.x) >> 2)] = exp2(((scores_max_prev[0] * 1.803369e-01f) - (scores_max[(((int)threadIdx.x) >> 2)] * 1.803369e-01f)));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_o[((int)threadIdx.x)] = (acc_o[((int)threadIdx.x)] * scores_scale[(((int)threadIdx.x) >> 6)]);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_o[(((int)threadIdx.x) + 128)] = (acc_o[(((int)threadIdx.x) + 128)] * scores_scale[((((int)threadIdx.x) >> 6) + 2)]);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_o[(((int)threadIdx.x) + 256)] = (acc_o[(((int)threadIdx.x) + 256)] * scores_scale[((((int)threadIdx.x) >> 6) + 4)]);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_o[(((int)threadIdx.x) + 384)] = (acc_o[(((int)threadIdx.x) + 384)] * scores_scale[((((int)threadIdx.x) >> 6) + 6)]);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_o[(((int)threadIdx.x) + 512)] = (acc_o[(((int)threadIdx.x) + 512)] * scores_scale[((((int)threadIdx.x) >> 6) + 8)]);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_o[(((int)threadIdx.x) + 640)] = (acc_o[(((int)threadIdx.x) + 640)] * scores_scale[((((int)threadIdx.x) >> 6) + 10)]);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_o[(((int)threadIdx.x) + 768)] = (acc_o[(((int)threadIdx.x) + 768)] * scores_scale[((((int)threadIdx.x) >> 6) + 12)]);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_o[(((int)threadIdx.x) + 896)] = (acc_o[(((int)threadIdx.x) + 896)] * scores_scale[((((int)threadIdx.x) >> 6) + 14)]);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_o[(((int)threadIdx.x) + 1024)] = (acc_o[(((int)threadIdx.x) + 1024)] * scores_scale[((((int)threadIdx.x) >> 6) + 16)]);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_o[(((int)threadIdx.x) + 1152)] = (acc_o[(((int)threadIdx.x) + 1152)] * scores_scale[((((int)threadIdx.x) >> 6) + 18)]);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_o[(((int)threadIdx.x) + 1280)] = (acc_o[(((int)threadIdx.x) + 1280)] * scores_scale[((((int)threadIdx.x) >> 6) + 20)]);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_o[(((int)threadIdx.x) + 1408)] = (acc_o[(((int)threadIdx.x) + 1408)] * scores_scale[((((int)threadIdx.x) >> 6) + 22)]);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_o[(((int)threadIdx.x) + 1536)] = (acc_o[(((int)threadIdx.x) + 1536)] * scores_scale[((((int)threadIdx.x) >> 6) + 24)]);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_o[(((int)threadIdx.x) + 1664)] = (acc_o[(((int)threadIdx.x) + 1664)] * scores_scale[((((int)threadIdx.x) >> 6) + 26)]);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_o[(((int)threadIdx.x) + 1792)] = (acc_o[(((int)threadIdx.x) + 1792)] * scores_scale[((((int)threadIdx.x) >> 6) + 28)]);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_o[(((int)threadIdx.x) + 1920)] = (acc_o[(((int)threadIdx.x) + 1920)] * scores_scale[((((int)threadIdx.x) >> 6) + 30)]);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_s[((int)threadIdx.x)] = exp2(((acc_s[((int)threadIdx.x)] * 1.803369e-01f) - (scores_max[(((int)threadIdx.x) >> 5)] * 1.803369e-01f)));
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_s[(((int)threadIdx.x) + 128)] = exp2(((acc_s[(((int)threadIdx.x) + 128)] * 1.803369e-01f) - (scores_max[((((int)threadIdx.x) >> 5) + 4)] * 1.803369e-01f)));
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_s[(((int)threadIdx.x) + 256)] = exp2(((acc_s[(((int)threadIdx.x) + 256)] * 1.803369e-01f) - (scores_max[((((int)threadIdx.x) >> 5) + 8)] * 1.803369e-01f)));
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_s[(((int)threadIdx.x) + 384)] = exp2(((acc_s[(((int)threadIdx.x) + 384)] * 1.803369e-01f) - (scores_max[((((int)threadIdx.x) >> 5) + 12)] * 1.803369e-01f)));
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_s[(((int)threadIdx.x) + 512)] = exp2(((acc_s[(((int)threadIdx.x) + 512)] * 1.803369e-01f) - (scores_max[((((int)threadIdx.x) >> 5) + 16)] * 1.803369e-01f)));
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_s[(((int)threadIdx.x) + 640)] = exp2(((acc_s[(((int)threadIdx.x) + 640)] * 1.803369e-01f) - (scores_max[((((int)threadIdx.x) >> 5) + 20)] * 1.803369e-01f)));
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_s[(((int)threadIdx.x) + 768)] = exp2(((acc_s[(((int)threadIdx.x) + 768)] * 1.803369e-01f) - (scores_max[((((int)threadIdx.x) >> 5) + 24)] * 1.803369e-01f)));
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_s[(((int)threadIdx.x) + 896)] = exp2(((acc_s[(((int)threadIdx.x) + 896)] * 1.803369e-01f) - (scores_max[((((int)threadIdx.x) >> 5) + 28)] * 1.803369e-01f)));
     threadgroup_barrier(mem_flags::mem_threadgroup);
     acc_s_cast[((int)threadIdx.x)] = ((half)acc_s[((int)threadIdx.x)]);
@@ -293,42 +259,25 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (((int)threadIdx.x) < 32) {
-      threadgroup_barrier(mem_flags::mem_threadgroup);
       logsum[((int)threadIdx.x)] = ((logsum[((int)threadIdx.x)] * scores_scale[((int)threadIdx.x)]) + scores_sum[((int)threadIdx.x)]);
     }
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   acc_o[((int)threadIdx.x)] = (acc_o[((int)threadIdx.x)] / logsum[(((int)threadIdx.x) >> 6)]);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   acc_o[(((int)threadIdx.x) + 128)] = (acc_o[(((int)threadIdx.x) + 128)] / logsum[((((int)threadIdx.x) >> 6) + 2)]);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   acc_o[(((int)threadIdx.x) + 256)] = (acc_o[(((int)threadIdx.x) + 256)] / logsum[((((int)threadIdx.x) >> 6) + 4)]);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   acc_o[(((int)threadIdx.x) + 384)] = (acc_o[(((int)threadIdx.x) + 384)] / logsum[((((int)threadIdx.x) >> 6) + 6)]);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   acc_o[(((int)threadIdx.x) + 512)] = (acc_o[(((int)threadIdx.x) + 512)] / logsum[((((int)threadIdx.x) >> 6) + 8)]);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   acc_o[(((int)threadIdx.x) + 640)] = (acc_o[(((int)threadIdx.x) + 640)] / logsum[((((int)threadIdx.x) >> 6) + 10)]);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   acc_o[(((int)threadIdx.x) + 768)] = (acc_o[(((int)threadIdx.x) + 768)] / logsum[((((int)threadIdx.x) >> 6) + 12)]);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   acc_o[(((int)threadIdx.x) + 896)] = (acc_o[(((int)threadIdx.x) + 896)] / logsum[((((int)threadIdx.x) >> 6) + 14)]);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   acc_o[(((int)threadIdx.x) + 1024)] = (acc_o[(((int)threadIdx.x) + 1024)] / logsum[((((int)threadIdx.x) >> 6) + 16)]);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   acc_o[(((int)threadIdx.x) + 1152)] = (acc_o[(((int)threadIdx.x) + 1152)] / logsum[((((int)threadIdx.x) >> 6) + 18)]);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   acc_o[(((int)threadIdx.x) + 1280)] = (acc_o[(((int)threadIdx.x) + 1280)] / logsum[((((int)threadIdx.x) >> 6) + 20)]);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   acc_o[(((int)threadIdx.x) + 1408)] = (acc_o[(((int)threadIdx.x) + 1408)] / logsum[((((int)threadIdx.x) >> 6) + 22)]);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   acc_o[(((int)threadIdx.x) + 1536)] = (acc_o[(((int)threadIdx.x) + 1536)] / logsum[((((int)threadIdx.x) >> 6) + 24)]);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   acc_o[(((int)threadIdx.x) + 1664)] = (acc_o[(((int)threadIdx.x) + 1664)] / logsum[((((int)threadIdx.x) >> 6) + 26)]);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   acc_o[(((int)threadIdx.x) + 1792)] = (acc_o[(((int)threadIdx.x) + 1792)] / logsum[((((int)threadIdx.x) >> 6) + 28)]);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   acc_o[(((int)threadIdx.x) + 1920)] = (acc_o[(((int)threadIdx.x) + 1920)] / logsum[((((int)threadIdx.x) >> 6) + 30)]);
   threadgroup_barrier(mem_flags::mem_threadgroup);
   K_shared[((int)threadIdx.x)] = ((half)acc_o[((int)threadIdx.x)]);
