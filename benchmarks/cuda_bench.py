@@ -19,6 +19,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "plugins", "tile-cuda", "tests"))
+sys.path.insert(0, HERE)  # layernorm_variants
 
 
 def bench(fn, warmup=10, iters=50):
@@ -241,22 +242,41 @@ def layernorm_rows(results):
     # (block_M, threads): rows per block (block_M > 1 loads the next row during this row's
     # reductions) and threads per block. ptxas on sm_90a: registers -> blocks per SM (of 65536
     # registers): (1,256) 62 -> 4, (1,128) 121 -> 4, (1,512) 40 -> 3, (2,256) and (4,256) 80 -> 3,
-    # (4,512) 57 -> 2
-    for bm, threads in ((1, 256), (1, 128), (1, 512), (2, 256), (4, 256), (4, 512)):
+    # (4,512) 57 -> 2; wb_early (W and Bias loaded with the first row): (1,256) 80 -> 3, (1,512) 49 -> 2
+    candidates = [("examples/layernorm.py", dict(block_M=bm, threads=threads),
+                   lambda bm=bm, threads=threads: ln.layernorm.prim_func(M, Nn, bm, dtype="float16", threads=threads))
+                  for bm, threads in ((1, 256), (1, 128), (1, 512), (2, 256), (4, 256), (4, 512))]
+    candidates += [("examples/layernorm.py", dict(block_M=1, threads=threads, wb_early=True),
+                    lambda threads=threads: ln.layernorm.prim_func(M, Nn, 1, dtype="float16", threads=threads,
+                                                                   wb_early=True))
+                   for threads in (256, 512)]
+    # benchmarks/layernorm_variants.py: rows streamed through a cp.async ring of num_stages row
+    # buffers, W and Bias in registers once per block. ptxas on sm_90a: 512 threads 60 registers ->
+    # 2 blocks per SM, 256 threads 90 -> 2. "one wave": rows_per_block so that 2 blocks on every SM
+    # cover all rows at once
+    from layernorm_variants import layernorm_pipelined
+
+    one_wave = -(-M // (2 * torch.cuda.get_device_properties(0).multi_processor_count))
+    candidates += [("benchmarks/layernorm_variants.py pipelined",
+                    dict(rows_per_block=rows, num_stages=stages, threads=threads),
+                    lambda rows=rows, stages=stages, threads=threads: layernorm_pipelined.prim_func(
+                        M, Nn, rows, stages, dtype="float16", threads=threads))
+                   for rows, stages, threads in ((16, 3, 512), (16, 4, 512), (one_wave, 3, 512), (one_wave, 4, 512),
+                                                 (16, 3, 256), (32, 4, 256))]
+    for source, cfg, make in candidates:
         try:
-            kern = tilecore.compile(ln.layernorm.prim_func(M, Nn, bm, dtype="float16", threads=threads),
-                                    target="cuda", out_idx=[-1])
+            kern = tilecore.compile(make(), target="cuda", out_idx=[-1])
             out = kern(x, w, bb)
             torch.cuda.synchronize()
             err = ((out.float() - ref).abs().max()).item()
-            row = {"kernel": "layernorm_fp16_16384x8192 (examples/layernorm.py)", "block_M": bm, "threads": threads,
+            row = {"kernel": f"layernorm_fp16_16384x8192 ({source})", **cfg,
                    "max_abs_err": err, "correct": err < 2e-2, "storage": kern.artifact.meta["storage"]}
             if row["correct"]:  # timed only when right
                 t, t_call = bench_back_to_back(lambda: kern(x, w, bb)), bench(lambda: kern(x, w, bb))
                 row.update({"ms": t, "GBps": gbps(t), "pct_of_copy": copy_dev / t * 100, "call_ms": t_call,
                             "call_pct_of_copy": copy_call / t_call * 100, **peers})
         except Exception as err_:
-            row = {"kernel": "layernorm", "block_M": bm, "threads": threads, "error": repr(err_)[-400:]}
+            row = {"kernel": f"layernorm ({source})", **cfg, "error": repr(err_)[-400:]}
         results.append(row)
         print(json.dumps(row), flush=True)
     t_sm = bench_back_to_back(lambda: torch.softmax(x, -1))

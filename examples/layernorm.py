@@ -27,7 +27,7 @@ def _default_threads(N):
 
 
 @tilecore.jit(out_idx=[-1])
-def layernorm(M, N, block_M=1, eps=1e-5, dtype="float32", accum="float32", threads=None):
+def layernorm(M, N, block_M=1, eps=1e-5, dtype="float32", accum="float32", threads=None, wb_early=False):
     """block_M rows per block, one row at a time over all the block's threads.
 
     A row lives in registers (x, in `accum`) and is read from global memory once; mean and variance
@@ -35,6 +35,8 @@ def layernorm(M, N, block_M=1, eps=1e-5, dtype="float32", accum="float32", threa
     block_M > 1 the next row's load (kept in the input dtype, xh) is issued before this row's
     reductions, so it is in flight while they run. W and Bias are read where they are used
     (cache hits after the first rows), which keeps them out of registers during the reductions.
+    wb_early=True instead loads them once, together with the first row, so that no cache round
+    trip is left between the reductions and the store (more registers: use more threads).
     """
     threads = threads or _default_threads(N)
 
@@ -50,6 +52,9 @@ def layernorm(M, N, block_M=1, eps=1e-5, dtype="float32", accum="float32", threa
             mean = T.alloc_fragment((1,), accum)
             rstd = T.alloc_fragment((1,), accum)
             T.copy(X[bx * block_M, 0], xh)
+            if wb_early:
+                T.copy(W, w)
+                T.copy(Bias, b)
             for r in T.serial(block_M):
                 for i, j in T.Parallel(1, N):
                     x[i, j] = xh[i, j]
@@ -64,8 +69,9 @@ def layernorm(M, N, block_M=1, eps=1e-5, dtype="float32", accum="float32", threa
                 T.reduce_sum(sq, rstd, dim=1)
                 for i in T.Parallel(1):
                     rstd[i] = T.rsqrt(rstd[i] / N + eps)
-                T.copy(W, w)
-                T.copy(Bias, b)
+                if not wb_early:
+                    T.copy(W, w)
+                    T.copy(Bias, b)
                 for i, j in T.Parallel(1, N):
                     x[i, j] = x[i, j] * rstd[i] * w[i, j] + b[i, j]
                 T.copy(x, Y[bx * block_M + r, 0])
@@ -84,13 +90,14 @@ def check(target=None):
     """LayerNorm against numpy on fresh random inputs (a partial last block included)."""
     rng = np.random.default_rng()
     results = []
-    for M, N, block_M, dtype in [(256, 512, 16, "float32"), (70, 768, 16, "float32"), (64, 256, 16, "bfloat16")]:
-        kernel = build(layernorm, target, M, N, block_M, dtype=dtype)
+    for M, N, block_M, dtype, wb_early in [(256, 512, 16, "float32", False), (70, 768, 16, "float32", False),
+                                           (64, 256, 16, "bfloat16", False), (70, 768, 4, "float32", True)]:
+        kernel = build(layernorm, target, M, N, block_M, dtype=dtype, wb_early=wb_early)
         x = random_array(rng, (M, N), dtype, -3.0, 3.0)
         w = random_array(rng, (N,), dtype, 0.5, 1.5)
         b = random_array(rng, (N,), dtype, -0.5, 0.5)
         y = kernel(x, w, b)
-        results.append(compare(f"layernorm {M}x{N} block_M={block_M} {dtype}", y, reference(x, w, b),
+        results.append(compare(f"layernorm {M}x{N} block_M={block_M} {dtype} wb_early={wb_early}", y, reference(x, w, b),
                                tolerance_for(dtype), kernel))
     return results
 
