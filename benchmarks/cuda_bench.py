@@ -61,7 +61,8 @@ def gemm_rows(results):
                dict(bm=128, bn=256, bk=64, stages=3, threads=256, swizzle_panel=8),
                dict(bm=128, bn=128, bk=64, stages=4, threads=256, swizzle_panel=8),
                dict(bm=128, bn=256, bk=32, stages=4, threads=256, swizzle_panel=8),
-               dict(bm=128, bn=128, bk=32, stages=4, threads=256, swizzle_panel=16),
+               dict(bm=128, bn=128, bk=128, stages=2, threads=256, swizzle_panel=8),
+               dict(bm=128, bn=128, bk=128, stages=3, threads=256, swizzle_panel=8),
                dict(bm=128, bn=128, bk=32, stages=5, threads=128, swizzle_panel=8)]
     for n in (4096, 8192):
         a = torch.randn(n, n, device="cuda", dtype=torch.float16)
