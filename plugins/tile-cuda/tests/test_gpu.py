@@ -247,3 +247,47 @@ def test_kernel_call_from_a_thread_that_never_touched_cuda():
     torch.cuda.synchronize()
     assert not errors, errors
     torch.testing.assert_close(y, 2 * x + 1)
+
+
+
+# ---- arrays off a 16-byte boundary: refused with a clear error, and the CUDA context stays usable
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_misaligned_views_are_refused_and_the_context_stays_usable(dtype):
+    import torch
+    import tilecore
+    from tilecore.diagnostics import TileRuntimeError
+
+    n = 4096  # whole tiles: y = 2x + 1 moves X and Y with 16-byte vector copies (tc::copy16)
+    func = K.elementwise_kernel(n, dtype=dtype)
+    kern = tilecore.compile(func, target="cuda")
+    assert "copy16(" in kern.source  # what a misaligned address would fault in, poisoning the context
+    launch = build(func)
+    tdtype = getattr(torch, dtype)
+    base_x = torch.randn(n + 8, device="cuda", dtype=tdtype)
+    base_y = torch.full_like(base_x, float("nan"))
+    x, y = base_x[1:n + 1], base_y[1:n + 1]  # contiguous views one element in: off the boundary
+    offset = x.data_ptr() % 16
+    assert x.is_contiguous() and offset != 0
+    message = r"kernel 'axpb', argument '{}': .* \(address % 16 = " + str(offset) + r"\).*x\[1:\]\.clone\(\)"
+    aligned_x = torch.randn(n, device="cuda", dtype=tdtype)
+    aligned_y = torch.full_like(aligned_x, float("nan"))
+    with pytest.raises(TileRuntimeError, match=message.format("X")):
+        kern(x, aligned_y)  # the Kernel's full check, then the launcher's specialized run
+    kern(aligned_x, aligned_y)  # remembers the plan for this signature, which the views share
+    with pytest.raises(TileRuntimeError, match=message.format("Y")):
+        kern(aligned_x, y)  # the remembered plan checks each call's addresses
+    with pytest.raises(TileRuntimeError, match=message.format("X")):
+        launch([x, y], {})  # the raw launcher
+    torch.cuda.synchronize()  # no misaligned-address error reached the context
+    expected = (2 * aligned_x.float() + 1).to(tdtype)
+    torch.testing.assert_close(aligned_y, expected)
+    assert torch.isnan(base_y).all()  # nothing was launched on the views
+    aligned_y.fill_(float("nan"))
+    kern(aligned_x, aligned_y)
+    step = 16 // base_x.element_size()  # a view that starts 16 bytes in is aligned, and runs
+    launch([base_x[step:step + n], base_y[step:step + n]], {})
+    torch.cuda.synchronize()
+    torch.testing.assert_close(aligned_y, expected)
+    torch.testing.assert_close(base_y[step:step + n], (2 * base_x[step:step + n].float() + 1).to(tdtype))

@@ -30,8 +30,15 @@ class CudaMarked(torch.Tensor):
         return True
 
 
-def cuda_marked(n, value=0.0):
-    return torch.Tensor._make_subclass(CudaMarked, torch.full((n,), value))
+def cuda_marked(n, value=0.0, dtype=torch.float32):
+    return torch.Tensor._make_subclass(CudaMarked, torch.full((n,), value, dtype=dtype))
+
+
+def offset_view(n, elements, dtype=torch.float32):
+    """A contiguous n-element view starting `elements` elements into a 16-byte aligned allocation."""
+    base = cuda_marked(n + elements, dtype=dtype)
+    assert base.data_ptr() % 16 == 0  # torch's CPU allocator aligns to 64 bytes
+    return base[elements:]
 
 
 class RecordingDriver:
@@ -99,3 +106,54 @@ def test_specialize_declines_what_it_cannot_run_alone(launcher):
     assert launcher.specialize((torch.zeros(8), x), {"n": 8}) is None  # not CUDA: the plain path explains
     assert launcher.specialize((), {"n": 8}) is None
     assert launcher.specialize((x, x), {"n": 0})((x, x)) is None  # empty grid: nothing launched
+
+
+# (dtype, elements into the allocation, address % 16): 16-byte vectors need every array to start on a
+# 16-byte boundary, whichever way it came to be off
+MISALIGNED = [(torch.float16, 1, 2), (torch.float32, 1, 4), (torch.float32, 2, 8), (torch.float16, 7, 14)]
+
+
+def _misaligned_message(name, offset):
+    return (rf"kernel 'axpb', argument '{name}': device address 0x[0-9a-f]+ is {offset} bytes past a "
+            rf"16-byte boundary \(address % 16 = {offset}\).*Pass a 16-byte aligned tensor, e\.g\. "
+            rf"x\[1:\]\.clone\(\) instead of the view x\[1:\]")
+
+
+@pytest.mark.parametrize("dtype,elements,offset", MISALIGNED)
+def test_plain_launch_refuses_a_misaligned_array_before_launching(driver, launcher, dtype, elements, offset):
+    aligned, view = cuda_marked(3000, dtype=dtype), offset_view(3000, elements, dtype)
+    assert view.is_contiguous() and view.data_ptr() % 16 == offset
+    with pytest.raises(L.TileRuntimeError, match=_misaligned_message("X", offset)):
+        launcher([view, aligned], {"n": 3000})
+    with pytest.raises(L.TileRuntimeError, match=_misaligned_message("Y", offset)):
+        launcher([aligned, view], {"n": 3000})
+    assert driver.launches == []
+    other = cuda_marked(3000, dtype=dtype)
+    launcher([aligned, other], {"n": 3000})
+    assert driver.launches[-1]["params"] == (aligned.data_ptr(), other.data_ptr(), 3000)
+
+
+@pytest.mark.parametrize("dtype,elements,offset", MISALIGNED)
+def test_specialized_run_checks_the_alignment_of_every_call(driver, launcher, dtype, elements, offset):
+    x, y = cuda_marked(3000, dtype=dtype), cuda_marked(3000, dtype=dtype)
+    run = launcher.specialize((x, y), {"n": 3000})
+    run((x, y))
+    # same signature (dtype, shape, contiguity, device) as the call it was made for: only the
+    # address tells them apart, so the check is per call
+    view = offset_view(3000, elements, dtype)
+    with pytest.raises(L.TileRuntimeError, match=_misaligned_message("X", offset)):
+        run((view, y))
+    with pytest.raises(L.TileRuntimeError, match=_misaligned_message("Y", offset)):
+        run((x, view))
+    assert len(driver.launches) == 1
+    run((x, y))  # the run (and its lock) still works after refusing
+    assert len(driver.launches) == 2 and driver.launches[-1]["params"] == (x.data_ptr(), y.data_ptr(), 3000)
+
+
+def test_an_offset_view_on_a_16_byte_boundary_launches(driver, launcher):
+    view = offset_view(3000, 4)  # 4 float32 = 16 bytes in: a view, but aligned
+    other = offset_view(3000, 8, torch.float16)
+    launcher([view, other], {"n": 3000})
+    run = launcher.specialize((view, other), {"n": 3000})
+    run((view, other))
+    assert [launch["params"] for launch in driver.launches] == [(view.data_ptr(), other.data_ptr(), 3000)] * 2

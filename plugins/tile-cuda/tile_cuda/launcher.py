@@ -7,6 +7,10 @@ Two ways in (see tilecore_launcher):
   that passed its own checks, returns `run(args)` for later calls with that signature, which only
   reads the data pointers and the current stream, everything else (device, CUfunction, grid,
   scalar parameters, the parameter block) being fixed per signature.
+
+Both refuse, before launching, an array whose device address is not a multiple of 16 bytes
+(ARRAY_ALIGNMENT): the generated code moves global memory in 16-byte vectors and 16-byte cp.async
+copies, and a misaligned one is a CUDA error that poisons the context for the rest of the process.
 """
 from __future__ import annotations
 
@@ -21,6 +25,10 @@ from . import toolchain
 
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CUDA_ERROR_INVALID_CONTEXT = 201
+# Every array argument must start at a multiple of this many bytes (see the module docstring);
+# allocations from torch/cupy do, offset views such as x[1:] usually do not.
+ARRAY_ALIGNMENT = 16
+_MISALIGNED = ARRAY_ALIGNMENT - 1
 _CTYPES = {"int": ctypes.c_int32, "int32_t": ctypes.c_int32, "unsigned int": ctypes.c_uint32,
            "uint32_t": ctypes.c_uint32, "long long": ctypes.c_int64, "int64_t": ctypes.c_int64}
 
@@ -31,6 +39,17 @@ def _check(rc, what):
         msg = ctypes.c_char_p()
         cu.cuGetErrorString(rc, ctypes.byref(msg))
         raise TileRuntimeError(f"CUDA {what} failed: {msg.value.decode() if msg.value else rc}")
+
+
+def misaligned_error(kernel: str, argument: str, address: int) -> TileRuntimeError:
+    """The error for an array argument whose device address is not 16-byte aligned."""
+    offset = address % ARRAY_ALIGNMENT
+    return TileRuntimeError(
+        f"kernel {kernel!r}, argument {argument!r}: device address {address:#x} is {offset} bytes past a "
+        f"{ARRAY_ALIGNMENT}-byte boundary (address % {ARRAY_ALIGNMENT} = {offset}); the cuda backend's "
+        f"kernels read and write arrays in {ARRAY_ALIGNMENT}-byte vectors, so every array argument must "
+        f"start on a {ARRAY_ALIGNMENT}-byte boundary, which an offset view such as x[1:] usually does not. "
+        f"Pass a {ARRAY_ALIGNMENT}-byte aligned tensor, e.g. x[1:].clone() instead of the view x[1:]")
 
 
 def _grid_fn(exprs: List[str]):
@@ -62,6 +81,7 @@ class CudaKernelLauncher:
     def __init__(self, artifact):
         meta = artifact.meta
         self.cubin = artifact.blobs["cubin"]
+        self.name = artifact.entry                   # the Tile IR function's name, for messages
         self.entry = meta["kernel_symbol"]
         self.params = meta["kernel_params"]          # [(kind, name)]
         self.param_names = meta["params"]            # Tile IR parameter names in order
@@ -152,6 +172,9 @@ class CudaKernelLauncher:
         grid = self._grid_dims(bindings)
         if grid is None:
             return None
+        for name, ptr in zip(self.param_names, ptrs):
+            if ptr & _MISALIGNED:
+                raise misaligned_error(self.name, name, ptr)
         fixed = self._fixed.get((device, grid))
         if fixed is None:
             if len(self._fixed) >= 64:  # a kernel called with ever new dynamic sizes starts over
@@ -209,11 +232,15 @@ class CudaKernelLauncher:
         cu_launch = self._cu_launch
         lock = threading.Lock()  # one per parameter block (see __init__)
         make_current = self._make_current
+        kernel_name, param_names = self.name, self.param_names
 
         def run(args):
             with lock:
                 for value, i in pointers:
-                    value.value = args[i].data_ptr()
+                    ptr = args[i].data_ptr()
+                    if ptr & _MISALIGNED:  # per call: a view of the same signature may start anywhere
+                        raise misaligned_error(kernel_name, param_names[i], ptr)
+                    value.value = ptr
                 stream.value = current_stream(device)
                 rc = cu_launch(*fixed, stream, argv, None)
             if rc:
