@@ -13,7 +13,7 @@ case "${1:-tests}" in
     timeout 330 python3 -m pytest -m gpu -q -p no:cacheprovider -rfE plugins/tile-cuda/tests tests/test_runtime_gpu.py \
       > "$OUT/pytest_gpu.txt" 2>&1
     tail -25 "$OUT/pytest_gpu.txt"
-    timeout 120 python3 examples/run_all.py --target cuda > "$OUT/examples_cuda.txt" 2>&1
+    timeout 240 python3 examples/run_all.py --target cuda > "$OUT/examples_cuda.txt" 2>&1
     tail -20 "$OUT/examples_cuda.txt"
     if [ -d .gpu/bundle2 ]; then
       timeout 120 python3 -m tilecore.cli conformance run-bundle .gpu/bundle2 --report "$OUT/conformance_cuda.json" \
