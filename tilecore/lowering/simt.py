@@ -1234,7 +1234,7 @@ class SimtLowering:
 
         # (An overlapped schedule that keeps wgmma group k in flight while the copies for k+S-2 are
         # issued gave wrong sums on the H200 whenever ptxas did not serialize it, 2026-11-29: the
-        # main loop waits for each gemm, see docs/architecture.md.)
+        # main loop waits for each gemm; benchmarks/results/cuda_README.md has the measurements.)
         with B.unroll(0, S - 1) as s0:
             issue(s0)
         with B.serial(0, n) as k:
