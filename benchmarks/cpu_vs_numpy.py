@@ -4,7 +4,7 @@
 
 For each kernel: check correctness on fresh random inputs first, then time
 tilecore and numpy alternately (best of R runs each, same thread count for
-TVM's pool and OpenBLAS) and print the ratio numpy time / tilecore time
+TVM's pool and OpenBLAS, a short pause before each call) and print the ratio numpy time / tilecore time
 (higher is better). Also measures a cold GEMM compile (empty cache) and a
 cache hit in a fresh process. Writes JSON with the machine description to
 benchmarks/results/cpu_vs_numpy-<date>.json.
@@ -55,12 +55,21 @@ def best_of(fn, repeat):
     return min(times)
 
 
+# OpenBLAS's idle workers keep spinning for about 2^28 cycles (~0.1 s) after a call
+# returns, and TVM's pool workers spin briefly too. Called back to back, one library's
+# spinning workers take a core from the other (on 2 cores this cost tilecore's GEMM
+# ~25%: 0.61-0.64x instead of ~0.85x). A pause before each timed call lets them sleep.
+PAUSE_S = 0.3
+
+
 def side_by_side(tile_fn, numpy_fn, repeat):
     tile_fn()
     numpy_fn()  # warm up both (page faults, thread pools)
     tt, nt = [], []
     for _ in range(repeat):  # alternate so that noise from other processes hits both
+        time.sleep(PAUSE_S)
         tt.append(best_of(tile_fn, 1))
+        time.sleep(PAUSE_S)
         nt.append(best_of(numpy_fn, 1))
     return min(tt), min(nt)
 
@@ -99,10 +108,16 @@ def softmax_reciprocal(M, N, block_M=8, dtype="float32"):
     return main
 
 
+# block_M x block_N x block_K of examples/gemm.py's matmul: the 256x512 fp32 accumulator
+# (512 KiB) and the 128-deep A and B tiles fit a 2 MiB L2 per core; fastest of those
+# measured on the 2-core Xeon here (256x256x128: ~0.8x, 256x512x128: ~0.87x numpy).
+GEMM_TILES = (256, 512, 128)
+
+
 def gemm_kernel(n):
     from gemm import matmul
 
-    return matmul(n, n, n, 256, 256, 128, dtype="float32", accum="float32")
+    return matmul(n, n, n, *GEMM_TILES, dtype="float32", accum="float32")
 
 
 def run(args):
@@ -197,7 +212,7 @@ sys.path.insert(0, {examples!r})
 t0 = time.perf_counter()
 import tilecore
 from gemm import matmul
-func = matmul.prim_func(2048, 2048, 2048, 256, 256, 128, dtype="float32", accum="float32") \
+func = matmul.prim_func(2048, 2048, 2048, {tiles}, dtype="float32", accum="float32") \
     if hasattr(matmul, "prim_func") else None
 {preload}
 t1 = time.perf_counter()
@@ -224,6 +239,7 @@ def compile_times():
         out = []
         for i in range(4):  # one cold process, then three fresh processes that hit the cache
             code = COMPILE_SNIPPET.format(examples=os.path.join(ROOT, "examples"),
+                                          tiles=", ".join(map(str, GEMM_TILES)),
                                           preload="import tvm" if i == 0 else "")
             proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
             if proc.returncode != 0:
@@ -275,7 +291,9 @@ def main():
     report = {"command": " ".join([os.path.basename(sys.executable)] + sys.argv), "threads": args.threads,
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "machine": machine(), "results": results, "compile": times,
-              "note": "the machine is shared with other jobs; ratios are best-of-N, measured alternately"}
+              "gemm_tiles": list(GEMM_TILES), "pause_before_each_call_s": PAUSE_S,
+              "note": "the machine may be shared with other jobs; ratios are best-of-N, measured "
+                      "alternately with a pause before each call (idle BLAS/TVM workers spin)"}
     os.makedirs(args.out, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = os.path.join(args.out, f"cpu_vs_numpy-{stamp}{'-quick' if args.quick else ''}.json")
