@@ -6,7 +6,7 @@ import linecache
 import os
 from typing import Optional
 
-from .ir.nodes import NO_SPAN, Span
+from .ir.span import NO_SPAN, Span
 
 
 class TileError(Exception):

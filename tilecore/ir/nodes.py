@@ -14,24 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Tuple, Union
 
+from .span import NO_SPAN, Span  # noqa: F401  (re-exported)
 from .version import TILE_IR_VERSION  # noqa: F401  (re-exported)
 
 
-@dataclass(frozen=True)
-class Span:
-    """A place in user source: 1-based line, 0-based column."""
-
-    file: str = "<unknown>"
-    line: int = 0
-    col: int = 0
-    end_line: int = 0
-    end_col: int = 0
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.col + 1}"
-
-
-NO_SPAN = Span()
 
 
 def _span():

@@ -6,11 +6,11 @@ their launchers evaluate it at every call.
 """
 from __future__ import annotations
 
-from ..ir import nodes as N
-
 
 def grid_expr_source(expr) -> str:
     """A Tile IR grid expression as Python source over the bindings dict `b`."""
+    from ..ir import nodes as N  # codegen time only: a cached launch never builds the node classes
+
     if isinstance(expr, N.Const):
         return repr(int(expr.value))
     if isinstance(expr, N.Var):

@@ -157,3 +157,18 @@ def test_an_offset_view_on_a_16_byte_boundary_launches(driver, launcher):
     run = launcher.specialize((view, other), {"n": 3000})
     run((view, other))
     assert [launch["params"] for launch in driver.launches] == [(view.data_ptr(), other.data_ptr(), 3000)] * 2
+
+
+def test_cached_launch_path_stays_light():
+    """Loading a cached artifact goes through the plugin, the launcher and the grid function only:
+    neither TVM nor the IR node classes are imported (what a fresh process pays on a cache hit)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from tile_cuda import plugin, launcher; "
+            "from tilecore.lowering.launch_grid import grid_function; "
+            "assert grid_function(['4', \"b['n'] // 2\"])({'n': 10}) == (4, 5); "
+            "print(sorted(m for m in ('tvm', 'tilecore.ir.nodes', 'tilecore.frontend') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
