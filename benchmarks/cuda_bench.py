@@ -19,10 +19,14 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "plugins", "tile-cuda", "tests"))
-sys.path.insert(0, HERE)  # layernorm_variants
 
 
-def bench(fn, warmup=10, iters=50):
+def bench(fn, warmup=10, iters=50, reps=1):
+    """Median time in ms per call of `fn` over `iters` timings, each of `reps` calls back to back.
+
+    With reps=1 every call is synchronized, so the time includes the host's launch work whenever
+    the GPU waits for it; see bench_back_to_back.
+    """
     import torch
 
     for _ in range(warmup):
@@ -32,10 +36,11 @@ def bench(fn, warmup=10, iters=50):
     for _ in range(iters):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        fn()
+        for _ in range(reps):
+            fn()
         e.record()
         e.synchronize()
-        times.append(s.elapsed_time(e))
+        times.append(s.elapsed_time(e) / reps)
     times.sort()
     return times[len(times) // 2]
 
@@ -194,25 +199,11 @@ def attention_rows(results):
 def bench_back_to_back(fn, reps=20, trials=7):
     """Device time per call of `fn` launched `reps` times back to back (median of `trials`).
 
-    `bench` synchronizes after every call, so its time includes the host's launch work whenever
-    the GPU waits for it (tens of us through a Kernel object, against a 0.15 ms kernel); back to
-    back, the launches queue behind the running kernel and only device time is left.
+    `bench` with reps=1 synchronizes after every call, so its time includes the host's launch work
+    whenever the GPU waits for it (tens of us through a Kernel object, against a 0.15 ms kernel);
+    back to back, the launches queue behind the running kernel and only device time is left.
     """
-    import torch
-
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(trials):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(reps):
-            fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / reps)
-    times.sort()
-    return times[len(times) // 2]
+    return bench(fn, warmup=1, iters=trials, reps=reps)
 
 
 def layernorm_rows(results):
@@ -251,19 +242,6 @@ def layernorm_rows(results):
                     lambda threads=threads: ln.layernorm.prim_func(M, Nn, 1, dtype="float16", threads=threads,
                                                                    wb_early=True))
                    for threads in (256, 512)]
-    # benchmarks/layernorm_variants.py: rows streamed through a cp.async ring of num_stages row
-    # buffers, W and Bias in registers once per block. ptxas on sm_90a: 512 threads 60 registers ->
-    # 2 blocks per SM, 256 threads 90 -> 2. "one wave": rows_per_block so that 2 blocks on every SM
-    # cover all rows at once
-    from layernorm_variants import layernorm_pipelined
-
-    one_wave = -(-M // (2 * torch.cuda.get_device_properties(0).multi_processor_count))
-    candidates += [("benchmarks/layernorm_variants.py pipelined",
-                    dict(rows_per_block=rows, num_stages=stages, threads=threads),
-                    lambda rows=rows, stages=stages, threads=threads: layernorm_pipelined.prim_func(
-                        M, Nn, rows, stages, dtype="float16", threads=threads))
-                   for rows, stages, threads in ((16, 3, 512), (16, 4, 512), (one_wave, 3, 512), (one_wave, 4, 512),
-                                                 (16, 3, 256), (32, 4, 256))]
     # The output is passed in, as torch's kernels and the copy write into memory they do not clear:
     # a Kernel with out_idx allocates its output zero-filled (documented semantics), a second full
     # pass over 256 MB (~0.07 ms here); `alloc_ms` times that path for the first variant.
