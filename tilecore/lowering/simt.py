@@ -72,16 +72,20 @@ class LoweredKernel:
     dyn_smem_bytes: int
     plan: KernelPlan
     notes: List[str] = field(default_factory=list)
+    device_lib: str = ""  # the helper source every helper call carries (TVM emits it per call site)
 
 
-def _fast_math_table(target: SimtTarget):
+def _fast_math_table(target: SimtTarget, device_lib: Optional[str] = None):
+    """Intrinsics with CUDA's fast math; helper calls carry `device_lib` (the kernel's whole helper
+    source, so that the module holds one copy of it) or else the target's."""
+    lib = target.device_lib if device_lib is None else device_lib
     table = default_table()
     if target.kind == "cuda" and target.fast_math:
         table[("exp", "float32")] = lambda a: tx.call_pure_extern("float32", "__expf", a[0])
         table[("log", "float32")] = lambda a: tx.call_pure_extern("float32", "__logf", a[0])
         # a helper-library call (not an extern name): the call carries the library source, so a
         # kernel whose only helper is exp2 still gets the `tc` namespace emitted
-        table[("exp2", "float32")] = lambda a: _func_call("tc::fast_exp2", (a[0],), target.device_lib, "float32")
+        table[("exp2", "float32")] = lambda a: _func_call("tc::fast_exp2", (a[0],), lib, "float32")
     return table
 
 
@@ -110,7 +114,7 @@ class SimtLowering:
         # one helper source per module (TVM emits each distinct source block once)
         self.device_lib = target.device_lib + (
             wgmma_source(self.plan.wgmma_gemms.values()) if self.plan.wgmma_gemms else "")
-        self.ex = ExprLowerer(intrinsics=intrinsics or _fast_math_table(target),
+        self.ex = ExprLowerer(intrinsics=intrinsics or _fast_math_table(target, self.device_lib),
                               backend=target.kind, source=self.source)
         self.views: Dict[str, object] = {}      # name -> tirx Buffer (global / smem view / local array)
         self.stage: Dict[str, object] = {}      # smem name -> current stage index expr
@@ -278,7 +282,7 @@ class SimtLowering:
                 self.emit_kernel()
         prim = ib.get()
         lk = LoweredKernel(prim, func.name, tuple(self.kernel.grid), self.threads, self.smem_bytes,
-                           self.plan, list(self.plan.notes))
+                           self.plan, list(self.plan.notes), self.device_lib if self.lib_used else "")
         return lk
 
     def emit_kernel(self):

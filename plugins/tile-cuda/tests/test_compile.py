@@ -161,3 +161,14 @@ def test_no_barrier_inside_thread_dependent_branches(case):
         # their replica-guarded stores carried a barrier each and the block hung
         fa = example("flash_attention").flashattn.prim_func(2, 1, 200, 32, False, dtype="float32")
         assert _barriers_in_thread_branches(codegen(fa, "sm_90a").source) == 0
+
+
+def test_helper_library_is_emitted_once():
+    # TVM writes a helper call's source at every call site; the compiler keeps the first copy
+    from examples_util import example
+
+    fa = example("flash_attention").flashattn.prim_func(1, 2, 256, 64, True, block_M=64, block_N=64, num_stages=2)
+    for arch in ARCHS:
+        src = codegen(fa, arch).source
+        assert src.count("#define TILECORE_CUDA_LIB") == 1
+        assert src.count("#define TILECORE_WGMMA_LIB") == (1 if arch == "sm_90a" else 0)
