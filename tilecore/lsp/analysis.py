@@ -1,0 +1,258 @@
+"""Analysing one document: diagnostics, facts and fixes for every kernel in it (in the worker).
+
+`analyze(path, text, target)` runs the document's definitions (tilecore.lsp.document),
+builds each kernel, and runs the compiler's own pass pipeline on it — the core passes,
+plus the passes and layout rules of the `target` backend when one is chosen — collecting:
+
+* errors from the frontend and the passes, at their span, with the compiler's message;
+* warnings the passes issue (uninitialized reads, ...) and copies whose bounds were not
+  proven (they are predicated);
+* with a target, its capability checks (memory limits, features, threads);
+* facts for hovers and inlay hints, and the edits of the fixes code actions offer.
+
+The result is a JSON-able dict with LSP ranges; nothing here compiles code or imports TVM.
+"""
+from __future__ import annotations
+
+import ast
+import time
+import warnings
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..ir import nodes as N
+from ..ir.span import Span
+from ..ir.visitor import walk_stmts
+from . import facts as F
+from .document import (ARGS_COMMENT, KernelSource, LoadedDocument, Problem, def_span, load_document,
+                       problem_from_exception)
+from .language_help import aliases_in
+from .positions import lsp_range, span_range
+
+SEVERITY = {"error": 1, "warning": 2, "information": 3, "hint": 4}
+
+
+def analyze(path: str, text: str, target: Optional[str] = None) -> Dict[str, Any]:
+    """Diagnostics and facts for the document `text` stored at `path` (see the module docstring)."""
+    started = time.perf_counter()
+    model: Dict[str, Any] = {"path": path, "target": target, "kernels": [], "buffers": [], "ops": []}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        doc = load_document(path, text)
+        backend, full = _backend(doc, target)
+        clear_fixes: Dict[int, Dict] = {}
+        for source in doc.kernels:
+            _analyze_kernel(doc, source, backend, full, model, clear_fixes)
+    doc.problems.extend(_warning_problems(doc, caught, clear_fixes))
+    model["diagnostics"] = _diagnostics(doc)
+    model["seconds"] = round(time.perf_counter() - started, 4)
+    return model
+
+
+def _backend(doc: LoadedDocument, target: Optional[str]):
+    """(backend, full target) for the `tile.target` setting; (None, None) when none is chosen."""
+    if not target:
+        return None, None
+    from ..runtime.api import resolve_target
+
+    try:
+        return resolve_target(target)
+    except Exception as err:  # an unknown target is a setting problem, shown once on line 1
+        doc.problems.append(Problem(Span(doc.path, 1, 0), f"tile.target: {err}", "warning", "target"))
+        return None, None
+
+
+def _build(doc: LoadedDocument, source: KernelSource) -> Optional[N.PrimFunc]:
+    """The kernel's PrimFunc (calling a jit factory with its arguments); None after an error."""
+    if isinstance(source.obj, N.PrimFunc):
+        return source.obj
+    args, kwargs = source.args
+    try:
+        return source.obj.prim_func(*args, **kwargs)
+    except Exception as err:  # the user's factory or kernel: report, never raise
+        doc.problems.append(problem_from_exception(err, doc.path, def_span(doc, source.node)))
+        return None
+
+
+def _analyze_kernel(doc: LoadedDocument, source: KernelSource, backend, target, model, clear_fixes) -> None:
+    from ..passes.pipeline import PassContext
+    from ..runtime.api import build_pipeline
+
+    func = _build(doc, source)
+    if func is None:
+        return
+    pipeline = build_pipeline(backend)
+    ctx = PassContext(backend=backend, target=target, options={"target": target, "out_idx": []},
+                      source=func.source)
+    try:
+        steps = pipeline.trace(func, ctx)
+    except Exception as err:  # a pass rejected the kernel: show it, keep what ran before
+        steps = getattr(err, "partial_trace", None) or [("input", func)]
+        problem = problem_from_exception(err, doc.path, def_span(doc, source.node))
+        failed = pipeline.names()[len(steps) - 1] if len(steps) - 1 < len(pipeline.names()) else ""
+        if failed == "memory_plan":
+            problem.data["fixes"] = _shrink_fixes(doc, source, steps[-1][1], problem.span)
+        doc.problems.append(problem)
+    final = steps[-1][1]
+    index = len(model["kernels"])
+    def_range = span_range(doc.lines, def_span(doc, source.node))
+    first = min([source.node.lineno] + [d.lineno for d in source.node.decorator_list])
+    lines = [first - 1, (source.node.end_lineno or first) - 1]
+    model["kernels"].append(F.kernel_facts(final, ctx.analyses, def_range, lines, source.name, target))
+    buffers = F.buffer_facts(final, ctx.analyses, doc.lines, index)
+    model["buffers"].extend(buffers)
+    names = {b["ir_name"]: b["name"] for b in buffers}
+    model["ops"].extend(F.op_facts(final, ctx.analyses, doc.lines, index, names))
+    for fact in ctx.analyses.get("bounds", ()):
+        if not fact.proven and fact.span.line > 0 and fact.span.file == doc.path:
+            what = "T.copy" if fact.op == "Copy" else "the atomic"
+            doc.problems.append(Problem(fact.span, f"{what} is not proven in bounds, so it is {fact.reason}",
+                                        "information", "bounds"))
+    clear_fixes.update(_clear_fixes(doc, final, names))
+
+
+def _warning_problems(doc: LoadedDocument, caught, clear_fixes: Dict[int, Dict]) -> List[Problem]:
+    """Warnings issued about lines of this document, with a fix where one is known."""
+    problems = []
+    for item in caught:
+        if item.filename != doc.path or not item.lineno:
+            continue
+        text = doc.lines[item.lineno - 1] if item.lineno <= len(doc.lines) else ""
+        col = len(text.encode("utf-8")) - len(text.lstrip().encode("utf-8"))
+        problem = Problem(Span(doc.path, item.lineno, col), str(item.message), "warning",
+                          item.category.__name__)
+        if item.category.__name__ == "UninitializedReadWarning" and item.lineno in clear_fixes:
+            problem.data["fixes"] = [clear_fixes[item.lineno]]
+        problems.append(problem)
+    return problems
+
+
+def _diagnostics(doc: LoadedDocument) -> List[Dict]:
+    """LSP diagnostics (plain dicts) for the document's problems, without repeats."""
+    out, seen = [], set()
+    for p in doc.problems:
+        span = p.span if p.span.line > 0 else Span(doc.path, 1, 0)
+        rng = span_range(doc.lines, span)
+        key = (rng["start"]["line"], rng["start"]["character"], p.message)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append({"range": rng, "severity": SEVERITY[p.severity], "message": p.message,
+                    "source": "tilecore", "code": p.code, "data": p.data or None})
+    return out
+
+
+# ----------------------------------------------------------------------------- fixes
+
+
+def _ancestors(body, target: N.Stmt, path=()) -> Optional[Tuple[N.Stmt, ...]]:
+    """The statements enclosing `target` (outermost first), or None when it is not in `body`."""
+    for stmt in body:
+        if stmt is target:
+            return path
+        for field in ("body", "then_body", "else_body"):
+            found = _ancestors(getattr(stmt, field, ()) or (), target, path + (stmt,))
+            if found is not None:
+                return found
+    return None
+
+
+def _clear_fixes(doc: LoadedDocument, func: N.PrimFunc, names: Dict[str, str]) -> Dict[int, Dict]:
+    """Line of each uninitialized read -> the edit that clears the buffer before its loop."""
+    from ..passes.init_check import uninitialized_reads
+
+    own = sorted(aliases_in(doc.text) - {"T"})  # the document's own name for the language, else T
+    alias = own[0] if own else "T"
+    fixes = {}
+    for buf, stmt, _ in uninitialized_reads(func):
+        if buf.scope == "var" or stmt.span.line <= 0:
+            continue
+        loops = [s for s in _ancestors(func.body, stmt) or () if isinstance(s, (N.For, N.Parallel))]
+        anchor = loops[0] if loops else stmt
+        line = anchor.span.line
+        text = doc.lines[line - 1]
+        indent = text[:len(text) - len(text.lstrip())]
+        name = names.get(buf.name, buf.name)
+        fixes[stmt.span.line] = {
+            "title": f"Insert {alias}.clear({name}) before the {'loop' if loops else 'statement'}",
+            "edits": [{"range": lsp_range(doc.lines, line, 0, line, 0),
+                       "newText": f"{indent}{alias}.clear({name})\n"}]}
+    return fixes
+
+
+def _shrink_fixes(doc: LoadedDocument, source: KernelSource, func: N.PrimFunc, span: Span) -> List[Dict]:
+    """Halving the largest dimension of the allocation that overflowed on-chip memory."""
+    alloc = next((s for s in walk_stmts(func.body) if isinstance(s, N.Alloc) and s.span == span), None)
+    if alloc is None or alloc.buffer.static_shape() is None:
+        return []
+    shape = alloc.buffer.static_shape()
+    elts = _shape_elements(doc.tree, span)
+    if elts is None or len(elts) != len(shape):
+        return []
+    axis = max(range(len(shape)), key=lambda i: (shape[i] % 2 == 0 and shape[i] > 1, shape[i], -i))
+    value = shape[axis]
+    if value < 2 or value % 2:
+        return []
+    edit = _edit_for_value(doc, source, elts[axis], value, value // 2)
+    if edit is None:
+        return []
+    what, rng = edit
+    new_shape = tuple(value // 2 if i == axis else d for i, d in enumerate(shape))
+    name = F.source_name(doc.lines, alloc.buffer.span, alloc.buffer.name)
+    return [{"title": f"Shrink {name} to {new_shape}: {what} {value} → {value // 2}",
+             "edits": [{"range": rng, "newText": str(value // 2)}]}]
+
+
+def _shape_elements(tree: ast.Module, span: Span) -> Optional[List[ast.expr]]:
+    """The element nodes of the shape tuple in the allocation written at `span`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and node.lineno == span.line and isinstance(node.value, ast.Call):
+            call = node.value
+            shape = call.args[0] if call.args else next(
+                (k.value for k in call.keywords if k.arg == "shape"), None)
+            if isinstance(shape, (ast.Tuple, ast.List)):
+                return list(shape.elts)
+    return None
+
+
+def _edit_for_value(doc: LoadedDocument, source: KernelSource, node: ast.expr, old: int, new: int):
+    """(what is changed, LSP range) of the literal that sets a shape element, or None."""
+    def literal(n) -> bool:
+        return isinstance(n, ast.Constant) and n.value == old and type(n.value) is int
+
+    def rng(n, line_offset=0, col_offset=0):
+        line = n.lineno + line_offset
+        return lsp_range(doc.lines, line, n.col_offset + col_offset, line, n.end_col_offset + col_offset)
+
+    if literal(node):
+        return "the literal", rng(node)
+    if not isinstance(node, ast.Name):
+        return None
+    params = [a.arg for a in source.node.args.posonlyargs + source.node.args.args]
+    if node.id in params and source.args_line:
+        found = _comment_argument(doc, source, node.id, params.index(node.id))
+        if found is not None:
+            return f"`{node.id}` in `# tile: args=`", found
+    defaults = dict(zip(params[len(params) - len(source.node.args.defaults):], source.node.args.defaults))
+    if node.id in defaults and literal(defaults[node.id]):
+        return f"the default of `{node.id}`", rng(defaults[node.id])
+    for stmt in doc.tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+                isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == node.id and literal(stmt.value):
+            return f"`{node.id}`", rng(stmt.value)
+    return None
+
+
+def _comment_argument(doc: LoadedDocument, source: KernelSource, name: str, position: int):
+    """The LSP range of argument `name` (or positional `position`) in the `# tile: args=` comment."""
+    text = doc.lines[source.args_line - 1]
+    match = ARGS_COMMENT.match(text)
+    start = match.start("args")
+    call = ast.parse(f"_({match.group('args')})", mode="eval").body
+    node = next((k.value for k in call.keywords if k.arg == name), None)
+    if node is None and position < len(call.args):
+        node = call.args[position]
+    if not isinstance(node, ast.Constant):
+        return None
+    shift = len(text[:start].encode("utf-8")) - 2  # the parsed text starts with "_("
+    return lsp_range(doc.lines, source.args_line, node.col_offset + shift, source.args_line,
+                     node.end_col_offset + shift)

@@ -1,0 +1,390 @@
+"""`tile lsp`: the language server (pygls), over stdio or TCP.
+
+The server process only keeps documents and answers the editor; every analysis runs in
+the worker process (tilecore.lsp.worker) under a time budget, one document at a time,
+newest edit first, so typing is never blocked and a runaway analysis is stopped (the
+worker is restarted). Hovers, inlay hints and code actions read the latest analysis.
+
+Settings (initializationOptions, or `workspace/didChangeConfiguration` under "tile"):
+  target      backend whose passes, layout rules and limits to check against
+              (e.g. "cuda", "metal"); default: none, the core passes only
+  timeBudget  seconds one analysis may take (default 5)
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import threading
+from typing import Any, Dict, List, Optional
+
+from lsprotocol import types as L
+from pygls.lsp.server import LanguageServer
+from pygls.uris import from_fs_path, to_fs_path
+
+from .. import __version__
+from . import features, language_help
+from .positions import qualifier_of, word_at
+
+log = logging.getLogger("tilecore.lsp")
+DEFAULT_TIME_BUDGET = 5.0
+WARM_UP_SECONDS = 120.0  # importing the core and the plugins once; not part of any analysis
+
+
+class WorkerError(RuntimeError):
+    """The worker failed to answer (it crashed, or its answer was an error)."""
+
+
+class WorkerProcess:
+    """The analysis worker as an asyncio child process speaking JSON lines."""
+
+    def __init__(self):
+        self.proc: Optional[asyncio.subprocess.Process] = None
+        self.lock = asyncio.Lock()
+        self.warm_target: Any = False  # the target the running worker was warmed for
+        self._ids = 0
+
+    async def _start(self, target: Optional[str]) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tilecore.lsp.worker", stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, limit=1 << 26)
+        await self._call({"method": "warm", "target": target}, WARM_UP_SECONDS)
+        self.warm_target = target
+
+    async def call(self, request: Dict[str, Any], timeout: float) -> Any:
+        """Send one request and return its result; a TimeoutError kills the worker."""
+        async with self.lock:
+            target = request.get("target")
+            if self.proc is None or self.proc.returncode is not None:
+                await self._start(target)
+            elif request.get("method") == "analyze" and target != self.warm_target:
+                await self._call({"method": "warm", "target": target}, WARM_UP_SECONDS)
+                self.warm_target = target
+            return await self._call(request, timeout)
+
+    async def _call(self, request: Dict[str, Any], timeout: float) -> Any:
+        self._ids += 1
+        request = dict(request, id=self._ids)
+        self.proc.stdin.write((json.dumps(request) + "\n").encode("utf-8"))
+        await self.proc.stdin.drain()
+        try:
+            line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+        except asyncio.TimeoutError:
+            await self.stop()
+            raise
+        if not line:
+            await self.stop()
+            raise WorkerError("the analysis worker exited")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise WorkerError(answer["error"] + "\n" + answer.get("traceback", ""))
+        return answer["result"]
+
+    async def stop(self) -> None:
+        """End the worker process (it is started again by the next call)."""
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        self.proc = None
+
+
+class Scheduler:
+    """Analyses open documents in the worker, newest edit first, and publishes the results."""
+
+    def __init__(self, server: "TileLanguageServer"):
+        self.server = server
+        self.worker = WorkerProcess()
+        self.pending: Dict[str, None] = {}  # uris to analyse, in order of their latest edit
+        self.models: Dict[str, Dict] = {}
+        self._wake: Optional[asyncio.Event] = None
+        self._updated: Optional[asyncio.Event] = None
+        self._task: Optional[asyncio.Task] = None
+
+    def submit(self, uri: str) -> None:
+        """Queue `uri` for analysis (an older queued request for it is replaced)."""
+        if self._task is None:
+            self._wake, self._updated = asyncio.Event(), asyncio.Event()
+            self._task = asyncio.ensure_future(self._run())
+        self.pending.pop(uri, None)
+        self.pending[uri] = None
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self.pending:
+                uri = next(reversed(self.pending))  # the document edited last
+                del self.pending[uri]
+                try:
+                    await self._analyse(uri)
+                except Exception:  # keep serving the other documents
+                    log.exception("analysis of %s failed", uri)
+
+    async def _analyse(self, uri: str) -> None:
+        doc = self.server.workspace.text_documents.get(uri)
+        if doc is None:  # closed meanwhile
+            return
+        version, text = doc.version, doc.source
+        settings = self.server.settings
+        budget = float(settings.get("timeBudget") or DEFAULT_TIME_BUDGET)
+        request = {"method": "analyze", "path": to_fs_path(uri) or uri, "text": text,
+                   "target": settings.get("target") or None}
+        try:
+            model = await self.worker.call(request, budget)
+        except asyncio.TimeoutError:
+            model = over_budget_model(budget)
+        except WorkerError as err:
+            log.error("%s", err)
+            first = str(err).splitlines()[0]
+            model = message_model(f"tilecore: the analysis failed inside the language server: {first}")
+        model["version"] = version
+        self.models[uri] = model
+        self.server.publish(uri, model)
+        self._updated.set()
+        self._updated = asyncio.Event()
+
+    async def model(self, uri: str, timeout: float) -> Optional[Dict]:
+        """The analysis of the document's current text; waits up to `timeout` s for it to finish."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._updated is not None:
+            doc = self.server.workspace.text_documents.get(uri)
+            current = self.models.get(uri)
+            if doc is None or (current and current.get("version") == doc.version and uri not in self.pending):
+                break
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(self._updated.wait(), remaining)
+            except asyncio.TimeoutError:
+                break
+        return self.models.get(uri)
+
+
+def message_model(message: str, severity: int = 2) -> Dict:
+    """A model with one diagnostic on the first line and no facts."""
+    rng = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
+    return {"kernels": [], "buffers": [], "ops": [], "target": None,
+            "diagnostics": [{"range": rng, "severity": severity, "message": message, "source": "tilecore",
+                             "code": "time-budget", "data": None}]}
+
+
+def over_budget_model(budget: float) -> Dict:
+    """What is published when an analysis ran past its time budget."""
+    return message_model(f"tilecore: analysing this file took longer than the {budget:g} s budget "
+                         f"(setting tile.timeBudget) and was stopped; Python code that runs while the "
+                         f"kernels are built (the factory, the kernel's meta-programming) may not finish")
+
+
+class TileLanguageServer(LanguageServer):
+    """The pygls server with tilecore's settings and analysis scheduler."""
+
+    def __init__(self, target: Optional[str] = None, time_budget: float = DEFAULT_TIME_BUDGET):
+        super().__init__("tile-lsp", __version__)
+        self.settings: Dict[str, Any] = {"target": target, "timeBudget": time_budget}
+        self.scheduler = Scheduler(self)
+
+    def update_settings(self, options: Any) -> None:
+        """Take `target` / `timeBudget` from initializationOptions or configuration settings."""
+        if isinstance(options, dict):
+            options = options.get("tile", options)
+            for key in ("target", "timeBudget"):
+                if key in options:
+                    self.settings[key] = options[key]
+
+    def client_range(self, uri: str, rng: Dict) -> L.Range:
+        """A model range (code-point columns) in the client's position encoding."""
+        doc = self.workspace.get_text_document(uri)
+        lines = doc.lines
+
+        def position(p: Dict) -> L.Position:
+            text = lines[p["line"]] if p["line"] < len(lines) else ""
+            return L.Position(p["line"], doc.position_codec.client_num_units(text[:p["character"]]))
+
+        return L.Range(position(rng["start"]), position(rng["end"]))
+
+    def publish(self, uri: str, model: Dict) -> None:
+        """Send the model's diagnostics for `uri`."""
+        diagnostics = [L.Diagnostic(range=self.client_range(uri, d["range"]), message=d["message"],
+                                    severity=L.DiagnosticSeverity(d["severity"]), source=d["source"],
+                                    code=d["code"] or None, data=d["data"])
+                       for d in model["diagnostics"]]
+        self.text_document_publish_diagnostics(
+            L.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=model.get("version")))
+
+    def cursor(self, uri: str, position: L.Position):
+        """(document lines, line, code-point column) of a client position."""
+        doc = self.workspace.get_text_document(uri)
+        server = doc.position_from_client_units(position)
+        return [l.rstrip("\r\n") for l in doc.lines], server.line, server.character
+
+
+def make_server(target: Optional[str] = None, time_budget: float = DEFAULT_TIME_BUDGET) -> TileLanguageServer:
+    """A server with every feature registered."""
+    server = TileLanguageServer(target, time_budget)
+    _register_document_sync(server)
+    _register_analysis_features(server)
+    _register_language_features(server)
+    return server
+
+
+def _register_document_sync(server: TileLanguageServer) -> None:
+    @server.feature(L.INITIALIZE)
+    def initialize(ls: TileLanguageServer, params: L.InitializeParams):
+        ls.update_settings(params.initialization_options)
+
+    @server.feature(L.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def configuration(ls: TileLanguageServer, params: L.DidChangeConfigurationParams):
+        ls.update_settings(params.settings)
+        for uri in list(ls.workspace.text_documents):
+            ls.scheduler.submit(uri)
+
+    @server.feature(L.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: TileLanguageServer, params: L.DidOpenTextDocumentParams):
+        ls.scheduler.submit(params.text_document.uri)
+
+    @server.feature(L.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: TileLanguageServer, params: L.DidChangeTextDocumentParams):
+        ls.scheduler.submit(params.text_document.uri)
+
+    @server.feature(L.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: TileLanguageServer, params: L.DidSaveTextDocumentParams):
+        ls.scheduler.submit(params.text_document.uri)
+
+    @server.feature(L.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: TileLanguageServer, params: L.DidCloseTextDocumentParams):
+        uri = params.text_document.uri
+        ls.scheduler.pending.pop(uri, None)
+        ls.scheduler.models.pop(uri, None)
+        ls.text_document_publish_diagnostics(L.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    @server.feature(L.SHUTDOWN)
+    async def shutdown(ls: TileLanguageServer, *args):
+        await ls.scheduler.worker.stop()
+
+    @server.feature("tile/status")
+    async def status(ls: TileLanguageServer, *args):
+        """Whether TVM is loaded in the server and in the worker (it never should be)."""
+        worker = await ls.scheduler.worker.call({"method": "status"}, 30.0)
+        return {"server_tvm_loaded": "tvm" in sys.modules, "worker": worker, "settings": ls.settings}
+
+
+def _budget(ls: TileLanguageServer) -> float:
+    return float(ls.settings.get("timeBudget") or DEFAULT_TIME_BUDGET)
+
+
+def _register_analysis_features(server: TileLanguageServer) -> None:
+    @server.feature(L.TEXT_DOCUMENT_HOVER)
+    async def hover(ls: TileLanguageServer, params: L.HoverParams):
+        uri = params.text_document.uri
+        model = await ls.scheduler.model(uri, _budget(ls))
+        lines, line, char = ls.cursor(uri, params.position)
+        found = features.hover(model or {}, lines, line, char, language_help.aliases_in("\n".join(lines)))
+        if found is None:
+            return None
+        text, rng = found
+        return L.Hover(contents=L.MarkupContent(kind=L.MarkupKind.Markdown, value=text),
+                       range=ls.client_range(uri, rng))
+
+    @server.feature(L.TEXT_DOCUMENT_INLAY_HINT)
+    async def inlay_hint(ls: TileLanguageServer, params: L.InlayHintParams):
+        uri = params.text_document.uri
+        model = await ls.scheduler.model(uri, _budget(ls))
+        hints = features.inlay_hints(model or {}, params.range.start.line, params.range.end.line)
+        return [L.InlayHint(position=ls.client_range(uri, {"start": h["position"], "end": h["position"]}).start,
+                            label=h["label"], kind=L.InlayHintKind.Type, padding_left=True,
+                            tooltip=h["tooltip"]) for h in hints]
+
+    @server.feature(L.TEXT_DOCUMENT_CODE_ACTION,
+                    L.CodeActionOptions(code_action_kinds=[L.CodeActionKind.QuickFix]))
+    def code_action(ls: TileLanguageServer, params: L.CodeActionParams):
+        uri = params.text_document.uri
+        actions = []
+        for diagnostic in params.context.diagnostics:
+            for fix in features.fixes(diagnostic.data):
+                edits = [L.TextEdit(range=ls.client_range(uri, e["range"]), new_text=e["newText"])
+                         for e in fix["edits"]]
+                actions.append(L.CodeAction(title=fix["title"], kind=L.CodeActionKind.QuickFix,
+                                            diagnostics=[diagnostic], is_preferred=True,
+                                            edit=L.WorkspaceEdit(changes={uri: edits})))
+        return actions
+
+
+def _register_language_features(server: TileLanguageServer) -> None:
+    kinds = {"function": L.CompletionItemKind.Function, "class": L.CompletionItemKind.Class,
+             "constant": L.CompletionItemKind.Constant}
+
+    @server.feature(L.TEXT_DOCUMENT_COMPLETION, L.CompletionOptions(trigger_characters=["."]))
+    def completion(ls: TileLanguageServer, params: L.CompletionParams):
+        lines, line, char = ls.cursor(params.text_document.uri, params.position)
+        text = lines[line][:char] if line < len(lines) else ""
+        word, start, _ = word_at(text, char)
+        prefix = word if start < char or word else ""
+        qualifier = qualifier_of(text, char - len(prefix))
+        if qualifier not in language_help.aliases_in("\n".join(lines)):
+            return None
+        items = [L.CompletionItem(label=c["name"], kind=kinds[c["kind"]], detail=c["detail"],
+                                  documentation=L.MarkupContent(kind=L.MarkupKind.Markdown, value=c["doc"]))
+                 for c in language_help.completions(prefix)]
+        return L.CompletionList(is_incomplete=False, items=items)
+
+    @server.feature(L.TEXT_DOCUMENT_SIGNATURE_HELP,
+                    L.SignatureHelpOptions(trigger_characters=["(", ","], retrigger_characters=[","]))
+    def signature_help(ls: TileLanguageServer, params: L.SignatureHelpParams):
+        lines, line, char = ls.cursor(params.text_document.uri, params.position)
+        before = "\n".join(lines[:line] + [lines[line][:char] if line < len(lines) else ""])
+        found = language_help.open_call(before, language_help.aliases_in("\n".join(lines)))
+        if found is None:
+            return None
+        name, index, keyword = found
+        obj = language_help.language_names()[name]
+        signature = L.SignatureInformation(
+            label=language_help.signature_text(name, obj),
+            documentation=L.MarkupContent(kind=L.MarkupKind.Markdown, value=language_help.doc_text(obj)),
+            parameters=[L.ParameterInformation(label=p) for p in language_help.parameters(name)])
+        return L.SignatureHelp(signatures=[signature], active_signature=0,
+                               active_parameter=language_help.active_parameter(name, index, keyword))
+
+    @server.feature(L.TEXT_DOCUMENT_DEFINITION)
+    def definition(ls: TileLanguageServer, params: L.DefinitionParams):
+        lines, line, char = ls.cursor(params.text_document.uri, params.position)
+        word, start, _ = word_at(lines[line] if line < len(lines) else "", char)
+        if not word or qualifier_of(lines[line], start) not in language_help.aliases_in("\n".join(lines)):
+            return None
+        return [L.Location(uri=from_fs_path(path), range=L.Range(L.Position(row, 0), L.Position(row, 0)))
+                for path, row in language_help.documentation_locations(word)] or None
+
+
+def serve_tcp(server: TileLanguageServer, host: str, port: int, announce=None) -> None:
+    """Serve one client over TCP; `announce(host, port)` is called once the socket listens."""
+    from pygls.io_ import run_async
+
+    stop = threading.Event()
+
+    async def connection(reader, writer):
+        server.protocol.set_writer(writer)
+        await run_async(stop_event=stop, reader=reader, protocol=server.protocol, logger=log,
+                        error_handler=server.report_server_error)
+        tcp.close()
+
+    async def main():
+        nonlocal tcp
+        tcp = await asyncio.start_server(connection, host, port)
+        bound = tcp.sockets[0].getsockname()
+        if announce is not None:
+            announce(bound[0], bound[1])
+        async with tcp:
+            try:
+                await tcp.serve_forever()
+            except asyncio.CancelledError:
+                pass
+        await server.scheduler.worker.stop()
+
+    tcp = None
+    try:
+        asyncio.run(main())
+    except (KeyboardInterrupt, SystemExit):
+        pass
