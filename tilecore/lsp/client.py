@@ -34,7 +34,7 @@ class TileLspClient:
         def on_diagnostics(params: L.PublishDiagnosticsParams):
             with self._changed:
                 self.published.setdefault(params.uri, []).append(
-                    (params.version, params.diagnostics, time.perf_counter()))
+                    (params.version, list(params.diagnostics), time.perf_counter()))
                 self._changed.notify_all()
 
         if tcp is not None:

@@ -239,6 +239,7 @@ def _register_document_sync(server: TileLanguageServer) -> None:
     @server.feature(L.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def configuration(ls: TileLanguageServer, params: L.DidChangeConfigurationParams):
         ls.update_settings(params.settings)
+        ls.scheduler.models.clear()  # analysed under the old settings: hovers wait for the new ones
         for uri in list(ls.workspace.text_documents):
             ls.scheduler.submit(uri)
 
