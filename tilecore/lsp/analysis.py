@@ -23,8 +23,8 @@ from ..ir import nodes as N
 from ..ir.span import Span
 from ..ir.visitor import walk_stmts
 from . import facts as F
-from .document import (ARGS_COMMENT, KernelSource, LoadedDocument, Problem, def_span, load_document,
-                       problem_from_exception)
+from .document import (ARGS_COMMENT, KernelSource, LoadedDocument, Problem, def_span,
+                       explain_skipped_names, load_document, problem_from_exception)
 from .language_help import aliases_in
 from .positions import lsp_range, span_range
 
@@ -43,6 +43,7 @@ def analyze(path: str, text: str, target: Optional[str] = None) -> Dict[str, Any
         for source in doc.kernels:
             _analyze_kernel(doc, source, backend, full, model, clear_fixes)
     doc.problems.extend(_warning_problems(doc, caught, clear_fixes))
+    explain_skipped_names(doc)
     model["diagnostics"] = _diagnostics(doc)
     model["seconds"] = round(time.perf_counter() - started, 4)
     return model

@@ -188,17 +188,20 @@ def _run_statement(doc: LoadedDocument, node: ast.stmt, flags: int = 0) -> None:
         if isinstance(node, (ast.Import, ast.ImportFrom)) and problem.code == "python-error":
             problem.severity = "warning"
             problem.message = f"the language server could not run this import: {problem.message}"
-        _explain_skipped_name(doc, err, problem)
         doc.problems.append(problem)
 
 
-def _explain_skipped_name(doc: LoadedDocument, err: BaseException, problem: Problem) -> None:
-    """Say so when a NameError is about a module-level name the server does not compute."""
-    name = getattr(err, "name", None)
-    if isinstance(err, NameError) and name in doc.skipped:
-        problem.severity = "information"
-        problem.message += (f" ('{name}' is set on line {doc.skipped[name]}, which the language "
-                            "server does not run because it calls code other than the language)")
+def explain_skipped_names(doc: LoadedDocument) -> None:
+    """Say so when an undefined-name problem is about a module-level name the server does not
+    compute (its assignment calls code other than the language): it is not the user's error."""
+    for problem in doc.problems:
+        for name, line in doc.skipped.items():
+            quoted = f"'{name}'"
+            if quoted in problem.message and ("not defined" in problem.message or "undefined name" in problem.message):
+                problem.severity = "information"
+                problem.message += (f" ({quoted} is set on line {line}, which the language server does "
+                                    "not run because it calls code other than the language)")
+                break
 
 
 def _kernel_source(doc: LoadedDocument, node: ast.FunctionDef) -> Optional[KernelSource]:

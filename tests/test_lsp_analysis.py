@@ -1,0 +1,121 @@
+"""The language server's analysis (tilecore.lsp.analysis) in this process: what it runs, where
+it puts findings, and that it never needs TVM."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tilecore.lsp.analysis import analyze
+from tilecore.lsp.document import load_document
+from tilecore.lsp.positions import byte_to_index, lsp_range
+
+KERNEL = '''import tilecore
+import tilecore.language as T
+
+BLOCK = 64
+
+
+@tilecore.jit(out_idx=[-1])
+def scale(N=256, dtype="float32"):
+    @T.prim_func
+    def main(A: T.Tensor((N,), dtype), B: T.Tensor((N,), dtype)):
+        with T.Kernel(T.ceildiv(N, BLOCK), threads=64) as bx:
+            A_s = T.alloc_shared((BLOCK,), dtype)
+            T.copy(A[bx * BLOCK], A_s)
+            T.copy(A_s, B[bx * BLOCK])
+    return main
+
+
+kernel = scale(1 << 10)
+result = kernel.run_it_now()
+'''
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(min_size=0, max_size=20), st.text(min_size=0, max_size=20))
+def test_byte_columns_become_code_point_columns(before, after):
+    line = before + "x" + after
+    col = len(before.encode("utf-8"))
+    assert byte_to_index(line, col) == len(before)
+    rng = lsp_range([line], 1, col, 1, col + 1)
+    assert rng == {"start": {"line": 0, "character": len(before)},
+                   "end": {"line": 0, "character": len(before) + 1}}
+
+
+def test_only_definitions_run_at_module_level(tmp_path):
+    doc = load_document(str(tmp_path / "k.py"), KERNEL)
+    assert doc.namespace["BLOCK"] == 64
+    assert "kernel" not in doc.namespace and "result" not in doc.namespace  # would compile and run
+    assert [k.name for k in doc.kernels] == ["scale"]
+    assert doc.problems == []
+
+
+def test_a_name_from_skipped_code_is_explained(tmp_path):
+    text = KERNEL.replace("BLOCK = 64", "BLOCK = pick_block()")
+    model = analyze(str(tmp_path / "k.py"), text)
+    [d] = model["diagnostics"]
+    assert d["severity"] == 3 and "undefined name 'BLOCK'" in d["message"]
+    assert "on line 4, which the language server does not run" in d["message"]
+
+
+def test_columns_count_characters_not_bytes(tmp_path):
+    text = KERNEL.replace("            T.copy(A_s, B[bx * BLOCK])",
+                          "            note = \"é→∑\"; T.copy(A_s, B_missing[bx * BLOCK])")
+    model = analyze(str(tmp_path / "k.py"), text)
+    [d] = model["diagnostics"]
+    row = text.splitlines()[d["range"]["start"]["line"]]
+    assert "B_missing" in d["message"]
+    assert d["range"]["start"]["character"] == row.index("B_missing")
+
+
+def test_tile_args_comment_feeds_the_factory_and_bad_ones_are_reported(tmp_path):
+    text = KERNEL.replace("def scale(N=256, ", "def scale(N, ")
+    model = analyze(str(tmp_path / "k.py"), text.replace("@tilecore.jit", "# tile: args=512\n@tilecore.jit"))
+    assert model["diagnostics"] == []
+    assert [b["shape"] for b in model["buffers"] if b["name"] == "A"] == [[512]]
+    bad = text.replace("@tilecore.jit", "# tile: args=512,,\n@tilecore.jit")
+    [d] = analyze(str(tmp_path / "k.py"), bad)["diagnostics"]
+    assert d["range"]["start"]["line"] == bad.splitlines().index("# tile: args=512,,")
+    assert d["message"].startswith("cannot read `# tile: args=`")
+
+
+def test_shrink_fix_edits_the_tile_args_comment(tmp_path):
+    from tilecore.plugin.registry import get_registry
+
+    if "metal" not in get_registry().names():
+        pytest.skip("tile-metal is not installed")
+    text = KERNEL.replace("def scale(N=256, ", "def scale(N, BLOCK, ").replace("BLOCK = 64\n", "")
+    text = text.replace("@tilecore.jit", "# tile: args=N=1 << 16, BLOCK=16384\n@tilecore.jit")
+    model = analyze(str(tmp_path / "k.py"), text, "metal")
+    [d] = model["diagnostics"]
+    assert "backend metal allows 32768 bytes" in d["message"]
+    [fix] = d["data"]["fixes"]
+    [edit] = fix["edits"]
+    row = edit["range"]["start"]["line"]
+    line = text.splitlines()[row]
+    assert line.startswith("# tile: args=")
+    assert line[edit["range"]["start"]["character"]:edit["range"]["end"]["character"]] == "16384"
+    assert edit["newText"] == "8192"
+
+
+def test_analysis_never_imports_tvm():
+    """Every backend's passes and layout rules run without TVM (no import blocker here)."""
+    script = f'''
+import json, sys
+from tilecore.lsp.analysis import analyze
+from tilecore.plugin.registry import get_registry
+text = {KERNEL!r}
+counts = {{}}
+for target in [None] + get_registry().names():
+    counts[str(target)] = len(analyze("/tmp/tile_lsp_k.py", text, target)["kernels"])
+print(json.dumps({{"tvm": "tvm" in sys.modules, "kernels": counts}}))
+'''
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["tvm"] is False
+    assert set(result["kernels"].values()) == {1}
