@@ -17,7 +17,8 @@ from __future__ import annotations
 import ast
 import time
 import warnings
-from typing import Any, Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..ir import nodes as N
 from ..ir.span import Span
@@ -31,22 +32,45 @@ from .positions import lsp_range, span_range
 SEVERITY = {"error": 1, "warning": 2, "information": 3, "hint": 4}
 
 
-def analyze(path: str, text: str, target: Optional[str] = None) -> Dict[str, Any]:
-    """Diagnostics and facts for the document `text` stored at `path` (see the module docstring)."""
+def analyze(path: str, text: str, target: Optional[str] = None,
+            on_diagnostics: Optional[Callable[[List[Dict]], None]] = None) -> Dict[str, Any]:
+    """Diagnostics and facts for the document `text` stored at `path` (see the module docstring).
+
+    Layout inference (the backend's rules) only adds facts for hovers in the common case,
+    and it can cost as much as all other passes together: `on_diagnostics`, when given,
+    receives the diagnostics of everything before it, so the editor shows them sooner."""
     started = time.perf_counter()
     model: Dict[str, Any] = {"path": path, "target": target, "kernels": [], "buffers": [], "ops": []}
+    clear_fixes: Dict[int, Dict] = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         doc = load_document(path, text)
         backend, full = _backend(doc, target)
-        clear_fixes: Dict[int, Dict] = {}
-        for source in doc.kernels:
-            _analyze_kernel(doc, source, backend, full, model, clear_fixes)
-    doc.problems.extend(_warning_problems(doc, caught, clear_fixes))
-    explain_skipped_names(doc)
-    model["diagnostics"] = _diagnostics(doc)
+        runs = [run for run in (_start_kernel(doc, s, backend, full) for s in doc.kernels) if run]
+        for run in runs:
+            _run_passes(doc, run, run.layout_index)
+            _early_findings(doc, run, clear_fixes)
+        if on_diagnostics is not None:
+            on_diagnostics(_diagnostics(doc, caught, clear_fixes))
+        for run in runs:
+            _run_passes(doc, run, len(run.passes))
+            _add_facts(doc, run, model)
+    model["diagnostics"] = _diagnostics(doc, caught, clear_fixes)
     model["seconds"] = round(time.perf_counter() - started, 4)
     return model
+
+
+@dataclass
+class _KernelRun:
+    """One kernel going through the pass pipeline, pass by pass."""
+
+    source: KernelSource
+    func: N.PrimFunc
+    ctx: Any
+    passes: List[Any]
+    layout_index: int
+    done: int = 0
+    failed: bool = False
 
 
 def _backend(doc: LoadedDocument, target: Optional[str]):
@@ -74,41 +98,64 @@ def _build(doc: LoadedDocument, source: KernelSource) -> Optional[N.PrimFunc]:
         return None
 
 
-def _analyze_kernel(doc: LoadedDocument, source: KernelSource, backend, target, model, clear_fixes) -> None:
-    from ..passes.pipeline import PassContext
+def _start_kernel(doc: LoadedDocument, source: KernelSource, backend, target) -> Optional[_KernelRun]:
+    from ..passes.pipeline import PassContext, pass_name
     from ..runtime.api import build_pipeline
 
     func = _build(doc, source)
     if func is None:
-        return
-    pipeline = build_pipeline(backend)
+        return None
+    passes = build_pipeline(backend).passes()
+    names = [pass_name(p) for p in passes]
     ctx = PassContext(backend=backend, target=target, options={"target": target, "out_idx": []},
                       source=func.source)
-    try:
-        steps = pipeline.trace(func, ctx)
-    except Exception as err:  # a pass rejected the kernel: show it, keep what ran before
-        steps = getattr(err, "partial_trace", None) or [("input", func)]
-        problem = problem_from_exception(err, doc.path, def_span(doc, source.node))
-        failed = pipeline.names()[len(steps) - 1] if len(steps) - 1 < len(pipeline.names()) else ""
-        if failed == "memory_plan":
-            problem.data["fixes"] = _shrink_fixes(doc, source, steps[-1][1], problem.span)
-        doc.problems.append(problem)
-    final = steps[-1][1]
-    index = len(model["kernels"])
-    def_range = span_range(doc.lines, def_span(doc, source.node))
-    first = min([source.node.lineno] + [d.lineno for d in source.node.decorator_list])
-    lines = [first - 1, (source.node.end_lineno or first) - 1]
-    model["kernels"].append(F.kernel_facts(final, ctx.analyses, def_range, lines, source.name, target))
-    buffers = F.buffer_facts(final, ctx.analyses, doc.lines, index)
-    model["buffers"].extend(buffers)
-    names = {b["ir_name"]: b["name"] for b in buffers}
-    model["ops"].extend(F.op_facts(final, ctx.analyses, doc.lines, index, names))
-    for fact in ctx.analyses.get("bounds", ()):
+    layout = names.index("layout_inference") if "layout_inference" in names else len(passes)
+    return _KernelRun(source, func, ctx, passes, layout)
+
+
+def _run_passes(doc: LoadedDocument, run: _KernelRun, stop: int) -> None:
+    """Run the kernel's passes up to (not including) number `stop`; a failure ends its run."""
+    from ..passes.pipeline import pass_name
+
+    while run.done < stop and not run.failed:
+        pass_ = run.passes[run.done]
+        try:
+            result = pass_(run.func, run.ctx)
+            if not isinstance(result, N.PrimFunc):
+                raise TypeError(f"pass {pass_name(pass_)!r} returned {type(result).__name__}, expected a PrimFunc")
+        except Exception as err:  # a pass rejected the kernel: show it, keep what ran before
+            run.failed = True
+            problem = problem_from_exception(err, doc.path, def_span(doc, run.source.node))
+            if pass_name(pass_) == "memory_plan":
+                problem.data["fixes"] = _shrink_fixes(doc, run.source, run.func, problem.span)
+            doc.problems.append(problem)
+            return
+        run.func = result
+        run.done += 1
+
+
+def _early_findings(doc: LoadedDocument, run: _KernelRun, clear_fixes: Dict[int, Dict]) -> None:
+    """Unproven copies, and the T.clear fixes for the uninitialized-read warnings."""
+    for fact in run.ctx.analyses.get("bounds", ()):
         if not fact.proven and fact.span.line > 0 and fact.span.file == doc.path:
             what = "T.copy" if fact.op == "Copy" else "the atomic"
             doc.problems.append(Problem(fact.span, f"{what} is not proven in bounds, so it is {fact.reason}",
                                         "information", "bounds"))
-    clear_fixes.update(_clear_fixes(doc, final, names))
+    clear_fixes.update(_clear_fixes(doc, run.func))
+
+
+def _add_facts(doc: LoadedDocument, run: _KernelRun, model: Dict[str, Any]) -> None:
+    """The kernel's, its buffers' and its tile ops' facts, from what the passes left."""
+    source, func, analyses = run.source, run.func, run.ctx.analyses
+    index = len(model["kernels"])
+    def_range = span_range(doc.lines, def_span(doc, source.node))
+    first = min([source.node.lineno] + [d.lineno for d in source.node.decorator_list])
+    lines = [first - 1, (source.node.end_lineno or first) - 1]
+    model["kernels"].append(F.kernel_facts(func, analyses, def_range, lines, source.name, run.ctx.target))
+    buffers = F.buffer_facts(func, analyses, doc.lines, index)
+    model["buffers"].extend(buffers)
+    names = {b["ir_name"]: b["name"] for b in buffers}
+    model["ops"].extend(F.op_facts(func, analyses, doc.lines, index, names))
 
 
 def _warning_problems(doc: LoadedDocument, caught, clear_fixes: Dict[int, Dict]) -> List[Problem]:
@@ -127,10 +174,12 @@ def _warning_problems(doc: LoadedDocument, caught, clear_fixes: Dict[int, Dict])
     return problems
 
 
-def _diagnostics(doc: LoadedDocument) -> List[Dict]:
-    """LSP diagnostics (plain dicts) for the document's problems, without repeats."""
+def _diagnostics(doc: LoadedDocument, caught, clear_fixes: Dict[int, Dict]) -> List[Dict]:
+    """LSP diagnostics (plain dicts) for the document's problems and warnings, without repeats."""
+    problems = doc.problems + _warning_problems(doc, caught, clear_fixes)
+    explain_skipped_names(doc.skipped, problems)
     out, seen = [], set()
-    for p in doc.problems:
+    for p in problems:
         span = p.span if p.span.line > 0 else Span(doc.path, 1, 0)
         rng = span_range(doc.lines, span)
         key = (rng["start"]["line"], rng["start"]["character"], p.message)
@@ -157,7 +206,7 @@ def _ancestors(body, target: N.Stmt, path=()) -> Optional[Tuple[N.Stmt, ...]]:
     return None
 
 
-def _clear_fixes(doc: LoadedDocument, func: N.PrimFunc, names: Dict[str, str]) -> Dict[int, Dict]:
+def _clear_fixes(doc: LoadedDocument, func: N.PrimFunc) -> Dict[int, Dict]:
     """Line of each uninitialized read -> the edit that clears the buffer before its loop."""
     from ..passes.init_check import uninitialized_reads
 
@@ -172,7 +221,7 @@ def _clear_fixes(doc: LoadedDocument, func: N.PrimFunc, names: Dict[str, str]) -
         line = anchor.span.line
         text = doc.lines[line - 1]
         indent = text[:len(text) - len(text.lstrip())]
-        name = names.get(buf.name, buf.name)
+        name = F.source_name(doc.lines, buf.span, buf.name)
         fixes[stmt.span.line] = {
             "title": f"Insert {alias}.clear({name}) before the {'loop' if loops else 'statement'}",
             "edits": [{"range": lsp_range(doc.lines, line, 0, line, 0),

@@ -191,13 +191,14 @@ def _run_statement(doc: LoadedDocument, node: ast.stmt, flags: int = 0) -> None:
         doc.problems.append(problem)
 
 
-def explain_skipped_names(doc: LoadedDocument) -> None:
+def explain_skipped_names(skipped: Dict[str, int], problems: List[Problem]) -> None:
     """Say so when an undefined-name problem is about a module-level name the server does not
     compute (its assignment calls code other than the language): it is not the user's error."""
-    for problem in doc.problems:
-        for name, line in doc.skipped.items():
+    for problem in problems:
+        for name, line in skipped.items():
             quoted = f"'{name}'"
-            if quoted in problem.message and ("not defined" in problem.message or "undefined name" in problem.message):
+            if quoted in problem.message and ("not defined" in problem.message or "undefined name" in problem.message) \
+                    and problem.severity == "error":
                 problem.severity = "information"
                 problem.message += (f" ({quoted} is set on line {line}, which the language server does "
                                     "not run because it calls code other than the language)")

@@ -52,8 +52,10 @@ class WorkerProcess:
         await self._call({"method": "warm", "target": target}, WARM_UP_SECONDS)
         self.warm_target = target
 
-    async def call(self, request: Dict[str, Any], timeout: float) -> Any:
-        """Send one request and return its result; a TimeoutError kills the worker."""
+    async def call(self, request: Dict[str, Any], timeout: float, on_partial=None) -> Any:
+        """Send one request and return its result; a TimeoutError kills the worker.
+
+        `on_partial(answer)` receives the early answers the worker sends before the result."""
         async with self.lock:
             target = request.get("target")
             if self.proc is None or self.proc.returncode is not None:
@@ -61,25 +63,34 @@ class WorkerProcess:
             elif request.get("method") == "analyze" and target != self.warm_target:
                 await self._call({"method": "warm", "target": target}, WARM_UP_SECONDS)
                 self.warm_target = target
-            return await self._call(request, timeout)
+            return await self._call(request, timeout, on_partial)
 
-    async def _call(self, request: Dict[str, Any], timeout: float) -> Any:
+    async def _call(self, request: Dict[str, Any], timeout: float, on_partial=None) -> Any:
         self._ids += 1
         request = dict(request, id=self._ids)
         self.proc.stdin.write((json.dumps(request) + "\n").encode("utf-8"))
         await self.proc.stdin.drain()
         try:
-            line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+            answer = await asyncio.wait_for(self._answer(on_partial), timeout)
         except asyncio.TimeoutError:
             await self.stop()
             raise
-        if not line:
-            await self.stop()
-            raise WorkerError("the analysis worker exited")
-        answer = json.loads(line)
         if "error" in answer:
             raise WorkerError(answer["error"] + "\n" + answer.get("traceback", ""))
         return answer["result"]
+
+    async def _answer(self, on_partial) -> Dict[str, Any]:
+        """The final answer to the current request, handing early ones to `on_partial`."""
+        while True:
+            line = await self.proc.stdout.readline()
+            if not line:
+                await self.stop()
+                raise WorkerError("the analysis worker exited")
+            answer = json.loads(line)
+            if "partial" not in answer:
+                return answer
+            if on_partial is not None:
+                on_partial(answer["partial"])
 
     async def stop(self) -> None:
         """End the worker process (it is started again by the next call)."""
@@ -131,8 +142,14 @@ class Scheduler:
         budget = float(settings.get("timeBudget") or DEFAULT_TIME_BUDGET)
         request = {"method": "analyze", "path": to_fs_path(uri) or uri, "text": text,
                    "target": settings.get("target") or None}
+        early: List[Dict] = []
+
+        def publish_early(partial: Dict) -> None:
+            early.append(partial["diagnostics"])
+            self.server.publish(uri, {"diagnostics": partial["diagnostics"], "version": version})
+
         try:
-            model = await self.worker.call(request, budget)
+            model = await self.worker.call(request, budget, publish_early)
         except asyncio.TimeoutError:
             model = over_budget_model(budget)
         except WorkerError as err:
@@ -141,7 +158,8 @@ class Scheduler:
             model = message_model(f"tilecore: the analysis failed inside the language server: {first}")
         model["version"] = version
         self.models[uri] = model
-        self.server.publish(uri, model)
+        if not early or early[-1] != model["diagnostics"]:  # layout inference found more
+            self.server.publish(uri, model)
         self._updated.set()
         self._updated = asyncio.Event()
 
