@@ -18,7 +18,7 @@ import ast
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..ir import nodes as N
 from ..ir.span import Span
@@ -32,13 +32,13 @@ from .positions import lsp_range, span_range
 SEVERITY = {"error": 1, "warning": 2, "information": 3, "hint": 4}
 
 
-def analyze(path: str, text: str, target: Optional[str] = None,
-            on_diagnostics: Optional[Callable[[List[Dict]], None]] = None) -> Dict[str, Any]:
+def analyze(path: str, text: str, target: Optional[str] = None, layouts: bool = True) -> Dict[str, Any]:
     """Diagnostics and facts for the document `text` stored at `path` (see the module docstring).
 
-    Layout inference (the backend's rules) only adds facts for hovers in the common case,
-    and it can cost as much as all other passes together: `on_diagnostics`, when given,
-    receives the diagnostics of everything before it, so the editor shows them sooner."""
+    Layout inference with a backend's rules mostly adds facts for hovers, and it can cost as
+    much as all other passes together: with `layouts=False` it is skipped when the backend
+    has layout rules (and with it the passes after it), which is how the server gets
+    diagnostics out quickly. `model["layouts"]` says whether the whole pipeline ran."""
     started = time.perf_counter()
     model: Dict[str, Any] = {"path": path, "target": target, "kernels": [], "buffers": [], "ops": []}
     clear_fixes: Dict[int, Dict] = {}
@@ -46,14 +46,11 @@ def analyze(path: str, text: str, target: Optional[str] = None,
         warnings.simplefilter("always")
         doc = load_document(path, text)
         backend, full = _backend(doc, target)
+        model["layouts"] = layouts or not _has_layout_rules(backend)
         runs = [run for run in (_start_kernel(doc, s, backend, full) for s in doc.kernels) if run]
         for run in runs:
-            _run_passes(doc, run, run.layout_index)
+            _run_passes(doc, run, len(run.passes) if model["layouts"] else run.layout_index)
             _early_findings(doc, run, clear_fixes)
-        if on_diagnostics is not None:
-            on_diagnostics(_diagnostics(doc, caught, clear_fixes))
-        for run in runs:
-            _run_passes(doc, run, len(run.passes))
             _add_facts(doc, run, model)
     model["diagnostics"] = _diagnostics(doc, caught, clear_fixes)
     model["seconds"] = round(time.perf_counter() - started, 4)
@@ -84,6 +81,15 @@ def _backend(doc: LoadedDocument, target: Optional[str]):
     except Exception as err:  # an unknown target is a setting problem, shown once on line 1
         doc.problems.append(Problem(Span(doc.path, 1, 0), f"tile.target: {err}", "warning", "target"))
         return None, None
+
+
+def _has_layout_rules(backend) -> bool:
+    """Whether layout inference does anything for `backend` (no rules: it records nothing)."""
+    if backend is None:
+        return False
+    from ..passes.layout_inference import collect_rules
+
+    return bool(collect_rules(backend))
 
 
 def _build(doc: LoadedDocument, source: KernelSource) -> Optional[N.PrimFunc]:

@@ -13,188 +13,21 @@ Settings (initializationOptions, or `workspace/didChangeConfiguration` under "ti
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sys
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from lsprotocol import types as L
 from pygls.lsp.server import LanguageServer
-from pygls.uris import from_fs_path, to_fs_path
+from pygls.uris import from_fs_path
 
 from .. import __version__
 from . import features, language_help
 from .positions import qualifier_of, word_at
+from .scheduling import DEFAULT_TIME_BUDGET, Scheduler
 
 log = logging.getLogger("tilecore.lsp")
-DEFAULT_TIME_BUDGET = 5.0
-WARM_UP_SECONDS = 120.0  # importing the core and the plugins once; not part of any analysis
-
-
-class WorkerError(RuntimeError):
-    """The worker failed to answer (it crashed, or its answer was an error)."""
-
-
-class WorkerProcess:
-    """The analysis worker as an asyncio child process speaking JSON lines."""
-
-    def __init__(self):
-        self.proc: Optional[asyncio.subprocess.Process] = None
-        self.lock = asyncio.Lock()
-        self.warm_target: Any = False  # the target the running worker was warmed for
-        self._ids = 0
-
-    async def _start(self, target: Optional[str]) -> None:
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tilecore.lsp.worker", stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, limit=1 << 26)
-        await self._call({"method": "warm", "target": target}, WARM_UP_SECONDS)
-        self.warm_target = target
-
-    async def call(self, request: Dict[str, Any], timeout: float, on_partial=None) -> Any:
-        """Send one request and return its result; a TimeoutError kills the worker.
-
-        `on_partial(answer)` receives the early answers the worker sends before the result."""
-        async with self.lock:
-            target = request.get("target")
-            if self.proc is None or self.proc.returncode is not None:
-                await self._start(target)
-            elif request.get("method") == "analyze" and target != self.warm_target:
-                await self._call({"method": "warm", "target": target}, WARM_UP_SECONDS)
-                self.warm_target = target
-            return await self._call(request, timeout, on_partial)
-
-    async def _call(self, request: Dict[str, Any], timeout: float, on_partial=None) -> Any:
-        self._ids += 1
-        request = dict(request, id=self._ids)
-        self.proc.stdin.write((json.dumps(request) + "\n").encode("utf-8"))
-        await self.proc.stdin.drain()
-        try:
-            answer = await asyncio.wait_for(self._answer(on_partial), timeout)
-        except asyncio.TimeoutError:
-            await self.stop()
-            raise
-        if "error" in answer:
-            raise WorkerError(answer["error"] + "\n" + answer.get("traceback", ""))
-        return answer["result"]
-
-    async def _answer(self, on_partial) -> Dict[str, Any]:
-        """The final answer to the current request, handing early ones to `on_partial`."""
-        while True:
-            line = await self.proc.stdout.readline()
-            if not line:
-                await self.stop()
-                raise WorkerError("the analysis worker exited")
-            answer = json.loads(line)
-            if "partial" not in answer:
-                return answer
-            if on_partial is not None:
-                on_partial(answer["partial"])
-
-    async def stop(self) -> None:
-        """End the worker process (it is started again by the next call)."""
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.kill()
-            await self.proc.wait()
-        self.proc = None
-
-
-class Scheduler:
-    """Analyses open documents in the worker, newest edit first, and publishes the results."""
-
-    def __init__(self, server: "TileLanguageServer"):
-        self.server = server
-        self.worker = WorkerProcess()
-        self.pending: Dict[str, None] = {}  # uris to analyse, in order of their latest edit
-        self.models: Dict[str, Dict] = {}
-        self._wake: Optional[asyncio.Event] = None
-        self._updated: Optional[asyncio.Event] = None
-        self._task: Optional[asyncio.Task] = None
-
-    def submit(self, uri: str) -> None:
-        """Queue `uri` for analysis (an older queued request for it is replaced)."""
-        if self._task is None:
-            self._wake, self._updated = asyncio.Event(), asyncio.Event()
-            self._task = asyncio.ensure_future(self._run())
-        self.pending.pop(uri, None)
-        self.pending[uri] = None
-        self._wake.set()
-
-    async def _run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self.pending:
-                uri = next(reversed(self.pending))  # the document edited last
-                del self.pending[uri]
-                try:
-                    await self._analyse(uri)
-                except Exception:  # keep serving the other documents
-                    log.exception("analysis of %s failed", uri)
-
-    async def _analyse(self, uri: str) -> None:
-        doc = self.server.workspace.text_documents.get(uri)
-        if doc is None:  # closed meanwhile
-            return
-        version, text = doc.version, doc.source
-        settings = self.server.settings
-        budget = float(settings.get("timeBudget") or DEFAULT_TIME_BUDGET)
-        request = {"method": "analyze", "path": to_fs_path(uri) or uri, "text": text,
-                   "target": settings.get("target") or None}
-        early: List[Dict] = []
-
-        def publish_early(partial: Dict) -> None:
-            early.append(partial["diagnostics"])
-            self.server.publish(uri, {"diagnostics": partial["diagnostics"], "version": version})
-
-        try:
-            model = await self.worker.call(request, budget, publish_early)
-        except asyncio.TimeoutError:
-            model = over_budget_model(budget)
-        except WorkerError as err:
-            log.error("%s", err)
-            first = str(err).splitlines()[0]
-            model = message_model(f"tilecore: the analysis failed inside the language server: {first}")
-        model["version"] = version
-        self.models[uri] = model
-        if not early or early[-1] != model["diagnostics"]:  # layout inference found more
-            self.server.publish(uri, model)
-        self._updated.set()
-        self._updated = asyncio.Event()
-
-    async def model(self, uri: str, timeout: float) -> Optional[Dict]:
-        """The analysis of the document's current text; waits up to `timeout` s for it to finish."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while self._updated is not None:
-            doc = self.server.workspace.text_documents.get(uri)
-            current = self.models.get(uri)
-            if doc is None or (current and current.get("version") == doc.version and uri not in self.pending):
-                break
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            try:
-                await asyncio.wait_for(self._updated.wait(), remaining)
-            except asyncio.TimeoutError:
-                break
-        return self.models.get(uri)
-
-
-def message_model(message: str, severity: int = 2) -> Dict:
-    """A model with one diagnostic on the first line and no facts."""
-    rng = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
-    return {"kernels": [], "buffers": [], "ops": [], "target": None,
-            "diagnostics": [{"range": rng, "severity": severity, "message": message, "source": "tilecore",
-                             "code": "time-budget", "data": None}]}
-
-
-def over_budget_model(budget: float) -> Dict:
-    """What is published when an analysis ran past its time budget."""
-    return message_model(f"tilecore: analysing this file took longer than the {budget:g} s budget "
-                         f"(setting tile.timeBudget) and was stopped; Python code that runs while the "
-                         f"kernels are built (the factory, the kernel's meta-programming) may not finish")
 
 
 class TileLanguageServer(LanguageServer):
@@ -204,6 +37,10 @@ class TileLanguageServer(LanguageServer):
         super().__init__("tile-lsp", __version__)
         self.settings: Dict[str, Any] = {"target": target, "timeBudget": time_budget}
         self.scheduler = Scheduler(self)
+
+    def time_budget(self) -> float:
+        """Seconds one analysis may take (setting `timeBudget`)."""
+        return float(self.settings.get("timeBudget") or DEFAULT_TIME_BUDGET)
 
     def update_settings(self, options: Any) -> None:
         """Take `target` / `timeBudget` from initializationOptions or configuration settings."""
@@ -257,9 +94,7 @@ def _register_document_sync(server: TileLanguageServer) -> None:
     @server.feature(L.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def configuration(ls: TileLanguageServer, params: L.DidChangeConfigurationParams):
         ls.update_settings(params.settings)
-        ls.scheduler.models.clear()  # analysed under the old settings: hovers wait for the new ones
-        for uri in list(ls.workspace.text_documents):
-            ls.scheduler.submit(uri)
+        ls.scheduler.invalidate()
 
     @server.feature(L.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: TileLanguageServer, params: L.DidOpenTextDocumentParams):
@@ -276,30 +111,25 @@ def _register_document_sync(server: TileLanguageServer) -> None:
     @server.feature(L.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TileLanguageServer, params: L.DidCloseTextDocumentParams):
         uri = params.text_document.uri
-        ls.scheduler.pending.pop(uri, None)
-        ls.scheduler.models.pop(uri, None)
+        ls.scheduler.forget(uri)
         ls.text_document_publish_diagnostics(L.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     @server.feature(L.SHUTDOWN)
     async def shutdown(ls: TileLanguageServer, *args):
-        await ls.scheduler.worker.stop()
+        await ls.scheduler.stop()
 
     @server.feature("tile/status")
     async def status(ls: TileLanguageServer, *args):
-        """Whether TVM is loaded in the server and in the worker (it never should be)."""
-        worker = await ls.scheduler.worker.call({"method": "status"}, 30.0)
-        return {"server_tvm_loaded": "tvm" in sys.modules, "worker": worker, "settings": ls.settings}
-
-
-def _budget(ls: TileLanguageServer) -> float:
-    return float(ls.settings.get("timeBudget") or DEFAULT_TIME_BUDGET)
+        """Whether TVM is loaded in the server and in the workers (it never should be)."""
+        return {"server_tvm_loaded": "tvm" in sys.modules, "workers": await ls.scheduler.status(),
+                "settings": ls.settings}
 
 
 def _register_analysis_features(server: TileLanguageServer) -> None:
     @server.feature(L.TEXT_DOCUMENT_HOVER)
     async def hover(ls: TileLanguageServer, params: L.HoverParams):
         uri = params.text_document.uri
-        model = await ls.scheduler.model(uri, _budget(ls))
+        model = await ls.scheduler.model(uri, ls.time_budget())
         lines, line, char = ls.cursor(uri, params.position)
         found = features.hover(model or {}, lines, line, char, language_help.aliases_in("\n".join(lines)))
         if found is None:
@@ -311,7 +141,7 @@ def _register_analysis_features(server: TileLanguageServer) -> None:
     @server.feature(L.TEXT_DOCUMENT_INLAY_HINT)
     async def inlay_hint(ls: TileLanguageServer, params: L.InlayHintParams):
         uri = params.text_document.uri
-        model = await ls.scheduler.model(uri, _budget(ls))
+        model = await ls.scheduler.model(uri, ls.time_budget())
         hints = features.inlay_hints(model or {}, params.range.start.line, params.range.end.line)
         return [L.InlayHint(position=ls.client_range(uri, {"start": h["position"], "end": h["position"]}).start,
                             label=h["label"], kind=L.InlayHintKind.Type, padding_left=True,
@@ -400,7 +230,7 @@ def serve_tcp(server: TileLanguageServer, host: str, port: int, announce=None) -
                 await tcp.serve_forever()
             except asyncio.CancelledError:
                 pass
-        await server.scheduler.worker.stop()
+        await server.scheduler.stop()
 
     tcp = None
     try:

@@ -7,8 +7,7 @@ budget and restarts this process when the budget runs out.
 
 Protocol: one JSON object per line on stdin, one answer per line on stdout:
   {"id": 1, "method": "analyze", "path": ..., "text": ..., "target": null}
-      -> {"id": 1, "partial": {"diagnostics": [...]}}  (before layout inference)
-      -> {"id": 1, "result": model}
+      -> {"id": 1, "result": model}       ("layouts": false skips layout inference)
   {"id": 2, "method": "warm", "target": "cuda"}                        -> {"id": 2, "result": {...}}
   {"id": 3, "method": "status"}                                        -> {"id": 3, "result": {...}}
 Failures answer {"id": n, "error": "..."}. Output the user's code prints goes to stderr.
@@ -23,7 +22,7 @@ import json
 import os
 import sys
 import traceback
-from typing import Any, Callable, Dict
+from typing import Any, Dict
 
 BLOCKED_PACKAGES = ("tvm",)
 _blocked_attempts: Dict[str, int] = {}
@@ -64,16 +63,13 @@ class RefuseTVM(importlib.abc.MetaPathFinder):
         return None
 
 
-def handle(request: Dict[str, Any], send: Callable[[Dict[str, Any]], None]) -> Any:
-    """The result of one request (see the module docstring); `send` writes an early answer."""
+def handle(request: Dict[str, Any]) -> Any:
+    """The result of one request (see the module docstring)."""
     method = request.get("method")
     if method == "analyze":
         from .analysis import analyze
 
-        def early(diagnostics):
-            send({"id": request.get("id"), "partial": {"diagnostics": diagnostics}})
-
-        return analyze(request["path"], request["text"], request.get("target"), early)
+        return analyze(request["path"], request["text"], request.get("target"), request.get("layouts", True))
     if method == "warm":
         from .analysis import analyze
 
@@ -91,20 +87,19 @@ def main() -> int:
     protocol = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # whatever the user's code prints must not corrupt the protocol
     sys.stdout = sys.stderr
-
-    def send(answer: Dict[str, Any]) -> None:
-        protocol.write(json.dumps(answer) + "\n")
-        protocol.flush()
-
+    if "--nice" in sys.argv:  # the facts worker yields the CPU to the diagnostics worker
+        os.nice(int(sys.argv[sys.argv.index("--nice") + 1]))
     for line in sys.stdin:
         if not line.strip():
             continue
         request = json.loads(line)
         try:
-            send({"id": request.get("id"), "result": handle(request, send)})
+            answer = {"id": request.get("id"), "result": handle(request)}
         except Exception as err:  # report, keep serving
-            send({"id": request.get("id"), "error": f"{type(err).__name__}: {err}",
-                  "traceback": traceback.format_exc()})
+            answer = {"id": request.get("id"), "error": f"{type(err).__name__}: {err}",
+                      "traceback": traceback.format_exc()}
+        protocol.write(json.dumps(answer) + "\n")
+        protocol.flush()
     return 0
 
 
