@@ -251,3 +251,15 @@ def test_time_budget_stops_a_runaway_analysis_and_the_server_recovers(lsp):
         lsp.close_document(uri)
     finally:
         lsp.configure({"timeBudget": 30})
+
+
+def test_slow_imports_are_not_charged_to_the_time_budget(lsp):
+    with open(os.path.join(lsp.folder, "slow_neighbour.py"), "w", encoding="utf-8") as f:
+        f.write("import time\ntime.sleep(2.5)  # like a first `import torch`\n")
+    text = GEMM.replace("import tilecore\n", "import tilecore\nimport slow_neighbour  # noqa\n", 1)
+    lsp.configure({"timeBudget": 1.5})
+    try:
+        _, uri = _document(lsp, "slow_import.py", text)
+        assert lsp.diagnostics(uri)[0] == []
+    finally:
+        lsp.configure({"timeBudget": 30})

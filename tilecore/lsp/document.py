@@ -146,9 +146,7 @@ def load_document(path: str, text: str) -> LoadedDocument:
         return doc
     # The frontend reads the kernel's source through linecache: give it the editor's text.
     linecache.cache[path] = (len(text), None, text.splitlines(keepends=True), path)
-    folder = path.rsplit("/", 1)[0] if "/" in path else ""
-    if folder and folder not in sys.path:
-        sys.path.insert(0, folder)  # so the document can import its neighbours
+    _importable_neighbours(path)
     aliases = aliases_in(text)
     flags = _future_flags(doc.tree)
     for node in doc.tree.body:
@@ -163,6 +161,34 @@ def load_document(path: str, text: str) -> LoadedDocument:
             if kernel is not None:
                 doc.kernels.append(kernel)
     return doc
+
+
+def _importable_neighbours(path: str) -> None:
+    """Put the document's folder on sys.path, so that it can import the modules beside it."""
+    folder = path.rsplit("/", 1)[0] if "/" in path else ""
+    if folder and folder not in sys.path:
+        sys.path.insert(0, folder)
+
+
+def run_imports(path: str, text: str) -> int:
+    """Import what the document's top-level import statements name (failures are left for the
+    analysis to report); returns how many statements ran. The server calls this with a long
+    timeout before an analysis whose imports changed, so that importing a heavy module
+    (torch) once is not charged to the analysis's time budget."""
+    try:
+        tree = ast.parse(text, path)
+    except SyntaxError:
+        return 0
+    _importable_neighbours(path)
+    count = 0
+    for node in tree.body:
+        if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and node.module != "__future__"):
+            try:
+                exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), {"__name__": "__tile_lsp__"})
+            except Exception:  # reported by the analysis, at the import's line
+                pass
+            count += 1
+    return count
 
 
 def _future_flags(tree: ast.Module) -> int:

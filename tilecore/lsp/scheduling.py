@@ -42,6 +42,7 @@ class WorkerProcess:
         self.proc: Optional[asyncio.subprocess.Process] = None
         self.lock = asyncio.Lock()
         self.warm_target: Any = False  # the target the running worker was warmed for
+        self.imported: set = set()     # the import lines it has run
         self._ids = 0
 
     async def call(self, request: Dict[str, Any], timeout: float) -> Any:
@@ -55,11 +56,22 @@ class WorkerProcess:
                 self.proc = await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "tilecore.lsp.worker", *extra, stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE, limit=1 << 26)
-                self.warm_target = False
-            if request.get("method") == "analyze" and target != self.warm_target:
-                await self._call({"method": "warm", "target": target}, WARM_UP_SECONDS)
-                self.warm_target = target
+                self.warm_target, self.imported = False, set()
+            if request.get("method") == "analyze":
+                await self._prepare(request)
             return await self._call(request, timeout)
+
+    async def _prepare(self, request: Dict[str, Any]) -> None:
+        """Warm up for the target and import the document's modules, outside the time budget
+        (a first `import torch` may take seconds; it happens once per worker)."""
+        if request.get("target") != self.warm_target:
+            await self._call({"method": "warm", "target": request.get("target")}, WARM_UP_SECONDS)
+            self.warm_target = request.get("target")
+        imports = tuple(line for line in request["text"].splitlines() if line.startswith(("import ", "from ")))
+        if imports not in self.imported:
+            await self._call({"method": "imports", "path": request["path"], "text": request["text"]},
+                             WARM_UP_SECONDS)
+            self.imported.add(imports)
 
     async def _call(self, request: Dict[str, Any], timeout: float) -> Any:
         self._ids += 1

@@ -9,6 +9,7 @@ Protocol: one JSON object per line on stdin, one answer per line on stdout:
   {"id": 1, "method": "analyze", "path": ..., "text": ..., "target": null}
       -> {"id": 1, "result": model}       ("layouts": false skips layout inference)
   {"id": 2, "method": "warm", "target": "cuda"}                        -> {"id": 2, "result": {...}}
+  {"id": 4, "method": "imports", "path": ..., "text": ...}  -> run the document's imports only
   {"id": 3, "method": "status"}                                        -> {"id": 3, "result": {...}}
 Failures answer {"id": n, "error": "..."}. Output the user's code prints goes to stderr.
 
@@ -70,6 +71,10 @@ def handle(request: Dict[str, Any]) -> Any:
         from .analysis import analyze
 
         return analyze(request["path"], request["text"], request.get("target"), request.get("layouts", True))
+    if method == "imports":
+        from .document import run_imports
+
+        return run_imports(request["path"], request["text"])
     if method == "warm":
         from .analysis import analyze
 
