@@ -119,3 +119,31 @@ print(json.dumps({{"tvm": "tvm" in sys.modules, "kernels": counts}}))
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["tvm"] is False
     assert set(result["kernels"].values()) == {1}
+
+
+def test_unproven_copies_are_reported_with_the_bounds_pass_reason(tmp_path):
+    import tilecore
+    from tilecore.cli.loading import load_object
+
+    text = KERNEL.replace("def scale(N=256,", "def scale(N=200,")  # the last tile is partial
+    text = text.split("\n\nkernel = ")[0] + "\n"  # importing it here must not compile it
+    path = tmp_path / "partial.py"
+    path.write_text(text)
+    model = analyze(str(path), text)
+    _, ctx = tilecore.lower(load_object(f"{path}::scale").prim_func())
+    unproven = [f for f in ctx.analyses["bounds"] if not f.proven]
+    assert len(unproven) == 2
+    got = [(d["range"]["start"]["line"], d["severity"], d["message"]) for d in model["diagnostics"]]
+    assert got == [(f.span.line - 1, 3, f"T.copy is not proven in bounds, so it is {f.reason}") for f in unproven]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(["A_s", "B[k * 32, bx]", "C_f", "(1, 2)", "f(x, y)", "{1: 2}"]), max_size=5))
+def test_signature_help_counts_top_level_arguments(arguments):
+    from tilecore.lsp.language_help import active_parameter, open_call
+
+    before = "        T.gemm(" + "".join(a + ", " for a in arguments)
+    name, index, keyword = open_call(before, {"T"})
+    assert (name, index, keyword) == ("gemm", len(arguments), "")
+    assert active_parameter("gemm", index, "") == min(len(arguments), 8)
+    assert open_call(before + "transpose_B=", {"T"})[2] == "transpose_B"

@@ -195,6 +195,8 @@ class Scheduler:
         self.server.publish(uri, model)
 
     def _diagnosed(self, uri: str, model: Dict) -> None:
+        if uri not in self.server.workspace.text_documents:
+            return  # closed while it was analysed
         self._remember(uri, model)
         self._publish(uri, model)
         if not model.get("layouts") and not model.get("failed"):

@@ -1,9 +1,10 @@
 """`tile lsp`: the language server (pygls), over stdio or TCP.
 
 The server process only keeps documents and answers the editor; every analysis runs in
-the worker process (tilecore.lsp.worker) under a time budget, one document at a time,
-newest edit first, so typing is never blocked and a runaway analysis is stopped (the
-worker is restarted). Hovers, inlay hints and code actions read the latest analysis.
+a worker process under a time budget, newest edit first (tilecore.lsp.scheduling), so
+typing is never blocked and a runaway analysis is stopped. Hovers, inlay hints and code
+actions read the latest analysis; completion, signature help and go-to-definition come
+from the language itself (tilecore.lsp.language_help).
 
 Settings (initializationOptions, or `workspace/didChangeConfiguration` under "tile"):
   target      backend whose passes, layout rules and limits to check against
