@@ -137,6 +137,22 @@ def test_hover_on_kernel_shows_grid_threads_shared_memory_and_stages(lsp):
     assert "pipeline `k`" in text and "num_stages=2 over 8 iterations" in text
 
 
+def test_hover_on_tile_ops_shows_regions_bounds_and_documentation(lsp):
+    import tilecore.language as T
+
+    _, uri = _document(lsp, "op_hover.py", GEMM)
+    lsp.diagnostics(uri)
+    lines = GEMM.splitlines()
+    copy = _line_of(GEMM, "T.copy(A[")
+    text = lsp.hover(uri, copy, lines[copy].index("copy") + 1).contents.value
+    assert "src: `A` region 64×32 (from [by * 64, k * 32])" in text
+    assert "dst: `A_s` region 64×32 (whole buffer)" in text
+    assert "in bounds: A dim 0" in text and T.copy.__doc__.splitlines()[0] in text
+    gemm = _line_of(GEMM, "T.gemm(")
+    text = lsp.hover(uri, gemm, lines[gemm].index("gemm")).contents.value
+    assert "M×N×K = 64×64×32, float16 × float16 → float32" in text
+
+
 def test_inlay_hints_show_region_shapes_of_copy_and_gemm(lsp):
     _, uri = _document(lsp, "hints.py", GEMM)
     lsp.diagnostics(uri)

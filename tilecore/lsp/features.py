@@ -11,6 +11,7 @@ from . import language_help
 from .positions import contains, qualifier_of, word_at
 
 HINT_OPS = ("copy", "gemm")
+OP_OF_CALL = {"clear": "fill"}  # language calls whose IR op has another name
 
 
 def _shape(extents) -> str:
@@ -36,7 +37,8 @@ def hover(model: Dict, lines: List[str], line: int, character: int, aliases) -> 
     rng = {"start": {"line": line, "character": start}, "end": {"line": line, "character": end}}
     kernels = _kernels_at(model, line)
     if qualifier_of(text, start) in aliases and word in language_help.language_names():
-        op = next((o for o in model.get("ops", ()) if o["kernel"] in kernels and o["op"].startswith(word)
+        op_name = OP_OF_CALL.get(word, word)
+        op = next((o for o in model.get("ops", ()) if o["kernel"] in kernels and o["op"] == op_name
                    and contains(o["range"], line, character)), None)
         if op is not None:
             return op_markdown(model, op, word), rng
