@@ -258,14 +258,14 @@ def test_tvm_is_never_imported(lsp):
 def test_time_budget_stops_a_runaway_analysis_and_the_server_recovers(lsp):
     loops = GEMM.replace("    @T.prim_func\n", "    while True:\n        pass\n    @T.prim_func\n")
     lsp.configure({"timeBudget": 1.5})
+    _, uri = _document(lsp, "runaway.py", loops)
     try:
-        _, uri = _document(lsp, "runaway.py", loops)
         diagnostics, _ = lsp.diagnostics(uri)
         assert len(diagnostics) == 1 and "longer than the 1.5 s budget" in diagnostics[0].message
         _, good = _document(lsp, "after_runaway.py", GEMM)
         assert lsp.diagnostics(good)[0] == []
-        lsp.close_document(uri)
     finally:
+        lsp.close_document(uri)
         lsp.configure({"timeBudget": 30})
 
 
