@@ -19,6 +19,10 @@ version. Two ways of editing:
   back-to-back  send the next edit as soon as the diagnostics arrive, while the facts
                 worker may still be inferring layouts for the previous text
 
+For reference, the same analyses (diagnostics lane: without a backend's layout
+inference) also run in this process, timed by their CPU time (`time.process_time`): on a
+machine that other jobs load, the wall-clock latency is that plus waiting for a core.
+
 The bar (issue 18): 300 ms for a 100-line kernel on this 2-core machine. Runs with no
 target (the core passes) and with --targets given (their passes, limits and layout rules
 too). Results go to benchmarks/results/lsp_latency-<UTC time>.json.
@@ -98,6 +102,21 @@ def measure(target, rounds: int, text: str):
         client.stop()
 
 
+def analysis_cpu(target, rounds: int, text: str):
+    """{edit: CPU-time summary} of the diagnostics lane's analysis of each edit, in this process."""
+    from tilecore.lsp.analysis import analyze
+
+    path = os.path.join(ROOT, "examples", "_lsp_latency_doc.py")
+    analyze(path, text, target, layouts=False)  # imports and plugin discovery, once
+    times = {}
+    for _ in range(rounds):
+        for name, new_text in edits(text):
+            start = time.process_time()
+            analyze(path, new_text, target, layouts=False)
+            times.setdefault(name, []).append((time.process_time() - start) * 1000)
+    return {name: summary(v) for name, v in times.items()}
+
+
 def summary(ms):
     """Count, median, 90th percentile and maximum of a list of milliseconds."""
     ordered = sorted(ms)
@@ -125,6 +144,7 @@ def main() -> int:
     result["load_average_before"] = os.getloadavg()
     for target in targets:
         result["targets"][str(target)] = measure(target, args.rounds, text)
+        result["targets"][str(target)]["analysis cpu"] = analysis_cpu(target, args.rounds, text)
         for mode, rows in result["targets"][str(target)].items():
             for name, row in rows.items():
                 print(f"target {str(target):6} {mode:12} {name:7} median {row['median_ms']:7.1f} ms  "

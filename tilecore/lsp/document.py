@@ -133,12 +133,20 @@ def _def_span(path: str, node: ast.FunctionDef, lines: List[str]) -> Span:
     return Span(path, node.lineno, col, node.lineno, col + len("def ") + len(node.name))
 
 
+def _parse(path: str, text: str) -> ast.Module:
+    """The document's AST, through the frontend's own cache: the frontend parses the same
+    text again for each kernel, and then finds it there (the tree is never modified)."""
+    from ..frontend.parser import _parse_file
+
+    return _parse_file(path, text)
+
+
 def load_document(path: str, text: str) -> LoadedDocument:
     """Parse the document, run its definitions, and list its kernels (see the module docstring)."""
     lines = text.splitlines()
     doc = LoadedDocument(path, text, lines, None, {"__name__": "__tile_lsp__", "__file__": path})
     try:
-        doc.tree = ast.parse(text, path)
+        doc.tree = _parse(path, text)
     except SyntaxError as err:
         line = err.lineno or 1
         col = len((err.text or "")[:max((err.offset or 1) - 1, 0)].encode("utf-8"))
