@@ -117,6 +117,18 @@ def analysis_cpu(target, rounds: int, text: str):
     return {name: summary(v) for name, v in times.items()}
 
 
+def cpu_model() -> str:
+    """The processor's name (from /proc/cpuinfo where there is one)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown processor"
+
+
 def summary(ms):
     """Count, median, 90th percentile and maximum of a list of milliseconds."""
     ordered = sorted(ms)
@@ -133,7 +145,7 @@ def main() -> int:
     text = document()
     targets = [None] + [t for t in args.targets.split(",") if t]
     result = {"command": "python benchmarks/lsp_latency.py " + " ".join(sys.argv[1:]),
-              "machine": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores".strip(),
+              "machine": f"{cpu_model()}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}",
               "python": platform.python_version(), "kernel_lines": kernel_lines(text),
               "document_lines": len(text.splitlines()), "bar_ms": 300, "targets": {}}
     try:
