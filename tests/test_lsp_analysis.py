@@ -147,3 +147,10 @@ def test_signature_help_counts_top_level_arguments(arguments):
     assert (name, index, keyword) == ("gemm", len(arguments), "")
     assert active_parameter("gemm", index, "") == min(len(arguments), 8)
     assert open_call(before + "transpose_B=", {"T"})[2] == "transpose_B"
+
+
+def test_user_code_that_exits_or_raises_is_a_diagnostic_at_its_line(tmp_path):
+    text = KERNEL.replace("    @T.prim_func\n", "    if N > 100:\n        raise SystemExit(3)\n    @T.prim_func\n")
+    [d] = analyze(str(tmp_path / "k.py"), text)["diagnostics"]
+    assert d["severity"] == 1 and d["message"] == "SystemExit: 3"
+    assert d["range"]["start"]["line"] == text.splitlines().index("        raise SystemExit(3)")

@@ -99,7 +99,7 @@ def _build(doc: LoadedDocument, source: KernelSource) -> Optional[N.PrimFunc]:
     args, kwargs = source.args
     try:
         return source.obj.prim_func(*args, **kwargs)
-    except Exception as err:  # the user's factory or kernel: report, never raise
+    except (Exception, SystemExit) as err:  # the user's factory or kernel: report, never raise
         doc.problems.append(problem_from_exception(err, doc.path, def_span(doc, source.node)))
         return None
 

@@ -193,7 +193,7 @@ def run_imports(path: str, text: str) -> int:
         if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and node.module != "__future__"):
             try:
                 exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), {"__name__": "__tile_lsp__"})
-            except Exception:  # reported by the analysis, at the import's line
+            except (Exception, SystemExit):  # reported by the analysis, at the import's line
                 pass
             count += 1
     return count
@@ -217,7 +217,7 @@ def _run_statement(doc: LoadedDocument, node: ast.stmt, flags: int = 0) -> None:
                    dont_inherit=True)
     try:
         exec(code, doc.namespace)
-    except Exception as err:  # the user's code: every failure becomes a diagnostic
+    except (Exception, SystemExit) as err:  # the user's code: every failure becomes a diagnostic
         problem = problem_from_exception(err, doc.path, _node_span(doc.path, node))
         if isinstance(node, (ast.Import, ast.ImportFrom)) and problem.code == "python-error":
             problem.severity = "warning"
@@ -254,7 +254,7 @@ def _kernel_source(doc: LoadedDocument, node: ast.FunctionDef) -> Optional[Kerne
     if args_line:
         try:
             args = _parse_args(args_text, doc.namespace)
-        except Exception as err:
+        except (Exception, SystemExit) as err:
             doc.problems.append(Problem(Span(doc.path, args_line, 0), f"cannot read `# tile: args=`: "
                                         f"{type(err).__name__}: {err}", "error", "args-comment"))
             return None
