@@ -137,6 +137,7 @@ def summary(ms):
 
 
 def main() -> int:
+    """Measure every target, print a table and write the JSON result."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10, help="edit cycles per target (default 10)")
     parser.add_argument("--targets", default="cuda", help="comma-separated targets besides none")

@@ -7,6 +7,7 @@ from ..diagnostics import TileError
 
 
 def add_parser(subparsers) -> None:
+    """Register `tile lsp`."""
     p = subparsers.add_parser(
         "lsp", help="run the language server (diagnostics, hovers, inlay hints for kernels)",
         description="Language Server Protocol server for tilecore kernels, over stdio (default) or "
@@ -25,6 +26,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    """Serve until the editor disconnects (stdio) or the TCP client leaves."""
     try:
         from ..lsp.server import DEFAULT_TIME_BUDGET, make_server, serve_tcp
     except ImportError as err:

@@ -70,6 +70,7 @@ class TileLspClient:
         return self.versions[uri]
 
     def close_document(self, uri: str) -> None:
+        """Close the document (the server clears its diagnostics)."""
         self.client.text_document_did_close(L.DidCloseTextDocumentParams(L.TextDocumentIdentifier(uri)))
 
     def configure(self, settings: Dict[str, Any]) -> None:
@@ -95,27 +96,33 @@ class TileLspClient:
     # ------------------------------------------------------------------ requests
 
     def hover(self, uri: str, line: int, character: int) -> Optional[L.Hover]:
+        """textDocument/hover at a position."""
         return self._run(self.client.text_document_hover_async(
             L.HoverParams(L.TextDocumentIdentifier(uri), L.Position(line, character))))
 
     def inlay_hints(self, uri: str, first_line: int, last_line: int) -> List[L.InlayHint]:
+        """textDocument/inlayHint for a range of lines."""
         return self._run(self.client.text_document_inlay_hint_async(L.InlayHintParams(
             L.TextDocumentIdentifier(uri), L.Range(L.Position(first_line, 0), L.Position(last_line, 0)))))
 
     def code_actions(self, uri: str, diagnostics: List[L.Diagnostic]) -> List[L.CodeAction]:
+        """textDocument/codeAction for published diagnostics (the fixes they carry)."""
         rng = diagnostics[0].range if diagnostics else L.Range(L.Position(0, 0), L.Position(0, 0))
         return self._run(self.client.text_document_code_action_async(L.CodeActionParams(
             L.TextDocumentIdentifier(uri), rng, L.CodeActionContext(diagnostics=diagnostics)))) or []
 
     def completion(self, uri: str, line: int, character: int):
+        """textDocument/completion at a position."""
         return self._run(self.client.text_document_completion_async(
             L.CompletionParams(L.TextDocumentIdentifier(uri), L.Position(line, character))))
 
     def signature_help(self, uri: str, line: int, character: int) -> Optional[L.SignatureHelp]:
+        """textDocument/signatureHelp at a position."""
         return self._run(self.client.text_document_signature_help_async(
             L.SignatureHelpParams(L.TextDocumentIdentifier(uri), L.Position(line, character))))
 
     def definition(self, uri: str, line: int, character: int):
+        """textDocument/definition at a position."""
         return self._run(self.client.text_document_definition_async(
             L.DefinitionParams(L.TextDocumentIdentifier(uri), L.Position(line, character))))
 

@@ -55,6 +55,7 @@ class KernelSource:
 
 @dataclass
 class LoadedDocument:
+    """A document after its definitions ran: text, AST, namespace, kernels and problems so far."""
     path: str
     text: str
     lines: List[str]

@@ -253,5 +253,6 @@ class Scheduler:
         return [await lane.worker.call({"method": "status"}, 30.0) for lane in (self.quick, self.full)]
 
     async def stop(self) -> None:
+        """End both worker processes."""
         for lane in (self.quick, self.full):
             await lane.worker.stop()

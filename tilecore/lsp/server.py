@@ -90,33 +90,40 @@ def make_server(target: Optional[str] = None, time_budget: float = DEFAULT_TIME_
 def _register_document_sync(server: TileLanguageServer) -> None:
     @server.feature(L.INITIALIZE)
     def initialize(ls: TileLanguageServer, params: L.InitializeParams):
+        """Settings from initializationOptions."""
         ls.update_settings(params.initialization_options)
 
     @server.feature(L.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def configuration(ls: TileLanguageServer, params: L.DidChangeConfigurationParams):
+        """New settings: check every open document again."""
         ls.update_settings(params.settings)
         ls.scheduler.invalidate()
 
     @server.feature(L.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: TileLanguageServer, params: L.DidOpenTextDocumentParams):
+        """Check a newly opened document."""
         ls.scheduler.submit(params.text_document.uri)
 
     @server.feature(L.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: TileLanguageServer, params: L.DidChangeTextDocumentParams):
+        """Check the edited text (queued; older queued text is dropped)."""
         ls.scheduler.submit(params.text_document.uri)
 
     @server.feature(L.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: TileLanguageServer, params: L.DidSaveTextDocumentParams):
+        """Check the saved text."""
         ls.scheduler.submit(params.text_document.uri)
 
     @server.feature(L.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TileLanguageServer, params: L.DidCloseTextDocumentParams):
+        """Forget the document and clear its diagnostics."""
         uri = params.text_document.uri
         ls.scheduler.forget(uri)
         ls.text_document_publish_diagnostics(L.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     @server.feature(L.SHUTDOWN)
     async def shutdown(ls: TileLanguageServer, *args):
+        """Stop the workers."""
         await ls.scheduler.stop()
 
     @server.feature("tile/status")
@@ -129,6 +136,7 @@ def _register_document_sync(server: TileLanguageServer) -> None:
 def _register_analysis_features(server: TileLanguageServer) -> None:
     @server.feature(L.TEXT_DOCUMENT_HOVER)
     async def hover(ls: TileLanguageServer, params: L.HoverParams):
+        """Facts about the buffer, tile op or kernel under the cursor."""
         uri = params.text_document.uri
         model = await ls.scheduler.model(uri, ls.time_budget())
         lines, line, char = ls.cursor(uri, params.position)
@@ -141,6 +149,7 @@ def _register_analysis_features(server: TileLanguageServer) -> None:
 
     @server.feature(L.TEXT_DOCUMENT_INLAY_HINT)
     async def inlay_hint(ls: TileLanguageServer, params: L.InlayHintParams):
+        """Region shapes in T.copy / T.gemm calls."""
         uri = params.text_document.uri
         model = await ls.scheduler.model(uri, ls.time_budget())
         hints = features.inlay_hints(model or {}, params.range.start.line, params.range.end.line)
@@ -151,6 +160,7 @@ def _register_analysis_features(server: TileLanguageServer) -> None:
     @server.feature(L.TEXT_DOCUMENT_CODE_ACTION,
                     L.CodeActionOptions(code_action_kinds=[L.CodeActionKind.QuickFix]))
     def code_action(ls: TileLanguageServer, params: L.CodeActionParams):
+        """The fixes the diagnostics in the request carry."""
         uri = params.text_document.uri
         actions = []
         for diagnostic in params.context.diagnostics:
@@ -169,6 +179,7 @@ def _register_language_features(server: TileLanguageServer) -> None:
 
     @server.feature(L.TEXT_DOCUMENT_COMPLETION, L.CompletionOptions(trigger_characters=["."]))
     def completion(ls: TileLanguageServer, params: L.CompletionParams):
+        """The language's names after `T.`."""
         lines, line, char = ls.cursor(params.text_document.uri, params.position)
         text = lines[line][:char] if line < len(lines) else ""
         word, start, _ = word_at(text, char)
@@ -184,6 +195,7 @@ def _register_language_features(server: TileLanguageServer) -> None:
     @server.feature(L.TEXT_DOCUMENT_SIGNATURE_HELP,
                     L.SignatureHelpOptions(trigger_characters=["(", ","], retrigger_characters=[","]))
     def signature_help(ls: TileLanguageServer, params: L.SignatureHelpParams):
+        """The signature of the `T.op(` call around the cursor."""
         lines, line, char = ls.cursor(params.text_document.uri, params.position)
         before = "\n".join(lines[:line] + [lines[line][:char] if line < len(lines) else ""])
         found = language_help.open_call(before, language_help.aliases_in("\n".join(lines)))
@@ -200,6 +212,7 @@ def _register_language_features(server: TileLanguageServer) -> None:
 
     @server.feature(L.TEXT_DOCUMENT_DEFINITION)
     def definition(ls: TileLanguageServer, params: L.DefinitionParams):
+        """Where `T.op` is documented."""
         lines, line, char = ls.cursor(params.text_document.uri, params.position)
         word, start, _ = word_at(lines[line] if line < len(lines) else "", char)
         if not word or qualifier_of(lines[line], start) not in language_help.aliases_in("\n".join(lines)):

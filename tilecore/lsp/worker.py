@@ -56,6 +56,7 @@ class RefuseTVM(importlib.abc.MetaPathFinder):
     """Makes `import tvm` fail in the worker: the language server never loads TVM."""
 
     def find_spec(self, fullname, path=None, target=None):
+        """Refuse TVM and its submodules; leave every other import to the next finder."""
         root = fullname.partition(".")[0]
         if root in BLOCKED_PACKAGES:
             _blocked_attempts[root] = _blocked_attempts.get(root, 0) + 1
