@@ -50,7 +50,7 @@ def analyze(path: str, text: str, target: Optional[str] = None, layouts: bool = 
         runs = [run for run in (_start_kernel(doc, s, backend, full) for s in doc.kernels) if run]
         for run in runs:
             _run_passes(doc, run, len(run.passes) if model["layouts"] else run.layout_index)
-            _early_findings(doc, run, clear_fixes)
+            _early_findings(doc, run, clear_fixes, caught)
             _add_facts(doc, run, model)
     model["diagnostics"] = _diagnostics(doc, caught, clear_fixes)
     model["seconds"] = round(time.perf_counter() - started, 4)
@@ -140,14 +140,16 @@ def _run_passes(doc: LoadedDocument, run: _KernelRun, stop: int) -> None:
         run.done += 1
 
 
-def _early_findings(doc: LoadedDocument, run: _KernelRun, clear_fixes: Dict[int, Dict]) -> None:
-    """Unproven copies, and the T.clear fixes for the uninitialized-read warnings."""
+def _early_findings(doc: LoadedDocument, run: _KernelRun, clear_fixes: Dict[int, Dict], caught) -> None:
+    """Unproven copies, and the T.clear fixes for the uninitialized-read warnings (looked
+    for only when there are such warnings: the search costs as much as a pass)."""
     for fact in run.ctx.analyses.get("bounds", ()):
         if not fact.proven and fact.span.line > 0 and fact.span.file == doc.path:
             what = "T.copy" if fact.op == "Copy" else "the atomic"
             doc.problems.append(Problem(fact.span, f"{what} is not proven in bounds, so it is {fact.reason}",
                                         "information", "bounds"))
-    clear_fixes.update(_clear_fixes(doc, run.func))
+    if any(w.category.__name__ == "UninitializedReadWarning" for w in caught):
+        clear_fixes.update(_clear_fixes(doc, run.func))
 
 
 def _add_facts(doc: LoadedDocument, run: _KernelRun, model: Dict[str, Any]) -> None:
