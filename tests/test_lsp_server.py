@@ -257,11 +257,11 @@ def test_tvm_is_never_imported(lsp):
 
 def test_time_budget_stops_a_runaway_analysis_and_the_server_recovers(lsp):
     loops = GEMM.replace("    @T.prim_func\n", "    while True:\n        pass\n    @T.prim_func\n")
-    lsp.configure({"timeBudget": 1.5})
+    lsp.configure({"timeBudget": 3})
     _, uri = _document(lsp, "runaway.py", loops)
     try:
         diagnostics, _ = lsp.diagnostics(uri)
-        assert len(diagnostics) == 1 and "longer than the 1.5 s budget" in diagnostics[0].message
+        assert len(diagnostics) == 1 and "longer than the 3 s budget" in diagnostics[0].message
         _, good = _document(lsp, "after_runaway.py", GEMM)
         assert lsp.diagnostics(good)[0] == []
     finally:
@@ -271,9 +271,9 @@ def test_time_budget_stops_a_runaway_analysis_and_the_server_recovers(lsp):
 
 def test_slow_imports_are_not_charged_to_the_time_budget(lsp):
     with open(os.path.join(lsp.folder, "slow_neighbour.py"), "w", encoding="utf-8") as f:
-        f.write("import time\ntime.sleep(2.5)  # like a first `import torch`\n")
+        f.write("import time\ntime.sleep(4)  # like a first `import torch`\n")
     text = GEMM.replace("import tilecore\n", "import tilecore\nimport slow_neighbour  # noqa\n", 1)
-    lsp.configure({"timeBudget": 1.5})
+    lsp.configure({"timeBudget": 3})
     try:
         _, uri = _document(lsp, "slow_import.py", text)
         assert lsp.diagnostics(uri)[0] == []
