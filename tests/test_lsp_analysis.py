@@ -47,7 +47,9 @@ def test_byte_columns_become_code_point_columns(before, after):
 
 
 def test_only_definitions_run_at_module_level(tmp_path):
-    doc = load_document(str(tmp_path / "k.py"), KERNEL)
+    text = KERNEL.replace("BLOCK = 64", "BLOCK = int(2 ** math.log2(64))").replace(
+        "import tilecore\n", "import math\n\nimport tilecore\n", 1)
+    doc = load_document(str(tmp_path / "k.py"), text)
     assert doc.namespace["BLOCK"] == 64
     assert "kernel" not in doc.namespace and "result" not in doc.namespace  # would compile and run
     assert [k.name for k in doc.kernels] == ["scale"]
@@ -55,11 +57,12 @@ def test_only_definitions_run_at_module_level(tmp_path):
 
 
 def test_a_name_from_skipped_code_is_explained(tmp_path):
-    text = KERNEL.replace("BLOCK = 64", "BLOCK = pick_block()")
+    text = KERNEL.replace("BLOCK = 64", "def pick_block():\n    return 64\n\n\nBLOCK = pick_block()")
     model = analyze(str(tmp_path / "k.py"), text)
     [d] = model["diagnostics"]
     assert d["severity"] == 3 and "undefined name 'BLOCK'" in d["message"]
-    assert "on line 4, which the language server does not run" in d["message"]
+    line = text.splitlines().index("BLOCK = pick_block()") + 1
+    assert f"on line {line}, which the language server does not run" in d["message"]
 
 
 def test_columns_count_characters_not_bytes(tmp_path):
@@ -154,3 +157,10 @@ def test_user_code_that_exits_or_raises_is_a_diagnostic_at_its_line(tmp_path):
     [d] = analyze(str(tmp_path / "k.py"), text)["diagnostics"]
     assert d["severity"] == 1 and d["message"] == "SystemExit: 3"
     assert d["range"]["start"]["line"] == text.splitlines().index("        raise SystemExit(3)")
+
+
+def test_module_level_classes_and_dataclasses_work(tmp_path):
+    text = KERNEL.replace("BLOCK = 64\n", "BLOCK = 64\n\n\n@dataclasses.dataclass\nclass Config:\n    block: int = 64\n")
+    text = text.replace("import tilecore\n", "import dataclasses\n\nimport tilecore\n", 1)
+    model = analyze(str(tmp_path / "k.py"), text)
+    assert model["diagnostics"] == [] and len(model["kernels"]) == 1

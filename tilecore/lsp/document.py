@@ -2,11 +2,11 @@
 
 The language server must see what the compiler sees: `@T.prim_func` parses when its
 `def` runs, and a `@tilecore.jit` factory builds its kernel when called with arguments.
-So the worker runs the document's module-level *definitions* in a fresh namespace:
-imports, `def`/`class` statements (with their decorators) and assignments whose calls
-are only to the language (`T.dynamic`, `T.float16`) or to harmless builtins. Anything
-else at module level (`kernel = matmul(1024, ...)`, `c = kernel(a, b)`, `if __name__ ...`)
-is skipped: it would compile or run kernels.
+So the worker runs the document's module-level *definitions* in a fresh module: imports,
+`def`/`class` statements (with their decorators) and assignments (`LOG2E = 1 / math.log(2)`,
+`N = T.dynamic("N")`), except assignments that call the file's own functions or classes,
+names set by skipped code, or anything that compiles. Other statements (`c = kernel(a, b)`,
+bare calls, `if __name__ == "__main__":`) are skipped: they would compile or run kernels.
 
 Factory arguments come from a `# tile: args=...` comment on the lines just above the
 factory (written as call arguments: `# tile: args=1024, 1024, 512, block_K=64`), else
@@ -19,16 +19,14 @@ import linecache
 import re
 import sys
 import traceback
+import types
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..ir.span import Span
-from .language_help import aliases_in
 
+DOCUMENT_MODULE = "__tile_lsp__"
 ARGS_COMMENT = re.compile(r"^\s*#\s*tile:\s*args\s*=(?P<args>.*)$")
-SAFE_BUILTINS = frozenset({"int", "float", "str", "bool", "tuple", "list", "dict", "set", "range",
-                           "min", "max", "abs", "len", "pow", "round", "sum", "sorted", "zip",
-                           "enumerate", "frozenset", "divmod"})
 
 
 @dataclass
@@ -66,17 +64,34 @@ class LoadedDocument:
     skipped: Dict[str, int] = field(default_factory=dict)  # name -> line of a skipped assignment
 
 
-def _call_is_safe(call: ast.Call, aliases: set) -> bool:
+def _call_is_allowed(call: ast.Call, blocked: set) -> bool:
+    """Whether a module-level call may run: not one of the file's own functions or classes
+    (a jit factory called there compiles), nor a name set by skipped code, nor anything
+    that compiles (`tilecore.compile`, `....compile(...)`, `jit(...)(...)`)."""
     func = call.func
-    if isinstance(func, ast.Name):
-        return func.id in SAFE_BUILTINS
+    if isinstance(func, ast.Call):
+        return False
+    if isinstance(func, ast.Attribute) and func.attr == "compile":
+        return False
     root = func
     while isinstance(root, ast.Attribute):
         root = root.value
-    return isinstance(root, ast.Name) and root.id in aliases
+    if not isinstance(root, ast.Name) or root.id in blocked:
+        return False
+    return root.id != "tilecore" or (isinstance(func, ast.Attribute) and _attribute_path(func)[1:2] == ["language"])
 
 
-def _runnable(node: ast.stmt, aliases: set) -> bool:
+def _attribute_path(node) -> List[str]:
+    """["tilecore", "language", "dynamic"] for `tilecore.language.dynamic`."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    parts.append(getattr(node, "id", ""))
+    return parts[::-1]
+
+
+def _runnable(node: ast.stmt, blocked: set) -> bool:
     """Whether a module-level statement only defines things (see the module docstring)."""
     if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef, ast.Pass)):
         return True
@@ -84,11 +99,11 @@ def _runnable(node: ast.stmt, aliases: set) -> bool:
         value = node.value
         if value is None:
             return True
-        return all(_call_is_safe(n, aliases) for n in ast.walk(value) if isinstance(n, ast.Call)) \
+        return all(_call_is_allowed(n, blocked) for n in ast.walk(value) if isinstance(n, ast.Call)) \
             and not any(isinstance(n, (ast.Await, ast.Yield, ast.NamedExpr)) for n in ast.walk(value))
     if isinstance(node, ast.Try):  # `try: import torch / except ImportError: torch = None`
         inner = node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body]
-        return all(_runnable(s, aliases) for s in inner)
+        return all(_runnable(s, blocked) for s in inner)
     return False
 
 
@@ -145,7 +160,7 @@ def _parse(path: str, text: str) -> ast.Module:
 def load_document(path: str, text: str) -> LoadedDocument:
     """Parse the document, run its definitions, and list its kernels (see the module docstring)."""
     lines = text.splitlines()
-    doc = LoadedDocument(path, text, lines, None, {"__name__": "__tile_lsp__", "__file__": path})
+    doc = LoadedDocument(path, text, lines, None, _module_namespace(path))
     try:
         doc.tree = _parse(path, text)
     except SyntaxError as err:
@@ -156,10 +171,10 @@ def load_document(path: str, text: str) -> LoadedDocument:
     # The frontend reads the kernel's source through linecache: give it the editor's text.
     linecache.cache[path] = (len(text), None, text.splitlines(keepends=True), path)
     _importable_neighbours(path)
-    aliases = aliases_in(text)
     flags = _future_flags(doc.tree)
+    blocked = {n.name for n in doc.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     for node in doc.tree.body:
-        if not _runnable(node, aliases):
+        if not _runnable(node, blocked | set(doc.skipped)):
             for name in _assigned_names(node) if isinstance(node, (ast.Assign, ast.AnnAssign)) else ():
                 doc.skipped[name] = node.lineno
             continue
@@ -170,6 +185,15 @@ def load_document(path: str, text: str) -> LoadedDocument:
             if kernel is not None:
                 doc.kernels.append(kernel)
     return doc
+
+
+def _module_namespace(path: str) -> Dict[str, Any]:
+    """A fresh module for the document's code, registered in sys.modules (as `__tile_lsp__`:
+    one document at a time) because code like @dataclass looks its module up there."""
+    module = types.ModuleType(DOCUMENT_MODULE)
+    module.__file__ = path
+    sys.modules[DOCUMENT_MODULE] = module
+    return module.__dict__
 
 
 def _importable_neighbours(path: str) -> None:
@@ -193,7 +217,7 @@ def run_imports(path: str, text: str) -> int:
     for node in tree.body:
         if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and node.module != "__future__"):
             try:
-                exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), {"__name__": "__tile_lsp__"})
+                exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), _module_namespace(path))
             except (Exception, SystemExit):  # reported by the analysis, at the import's line
                 pass
             count += 1
@@ -220,9 +244,9 @@ def _run_statement(doc: LoadedDocument, node: ast.stmt, flags: int = 0) -> None:
         exec(code, doc.namespace)
     except (Exception, SystemExit) as err:  # the user's code: every failure becomes a diagnostic
         problem = problem_from_exception(err, doc.path, _node_span(doc.path, node))
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and problem.code == "python-error":
-            problem.severity = "warning"
-            problem.message = f"the language server could not run this import: {problem.message}"
+        if problem.code == "python-error" and not isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            problem.severity = "warning"  # it may need what only the real run has (a GPU, files)
+            problem.message = f"the language server could not run this line: {problem.message}"
         doc.problems.append(problem)
 
 
