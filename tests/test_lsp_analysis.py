@@ -164,3 +164,22 @@ def test_module_level_classes_and_dataclasses_work(tmp_path):
     text = text.replace("import tilecore\n", "import dataclasses\n\nimport tilecore\n", 1)
     model = analyze(str(tmp_path / "k.py"), text)
     assert model["diagnostics"] == [] and len(model["kernels"]) == 1
+
+
+def test_facts_of_kernels_that_stopped_building_are_kept_while_the_line_count_holds(tmp_path):
+    from tilecore.lsp.features import carry_over_facts
+
+    two = KERNEL.replace("kernel = scale(1 << 10)", "@tilecore.jit\ndef twice(N=128, dtype=\"float16\"):\n"
+                         "    return scale.factory(N, dtype)")
+    old = analyze(str(tmp_path / "k.py"), two)
+    assert [k["name"] for k in old["kernels"]] == ["scale", "twice"]
+    broken = two.replace("T.copy(A_s, B[bx * BLOCK])", "T.copy(A_s, Q[bx * BLOCK])")
+    new = analyze(str(tmp_path / "k.py"), broken)
+    assert new["kernels"] == [] and len(new["diagnostics"]) == 2
+    merged = carry_over_facts(old, new)
+    assert [(k["name"], k.get("stale")) for k in merged["kernels"]] == [("scale", True), ("twice", True)]
+    for index in (0, 1):
+        kept = [b for b in merged["buffers"] if b["kernel"] == index]
+        assert [b["dtype"] for b in kept if b["name"] == "A"] == [["float32", "float16"][index]]
+    one_more_line = analyze(str(tmp_path / "k.py"), broken + "\n")
+    assert carry_over_facts(old, one_more_line)["kernels"] == []

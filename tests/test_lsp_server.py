@@ -167,6 +167,23 @@ def test_inlay_hints_show_region_shapes_of_copy_and_gemm(lsp):
     assert hints[(gemm, lines[gemm].index("B_s,") + 3)] == "32×64"
 
 
+def test_hints_and_hovers_stay_while_a_line_is_being_typed(lsp):
+    _, uri = _document(lsp, "typing_hints.py", GEMM)
+    lsp.diagnostics(uri)
+    lines = GEMM.splitlines()
+    before = lsp.inlay_hints(uri, 0, len(lines))
+    half_typed = GEMM.replace("T.gemm(A_s, B_s, C_f)", "T.gemm(A_s, B_s, C_")  # same lines
+    version = lsp.change(uri, half_typed)
+    [error] = lsp.diagnostics(uri, version)[0]
+    assert error.severity == 1
+    assert [h.label for h in lsp.inlay_hints(uri, 0, len(lines))] == [h.label for h in before]
+    line = _line_of(GEMM, "def matmul")
+    text = lsp.hover(uri, line, lines[line].index("matmul")).contents.value
+    assert "from the last text it built from" in text and "grid: (4, 4)" in text
+    version = lsp.change(uri, GEMM + "\n# one more line\n")  # builds again
+    assert lsp.diagnostics(uri, version)[0] == []
+
+
 def test_uninitialized_accumulator_warning_and_its_fix(lsp):
     import tilecore
     from tilecore.cli.loading import load_object

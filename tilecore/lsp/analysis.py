@@ -53,6 +53,7 @@ def analyze(path: str, text: str, target: Optional[str] = None, layouts: bool = 
             _early_findings(doc, run, clear_fixes, caught)
             _add_facts(doc, run, model)
     model["diagnostics"] = _diagnostics(doc, caught, clear_fixes)
+    model["line_count"] = len(doc.lines)
     model["seconds"] = round(time.perf_counter() - started, 4)
     return model
 

@@ -82,7 +82,8 @@ def buffer_markdown(model: Dict, b: Dict) -> str:
 def kernel_markdown(k: Dict) -> str:
     """Grid, threads, memory totals and pipeline stages of a kernel."""
     name = k["name"] if k["name"] == k["prim_func"] else f"{k['name']} → prim_func {k['prim_func']}"
-    out = [f"**kernel {name}**" + (f" (target {k['target']})" if k.get("target") else ""),
+    stale = " — from the last text it built from (it does not build now)" if k.get("stale") else ""
+    out = [f"**kernel {name}**" + (f" (target {k['target']})" if k.get("target") else "") + stale,
            f"grid: ({', '.join(map(str, k['grid']))}) · threads: {' × '.join(map(str, k['threads']))}"]
     limit = f" of {_bytes(k['shared_limit'])} allowed" if k.get("shared_limit") else ""
     out.append(f"shared memory per block: {_bytes(k['shared_bytes'])}{limit}")
@@ -125,6 +126,25 @@ def inlay_hints(model: Dict, first_line: int, last_line: int) -> List[Dict]:
             hints.append({"position": r["range"]["end"], "label": _shape(r["extents"]),
                           "tooltip": f"{r['role']} region of {r['buffer']}: {_shape(r['extents'])}"})
     return hints
+
+
+def carry_over_facts(old: Optional[Dict], new: Dict) -> Dict:
+    """`new`, plus the facts of kernels that `old` had and `new` lacks (they failed to build
+    in the new text), while the text has the same number of lines: hovers and inlay hints
+    stay while a line is being typed, and the diagnostics say what is wrong."""
+    if not old or old.get("line_count") != new.get("line_count"):
+        return new
+    have = {k["name"] for k in new.get("kernels", ())}
+    merged = dict(new, kernels=list(new.get("kernels", ())), buffers=list(new.get("buffers", ())),
+                  ops=list(new.get("ops", ())))
+    for index, kernel in enumerate(old.get("kernels", ())):
+        if kernel["name"] in have:
+            continue
+        moved = len(merged["kernels"])
+        merged["kernels"].append(dict(kernel, stale=True))
+        for key in ("buffers", "ops"):
+            merged[key].extend(dict(item, kernel=moved) for item in old[key] if item["kernel"] == index)
+    return merged
 
 
 def fixes(diagnostic_data) -> List[Dict]:

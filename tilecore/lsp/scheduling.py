@@ -24,6 +24,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 from pygls.uris import to_fs_path
 
+from .features import carry_over_facts
+
 log = logging.getLogger("tilecore.lsp")
 DEFAULT_TIME_BUDGET = 5.0
 WARM_UP_SECONDS = 120.0  # importing the core and the plugins once; not part of any analysis
@@ -216,7 +218,7 @@ class Scheduler:
     def _remember(self, uri: str, model: Dict) -> None:
         if uri not in self.server.workspace.text_documents:
             return
-        self.models[uri] = model
+        self.models[uri] = carry_over_facts(self.models.get(uri), model)
         self._updated.set()
         self._updated = asyncio.Event()
 
