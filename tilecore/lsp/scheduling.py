@@ -5,9 +5,10 @@ Two lanes, each with its own worker process (tilecore.lsp.worker) and queue:
 * the diagnostics lane runs every pass but the layout inference of a backend with layout
   rules (which can cost as much as the rest together) and publishes the diagnostics:
   what the author waits for after an edit;
-* only when it skipped that, the facts lane then runs the whole pipeline on the same
-  text, at a lower CPU priority, so a new edit is diagnosed at once on the other core; its
-  model answers hovers, and it publishes again only if it found more (a layout conflict).
+* only when it skipped that, and once the text has rested for FACTS_DELAY seconds (so
+  that it does not compete with the diagnostics of the next keystrokes), the facts lane
+  runs the whole pipeline, at a lower CPU priority; its model answers hovers, and it
+  publishes again only if it found more (a layout conflict).
 
 Each lane analyses one document at a time, the most recently edited first, and coalesces
 edits: a document edited five times while its lane was busy is analysed once, at its
@@ -30,6 +31,7 @@ log = logging.getLogger("tilecore.lsp")
 DEFAULT_TIME_BUDGET = 5.0
 WARM_UP_SECONDS = 120.0  # importing the core and the plugins once; not part of any analysis
 FACTS_NICENESS = 5
+FACTS_DELAY = 0.3  # seconds without an edit before the facts lane starts on a text
 
 
 class WorkerError(RuntimeError):
@@ -177,16 +179,24 @@ class Scheduler:
         self.models: Dict[str, Dict] = {}          # uri -> latest model (a full one when current)
         self.published: Dict[str, tuple] = {}      # uri -> (version, diagnostics)
         self.generation = 0                        # counts settings changes
+        self._facts_timers: Dict[str, asyncio.TimerHandle] = {}
         self._updated: Optional[asyncio.Event] = None
 
     def submit(self, uri: str) -> None:
         """Analyse `uri` again (after an open, edit, save or settings change)."""
         if self._updated is None:
             self._updated = asyncio.Event()
+        self._cancel_facts(uri)
         self.quick.submit(uri)
+
+    def _cancel_facts(self, uri: str) -> None:
+        timer = self._facts_timers.pop(uri, None)
+        if timer is not None:
+            timer.cancel()
 
     def forget(self, uri: str) -> None:
         """Drop a closed document."""
+        self._cancel_facts(uri)
         for lane in (self.quick, self.full):
             lane.pending.pop(uri, None)
         self.models.pop(uri, None)
@@ -201,8 +211,14 @@ class Scheduler:
             return  # closed while it was analysed
         self._remember(uri, model)
         self._publish(uri, model)
-        if not model.get("layouts") and not model.get("failed"):
-            self.full.submit(uri)
+        if not model.get("layouts") and not model.get("failed") and uri not in self.quick.pending:
+            self._cancel_facts(uri)
+            self._facts_timers[uri] = asyncio.get_running_loop().call_later(
+                FACTS_DELAY, self._start_facts, uri)
+
+    def _start_facts(self, uri: str) -> None:
+        self._facts_timers.pop(uri, None)
+        self.full.submit(uri)
 
     def _completed(self, uri: str, model: Dict) -> None:
         old = self.models.get(uri)
