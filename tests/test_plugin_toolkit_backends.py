@@ -4,6 +4,7 @@ entry_points.txt on sys.path), add a SIMT backend (`toygpu`) and override one ru
 import difflib
 import os
 import re
+import sys
 
 import pytest
 
@@ -14,21 +15,8 @@ from tilecore.plugin import get_registry, reset_plugins  # noqa: E402
 from tilecore.testing import gemm_kernel  # noqa: E402
 
 PLUGINS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plugins")
-
-
-def install(tmp_path, monkeypatch, dist: str, entry_points: str):
-    """Install a plugin package from tests/plugins the way pip would expose it: a dist-info
-    folder with its entry points on sys.path; then rediscover plugins."""
-    info = tmp_path / f"{dist}-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist.replace('_', '-')}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[tilecore]\n" + entry_points + "\n")
-    monkeypatch.syspath_prepend(PLUGINS)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delenv("TILECORE_PLUGINS", raising=False)
-    monkeypatch.delenv("TILECORE_DISABLE_PLUGIN_AUTOLOAD", raising=False)
-    monkeypatch.setenv("TILECORE_CACHE", "0")  # the cache key does not cover third-party rules
-    reset_plugins()
+sys.path.insert(0, PLUGINS)  # pytest runs with --import-mode=importlib
+from entry_point_install import install  # noqa: E402
 
 
 @pytest.fixture
@@ -104,20 +92,8 @@ def test_cuda_override_changes_only_the_fill(cuda_override):
     # the portable fill (stores of 0 into C's registers) gives way to one helper call
     assert removed and all(r.strip().startswith("C_f_ptr[") and r.endswith("= 0x0p+0f/*0.000000e+00*/;")
                            for r in removed), removed
-    assert all("override_fill" in a or a in OVERRIDE_HELPER_LINES for a in added), added
+    from tile_cuda_override.plugin import HELPER
+
+    assert all("override_fill" in a or a in HELPER.splitlines() for a in added), added
     for needle in ("tc::gemm_ss<", "tc::cp_async16(", "tc::cp_async_wait<"):
         assert before.count(needle) == after.count(needle) > 0
-
-
-OVERRIDE_HELPER_LINES = set()
-
-
-def setup_module():
-    import sys
-
-    sys.path.insert(0, PLUGINS)
-    try:
-        from tile_cuda_override.plugin import HELPER
-    finally:
-        sys.path.remove(PLUGINS)
-    OVERRIDE_HELPER_LINES.update(HELPER.splitlines())
