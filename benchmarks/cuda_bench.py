@@ -432,6 +432,11 @@ def overhead_rows(results):
             [getattr(p, "__qualname__", type(p).__name__) for p in kout._plans.values()]
         fns["tilecore_kernel_call_us"] = lambda: kern(x, y)
         fns["tilecore_kernel_out_idx_us"] = lambda: kout(x)
+        fns["tilecore_kernel_checked_plan_us"] = lambda: kern._checked_call((x, y))  # the Python plan path
+        row["kernel_fast_call"] = type(kern._fast).__name__ if kern._fast is not None else None
+        row["out_idx_zero_filled"] = not kout.writes_every_element(1)
+        row["torch_has_dlpack_exchange_api"] = any(hasattr(torch.Tensor, a) for a in
+                                                   ("__dlpack_c_exchange_api__", "__c_dlpack_exchange_api__"))
     except Exception as err:
         row["tilecore_kernel_error"] = repr(err)[-300:]
     row.update(_per_call_us(fns))
@@ -440,7 +445,8 @@ def overhead_rows(results):
     for key, value in row.items():  # one short line each (logs get cut at a line width)
         if key.endswith("_us"):
             print(f"overhead {key[:-3]:40s} {value:8.2f} us", flush=True)
-        elif key.endswith("_error") or key == "kernel_plans":
+        elif key.endswith("_error") or key in ("kernel_plans", "kernel_fast_call", "out_idx_zero_filled",
+                                                "torch_has_dlpack_exchange_api"):
             print(f"overhead {key}: {str(value)[:200]}", flush=True)
     if kern is not None:
         for name, fn in (("kernel_call", lambda: kern(x, y)), ("kernel_out_idx", lambda: kout(x))):
