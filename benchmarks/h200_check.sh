@@ -29,7 +29,7 @@ case "${1:-tests}" in
       plugins/tile-cuda/tests/test_gpu.py tests/test_runtime_gpu.py tests/test_passes_output_coverage.py \
       > "$OUT/pytest_launch.txt" 2>&1
     tail -15 "$OUT/pytest_launch.txt"
-    timeout 200 python3 benchmarks/cuda_bench.py --only overhead --out "$OUT/cuda_bench_overhead.json" \
+    timeout 200 python3 benchmarks/cuda_bench.py --only "${2:-overhead}" --out "$OUT/cuda_bench_overhead.json" \
       > "$OUT/cuda_bench_overhead.log" 2>&1
     grep -v '^{' "$OUT/cuda_bench_overhead.log" | cut -c1-200 | tail -60
     ;;

@@ -34,7 +34,7 @@ class RecordingLauncher:
     def _bind_call(self, args, bindings, input_positions, outputs, fallback):
         """The whole call for one signature (numpy arrays of the first call's dtypes and shapes);
         anything else goes to `fallback`, as tile-cuda's C FastCall does."""
-        self.events.append(("bind_call", tuple(input_positions), [i for i, _ in outputs]))
+        self.events.append(("bind_call", tuple(input_positions), [(i, uninitialised) for i, _, uninitialised in outputs]))
         expected = [(args[i].dtype, args[i].shape) for i in input_positions]
         fixed = dict(bindings)
 
@@ -46,7 +46,7 @@ class RecordingLauncher:
             full = [None] * (len(inputs) + len(outputs))
             for i, a in zip(input_positions, inputs):
                 full[i] = a
-            made = [(i, allocate()) for i, allocate in outputs]
+            made = [(i, allocate()) for i, allocate, _ in outputs]
             for i, a in made:
                 full[i] = a
             self.plain(full, fixed)
@@ -167,7 +167,7 @@ def test_bind_call_takes_repeat_calls_and_hands_others_to_the_checked_path(speci
         np.testing.assert_array_equal(y, w)
     (launcher,) = specializing.launchers
     assert kinds(launcher.events) == ["specialize", "run", "bind_call", "fast"]
-    assert launcher.events[2] == ("bind_call", (1,), [0, 2])
+    assert launcher.events[2] == ("bind_call", (1,), [(0, False), (2, True)])  # X is never written
     # another shape: the bound call falls back, the checked path remembers it and binds it too
     np.testing.assert_array_equal(k(w6)[1], w6)
     np.testing.assert_array_equal(k(w6)[1], w6)

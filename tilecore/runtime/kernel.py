@@ -226,9 +226,9 @@ class Kernel:
         infos, bindings = self.check_arguments(inputs)
         like = next((info for _, info in infos if info.library != "dlpack"), None)
         space = self.backend.capabilities.memory_space
+        filled = {i: not self.writes_every_element(i, bindings) for i in self.out_idx}
         allocators = tuple((i, arrays.allocator(like, self._output_shape(self.ir.params[i], bindings),
-                                                self.ir.params[i].dtype, space,
-                                                zeroed=not self.writes_every_element(i, bindings)))
+                                                self.ir.params[i].dtype, space, zeroed=filled[i]))
                            for i in self.out_idx)
         checked = tuple(info.array for _, info in infos)
         # CPU DLPack objects are checked (and run) as numpy views: not the caller's object
@@ -254,7 +254,8 @@ class Kernel:
                 self._plans.clear()
                 self._fast_calls.clear()
             self._plans[signature] = self._make_plan(run, allocators)
-            self._remember_fast_call(signature, launch, call_args, bindings, allocators)
+            self._remember_fast_call(signature, launch, call_args, bindings,
+                                     tuple((i, allocate, not filled[i]) for i, allocate in allocators))
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else outputs
@@ -268,15 +269,15 @@ class Kernel:
         return writes_every_element(self.ir, self.ir.params[param_index], bindings or {})
 
     def _remember_fast_call(self, signature: tuple, launch, call_args: tuple, bindings: Dict[str, int],
-                            allocators: tuple) -> None:
+                            outputs: tuple) -> None:
         """Ask the launcher for `bind_call`: the whole call for this signature as one callable that
         checks the signature itself and hands any other call to `_checked_call`; it becomes the
-        first thing __call__ tries."""
+        first thing __call__ tries. `outputs`: (parameter index, allocate, uninitialised) triples."""
         bind_call = getattr(launch, "bind_call", None)
         fast = None
         if bind_call is not None:
             try:
-                fast = bind_call(call_args, dict(bindings), self._input_index, allocators, self._checked_call)
+                fast = bind_call(call_args, dict(bindings), self._input_index, outputs, self._checked_call)
             except Exception:  # an optional speed-up: the plan stays correct without it
                 fast = None
         if fast is not None:

@@ -156,7 +156,7 @@ def test_kernel_plans_use_each_calls_tensors_and_sizes():
 
     if launcher._fastcall_module() is not None:  # built at install: the latest signature's call is in C
         assert type(kern._fast).__name__ == "FastCall" and len(kern._fast_calls) == 3
-        assert kout.writes_every_element(1)  # so its output is allocated without the zero fill
+        assert kout.writes_every_element(1, {"n": 3000})  # so its output is allocated without the zero fill
 
 
 def test_kernel_plans_launch_on_the_current_stream():

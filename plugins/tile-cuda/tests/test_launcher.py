@@ -278,6 +278,32 @@ def test_bind_call_hands_every_other_call_to_the_fallback(driver, launcher, fast
     assert fallback.calls == [args] and driver.launches == []
 
 
+def test_uninitialised_outputs_come_from_the_array_librarys_c_allocator(driver, fastcall):
+    """An output marked uninitialised is allocated through torch's DLPack C allocator, shaped like
+    the first call's, and launched with its own pointer; the Python allocator is not called."""
+    def never():
+        raise AssertionError("the Python allocator was called")
+
+    params = (("ptr", 0), ("ptr", 1), ("scalar", 3000))
+    launch_address = ctypes.cast(driver.callback, ctypes.c_void_p).value
+    x, y = torch.zeros(3000), torch.zeros(3000)
+    call = fastcall.FastCall(launch_address, 0x1234, (3, 1, 1), (256, 1, 1), 0, 16, (x, y), (0,),
+                             ((1, never, True),), params, Fallback())
+    fresh = torch.randn(3000)
+    out = call((fresh,))
+    assert type(out) is torch.Tensor and out.shape == (3000,) and out.dtype == torch.float32
+    assert driver.launches[-1]["params"] == (fresh.data_ptr(), out.data_ptr(), 3000)
+    again = call((fresh,))  # `out` is alive, so the second output is new memory
+    assert again is not out and again.data_ptr() != out.data_ptr()
+    assert driver.launches[-1]["params"] == (fresh.data_ptr(), again.data_ptr(), 3000)
+    with pytest.raises(ValueError, match="inputs and outputs must make up the arguments"):
+        fastcall.FastCall(launch_address, 0x1234, (3, 1, 1), (256, 1, 1), 0, 16, (x, y), (0,), (), params,
+                          Fallback())
+    with pytest.raises(ValueError, match="output position out of range"):
+        fastcall.FastCall(launch_address, 0x1234, (3, 1, 1), (256, 1, 1), 0, 16, (x, y), (0,),
+                          ((5, never, True),), params, Fallback())
+
+
 def test_bind_call_falls_back_when_the_launch_or_an_allocation_fails(driver, launcher, fastcall, monkeypatch):
     def fail():
         raise MemoryError("out of device memory")

@@ -30,12 +30,20 @@ typedef struct {
   uint64_t byte_offset;
 } DLTensor;
 typedef struct { uint32_t major, minor; } DLPackVersion;
+typedef struct ManagedTensor {
+  DLPackVersion version;
+  void *manager_ctx;
+  void (*deleter)(struct ManagedTensor *self);
+  uint64_t flags;
+  DLTensor dl_tensor;
+} ManagedTensor;
 typedef struct ExchangeHeader { DLPackVersion version; struct ExchangeHeader *prev_api; } ExchangeHeader;
 typedef struct {
   ExchangeHeader header;
-  void *managed_tensor_allocator;
+  int (*managed_tensor_allocator)(DLTensor *prototype, ManagedTensor **out, void *error_ctx,
+                                  void (*set_error)(void *error_ctx, const char *kind, const char *message));
   void *managed_tensor_from_py_object_no_sync;
-  void *managed_tensor_to_py_object_no_sync;
+  int (*managed_tensor_to_py_object_no_sync)(ManagedTensor *tensor, void **out_py_object);
   int (*dltensor_from_py_object_no_sync)(void *py_object, DLTensor *out);
   int (*current_work_stream)(int32_t device_type, int32_t device_id, void **out_stream);
 } ExchangeAPI;
@@ -65,6 +73,7 @@ typedef struct {
   int input_position[MAX_POSITIONS];     /* inputs[i] -> argument position */
   int output_position[MAX_POSITIONS];    /* outputs[j] -> argument position */
   PyObject *allocators[MAX_POSITIONS];   /* outputs[j]() allocates it */
+  int uninitialised[MAX_POSITIONS];      /* outputs[j] may be allocated by the array library's C API */
   Expected expected[MAX_POSITIONS];      /* per argument position */
   int param_position[MAX_POSITIONS];     /* kernel parameter k: argument position, or -1 for a scalar */
   uint64_t param_value[MAX_POSITIONS];   /* the scalar's value (little-endian: int32 reads the low half) */
@@ -137,6 +146,30 @@ static int record(Expected *e, PyObject *obj) {
   return 0;
 }
 
+static void set_allocation_error(void *error_ctx, const char *kind, const char *message) {
+  (void)error_ctx;
+  PyErr_Format(PyExc_RuntimeError, "%s: %s", kind, message);
+}
+
+/* An uninitialised array shaped like `e`, from the array library's C allocator (no Python call). */
+static PyObject *allocate_uninitialised(const Expected *e) {
+  DLTensor prototype;
+  ManagedTensor *made = NULL;
+  void *result = NULL;
+  memset(&prototype, 0, sizeof prototype);
+  prototype.device = e->device;
+  prototype.ndim = e->ndim;
+  prototype.dtype = e->dtype;
+  prototype.shape = (int64_t *)e->shape;
+  if (e->api->managed_tensor_allocator(&prototype, &made, NULL, set_allocation_error) != 0 || made == NULL)
+    return NULL;
+  if (e->api->managed_tensor_to_py_object_no_sync(made, &result) != 0) {
+    if (made->deleter != NULL) made->deleter(made);
+    return NULL;
+  }
+  return (PyObject *)result;
+}
+
 static PyObject *call_fallback(FastCall *self, PyObject *inputs) {
   return PyObject_CallOneArg(self->fallback, inputs);
 }
@@ -164,7 +197,8 @@ static PyObject *fastcall_call(FastCall *self, PyObject *args, PyObject *kwargs)
   }
   for (made = 0; made < self->n_outputs; made++) {
     int pos = self->output_position[made];
-    outputs[made] = PyObject_CallNoArgs(self->allocators[made]);
+    outputs[made] = self->uninitialised[made] ? allocate_uninitialised(&self->expected[pos])
+                                              : PyObject_CallNoArgs(self->allocators[made]);
     if (outputs[made] == NULL) { PyErr_Clear(); goto miss; }
     pointers[pos] = matching_pointer(outputs[made], &self->expected[pos], self->misaligned_mask, &ok);
     if (!ok) { made++; goto miss; }
@@ -203,7 +237,9 @@ static int unsigned_triple(PyObject *seq, unsigned out[3]) {
  *          outputs, params, fallback)
  *   launch: address of cuLaunchKernel (or a stand-in with its signature); function: CUfunction;
  *   grid, block: 3-tuples; arguments: the first call's arrays in parameter order;
- *   input_positions: the argument position of each input; outputs: ((position, allocator), ...);
+ *   input_positions: the argument position of each input; outputs: ((position, allocator[,
+ *   uninitialised]), ...): with uninitialised true, the array library's own C allocator is used
+ *   instead of allocator() (the same array without a Python call; only for outputs that need no fill);
  *   params: per kernel parameter, ("ptr", position) or ("scalar", value);
  *   fallback(inputs): what any other call runs. */
 static int fastcall_init(FastCall *self, PyObject *args, PyObject *kwargs) {
@@ -230,15 +266,40 @@ static int fastcall_init(FastCall *self, PyObject *args, PyObject *kwargs) {
   self->misaligned_mask = alignment - 1;
   for (i = 0; i < PyTuple_GET_SIZE(arguments); i++)
     if (record(&self->expected[i], PyTuple_GET_ITEM(arguments, i))) return -1;
+  Py_ssize_t n_arguments = PyTuple_GET_SIZE(arguments);
   self->n_inputs = PyTuple_GET_SIZE(input_positions);
-  for (i = 0; i < self->n_inputs; i++)
-    self->input_position[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(input_positions, i));
+  if (self->n_inputs > n_arguments) {
+    PyErr_SetString(PyExc_ValueError, "more inputs than arguments");
+    return -1;
+  }
+  for (i = 0; i < self->n_inputs; i++) {
+    long pos = PyLong_AsLong(PyTuple_GET_ITEM(input_positions, i));
+    if (pos < 0 || pos >= n_arguments) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "input position out of range");
+      return -1;
+    }
+    self->input_position[i] = (int)pos;
+  }
   self->n_outputs = PyTuple_GET_SIZE(outputs);
+  if (self->n_inputs + self->n_outputs != n_arguments) {
+    PyErr_SetString(PyExc_ValueError, "inputs and outputs must make up the arguments");
+    return -1;
+  }
   for (i = 0; i < self->n_outputs; i++) {
     PyObject *allocator;
-    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(outputs, i), "iO", &self->output_position[i], &allocator)) return -1;
+    int uninitialised = 0;
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(outputs, i), "iO|p", &self->output_position[i], &allocator,
+                          &uninitialised))
+      return -1;
+    if (self->output_position[i] < 0 || self->output_position[i] >= n_arguments) {
+      PyErr_SetString(PyExc_ValueError, "output position out of range");
+      return -1;
+    }
     Py_INCREF(allocator);
     self->allocators[i] = allocator;
+    const ExchangeAPI *api = self->expected[self->output_position[i]].api;
+    self->uninitialised[i] = uninitialised && api->managed_tensor_allocator != NULL &&
+                             api->managed_tensor_to_py_object_no_sync != NULL;
   }
   self->n_params = PyTuple_GET_SIZE(params);
   for (i = 0; i < self->n_params; i++) {
@@ -246,6 +307,10 @@ static int fastcall_init(FastCall *self, PyObject *args, PyObject *kwargs) {
     long long value;
     if (!PyArg_ParseTuple(PyTuple_GET_ITEM(params, i), "sL", &kind, &value)) return -1;
     self->param_position[i] = strcmp(kind, "ptr") == 0 ? (int)value : -1;
+    if (self->param_position[i] >= n_arguments || (self->param_position[i] < 0 && strcmp(kind, "scalar"))) {
+      PyErr_SetString(PyExc_ValueError, "a parameter is (\"ptr\", argument position) or (\"scalar\", value)");
+      return -1;
+    }
     self->param_value[i] = (uint64_t)value;
   }
   if (PyErr_Occurred()) return -1;

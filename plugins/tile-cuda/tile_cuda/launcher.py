@@ -256,9 +256,11 @@ class CudaKernelLauncher:
         return run
 
     def bind_call(self, args: Sequence[Any], bindings: Dict[str, int], input_positions: Sequence[int],
-                  outputs: Sequence[Tuple[int, Callable[[], Any]]], fallback: Callable[[tuple], Any]):
+                  outputs: Sequence[Tuple[int, Callable[[], Any], bool]], fallback: Callable[[tuple], Any]):
         """The Kernel's whole call for the signature of `args` (a first call that passed its checks, in
-        parameter order, outputs included), as one C object `call(inputs)`; None where the extension
+        parameter order, outputs included), as one C object `call(inputs)`; outputs marked
+        uninitialised are allocated through torch's DLPack C allocator instead of `allocate()`.
+        None where the extension
         is missing, the arrays are not CUDA torch tensors on one device, or the grid is empty."""
         fastcall = _fastcall_module()
         torch = sys.modules.get("torch")
