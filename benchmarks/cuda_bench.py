@@ -56,19 +56,26 @@ def build(func, target="cuda"):
     return art, plugin.tilecore_launcher(backend=be, artifact=art), cold
 
 
-def gemm_rows(results):
+QUICKSTART = [dict(bm=128, bn=128, bk=32, stages=3, threads=128, swizzle_panel=8),  # TileLang's quickstart
+              dict(bm=128, bn=128, bk=64, stages=3, threads=128, swizzle_panel=8),
+              dict(bm=128, bn=128, bk=64, stages=4, threads=128, swizzle_panel=8),
+              dict(bm=128, bn=128, bk=64, stages=3, threads=256, swizzle_panel=8)]  # best of session 2
+
+
+def gemm_rows(results, configs=None):
     import torch
     import kernels as K
 
-    # threads = 2 * bm: 16 rows per warp, the shape Hopper's wgmma takes (on sm_90a); 128 x 128 on
-    # 128 threads stays on mma.sync, for comparison
-    configs = [dict(bm=128, bn=128, bk=64, stages=3, threads=256, swizzle_panel=8),
+    # threads = 2 * bm: 16 rows per warp, the shape Hopper's wgmma took first (on sm_90a); threads =
+    # bm (32 rows per warp, TileLang's quickstart) takes it too since session 3: two m64 instructions
+    # per warpgroup
+    configs = configs or [dict(bm=128, bn=128, bk=64, stages=3, threads=256, swizzle_panel=8),
                dict(bm=128, bn=256, bk=64, stages=3, threads=256, swizzle_panel=8),
                dict(bm=128, bn=128, bk=64, stages=4, threads=256, swizzle_panel=8),
                dict(bm=128, bn=256, bk=32, stages=4, threads=256, swizzle_panel=8),
                dict(bm=128, bn=128, bk=128, stages=2, threads=256, swizzle_panel=8),
                dict(bm=128, bn=128, bk=128, stages=3, threads=256, swizzle_panel=8),
-               dict(bm=128, bn=128, bk=32, stages=5, threads=128, swizzle_panel=8)]
+               dict(bm=128, bn=128, bk=32, stages=5, threads=128, swizzle_panel=8)] + QUICKSTART[:3]
     for n in (4096, 8192):
         a = torch.randn(n, n, device="cuda", dtype=torch.float16)
         b = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -524,7 +531,8 @@ def cached_rows(results):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="")
-    ap.add_argument("--only", default="overhead,cached,softmax,layernorm,attention,gemm")
+    ap.add_argument("--only", default="overhead,cached,softmax,layernorm,attention,gemm",
+                    help="sections, comma-separated; gemm_quickstart: the 128-thread GEMM configs only")
     args = ap.parse_args()
     import torch
 
@@ -546,7 +554,8 @@ def main():
     print(json.dumps(env), flush=True)
     only = args.only.split(",")
     for name, fn in (("overhead", overhead_rows), ("cached", cached_rows), ("softmax", softmax_rows), ("layernorm", layernorm_rows),
-                     ("attention", attention_rows), ("gemm", gemm_rows)):
+                     ("attention", attention_rows), ("gemm", gemm_rows),
+                     ("gemm_quickstart", lambda results: gemm_rows(results, QUICKSTART))):
         if name in only:
             try:
                 fn(results)

@@ -816,7 +816,7 @@ class SimtLowering:
         else:
             la = self.plan.layout[a.name]
             tmpl = (f"tc::wgmma_ss<{lay.N}, {K}, {_b(g.transpose_a)}, {_b(g.transpose_b)}, {T}, "
-                    f"{la.shape[0]}, {la.shape[1]}, {lb.shape[0]}, {lb.shape[1]}>")
+                    f"{la.shape[0]}, {la.shape[1]}, {lb.shape[0]}, {lb.shape[1]}, {lay.MI}>")
             a_ptr = self.stage_base_addr(a)
         B.evaluate(self.call(tmpl, a_ptr, self.stage_base_addr(b), acc_ptr))
 

@@ -183,6 +183,7 @@ def plan_kernel(func: N.PrimFunc, threads: int, has_mma: bool, swizzle_ok: bool 
     plan.wgmma_gemms = _wgmma_gemms(plan, gemms, mma, threads // 32, no_swizzle) if has_wgmma and warps_ok else {}
     wg_tiles = {r.buffer.name for g in gemms if id(g) in plan.wgmma_gemms for r in (g.a, g.b)
                 if plan.storage[r.buffer.name] == "smem"}
+    row_blocks = {g.a.buffer.name: wgmma.row_blocks(g, threads // 32) for g in gemms if id(g) in plan.wgmma_gemms}
     for b in allocs:
         if plan.storage[b.name] == "smem":
             shape = b.static_shape() or (1,)
@@ -191,7 +192,7 @@ def plan_kernel(func: N.PrimFunc, threads: int, has_mma: bool, swizzle_ok: bool 
                   and SharedLayout.can_swizzle(shape, eb))
             blocked = b.name in wg_tiles and shape[-1] * eb > 128
             plan.layout[b.name] = SharedLayout(tuple(shape), eb, swizzle=sw or b.name in wg_tiles,
-                                               blocked=blocked)
+                                               blocked=blocked, row_blocks=row_blocks.get(b.name, 1))
     if demoted:
         plan.notes.append("fragments kept in shared memory: " + ", ".join(sorted(demoted)))
     if not warps_ok and mma:
@@ -214,6 +215,9 @@ def _wgmma_gemms(plan, gemms, mma, warps, no_swizzle) -> Dict[int, Tuple[str, in
         a_reg = plan.storage.get(g.a.buffer.name) == "reg"
         if a_reg and g.a.buffer.dtype not in ("float16", "bfloat16"):
             continue
+        if wgmma.row_blocks(g, warps) > 1 and (a_reg or sum(g.a.buffer.name in (h.a.buffer.name, h.b.buffer.name)
+                                                            for h in gemms) > 1):
+            continue  # its A tile's rows are permuted for this gemm alone (SharedLayout.row_blocks)
         if not wgmma.operands_ok(g, plan.storage, a_reg):
             continue
         if {g.a.buffer.name, g.b.buffer.name} & no_swizzle:
