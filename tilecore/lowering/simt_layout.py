@@ -171,6 +171,9 @@ class SharedLayout:
     swizzle: bool = False
     stages: int = 1
     blocked: bool = False  # rows wider than 128 bytes stored as 128-byte column blocks
+    # > 1: the A tile of a descriptor-addressed gemm whose warps own row_blocks x 16 rows each; rows
+    # are stored so that every 64-row instruction of a 4-warp group reads 64 evenly spaced rows
+    row_blocks: int = 1
 
     @property
     def numel(self) -> int:
@@ -196,12 +199,25 @@ class SharedLayout:
         """Element offset of (row, col) in a swizzled 2-D tile. The operators are passed in so that
         the same formula serves TIR expressions (the lowering) and Python ints (tests)."""
         v = 16 // self.elem_bytes
+        row = self.physical_row(row, floordiv, floormod)
         if self.blocked:
             e = self.block_elems
             within = floormod(col, e)
             return (floordiv(col, e) * (self.shape[0] * e) + row * e
                     + xor(floordiv(within, v), floormod(row, 8)) * v + floormod(col, v))
         return row * self.row_elems + xor(floordiv(col, v), self.xor_term(row)) * v + floormod(col, v)
+
+    def physical_row(self, row, floordiv, floormod):
+        """Where tile row `row` is stored. With row_blocks = R > 1, a warpgroup's slab of 64R rows
+        holds warp w's rows 16Rw + 16i + k (i < R, k < 16) at 64i + 16w + k: the i-th 64-row
+        instruction then reads the 64 rows 64i.. of the slab, 16 for each warp, and its
+        accumulator rows are the warp's rows 16i.. -- the MmaLayout(M, N, warps, 1) fragment."""
+        R = self.row_blocks
+        if R == 1:
+            return row
+        slab, within = floordiv(row, 64 * R), floormod(row, 64 * R)
+        warp, rest = floordiv(within, 16 * R), floormod(within, 16 * R)
+        return slab * (64 * R) + floordiv(rest, 16) * 64 + warp * 16 + floormod(rest, 16)
 
     def xor_term(self, row):
         """The chunk XOR for `row` (an int or an expression supporting // % &)."""

@@ -163,7 +163,9 @@ class WgmmaGemm(LoweringRule):
                 lay = plan.layout.get(r.buffer.name)
                 if plan.storage[r.buffer.name] == "smem":
                     wide = lay.shape[-1] * lay.elem_bytes > 128
-                    plan.layout[r.buffer.name] = dataclasses.replace(lay, swizzle=True, blocked=wide)
+                    rb = wgmma.row_blocks(g, ctx.threads // 32) if r is g.a else 1
+                    plan.layout[r.buffer.name] = dataclasses.replace(lay, swizzle=True, blocked=wide,
+                                                                     row_blocks=rb)
         plan.device_sources.append(wgmma.cxx_source(chosen.values()))
         plan.before_barrier.append("async_proxy_fence")
         plan.shared_alignment = wgmma.SMEM_ALIGN
@@ -187,7 +189,7 @@ class WgmmaGemm(LoweringRule):
         else:
             la = lowering.plan.layout[a.name]
             tmpl = (f"tc::wgmma_ss<{lay.N}, {K}, {_b(g.transpose_a)}, {_b(g.transpose_b)}, {T}, "
-                    f"{la.shape[0]}, {la.shape[1]}, {lb.shape[0]}, {lb.shape[1]}>")
+                    f"{la.shape[0]}, {la.shape[1]}, {lb.shape[0]}, {lb.shape[1]}, {lay.MI}>")
             a_ptr = lowering.stage_base_addr(a)
         B.evaluate(helper_call(lowering, tmpl, a_ptr, lowering.stage_base_addr(b), _first(lowering, g.c.buffer)))
         return None
@@ -209,6 +211,9 @@ def select_wgmma_gemms(plan, gemms, warps, no_swizzle) -> Dict[int, tuple]:
         a_reg = plan.storage.get(g.a.buffer.name) == "reg"
         if a_reg and g.a.buffer.dtype not in ("float16", "bfloat16"):
             continue
+        if wgmma.row_blocks(g, warps) > 1 and (a_reg or sum(g.a.buffer.name in (h.a.buffer.name, h.b.buffer.name)
+                                                            for h in gemms) > 1):
+            continue  # its A tile's rows are permuted for this gemm alone (SharedLayout.row_blocks)
         if not wgmma.operands_ok(g, plan.storage, a_reg):
             continue
         if {g.a.buffer.name, g.b.buffer.name} & no_swizzle:
