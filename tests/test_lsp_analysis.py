@@ -183,3 +183,19 @@ def test_facts_of_kernels_that_stopped_building_are_kept_while_the_line_count_ho
         assert [b["dtype"] for b in kept if b["name"] == "A"] == [["float32", "float16"][index]]
     one_more_line = analyze(str(tmp_path / "k.py"), broken + "\n")
     assert carry_over_facts(old, one_more_line)["kernels"] == []
+
+
+def test_too_many_threads_for_the_backend_and_the_fix(tmp_path):
+    from tilecore.plugin.registry import get_registry
+
+    if "metal" not in get_registry().names():
+        pytest.skip("tile-metal is not installed")
+    text = KERNEL.replace("def scale(N=256, ", "def scale(N=256, threads=2048, ").replace(
+        "threads=64)", "threads=threads)")
+    [d] = analyze(str(tmp_path / "k.py"), text, "metal")["diagnostics"]
+    assert "threads=2048 exceeds the 1024 threads" in d["message"]
+    [fix] = d["data"]["fixes"]
+    [edit] = fix["edits"]
+    line = text.splitlines()[edit["range"]["start"]["line"]]
+    assert line.startswith("def scale(") and edit["newText"] == "1024"
+    assert line[edit["range"]["start"]["character"]:edit["range"]["end"]["character"]] == "2048"

@@ -135,6 +135,8 @@ def _run_passes(doc: LoadedDocument, run: _KernelRun, stop: int) -> None:
             problem = problem_from_exception(err, doc.path, def_span(doc, run.source.node))
             if pass_name(pass_) == "memory_plan":
                 problem.data["fixes"] = _shrink_fixes(doc, run.source, run.func, problem.span)
+            elif pass_name(pass_) == "check_features":
+                problem.data["fixes"] = _threads_fixes(doc, run, problem.span)
             doc.problems.append(problem)
             return
         run.func = result
@@ -259,6 +261,26 @@ def _shrink_fixes(doc: LoadedDocument, source: KernelSource, func: N.PrimFunc, s
     name = F.source_name(doc.lines, alloc.buffer.span, alloc.buffer.name)
     return [{"title": f"Shrink {name} to {new_shape}: {what} {value} → {value // 2}",
              "edits": [{"range": rng, "newText": str(value // 2)}]}]
+
+
+def _threads_fixes(doc: LoadedDocument, run: _KernelRun, span: Span) -> List[Dict]:
+    """Setting `threads=` of a T.Kernel that asks for more threads than the backend has."""
+    limit = getattr(getattr(run.ctx.backend, "capabilities", None), "max_threads", None)
+    kernel = next((s for s in run.func.body if isinstance(s, N.Kernel) and s.span == span), None)
+    if limit is None or kernel is None or len(kernel.threads) != 1 or kernel.threads[0] <= limit:
+        return []
+    call = next((n for n in ast.walk(doc.tree) if isinstance(n, ast.Call) and n.lineno == span.line
+                 and any(k.arg == "threads" for k in n.keywords)), None)
+    if call is None:
+        return []
+    value = next(k.value for k in call.keywords if k.arg == "threads")
+    edit = _edit_for_value(doc, run.source, value, kernel.threads[0], limit)
+    if edit is None:
+        return []
+    what, rng = edit
+    return [{"title": f"Use the {limit} threads backend {run.ctx.backend.name} allows: {what} "
+                      f"{kernel.threads[0]} → {limit}",
+             "edits": [{"range": rng, "newText": str(limit)}]}]
 
 
 def _shape_elements(tree: ast.Module, span: Span) -> Optional[List[ast.expr]]:
