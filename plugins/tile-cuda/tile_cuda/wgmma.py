@@ -1,7 +1,7 @@
 """Hopper warpgroup MMA (`wgmma.mma_async`, sm_90a): which gemms take it, and its C++ helpers.
 
-A block-level `T.gemm` runs on wgmma when
-  * the target has it (`SimtTarget.has_wgmma`, i.e. cuda:sm_90a),
+A block-level `T.gemm` runs on wgmma (the `WgmmaGemm` rule of `gemm_rules`) when
+  * the target has it (cuda:sm_90a, unless the compile option wgmma=False),
   * dtypes are fp16/bf16 -> fp32 (any transposes) or int8 -> int32 (A row-major, B transposed:
     wgmma reads 8-bit operands only K-major),
   * C is M x N with M = 16 * R * warps (R = 1 or 2 row blocks per warp) and warps % 4 == 0: warp w
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Iterable, Tuple
 
-from ..ir import nodes as N
-from ..ir.types import itemsize
+from tilecore.ir import nodes as N
+from tilecore.ir.types import itemsize
 
 WGMMA_TYPES = {"float16": ("f16", "half"), "bfloat16": ("bf16", "__nv_bfloat16"), "int8": ("s8", "signed char")}
 SMEM_ALIGN = 1024  # the 128-byte swizzle repeats every 8 rows x 128 bytes; its base must be aligned
