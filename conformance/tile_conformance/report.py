@@ -45,12 +45,13 @@ def _device(backend) -> dict:
         st = backend.toolchain_status()
         return {"toolchain_ok": st.ok, "summary": st.summary, "device": st.device,
                 "details": {k: v for k, v in st.details}}
-    except Exception as err:  # the report must still be written
+    except BaseException as err:  # noqa: B902 - the report must still be written
         return {"toolchain_ok": False, "summary": f"toolchain_status() failed: {type(err).__name__}: {err}"}
 
 
 def build_report(backend, settings_used, programs, outcomes, table, failures, errors, digest, seconds,
-                 must_pass: Optional[dict] = None) -> dict:
+                 must_pass: Optional[dict] = None, indices=None) -> dict:
+    """The report of a run (`indices`: each outcome's program number in the run, when not all ran)."""
     import hypothesis
     import numpy
 
@@ -95,6 +96,35 @@ def build_report(backend, settings_used, programs, outcomes, table, failures, er
     report["verdict"] = {"certified": ok, "reasons": reasons,
                          "must_pass_version": (must_pass or load_must_pass()).get("version")}
     return report
+
+
+def aborted_report(backend_name: str, settings_used: dict, err: BaseException) -> dict:
+    """The report of a run that stopped before it finished: NOT CERTIFIED, with the reason."""
+    import traceback
+
+    import hypothesis
+    import numpy
+
+    import tilecore
+
+    where = "".join(traceback.format_exception(type(err), err, err.__traceback__)[-3:]).strip()
+    reason = f"the run was aborted: {type(err).__name__}({err}) at {where}"
+    settings_used = {"examples": 0, "seed": None, "tier": "execute", "families": "all", **settings_used}
+    return {
+        "format": REPORT_FORMAT,
+        "suite": {"name": "tile-conformance", "version": __version__},
+        "tilecore": {"distribution": "tilecore", "version": tilecore.__version__,
+                     "ir_version": tilecore.TILE_IR_VERSION},
+        "backend": {"name": backend_name, "distribution": "", "version": "", "features": []},
+        "plugins": [], "device": {},
+        "host": {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count(),
+                 "python": sys.version.split()[0], "numpy": numpy.__version__,
+                 "hypothesis": hypothesis.__version__},
+        "settings": settings_used, "program_digest": "", "duration_seconds": 0.0,
+        "totals": {"programs": 0, "pass": 0, "fail": 0, "unsupported": 0, "suite_error": 0},
+        "families": {}, "features": {}, "failures": [], "suite_errors": [],
+        "verdict": {"certified": False, "reasons": [reason], "must_pass_version": None},
+    }
 
 
 def verify(report: dict, must_pass: Optional[dict] = None) -> Tuple[bool, List[str]]:

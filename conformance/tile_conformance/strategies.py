@@ -1,6 +1,8 @@
-"""Hypothesis strategies over the grammar of the tile language.
+"""Strategies over the grammar of the tile language.
 
-`program_knobs(caps)` draws the knobs of one program (see `programs.py`) using
+`knobs_at(caps, seed, i, families)` draws the knobs of program i of a seeded
+run (see `programs.py`), from its own seeded Random (gen.py: hypothesis's
+strategy spelling, no dependence on what else is installed), using
 only what the backend declares in its capabilities: features outside
 `caps.features`, dtypes outside `caps.dtypes` and GEMM dtype pairs outside
 `caps.gemm_dtypes` are never drawn (the runner reports them "unsupported").
@@ -10,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import FrozenSet, Optional, Tuple
 
-from hypothesis import strategies as st
+from . import gen as st
 
 from tilecore.ir.types import FLOAT_DTYPES, INT_DTYPES, is_float
 
@@ -423,4 +425,21 @@ def program_knobs(draw, caps: Caps, families=None):
     fam = draw(st.sampled_from(fams))
     knobs = draw(_FAMILY_STRATEGIES[fam](caps))
     knobs["input_seed"] = draw(st.integers(0, 2**31 - 1))
+    return knobs
+
+
+GENERATOR_VERSION = 2  # part of every program's seed: bump when the same seed must give new programs
+
+
+def knobs_at(caps: Caps, seed: int, index: int, families) -> dict:
+    """Knobs of program `index` of the run with `seed` over `families` (in their fixed order).
+
+    Depends on nothing else: program i of a sharded run is generated alone.
+    Families take turns (i mod the number of families).
+    """
+    fams = tuple(families)
+    fam = fams[index % len(fams)]
+    rng = st.rng_for("tile-conformance", GENERATOR_VERSION, seed, index, fam)
+    knobs = _FAMILY_STRATEGIES[fam](caps).draw(rng)
+    knobs["input_seed"] = rng.randrange(2**31)
     return knobs

@@ -11,6 +11,9 @@ backend could have:
   cpu-bug-bf16       bfloat16 results are truncated instead of rounded
                      (1 ulp too small in magnitude for half of the values)
   cpu-bug-atomic     the atomic updates of block 0 are lost
+  cpu-bug-exit / -segv / -sysexit / -hang
+                     on a program with a reduction: os._exit(3), SIGSEGV,
+                     raise SystemExit(0), or loop forever
 
 IR-level bugs are planted by rewriting the Tile IR the wrapped backend
 compiles; the others by wrapping its launcher. Registered through the
@@ -29,7 +32,9 @@ from tilecore.ir.visitor import Transformer, walk
 from tilecore.plugin import hookimpl
 from tilecore.plugin.backend import Artifact
 
-MUTANTS = ("edge", "axis", "transpose", "bf16", "atomic")
+# backends that end the process, raise SystemExit or hang on every program with a reduction
+CRASHES = ("exit", "segv", "sysexit", "hang")
+MUTANTS = ("edge", "axis", "transpose", "bf16", "atomic") + CRASHES
 PREFIX = "cpu-bug-"
 
 
@@ -227,6 +232,7 @@ def tilecore_codegen(backend, module, options):
     meta = dict(inner.meta)
     meta["mutant"] = {"bug": mutant, "wraps": inner.backend,
                       "edge_writes": _edge_writes(module.func) if mutant == "edge" else [],
+                      "has_reduce": any(isinstance(n, N.Reduce) for n in walk(module.func)),
                       "bf16_params": [i for i, p in enumerate(module.func.params) if p.dtype == "bfloat16"]}
     return Artifact(backend=backend.name, target=backend.name, entry=inner.entry, source=inner.source,
                     blobs=dict(inner.blobs), meta=meta)
@@ -235,6 +241,20 @@ def tilecore_codegen(backend, module, options):
 def _truncate_bf16(a: np.ndarray) -> None:
     bits = a.view(np.uint16)
     bits &= np.uint16(0xFFFE)
+
+
+def _crash(how: str) -> None:
+    import signal
+    import time
+
+    if how == "exit":
+        os._exit(3)
+    if how == "segv":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if how == "sysexit":
+        raise SystemExit(0)
+    while True:  # hang
+        time.sleep(0.05)
 
 
 @hookimpl
@@ -250,6 +270,8 @@ def tilecore_launcher(backend, artifact):
     inner = _pm().hook.tilecore_launcher(backend=base, artifact=inner_artifact)
 
     def launch(args, bindings=None):
+        if mutant in CRASHES and info["has_reduce"]:
+            _crash(mutant)
         before = {}
         if mutant == "edge":
             before = {i: np.array(args[i], copy=True) for i, _ in info["edge_writes"]}
