@@ -69,16 +69,37 @@ def round_to_bfloat16(x32):
     return tx.Select(tx.isnan(x32), x32, tx.reinterpret("float32", rounded))
 
 
+def float32_round_to_odd(x64):
+    """A float64 value rounded to float32 *to odd* (truncated, low bit set when inexact).
+
+    Rounding that to bfloat16 (or float16) is then one correct rounding of the
+    float64 value; converting through float32 directly rounds twice and is one
+    ulp off when the first rounding lands on a tie of the second.
+    """
+    v = tx.Var("x64", "float64")
+    f = tx.Cast("float32", v)
+    back = tx.Cast("float64", f)
+    bits = tx.reinterpret("uint32", f)
+    inexact = tx.NE(back, v)
+    toward_zero = tx.Select(tx.And(inexact, tx.abs(back) > tx.abs(v)), bits - tx.const(1, "uint32"), bits)
+    odd = tx.Select(inexact, tx.bitwise_or(toward_zero, tx.const(1, "uint32")), toward_zero)
+    return tx.Let(v, x64, tx.Select(tx.isnan(v), f, tx.reinterpret("float32", odd)))
+
+
 def cast_to(expr, dtype: str):
     """Convert a PrimExpr to `dtype` with Tile IR semantics (bool means != 0)."""
     src = dtype_of(expr)
     if src == dtype:
         return expr
     if dtype == "bool":
+        if is_float_dtype(src):  # NaN is nonzero: true (an ordered != would say false)
+            return tx.Or(tx.NE(expr, tir_const(0, src)), tx.isnan(expr))
         return tx.NE(expr, tir_const(0, src))
     if src in NARROW_FLOATS and dtype not in ("float32", "float64"):
         # float16/bfloat16 -> int or the other narrow float: go through float32
         expr = tx.Cast("float32", expr)
+    if src == "float64" and dtype == "bfloat16":
+        expr = float32_round_to_odd(expr)
     return tx.Cast(dtype, expr)
 
 
@@ -224,7 +245,8 @@ class ExprLowerer:
         value = self.lower(e.value)
         if e.dtype == "bfloat16" and dtype_of(value) != "bfloat16" and _small(e.value):
             # an explicit cast rounds even if the value is widened again (see round_to_bfloat16)
-            x32 = value if dtype_of(value) == "float32" else tx.Cast("float32", value)
+            x32 = value if dtype_of(value) == "float32" else float32_round_to_odd(value) \
+                if dtype_of(value) == "float64" else tx.Cast("float32", value)
             return tx.Cast("bfloat16", round_to_bfloat16(x32))
         return cast_to(value, e.dtype)
 

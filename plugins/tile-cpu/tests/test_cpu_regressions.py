@@ -276,3 +276,58 @@ def test_print_formats_floats_like_the_reference(capfd):
     tilecore.compile(main, target="cpu", out_idx=[-1])(a)
     got = capfd.readouterr()
     assert (got.out + got.err).strip().splitlines() == (want.out + want.err).strip().splitlines()
+
+
+# ----------------------------------------------------------------------------- found by the conformance edge values
+
+
+def _cpu_run(kernel, *arrays):
+    out = [a.copy() for a in arrays]
+    tilecore.compile(kernel, target="cpu")(*out)
+    return out
+
+
+def test_nan_converts_to_true():
+    """bool(x) is x != 0, and NaN != 0 (an ordered compare said False)."""
+    @T.prim_func
+    def k(A: T.Tensor((4,), "float64"), B: T.Tensor((4,), "bool")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(4):
+                B[i] = T.cast(A[i], "bool")
+
+    a = np.array([np.nan, 0.0, -0.0, 1e-300])
+    _, b = _cpu_run(k, a, np.zeros(4, bool))
+    assert b.tolist() == [True, False, False, True]
+
+
+def test_float64_to_bfloat16_rounds_once():
+    """float64 -> bfloat16 is one correct rounding: through float32 it rounded twice (86.50000012 -> 86)."""
+    @T.prim_func
+    def k(A: T.Tensor((3,), "float64"), B: T.Tensor((3,), "bfloat16")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(3):
+                B[i] = A[i]
+
+    a = np.array([float.fromhex("-0x1.5900008000000p+6"), float.fromhex("0x1.3d00008000000p-45"), 86.25])
+    _, b = _cpu_run(k, a, np.zeros(3, ml_dtypes.bfloat16))
+    from tilecore.interp.dtypes import convert
+
+    assert b.view(np.uint16).tolist() == convert(a, "bfloat16").view(np.uint16).tolist()
+    assert b.astype(np.float64)[[0, 2]].tolist() == [-86.5, 86.0]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "bfloat16", "float16"])
+def test_tanh_keeps_relative_accuracy_near_zero(dtype):
+    """TVM's tanh, (1 - e^-2x) / (1 + e^-2x), cancelled near 0 (tanh(1e-8) was 0 in bfloat16)."""
+    @T.prim_func
+    def k(A: T.Tensor((4,), dtype), B: T.Tensor((4,), dtype)):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(4):
+                B[i] = T.tanh(A[i])
+
+    npd = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    a = np.array([1e-8, -3e-5, 0.0024, 0.5]).astype(npd)
+    _, b = _cpu_run(k, a, np.zeros(4, npd))
+    want = np.tanh(a.astype(np.float64))
+    assert np.all(np.abs(b.astype(np.float64) - want) <= 2 * np.abs(want) * (2.0 ** -52 if dtype == "float64"
+                                                                           else 2.0 ** -7)), (b, want)
