@@ -93,7 +93,8 @@ def cast_to(expr, dtype: str):
         return expr
     if dtype == "bool":
         if is_float_dtype(src):  # NaN is nonzero: true (an ordered != would say false)
-            return tx.Or(tx.NE(expr, tir_const(0, src)), tx.isnan(expr))
+            wide = tx.Cast("float32", expr) if src in NARROW_FLOATS else expr  # TVM has no narrow isnan
+            return tx.Or(tx.NE(expr, tir_const(0, src)), tx.isnan(wide))
         return tx.NE(expr, tir_const(0, src))
     if src in NARROW_FLOATS and dtype not in ("float32", "float64"):
         # float16/bfloat16 -> int or the other narrow float: go through float32
@@ -101,6 +102,22 @@ def cast_to(expr, dtype: str):
     if src == "float64" and dtype == "bfloat16":
         expr = float32_round_to_odd(expr)
     return tx.Cast(dtype, expr)
+
+
+# Signed data types whose + - * are computed on the unsigned bit pattern: TVM's LLVM
+# codegen marks signed arithmetic `nsw` (overflow is poison), and LLVM then folds
+# e.g. min(a + a, 100) as if a + a could not wrap; the language defines wrapping.
+# int32 is left alone: it is the index type, whose analysis (vectorization,
+# bounds) must keep seeing plain arithmetic.
+_WRAPPING_INTS = {"int8": "uint8", "int16": "uint16", "int64": "uint64"}
+
+
+def wrapping_arith(op: str, a, b, dtype: str):
+    """a op b for signed `dtype` with two's complement wrapping (no signed-overflow poison)."""
+    u = _WRAPPING_INTS[dtype]
+    ua, ub = tx.reinterpret(u, a), tx.reinterpret(u, b)
+    r = ua + ub if op == "+" else ua - ub if op == "-" else ua * ub
+    return tx.reinterpret(dtype, r)
 
 
 def is_float_dtype(dtype: str) -> bool:
@@ -317,6 +334,8 @@ class ExprLowerer:
         if dtype == "bool" and op in ("&", "|", "+", "*", "min", "max"):
             return {"&": tx.And, "*": tx.And, "min": tx.And, "|": tx.Or, "+": tx.Or,
                     "max": tx.Or}[op](a, b)
+        if op in ("+", "-", "*") and dtype in _WRAPPING_INTS:
+            return wrapping_arith(op, a, b, dtype)
         if op == "+":
             return a + b
         if op == "-":

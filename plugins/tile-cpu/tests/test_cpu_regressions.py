@@ -331,3 +331,23 @@ def test_tanh_keeps_relative_accuracy_near_zero(dtype):
     want = np.tanh(a.astype(np.float64))
     assert np.all(np.abs(b.astype(np.float64) - want) <= 2 * np.abs(want) * (2.0 ** -52 if dtype == "float64"
                                                                            else 2.0 ** -7)), (b, want)
+
+
+def test_signed_overflow_wraps_inside_expressions():
+    """int64 / int8 + - * wrap (two's complement): LLVM folded min(a + a, 100) as if a + a could not
+    overflow (TVM marks signed arithmetic nsw), giving 100 where the sum wraps negative."""
+    @T.prim_func
+    def k(A: T.Tensor((4,), "int64"), O: T.Tensor((4,), "int64"), P: T.Tensor((4,), "int8")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(4):
+                O[i] = T.min(A[i] + A[i], 100)
+                P[i] = T.cast(A[i], "int8") * T.cast(A[i], "int8") - T.cast(A[i], "int8")
+
+    a = np.array([4751208930080402404, 9150879190889859523, -3, 100])
+    _, o, p = _cpu_run(k, a, np.zeros(4, np.int64), np.zeros(4, np.int8))
+    from tilecore import interp
+
+    ro, rp = np.zeros(4, np.int64), np.zeros(4, np.int8)
+    interp.run(k, [a.copy(), ro, rp])
+    assert o.tolist() == ro.tolist() and p.tolist() == rp.tolist()
+    assert o[0] < 0
