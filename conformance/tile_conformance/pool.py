@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from .execute import FAIL, Outcome
 from .programs import Program
@@ -48,12 +48,12 @@ def _describe_exit(code: Optional[int]) -> str:
 class _Worker:
     """One worker process; `stderr` goes to a file whose tail explains crashes."""
 
-    def __init__(self, backend: str, tier: str):
+    def __init__(self, backend: str):
         self.err = tempfile.TemporaryFile()
         env = dict(os.environ)
         # the worker sees the same modules and plugins as this process (tests add entries to sys.path)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        self.proc = subprocess.Popen([sys.executable, "-m", "tile_conformance.worker", backend, tier],
+        self.proc = subprocess.Popen([sys.executable, "-m", "tile_conformance.worker", backend],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
                                      env=env, start_new_session=True)
         self.job: Optional[int] = None
@@ -105,7 +105,8 @@ class _Worker:
 
 
 class WorkerPool:
-    """`jobs` reusable workers for one backend and tier; `run(programs)` returns one Outcome per program."""
+    """`jobs` reusable workers; `run(programs)` runs them on `self.backend` at `self.tier` and returns one
+    Outcome per program. Several runs (backends) may share a pool: set `backend` / `tier` between them."""
 
     def __init__(self, backend: str, tier: str = "execute", jobs: Optional[int] = None,
                  timeout: float = DEFAULT_TIMEOUT):
@@ -156,7 +157,7 @@ class WorkerPool:
         return next((w for w in self.workers if w.job is None), None)
 
     def _start(self) -> _Worker:
-        w = _Worker(self.backend, self.tier)
+        w = _Worker(self.backend)
         self.workers.append(w)
         return w
 
@@ -169,7 +170,8 @@ class WorkerPool:
                 self._discard(w)
                 return Outcome(FAIL, sorted(program.features), problem, error_kind="crash")
         try:
-            w.send({"index": i, "program": program_record(program), "tier": self.tier})
+            w.send({"index": i, "program": program_record(program), "tier": self.tier, "backend": self.backend,
+                    "cache_dir": os.environ.get("TILECORE_CACHE_DIR", "")})
         except OSError:
             self._discard(w)
             return self._dispatch(i, program) if self.startup_failures < 3 else Outcome(
@@ -234,10 +236,3 @@ class WorkerPool:
                              seconds=self.timeout)
 
 
-def outcome_counts(outcomes: Sequence[Optional[Outcome]]) -> Dict[str, int]:
-    """How many outcomes have each status (None: not run)."""
-    counts: Dict[str, int] = {}
-    for o in outcomes:
-        key = o.status if o is not None else "not_run"
-        counts[key] = counts.get(key, 0) + 1
-    return counts

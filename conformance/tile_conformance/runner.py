@@ -1,6 +1,7 @@
 """The conformance run: generate programs, run them, shrink failures, write the report."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -12,7 +13,7 @@ from .pool import DEFAULT_TIMEOUT, WorkerPool
 from .shrink import Shrinker, program_size
 from .strategies import Caps, family_requirements, knobs_at
 
-DEFAULT_EXAMPLES = 100
+DEFAULT_EXAMPLES = 165  # 15 programs of each of the 11 families
 
 
 class ConformanceError(Exception):
@@ -139,7 +140,8 @@ def run_suite(backend_name: str, examples: int = DEFAULT_EXAMPLES, seed: int = 0
               families: Optional[Sequence[str]] = None, shrink: bool = True, max_shrinks: int = 4,
               shrink_runs: int = 60, shrink_seconds: float = 90.0, progress: bool = False,
               must_pass: Optional[dict] = None, jobs: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT,
-              stop_after_failures: int = 0, programs: Optional[Sequence[Program]] = None) -> dict:
+              stop_after_failures: int = 0, programs: Optional[Sequence[Program]] = None,
+              pool: Optional[WorkerPool] = None) -> dict:
     """Run the suite on one backend and return the report (a JSON-serialisable dict).
 
     Programs run in `jobs` isolated worker processes (pool.py), each with
@@ -147,13 +149,15 @@ def run_suite(backend_name: str, examples: int = DEFAULT_EXAMPLES, seed: int = 0
     is compiled anew (a private compile cache, see execute.fresh_compile_cache).
     `stop_after_failures=K` ends the run after K failed programs (the rest are
     not run: a quick rejection, e.g. for mutation testing). `programs` runs
-    those instead of generating (`tile conformance rerun`).
+    those instead of generating (`tile conformance rerun`). `pool`: an open
+    WorkerPool to use (and leave open) instead of a new one, e.g. for many
+    short runs in a row.
     """
     from .execute import fresh_compile_cache
 
     with fresh_compile_cache():
         return _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks, shrink_runs,
-                          shrink_seconds, progress, must_pass, jobs, timeout, stop_after_failures, programs)
+                          shrink_seconds, progress, must_pass, jobs, timeout, stop_after_failures, programs, pool)
 
 
 def check_tier(backend, tier: str) -> None:
@@ -172,7 +176,7 @@ def program_digest(programs: Sequence[Program]) -> str:
 
 
 def _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks, shrink_runs, shrink_seconds,
-               progress, must_pass, jobs, timeout, stop_after_failures, given_programs) -> dict:
+               progress, must_pass, jobs, timeout, stop_after_failures, given_programs, shared_pool) -> dict:
     from .report import build_report
 
     t0 = time.time()
@@ -194,8 +198,10 @@ def _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks
                     + (f" errors {counts[SUITE_ERROR]}" if counts[SUITE_ERROR] else ""))
         return bool(stop_after_failures) and counts[FAIL] >= stop_after_failures
 
+    pool = shared_pool or WorkerPool(backend.name, tier, jobs, timeout)
+    pool.backend, pool.tier = backend.name, tier
     try:
-        with WorkerPool(backend.name, tier, jobs, timeout) as pool:
+        with contextlib.nullcontext(pool) if shared_pool else pool:
             results = pool.run(programs, on_result)
             ran = [i for i, o in enumerate(results) if o is not None]
             run_programs = [programs[i] for i in ran]
@@ -210,7 +216,7 @@ def _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks
     settings_used = {"examples": examples if given_programs is None else len(programs), "seed": seed, "tier": tier,
                      "compile_cache": "fresh (private, per run)",
                      "families": list(families) if families else "all",
-                     "isolation": {"workers": pool.jobs, "timeout_seconds": timeout},
+                     "isolation": {"workers": pool.jobs, "timeout_seconds": pool.timeout},
                      "stop_after_failures": stop_after_failures, "programs_run": len(ran),
                      "shrink": {"enabled": shrink, "max_failures_shrunk": max_shrinks, "max_runs": shrink_runs,
                                 "max_seconds": shrink_seconds}}

@@ -1,6 +1,8 @@
 """The worker process that runs programs on the backend under test (see pool.py).
 
-Started as `python -m tile_conformance.worker BACKEND TIER`. It talks to the
+Started as `python -m tile_conformance.worker BACKEND` (the backend loaded
+before it says ready; each job names its own backend, tier and compile cache
+folder, so one pool can serve several runs). It talks to the
 suite over its standard input and a private copy of its standard output
 (length-prefixed pickles); file descriptors 0 and 1 themselves are pointed at
 /dev/null first, so a backend that prints (T.print, a chatty toolchain) or
@@ -56,11 +58,33 @@ def _private_pipes():
     return in_fd, out_fd
 
 
-def _run_job(job: dict, backend):
-    """One program on `backend`; a BaseException escaping the backend is that program's failure."""
+_BACKENDS: dict = {}
+
+
+def _backend(name: str):
+    from .runner import resolve_backend
+
+    if name not in _BACKENDS:
+        _BACKENDS[name] = resolve_backend(name)
+    return _BACKENDS[name]
+
+
+def _use_cache_dir(folder: str) -> None:
+    """Compile into the run's private cache folder (a pool may serve several runs)."""
+    if folder and os.environ.get("TILECORE_CACHE_DIR") != folder:
+        from tilecore.runtime import api
+
+        os.environ["TILECORE_CACHE_DIR"] = folder
+        api.clear_memory_cache()
+
+
+def _run_job(job: dict):
+    """One program on the job's backend; a BaseException escaping the backend is that program's failure."""
     from .execute import FAIL, Outcome, run_program
     from .repro import program_from_record
 
+    _use_cache_dir(job.get("cache_dir", ""))
+    backend = _backend(job["backend"])
     program = program_from_record(job["program"])
     try:
         return run_program(program, backend, job["tier"])
@@ -73,12 +97,9 @@ def _run_job(job: dict, backend):
 def main(argv=None) -> int:
     """Serve programs until the suite closes the pipe."""
     argv = sys.argv[1:] if argv is None else argv
-    backend_name = argv[0]
     in_fd, out_fd = _private_pipes()
-    from .runner import resolve_backend
-
     try:
-        backend = resolve_backend(backend_name)
+        _backend(argv[0])  # loads the plugins and the first backend before saying ready
     except BaseException as err:
         write_message(out_fd, {"ready": False, "error": f"{type(err).__name__}: {err}"})
         return 1
@@ -88,7 +109,7 @@ def main(argv=None) -> int:
             job = read_message(in_fd)
         except EOFError:
             return 0
-        write_message(out_fd, {"index": job["index"], "outcome": _run_job(job, backend)})
+        write_message(out_fd, {"index": job["index"], "outcome": _run_job(job)})
 
 
 if __name__ == "__main__":
