@@ -50,7 +50,7 @@ def _device(backend) -> dict:
 
 
 def build_report(backend, settings_used, programs, outcomes, table, failures, errors, digest, seconds,
-                 must_pass: Optional[dict] = None, indices=None) -> dict:
+                 must_pass: Optional[dict] = None, indices=None, coverage: Optional[dict] = None) -> dict:
     """The report of a run (`indices`: each outcome's program number in the run, when not all ran)."""
     import hypothesis
     import numpy
@@ -92,6 +92,8 @@ def build_report(backend, settings_used, programs, outcomes, table, failures, er
         "failures": failures,
         "suite_errors": errors[:20],
     }
+    if coverage is not None:
+        report["coverage"] = coverage
     ok, reasons = verify(report, must_pass)
     report["verdict"] = {"certified": ok, "reasons": reasons,
                          "must_pass_version": (must_pass or load_must_pass()).get("version")}
@@ -156,7 +158,21 @@ def verify(report: dict, must_pass: Optional[dict] = None) -> Tuple[bool, List[s
     for feat, row in report["features"].items():
         if row.get("pass", 0) and not row.get("declared", False):
             reasons.append(f"feature {feat!r} counted as passed but the backend does not declare it")
+    reasons += _coverage_reasons(report, mp)
     return not reasons, reasons
+
+
+def _coverage_reasons(report: dict, mp: dict) -> List[str]:
+    """Required coverage cells (coverage.py) with fewer passing programs than must_pass.json asks."""
+    need = mp.get("coverage", {}).get("min_passes", 0)
+    cov = report.get("coverage")
+    if not need or not cov:
+        return []
+    short = [c for c in cov.get("required", []) if cov["cells"].get(c, {}).get("pass", 0) < need]
+    if not short:
+        return []
+    return [f"coverage: {len(short)} required cell(s) with fewer than {need} passing program(s): "
+            + ", ".join(short[:12]) + (" ..." if len(short) > 12 else "")]
 
 
 # ----------------------------------------------------------------------------- Markdown
@@ -205,6 +221,7 @@ def to_markdown(report: dict) -> str:
     lines += ["", "## Families", "", "| family | pass | fail | unsupported | suite errors |", "|---|---:|---:|---:|---:|"]
     for fam, row in sorted(report["families"].items()):
         lines.append(f"| {fam} | {row['pass']} | {row['fail']} | {row['unsupported']} | {row['suite_error']} |")
+    lines += coverage_markdown(report)
     if report["failures"]:
         lines += ["", f"## Failures ({len(report['failures'])})", ""]
         for n, f in enumerate(report["failures"], 1):
@@ -230,6 +247,22 @@ def to_markdown(report: dict) -> str:
         for e in report["suite_errors"]:
             lines.append(f"- program #{e['index']} ({e['family']}): {e['message']}")
     return "\n".join(lines) + "\n"
+
+
+def coverage_markdown(report: dict) -> List[str]:
+    """The coverage matrix: every cell the run exercised or needed, with its pass / fail counts."""
+    cov = report.get("coverage")
+    if not cov:
+        return []
+    required = set(cov.get("required", []))
+    lines = ["", "## Coverage", "", "Cells (coverage.py): conversion kinds, integer operators, math functions per "
+             "dtype, reduce kinds, edge classes per dtype, dynamic shapes per family, sizes. `required`: "
+             "certification needs a passing program there.", "",
+             "| cell | pass | fail | required |", "|---|---:|---:|---|"]
+    for cell in sorted(set(cov["cells"]) | required):
+        row = cov["cells"].get(cell, {"pass": 0, "fail": 0})
+        lines.append(f"| {cell} | {row['pass']} | {row['fail']} | {'yes' if cell in required else ''} |")
+    return lines
 
 
 def write_report(report: dict, path: str) -> Tuple[str, str]:

@@ -222,8 +222,12 @@ def _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks
                                 "max_seconds": shrink_seconds}}
     if given_programs is not None:
         settings_used["rerun"] = True
+    from .coverage import coverage_table, required_cells
+
+    coverage = {"cells": coverage_table(run_programs, outcomes),
+                "required": required_cells(caps, run_families(caps, families)) if given_programs is None else []}
     return build_report(backend, settings_used, run_programs, outcomes, table, failures, errors, digest,
-                        time.time() - t0, must_pass, indices=ran)
+                        time.time() - t0, must_pass, indices=ran, coverage=coverage)
 
 
 def _shrink_targets(failed, table, max_shrinks) -> List[int]:

@@ -207,7 +207,7 @@ def ewise_knobs(draw, caps: Caps, slot: int = 0):
     M = draw(_extent(caps, bm, allow_partial))
     N = draw(_extent(caps, bn, allow_partial))
     dyn = (allow_partial and caps.has("dynamic_shape") and caps.has("partial_tiles", "runtime_if")
-           and draw(st.integers(0, 4)) == 0)
+           and (slot % 4 == 3 or draw(st.integers(0, 4)) == 0))
     expr = draw(int_expr(n_in, caps) if int_mode else float_expr(n_in, caps))
     return {"family": "ewise", "M": M, "N": N, "bm": bm, "bn": bn, "in_dtypes": in_dtypes,
             "out_dtype": draw(st.sampled_from(pool)), "expr": expr, "stage": stage,
@@ -235,7 +235,7 @@ def copy_knobs(draw, caps: Caps, slot: int = 0):
         M, N = draw(st.integers(257, 700)), draw(st.integers(257, 320))
         if not caps.has("partial_tiles"):
             M, N = -(-M // bm) * bm, -(-N // bn) * bn
-    dyn = caps.has("dynamic_shape", "partial_tiles") and draw(st.integers(0, 4)) == 0
+    dyn = caps.has("dynamic_shape", "partial_tiles") and (slot % 4 == 3 or draw(st.integers(0, 4)) == 0)
     edges = ""
     if is_float(dtypes[0]):
         narrowest = min(dtypes[1:], key=_PRECISION.get)
@@ -314,7 +314,7 @@ def reduce_knobs(draw, caps: Caps, slot: int = 0):
                                      "absmax": (0.5, 1.5), "min": (1.0, -1.0)}[kind]))
         if not is_float(acc):
             init = int(init) or 2
-    dyn = caps.has("dynamic_shape", "partial_tiles") and draw(st.integers(0, 3)) == 0
+    dyn = caps.has("dynamic_shape", "partial_tiles") and (slot % 4 == 3 or draw(st.integers(0, 3)) == 0)
     if nan_first:
         edges = "special"
     elif is_float(d_in):
@@ -404,7 +404,7 @@ def cumsum_knobs(draw, caps: Caps, slot: int = 0):
     bm, bn = draw(st.sampled_from(TILES)), draw(st.sampled_from(TILES))
     M = draw(_extent(caps, bm))
     N = draw(_extent(caps, bn))
-    dyn = caps.has("dynamic_shape", "partial_tiles") and draw(st.integers(0, 4)) == 0
+    dyn = caps.has("dynamic_shape", "partial_tiles") and (slot % 4 == 3 or draw(st.integers(0, 4)) == 0)
     edges = draw(st.sampled_from(("nan", "") if is_float(d) else ("limits", "")))
     return {"family": "cumsum", "M": M, "N": N, "bm": bm, "bn": bn, "dim": draw(st.sampled_from((0, 1))),
             "reverse": draw(st.booleans()), "dtype": d, "scope": draw(st.sampled_from(("fragment", "shared"))),
@@ -523,12 +523,13 @@ def convert_knobs(draw, caps: Caps, slot: int = 0):
     M, N = draw(_extent(caps, bm, guard_ok)), draw(_extent(caps, bn, guard_ok))
     edges = convert_edges(src, dst)
     return {"family": "convert", "M": M, "N": N, "bm": bm, "bn": bn, "src": src, "dst": dst, "mode": mode,
-            "edges": edges[0] if kind == "f>f" else draw(st.sampled_from(edges)), "dyn": _dyn(draw, caps, guard_ok),
+            "edges": edges[0] if kind == "f>f" else draw(st.sampled_from(edges)), "dyn": _dyn(draw, caps, guard_ok, slot),
             "threads": _threads(draw, caps)}
 
 
-def _dyn(draw, caps: Caps, guard_ok: bool) -> bool:
-    return guard_ok and caps.has("dynamic_shape", "runtime_if") and draw(st.integers(0, 3)) == 0
+def _dyn(draw, caps: Caps, guard_ok: bool, slot: int) -> bool:
+    """Dynamic shapes: every fourth program of a family, and a few more at random."""
+    return guard_ok and caps.has("dynamic_shape", "runtime_if") and (slot % 4 == 3 or draw(st.integers(0, 5)) == 0)
 
 
 _INT_TARGETS = ("//", "%", "<<", ">>", "~", "cmp", "logic", "wrap")
@@ -601,7 +602,7 @@ def intops_knobs(draw, caps: Caps, slot: int = 0):
     return {"family": "intops", "M": draw(_extent(caps, bm, guard_ok)), "N": draw(_extent(caps, bn, guard_ok)),
             "bm": bm, "bn": bn, "dtypes": [dA, dB, dA if target == "wrap" else draw(st.sampled_from(ints))],
             "expr": expr,
-            "target": target, "out_dtype": draw(st.sampled_from(outs)), "dyn": _dyn(draw, caps, guard_ok),
+            "target": target, "out_dtype": draw(st.sampled_from(outs)), "dyn": _dyn(draw, caps, guard_ok, slot),
             "threads": _threads(draw, caps)}
 
 
@@ -616,7 +617,7 @@ def math_knobs(draw, caps: Caps, slot: int = 0):
     return {"family": "math", "dtype": d, "funcs": list(FUNCS), "M": draw(_extent(caps, bm, guard_ok)),
             "N": draw(_extent(caps, bn, guard_ok)), "bm": bm, "bn": bn, "fast_math": caps.fast_math,
             "special_ops": caps.has("select"),
-            "dyn": _dyn(draw, caps, guard_ok), "threads": _threads(draw, caps)}
+            "dyn": _dyn(draw, caps, guard_ok, slot), "threads": _threads(draw, caps)}
 
 
 _FAMILY_STRATEGIES.update({"convert": convert_knobs, "intops": intops_knobs, "math": math_knobs})
