@@ -102,9 +102,12 @@ def suspects(features: Sequence[str], table: Dict[str, dict]) -> List[str]:
         tried = row.get("pass", 0) + row.get("fail", 0)
         return (row.get("fail", 0) / tried) if tried else 0.0
 
-    # near-equal ratios (same tenth) list language features before dtypes: a dtype is the suspect
-    # only when it fails clearly more often than the operations it appears in
-    ranked = sorted(features, key=lambda f: (-round(ratio(f), 1), f.startswith("dtype:"), -ratio(f), f))
+    # near-equal ratios (same tenth) list language features before dtypes (a dtype is the suspect
+    # only when it fails clearly more often than the operations it appears in), then the feature with
+    # more failing programs behind it: a feature seen failing once in one program is weaker evidence
+    # than one failing in many (a dynamic-shape bug was blamed on the one cumsum program it broke)
+    ranked = sorted(features, key=lambda f: (-round(ratio(f), 1), f.startswith("dtype:"),
+                                             -table.get(f, {}).get("fail", 0), -ratio(f), f))
     return [f for f in ranked if ratio(f) > 0]
 
 
