@@ -40,20 +40,23 @@ def install_mutants(wrap: str) -> str:
 def score(wrap: str, seeds, only=None, examples=None, jobs=1):
     """[(bug, seed, rejected, programs run, seconds, first failure)] for every bug and seed."""
     import tile_mutants
+    from tile_conformance.pool import WorkerPool
     from tile_conformance.runner import DEFAULT_EXAMPLES, run_suite
 
     rows = []
+    pool = WorkerPool("cpu-bug-atomic", jobs=jobs)  # one pool serves every run (workers load each mutant once)
     for bug in (only or tile_mutants.planted_bugs(wrap)):
         for seed in seeds:
             t0 = time.time()
             r = run_suite(f"cpu-bug-{bug}", examples=examples or DEFAULT_EXAMPLES, seed=seed, shrink=False,
-                          stop_after_failures=1, jobs=jobs)
+                          stop_after_failures=1, pool=pool)
             fail = r["failures"][0] if r["failures"] else None
             rows.append({"bug": bug, "seed": seed, "rejected": not r["verdict"]["certified"] and bool(fail),
                          "programs_run": r["settings"]["programs_run"], "seconds": round(time.time() - t0, 1),
                          "first_failure": (f"#{fail['index']} {fail['family']}: {fail['message'][:160]}"
                                            if fail else None)})
             print(json.dumps(rows[-1]), flush=True)
+    pool.close()
     return rows
 
 

@@ -116,7 +116,8 @@ def _extent(draw, caps: Caps, tile: int, allow_partial: bool = True, max_tiles: 
 
 
 def _threads(draw, caps: Caps) -> int:
-    t = draw(st.sampled_from((32, 64, 128, 256)))
+    """A `threads=` hint, up to 1024-thread blocks (capped by the backend's max_threads)."""
+    t = draw(st.sampled_from((32, 128, 256, 1024)))
     if caps.max_threads:
         t = min(t, caps.max_threads)
     return t
@@ -584,9 +585,13 @@ def intops_knobs(draw, caps: Caps, slot: int = 0):
         expr = ["shift", target, draw(sub), ["in", "S"]]
     elif target == "~":
         expr = ["un", "~", draw(sub)]
-    elif target in ("cmp", "logic"):
+    elif target == "cmp":  # the inputs compared directly, each comparison in turn (equal values occur)
+        op = ("<=", ">=", "==", "!=", "<", ">")[(slot // len(_INT_TARGETS)) % 6]
+        cond = ["cmp", op, ["in", "A"], ["in", "B"]]
+        expr = ["bcast", cond] if draw(st.booleans()) else ["sel", cond, draw(sub), draw(sub)]
+    elif target == "logic":
         cond = draw(_int_cond(2, signed))
-        if target == "logic" and cond[0] == "cmp":
+        if cond[0] == "cmp":
             cond = ["logic", draw(st.sampled_from(("and", "or"))), cond, draw(_int_cond(1, signed))]
         expr = ["bcast", cond] if draw(st.booleans()) else ["sel", cond, draw(sub), draw(sub)]
     else:
