@@ -44,6 +44,19 @@ class TileRuntimeError(TileError):
         super().__init__(format_diagnostic(message, self.span, source) if span and span.line else message)
 
 
+class BackendError(TileError):
+    """A backend plugin failed (missing toolchain, a crash in its codegen or launcher)."""
+
+
+class PluginHookError(BackendError):
+    """A plugin's hook raised: the message names the plugin (distribution, entry point) and the hook."""
+
+    def __init__(self, message: str, plugin: str, hook: str):
+        self.plugin = plugin
+        self.hook = hook
+        super().__init__(message)
+
+
 def source_line(span: Span, source: str = "") -> str:
     """The text of the line `span` points at, from `source` or the file itself."""
     if span.line <= 0:

@@ -62,6 +62,11 @@ class Backend:
     device_present: whether it can execute here (decides the default target).
     distribution / version: the installed package that provides it; part of the cache key.
     priority: among backends whose device is present, the higher wins the default.
+    options: the compile options its codegen reads (tilecore.plugin.options.Option); any
+    other option is an error naming these.
+    toolchain_fingerprint: a cheap string that changes whenever the toolchain that
+    generates code changes (compiler versions, library files); part of the cache key
+    with a digest of the tilecore and plugin sources. It must not import heavy modules.
     """
 
     name: str
@@ -74,6 +79,8 @@ class Backend:
     version: str = ""
     priority: int = 0
     description: str = ""
+    options: Tuple[Any, ...] = ()
+    toolchain_fingerprint: Optional[Callable[[], str]] = None
 
     def accepts_target(self, target: str) -> bool:
         """Whether `target` names this backend: its name, a listed target, or another
