@@ -130,3 +130,40 @@ class Artifact:
 
     def to_json_header(self) -> str:
         return json.dumps(self.header(), sort_keys=True)
+
+
+def package_file(package: str, *parts: str) -> str:
+    """The path of `parts` inside installed package `package`, found without importing it
+    ("" when the package is not installed); for toolchain fingerprints."""
+    import importlib.util
+    import os
+
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return ""
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    return os.path.join(list(spec.submodule_search_locations)[0], *parts)
+
+
+def files_fingerprint(paths) -> str:
+    """`path:size:mtime` of each file (or `path:missing`): a cheap toolchain fingerprint that
+    changes whenever a compiler or library is reinstalled or replaced."""
+    import os
+
+    parts = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
+        except (OSError, TypeError, ValueError):
+            parts.append(f"{path}:missing")
+    return ";".join(parts)
+
+
+def tvm_fingerprint() -> str:
+    """The installed TVM's libraries (LLVM is linked into libtvm), for backends built on TVM."""
+    return files_fingerprint([package_file("tvm", "lib", "libtvm.so"),
+                              package_file("tvm", "lib", "libtvm_runtime.so"),
+                              package_file("tvm_ffi", "lib", "libtvm_ffi.so")])

@@ -78,25 +78,12 @@ def toolchain_status() -> ToolchainStatus:
 
 
 def toolchain_fingerprint() -> str:
-    """TVM's libraries (LLVM is linked into libtvm) and the C compiler, by path, size and
-    modification time: cheap (no TVM import), and it changes with any reinstall."""
-    import os
+    """TVM's libraries (LLVM is linked into libtvm) and the C compiler that links kernels."""
+    from tilecore.plugin.backend import files_fingerprint, tvm_fingerprint
 
     from .build import compiler
-    from .native import _package_dir
 
-    files = [compiler() or "no-compiler"]
-    for package, libs in (("tvm", ("libtvm.so", "libtvm_runtime.so")), ("tvm_ffi", ("libtvm_ffi.so",))):
-        folder = _package_dir(package)
-        files += [os.path.join(folder, "lib", lib) for lib in libs] if folder else [f"no-{package}"]
-    parts = []
-    for path in files:
-        try:
-            st = os.stat(path)
-            parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
-        except OSError:
-            parts.append(f"{path}:missing")
-    return ";".join(parts)
+    return tvm_fingerprint() + ";" + files_fingerprint([compiler() or "no C compiler"])
 
 
 def make_backend() -> Backend:
