@@ -37,6 +37,9 @@ class Capabilities:
     vector_bytes: width of the widest vector load/store.
     memory_space: where kernel arguments must live ("cpu", "cuda", "rocm", "metal", "npu").
     tiers: conformance tiers this backend can pass here ("execute", "compile").
+    index_bits: width of the signed integers the generated code indexes with (32 or 64); the
+    Kernel refuses, at call time, a dynamic dimension or an array with more elements than that
+    can count.
     """
 
     features: FrozenSet[str]
@@ -49,6 +52,7 @@ class Capabilities:
     vector_bytes: int = 16
     memory_space: str = "cpu"
     tiers: Tuple[str, ...] = ("execute",)
+    index_bits: int = 32
 
 
 @dataclass
