@@ -107,4 +107,10 @@ def user_facing(func):
             if os.environ.get("TILECORE_TRACEBACK"):
                 raise
             raise hide_internal_frames(err) from None
+        except RecursionError:  # a kernel too deeply nested for a recursive pass: never 1000 frames
+            if os.environ.get("TILECORE_TRACEBACK"):
+                raise
+            raise TileCompileError(f"{func.__name__}: the kernel is nested too deeply for tilecore "
+                                   f"(Python's recursion limit was reached); split deep expressions or "
+                                   f"loop nests into several statements") from None
     return entry_point

@@ -201,7 +201,7 @@ class TilecorePluginManager:
         for impl in reversed(impls):  # pluggy calls the last registered (and tryfirst) first
             try:
                 result = impl.function(*[kwargs[a] for a in impl.argnames])
-            except TileError:
+            except (TileError, RecursionError):  # a RecursionError is the kernel's size: see user_facing
                 raise
             except Exception as err:
                 text = str(err).strip().splitlines()
