@@ -87,6 +87,25 @@ def _codegen_options(target: str, out_idx, options: Dict[str, Any], backend: Opt
     return merged
 
 
+def _check_index_range(func: N.PrimFunc, backend: Backend) -> None:
+    """Refuse a parameter with more elements than the backend's index width can count (dynamic
+    shapes are checked by the Kernel at call time)."""
+    from ..diagnostics import TileCompileError
+
+    bits = backend.capabilities.index_bits
+    limit = (1 << (bits - 1)) - 1
+    for param in func.params:
+        if all(isinstance(n, int) for n in param.shape):
+            count = 1
+            for n in param.shape:
+                count *= n
+            if count > limit:
+                raise TileCompileError(
+                    f"parameter {param.name!r} has {count} elements, more than backend {backend.name!r} can "
+                    f"index ({bits}-bit signed indices, at most {limit}); split the work or use a backend "
+                    f"with 64-bit indexing", param.span if param.span.line > 0 else func.span, func.source)
+
+
 def _ir_json(func: N.PrimFunc) -> str:
     from ..ir.serialize import dumps
 
@@ -196,6 +215,7 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
     """
     func = _check_func(func)
     backend, full = resolve_target(target)
+    _check_index_range(func, backend)
     out = normalize_out_idx(out_idx, len(func.params), func.name)
     opts = _codegen_options(full, out, options, backend)
     use_cache = _cache.cache_enabled()
