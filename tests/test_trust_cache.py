@@ -307,3 +307,57 @@ def test_environment_switches_accept_only_documented_values(tmp_path):
             C.cache_enabled()
         finally:
             del os.environ["TILECORE_CACHE"]
+
+
+def test_unknown_cpu_option_is_an_error_before_any_codegen():
+    """`sourse="asm"` was accepted silently by tile-cpu."""
+    pytest.importorskip("tile_cpu")
+    with pytest.raises(OptionError) as info:
+        tilecore.compile(simple_add_func(32), target="cpu", out_idx=[-1], sourse="asm")
+    assert "unknown compile option 'sourse' for backend 'cpu'" in str(info.value)
+    assert "source ('llvm'|'asm', default 'llvm')" in str(info.value)
+
+
+# ---------------------------------------------------------------------- properties
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2, allow_nan=False),
+                     st.sampled_from(["", "1", "a"]))
+_values = st.recursive(_scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.lists(inner, max_size=3).map(tuple),
+    st.dictionaries(st.one_of(st.integers(0, 2), st.sampled_from(["0", "1", "k"])), inner, max_size=3)),
+    max_leaves=8)
+
+
+def _typed_equal(a, b) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_typed_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_typed_equal(k, k) and _typed_equal(a[k], b[k]) for k in a) \
+            and {type(k) for k in a} == {type(k) for k in b}
+    return a == b or (a != a and b != b)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_values, _values)
+def test_option_encoding_tells_apart_exactly_the_typed_different_values(a, b):
+    same = C.canonical_encoding(a) == C.canonical_encoding(b)
+    assert same == _typed_equal(a, b)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_any_damaged_entry_is_corruption_never_another_error(data):
+    secret = b"k" * 32
+    good = C.encode_entry(KEY, _artifact(), secret)
+    damaged = bytearray(good)
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(damaged) - 1))
+        damaged[i] = data.draw(st.integers(0, 255))
+    try:
+        assert C.decode_entry(bytes(damaged), KEY, secret) == _artifact()
+    except C.CorruptEntry:
+        pass

@@ -127,3 +127,20 @@ def test_interpreter_estimates_memory_before_allocating():
         kernel(np.zeros(16, np.float32), np.zeros(16, np.float32))
     assert "allocating s of shape (2097152, 2097152) (float32) needs 16384.0 GiB" in str(info.value)
     assert "T.alloc_shared((1 << 21, 1 << 21)" in str(info.value)
+
+
+def test_gigabyte_fragment_on_cpu_is_a_compile_error():
+    """1 GiB fragments per block were accepted silently on cpu."""
+    pytest.importorskip("tile_cpu")
+
+    @T.prim_func
+    def huge_fragment(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+        with T.Kernel(1) as bx:
+            f = T.alloc_fragment((16384, 16384), "float32")
+            T.fill(f, 1.0)
+            for i in T.Parallel(16):
+                B[i] = A[i] + f[i, 0]
+
+    with pytest.raises(TileCompileError, match="needs 1073741824 bytes but backend cpu allows 268435456") as info:
+        tilecore.compile(huge_fragment, target="cpu", out_idx=[-1])
+    assert 'T.alloc_fragment((16384, 16384), "float32")' in str(info.value)
