@@ -49,7 +49,8 @@ def test_fault_in_a_passes_hook_names_the_plugin_and_hook(tmp_path):
     """, env, check=False)
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
-    assert "PluginHookError" in last and "plugin 'faulty' (tile-faulty 9.9, entry point tile_faulty.plugin)" in last
+    assert "PluginHookError" in last
+    assert "plugin 'faulty' (tile-faulty 9.9, entry point tile_faulty.plugin)" in last
     assert "failed in hook tilecore_passes for backend 'reference'" in last and "KeyError: 'pass table'" in last
 
 

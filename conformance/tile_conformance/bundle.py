@@ -198,8 +198,8 @@ def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: O
             arrays = make_inputs(prog.params, prog.bindings, prog.input_seed)
             ref = reference_outputs(func, prog, arrays)
         except Exception as err:
-            outcomes.append(Outcome(SUITE_ERROR, feats, f"reference run of {pid} failed: {type(err).__name__}: "
-                                    f"{err}", error_kind="oracle"))
+            outcomes.append(Outcome(SUITE_ERROR, feats, f"reference run of {pid} failed: "
+                                    f"{type(err).__name__}: {err}", error_kind="oracle"))
             continue
 
         def factory(_artifact=artifact):

@@ -76,7 +76,8 @@ def _check_func(func) -> N.PrimFunc:
                     f"got {type(func).__name__}")
 
 
-def _codegen_options(target: str, out_idx, options: Dict[str, Any], backend: Optional[Backend] = None) -> Dict[str, Any]:
+def _codegen_options(target: str, out_idx, options: Dict[str, Any],
+                     backend: Optional[Backend] = None) -> Dict[str, Any]:
     """The options codegen receives: validated against the backend's declared options (unknown
     names and mistyped values raise OptionError), defaults filled in, target and out_idx added."""
     from ..plugin.options import validate_options

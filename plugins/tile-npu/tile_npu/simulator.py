@@ -434,7 +434,8 @@ class Simulator:
             while True:
                 if not 0 <= pc < n:
                     self.pc = pc
-                    self.trap("illegal_instruction", f"program counter {pc} is outside the program (no halt?)")
+                    self.trap("illegal_instruction",
+                              f"program counter {pc} is outside the program (no halt?)")
                 ins = code[pc]
                 self.pc = pc
                 pc += 1
