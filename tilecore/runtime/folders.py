@@ -91,18 +91,23 @@ def private_folder(path: str, what: str, setting: str) -> str:
     return path
 
 
-_process_dirs: Dict[str, str] = {}
+_process_dirs: Dict[tuple, str] = {}  # (purpose, pid) -> folder
 
 
 def process_tempdir(purpose: str) -> str:
     """A private folder (tempfile.mkdtemp, 0700) for this process, removed when it exits."""
     with _lock:
-        folder = _process_dirs.get(purpose)
+        folder = _process_dirs.get((purpose, os.getpid()))
         if folder is None or not os.path.isdir(folder):
             folder = tempfile.mkdtemp(prefix=f"tilecore-{purpose}-")
-            _process_dirs[purpose] = folder
-            atexit.register(shutil.rmtree, folder, True)
+            _process_dirs[(purpose, os.getpid())] = folder
+            atexit.register(_remove_if_mine, folder, os.getpid())
         return folder
+
+
+def _remove_if_mine(folder: str, pid: int) -> None:
+    if os.getpid() == pid:  # a forked child that exits normally must not remove its parent's folder
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def write_private_file(folder: str, name: str, data: bytes) -> str:
