@@ -85,21 +85,30 @@ _WORKDIR: Optional[str] = None
 
 
 def workdir() -> str:
-    """Folder holding the generated programs' .py files (so spans point at real lines)."""
+    """Folder holding the generated programs' .py files (so spans point at real lines).
+
+    Always a fresh private folder (mkdtemp, 0700) made by this process, inside
+    TILE_CONFORMANCE_WORKDIR when set (which must itself be private: it is refused
+    when others can write it): programs are executed from it, so a file that was
+    there before the run must never be imported.
+    """
     global _WORKDIR
     if _WORKDIR is None:
-        _WORKDIR = os.environ.get("TILE_CONFORMANCE_WORKDIR") or tempfile.mkdtemp(prefix="tile-conformance-")
-        os.makedirs(_WORKDIR, exist_ok=True)
+        base = os.environ.get("TILE_CONFORMANCE_WORKDIR")
+        if base:
+            from tilecore.runtime.folders import private_folder
+
+            private_folder(base, "conformance working folder", "TILE_CONFORMANCE_WORKDIR")
+        _WORKDIR = tempfile.mkdtemp(prefix="tile-conformance-", dir=base or None)
     return _WORKDIR
 
 
 def load_source(source: str, name_hint: str = "prog"):
     """Write DSL `source` to a file and import it; return its `main` PrimFunc."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    path = os.path.join(workdir(), f"{name_hint}_{digest}.py")
-    if not os.path.exists(path):
-        with open(path, "w") as f:
-            f.write(source)
+    from tilecore.runtime.folders import write_private_file
+
+    path = write_private_file(workdir(), f"{name_hint}_{digest}.py", source.encode())
     mod_name = f"_tile_conformance_{name_hint}_{digest}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
     module = importlib.util.module_from_spec(spec)

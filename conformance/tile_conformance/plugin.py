@@ -4,7 +4,7 @@
     tile conformance verify REPORT.json [--must-pass FILE]
     tile conformance rerun REPORT.json [--backend NAME] [--all] [--report out.json]
     tile conformance build-bundle BACKEND DIR [--examples N] [--seed S]
-    tile conformance run-bundle DIR [--backend NAME] [--report out.json]
+    tile conformance run-bundle DIR --expect-digest SHA256 [--backend NAME] [--report out.json]
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--r
 tile conformance verify REPORT.json [--must-pass FILE]
 tile conformance rerun REPORT.json [--backend NAME] [--all] [--report out.json]
 tile conformance build-bundle BACKEND DIR [--examples N] [--seed S]
-tile conformance run-bundle DIR [--backend NAME] [--report out.json]"""
+tile conformance run-bundle DIR --expect-digest SHA256 [--backend NAME] [--report out.json]"""
 
 
 @hookimpl
@@ -237,7 +237,8 @@ def _build_bundle(argv: List[str]) -> int:
     summary = build_bundle(args.backend, args.dir, examples=args.examples, seed=args.seed, families=families)
     print(f"bundle {args.dir}: {summary['programs']} programs for backend {args.backend} "
           f"({summary['compiled']} compiled, {summary['compile_failures']} compile failures, "
-          f"{summary['unsupported']} unsupported)")
+          f"{summary['unsupported']} unsupported)\nmanifest digest: {summary['manifest_sha256']} "
+          f"(run it with: tile conformance run-bundle DIR --expect-digest {summary['manifest_sha256']})")
     return 0 if summary["compile_failures"] == 0 and summary["suite_errors"] == 0 else 1
 
 
@@ -249,8 +250,15 @@ def _run_bundle(argv: List[str]) -> int:
     p.add_argument("dir")
     p.add_argument("--backend", default=None, help="backend to load the artifacts with (default: the bundle's)")
     p.add_argument("--report", default=None)
+    p.add_argument("--expect-digest", required=True,
+                   help="the manifest digest build-bundle printed: the bundle's native code runs only "
+                        "when manifest.json still has it")
     args = p.parse_args(argv)
-    report = run_bundle(args.dir, backend_name=args.backend)
+    try:
+        report = run_bundle(args.dir, backend_name=args.backend, expect_digest=args.expect_digest)
+    except ValueError as err:
+        print(f"tile conformance run-bundle: {err}", file=sys.stderr)
+        return 2
     paths = write_report(report, args.report) if args.report else ()
     _print_summary(report, paths)
     return 0 if report["verdict"]["certified"] else 1

@@ -44,6 +44,7 @@ class ArrayInfo:
     strides: Optional[Tuple[int, ...]]
     contiguous: bool
     array: Any
+    negated: bool = False  # a torch tensor whose negative bit is set (its memory holds -value)
 
 
 _DTYPE_NAMES: dict = {}  # library dtype object -> name; str(numpy dtype) is slow per call
@@ -97,8 +98,10 @@ def describe(obj) -> ArrayInfo:
         elif space == "mps":
             space = "metal"
         device = space if dev.index is None and space == "cpu" else f"{space}:{dev.index or 0}"
+        if obj.is_conj():  # only complex tensors have one, and no tilecore dtype is complex
+            raise NotAnArray("got a torch tensor with its conjugate bit set; pass tensor.resolve_conj()")
         return ArrayInfo("torch", tuple(obj.shape), _dtype_name(obj.dtype), device, space,
-                         tuple(obj.stride()), bool(obj.is_contiguous()), obj)
+                         tuple(obj.stride()), bool(obj.is_contiguous()), obj, bool(obj.is_neg()))
     if _is_cupy(obj):
         cupy = sys.modules["cupy"]
         space = "rocm" if getattr(cupy.cuda.runtime, "is_hip", False) else "cuda"
@@ -125,6 +128,23 @@ def describe(obj) -> ArrayInfo:
         return ArrayInfo("dlpack", shape, dtype, f"{space}:{dev_id}", space, strides, contiguous, obj)
     raise NotAnArray(f"got {type(obj).__name__}, which is not an array "
                      "(expected numpy, torch, cupy or an object with __dlpack__)")
+
+
+def memory_range(array) -> Optional[Tuple[int, int]]:
+    """(first byte address, end address) of a dense array's memory, or None when unknown."""
+    try:
+        if isinstance(array, np.ndarray):
+            start = array.__array_interface__["data"][0]
+            return start, start + array.nbytes
+        if _is_torch(array):
+            start = array.data_ptr()
+            return start, start + array.numel() * array.element_size()
+        if _is_cupy(array):
+            start = array.data.ptr
+            return start, start + array.nbytes
+    except (AttributeError, TypeError, RuntimeError):
+        pass
+    return None
 
 
 def numpy_dtype(dtype: str):

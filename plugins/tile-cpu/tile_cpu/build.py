@@ -64,29 +64,31 @@ def compiler() -> Optional[str]:
 
 
 def support_object(workdir: str) -> str:
-    """support.c compiled once per content hash into the user's cache folder."""
-    from tilecore.runtime.cache import cache_dir
+    """support.c compiled once per content hash and kept in the cache as a native object
+    (checked against its keyed digest before every use); returns a private copy in `workdir`,
+    which is what gets linked."""
+    from tilecore.runtime.cache import DiskCache, cache_enabled
 
     with open(SUPPORT_C, "rb") as f:
         src = f.read()
-    digest = hashlib.sha256(src).hexdigest()[:16]
-    folder = os.path.join(cache_dir(), "cpu-support")
-    path = os.path.join(folder, f"support-{digest}.o")
-    if os.path.exists(path):
+    name = hashlib.sha256(src + (compiler() or "").encode()).hexdigest()[:32] + ".o"
+    cache = DiskCache() if cache_enabled() else None
+    data = cache.get_native("cpu-support", name) if cache is not None else None
+    path = os.path.join(workdir, "support.o")
+    if data is not None:
+        with open(path, "wb") as f:
+            f.write(data)
         return path
     cc = compiler()
     if cc is None:
         raise RuntimeError("no C compiler found (install gcc or clang, or set CC)")
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(workdir, "support.o")
-    cmd = [cc, "-O2", "-fPIC", "-x", "c++" if cc.endswith("++") else "c", "-c", SUPPORT_C, "-o", tmp]
+    cmd = [cc, "-O2", "-fPIC", "-x", "c++" if cc.endswith("++") else "c", "-c", SUPPORT_C, "-o", path]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"compiling {SUPPORT_C} failed: {proc.stderr.strip()}")
-    fd, tmp2 = tempfile.mkstemp(dir=folder, suffix=".o.tmp")
-    os.close(fd)
-    shutil.copyfile(tmp, tmp2)
-    os.replace(tmp2, path)  # atomic: concurrent builders both succeed
+    if cache is not None:
+        with open(path, "rb") as f:
+            cache.put_native("cpu-support", name, f.read())
     return path
 
 
@@ -116,27 +118,21 @@ def build_shared_library(prim_func, name: str, info: Dict[str, Any], with_suppor
 
 
 _loaded: Dict[str, Any] = {}
-_written: Dict[str, str] = {}  # sha256 of a library -> its file, checked in this process
+_written: Dict[str, str] = {}  # sha256 of a library -> its private file, written by this process
 
 
 def library_file(blob: bytes) -> str:
-    """The library's content-addressed file `<cache dir>/cpu-libs/<sha256>.so`, written once."""
-    from tilecore.runtime.cache import cache_dir
+    """The library as a file in this process's private temp folder (mkdtemp, 0700, removed at
+    exit), named by its sha256. `blob` comes from a cache entry whose keyed digest was checked,
+    and no other user can write the folder, so what is loaded is exactly what was verified."""
+    from tilecore.runtime.folders import process_tempdir, write_private_file
 
     digest = hashlib.sha256(blob).hexdigest()
     with _lock:
         path = _written.get(digest)
-        if path is not None:
-            return path
-        folder = os.path.join(cache_dir(), "cpu-libs")
-        path = os.path.join(folder, f"{digest}.so")
-        if not _file_has(path, blob):
-            os.makedirs(folder, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".so.tmp")
-            with os.fdopen(fd, "wb") as f:
-                f.write(blob)
-            os.replace(tmp, path)
-        _written[digest] = path
+        if path is None:
+            path = write_private_file(process_tempdir("cpu-libs"), f"{digest}.so", blob)
+            _written[digest] = path
         return path
 
 
@@ -152,13 +148,3 @@ def load_library(blob: bytes):
         mod = tvm.runtime.load_module(path)
         _loaded[path] = mod
         return mod
-
-
-def _file_has(path: str, blob: bytes) -> bool:
-    try:
-        if os.path.getsize(path) != len(blob):
-            return False
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).digest() == hashlib.sha256(blob).digest()
-    except OSError:
-        return False

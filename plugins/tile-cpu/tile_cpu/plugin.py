@@ -9,13 +9,17 @@ from __future__ import annotations
 import shutil
 from typing import Any, Dict
 
-from tilecore.plugin import hookimpl
+from tilecore.plugin import Option, hookimpl
 from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus
 
 from . import __version__
 
 NAME = "cpu"
 PRIORITY = 0  # the default where no accelerator backend has a device
+OPTIONS = (Option("source", str, "llvm", "what kernel.source shows", choices=("llvm", "asm")),)
+# Per-block shared + fragment storage is allocated on the worker's stack or heap for every block;
+# beyond this a kernel is almost surely a mistake (and would exhaust memory with many threads).
+MAX_BLOCK_MEMORY = 256 << 20
 
 
 def _gemm_dtype_pairs() -> frozenset:
@@ -73,6 +77,15 @@ def toolchain_status() -> ToolchainStatus:
     return ToolchainStatus(ok=True, summary=summary, details=details, device="host CPU")
 
 
+def toolchain_fingerprint() -> str:
+    """TVM's libraries (LLVM is linked into libtvm) and the C compiler that links kernels."""
+    from tilecore.plugin.backend import files_fingerprint, tvm_fingerprint
+
+    from .build import compiler
+
+    return tvm_fingerprint() + ";" + files_fingerprint([compiler() or "no C compiler"])
+
+
 def make_backend() -> Backend:
     """The Backend declaration of tile-cpu."""
     from tilecore.ir.types import DTYPES
@@ -87,8 +100,8 @@ def make_backend() -> Backend:
             features=frozenset(ALL_FEATURES),
             dtypes=frozenset(DTYPES),
             gemm_dtypes=_gemm_dtype_pairs(),
-            max_shared_memory=None,      # per-block storage lives in ordinary memory
-            max_fragment_memory=None,
+            max_shared_memory=MAX_BLOCK_MEMORY,  # per-block storage lives in ordinary memory
+            max_fragment_memory=MAX_BLOCK_MEMORY,
             max_threads=None,
             warp_size=1,
             vector_bytes=64,
@@ -101,6 +114,8 @@ def make_backend() -> Backend:
         version=f"{__version__}+host.{host_fingerprint()}",
         priority=PRIORITY,
         description="host CPU through TVM's LLVM code generator; blocks run on TVM's thread pool",
+        options=OPTIONS,
+        toolchain_fingerprint=toolchain_fingerprint,
     )
 
 
@@ -148,8 +163,8 @@ def _collect(hook_name: str, backend) -> Dict:
     from tilecore.plugin import get_plugin_manager
 
     out: Dict = {}
-    getattr(get_plugin_manager().hook, hook_name)(backend=backend, **({"table": out} if hook_name ==
-                                                                       "tilecore_intrinsics" else {"rules": out}))
+    get_plugin_manager().call(hook_name, what=f"for backend {backend.name!r}", backend=backend,
+                              **({"table": out} if hook_name == "tilecore_intrinsics" else {"rules": out}))
     return out
 
 
@@ -179,7 +194,7 @@ def tilecore_codegen(backend, module, options):
         raise TileCompileError(f"backend cpu failed to compile kernel {func.name!r}: "
                                f"{str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__}",
                                func.span, func.source) from err
-    show = options.get("source", "llvm") if isinstance(options, dict) else "llvm"
+    show = options.get("source", "llvm")
     meta: Dict[str, Any] = {"host": dict(info), "params": [p.name for p in func.params],
                             "checks": lowering.checks, "user_source": func.source}
     return Artifact(backend=NAME, target=module.target, entry=func.name,
@@ -201,7 +216,7 @@ def tilecore_launcher(backend, artifact):
     from .build import library_file, load_library
     from .runtime import make_launch
 
-    blob = artifact.blobs["kernel.so"]
+    blob = artifact.blobs["kernel.so"]  # from a cache entry whose keyed digest was checked
     params = artifact.meta.get("params") or []
     caller = native.load(library_file(blob), artifact.entry, len(params),
                          with_error=artifact.meta.get("checks") is not None)

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from tilecore.plugin import hookimpl
+from tilecore.plugin import Option, hookimpl
 from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus
 
 from . import __version__
-from .arch import DEFAULT_CONFIG, MATRIX_FORMATS, VECTOR_DTYPES
+from .arch import DEFAULT_CONFIG, MATRIX_FORMATS, VECTOR_DTYPES, NPUConfig
 
 NAME = "npu"
 
@@ -63,6 +63,8 @@ def make_backend() -> Backend:
         version=_build_id(),
         priority=-100,                   # a simulator: never the default over real hardware
         description="reference NPU: own ISA and compiler, cycle-approximate simulator",
+        options=tuple(Option(f.name, type(f.default), f.default, "NPUConfig." + f.name)
+                      for f in dataclasses.fields(NPUConfig)),
     )
 
 
