@@ -282,3 +282,19 @@ def annotate_layout(layout_map):
 @_kernel_only
 def make_swizzled_layout(buffer):
     """The swizzled layout of a shared buffer, for T.annotate_layout."""
+
+
+# ----------------------------------------------------------------------------- eager style
+
+
+@_kernel_only
+def const(names):
+    """`M, N = T.const("M, N")`: sizes fixed for one compilation of an eager-style kernel.
+
+    Given to `.compile(M=...)`, or read from the shapes of the arrays a call passes.
+    """
+
+
+@_kernel_only
+def empty(shape, dtype="float32"):
+    """`C = T.empty(shape, dtype)`: an output of an eager-style kernel, allocated by the launcher."""
