@@ -20,7 +20,6 @@ from .host import PassConfigKey, TensorSupplyType, compile, jit, map_target  # n
 from . import language  # noqa: F401  (tilecore.language itself)
 
 _LAZY = {
-    "autotune": ("tilecore.autotune", "autotune", "TileLang's autotuner (tilelang.autotune)"),
     "AutoTuner": ("tilecore.autotune", "AutoTuner", "TileLang's autotuner (tilelang.autotuner.AutoTuner)"),
 }
 _SUBMODULES = ("testing", "layout", "autotuner", "profiler", "math")
@@ -29,6 +28,8 @@ _SUBMODULES = ("testing", "layout", "autotuner", "profiler", "math")
 def __getattr__(name):
     if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
+    if name == "autotune":
+        return importlib.import_module(f"{__name__}.autotuner").autotune
     if name in _LAZY:
         module, attr, feature = _LAZY[name]
         return optional_import(module, attr, feature)
@@ -37,6 +38,23 @@ def __getattr__(name):
         return Kernel
     raise AttributeError(f"module 'tilelang' (tilecore.compat.tilelang) has no attribute {name!r}: "
                          "tilecore does not provide this part of TileLang")
+
+
+def deferred(module: str, attr: str, feature: str):
+    """`module.attr` when that tilecore component is installed, else a function that raises
+    UnsupportedFeatureError naming `feature` when it is called (so a file that imports the name
+    but does not use it still runs)."""
+    try:
+        return optional_import(module, attr, feature)
+    except UnsupportedFeatureError as err:
+        reason = err
+
+    def unavailable(*args, **kwargs):
+        raise reason
+    unavailable.__name__ = attr
+    unavailable.unavailable = True
+    unavailable.__doc__ = f"Unavailable: {reason.message}"
+    return unavailable
 
 
 def optional_import(module: str, attr: str, feature: str):
