@@ -418,6 +418,9 @@ class Evaluator:
         return bound.arguments
 
     def eval_Call(self, node: ast.Call):
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "astype" \
+                and is_ir(self.eval(node.func.value)):
+            return self.astype_call(node)
         func = self.eval(node.func)
         name = getattr(func, "__tile_intrinsic__", None)
         if name is not None:
@@ -481,7 +484,7 @@ class Evaluator:
     def misplaced_intrinsic(name: str) -> str:
         if name.startswith("alloc_"):
             return f"T.{name}(...) must be assigned to a name: `buf = T.{name}(...)`"
-        if name in ("Parallel", "Pipelined", "serial", "unroll"):
+        if name in ("Parallel", "Pipelined", "serial", "unroll", "vectorized"):
             return f"T.{name}(...) is a loop: use it as `for i in T.{name}(...):`"
         if name == "Kernel":
             return "T.Kernel(...) opens the kernel: use it as `with T.Kernel(...) as bx:`"
@@ -528,6 +531,26 @@ class Evaluator:
     def expr_op_cast(self, args, node):
         value = self.scalar(self.eval(args["value"]), node)
         return E.cast(value, self.dtype(args["dtype"]), self.span(node))
+
+    def expr_op_Cast(self, args, node):  # noqa: N802  (TVM's T.Cast(dtype, value))
+        return self.expr_op_cast(args, node)
+
+    def expr_op_floordiv(self, args, node):
+        return self.binary_op("//", args["a"], args["b"], node)
+
+    def expr_op_floormod(self, args, node):
+        return self.binary_op("%", args["a"], args["b"], node)
+
+    def expr_op_clamp(self, args, node):
+        low = self.binary_op("max", args["x"], args["lo"], node)
+        return self.binary_op("min", Evaluated(low, node), args["hi"], node)
+
+    def astype_call(self, node: ast.Call):
+        """`value.astype(dtype)` on a kernel value: a cast (TileLang's method spelling)."""
+        if len(node.args) != 1 or node.keywords:
+            raise self.error("astype takes one argument: value.astype(dtype)", node)
+        value = self.scalar(self.eval(node.func.value), node)
+        return E.cast(value, self.dtype(node.args[0]), self.span(node))
 
     def expr_op_if_then_else(self, args, node):
         cond = self.scalar(self.eval(args["cond"]), node)

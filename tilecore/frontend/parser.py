@@ -25,7 +25,8 @@ from .tileops import TileOps
 
 ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment",
                 "alloc_local": "local", "alloc_var": "var"}
-LOOP_KINDS = {"serial": "serial", "unroll": "unroll", "Pipelined": "pipelined"}
+LOOP_KINDS = {"serial": "serial", "unroll": "unroll", "Pipelined": "pipelined",
+              "vectorized": "serial"}  # T.vectorized: a hint; its meaning is the sequential loop
 
 
 class Parser(TileOps):

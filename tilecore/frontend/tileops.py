@@ -204,6 +204,13 @@ class TileOps(Evaluator):
 
     # ------------------------------------------------------------------ print and hints
 
+    def stmt_op_disable_warp_group_reg_alloc(self, args, node):
+        return []  # a register-allocation hint of TileLang's Hopper code generation: no effect
+
+    def stmt_op_assume(self, args, node):
+        self.eval(args["cond"])  # still checked for undefined names; not used by tilecore
+        return []
+
     def stmt_op_print(self, args, node):
         msg = self.py_value(args["msg"], "msg")
         if not isinstance(msg, str):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from .dtypes import (DType, bfloat16, bool, float16, float32, float64, int8,  # noqa: F401,A004
+from .dtypes import (DType, bfloat16, bool, dtype, float, float16, float32, float64, int8,  # noqa: F401,A004
                      int16, int32, int64, uint8)
 from .ops import (Kernel, KernelOnlyError, Parallel, Pipelined, abs, alloc_fragment,  # noqa: F401,A004
                   alloc_local, alloc_shared, alloc_var, annotate_layout, atomic_add,
@@ -19,6 +19,8 @@ from .ops import (Kernel, KernelOnlyError, Parallel, Pipelined, abs, alloc_fragm
                   make_swizzled_layout, max, min, pow, print, reduce_absmax, reduce_abssum,
                   reduce_max, reduce_min, reduce_sum, rsqrt, serial, sigmoid, sin, sqrt,
                   tanh, unroll, use_swizzle)
+from .ops import (Cast, Serial, assume, clamp, disable_warp_group_reg_alloc, floordiv,  # noqa: F401
+                  floormod, vectorized)
 from .tensor import (Buffer, FragmentBuffer, GemmWarpPolicy, LocalBuffer,  # noqa: F401
                      SharedBuffer, Tensor, TensorType, dynamic, symbolic)
 

@@ -36,3 +36,11 @@ uint8 = DType("uint8")
 bool = DType("bool")  # noqa: A001  (TileLang spells it T.bool)
 
 DTYPE_OBJECTS = {name: globals()[name] for name in DTYPES}
+float = float32  # noqa: A001  (TileLang's T.float is float32)
+
+
+def dtype(name) -> DType:
+    """`T.dtype("float16")`: the dtype object of a name (any accepted spelling)."""
+    from ..ir.types import normalize_dtype
+
+    return DType(normalize_dtype(name))

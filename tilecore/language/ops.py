@@ -298,3 +298,46 @@ def const(names):
 @_kernel_only
 def empty(shape, dtype="float32"):
     """`C = T.empty(shape, dtype)`: an output of an eager-style kernel, allocated by the launcher."""
+
+
+# ----------------------------------------------------------------------------- TileLang aliases and hints
+
+
+@_kernel_or_python
+def floordiv(a, b):
+    """`a // b` (floor division), TileLang's spelling."""
+    return a // b
+
+
+@_kernel_or_python
+def floormod(a, b):
+    """`a % b` (floor modulo), TileLang's spelling."""
+    return a % b
+
+
+@_kernel_only
+def Cast(dtype, value):  # noqa: N802  (TVM's spelling: dtype first)
+    """`T.cast(value, dtype)` with TVM's argument order."""
+
+
+@_kernel_only
+def clamp(x, lo, hi):
+    """`T.min(T.max(x, lo), hi)`: x limited to [lo, hi] (NaN stays NaN)."""
+
+
+@_kernel_only
+def vectorized(start, stop=None, step=None):
+    """A sequential loop the backend may vectorize (a hint; step 1 only)."""
+
+
+Serial = serial  # TileLang accepts both spellings
+
+
+@_kernel_only
+def disable_warp_group_reg_alloc():
+    """TileLang's register-allocation hint for warp groups: accepted, no effect."""
+
+
+@_kernel_only
+def assume(cond):
+    """A promise that `cond` holds, for the optimizer; tilecore does not use it (no effect)."""

@@ -1,0 +1,57 @@
+"""TileLang's spellings accepted by the language: aliases, .astype, T.clamp, loop kinds, no-op hints."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import tilecore
+import tilecore.language as T
+
+BACKENDS = ["reference", "cpu", "npu"]
+
+
+def _backend(name):
+    pytest.importorskip({"reference": "tilecore", "cpu": "tile_cpu", "npu": "tile_npu"}[name])
+    return name
+
+
+@T.prim_func
+def spelled(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), T.dtype("float32")),
+            C: T.Tensor((16,), "int32")):
+    with T.Kernel(1) as bx:
+        T.disable_warp_group_reg_alloc()
+        for i in T.vectorized(16):
+            T.assume(i < 16)
+            B[i] = T.clamp(A[i], -1.0, 1.0) + T.Cast(T.float, T.floordiv(i, 4)) + A[i].astype(T.int32)
+        for i in T.Serial(16):
+            C[i] = T.floormod(i - 5, 3) + T.floordiv(7, 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_aliases_mean_what_their_long_forms_mean(backend):
+    a = np.linspace(-2.5, 2.5, 16).astype(np.float32)
+    b, c = tilecore.compile(spelled, target=_backend(backend), out_idx=[1, 2])(a)
+    np.testing.assert_allclose(b, np.clip(a, -1, 1) + np.arange(16) // 4 + np.trunc(a), rtol=1e-6)
+    np.testing.assert_array_equal(c, (np.arange(16) - 5) % 3 + 3)
+
+
+def test_python_level_values_compute_at_parse_time():
+    assert T.floordiv(-7, 2) == -4 and T.floormod(-7, 2) == 1
+    assert T.float == "float32" and T.dtype("half") == "float16" and T.Serial is T.serial
+
+
+@settings(max_examples=8, deadline=None)
+@given(lo=st.floats(-4, 0, width=32), width=st.floats(0, 4, width=32))
+def test_clamp_against_numpy_on_the_reference(lo, width):
+    hi = np.float32(lo + width)
+
+    @T.prim_func
+    def clamp_k(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(8):
+                B[i] = T.clamp(A[i], lo, hi)
+
+    a = np.array([-5, -1, -0.5, 0, 0.25, 1, 3, np.nan], np.float32)
+    b = tilecore.compile(clamp_k, target="reference", out_idx=[1])(a)
+    np.testing.assert_array_equal(b, np.minimum(np.maximum(a, np.float32(lo)), hi))
