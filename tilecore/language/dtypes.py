@@ -23,6 +23,12 @@ class DType(str):
     def __repr__(self) -> str:
         return f"T.{str(self)}"
 
+    def as_torch(self):
+        """The torch dtype of this dtype (TileLang's `T.float16.as_torch()`); imports torch."""
+        import torch
+
+        return getattr(torch, "bool" if self == "bool" else str(self))
+
 
 float16 = DType("float16")
 bfloat16 = DType("bfloat16")
