@@ -21,6 +21,7 @@ from ..ir import nodes as N
 from ..language.tensor import InvalidTensorType, TensorType
 from . import exprs as E
 from .evaluator import BIN_OPS, Evaluated, is_ir
+from .inline import InlineCalls
 from .tileops import TileOps
 
 ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment",
@@ -29,7 +30,7 @@ LOOP_KINDS = {"serial": "serial", "unroll": "unroll", "Pipelined": "pipelined",
               "vectorized": "serial"}  # T.vectorized: a hint; its meaning is the sequential loop
 
 
-class Parser(TileOps):
+class Parser(InlineCalls, TileOps):
     """Translates one function definition; `parse()` returns the PrimFunc."""
 
     def __init__(self, fn_node: ast.FunctionDef, filename: str, source: str, env: dict,
@@ -39,6 +40,7 @@ class Parser(TileOps):
         self.annotations = annotations or {}
         self.used_names: set = set()
         self.in_kernel = False
+        self.pending: list = []  # statements of inlined calls, emitted before the current one
 
     # ------------------------------------------------------------------ names
 
@@ -150,7 +152,7 @@ class Parser(TileOps):
         if method is None:
             raise self.unsupported(node)
         try:
-            stmts = method(node)
+            stmts = self.flush_pending(method, node)
         except E.ExprTypeError as exc:
             raise self.error(str(exc), node) from None
         if stmts and not self.in_kernel and not all(isinstance(s, N.Kernel) for s in stmts):

@@ -19,7 +19,7 @@ from .ops import (Kernel, KernelOnlyError, Parallel, Pipelined, abs, alloc_fragm
                   make_swizzled_layout, max, min, pow, print, reduce_absmax, reduce_abssum,
                   reduce_max, reduce_min, reduce_sum, rsqrt, serial, sigmoid, sin, sqrt,
                   tanh, unroll, use_swizzle)
-from .ops import (Cast, Serial, assume, clamp, disable_warp_group_reg_alloc, floordiv,  # noqa: F401
+from .ops import (Cast, Serial, assume, macro, clamp, disable_warp_group_reg_alloc, floordiv,  # noqa: F401
                   floormod, vectorized)
 from .tensor import (Buffer, FragmentBuffer, GemmWarpPolicy, LocalBuffer,  # noqa: F401
                      SharedBuffer, Tensor, TensorType, dynamic, symbolic)

@@ -341,3 +341,10 @@ def disable_warp_group_reg_alloc():
 @_kernel_only
 def assume(cond):
     """A promise that `cond` holds, for the optimizer; tilecore does not use it (no effect)."""
+
+
+def macro(func):
+    """`@T.macro`: a function whose body is inlined into the kernel at each call
+    (tilecore.frontend.inline); its parameters may be buffers, kernel values or Python values."""
+    func.__tile_macro__ = True
+    return func
