@@ -128,3 +128,24 @@ def test_requires_cuda_skips_without_a_cuda_device():
         with pytest.raises(pytest.skip.Exception):
             needs_gpu()
         assert not ran
+
+
+@pytest.mark.parametrize("kind, dtype", [("Auto", "float16"), ("Integer", "int32"), ("Randn", "float32"),
+                                         ("Zero", "int8"), ("One", "bfloat16"), ("Auto", "uint8")])
+def test_get_tensor_supply_makes_tensors_of_the_parameter_type(kind, dtype):
+    pytest.importorskip("torch")
+    from tilecore.compat.tilelang.utils.tensor import get_tensor_supply, map_torch_type
+    from tilecore.ir import nodes as N
+
+    param = N.Buffer("A", (3, 5), dtype, "global")
+    t = get_tensor_supply(tilelang.TensorSupplyType[kind])(param)
+    assert tuple(t.shape) == (3, 5) and t.dtype == map_torch_type(dtype)
+    values = t.float().numpy()
+    if kind == "Zero":
+        assert (values == 0).all()
+    elif kind == "One":
+        assert (values == 1).all()
+    elif dtype == "uint8":
+        assert values.min() >= 0 and values.max() < 3
+    else:
+        assert np.abs(values).max() <= 10

@@ -102,3 +102,9 @@ def test_factories_returning_prim_funcs_are_unchanged():
         return main
 
     np.testing.assert_array_equal(copy_factory(4)(np.arange(4, dtype=np.float32)), np.arange(4))
+
+
+def test_get_kernel_source_takes_the_call_arguments():
+    x = np.ones((4, 8), np.float32)
+    source = scaled_sum.get_kernel_source(x, x, 4)
+    assert source == scaled_sum.compile(R=4, C=8, block=4).source and "scaled_sum" in source

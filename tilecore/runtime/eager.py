@@ -88,6 +88,16 @@ class EagerJITFunction:
     # ------------------------------------------------------------------ calling
     @user_facing
     def __call__(self, *args, **kwargs):
+        kernel, tensors = self._kernel_for(args, kwargs)
+        return kernel(*[tensors[n] for n in self.signature.parameters if n in tensors])
+
+    @user_facing
+    def get_kernel_source(self, *args, **kwargs) -> str:
+        """The generated code of the kernel a call with these arguments runs (not run)."""
+        return self._kernel_for(args, kwargs)[0].source
+
+    def _kernel_for(self, args, kwargs):
+        """(the Kernel for a call with these arguments, {tensor parameter: array})."""
         from ..frontend.eager import parse_eager
 
         try:
@@ -117,8 +127,7 @@ class EagerJITFunction:
         if missing:
             raise TileError(f"{self.__name__}(): T.const {', '.join(missing)} cannot be read from "
                             f"the arguments' shapes; use {self.__name__}.compile({missing[0]}=...)")
-        kernel = self.compile(**py, **consts)
-        return kernel(*[tensors[n] for n in self.signature.parameters if n in tensors])
+        return self.compile(**py, **consts), tensors
 
     def __repr__(self) -> str:
         return f"<tilecore.jit eager kernel {self.__name__} target={self.target}>"
