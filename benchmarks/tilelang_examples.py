@@ -99,9 +99,24 @@ def classify(text: str, folder: str):
         return "hopper"
     if TVM_FORK.search(text):
         return "tvm-fork"
+    return _missing_import(text, folder, set())
+
+
+def _missing_import(text: str, folder: str, seen: set):
+    """'missing:NAME' for the first package the file, or a local module it imports, lacks."""
+    import importlib.util
+
     for name in sorted(set(IMPORTS.findall(text))):
-        local = os.path.exists(os.path.join(folder, name + ".py")) or os.path.isdir(os.path.join(folder, name))
-        if name != "tilelang" and not local and importlib.util.find_spec(name) is None:
+        path = os.path.join(folder, name + ".py")
+        if os.path.exists(path):
+            if path not in seen:
+                seen.add(path)
+                found = _missing_import(open(path, encoding="utf-8", errors="replace").read(), folder, seen)
+                if found:
+                    return found
+            continue
+        if name != "tilelang" and not os.path.isdir(os.path.join(folder, name)) \
+                and importlib.util.find_spec(name) is None:
             return f"missing:{name}"
     return None
 

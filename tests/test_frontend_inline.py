@@ -79,3 +79,35 @@ def test_recursion_is_a_clear_error():
             with T.Kernel(1) as bx:
                 for i in T.Parallel(4):
                     A[i] = forever(A[i])
+
+
+def permuted_rows(buf):
+    """A helper that only reads a buffer's shape: it runs in Python (building a layout)."""
+    return T.Layout(buf.shape, lambda i, j: [j % 2, i, j // 2])
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_custom_layouts_are_checked_hints_that_never_change_results(backend):
+    pytest.importorskip({"reference": "tilecore", "cpu": "tile_cpu"}[backend])
+
+    @T.prim_func
+    def with_layouts(A: T.Tensor((4, 8), "float32"), B: T.Tensor((4, 8), "float32")):
+        with T.Kernel(1) as bx:
+            s = T.alloc_shared((4, 8), "float32")
+            f = T.alloc_fragment((4, 8), "float32")
+            T.annotate_layout({A: permuted_rows(A), s: T.make_swizzled_layout(s),
+                               f: T.Fragment((4, 8), forward_thread_fn=lambda i, j: i * 8 + j)})
+            T.copy(A, s)
+            T.copy(s, f)
+            T.copy(f, B)
+
+    a = np.arange(32, dtype=np.float32).reshape(4, 8)
+    np.testing.assert_array_equal(tilecore.compile(with_layouts, target=backend, out_idx=[1])(a), a)
+
+
+def test_a_layout_of_another_shape_is_an_error():
+    with pytest.raises(TileCompileError, match=r"the layout's shape \(8, 4\) is not the shape of A"):
+        @T.prim_func
+        def bad(A: T.Tensor((4, 8), "float32")):
+            with T.Kernel(1) as bx:
+                T.annotate_layout({A: T.Layout((8, 4), lambda i, j: [j, i])})

@@ -179,6 +179,18 @@ class Evaluator:
             raise self.error(f"{what} must be a buffer, got {E.describe(value)}", node)
         return value
 
+    def eval_Lambda(self, node: ast.Lambda):
+        """A lambda given to T.Layout / T.Fragment (their index maps) is a Python function made at
+        parse time; it sees the Python environment and the names bound so far, and never runs in
+        the kernel. Anywhere else a lambda is unsupported."""
+        if not getattr(self, "layout_arguments", False):
+            raise self.unsupported(node)
+        namespace = dict(self.scopes.env)
+        for scope in self.scopes.stack:
+            namespace.update({k: v for k, (v, _) in scope.bindings.items()})
+        code = compile(ast.fix_missing_locations(ast.Expression(node)), self.filename, "eval")
+        return eval(code, namespace)  # noqa: S307  (the user's own source text)
+
     def eval_raw(self, node):
         """Like eval, but a T.alloc_var name gives its buffer instead of its value."""
         if isinstance(node, ast.Name):
@@ -425,6 +437,14 @@ class Evaluator:
         name = getattr(func, "__tile_intrinsic__", None)
         if name is not None:
             return self.intrinsic_expr(func, name, node)
+        from ..language.layout import Layout
+
+        if isinstance(func, type) and issubclass(func, Layout):
+            self.layout_arguments = True
+            try:
+                return self.python_call(func, node)
+            finally:
+                self.layout_arguments = False
         if any(func is builtin for builtin in BUILTIN_ON_IR):
             args = self.elements(node.args)
             if any(is_ir(a) for a in args):

@@ -19,8 +19,8 @@ from __future__ import annotations
 import ast
 import inspect
 
+from ..diagnostics import TileCompileError
 from ..ir import nodes as N
-from .evaluator import is_ir
 from .scope import Scopes
 
 MAX_DEPTH = 32
@@ -37,14 +37,41 @@ class InlineCalls:
     inline_depth: int = 0
 
     def python_call(self, func, node: ast.Call):
-        if _is_inlinable(func) and (getattr(func, "__tile_macro__", False) or self._has_kernel_values(node)):
+        if not _is_inlinable(func):
+            return super().python_call(func, node)
+        values = self._argument_values(node)
+        if getattr(func, "__tile_macro__", False) or any(isinstance(v, N.Expr) for v in values):
             return self.inline_call(func, node)
+        if any(isinstance(v, N.Buffer) for v in values):
+            # buffers only: a helper that reads .shape/.dtype runs in Python; one that uses
+            # T.* operations on them (KernelOnlyError) is inlined
+            from ..language.ops import KernelOnlyError
+
+            args, kwargs = self._python_arguments(node)
+            try:
+                return func(*args, **kwargs)
+            except KernelOnlyError:
+                return self.inline_call(func, node)
+            except TileCompileError:
+                raise
+            except Exception as exc:
+                raise self.error(f"evaluating this at parse time failed: {type(exc).__name__}: {exc}",
+                                 node) from None
         return super().python_call(func, node)
 
-    def _has_kernel_values(self, node: ast.Call) -> bool:
+    def _argument_values(self, node: ast.Call) -> list:
         values = [self.eval(a.value if isinstance(a, ast.Starred) else a) for a in node.args]
-        values += [self.eval(k.value) for k in node.keywords if k.arg is not None]
-        return any(is_ir(v) for v in values)
+        return values + [self.eval(k.value) for k in node.keywords if k.arg is not None]
+
+    def _python_arguments(self, node: ast.Call):
+        args = self.elements(node.args)
+        kwargs = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                kwargs.update(self.py_value(kw.value, "a ** argument"))
+            else:
+                kwargs[kw.arg] = self.eval(kw.value)
+        return args, kwargs
 
     def inline_call(self, func, node: ast.Call):
         """Translate `func`'s body here; its statements go to `self.pending`, its value is returned."""

@@ -239,11 +239,25 @@ class TileOps(Evaluator):
         buffers = []
         for key, value in zip(mapping.keys, mapping.values):
             buf = self.buffer(key, "a key of T.annotate_layout")
-            if not self.is_swizzle_of(value, buf):
-                raise self.error(f"the layout of {buf.name} must be "
-                                 f"T.make_swizzled_layout({buf.name})", value)
-            buffers.append(buf)
+            if self.is_swizzle_of(value, buf):
+                buffers.append(buf)
+            else:
+                self.check_custom_layout(buf, value)  # a hint with no effect (language/layout.py)
+        if not buffers:
+            return []
         return [N.Hint("annotate_layout", tuple(buffers), (("layout", "swizzled"),), self.span(node))]
+
+    def check_custom_layout(self, buf: N.Buffer, node) -> None:
+        from ..language.layout import Layout
+
+        layout = self.eval(node)
+        if not isinstance(layout, Layout):
+            raise self.error(f"the layout of {buf.name} must be T.make_swizzled_layout({buf.name}), "
+                             f"a T.Layout or a T.Fragment, got {E.describe(layout)}", node)
+        if len(layout.shape) != len(buf.shape) or any(
+                isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(layout.shape, buf.shape)):
+            raise self.error(f"the layout's shape {layout.shape} is not the shape of {buf.name} "
+                             f"{shape_text(buf.shape)}", node)
 
     def is_swizzle_of(self, node, buf: N.Buffer) -> bool:
         if not isinstance(node, ast.Call):

@@ -21,6 +21,7 @@ from .ops import (Kernel, KernelOnlyError, Parallel, Pipelined, abs, alloc_fragm
                   tanh, unroll, use_swizzle)
 from .ops import (Cast, Serial, assume, macro, clamp, disable_warp_group_reg_alloc, floordiv,  # noqa: F401
                   floormod, vectorized)
+from .layout import Fragment, Layout  # noqa: F401
 from .tensor import (Buffer, FragmentBuffer, GemmWarpPolicy, LocalBuffer,  # noqa: F401
                      SharedBuffer, Tensor, TensorType, dynamic, symbolic)
 
