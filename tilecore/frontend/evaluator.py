@@ -453,8 +453,8 @@ class Evaluator:
                 return self.builtin_on_ir(func, args, node)
         return self.python_call(func, node)
 
-    def python_call(self, func, node: ast.Call):
-        """Call a Python function at parse time; kernel values cannot be passed to it."""
+    def call_arguments(self, node: ast.Call):
+        """(positional values, keyword values) of a call, evaluated."""
         args = self.elements(node.args)
         kwargs = {}
         for kw in node.keywords:
@@ -462,6 +462,11 @@ class Evaluator:
                 kwargs.update(self.py_value(kw.value, "a ** argument"))
             else:
                 kwargs[kw.arg] = self.eval(kw.value)
+        return args, kwargs
+
+    def python_call(self, func, node: ast.Call):
+        """Call a Python function at parse time; kernel values cannot be passed to it."""
+        args, kwargs = self.call_arguments(node)
         if isinstance(func, N.PrimFunc):
             raise self.error(f"a kernel cannot call another kernel ({func.name} is a @T.prim_func): "
                              "inline its body, or write the shared part as Python code that runs "

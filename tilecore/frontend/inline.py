@@ -47,7 +47,7 @@ class InlineCalls:
             # T.* operations on them (KernelOnlyError) is inlined
             from ..language.ops import KernelOnlyError
 
-            args, kwargs = self._python_arguments(node)
+            args, kwargs = self.call_arguments(node)
             try:
                 return func(*args, **kwargs)
             except KernelOnlyError:
@@ -62,16 +62,6 @@ class InlineCalls:
     def _argument_values(self, node: ast.Call) -> list:
         values = [self.eval(a.value if isinstance(a, ast.Starred) else a) for a in node.args]
         return values + [self.eval(k.value) for k in node.keywords if k.arg is not None]
-
-    def _python_arguments(self, node: ast.Call):
-        args = self.elements(node.args)
-        kwargs = {}
-        for kw in node.keywords:
-            if kw.arg is None:
-                kwargs.update(self.py_value(kw.value, "a ** argument"))
-            else:
-                kwargs[kw.arg] = self.eval(kw.value)
-        return args, kwargs
 
     def inline_call(self, func, node: ast.Call):
         """Translate `func`'s body here; its statements go to `self.pending`, its value is returned."""
