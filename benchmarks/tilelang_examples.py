@@ -35,9 +35,26 @@ TVM_FORK = re.compile(r"^\s*(import tvm|from tvm)|tilelang\.(cuda|rocm)\.intrins
                       r"transform|tools|contrib|cuda|intrinsics)|T\.call_intrin", re.M)
 IMPORTS = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 
-# main() keyword arguments that shrink the examples whose defaults are too large to interpret.
+# Smaller problems for examples whose defaults are too large to interpret: main() keyword
+# arguments, or "argv" for the command line of examples that parse one in main().
 SMALL = {
-    "gemm/example_gemm.py": {},
+    "dynamic_shape/example_dynamic.py": {"M": 256, "N": 256, "K": 256},
+    "flash_attention/example_mha_bwd_bhsd.py": {"BATCH": 1, "H": 2, "N_CTX": 128, "D_HEAD": 64},
+    "flash_attention/example_mha_bwd_bshd.py": {"BATCH": 1, "H": 2, "N_CTX": 128, "D_HEAD": 64},
+    "flash_attention/example_gqa_bwd.py": {"BATCH": 1, "H": 4, "N_CTX": 128, "groups": 2},
+    "flash_attention/example_gqa_fwd_bshd.py": {"batch": 1, "heads": 4, "seq_len": 256, "dim": 64, "groups": 2},
+    "flash_attention/example_mha_fwd_bshd.py": {"batch": 1, "heads": 2, "seq_len": 256, "dim": 64},
+    "flash_attention/example_mha_fwd_bhsd.py": {"batch": 1, "heads": 1, "seq_q": 128, "seq_kv": 128},
+    "flash_decoding/example_mha_inference.py": {"H": 2, "Q_CTX": 128, "KV_CTX": 512, "D_HEAD": 64},
+    "fusedmoe/example_fusedmoe_tilelang.py": {"d_hidden": 256, "d_expert": 128, "seq_len": 64},
+    "cast/example_group_per_split_token_cast_to_fp8.py": {"M": 256, "N": 256},
+    "attention_sink/example_mha_sink_fwd_bhsd.py": {"seq_q": 128, "seq_kv": 128, "dim": 64},
+    "attention_sink/example_mha_sink_bwd_bhsd.py": {"N_CTX": 128, "D_HEAD": 64},
+    "linear_attention/example_retention_fwd.py": {"argv": ["--B", "1", "--S", "256", "--H", "2", "--D", "64"]},
+    "topk/example_topk.py": {"argv": ["--M", "128"]},
+    "blocksparse_gemm/example_blocksparse_gemm.py": {"argv": ["--m", "256", "--n", "256", "--k", "256"]},
+    "convolution/example_convolution.py": {"argv": ["--n", "2", "--c", "32", "--h", "16", "--w", "16",
+                                                    "--f", "128"]},
 }
 
 RUNNER = r'''
@@ -81,8 +98,12 @@ torch.cuda.synchronize = lambda *a, **k: None
 torch.cuda.is_available = lambda: False
 torch.cuda.current_device = lambda: 0
 torch.set_default_device = lambda *a, **k: None
-sys.argv = [FILE]
+KWARGS = dict(KWARGS)
+sys.argv = [FILE] + KWARGS.pop("argv", [])
 mod = runpy.run_path(FILE, run_name="tilelang_example")
+import inspect
+if "argv" in inspect.signature(mod["main"]).parameters:
+    KWARGS.setdefault("argv", sys.argv[1:])
 mod["main"](**KWARGS)
 print("EXAMPLE-PASSED")
 '''

@@ -149,3 +149,28 @@ def test_get_tensor_supply_makes_tensors_of_the_parameter_type(kind, dtype):
         assert values.min() >= 0 and values.max() < 3
     else:
         assert np.abs(values).max() <= 10
+
+
+def test_autotune_with_every_tuned_parameter_given_runs_that_configuration(monkeypatch):
+    pytest.importorskip("tilecore.autotune")
+    monkeypatch.setenv("TILECORE_TARGET", "reference")
+    calls = []
+
+    @tilelang.autotune(configs=[{"block": 2}, {"block": 4}])
+    @tilelang.jit(out_idx=[-1])
+    def twice(n, block=4):
+        calls.append(block)
+
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(tilelang.cdiv(n, block)) as bx:
+                t = T.alloc_fragment((block,), "float32")
+                T.copy(A[bx * block], t)
+                for i in T.Parallel(block):
+                    t[i] = t[i] * 2
+                T.copy(t, B[bx * block])
+        return main
+
+    kernel = twice(8, block=2)
+    assert calls == [2]                    # no tuning: the given configuration only
+    np.testing.assert_array_equal(kernel(np.arange(8, dtype=np.float32)), np.arange(8) * 2)
