@@ -55,3 +55,28 @@ def test_clamp_against_numpy_on_the_reference(lo, width):
     a = np.array([-5, -1, -0.5, 0, 0.25, 1, 3, np.nan], np.float32)
     b = tilecore.compile(clamp_k, target="reference", out_idx=[1])(a)
     np.testing.assert_array_equal(b, np.minimum(np.maximum(a, np.float32(lo)), hi))
+
+
+@pytest.mark.parametrize("name", ["alloc_barrier", "tma_copy", "mbarrier_wait_parity", "tcgen05_gemm"])
+def test_hopper_only_primitives_are_unsupported_at_the_line(name):
+    from tilecore.diagnostics import UnsupportedFeatureError
+
+    source = f'''
+import tilecore.language as T
+
+@T.prim_func
+def k(A: T.Tensor((4,), "float32")):
+    with T.Kernel(1) as bx:
+        bar = T.{name}(1)
+'''
+    from tilecore.frontend.parser import parse_source
+
+    with pytest.raises(UnsupportedFeatureError) as info:
+        parse_source(source)
+    assert f"T.{name}, a Hopper/Blackwell-only TileLang primitive" in str(info.value)
+    assert info.value.span.line == 7
+    with pytest.raises(UnsupportedFeatureError):
+        getattr(T, name)
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        T.not_a_name
+    assert not hasattr(T, "tma_copy")     # still an AttributeError for hasattr/getattr defaults

@@ -13,7 +13,7 @@ import operator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..diagnostics import TileCompileError
+from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
 from ..ir.types import DTypeError, normalize_dtype
 from . import exprs as E
@@ -247,6 +247,8 @@ class Evaluator:
             raise self.error(f"a kernel value has no attribute '{node.attr}'", node)
         try:
             return getattr(base, node.attr)
+        except UnsupportedFeatureError as err:  # e.g. T.tma_copy: named, at the user's line
+            raise UnsupportedFeatureError(err.backend, err.feature, self.span(node), self.source) from None
         except AttributeError:
             owner = getattr(base, "__name__", type(base).__name__)
             raise self.error(f"'{owner}' has no attribute '{node.attr}'", node) from None

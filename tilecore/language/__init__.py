@@ -41,3 +41,11 @@ def prim_func(func):
     except TileCompileError as err:
         # The message already points at the user's line; the frontend's frames are noise.
         raise err.with_traceback(None) from None
+
+
+def __getattr__(name):
+    from .unsupported import hopper_only, unsupported_name_error
+
+    if hopper_only(name):
+        raise unsupported_name_error(name)
+    raise AttributeError(f"module 'tilecore.language' has no attribute {name!r}")
