@@ -59,7 +59,7 @@ SMALL = {
 
 RUNNER = r'''
 import importlib, importlib.abc, importlib.util, os, sys, runpy
-sys.path.insert(0, os.path.dirname(FILE))
+sys.path.insert(0, os.path.dirname(@@FILE@@))
 
 class Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """`import tilelang.x` -> `tilecore.compat.tilelang.x`: the harness's only change to the file."""
@@ -98,13 +98,13 @@ torch.cuda.synchronize = lambda *a, **k: None
 torch.cuda.is_available = lambda: False
 torch.cuda.current_device = lambda: 0
 torch.set_default_device = lambda *a, **k: None
-KWARGS = dict(KWARGS)
-sys.argv = [FILE] + KWARGS.pop("argv", [])
-mod = runpy.run_path(FILE, run_name="tilelang_example")
+kwargs = dict(@@KWARGS@@)
+sys.argv = [@@FILE@@] + kwargs.pop("argv", [])
+mod = runpy.run_path(@@FILE@@, run_name="tilelang_example")
 import inspect
 if "argv" in inspect.signature(mod["main"]).parameters:
-    KWARGS.setdefault("argv", sys.argv[1:])
-mod["main"](**KWARGS)
+    kwargs.setdefault("argv", sys.argv[1:])
+mod["main"](**kwargs)
 print("EXAMPLE-PASSED")
 '''
 
@@ -159,7 +159,7 @@ def examples(root: str, only=None):
 
 
 def run_one(path: str, rel: str, target: str, timeout: int):
-    code = RUNNER.replace("FILE", repr(path)).replace("KWARGS", repr(SMALL.get(rel, {})))
+    code = RUNNER.replace("@@FILE@@", repr(path)).replace("@@KWARGS@@", repr(SMALL.get(rel, {})))
     env = dict(os.environ, TILECORE_TARGET=target)
     start = time.time()
     try:
