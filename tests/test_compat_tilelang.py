@@ -1,6 +1,8 @@
 """tilecore.compat.tilelang: TileLang's host names on tilecore."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -174,3 +176,14 @@ def test_autotune_with_every_tuned_parameter_given_runs_that_configuration(monke
     kernel = twice(8, block=2)
     assert calls == [2]                    # no tuning: the given configuration only
     np.testing.assert_array_equal(kernel(np.arange(8, dtype=np.float32)), np.arange(8) * 2)
+
+
+def test_do_bench_times_a_callable_through_tilecore_profiler():
+    pytest.importorskip("tilecore.profiler")
+    from tilecore.compat.tilelang.profiler import do_bench
+
+    calls = []
+    ms = do_bench(lambda: calls.append(time.sleep(0.002)), warmup=4, rep=10)
+    assert 1.5 <= ms < 200 and len(calls) >= 3
+    low, high = do_bench(lambda: None, quantiles=[0.2, 0.8], _n_warmup=1, _n_repeat=5)
+    assert 0 <= low <= high
