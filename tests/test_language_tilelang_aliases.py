@@ -80,3 +80,11 @@ def k(A: T.Tensor((4,), "float32")):
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         T.not_a_name
     assert not hasattr(T, "tma_copy")     # still an AttributeError for hasattr/getattr defaults
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "tfloat32", "uint32"])
+def test_tilelang_dtypes_tilecore_lacks_are_unsupported_by_name(name):
+    from tilecore.diagnostics import UnsupportedFeatureError
+
+    with pytest.raises(UnsupportedFeatureError, match=f"the dtype T.{name}"):
+        getattr(T, name)

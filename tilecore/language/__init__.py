@@ -44,8 +44,8 @@ def prim_func(func):
 
 
 def __getattr__(name):
-    from .unsupported import hopper_only, unsupported_name_error
+    from .unsupported import UNSUPPORTED_DTYPES, hopper_only, unsupported_name_error
 
-    if hopper_only(name):
+    if hopper_only(name) or name in UNSUPPORTED_DTYPES:
         raise unsupported_name_error(name)
     raise AttributeError(f"module 'tilecore.language' has no attribute {name!r}")

@@ -20,6 +20,12 @@ HOPPER_NAMES = frozenset({
 HOPPER_PREFIXES = ("mbarrier_", "tcgen05_", "warpgroup_", "tma_", "ptx_", "WS")
 
 
+# dtypes TileLang has and tilecore's language does not (yet)
+UNSUPPORTED_DTYPES = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e8m0fnu", "float4_e2m1fn",
+                      "float6_e2m3fn", "float6_e3m2fn", "tfloat32", "int4", "uint4", "uint16", "uint32",
+                      "uint64", "int2", "uint2", "int1")
+
+
 def hopper_only(name: str) -> bool:
     """Whether `name` is one of TileLang's Hopper/Blackwell-only primitives."""
     return name in HOPPER_NAMES or name.startswith(HOPPER_PREFIXES)
@@ -31,6 +37,10 @@ class UnsupportedPrimitiveError(UnsupportedFeatureError, AttributeError):
 
 def unsupported_name_error(name: str) -> UnsupportedPrimitiveError:
     """The error for `T.<name>`."""
+    if name in UNSUPPORTED_DTYPES:
+        return UnsupportedPrimitiveError(
+            "tilecore", f"the dtype T.{name} (the language's dtypes are float16, bfloat16, float32, "
+            "float64, int8, int16, int32, int64, uint8 and bool)")
     return UnsupportedPrimitiveError(
         "tilecore", f"T.{name}, a Hopper/Blackwell-only TileLang primitive (mbarriers, TMA, tensor "
         "memory, clusters, warp specialization); write the copy with T.copy inside T.Pipelined, "
