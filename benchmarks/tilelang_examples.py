@@ -9,7 +9,8 @@ changing the imports by hand does) and torch's CUDA device is mapped to the CPU 
 examples build their inputs and torch reference results with `device="cuda"`). The
 example's own check decides pass or fail. Files are classified before running:
 
-* hopper: uses Hopper/Blackwell-only primitives (barriers, TMA, tcgen05, wgmma, ...);
+* hopper: uses Hopper/Blackwell-only primitives (barriers, TMA, tcgen05, wgmma, block-scaled
+  MMA, ...);
 * tvm-fork: imports TileLang's private TVM fork or its CUDA intrinsics directly;
 * missing:NAME: it imports a package this Python does not have (triton, flash-attn,
   einops, ...; the CUDA-only ones cannot run here at all).
@@ -29,7 +30,7 @@ import time
 
 HOPPER = re.compile(r"alloc_barrier|tma_copy|mbarrier|tcgen05|wgmma|warpgroup|T\.ws\(|"
                     r"set_max_nreg|barrier_arrive|barrier_wait|alloc_tmem|sm100|fence_proxy|"
-                    r"create_tma|tma_load|tma_store")
+                    r"create_tma|tma_load|tma_store|blockscaled")
 TVM_FORK = re.compile(r"^\s*(import tvm|from tvm)|tilelang\.(cuda|rocm)\.intrinsics|T\.ptx_|"
                       r"T\.call_extern|tilelang\.intrinsics|from tilelang\.(carver|tileop|engine|"
                       r"transform|tools|contrib|cuda|intrinsics)|T\.call_intrin", re.M)
@@ -128,16 +129,20 @@ def _missing_import(text: str, folder: str, seen: set):
     import importlib.util
 
     for name in sorted(set(IMPORTS.findall(text))):
-        path = os.path.join(folder, name + ".py")
-        if os.path.exists(path):
-            if path not in seen:
-                seen.add(path)
-                found = _missing_import(open(path, encoding="utf-8", errors="replace").read(), folder, seen)
-                if found:
-                    return found
+        local = os.path.join(folder, name)
+        paths = [local + ".py"] if os.path.exists(local + ".py") else \
+            sorted(os.path.join(local, f) for f in os.listdir(local) if f.endswith(".py")) \
+            if os.path.isdir(local) else []
+        if paths:
+            for path in paths:
+                if path not in seen:
+                    seen.add(path)
+                    found = _missing_import(open(path, encoding="utf-8", errors="replace").read(),
+                                            os.path.dirname(path), seen)
+                    if found:
+                        return found
             continue
-        if name != "tilelang" and not os.path.isdir(os.path.join(folder, name)) \
-                and importlib.util.find_spec(name) is None:
+        if name != "tilelang" and importlib.util.find_spec(name) is None:
             return f"missing:{name}"
     return None
 
