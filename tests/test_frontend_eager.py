@@ -108,3 +108,30 @@ def test_get_kernel_source_takes_the_call_arguments():
     x = np.ones((4, 8), np.float32)
     source = scaled_sum.get_kernel_source(x, x, 4)
     assert source == scaled_sum.compile(R=4, C=8, block=4).source and "scaled_sum" in source
+
+
+def test_chained_python_assignments_and_get_kernel_source_by_compile_arguments():
+    @tilecore.jit(target="reference")
+    def tiles(A, width=4):
+        N = T.const("N")
+        lo = hi = width            # a chained assignment of a Python value
+        A: T.Tensor((N,), "float32")
+        Out = T.empty((N,), "float32")
+        with T.Kernel(T.ceildiv(N, lo)) as bx:
+            t = T.alloc_fragment((hi,), "float32")
+            T.copy(A[bx * lo], t)
+            T.copy(t, Out[bx * lo])
+        return Out
+
+    x = np.arange(10, dtype=np.float32)
+    np.testing.assert_array_equal(tiles(x), x)
+    assert tiles.get_kernel_source(N=10, width=4) == tiles.compile(N=10, width=4).source
+
+
+def test_chained_assignment_of_a_kernel_value_is_an_error():
+    with pytest.raises(TileCompileError, match="chained assignment"):
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1) as bx:
+                a = b = A[0]
+                A[1] = a + b

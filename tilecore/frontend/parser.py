@@ -202,7 +202,7 @@ class Parser(InlineCalls, TileOps):
 
     def stmt_Assign(self, node: ast.Assign):
         if len(node.targets) != 1:
-            raise self.error("chained assignment (a = b = ...) is not supported in a kernel", node)
+            return self.chained_assign(node)
         target = node.targets[0]
         if isinstance(target, ast.Name) and self.alloc_call(node.value):
             return self.alloc(target, node.value, node)
@@ -227,6 +227,17 @@ class Parser(InlineCalls, TileOps):
                 out.extend(self.bind_value(name, Evaluated(value, node.value), node))
             return out
         raise self.unsupported(target)
+
+    def chained_assign(self, node: ast.Assign):
+        """`a = b = value` of a Python value binds every name (parse time); kernel values cannot."""
+        value = self.eval(node.value)
+        if is_ir(value) or not all(isinstance(t, ast.Name) for t in node.targets):
+            raise self.error("chained assignment (a = b = ...) is only supported for Python values "
+                             "bound to names", node)
+        out = []
+        for target in node.targets:
+            out.extend(self.bind_value(target, Evaluated(value, node.value), node))
+        return out
 
     def alloc_call(self, node):
         """The intrinsic name when `node` is a T.alloc_* call, else None."""

@@ -93,7 +93,10 @@ class EagerJITFunction:
 
     @user_facing
     def get_kernel_source(self, *args, **kwargs) -> str:
-        """The generated code of the kernel a call with these arguments runs (not run)."""
+        """The generated code of the kernel a call with these arguments runs (not run); without
+        arrays, the arguments are those of `compile` (Python parameters and T.const sizes)."""
+        if not args and not any(_is_array(v) for v in kwargs.values()):
+            return self.compile(**kwargs).source
         return self._kernel_for(args, kwargs)[0].source
 
     def _kernel_for(self, args, kwargs):
