@@ -88,3 +88,32 @@ def test_tilelang_dtypes_tilecore_lacks_are_unsupported_by_name(name):
 
     with pytest.raises(UnsupportedFeatureError, match=f"the dtype T.{name}"):
         getattr(T, name)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_atomic_add_memory_order_is_a_hint(backend):
+    @T.prim_func
+    def count(A: T.Tensor((8,), "float32"), S: T.Tensor((1,), "float32")):
+        with T.Kernel(4) as bx:
+            for i in T.serial(2):
+                T.atomic_add(S[0], A[bx * 2 + i], memory_order="relaxed")
+
+    a = np.arange(8, dtype=np.float32)
+    s = np.zeros(1, np.float32)
+    tilecore.compile(count, target=_backend(backend))(a, s)
+    assert s[0] == a.sum()
+
+
+def test_atomic_add_return_prev_is_unsupported_and_a_bad_order_is_named():
+    from tilecore.diagnostics import TileCompileError, UnsupportedFeatureError
+
+    with pytest.raises(UnsupportedFeatureError, match="return_prev=True"):
+        @T.prim_func
+        def prev(S: T.Tensor((1,), "float32")):
+            with T.Kernel(1) as bx:
+                T.atomic_add(S[0], 1.0, return_prev=True)
+    with pytest.raises(TileCompileError, match="memory_order must be one of"):
+        @T.prim_func
+        def bad(S: T.Tensor((1,), "float32")):
+            with T.Kernel(1) as bx:
+                T.atomic_add(S[0], 1.0, memory_order="sometimes")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 
+from ..diagnostics import UnsupportedFeatureError
 from ..ir import nodes as N
 from ..language.tensor import normalize_policy
 from . import exprs as E
@@ -12,6 +13,7 @@ from .regions import RegionArg, RegionError, pair
 
 REDUCE_OPS = {"reduce_" + kind: kind for kind in N.REDUCE_KINDS}
 ATOMIC_OPS = {"atomic_" + kind: kind for kind in N.ATOMIC_KINDS}
+MEMORY_ORDERS = ("relaxed", "consume", "acquire", "release", "acq_rel", "seq_cst")
 
 
 class TileOps(Evaluator):
@@ -174,6 +176,13 @@ class TileOps(Evaluator):
     # ------------------------------------------------------------------ atomics
 
     def atomic(self, kind: str, args, node):
+        if self.py_bool(args["return_prev"], "return_prev"):
+            raise UnsupportedFeatureError("tilecore", f"T.atomic_{kind}(..., return_prev=True) (the old "
+                                          "value)", self.span(node), self.source)
+        order = self.py_value(args["memory_order"], "memory_order")
+        if order is not None and order not in MEMORY_ORDERS:
+            raise self.error(f"memory_order must be one of {', '.join(MEMORY_ORDERS)}, got {order!r}",
+                             args["memory_order"])
         dst = self.region_arg(args["dst"], f"the destination of T.atomic_{kind}")
         if dst.buffer.scope != "global":
             raise self.error(f"T.atomic_{kind} updates global memory, but {dst.buffer.name} is a "

@@ -153,17 +153,21 @@ def cumsum(src, dst=None, dim=0, reverse=False):
 
 
 @_kernel_only
-def atomic_add(dst, value):
-    """Atomically add an element (`C[i, j]`, scalar) or a tile (`C[r, c]`, buffer) into global memory."""
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
+    """Atomically add an element (`C[i, j]`, scalar) or a tile (`C[r, c]`, buffer) into global memory.
+
+    `memory_order` ("relaxed", "acquire", ...) and `use_tma` are accepted as hints: each
+    atomic is indivisible and no other ordering between blocks is defined (semantics.md).
+    `return_prev=True` (the old value) is not supported."""
 
 
 @_kernel_only
-def atomic_max(dst, value):
+def atomic_max(dst, value, memory_order=None, return_prev=False, use_tma=False):
     """Atomic maximum, element or tile form (see atomic_add)."""
 
 
 @_kernel_only
-def atomic_min(dst, value):
+def atomic_min(dst, value, memory_order=None, return_prev=False, use_tma=False):
     """Atomic minimum, element or tile form (see atomic_add)."""
 
 
