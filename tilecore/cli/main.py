@@ -14,7 +14,7 @@ import os
 import sys
 from typing import List, Optional
 
-COMMAND_MODULES = ("backends", "compile", "trace", "cache", "new_backend")
+COMMAND_MODULES = ("backends", "compile", "trace", "cache", "new_backend", "lsp")
 
 
 def build_parser() -> argparse.ArgumentParser:
