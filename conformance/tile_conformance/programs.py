@@ -222,6 +222,12 @@ def _build_ewise(k: dict) -> Program:
         leaves = [X.Leaf(f"{p.name}[{ri}, {rj}]", p.dtype, p.lo, p.hi) for p in params]
     else:
         leaves = [X.Leaf(f"{p.name}_t[i, j]", p.dtype, p.lo, p.hi) for p in params]
+    # names bound inside the T.Parallel body (bit 1: each input element, bit 2: the result)
+    names = int(k.get("names", 0))
+    bindings_text = []
+    if names & 1:
+        bindings_text = [f"{p.name.lower()}_v = {leaf.text}" for p, leaf in zip(params, leaves)]
+        leaves = [X.Leaf(f"{p.name.lower()}_v", leaf.dtype, leaf.lo, leaf.hi) for p, leaf in zip(params, leaves)]
     if int_mode:
         r = X.render_int(k["expr"], leaves)
         out_dtype = _out_dtype_fitting(k["out_dtype"], r.lo, r.hi, k.get("allowed_dtypes", ()))
@@ -263,7 +269,11 @@ def _build_ewise(k: dict) -> Program:
         w(f"if {rj} < {_dim(N)}:")
         w.indent()
     target = "Out_t[i, j]" if out_stage == "fragment" else f"Out[{ri}, {rj}]"
-    w(f"{target} = {r.text}")
+    for line in bindings_text:
+        w(line)
+    if names & 2:
+        w(f"result_v = {r.text}")
+    w(f"{target} = {'result_v' if names & 2 else r.text}")
     w.level = 2  # back to the kernel body
     if out_stage == "fragment":
         w(f"T.copy(Out_t, {_region('Out', [_offset('by', bm), _offset('bx', bn)], [bm, bn], k['form'])})")

@@ -213,7 +213,8 @@ def ewise_knobs(draw, caps: Caps, slot: int = 0):
     return {"family": "ewise", "M": M, "N": N, "bm": bm, "bn": bn, "in_dtypes": in_dtypes,
             "out_dtype": draw(st.sampled_from(pool)), "expr": expr, "stage": stage,
             "out_stage": out_stage, "form": draw(st.sampled_from(("point", "slice"))), "dyn": dyn,
-            "threads": _threads(draw, caps), "allowed_dtypes": sorted(caps.dtypes)}
+            "threads": _threads(draw, caps), "allowed_dtypes": sorted(caps.dtypes),
+            "names": draw(st.integers(0, 3))}  # local names in the body (programs._build_ewise)
 
 
 @st.composite

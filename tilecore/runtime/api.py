@@ -400,6 +400,9 @@ class LazyKernel:
 def jit(func=None, *, out_idx=None, target: Optional[str] = None, **options):
     """Decorate a kernel factory (a function returning a @T.prim_func) to compile on call.
 
+    A function whose own body holds the `with T.Kernel(...)` block is an eager-style
+    kernel (tilecore.frontend.eager): calling it runs it, `.compile(...)` compiles it.
+
     `@tilecore.jit` and `@tilecore.jit(out_idx=[-1], target="cpu")` both work.
     Kernels are memoized per factory arguments; compiled artifacts are also
     cached on disk (see tilecore.runtime.cache).
@@ -409,6 +412,12 @@ def jit(func=None, *, out_idx=None, target: Optional[str] = None, **options):
             return LazyKernel(f, out_idx=out_idx, target=target, **options)
         if not callable(f):
             raise TypeError(f"@tilecore.jit expects a factory function or a PrimFunc, got {f!r}")
+        from ..frontend.eager import is_eager
+
+        if is_eager(f):
+            from .eager import EagerJITFunction
+
+            return EagerJITFunction(f, out_idx=out_idx, target=target, **options)
         return JITFunction(f, out_idx=out_idx, target=target, **options)
 
     if func is not None:

@@ -44,6 +44,44 @@ class CpuLowering(TirLowering):
             return 1
         return max(1, self.vector_bits // max(8, bits(dtype)))
 
+    # ----------------------------------------------------------------- names
+    def lower_Let(self, s: N.Let):
+        """A name whose value involves bfloat16 is held in a one-element local buffer.
+
+        TVM's LLVM pipeline legalizes bfloat16 (computed in float32, stored as
+        16-bit words) in stores but not in `Bind` values: a bfloat16 name failed to
+        compile and a float32 name computed from a bfloat16 load read the stored
+        bits as an integer. A buffer store is legalized correctly; a bfloat16 name
+        is kept as its exactly rounded float32 value, and each use converts back.
+        """
+        if not _involves_bfloat16(s):
+            return super().lower_Let(s)
+        dtype = "float32" if s.var.dtype == "bfloat16" else s.var.dtype
+        cell = self.local_buffer([1], dtype, s.var.name)
+        value = self.lower_expr(s.value, dtype)
+        if s.var.dtype == "bfloat16":
+            value = round_to_bfloat16(value)
+        self.expr.bind(s.var.name, tx.BufferLoad(cell, [0]))
+        self.set_range(s.var.name, None, None)
+        return seq([tx.AllocBuffer(cell), tx.BufferStore(cell, value, [0])])
+
+    def vectorizable(self, body) -> bool:
+        """The shared rule, and no names in a body that touches bfloat16.
+
+        TVM's vectorizer loses a `Bind` name when the vector body stores to a
+        bfloat16 buffer (`variables (t,) are used, but are not passed in`), and
+        the one-element buffers of lower_Let stay scalar anyway.
+        """
+        from tilecore.ir.visitor import walk, walk_stmts
+
+        stmts = list(walk_stmts(body))
+        if any(isinstance(st, N.Let) for st in stmts) and any(
+                getattr(n, "dtype", None) == "bfloat16" or
+                getattr(getattr(n, "buffer", None), "dtype", None) == "bfloat16"
+                for st in stmts for n in walk(st)):
+            return False
+        return super().vectorizable(body)
+
     # ----------------------------------------------------------------- grid
     def lower_Kernel(self, s: N.Kernel):
         grid = [self.index(g) for g in s.grid]
@@ -294,6 +332,14 @@ class CpuLowering(TirLowering):
         else:
             fn, arg = "tilecore_cpu_print_int", cast_to(v, "int64")
         return tx.Evaluate(tx.call_extern("int32", fn, msg, *self._block_args(), arg))
+
+
+def _involves_bfloat16(let: N.Let) -> bool:
+    """Whether a Let's name or any node of its value is bfloat16."""
+    from tilecore.ir.visitor import walk
+
+    return let.var.dtype == "bfloat16" or any(
+        getattr(n, "dtype", None) == "bfloat16" for n in walk(let.value))
 
 
 def _float_kind(dtype: str):
