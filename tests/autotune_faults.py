@@ -2,7 +2,7 @@
 
 It adds a real pass to the cpu pipeline that looks at the kernel's name:
 `crash_*` aborts the compiling process (as a compiler segfault would), `hang_*`
-never returns, `miscompile_*` turns every `+` in element stores into `-` (a
+never returns, `miscompile_*` negates every value an element store writes (a
 wrong kernel that the reference interpreter, which does not run backend
 passes, exposes). The autotuner's workers register it by module name, as they
 do every plugin registered with `tilecore.plugin.manager.register_plugin`.
@@ -18,14 +18,12 @@ from tilecore.ir.visitor import Transformer
 from tilecore.plugin import hookimpl
 
 
-class _PlusToMinus(Transformer):
-    """Stored values `a + b` become `a - b` (indices are left alone)."""
+class _NegateStores(Transformer):
+    """Every element store writes the negated value."""
 
     def visit_Store(self, node):
         value = node.value
-        if isinstance(value, N.BinOp) and value.op == "+":
-            return dataclasses.replace(node, value=dataclasses.replace(value, op="-"))
-        return node
+        return dataclasses.replace(node, value=N.UnaryOp("neg", value, value.dtype, value.span))
 
 
 def fault_pass(func: N.PrimFunc, ctx) -> N.PrimFunc:
@@ -36,7 +34,7 @@ def fault_pass(func: N.PrimFunc, ctx) -> N.PrimFunc:
         while True:
             time.sleep(1)
     if func.name.startswith("miscompile_"):
-        return _PlusToMinus()(func)
+        return _NegateStores()(func)
     return func
 
 
