@@ -23,3 +23,6 @@ def vector_add(n, block=64, scale=1.0, mode="ok"):
                 C[bx * block + i] = (A[bx * block + i] + B[bx * block + i]) * scale
 
     return main if mode == "ok" else dataclasses.replace(main, name=f"{mode}_add")
+
+
+tuned_add = tilecore.autotune(configs=[{"block": 64}, {"block": 128}], warmup=1, rep=3)(vector_add)
