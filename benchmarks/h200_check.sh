@@ -2,6 +2,7 @@
 # One H200 session's checks, run on the lent GPU host after staging TVM (see plugins/tile-cuda/README.md):
 #   bash benchmarks/h200_check.sh tests   -> GPU tests, examples on cuda, conformance bundle (if present)
 #   bash benchmarks/h200_check.sh bench [SECTIONS] -> benchmarks/cuda_bench.py
+#   bash benchmarks/h200_check.sh autotune  -> benchmarks/autotune_h200.py (quickstart GEMM 8192^3, 108 configs)
 # Logs and JSON go to $OUT (the device tool's result folder), else /tmp/h200.
 set -u
 OUT=${OUT:-/tmp/h200}
@@ -25,5 +26,9 @@ case "${1:-tests}" in
     timeout 560 python3 benchmarks/cuda_bench.py --only "${2:-overhead,softmax,layernorm,attention,gemm}" \
       --out "$OUT/cuda_bench.json" > "$OUT/cuda_bench.log" 2>&1
     grep -v '^{"gpu' "$OUT/cuda_bench.log" | cut -c1-260 | tail -60
+    ;;
+  autotune)
+    timeout 570 python3 benchmarks/autotune_h200.py --out "$OUT" > "$OUT/autotune_h200.log" 2>&1
+    cut -c1-200 "$OUT/autotune_h200.log" | tail -40
     ;;
 esac

@@ -124,3 +124,20 @@ def test_every_candidate_failing_is_an_error_that_lists_them():
     with pytest.raises(TileError, match="no configuration compiled") as info:
         tuned(1024)
     assert "#0" in str(info.value) and "#1" in str(info.value) and "power of two" in str(info.value)
+
+
+def test_progress_bar_stays_quiet_off_a_terminal(capsys):
+    from tilecore.autotune.progress import progress
+
+    with progress("compiling 3 candidates", 3) as advance:
+        for _ in range(3):
+            advance()
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out == ""
+
+
+def test_tilelang_spelling_works_on_the_module():
+    import tilecore.autotune as module
+
+    tuner = module(configs=[{"block": 64}])(autotune_kernels.vector_add)  # `tilelang.autotune(...)`
+    assert isinstance(tuner, module.AutoTuner) and tilecore.autotune is module

@@ -116,7 +116,7 @@ def _check_and_time(index, kernel, inputs, expected, settings: MeasureSettings, 
     from ..profiler import compare_outputs
 
     if expected is not None:
-        problem = compare_outputs(kernel, inputs, expected, settings.rtol, settings.atol)
+        problem = compare_outputs(kernel, inputs, expected, settings.rtol, settings.atol, scale_atol=True)
         if problem:
             return Measurement(index, R.WRONG, problem)
     profiler = profiler_class(kernel, inputs)

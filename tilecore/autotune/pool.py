@@ -18,7 +18,7 @@ import os
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import wait
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from . import report as R
 

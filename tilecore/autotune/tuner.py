@@ -7,13 +7,14 @@ Calling the tuned factory with the arguments that are not tuned (`matmul(M, N, K
      checks and times the survivors (measure.py), and stores the winner;
   3. returns the winner's Kernel, compiled through the compile cache.
 
-The tuning key covers the factory's source, the arguments that select an entry
+The tuning key covers the factory's code, the arguments that select an entry
 (`key=`, as in Triton; default: every argument that is not tuned, which fixes the
 shapes and dtypes), the configuration space, jit options, the backend and its
 version, the full target, the device and every loaded plugin's version.
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
 import sys
 import threading
@@ -146,7 +147,7 @@ class AutoTuner:
 
     def _key_parts(self, args, kwargs, configs) -> Dict[str, Any]:
         from .. import __version__
-        from ..profiler import timer_for
+        from ..profiler.timer import timer_for
         from ..runtime.api import _plugin_fingerprint, resolve_target
 
         bound = inspect.signature(self.jit.factory).bind_partial(*args, **kwargs)
@@ -267,12 +268,25 @@ def _cache_on() -> bool:
 
 
 def _source_of(factory) -> str:
-    """The factory's source text (its code object's bytes when the source is not available)."""
-    try:
-        return inspect.getsource(factory)
-    except (OSError, TypeError):
-        code = getattr(factory, "__code__", None)
-        return f"{getattr(factory, '__qualname__', factory)!r}:{code.co_code.hex() if code else ''}"
+    """A digest of the factory's code: bytecode, constants (nested kernels included) and names, and
+    the Python version. (Reading the source text costs tens of ms per process, too much for a
+    cached load; marshal's bytes depend on reference counts, so they are not stable.)"""
+    code = getattr(factory, "__code__", None)
+    if code is None:
+        return f"{getattr(factory, '__qualname__', factory)!r}"
+    digest = hashlib.sha256(sys.version.encode())
+    _hash_code(code, digest)
+    return digest.hexdigest()
+
+
+def _hash_code(code, digest) -> None:
+    for part in (code.co_name, code.co_code, code.co_names, code.co_varnames, code.co_freevars):
+        digest.update(repr(part).encode())
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            _hash_code(const, digest)
+        else:
+            digest.update(repr(const).encode())
 
 
 def _error_text(err: Exception) -> str:

@@ -234,17 +234,26 @@ def outputs_of(kernel, inputs: Sequence[Any]) -> tuple:
 
 
 def compare_outputs(kernel, inputs: Sequence[Any], expected, rtol: Optional[float] = None,
-                    atol: Optional[float] = None) -> Optional[str]:
+                    atol: Optional[float] = None, scale_atol: bool = False) -> Optional[str]:
     """None when what `kernel(*inputs)` produces (see outputs_of) matches `expected` (an array or a
-    tuple of them, in any array library), else a description of the first difference."""
-    from ..testing import compare_arrays, to_numpy
+    tuple of them, in any array library), else a description of the first difference.
+
+    Tolerances default to tilecore.testing's per dtype. scale_atol: multiply the default atol by
+    max(1, max|expected|), for outputs of long reductions whose rounding error grows with their
+    magnitude (a GEMM over K = 1024 accumulates in another order in every configuration)."""
+    from ..testing import compare_arrays, to_numpy, tolerance
 
     got = outputs_of(kernel, inputs)
     want = tuple(to_numpy(w) for w in (expected if isinstance(expected, (tuple, list)) else (expected,)))
     if len(got) != len(want):
         return f"the kernel produced {len(got)} output(s), the reference {len(want)}"
     for (param, g), w in zip(got, want):
-        problem = compare_arrays(param.name, g, w, param.dtype, rtol, atol)
+        param_atol = atol
+        if param_atol is None and scale_atol and w.size and w.dtype.kind == "f":
+            with np.errstate(invalid="ignore"):
+                magnitude = float(np.nanmax(np.abs(w.astype(np.float64))))
+            param_atol = tolerance(param.dtype)[1] * max(1.0, magnitude if np.isfinite(magnitude) else 1.0)
+        problem = compare_arrays(param.name, g, w, param.dtype, rtol, param_atol)
         if problem:
             return problem
     return None
