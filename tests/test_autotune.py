@@ -64,7 +64,12 @@ def test_user_reference_rejects_a_wrong_configuration_and_the_winner_is_reused(t
     configs = [{"block": 64, "scale": 2.0}, {"block": 128}, {"block": 256}]
     tuned = tilecore.autotune(configs=configs, warmup=1, rep=5, timeout=300,
                               ref_prog=lambda a, b: a + b)(autotune_kernels.vector_add)
-    kernel = tuned(2048)
+    seen = []
+    tuned.settings.ref_prog = lambda a, b: seen.append(a.copy()) or a + b
+    given = np.random.default_rng(5).standard_normal((2, 2048), dtype=np.float32)
+    with tilecore.autotune.set_autotune_inputs(given[0], given[1]):  # TileLang's way to give inputs
+        kernel = tuned(2048)
+    np.testing.assert_array_equal(seen[0], given[0])
     report = tuned.last_report
     assert not report.from_cache
     assert report.candidates[0].status == R.WRONG
