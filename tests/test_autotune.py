@@ -95,7 +95,7 @@ def test_user_reference_rejects_a_wrong_configuration_and_the_winner_is_reused(t
 
 def test_key_names_the_arguments_that_select_a_tuning_entry():
     configs = [{"block": 64}, {"block": 128}]
-    tuned = tilecore.autotune(configs=configs, key=["n"], warmup=1, rep=3,
+    tuned = tilecore.autotune(configs=configs, key=["n"], warmup=1, rep=3, workers=1,
                               timeout=300)(autotune_kernels.vector_add)
     tuned(1024)
     first = tuned.last_report
@@ -146,3 +146,17 @@ def test_tilelang_spelling_works_on_the_module():
 
     tuner = module(configs=[{"block": 64}])(autotune_kernels.vector_add)  # `tilelang.autotune(...)`
     assert isinstance(tuner, module.AutoTuner) and tilecore.autotune is module
+
+
+def test_autotune_on_the_npu_simulator_times_in_simulated_cycles():
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+    from gemm import matmul
+
+    on_npu = tilecore.jit(out_idx=[-1], target="npu")(matmul.factory)
+    tuned = tilecore.autotune(configs=[{"block_M": 32, "block_N": 32}, {"block_M": 64, "block_N": 64}],
+                              timeout=300)(on_npu)
+    kernel = tuned(128, 128, 128)
+    report = tuned.last_report
+    assert report.method == "simulated cycles" and [c.status for c in report.candidates] == [R.OK, R.OK]
+    best = min(report.candidates, key=lambda c: c.median_ms)
+    assert report.best_index == best.index and kernel.target == "npu"

@@ -4,9 +4,9 @@ Every candidate runs once on the same inputs and is compared with the
 reference: the user's `ref_prog(*inputs)` when given, else the reference
 interpreter running the first compiled candidate (all configurations of one
 kernel must compute the same function). A candidate that fails to run or
-differs is skipped; the others are timed with the profiler. This function gets
-only picklable arguments, so the Ray executor runs it unchanged on a worker
-that holds the device.
+differs is skipped; the others are timed with the profiler, in interleaved
+rounds. This function gets only picklable arguments, so the Ray executor runs
+it unchanged on a worker that holds the device.
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ class MeasureSettings:
     supply_prog: Optional[Callable] = None
     inputs: Optional[List[np.ndarray]] = None  # host copies of the user's inputs, if given
     seed: int = 0
+    rounds: int = 3  # interleaved timing rounds (see measure_candidates)
 
 
 @dataclass
@@ -88,13 +89,30 @@ def measure_candidates(candidates: Sequence[Tuple[int, str]], target: Optional[s
                        options: Dict[str, Any], settings: MeasureSettings,
                        entries: Optional[Dict[str, bytes]] = None,
                        on_done: Optional[Callable[[Measurement], None]] = None) -> List[Measurement]:
-    """Check and time each compiled candidate ((index, Tile IR JSON)); one Measurement each."""
+    """Check, then time each compiled candidate ((index, Tile IR JSON)); one Measurement each, in order.
+
+    Survivors are timed in `settings.rounds` interleaved rounds (each round: warm-up, then
+    rep / rounds ms of runs, candidate after candidate), and each one's median is taken over
+    all its runs: load from other processes that comes and goes then hits every candidate,
+    not just the one that happened to be timed at that moment.
+    """
+    install_entries(entries or {})
+    results: Dict[int, Measurement] = {}
+    survivors = _checked(candidates, target, out_idx, options, settings, results, on_done)
+    if survivors:
+        inputs = survivors[0][2]
+        _time_in_rounds([(i, k) for i, k, _ in survivors], inputs, settings, results, on_done)
+    return [results[index] for index, _ in candidates]
+
+
+def _checked(candidates, target, out_idx, options, settings, results, on_done) -> List[tuple]:
+    """[(index, kernel, inputs)] of the candidates that ran and matched the reference; the others'
+    Measurements go into `results`."""
     from ..ir.serialize import loads
-    from ..profiler import Profiler
+    from ..profiler import compare_outputs
     from ..runtime import api
 
-    install_entries(entries or {})
-    results: List[Measurement] = []
+    survivors = []
     inputs = expected = None
     for index, ir_json in candidates:
         try:
@@ -103,22 +121,40 @@ def measure_candidates(candidates: Sequence[Tuple[int, str]], target: Optional[s
                 fresh = _inputs_for(kernel, settings)
                 expected = None if settings.skip_check else _reference_outputs(kernel, fresh, settings)
                 inputs = fresh
-            result = _check_and_time(index, kernel, inputs, expected, settings, Profiler)
+            problem = None if expected is None else compare_outputs(
+                kernel, inputs, expected, settings.rtol, settings.atol, scale_atol=True)
         except Exception as err:  # anything this candidate does wrong skips it, never the tuning
-            result = Measurement(index, R.RUN_ERROR, f"{type(err).__name__}: {err}")
-        results.append(result)
+            results[index] = Measurement(index, R.RUN_ERROR, f"{type(err).__name__}: {err}")
+        else:
+            if problem is None:
+                survivors.append((index, kernel, inputs))
+                continue
+            results[index] = Measurement(index, R.WRONG, problem)
         if on_done is not None:
-            on_done(result)
-    return results
+            on_done(results[index])
+    return survivors
 
 
-def _check_and_time(index, kernel, inputs, expected, settings: MeasureSettings, profiler_class) -> Measurement:
-    from ..profiler import compare_outputs
+def _time_in_rounds(survivors, inputs, settings: MeasureSettings, results, on_done) -> None:
+    from ..profiler import BenchResult, Profiler
 
-    if expected is not None:
-        problem = compare_outputs(kernel, inputs, expected, settings.rtol, settings.atol, scale_atol=True)
-        if problem:
-            return Measurement(index, R.WRONG, problem)
-    profiler = profiler_class(kernel, inputs)
-    result = profiler.bench(warmup=settings.warmup, rep=settings.rep)
-    return Measurement(index, R.OK, "", result.median_ms, result.spread_pct, result.method, result.device)
+    profilers = {index: Profiler(kernel, inputs) for index, kernel in survivors}
+    rounds = 1 if profilers[survivors[0][0]].timer.deterministic else max(1, settings.rounds)
+    runs: Dict[int, List[BenchResult]] = {index: [] for index, _ in survivors}
+    for _ in range(rounds):
+        for index, _ in survivors:
+            if index in results:
+                continue
+            try:
+                runs[index].append(profilers[index].bench(warmup=settings.warmup, rep=settings.rep / rounds))
+            except Exception as err:  # it ran once already; failing now is still its own problem
+                results[index] = Measurement(index, R.RUN_ERROR, f"{type(err).__name__}: {err}")
+    for index, _ in survivors:
+        if index not in results:
+            first = runs[index][0]
+            merged = BenchResult(first.kernel, first.target, first.device, first.method,
+                                 [t for r in runs[index] for t in r.times_ms], first.n_warmup, first.work)
+            results[index] = Measurement(index, R.OK, "", merged.median_ms, merged.spread_pct,
+                                         merged.method, merged.device)
+        if on_done is not None:
+            on_done(results[index])

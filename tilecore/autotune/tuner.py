@@ -61,7 +61,7 @@ class AutoTuner:
                  ref_prog: Optional[Callable] = None, supply_prog: Optional[Callable] = None,
                  rtol: Optional[float] = None, atol: Optional[float] = None, skip_check: bool = False,
                  executor: str = "process", workers: Optional[int] = None, cache: bool = True,
-                 ray_address: Optional[str] = None):
+                 ray_address: Optional[str] = None, rounds: int = 3):
         from ..runtime.api import JITFunction
 
         if not isinstance(jit_function, JITFunction):
@@ -73,7 +73,7 @@ class AutoTuner:
         self.__doc__ = jit_function.__doc__
         self.configs = configs
         self.settings = MeasureSettings(warmup=warmup, rep=rep, rtol=rtol, atol=atol, skip_check=skip_check,
-                                        ref_prog=ref_prog, supply_prog=supply_prog)
+                                        ref_prog=ref_prog, supply_prog=supply_prog, rounds=rounds)
         self.timeout = timeout
         self.key = list(key) if key is not None else None
         self.executor = executor
@@ -297,12 +297,12 @@ def autotune(fn=None, *, configs: Configs = None, warmup: float = 25, rep: float
              timeout: float = 100, key: Optional[Sequence[str]] = None, ref_prog=None,
              supply_prog=None, rtol=None, atol=None, skip_check: bool = False,
              executor: str = "process", workers: Optional[int] = None, cache: bool = True,
-             ray_address: Optional[str] = None):
+             ray_address: Optional[str] = None, rounds: int = 3):
     """Tune a `@tilecore.jit` factory over `configs` (dicts of factory arguments, or a callable
     taking the factory's other arguments and returning them); stack it above `@tilecore.jit`.
 
-    warmup / rep: profiler budgets in ms per candidate; timeout: seconds a candidate may take to
-    compile; key: the arguments whose values select a tuning entry (Triton's `key`); ref_prog: the
+    warmup: warm-up budget in ms before each timing round; rep: timing budget in ms per candidate,
+    split over `rounds` interleaved rounds; timeout: seconds a candidate may take to compile; key: the arguments whose values select a tuning entry (Triton's `key`); ref_prog: the
     reference `ref_prog(*inputs) -> outputs` (default: the reference interpreter); supply_prog:
     `supply_prog(params) -> inputs`; executor: "process" (this machine) or "ray" (a Ray cluster at
     `ray_address`, default: a local one); cache: use the on-disk tuning cache.
@@ -313,6 +313,7 @@ def autotune(fn=None, *, configs: Configs = None, warmup: float = 25, rep: float
     def wrap(f):
         return AutoTuner(f, configs, warmup=warmup, rep=rep, timeout=timeout, key=key, ref_prog=ref_prog,
                          supply_prog=supply_prog, rtol=rtol, atol=atol, skip_check=skip_check,
-                         executor=executor, workers=workers, cache=cache, ray_address=ray_address)
+                         executor=executor, workers=workers, cache=cache, ray_address=ray_address,
+                         rounds=rounds)
 
     return wrap(fn) if fn is not None else wrap
