@@ -57,6 +57,7 @@ class TuningReport:
     from_cache: bool = False
     tuning_s: float = 0.0
     key: str = ""
+    best_ir: str = field(default="", repr=False)  # the winner's Tile IR as JSON (stored with it)
 
     @property
     def best(self) -> Optional[Candidate]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import os
 import sys
 import threading
 import time
@@ -25,6 +26,7 @@ from ..diagnostics import TileError, user_facing
 from . import report as R
 from .measure import MeasureSettings
 from .progress import progress
+from ..runtime.cache import _canonical
 from .store import TuningStore, tuning_key
 
 Configs = Union[Sequence[Dict[str, Any]], Callable[..., Sequence[Dict[str, Any]]]]
@@ -82,7 +84,8 @@ class AutoTuner:
         self.ray_address = ray_address
         self.last_report: Optional[R.TuningReport] = None
         self.reports: Dict[str, R.TuningReport] = {}
-        self._winners: Dict[str, Dict[str, Any]] = {}
+        self._winners: Dict[str, Dict[str, Any]] = {}  # tuning key -> the tuning record (store.py)
+        self._by_call: Dict[Any, Any] = {}  # frozen call arguments -> the winner's Kernel
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -93,34 +96,54 @@ class AutoTuner:
     @user_facing
     def __call__(self, *args, **kwargs):
         """The fastest configuration's Kernel for these factory arguments (tuning if needed)."""
+        from ..runtime.api import _freeze
+
+        try:  # the same arguments again: the same Kernel, no key to compute
+            call_key = (_freeze(args), _freeze(kwargs), os.environ.get("TILECORE_TARGET"))
+            kernel = self._by_call.get(call_key)
+        except TypeError:
+            call_key, kernel = None, None
+        if kernel is not None:
+            return kernel
         configs = self._config_list(args, kwargs)
         key_parts = self._key_parts(args, kwargs, configs)
-        tkey = tuning_key(key_parts)
+        tkey, call = tuning_key(key_parts), tuning_key(self._arguments(args, kwargs, configs))
         with self._lock:
-            config = self._winners.get(tkey)
-            if config is None:
-                config = self._cached_config(tkey, key_parts)
-            if config is None:
+            record = self._winners.get(tkey) or self._cached_record(tkey, key_parts)
+            if record is None:
                 report = self.tune(*args, _configs=configs, _key=tkey, **kwargs)
-                config = report.best_config
+                record = {"config": report.best_config, "kernel": report.kernel,
+                          "median_ms": report.best.median_ms, "device": report.device,
+                          "target": report.target, "key": _canonical(key_parts),
+                          "ir": report.best_ir, "ir_arguments": call}
                 if self.use_cache:
-                    TuningStore().put(tkey, {"config": config, "kernel": report.kernel,
-                                             "median_ms": report.best.median_ms,
-                                             "device": report.device, "target": report.target,
-                                             "key": key_parts})
-            self._winners[tkey] = config
-        return self.jit(*args, **kwargs, **config)
+                    TuningStore().put(tkey, record)
+            self._winners[tkey] = record
+        if record.get("ir") and record.get("ir_arguments") == call:
+            kernel = self._compile_stored(record["ir"])
+        else:  # another call that shares the entry through key=: its own kernel, the same config
+            kernel = self.jit(*args, **kwargs, **record["config"])
+        if call_key is not None:
+            self._by_call[call_key] = kernel
+        return kernel
 
-    def _cached_config(self, tkey: str, key_parts: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    def _compile_stored(self, ir_json: str):
+        """The winner's Kernel from its stored Tile IR (the factory, and so the frontend, not run:
+        a cached load stays fast); the compile cache supplies the artifact."""
+        from ..ir.serialize import loads
+        from ..runtime.api import compile
+
+        return compile(loads(ir_json), target=self.jit.target, out_idx=self.jit.out_idx, **self.jit.options)
+
+    def _cached_record(self, tkey: str, key_parts: Dict[str, Any]) -> Optional[Dict[str, Any]]:
         record = TuningStore().get(tkey) if self.use_cache and _cache_on() else None
         if record is None:
             return None
-        config = record["config"]
-        best = R.Candidate(-1, config, median_ms=record.get("median_ms"))
+        best = R.Candidate(-1, record["config"], median_ms=record.get("median_ms"))
         self.last_report = R.TuningReport(self.__name__, key_parts["target"], key_parts["device"],
                                           candidates=[best], best_index=-1, from_cache=True, key=tkey)
         self.reports[tkey] = self.last_report
-        return config
+        return record
 
     # ------------------------------------------------------------------ the key
 
@@ -145,15 +168,19 @@ class AutoTuner:
                                 f"but also tuned by the configs; leave tuned parameters out of the call")
         return configs
 
+    def _arguments(self, args, kwargs, configs) -> Dict[str, Any]:
+        """Every untuned factory argument by name, defaults applied."""
+        bound = inspect.signature(self.jit.factory).bind_partial(*args, **kwargs)
+        bound.apply_defaults()
+        tuned = {k for c in configs for k in c}
+        return {k: v for k, v in bound.arguments.items() if k not in tuned}
+
     def _key_parts(self, args, kwargs, configs) -> Dict[str, Any]:
         from .. import __version__
         from ..profiler.timer import timer_for
         from ..runtime.api import _plugin_fingerprint, resolve_target
 
-        bound = inspect.signature(self.jit.factory).bind_partial(*args, **kwargs)
-        bound.apply_defaults()
-        tuned = {k for c in configs for k in c}
-        values = {k: v for k, v in bound.arguments.items() if k not in tuned}
+        values = self._arguments(args, kwargs, configs)
         if self.key is not None:
             missing = [k for k in self.key if k not in values]
             if missing:
@@ -219,6 +246,7 @@ class AutoTuner:
             raise TileError(f"autotune {self.__name__}: no configuration compiled, ran and matched the "
                             f"reference, so there is nothing to choose from:\n{report.summary()}")
         report.best_index = min(timed, key=lambda c: c.median_ms).index
+        report.best_ir = next(t.ir_json for t in tasks if t.index == report.best_index)
         if _terminal():
             print(report.summary(), file=sys.stderr)
         return report
