@@ -56,19 +56,26 @@ def build(func, target="cuda"):
     return art, plugin.tilecore_launcher(backend=be, artifact=art), cold
 
 
-def gemm_rows(results):
+QUICKSTART = [dict(bm=128, bn=128, bk=32, stages=3, threads=128, swizzle_panel=8),  # TileLang's quickstart
+              dict(bm=128, bn=128, bk=64, stages=3, threads=128, swizzle_panel=8),
+              dict(bm=128, bn=128, bk=64, stages=4, threads=128, swizzle_panel=8),
+              dict(bm=128, bn=128, bk=64, stages=3, threads=256, swizzle_panel=8)]  # best of session 2
+
+
+def gemm_rows(results, configs=None):
     import torch
     import kernels as K
 
-    # threads = 2 * bm: 16 rows per warp, the shape Hopper's wgmma takes (on sm_90a); 128 x 128 on
-    # 128 threads stays on mma.sync, for comparison
-    configs = [dict(bm=128, bn=128, bk=64, stages=3, threads=256, swizzle_panel=8),
+    # threads = 2 * bm: 16 rows per warp, the shape Hopper's wgmma took first (on sm_90a); threads =
+    # bm (32 rows per warp, TileLang's quickstart) takes it too since session 3: two m64 instructions
+    # per warpgroup
+    configs = configs or [dict(bm=128, bn=128, bk=64, stages=3, threads=256, swizzle_panel=8),
                dict(bm=128, bn=256, bk=64, stages=3, threads=256, swizzle_panel=8),
                dict(bm=128, bn=128, bk=64, stages=4, threads=256, swizzle_panel=8),
                dict(bm=128, bn=256, bk=32, stages=4, threads=256, swizzle_panel=8),
                dict(bm=128, bn=128, bk=128, stages=2, threads=256, swizzle_panel=8),
                dict(bm=128, bn=128, bk=128, stages=3, threads=256, swizzle_panel=8),
-               dict(bm=128, bn=128, bk=32, stages=5, threads=128, swizzle_panel=8)]
+               dict(bm=128, bn=128, bk=32, stages=5, threads=128, swizzle_panel=8)] + QUICKSTART[:3]
     for n in (4096, 8192):
         a = torch.randn(n, n, device="cuda", dtype=torch.float16)
         b = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -243,8 +250,8 @@ def layernorm_rows(results):
                                                                    wb_early=True))
                    for threads in (256, 512)]
     # The output is passed in, as torch's kernels and the copy write into memory they do not clear:
-    # a Kernel with out_idx allocates its output zero-filled (documented semantics), a second full
-    # pass over 256 MB (~0.07 ms here); `alloc_ms` times that path for the first variant.
+    # a Kernel with out_idx allocates its output zero-filled unless it proves the kernel writes every
+    # element (layernorm's does: no fill); `alloc_ms` times that path for the first variant, checked.
     out = torch.empty_like(x)
     for n, (source, cfg, make) in enumerate(candidates):
         try:
@@ -261,7 +268,10 @@ def layernorm_rows(results):
                             "call_pct_of_copy": copy_call / t_call * 100, **peers})
                 if n == 0:
                     kalloc = tilecore.compile(make(), target="cuda", out_idx=[-1])
-                    row["alloc_ms"] = bench_back_to_back(lambda: kalloc(x, w, bb))
+                    row["alloc_zero_filled"] = not kalloc.writes_every_element(3)
+                    row["alloc_max_abs_err"] = ((kalloc(x, w, bb).float() - ref).abs().max()).item()
+                    if row["alloc_max_abs_err"] < 2e-2:
+                        row["alloc_ms"] = bench_back_to_back(lambda: kalloc(x, w, bb))
         except Exception as err_:
             row = {"kernel": f"layernorm ({source})", **cfg, "error": repr(err_)[-400:]}
         results.append(row)
@@ -395,6 +405,7 @@ def overhead_rows(results):
     except Exception as err:
         row["triton_error"] = str(err)[-200:]
     fns["torch_add_us"] = lambda: torch.add(x, 1, out=y)
+    fns["torch_add_allocating_us"] = lambda: torch.add(x, 1)  # the peer of a call with out_idx
     fns["torch_zeros_1024_us"] = lambda: torch.zeros(1024, device="cuda")  # what out_idx allocates
     fns["torch_empty_1024_us"] = lambda: torch.empty(1024, device="cuda")
     try:  # a cheaper zero-filled output? torch.empty + the driver's memset on the current stream
@@ -432,6 +443,11 @@ def overhead_rows(results):
             [getattr(p, "__qualname__", type(p).__name__) for p in kout._plans.values()]
         fns["tilecore_kernel_call_us"] = lambda: kern(x, y)
         fns["tilecore_kernel_out_idx_us"] = lambda: kout(x)
+        fns["tilecore_kernel_checked_plan_us"] = lambda: kern._checked_call((x, y))  # the Python plan path
+        row["kernel_fast_call"] = type(kern._fast).__name__ if kern._fast is not None else None
+        row["out_idx_zero_filled"] = not kout.writes_every_element(1)
+        row["torch_has_dlpack_exchange_api"] = any(hasattr(torch.Tensor, a) for a in
+                                                   ("__dlpack_c_exchange_api__", "__c_dlpack_exchange_api__"))
     except Exception as err:
         row["tilecore_kernel_error"] = repr(err)[-300:]
     row.update(_per_call_us(fns))
@@ -440,7 +456,8 @@ def overhead_rows(results):
     for key, value in row.items():  # one short line each (logs get cut at a line width)
         if key.endswith("_us"):
             print(f"overhead {key[:-3]:40s} {value:8.2f} us", flush=True)
-        elif key.endswith("_error") or key == "kernel_plans":
+        elif key.endswith("_error") or key in ("kernel_plans", "kernel_fast_call", "out_idx_zero_filled",
+                                                "torch_has_dlpack_exchange_api"):
             print(f"overhead {key}: {str(value)[:200]}", flush=True)
     if kern is not None:
         for name, fn in (("kernel_call", lambda: kern(x, y)), ("kernel_out_idx", lambda: kout(x))):
@@ -514,7 +531,8 @@ def cached_rows(results):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="")
-    ap.add_argument("--only", default="overhead,cached,softmax,layernorm,attention,gemm")
+    ap.add_argument("--only", default="overhead,cached,softmax,layernorm,attention,gemm",
+                    help="sections, comma-separated; gemm_quickstart: the 128-thread GEMM configs only")
     args = ap.parse_args()
     import torch
 
@@ -536,7 +554,8 @@ def main():
     print(json.dumps(env), flush=True)
     only = args.only.split(",")
     for name, fn in (("overhead", overhead_rows), ("cached", cached_rows), ("softmax", softmax_rows), ("layernorm", layernorm_rows),
-                     ("attention", attention_rows), ("gemm", gemm_rows)):
+                     ("attention", attention_rows), ("gemm", gemm_rows),
+                     ("gemm_quickstart", lambda results: gemm_rows(results, QUICKSTART))):
         if name in only:
             try:
                 fn(results)

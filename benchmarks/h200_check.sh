@@ -2,6 +2,8 @@
 # One H200 session's checks, run on the lent GPU host after staging TVM (see plugins/tile-cuda/README.md):
 #   bash benchmarks/h200_check.sh tests   -> GPU tests, examples on cuda, conformance bundle (if present)
 #   bash benchmarks/h200_check.sh bench [SECTIONS] -> benchmarks/cuda_bench.py
+#   bash benchmarks/h200_check.sh launch  -> launcher/Kernel tests (GPU and not), the overhead section
+#   bash benchmarks/h200_check.sh wgmma   -> wgmma tests (GPU and not), the gemm_quickstart section
 #   bash benchmarks/h200_check.sh autotune  -> benchmarks/autotune_h200.py (quickstart GEMM 8192^3, 108 configs)
 # Logs and JSON go to $OUT (the device tool's result folder), else /tmp/h200.
 set -u
@@ -21,6 +23,31 @@ case "${1:-tests}" in
         > "$OUT/conformance_cuda.txt" 2>&1
       tail -8 "$OUT/conformance_cuda.txt"
     fi
+    ;;
+  launch)
+    python3 -c "import torch, tile_cuda.launcher as L; print('torch', torch.__version__, 'fastcall', L._fastcall_module(), \
+      [a for a in dir(torch.Tensor) if 'exchange' in a])" 2>&1 | tee "$OUT/fastcall.txt"
+    timeout 300 python3 -m pytest -q -p no:cacheprovider -rfE plugins/tile-cuda/tests/test_launcher.py \
+      plugins/tile-cuda/tests/test_gpu.py tests/test_runtime_gpu.py tests/test_passes_output_coverage.py \
+      > "$OUT/pytest_launch.txt" 2>&1
+    tail -15 "$OUT/pytest_launch.txt"
+    timeout 200 python3 benchmarks/cuda_bench.py --only "${2:-overhead}" --out "$OUT/cuda_bench_overhead.json" \
+      > "$OUT/cuda_bench_overhead.log" 2>&1
+    grep -v '^{' "$OUT/cuda_bench_overhead.log" | cut -c1-200 | tail -60
+    ;;
+  wgmma)
+    timeout 300 python3 -m pytest -q -p no:cacheprovider -rfE plugins/tile-cuda/tests/test_wgmma.py \
+      tests/test_lowering_wgmma_plan.py > "$OUT/pytest_wgmma.txt" 2>&1
+    tail -15 "$OUT/pytest_wgmma.txt"
+    timeout 250 python3 benchmarks/cuda_bench.py --only "${2:-gemm_quickstart}" --out "$OUT/cuda_bench_gemm.json" \
+      > "$OUT/cuda_bench_gemm.log" 2>&1
+    python3 -c "
+import json
+for r in json.load(open('$OUT/cuda_bench_gemm.json'))['results']:
+    c = r.get('config', {})
+    print(r['kernel'], c.get('bm'), c.get('bn'), c.get('bk'), c.get('stages'), c.get('threads'), r.get('mma'),
+          'err', r.get('rel_err'), 'ms', r.get('ms'), 'x cublas', r.get('ratio_vs_cublas'), r.get('error', '')[:150])
+"
     ;;
   bench)
     timeout 560 python3 benchmarks/cuda_bench.py --only "${2:-overhead,softmax,layernorm,attention,gemm}" \

@@ -23,11 +23,35 @@ from test_plugin_support import matrix_func, simple_add_func  # noqa: E402
 class RecordingLauncher:
     """The reference launcher, plus `specialize`; `events` lists what the Kernel called."""
 
-    def __init__(self, artifact, offer_run=True, fail_with=None):
+    def __init__(self, artifact, offer_run=True, fail_with=None, offer_bind_call=False):
         self.plain = ref.tilecore_launcher(backend=ref.make_backend(), artifact=artifact)
         self.events = []
         self.offer_run = offer_run
         self.fail_with = fail_with
+        if offer_bind_call:
+            self.bind_call = self._bind_call
+
+    def _bind_call(self, args, bindings, input_positions, outputs, fallback):
+        """The whole call for one signature (numpy arrays of the first call's dtypes and shapes);
+        anything else goes to `fallback`, as tile-cuda's C FastCall does."""
+        self.events.append(("bind_call", tuple(input_positions), [(i, uninitialised) for i, _, uninitialised in outputs]))
+        expected = [(args[i].dtype, args[i].shape) for i in input_positions]
+        fixed = dict(bindings)
+
+        def call(inputs):
+            if [(a.dtype, a.shape) for a in inputs] != expected:
+                self.events.append(("fallback",))
+                return fallback(inputs)
+            self.events.append(("fast", fixed))
+            full = [None] * (len(inputs) + len(outputs))
+            for i, a in zip(input_positions, inputs):
+                full[i] = a
+            made = [(i, allocate()) for i, allocate, _ in outputs]
+            for i, a in made:
+                full[i] = a
+            self.plain(full, fixed)
+            return None if not made else made[0][1] if len(made) == 1 else tuple(a for _, a in made)
+        return call
 
     def __call__(self, args, bindings):
         self.events.append(("launch", dict(bindings)))
@@ -130,6 +154,32 @@ def test_keywords_and_arrays_without_a_signature_take_the_plain_launch(specializ
     np.testing.assert_array_equal(k(CpuDLPack(x), x), x * 3)
     assert kinds(specializing.launchers[0].events) == ["launch", "launch"]
     assert not k._plans
+
+
+def test_bind_call_takes_repeat_calls_and_hands_others_to_the_checked_path(specializing):
+    specializing.options = {"offer_bind_call": True}
+    func = matrix_func("M", 8)  # (X, W, Y): Y = X * 2 + W
+    k = tilecore.compile(func, target="specializing", out_idx=[0, 2])  # outputs X and Y around input W
+    w4, w6 = f32(4, 8), f32(6, 8, start=5)
+    for w in (w4, w4):
+        x, y = k(w)
+        np.testing.assert_array_equal(x, np.zeros((4, 8), np.float32))
+        np.testing.assert_array_equal(y, w)
+    (launcher,) = specializing.launchers
+    assert kinds(launcher.events) == ["specialize", "run", "bind_call", "fast"]
+    assert launcher.events[2] == ("bind_call", (1,), [(0, False), (2, True)])  # X is never written
+    # another shape: the bound call falls back, the checked path remembers it and binds it too
+    np.testing.assert_array_equal(k(w6)[1], w6)
+    np.testing.assert_array_equal(k(w6)[1], w6)
+    assert kinds(launcher.events[4:]) == ["fallback", "specialize", "run", "bind_call", "fast"]
+    # back to the first shape: its plan runs (through the fallback) and its bound call is taken up again
+    np.testing.assert_array_equal(k(w4)[1], w4)
+    np.testing.assert_array_equal(k(w4)[1], w4)
+    assert kinds(launcher.events[9:]) == ["fallback", "run", "fast"]
+    # keywords and wrong arguments take the checked path and its errors
+    np.testing.assert_array_equal(k(W=w4)[1], w4)
+    with pytest.raises(TileRuntimeError, match="expected dtype float32, got float64"):
+        k(w4.astype(np.float64))
 
 
 def test_specialize_may_decline(specializing):

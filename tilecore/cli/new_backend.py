@@ -1,10 +1,16 @@
-"""`tile new-backend NAME [--dir DIR] [--force]`: write a new backend plugin package.
+"""`tile new-backend NAME [--kind scratch|toolkit] [--dir DIR] [--force]`: write a backend plugin package.
 
-The package installs and appears in `tile backends` straight away. Its codegen
-and launcher start as the reference interpreter (correct by definition, so the
-generated conformance tests pass from day one); a vendor replaces them piece by
-piece with a real compiler and runtime, keeping the tests green. The worked
-example of a finished plugin is plugins/tile-npu (docs/writing-a-backend.md).
+The package installs and appears in `tile backends` straight away. Two starting points
+(docs/writing-a-backend.md):
+
+* `--kind scratch` (default), for hardware with its own compiler, like plugins/tile-npu:
+  codegen and launcher start as the reference interpreter (correct by definition, so
+  the generated conformance tests pass from day one), and a vendor replaces them piece
+  by piece with a real compiler and runtime, keeping the tests green.
+* `--kind toolkit`, for a SIMT GPU that TVM can emit code for, like the test plugin
+  tests/plugins/tile_toygpu: the plugin fills in a `TargetDescription`, contributes
+  lowering rules and intrinsics, and tilecore's lowering toolkit does the rest; it
+  starts at the compile tier (TVM's CUDA C emitter writes the source).
 """
 from __future__ import annotations
 
@@ -24,6 +30,9 @@ def add_parser(subparsers) -> None:
                     "implementations that delegate to the reference interpreter, conformance tests "
                     "and a README. `pip install -e tile-NAME` and it shows in `tile backends`.")
     p.add_argument("name", help="backend name: lower case letters, digits and _ (the target users write)")
+    p.add_argument("--kind", choices=sorted(KINDS), default="scratch",
+                   help="scratch: own codegen, starts as the reference interpreter (like tile-npu); "
+                        "toolkit: a SIMT GPU on tilecore's lowering toolkit (rules + intrinsics)")
     p.add_argument("--dir", default=None, help="where to write the package (default: ./tile-NAME)")
     p.add_argument("--force", action="store_true", help="overwrite files in an existing directory")
     p.set_defaults(func=run)
@@ -37,8 +46,8 @@ def check_name(name: str) -> str:
     return name
 
 
-def render(name: str) -> Dict[str, str]:
-    """The files of the new package: relative path -> text."""
+def render(name: str, kind: str = "scratch") -> Dict[str, str]:
+    """The files of the new package of `kind` ("scratch" or "toolkit"): relative path -> text."""
     from .. import __version__
     from ..ir.version import TILE_IR_VERSION
 
@@ -51,13 +60,15 @@ def render(name: str) -> Dict[str, str]:
             text = text.replace("@" + k + "@", v)
         return text
 
-    return {path: fill(text) for path, text in _TEMPLATES.items()}
+    if kind not in KINDS:
+        raise ValueError(f"unknown scaffold kind {kind!r}; choose from {', '.join(sorted(KINDS))}")
+    return {path: fill(text) for path, text in KINDS[kind].items()}
 
 
-def write_package(name: str, directory: str, force: bool = False) -> list:
+def write_package(name: str, directory: str, force: bool = False, kind: str = "scratch") -> list:
     """Write the package for backend `name` into `directory`; returns the paths written."""
     check_name(name)
-    files = render(name)
+    files = render(name, kind)
     if os.path.exists(directory) and os.listdir(directory) and not force:
         raise FileExistsError(f"{directory} exists and is not empty (use --force to overwrite)")
     written = []
@@ -78,15 +89,19 @@ def run(args) -> int:
         return 2
     directory = args.dir or f"tile-{name}"
     try:
-        written = write_package(name, directory, args.force)
+        written = write_package(name, directory, args.force, args.kind)
     except FileExistsError as e:
         print(f"tile new-backend: {e}", file=sys.stderr)
         return 1
     print(f"wrote {len(written)} files to {directory}/")
     print("next steps:")
     print(f"  pip install -e {directory}        # then `tile backends` lists '{name}'")
-    print(f"  pytest {directory}/tests            # conformance against the reference interpreter")
-    print(f"  edit {directory}/tile_{name}/plugin.py: replace codegen and launcher with your compiler")
+    if args.kind == "toolkit":
+        print(f"  pytest {directory}/tests            # compile-tier conformance on the lowering toolkit")
+        print(f"  edit {directory}/tile_{name}/plugin.py (target, codegen) and rules.py (rules, intrinsics)")
+    else:
+        print(f"  pytest {directory}/tests            # conformance against the reference interpreter")
+        print(f"  edit {directory}/tile_{name}/plugin.py: replace codegen and launcher with your compiler")
     return 0
 
 
@@ -327,4 +342,13 @@ _TEMPLATES = {
     "@PKG@/plugin.py": _PLUGIN,
     "tests/test_smoke.py": _TEST_SMOKE,
     "tests/test_conformance.py": _TEST_CONFORMANCE,
+}
+
+
+from .new_backend_toolkit import TEMPLATES as _TOOLKIT  # noqa: E402  (the second scaffold's files)
+
+KINDS = {
+    "scratch": _TEMPLATES,
+    "toolkit": {"pyproject.toml": _PYPROJECT.replace('"numpy>=1.24"', '"numpy>=1.24", "apache-tvm>=0.27,<0.28"'),
+                "@PKG@/__init__.py": _INIT, **_TOOLKIT},
 }

@@ -1,8 +1,16 @@
-"""Shared lowering of Tile IR to TVM TIR for TVM-based backends (cpu, cuda, rocm, metal).
+"""The lowering toolkit that TVM-based backends build on (cpu, cuda, rocm, metal, third parties).
 
-Importing this package does not import TVM; its modules do (`tir_expr`:
-expressions, `intrinsics`: math tables, `tir_stmt`: loop nests, predicated
-copies, reductions, scans, element bounds checks), so import them only inside
-a backend's codegen. See `tir_expr` for how a backend supplies its buffer views
-and intrinsic table, and `tir_stmt` for lowering rules.
+Target-neutral: it names no vendor's instruction, intrinsic, type spelling or toolchain.
+Importing this package does not import TVM; most of its modules do, so import them
+only inside a backend's codegen.
+
+* `tir_expr`, `intrinsics`: Tile IR expressions -> TIR, math tables.
+* `tir_stmt`: loop nests, predicated copies, reductions, scans (the cpu backend).
+* `target` (pure Python): the `TargetDescription` a GPU plugin fills in.
+* `simt` + `simt_plan`, `simt_layout`, `simt_copy` (pure Python) and `simt_intrinsics`,
+  `simt_pipeline`: the SIMT GPU lowering. Each tile op is lowered by the plugins' rules
+  for it (`tilecore.plugin.rules.RuleTable`, filled by `tilecore_lowering_rules`) and
+  then the portable lowering; device instructions come from the intrinsic table
+  (`tilecore_intrinsics`).
+* `launch_grid` (pure Python): launch grids as Python source for GPU launchers.
 """

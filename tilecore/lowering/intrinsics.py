@@ -20,6 +20,8 @@ How a backend customises it: take `default_table()`, then assign entries
 `tilecore_intrinsics(backend, table)` lets a third party do too. An entry may
 also be a string: a `tvm.tirx` function name ("exp"), "llvm.<intrinsic>"
 (a pure LLVM intrinsic call) or "extern:<symbol>" (a pure extern C call).
+An entry marked with `contextual` is called as `impl(lowering, args)`: it may read
+the lowering it is used in (its target description, the kernel's helper library).
 
 This module imports TVM at top level: import it only from backend code.
 """
@@ -108,8 +110,26 @@ _FLOAT_OPS: Dict[str, Callable] = {
 }
 
 
+def contextual(impl: Callable) -> Callable:
+    """Mark `impl` as `impl(lowering, args)`: `IntrinsicTable.bound` passes it the lowering."""
+    impl.needs_lowering = True  # type: ignore[attr-defined]
+    return impl
+
+
 class IntrinsicTable(dict):
     """A dict (func, dtype) -> impl, with `lower` to apply an entry."""
+
+    def bound(self, lowering, always: Iterable[str] = ()) -> "IntrinsicTable":
+        """A copy whose contextual entries (and every entry named in `always`) are bound to
+        `lowering`, so that all of them are called as `impl(args)`."""
+        names = set(always)
+        out = IntrinsicTable()
+        for key, impl in self.items():
+            if callable(impl) and (getattr(impl, "needs_lowering", False) or key[0] in names):
+                out[key] = (lambda f: lambda args: f(lowering, args))(impl)
+            else:
+                out[key] = impl
+        return out
 
     def lower(self, func: str, dtype: str, args: List[tvm.tirx.Expr]) -> tvm.tirx.Expr:
         """Build `func(*args)` in `dtype`; KeyError if the table has no entry."""

@@ -1,13 +1,19 @@
-"""Tile IR -> TVM TIR for SIMT GPUs (CUDA now; ROCm and Metal reuse it with their `SimtTarget`).
+"""Tile IR -> TVM TIR for SIMT GPUs: the portable lowering and the rule dispatch.
 
-`lower_kernel(func, target)` builds a `tvm.tirx.PrimFunc` with TVM's IR builder:
-blocks and threads as `launch_thread`, every shared tile carved out of one dynamic
-shared-memory pool (so kernels may use more than 48 KB), fragments in registers
-with the layouts chosen by `simt_plan`, barriers where tile operations hand data
-between threads, predicated partial-tile copies, 16-byte vector copies,
-`cp.async` multi-stage pipelines for `T.Pipelined`, tensor-core GEMM and warp
-shuffle reductions. Target-specific pieces (MMA, async copies, device helpers)
-come from `SimtTarget`; a target without them gets portable SIMT code.
+`lower_kernel(func, target, rules, intrinsics)` builds a `tvm.tirx.PrimFunc` with
+TVM's IR builder: blocks and threads as `launch_thread`, shared tiles (one pool of
+typed views, or one allocation each, as the `TargetDescription` says), fragments
+in registers with the layouts chosen by `simt_plan`, barriers where tile
+operations hand data between threads, predicated partial-tile copies, vector
+copies and shuffle reductions.
+
+Every tile op (`SIMT_OPS`: Gemm, Copy, Fill, Reduce, Cumsum, Atomic, Print, the
+pipelined loop, the kernel's grid binding) is lowered by trying the backend's
+rules for it in order (`tilecore.plugin.rules.RuleTable`) and then the portable
+method `emit_<op>` of this class. Device instructions the portable code needs
+(shuffles, barriers, vector and async copies, atomics) come from the intrinsic
+table (`simt_intrinsics`), which the plugins fill through `tilecore_intrinsics`.
+Nothing here names a vendor's instruction.
 
 Expressions are lowered by `tilecore.lowering.tir_expr.ExprLowerer` (shared with
 the CPU backend) with buffer views that map tiles onto threads.
@@ -16,14 +22,12 @@ Imports TVM: use it from backend code only.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from math import prod
 from typing import Dict, List, Optional, Tuple
 
 import tvm
 from tvm import tirx as tx
-from tvm.tirx import op as top
 from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script.builder import ir as B
 
@@ -31,40 +35,20 @@ from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
 from ..ir.types import itemsize, is_float
 from ..ir.visitor import walk, walk_stmts
-from .intrinsics import default_table
-from .simt_layout import MmaLayout, RowLayout, SharedLayout, StridedLayout, StridedRowLayout
-from .simt_plan import KernelPlan, choose_anchor, parallel_accesses, plan_kernel
-from .wgmma import SMEM_ALIGN
-from .wgmma import cxx_source as wgmma_source
+from ..plugin.rules import SIMT_OPS, RuleTable
+from .intrinsics import IntrinsicTable, default_table
+from .simt_copy import contiguous_run, vector_width
+from .simt_intrinsics import DEVICE_INSTRUCTIONS, portable_device_table
+from .simt_layout import MmaLayout, RowLayout, StridedLayout, StridedRowLayout
+from .simt_plan import KernelPlan, choose_anchor, plan_for_target
+from .target import TargetDescription
 from .tir_expr import ExprLowerer, cast_to, nan_max, nan_min, tir_const
-
-CPP_TYPES = {"float16": "half", "bfloat16": "__nv_bfloat16", "int8": "signed char", "float32": "float",
-             "float64": "double", "int32": "int", "int64": "int64_t", "int16": "int16_t",
-             "uint8": "uint8_t", "bool": "bool"}
-
-
-@dataclass
-class SimtTarget:
-    """What the shared SIMT lowering needs to know about a GPU target."""
-
-    kind: str = "cuda"
-    arch: str = "sm_90a"
-    warp_size: int = 32
-    has_mma: bool = True          # mma.sync m16n8k16 (sm_80+)
-    has_cp_async: bool = True     # cp.async (sm_80+)
-    has_wgmma: bool = False       # warpgroup MMA wgmma.mma_async (sm_90a)
-    device_lib: str = ""          # C++ helpers source passed with func_call
-    fast_math: bool = True
-    max_shared_memory: int = 227 * 1024
-    shared_scope: str = "shared.dyn"  # "shared" (static) where the codegen has no dynamic pool (Metal)
-
-    @property
-    def tvm_target(self) -> dict:
-        return {"kind": self.kind, "arch": self.arch}
 
 
 @dataclass
 class LoweredKernel:
+    """A lowered kernel: the TIR PrimFunc and what the launcher and artifact need."""
+
     prim_func: object
     name: str
     grid: Tuple[N.Expr, ...]
@@ -73,19 +57,14 @@ class LoweredKernel:
     plan: KernelPlan
     notes: List[str] = field(default_factory=list)
     device_lib: str = ""  # the helper source every helper call carries (TVM emits it per call site)
+    rules: Dict[str, List[str]] = field(default_factory=dict)  # op -> rules tried, in order
 
 
-def _fast_math_table(target: SimtTarget, device_lib: Optional[str] = None):
-    """Intrinsics with CUDA's fast math; helper calls carry `device_lib` (the kernel's whole helper
-    source, so that the module holds one copy of it) or else the target's."""
-    lib = target.device_lib if device_lib is None else device_lib
+def build_intrinsics(hooked=None) -> IntrinsicTable:
+    """The toolkit's table: portable math and device instructions, then the plugins' entries."""
     table = default_table()
-    if target.kind == "cuda" and target.fast_math:
-        table[("exp", "float32")] = lambda a: tx.call_pure_extern("float32", "__expf", a[0])
-        table[("log", "float32")] = lambda a: tx.call_pure_extern("float32", "__logf", a[0])
-        # a helper-library call (not an extern name): the call carries the library source, so a
-        # kernel whose only helper is exp2 still gets the `tc` namespace emitted
-        table[("exp2", "float32")] = lambda a: _func_call("tc::fast_exp2", (a[0],), lib, "float32")
+    table.update(portable_device_table())
+    table.update(hooked or {})
     return table
 
 
@@ -97,12 +76,19 @@ class _Ctx:
 
 
 class SimtLowering:
-    """Lower one Tile IR PrimFunc (one T.Kernel) to a tvm.tirx.PrimFunc."""
+    """Lower one Tile IR PrimFunc (one T.Kernel) to a tvm.tirx.PrimFunc.
 
-    def __init__(self, func: N.PrimFunc, target: SimtTarget, options: Optional[dict] = None,
-                 intrinsics=None):
+    What rules may use: `target`, `plan`, `threads`, `thread` (threadIdx.x), `views`
+    (buffer name -> TIR buffer), `source`, `options`, and the methods `lower`, `access`,
+    `address`, `store`, `stage_base_addr`, `region_index`, `in_bounds`, `iterate_layout`,
+    `iterate_linear`, `emit_body`, `sync`, `instruction`, `err` and `claim`.
+    """
+
+    def __init__(self, func: N.PrimFunc, target: TargetDescription, rules: Optional[RuleTable] = None,
+                 intrinsics=None, options: Optional[dict] = None):
         self.func = func
         self.target = target
+        self.rules = rules if rules is not None else RuleTable()
         self.options = dict(options or {})
         self.source = func.source
         self.kernel = func.kernel
@@ -110,12 +96,12 @@ class SimtLowering:
         if self.threads > 1024:
             raise TileCompileError(f"threads={self.threads} exceeds 1024 threads per block",
                                    self.kernel.span, self.source)
-        self.plan = plan_kernel(func, self.threads, target.has_mma, has_wgmma=target.has_wgmma)
+        self.plan = plan_for_target(func, self.threads, target, self.rules.all_rules())
         # one helper source per module (TVM emits each distinct source block once)
-        self.device_lib = target.device_lib + (
-            wgmma_source(self.plan.wgmma_gemms.values()) if self.plan.wgmma_gemms else "")
-        self.ex = ExprLowerer(intrinsics=intrinsics or _fast_math_table(target, self.device_lib),
-                              backend=target.kind, source=self.source)
+        self.device_lib = target.device_library + "".join(self.plan.device_sources)
+        table = intrinsics if isinstance(intrinsics, IntrinsicTable) else build_intrinsics(intrinsics)
+        self.intrinsics = table.bound(self, always=DEVICE_INSTRUCTIONS)
+        self.ex = ExprLowerer(intrinsics=self.intrinsics, backend=target.name, source=self.source)
         self.views: Dict[str, object] = {}      # name -> tirx Buffer (global / smem view / local array)
         self.stage: Dict[str, object] = {}      # smem name -> current stage index expr
         self.ctx = _Ctx()
@@ -126,21 +112,55 @@ class SimtLowering:
         self.scratch_count = 0
 
     # ------------------------------------------------------------------ helpers
+    @property
+    def thread(self):
+        """threadIdx.x of the block (a TIR variable)."""
+        return self.t
+
     def err(self, msg, node):
+        """A TileCompileError at `node`'s line of the user's source."""
         return TileCompileError(msg, getattr(node, "span", None), self.source)
 
-    def call(self, name, *args, ret="void"):
-        """A call into the device helper library (tc::...)."""
-        self.lib_used = True
-        return tx.cuda_func_call(name, *args, source_code=self.device_lib, return_type=ret) \
-            if hasattr(tx, "cuda_func_call") else _func_call(name, args, self.device_lib, ret)
+    def unsupported(self, feature: str, node=None):
+        """An UnsupportedFeatureError naming this backend, at `node`'s line."""
+        return UnsupportedFeatureError(self.target.name, feature, getattr(node, "span", None), self.source)
+
+    def claim(self, rule_name: str, stmt):
+        """What rule `rule_name` recorded for `stmt` while planning, or None (not claimed)."""
+        return self.plan.claims.get(rule_name, {}).get(id(stmt))
+
+    def instruction(self, name: str, dtype=None, *args):
+        """Apply device instruction (`name`, `dtype`) of the intrinsic table to `args`.
+
+        Instructions that emit statements (barriers, copies, atomics) return None; the others
+        return a PrimExpr. A missing entry is an UnsupportedFeatureError naming the instruction.
+        """
+        impl = self.intrinsics.get((name, dtype))
+        if impl is None:
+            what = f"{name} on {dtype}" if dtype else name
+            raise self.unsupported(f"device instruction {what} (no entry in the intrinsic table)")
+        return impl(list(args))
+
+    def shuffle_xor(self, value, mask):
+        """`value` of lane (lane ^ mask) within the warp."""
+        from .intrinsics import dtype_of
+
+        return self.instruction("shuffle_xor", dtype_of(value), value, mask)
 
     def sync(self):
-        if self.plan.wgmma_gemms:  # shared writes must reach wgmma's async proxy before the barrier
-            B.evaluate(self.call("tc::fence_async_smem"))
-        B.evaluate(top.tvm_storage_sync("shared"))
+        """A block-wide barrier (after the instructions a rule asked for before every barrier)."""
+        for name in self.plan.before_barrier:
+            self.instruction(name)
+        self.instruction("barrier")
         self.pending_r.clear()
         self.pending_w.clear()
+
+    def dispatch(self, op: str, stmt) -> bool:
+        """Try the rules for `op` in order; True when one of them lowered `stmt`."""
+        for rule in self.rules[op]:
+            if rule(self, stmt) is not NotImplemented:
+                return True
+        return False
 
     def smem_sets(self, stmts) -> Tuple[set, set]:
         """Shared buffers read and written by statements (tile operands and elements)."""
@@ -244,21 +264,33 @@ class SimtLowering:
         return view, [self.rep_index(buf, indices)]
 
     def make_view_fn(self, buf: N.Buffer):
+        """The expression lowerer's view of `buf`: element loads through `access` (bool tiles
+        stored as another dtype read back as bool)."""
         def load(indices):
             view, idx = self.access(buf, indices)
-            return tx.BufferLoad(view, idx)
+            v = tx.BufferLoad(view, idx)
+            return cast_to(v, "bool") if buf.dtype == "bool" and view.dtype != "bool" else v
         return load
 
     def lower(self, e: N.Expr):
+        """A Tile IR expression as a PrimExpr in the current thread iteration."""
         return self.ex.lower(e)
 
     def store(self, buf: N.Buffer, indices, value):
+        """Store `value` (converted to the buffer's dtype, then its storage dtype) at `indices`."""
         view, idx = self.access(buf, indices)
-        B.buffer_store(view, cast_to(value, buf.dtype), idx)
+        v = cast_to(value, buf.dtype)
+        B.buffer_store(view, cast_to(v, str(view.dtype)) if str(view.dtype) != buf.dtype else v, idx)
 
     def addr(self, buf: N.Buffer, indices):
+        """The address of element `indices` of `buf` (a PrimExpr)."""
         view, idx = self.access(buf, indices)
         return tx.address_of(tx.BufferLoad(view, idx))
+
+    def element(self, buf: N.Buffer, indices):
+        """The BufferLoad of element `indices` of `buf` in its storage (what device copies take)."""
+        view, idx = self.access(buf, indices)
+        return tx.BufferLoad(view, idx)
 
     # ------------------------------------------------------------------ entry
     def build(self) -> LoweredKernel:
@@ -282,11 +314,17 @@ class SimtLowering:
                 self.emit_kernel()
         prim = ib.get()
         lk = LoweredKernel(prim, func.name, tuple(self.kernel.grid), self.threads, self.smem_bytes,
-                           self.plan, list(self.plan.notes), self.device_lib if self.lib_used else "")
+                           self.plan, list(self.plan.notes), self.device_lib if self.lib_used else "",
+                           {op: names + ["portable"] for op, names in self.rules.describe().items()})
         return lk
 
     def emit_kernel(self):
-        k = self.kernel
+        """The kernel's grid and thread binding: a "Kernel" rule, else the portable one."""
+        if not self.dispatch("Kernel", self.kernel):
+            self.emit_Kernel(self.kernel)
+
+    def emit_Kernel(self, k: N.Kernel):
+        """Blocks as blockIdx.x/y/z, one thread axis; then allocations and the body."""
         axes = ["blockIdx.x", "blockIdx.y", "blockIdx.z"]
         if len(k.grid) > 3:
             raise self.err("T.Kernel supports at most 3 grid dimensions on GPUs", k)
@@ -332,64 +370,69 @@ class SimtLowering:
         self.ex.bind(names[1], new_by)
 
     def alloc_all(self):
-        """Carve shared tiles out of one dynamic pool; declare register and replicated arrays."""
+        """Declare register and replicated arrays, then the shared tiles (see `alloc_shared`)."""
         smem = []
-        stages = self.pipeline_stages()
         for name, st in self.plan.storage.items():
             b = self.plan.buffers[name]
             if st == "smem":
-                lay = self.plan.layout[name]
-                s = stages.get(name, 1)
-                if s > 1:
-                    lay = dataclasses.replace(lay, stages=s)
-                    self.plan.layout[name] = lay
-                smem.append((name, b, lay))
-            elif st == "reg":
-                lay = self.plan.layout[name]
-                arr = B.alloc_buffer((lay.local_size,), _tvm_dtype(b.dtype), scope="local")
+                smem.append((name, b, self.plan.layout[name]))
+            elif st in ("reg", "rep"):
+                size = self.plan.layout[name].local_size if st == "reg" else max(1, prod(b.static_shape() or (1,)))
+                arr = B.alloc_buffer((size,), self.storage_dtype(b.dtype), scope="local")
                 IRBuilder.name(name, arr)
                 self.views[name] = arr
                 self.ex.bind_buffer(name, self.make_view_fn(b))
-            elif st == "rep":
-                shape = b.static_shape() or (1,)
-                arr = B.alloc_buffer((max(1, prod(shape)),), _tvm_dtype(b.dtype), scope="local")
-                IRBuilder.name(name, arr)
-                self.views[name] = arr
-                self.ex.bind_buffer(name, self.make_view_fn(b))
-        self.scratch_bytes = 32 * 4 * 32  # cross-warp reduction scratch (up to 32 warps x 32 rows f32)
-        total = 0
-        offsets = {}
-        align = SMEM_ALIGN if self.plan.wgmma_gemms else 128
+        self.alloc_shared(smem)
+
+    def storage_dtype(self, dtype: str) -> str:
+        """The dtype that holds a `dtype` tile on this target (bool may live in int8)."""
+        return self.target.bool_storage if dtype == "bool" else dtype
+
+    def alloc_shared(self, smem):
+        """Shared tiles: typed views of one byte pool (`target.shared_pool`), or one static
+        allocation each; plus the cross-warp reduction scratch when the kernel reduces."""
+        pool = self.target.shared_pool
+        align = (self.plan.shared_alignment or self.target.shared_alignment) if pool else 1
+        total, offsets = 0, {}
         for name, b, lay in smem:
             total = _align(total, align)
             offsets[name] = total
             total += lay.numel * lay.stages * lay.elem_bytes
         needs_scratch = any(isinstance(s, N.Reduce) for s in walk_stmts(self.kernel.body))
         if needs_scratch:
-            total = _align(total, 128)
+            total = _align(total, 128) if pool else total
             self.scratch_off = total
             total += self._scratch_size()
         if total > self.target.max_shared_memory:
             span = smem[0][1].span if smem else self.kernel.span
             raise TileCompileError(
-                f"the kernel needs {total} bytes of shared memory; {self.target.kind}:{self.target.arch} "
+                f"the kernel needs {total} bytes of shared memory; {self.target.name}:{self.target.arch} "
                 f"allows {self.target.max_shared_memory} per block", span, self.source)
         self.smem_bytes = total
-        if total:
-            pool = B.alloc_buffer((total,), "uint8", scope=self.target.shared_scope)
-            IRBuilder.name("smem_pool", pool)
-            self.pool = pool
-            for name, b, lay in smem:
+        if not total:
+            return
+        scope = self.target.shared_scope
+        data = None
+        if pool:
+            self.pool = B.alloc_buffer((total,), "uint8", scope=scope)
+            IRBuilder.name("smem_pool", self.pool)
+            data = self.pool.data
+        for name, b, lay in smem:
+            dtype = self.storage_dtype(b.dtype)
+            if pool:
                 eb = lay.elem_bytes
-                view = B.decl_buffer((lay.numel * lay.stages,), _tvm_dtype(b.dtype), data=pool.data,
-                                     elem_offset=offsets[name] // eb, scope=self.target.shared_scope)
-                IRBuilder.name(name, view)
-                self.views[name] = view
-                self.ex.bind_buffer(name, self.make_view_fn(b))
-            if needs_scratch:
-                self.scratch = B.decl_buffer((self._scratch_size() // 4,), "float32", data=pool.data,
-                                             elem_offset=self.scratch_off // 4, scope=self.target.shared_scope)
-                IRBuilder.name("reduce_scratch", self.scratch)
+                view = B.decl_buffer((lay.numel * lay.stages,), dtype, data=data,
+                                     elem_offset=offsets[name] // eb, scope=scope)
+            else:
+                view = B.alloc_buffer((lay.numel * lay.stages,), dtype, scope=scope)
+            IRBuilder.name(name, view)
+            self.views[name] = view
+            self.ex.bind_buffer(name, self.make_view_fn(b))
+        if needs_scratch:
+            n = self._scratch_size() // 4
+            self.scratch = (B.decl_buffer((n,), "float32", data=data, elem_offset=self.scratch_off // 4, scope=scope)
+                            if pool else B.alloc_buffer((n,), "float32", scope=scope))
+            IRBuilder.name("reduce_scratch", self.scratch)
 
     def _scratch_size(self):
         # (warps, rows) float32 partials for cross-warp row reductions
@@ -405,10 +448,26 @@ class SimtLowering:
             self.emit_stmt(s)
 
     def emit_stmt(self, s):
-        m = getattr(self, "emit_" + type(s).__name__, None)
+        """Lower one statement: a tile op through its rules, then the portable `emit_<op>`."""
+        op = type(s).__name__
+        if isinstance(s, N.For) and s.kind == "pipelined" and not self.in_parallel:
+            if self.dispatch("Pipelined", s):
+                return
+        elif op in SIMT_OPS:
+            self.before_tile_op(s)
+            if self.dispatch(op, s):
+                return
+        m = getattr(self, "emit_" + op, None)
         if m is None:
-            raise UnsupportedFeatureError(self.target.kind, f"statement {type(s).__name__}", s.span, self.source)
+            raise self.unsupported(f"statement {op}", s)
         m(s)
+
+    def before_tile_op(self, s):
+        """The barrier a tile op needs before it touches shared memory (placed before any rule
+        runs, so rules see the statement's operands ready). Inside a T.Parallel body copies and
+        atomics are per-thread and need none."""
+        if not (self.in_parallel and isinstance(s, (N.Copy, N.Atomic))):
+            self.touch((s,))
 
     def emit_Alloc(self, s):
         pass
@@ -454,8 +513,7 @@ class SimtLowering:
         self.touch((N.Let(N.Var("_"), e),))
 
     def emit_For(self, s: N.For):
-        if s.kind == "pipelined" and not self.in_parallel and self.try_pipeline(s):
-            return
+        """A sequential loop (also a pipelined loop that no "Pipelined" rule took)."""
         begin = self.lower(s.begin)
         extent = self.lower(s.extent)
         if not self.in_parallel:
@@ -557,7 +615,7 @@ class SimtLowering:
         uf = (B.vectorized if vectorize else B.unroll)(0, vec) if vec > 1 and not per_chunk else None
         u = uf.__enter__() if uf else 0
         e = c * vec + u
-        idx = _unflatten(e, shape)
+        idx = unflatten(e, shape)
         local = k * vec + u
         call = (lambda: body(idx, local, k)) if pass_k else (lambda: body(idx, local))
         if not exact and chunks % P:
@@ -610,8 +668,9 @@ class SimtLowering:
         return c
 
     def emit_Copy(self, c: N.Copy, async_copy=False):
-        if not self.in_parallel:
-            self.touch((c,))
+        """Portable tile copy: per-element or vector accesses spread over the threads, predicated
+        where the bounds pass could not prove the regions inside their tensors. With `async_copy`
+        (a pipeline rule's copies) every vector is an "async_copy" device instruction."""
         src, dst = c.src, c.dst
         ss, ds = self.plan.storage[src.buffer.name], self.plan.storage[dst.buffer.name]
         shape = dst.squeezed_shape() or (1,)
@@ -635,7 +694,7 @@ class SimtLowering:
         if ds == "rep":
             # a per-thread copy: every thread fills all of it (kept identical in every thread)
             with B.serial(0, prod(shape)) as e:
-                element(_unflatten(e, tuple(shape)))
+                element(unflatten(e, tuple(shape)))
             return
         if ds == "reg" or ss == "reg":
             anchor = dst.buffer if ds == "reg" else src.buffer
@@ -652,28 +711,27 @@ class SimtLowering:
             def vector(it_idx):
                 si = self.region_index(src, it_idx)
                 di = self.region_index(dst, it_idx)
-                s_addr = self.addr(src.buffer, si)
-                d_addr = self.addr(dst.buffer, di)
+                s_el = self.element(src.buffer, si)
+                d_el = self.element(dst.buffer, di)
                 if async_copy:
                     if pred_src:
-                        # out of bounds: zero-fill (src-size 0) from a clamped, valid address
-                        ok = self.in_bounds(src, si)
-                        safe = self.addr(src.buffer, self.clamp(src, si))
-                        B.evaluate(self.call("tc::cp_async16", d_addr, safe, ok))
+                        # out of bounds: zero-fill from a clamped, valid address
+                        safe = self.element(src.buffer, self.clamp(src, si))
+                        self.instruction("async_copy", None, d_el, safe, self.in_bounds(src, si), vec)
                     else:
-                        B.evaluate(self.call("tc::cp_async16", d_addr, s_addr, tx.const(True, "bool")))
+                        self.instruction("async_copy", None, d_el, s_el, tx.const(True, "bool"), vec)
                     return
                 if pred_src or pred_dst:
                     ok = tx.And(self.in_bounds(src, si), self.in_bounds(dst, di)) if pred_src and pred_dst else \
                         (self.in_bounds(src, si) if pred_src else self.in_bounds(dst, di))
                     with B.If(ok):
                         with B.Then():
-                            B.evaluate(self.call("tc::copy16", d_addr, s_addr))
+                            self.instruction("vector_copy", None, d_el, s_el, vec)
                         if pred_src and not pred_dst:
                             with B.Else():
-                                B.evaluate(self.call("tc::zero16", d_addr))
+                                self.instruction("vector_copy", None, d_el, None, vec)
                 else:
-                    B.evaluate(self.call("tc::copy16", d_addr, s_addr))
+                    self.instruction("vector_copy", None, d_el, s_el, vec)
             self.iterate_linear(tuple(shape), vec, vector)
             return
         if async_copy:
@@ -689,51 +747,14 @@ class SimtLowering:
 
     def _contiguous_run(self, r: N.Region, vec: int) -> bool:
         """Whether `vec` consecutive elements along the region's last dim are contiguous and aligned."""
-        st = self.plan.storage[r.buffer.name]
-        if st == "smem":
-            lay = self.plan.layout[r.buffer.name]
-            return not lay.swizzle and r.extents[-1] % vec == 0 and _divisible(r.starts[-1], vec) \
-                and lay.row_elems % vec == 0
-        if st != "global":
-            return False
-        last = r.buffer.shape[-1]
-        return (r.extents[-1] > 1 and r.extents[-1] % vec == 0 and isinstance(last, int) and last % vec == 0
-                and _divisible(r.starts[-1], vec))
-
-    def base_addr(self, buf):
-        view = self.views[buf.name]
-        return tx.address_of(tx.BufferLoad(view, [tir_const(0, "int32")] * len(view.shape)))
+        return contiguous_run(r, vec, self.plan)
 
     def vector_width(self, c: N.Copy) -> int:
-        """Elements per 16-byte access when both sides allow it (contiguity, alignment), else 1."""
-        src, dst = c.src, c.dst
-        if src.buffer.dtype != dst.buffer.dtype:
-            return 1
-        eb = itemsize(src.buffer.dtype)
-        v = 16 // eb
-        if eb > 16 or v < 2:
-            return 1
-        for r in (src, dst):
-            st = self.plan.storage[r.buffer.name]
-            if st not in ("global", "smem"):
-                return 1
-            if r.extents[-1] % v or r.extents[-1] == 1:
-                return 1
-            last = r.buffer.shape[-1]
-            if not isinstance(last, int) or last % v:
-                return 1
-            if not _divisible(r.starts[-1], v):
-                return 1
-            if st == "smem":
-                lay = self.plan.layout[r.buffer.name]
-                if lay.numel % v:
-                    return 1
-        if src.squeezed_shape()[-1:] != dst.squeezed_shape()[-1:]:
-            return 1
-        return v
+        """Elements per vector access of copy `c` (see `simt_copy.vector_width`)."""
+        return vector_width(c, self.plan, self.target)
 
     def emit_Fill(self, f: N.Fill):
-        self.touch((f,))
+        """Portable fill: every element of the region, spread over its owners."""
         r = f.dst
         shape = r.squeezed_shape() or (1,)
 
@@ -751,76 +772,16 @@ class SimtLowering:
             self.iterate_layout(self.plan.layout[r.buffer.name], lambda idx: element(_squeeze(idx, r.buffer.shape)))
         elif self.plan.storage[r.buffer.name] == "rep":
             with B.serial(0, prod(shape)) as e:
-                element(_unflatten(e, shape))
+                element(unflatten(e, shape))
         else:
             self.iterate_linear(tuple(shape), 1, element)
 
     def emit_Gemm(self, g: N.Gemm):
-        self.touch((g,))
-        lay = self.plan.mma_gemms.get(id(g))
-        if id(g) in self.plan.wgmma_gemms:
-            return self.emit_wgmma_gemm(g, lay)
-        if lay is not None and self.plan.storage[g.a.buffer.name] == "reg" \
-                and self.plan.storage[g.b.buffer.name] == "smem" and _full_2d(g.b):
-            return self.emit_mma_gemm_rs(g, lay)
-        if lay is not None and self.plan.storage[g.a.buffer.name] == "smem" \
-                and self.plan.storage[g.b.buffer.name] == "smem" and _full_2d(g.a) and _full_2d(g.b):
-            return self.emit_mma_gemm(g, lay)
+        """Portable gemm (matrix units come from the backend's Gemm rules)."""
         return self.emit_simt_gemm(g)
 
-    def emit_mma_gemm(self, g: N.Gemm, lay: MmaLayout):
-        a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
-        la, lb = self.plan.layout[a.name], self.plan.layout[b.name]
-        K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
-        acc = self.views[c.name]
-        if g.clear_accum:
-            with B.unroll(0, lay.local_size) as i:
-                B.buffer_store(acc, tir_const(0, c.dtype), [i])
-        T = CPP_TYPES[a.dtype]
-        tmpl = (f"tc::gemm_ss<{lay.M}, {lay.N}, {K}, {lay.wm}, {lay.wn}, {_b(g.transpose_a)}, "
-                f"{_b(g.transpose_b)}, {T}, {la.row_elems}, {lb.row_elems}, {_b(la.swizzle)}, {_b(lb.swizzle)}>")
-        zero = tir_const(0, "int32")
-        pa = self.stage_base_addr(a)
-        pb = self.stage_base_addr(b)
-        B.evaluate(self.call(tmpl, pa, pb, tx.address_of(tx.BufferLoad(acc, [zero]))))
-
-    def emit_mma_gemm_rs(self, g: N.Gemm, lay: MmaLayout):
-        a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
-        lb = self.plan.layout[b.name]
-        K = g.a.extents[1]
-        acc = self.views[c.name]
-        zero = tir_const(0, "int32")
-        if g.clear_accum:
-            with B.unroll(0, lay.local_size) as i:
-                B.buffer_store(acc, tir_const(0, c.dtype), [i])
-        tmpl = (f"tc::gemm_rs<{lay.M}, {lay.N}, {K}, {lay.wm}, {_b(g.transpose_b)}, {CPP_TYPES[a.dtype]}, "
-                f"{lb.row_elems}, {_b(lb.swizzle)}>")
-        B.evaluate(self.call(tmpl, tx.address_of(tx.BufferLoad(self.views[a.name], [zero])),
-                             self.stage_base_addr(b), tx.address_of(tx.BufferLoad(acc, [zero]))))
-
-    def emit_wgmma_gemm(self, g: N.Gemm, lay: MmaLayout):
-        """Warpgroup MMA (sm_90a): operands by shared-memory descriptor, A optionally in registers."""
-        a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
-        lb = self.plan.layout[b.name]
-        K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
-        acc = self.views[c.name]
-        zero = tir_const(0, "int32")
-        if g.clear_accum:
-            with B.unroll(0, lay.local_size) as i:
-                B.buffer_store(acc, tir_const(0, c.dtype), [i])
-        T = CPP_TYPES[a.dtype]
-        acc_ptr = tx.address_of(tx.BufferLoad(acc, [zero]))
-        if self.plan.storage[a.name] == "reg":
-            tmpl = f"tc::wgmma_rs<{lay.N}, {K}, {_b(g.transpose_b)}, {T}, {lb.shape[0]}, {lb.shape[1]}>"
-            a_ptr = tx.address_of(tx.BufferLoad(self.views[a.name], [zero]))
-        else:
-            la = self.plan.layout[a.name]
-            tmpl = (f"tc::wgmma_ss<{lay.N}, {K}, {_b(g.transpose_a)}, {_b(g.transpose_b)}, {T}, "
-                    f"{la.shape[0]}, {la.shape[1]}, {lb.shape[0]}, {lb.shape[1]}>")
-            a_ptr = self.stage_base_addr(a)
-        B.evaluate(self.call(tmpl, a_ptr, self.stage_base_addr(b), acc_ptr))
-
     def stage_base_addr(self, buf):
+        """Address of the first element of `buf`'s current pipeline stage."""
         view = self.views[buf.name]
         lay = self.plan.layout[buf.name]
         st = self.stage.get(buf.name)
@@ -855,7 +816,7 @@ class SimtLowering:
             self.iterate_layout(self.plan.layout[c.buffer.name], lambda idx: element(_squeeze(idx, c.buffer.shape)))
         elif self.plan.storage[c.buffer.name] == "rep":
             with B.serial(0, M * Nn) as e:
-                element(_unflatten(e, (M, Nn)))
+                element(unflatten(e, (M, Nn)))
         else:
             self.iterate_linear((M, Nn), 1, element)
 
@@ -877,7 +838,8 @@ class SimtLowering:
         return nan_min(a, b)
 
     def emit_Reduce(self, r: N.Reduce):
-        self.touch((r,))
+        """Portable reduction: thread-local rows of register layouts, shuffles within lane
+        groups, shared memory across warps; else one owner per output element."""
         src_l = self.plan.layout.get(r.src.name)
         dst_l = self.plan.layout.get(r.dst.name)
         wide = "float32" if r.dst.dtype in ("float16", "bfloat16") else r.dst.dtype
@@ -922,7 +884,7 @@ class SimtLowering:
             self.iterate_layout(dst_l, lambda idx: element(list(idx)))
         elif st == "rep":
             with B.serial(0, prod(dshape)) as e:
-                element(_unflatten(e, dshape))
+                element(unflatten(e, dshape))
         else:
             self.iterate_linear(dshape, 1, element)
 
@@ -936,7 +898,7 @@ class SimtLowering:
         lane = tx.floormod(self.t, group)
         with B.serial(0, -(-rows // per_pass)) as rr:
             row = rr * per_pass + tx.floordiv(self.t, group)
-            idx = _unflatten(tx.Min(row, rows - 1), dshape)
+            idx = unflatten(tx.Min(row, rows - 1), dshape)
             B.buffer_store(part, self._identity(r.kind, wide), [0])
             with B.If(row < rows):
                 with B.Then():
@@ -956,7 +918,7 @@ class SimtLowering:
                                 B.buffer_store(part, self._combine(r.kind, part[0], v), [0])
             m = group // 2
             while m >= 1:
-                sh = B.Bind(self.call("tc::shfl_xor<%s>" % CPP_TYPES[wide], part[0], tir_const(m, "int32"), ret=wide))  # once: _combine repeats operands
+                sh = B.Bind(self.shuffle_xor(part[0], tir_const(m, "int32")))  # once: _combine repeats operands
                 B.buffer_store(part, self._combine(r.kind, part[0], sh), [0])
                 m //= 2
             with B.If(tx.And(row < rows, lane == 0)):
@@ -1009,12 +971,12 @@ class SimtLowering:
         with B.unroll(0, L) as i:
             m = min(g, 32) // 2
             while m >= 1:
-                sh = B.Bind(self.call("tc::shfl_xor<%s>" % CPP_TYPES[wide], part[i], tir_const(m, "int32"), ret=wide))  # once: _combine repeats operands
+                sh = B.Bind(self.shuffle_xor(part[i], tir_const(m, "int32")))  # once: _combine repeats operands
                 B.buffer_store(part, self._combine(r.kind, part[i], sh), [i])
                 m //= 2
         if g > 32:
             if wide != "float32":
-                raise UnsupportedFeatureError(self.target.kind, f"cross-warp reduction in {wide}", r.span, self.source)
+                raise self.unsupported(f"cross-warp reduction in {wide}", r)
             gw = g // 32
             warp = tx.floordiv(self.t, 32)
             self.sync()
@@ -1049,12 +1011,11 @@ class SimtLowering:
                             v = tx.abs(v)
                         B.buffer_store(part, self._combine(r.kind, part[mi * 2 + h], v), [mi * 2 + h])
                 for m in (1, 2):
-                    sh = B.Bind(self.call("tc::shfl_xor<%s>" % CPP_TYPES[wide], part[mi * 2 + h],
-                                          tir_const(m, "int32"), ret=wide))  # once: _combine repeats operands
+                    sh = B.Bind(self.shuffle_xor(part[mi * 2 + h], tir_const(m, "int32")))  # once: _combine repeats
                     B.buffer_store(part, self._combine(r.kind, part[mi * 2 + h], sh), [mi * 2 + h])
         if src_l.wn > 1:
             if wide != "float32":
-                raise UnsupportedFeatureError(self.target.kind, f"cross-warp reduction in {wide}", r.span, self.source)
+                raise self.unsupported(f"cross-warp reduction in {wide}", r)
             # partials of each warp column -> scratch[warp_n, row]; then every owner combines them
             self.sync()
             lane, warp = self.t % 32, self.t // 32
@@ -1081,7 +1042,7 @@ class SimtLowering:
             B.buffer_store(dst_v, cast_to(res, r.dst.dtype), [i])
 
     def emit_Cumsum(self, s: N.Cumsum):
-        self.touch((s,))
+        """Portable scan: one thread per line, sequential along `dim`."""
         shape = tuple(s.src.shape)
         other = tuple(e for d, e in enumerate(shape) if d != s.dim) or (1,)
         wide = "float32" if s.dst.dtype in ("float16", "bfloat16") else s.dst.dtype
@@ -1099,18 +1060,18 @@ class SimtLowering:
 
         if self.plan.storage[s.dst.name] == "rep":
             with B.serial(0, prod(other)) as e:
-                line(_unflatten(e, other) if len(shape) > 1 else [])
+                line(unflatten(e, other) if len(shape) > 1 else [])
         else:
             self.iterate_linear(other, 1, lambda idx: line(idx if len(shape) > 1 else []))
 
     def atomic_one(self, kind, buf: N.Buffer, idx, value):
-        op = {"add": 0, "max": 1, "min": 2}[kind]
-        T = CPP_TYPES[buf.dtype]
-        B.evaluate(self.call(f"tc::atomic<{op}, {T}>", self.addr(buf, idx), cast_to(value, buf.dtype)))
+        """One element's atomic read-modify-write: device instruction ("atomic_<kind>", dtype)."""
+        if (f"atomic_{kind}", buf.dtype) not in self.intrinsics:
+            raise self.unsupported(f"T.atomic_{kind} on {buf.dtype}")
+        self.instruction(f"atomic_{kind}", buf.dtype, buf, idx, cast_to(value, buf.dtype))
 
     def emit_Atomic(self, a: N.Atomic):
-        if not self.in_parallel:
-            self.touch((a,))
+        """Portable atomics: one instruction per element, by its owner (or thread 0)."""
         if isinstance(a.value, N.Expr):
             idx = [self.lower(i) for i in a.dst.starts]
             if self.in_parallel:
@@ -1142,122 +1103,11 @@ class SimtLowering:
             self.iterate_linear(tuple(shape), 1, element)
 
     def emit_Print(self, p: N.Print):
-        self.touch((p,))
-        prefix = (p.msg + ": ") if p.msg else ""
-        blk = [self.ex.variables[v.name] for v in self.kernel.block_vars]
-        bfmt = "[" + ",".join(["%d"] * len(blk)) + "] " if blk else ""
+        """No portable device printf: a backend that has one contributes a "Print" rule."""
+        raise self.unsupported("T.print (no device printf on this target)", p)
 
-        def fmt_val(e, dtype):
-            if is_float(dtype):
-                return "%g", cast_to(e, "float64")
-            if dtype == "int64":
-                return "%lld", e
-            return "%d", cast_to(e, "int32")
-
-        with B.If(self.t == 0):
-            with B.Then():
-                if isinstance(p.value, N.Expr):
-                    f, v = fmt_val(self.lower(p.value), p.value.dtype)
-                    B.evaluate(tx.cuda_printf(bfmt + prefix + f + "\n", *blk, v) if hasattr(tx, "cuda_printf")
-                               else _printf(bfmt + prefix + f + "\n", *blk, v))
-                else:
-                    buf = p.value
-                    shape = buf.static_shape() or (1,)
-                    with B.serial(0, prod(shape)) as e:
-                        idx = _unflatten(e, shape)
-                        view, ii = self.access(buf, idx)
-                        f, v = fmt_val(tx.BufferLoad(view, ii), buf.dtype)
-                        B.evaluate(_printf(bfmt + prefix + buf.name + "[%d] = " + f + "\n", *blk, e, v))
-
-    # ---------------------------------------------------------------- software pipeline
-    def pipeline_stages(self) -> Dict[str, int]:
-        """Shared buffers that a cp.async pipeline multi-buffers, with their stage counts."""
-        out: Dict[str, int] = {}
-        for s in walk_stmts(self.kernel.body):
-            if isinstance(s, N.For) and s.kind == "pipelined":
-                info = self.pipeline_info(s)
-                if info:
-                    for c in info[0]:
-                        out[c.dst.buffer.name] = max(out.get(c.dst.buffer.name, 1), info[1])
-        return out
-
-    def pipeline_info(self, loop: N.For):
-        """(async copies, stages) when `loop` can run as a cp.async pipeline, else None."""
-        if not self.target.has_cp_async or loop.num_stages < 2:
-            return None
-        stages = loop.num_stages
-        copies = []
-        written_later = set()
-        body_vars = {s.var.name for s in walk_stmts(loop.body) if isinstance(s, (N.Let, N.For))}
-        for s in loop.body:
-            if isinstance(s, N.Copy) and self.plan.storage.get(s.src.buffer.name) == "global" \
-                    and self.plan.storage.get(s.dst.buffer.name) == "smem" \
-                    and self.vector_width(s) > 1 and not _region_uses(s.src, body_vars):
-                copies.append(s)
-        if not copies:
-            return None
-        names = {c.dst.buffer.name for c in copies}
-        # each staged buffer must be written only by its copy and used only inside this loop
-        for s in walk_stmts(self.kernel.body):
-            for n in names:
-                if s in copies:
-                    continue
-                if _writes(s, n):
-                    return None
-        if len(names) != len(copies):
-            return None
-        for s in walk_stmts(self.kernel.body):
-            if s is loop:
-                continue
-        outside = [s for s in self.kernel.body if s is not loop]
-        if any(_reads_any(st, names) for st in _flatten_except(self.kernel.body, loop)):
-            return None
-        return copies, stages
-
-    def try_pipeline(self, loop: N.For) -> bool:
-        info = self.pipeline_info(loop)
-        if not info:
-            return False
-        copies, S = info
-        names = {c.dst.buffer.name for c in copies}
-        begin = self.lower(loop.begin)
-        n = self.lower(loop.extent)
-        self.touch((loop,))
-        self.sync()
-
-        def issue(k_rel):
-            stage = tx.floormod(k_rel, S)
-            for c in copies:
-                self.stage[c.dst.buffer.name] = stage
-            self.ex.bind(loop.var.name, begin + k_rel)
-            with B.If(k_rel < n):
-                with B.Then():
-                    for c in copies:
-                        self.emit_Copy_async(c)
-            B.evaluate(self.call("tc::cp_async_commit"))
-
-        # (An overlapped schedule that keeps wgmma group k in flight while the copies for k+S-2 are
-        # issued gave wrong sums on the H200 whenever ptxas did not serialize it, 2026-11-29: the
-        # main loop waits for each gemm; benchmarks/results/cuda_README.md has the measurements.)
-        with B.unroll(0, S - 1) as s0:
-            issue(s0)
-        with B.serial(0, n) as k:
-            B.evaluate(self.call(f"tc::cp_async_wait<{S - 2}>"))
-            self.sync()
-            issue(k + (S - 1))
-            for c in copies:
-                self.stage[c.dst.buffer.name] = tx.floormod(k, S)
-            self.ex.bind(loop.var.name, begin + k)
-            self.pending_r, self.pending_w = set(), set()
-            rest = [s for s in loop.body if s not in copies]
-            self.emit_body(rest)
-        B.evaluate(self.call("tc::cp_async_wait<0>"))
-        for c in copies:
-            self.stage.pop(c.dst.buffer.name, None)
-        self.sync()
-        return True
-
-    def emit_Copy_async(self, c: N.Copy):
+    def emit_copy_async(self, c: N.Copy):
+        """Copy `c` as async vector copies (for a pipeline rule), outside the barrier bookkeeping."""
         saved = (self.pending_r, self.pending_w)
         self.pending_r, self.pending_w = set(), set()
         self.emit_Copy(c, async_copy=True)
@@ -1270,15 +1120,12 @@ def _align(x, a):
     return (x + a - 1) // a * a
 
 
-def _b(x: bool) -> str:
-    return "true" if x else "false"
-
-
 def _tvm_dtype(d: str) -> str:
     return d
 
 
-def _unflatten(e, shape):
+def unflatten(e, shape):
+    """Row-major indices of flat position `e` (a PrimExpr) in `shape`."""
     idx = []
     for d in reversed(range(len(shape))):
         if d == 0:
@@ -1288,36 +1135,9 @@ def _unflatten(e, shape):
     return list(reversed(idx))
 
 
+
 def _squeeze(idx, shape):
     return [i for i, s in zip(idx, shape) if s != 1] or [idx[0]]
-
-
-def _full_2d(r: N.Region) -> bool:
-    shape = r.buffer.static_shape()
-    return (shape is not None and len(shape) == 2 and tuple(r.extents) == shape
-            and all(isinstance(s, N.Const) and s.value == 0 for s in r.starts))
-
-
-def _divisible(e: N.Expr, v: int) -> bool:
-    """Conservative proof that integer expression `e` is a multiple of `v`."""
-    if isinstance(e, N.Const):
-        return int(e.value) % v == 0
-    if isinstance(e, N.BinOp):
-        if e.op in ("+", "-"):
-            return _divisible(e.a, v) and _divisible(e.b, v)
-        if e.op == "*":
-            for x, y in ((e.a, e.b), (e.b, e.a)):
-                if isinstance(x, N.Const) and int(x.value) % v == 0:
-                    return True
-                if isinstance(x, N.Const) and int(x.value) != 0 and _divisible(y, v // _gcd(v, int(x.value))):
-                    return True
-            return _divisible(e.a, v) or _divisible(e.b, v)
-    return v == 1
-
-
-def _gcd(a, b):
-    from math import gcd
-    return gcd(a, b)
 
 
 def _exprs_of(s):
@@ -1325,63 +1145,11 @@ def _exprs_of(s):
     return _stmt_exprs(s)
 
 
-def _region_uses(r: N.Region, names) -> bool:
-    return any(isinstance(n, N.Var) and n.name in names for st in r.starts for n in walk(st))
-
-
-def _writes(s, name) -> bool:
-    if isinstance(s, N.Copy):
-        return s.dst.buffer.name == name
-    if isinstance(s, N.Fill):
-        return s.dst.buffer.name == name
-    if isinstance(s, N.Store):
-        return s.buffer.name == name
-    if isinstance(s, (N.Reduce, N.Cumsum)):
-        return s.dst.name == name
-    if isinstance(s, N.Gemm):
-        return s.c.buffer.name == name
-    return False
-
-
-def _reads_any(s, names) -> bool:
-    if isinstance(s, N.Copy) and s.src.buffer.name in names:
-        return True
-    if isinstance(s, N.Gemm) and (s.a.buffer.name in names or s.b.buffer.name in names):
-        return True
-    if isinstance(s, (N.Reduce, N.Cumsum)) and s.src.name in names:
-        return True
-    for e in _exprs_of(s):
-        for n in walk(e):
-            if isinstance(n, N.Load) and n.buffer.name in names:
-                return True
-    return False
-
-
-def _flatten_except(body, skip):
-    for s in body:
-        if s is skip:
-            continue
-        yield s
-        for name in ("body", "then_body", "else_body"):
-            sub = getattr(s, name, None)
-            if isinstance(sub, tuple):
-                yield from _flatten_except(sub, skip)
-
-
-def _func_call(name, args, source, ret):
-    from tvm.backend.cuda import op as cop
-    return cop.cuda_func_call(name, *args, source_code=source, return_type=ret)
-
-
-def _printf(fmt, *args):
-    from tvm.backend.cuda import op as cop
-    return cop.cuda_printf(fmt, *args)
-
-
-def lower_kernel(func: N.PrimFunc, target: SimtTarget, options: Optional[dict] = None,
-                 intrinsics=None) -> LoweredKernel:
-    """Lower `func` for `target`; raises TileCompileError with the user's line on bad input."""
-    return SimtLowering(func, target, options, intrinsics).build()
+def lower_kernel(func: N.PrimFunc, target: TargetDescription, rules: Optional[RuleTable] = None,
+                 intrinsics=None, options: Optional[dict] = None) -> LoweredKernel:
+    """Lower `func` for `target` with the backend's `rules` (a RuleTable) and `intrinsics` (the
+    entries the plugins contributed); raises TileCompileError with the user's line on bad input."""
+    return SimtLowering(func, target, rules, intrinsics, options).build()
 
 
 PIPELINE_NAME = "tilecore_simt"

@@ -1,18 +1,18 @@
-"""How tiles are spread over the threads of a block (SIMT targets: CUDA, ROCm, Metal).
+"""How tiles are spread over the threads of a block (SIMT targets).
 
 Pure Python (no TVM): the lowering in `simt.py` turns these into index arithmetic.
 
-* `MmaLayout` -- a 2-D fragment in the m16n8 accumulator layout of tensor-core MMA
-  (the same row/column ownership as the C fragment of `mma.sync`), warps tiled
-  `wm x wn` over the block tile. Warp size 32 with lane groups of 4 per row.
+* `MmaLayout` -- a 2-D fragment in the m16n8 accumulator layout of warp-level matrix
+  units (lane l of a 32-lane warp owns rows l/4 and l/4+8 of each 16x8 atom, columns
+  2(l%4) and 2(l%4)+1), warps tiled `wm x wn` over the block tile.
 * `RowLayout` -- a vector indexed by the rows of an `MmaLayout` tile, replicated in
   every thread that owns a piece of that row (what a row reduction produces).
 * `StridedLayout` -- any fragment: its row-major elements in chunks of `vec`
   contiguous elements, chunk c owned by thread c % threads.
 * `SharedLayout` -- a shared-memory tile: row-major, optionally XOR-swizzled in
-  16-byte chunks (bank-conflict free for ldmatrix and 16-byte copies), optionally
-  multi-buffered (`stages`) for software pipelines, optionally split into 128-byte
-  column blocks (`blocked`: the canonical layout of Hopper wgmma operands).
+  16-byte chunks (bank-conflict free for 8x8 matrix loads and 16-byte copies),
+  optionally multi-buffered (`stages`) for software pipelines, optionally split into
+  128-byte column blocks (`blocked`: how descriptor-addressed matrix operands are stored).
 
 A backend with another warp width or matrix unit adds its own layout classes with
 the same `local_size` / `iter_space` / `coords` methods.
@@ -170,7 +170,10 @@ class SharedLayout:
     elem_bytes: int
     swizzle: bool = False
     stages: int = 1
-    blocked: bool = False  # rows wider than 128 bytes stored as 128-byte column blocks (wgmma operands)
+    blocked: bool = False  # rows wider than 128 bytes stored as 128-byte column blocks
+    # > 1: the A tile of a descriptor-addressed gemm whose warps own row_blocks x 16 rows each; rows
+    # are stored so that every 64-row instruction of a 4-warp group reads 64 evenly spaced rows
+    row_blocks: int = 1
 
     @property
     def numel(self) -> int:
@@ -196,12 +199,25 @@ class SharedLayout:
         """Element offset of (row, col) in a swizzled 2-D tile. The operators are passed in so that
         the same formula serves TIR expressions (the lowering) and Python ints (tests)."""
         v = 16 // self.elem_bytes
+        row = self.physical_row(row, floordiv, floormod)
         if self.blocked:
             e = self.block_elems
             within = floormod(col, e)
             return (floordiv(col, e) * (self.shape[0] * e) + row * e
                     + xor(floordiv(within, v), floormod(row, 8)) * v + floormod(col, v))
         return row * self.row_elems + xor(floordiv(col, v), self.xor_term(row)) * v + floormod(col, v)
+
+    def physical_row(self, row, floordiv, floormod):
+        """Where tile row `row` is stored. With row_blocks = R > 1, a warpgroup's slab of 64R rows
+        holds warp w's rows 16Rw + 16i + k (i < R, k < 16) at 64i + 16w + k: the i-th 64-row
+        instruction then reads the 64 rows 64i.. of the slab, 16 for each warp, and its
+        accumulator rows are the warp's rows 16i.. -- the MmaLayout(M, N, warps, 1) fragment."""
+        R = self.row_blocks
+        if R == 1:
+            return row
+        slab, within = floordiv(row, 64 * R), floormod(row, 64 * R)
+        warp, rest = floordiv(within, 16 * R), floormod(within, 16 * R)
+        return slab * (64 * R) + floordiv(rest, 16) * 64 + warp * 16 + floormod(rest, 16)
 
     def xor_term(self, row):
         """The chunk XOR for `row` (an int or an expression supporting // % &)."""

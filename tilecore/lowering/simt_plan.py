@@ -12,32 +12,87 @@ propagate through T.Parallel loops, copies and reductions, and a fragment that s
 loop would need to read from another thread is demoted to shared memory, after which
 the propagation runs again. Results are always correct; demotion only costs speed.
 
+Which gemm accumulators take a matrix unit's register layout is not decided here:
+the Gemm rules of the backend's rule table answer it (`LoweringRule.accumulator_layout`),
+and every rule may refine the finished plan (`LoweringRule.plan`, see `plan_for_target`).
+
 Pure Python (no TVM). The same plan serves every SIMT backend.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set
 
 from ..ir import nodes as N
 from ..ir.types import itemsize
 from ..ir.visitor import walk, walk_stmts
-from . import wgmma
 from .simt_layout import MmaLayout, RowLayout, SharedLayout, StridedLayout, StridedRowLayout
 
-MMA_DTYPES = {("float16", "float32"), ("bfloat16", "float32"), ("int8", "int32")}
+# (gemm, warps, prefer_rows, existing layout) -> the accumulator's register layout, or None
+AccumulatorChooser = Callable[[N.Gemm, int, bool, Optional[object]], Optional[object]]
 
 
 @dataclass
 class KernelPlan:
+    """Storage and layout of every buffer of one kernel, and what the rules claimed."""
+
     threads: int
     storage: Dict[str, str] = field(default_factory=dict)
     layout: Dict[str, object] = field(default_factory=dict)
     buffers: Dict[str, N.Buffer] = field(default_factory=dict)
-    mma_gemms: Dict[int, MmaLayout] = field(default_factory=dict)  # id(Gemm) -> C layout
-    wgmma_gemms: Dict[int, Tuple[str, int]] = field(default_factory=dict)  # id(Gemm) -> (dtype, N)
+    mma_gemms: Dict[int, object] = field(default_factory=dict)  # id(Gemm) -> accumulator layout from a rule
     demoted: Set[str] = field(default_factory=set)
     notes: List[str] = field(default_factory=list)
+    # rule name -> {id(stmt): what the rule recorded}: the instances a rule will lower
+    claims: Dict[str, Dict[int, Any]] = field(default_factory=dict)
+    device_sources: List[str] = field(default_factory=list)  # helper source the rules add to the module
+    before_barrier: List[str] = field(default_factory=list)  # device instructions issued before each barrier
+    shared_alignment: Optional[int] = None  # a rule's alignment of shared tiles (default: the target's)
+
+    def claimed(self, rule_name: str) -> Dict[int, Any]:
+        """The instances rule `rule_name` claimed (an empty dict when none)."""
+        return self.claims.setdefault(rule_name, {})
+
+
+@dataclass
+class PlanContext:
+    """What a rule's planning hook sees (`LoweringRule.plan`)."""
+
+    func: N.PrimFunc
+    plan: KernelPlan
+    threads: int
+    target: Any  # tilecore.lowering.target.TargetDescription
+
+    @property
+    def kernel(self) -> N.Kernel:
+        return self.func.kernel
+
+    def stmts(self, cls) -> List[N.Stmt]:
+        """Every statement of class `cls` in the kernel body, in program order."""
+        return [s for s in walk_stmts(self.kernel.body) if isinstance(s, cls)]
+
+
+def plan_for_target(func: N.PrimFunc, threads: int, target, rules=()) -> KernelPlan:
+    """The plan of `func` on `target`: the core plan with the Gemm rules' accumulator layouts,
+    then every rule's planning hook in rule-table order (`rules`: `RuleTable.all_rules()`)."""
+    rules = list(rules)
+
+    def choose(gemm, warps, prefer_rows, existing):
+        for rule in rules:
+            pick = getattr(rule, "accumulator_layout", None)
+            lay = pick(gemm, warps, prefer_rows, existing, target) if pick else None
+            if lay is not None:
+                return lay
+        return None
+
+    plan = plan_kernel(func, threads, choose)
+    cap_register_vectors(plan, target)
+    ctx = PlanContext(func, plan, threads, target)
+    for rule in rules:
+        hook = getattr(rule, "plan", None)
+        if hook is not None:
+            hook(ctx)
+    return plan
 
 
 def _is_loop_vars(indices, vars_) -> bool:
@@ -45,9 +100,10 @@ def _is_loop_vars(indices, vars_) -> bool:
                                               for i, v in zip(indices, vars_))
 
 
-def _full_region(r: N.Region) -> bool:
+def whole_region(r: N.Region, ndim: Optional[int] = None) -> bool:
+    """Whether region `r` is its whole (static) buffer, of rank `ndim` when given."""
     shape = r.buffer.static_shape()
-    return (shape is not None and tuple(r.extents) == shape
+    return (shape is not None and (ndim is None or len(shape) == ndim) and tuple(r.extents) == shape
             and all(isinstance(s, N.Const) and s.value == 0 for s in r.starts))
 
 
@@ -87,12 +143,12 @@ def _stmt_exprs(s):
     return []
 
 
-def plan_kernel(func: N.PrimFunc, threads: int, has_mma: bool, swizzle_ok: bool = True,
-                has_wgmma: bool = False) -> KernelPlan:
+def plan_kernel(func: N.PrimFunc, threads: int, accumulator_layout: Optional[AccumulatorChooser] = None
+                ) -> KernelPlan:
     """Decide storage and layouts for every buffer of `func` (see the module docstring).
 
-    With `has_wgmma` (sm_90a), gemms that fit `wgmma.candidate` take the warp grid (warps, 1),
-    and those whose operands then qualify run on warpgroup MMA (`plan.wgmma_gemms`).
+    `accumulator_layout(gemm, warps, prefer_rows, existing)` gives a gemm accumulator its
+    register layout (None: the default strided layout); without it no gemm gets one.
     """
     kernel = func.kernel
     plan = KernelPlan(threads=threads)
@@ -131,26 +187,26 @@ def plan_kernel(func: N.PrimFunc, threads: int, has_mma: bool, swizzle_ok: bool 
             forced |= {s.value.name} & frag_like
         if isinstance(s, N.Copy):
             for r in (s.src, s.dst):
-                if r.buffer.name in frag_like and not _full_region(r):
+                if r.buffer.name in frag_like and not whole_region(r):
                     forced.add(r.buffer.name)
-        if isinstance(s, N.Fill) and s.dst.buffer.name in frag_like and not _full_region(s.dst):
+        if isinstance(s, N.Fill) and s.dst.buffer.name in frag_like and not whole_region(s.dst):
             forced.add(s.dst.buffer.name)
         if isinstance(s, N.Gemm):
             forced |= {s.b.buffer.name} & frag_like
             if not _rs_candidate(s, frag_like):
                 forced |= {s.a.buffer.name} & frag_like
-            if s.c.buffer.name in frag_like and not _full_region(s.c):
+            if s.c.buffer.name in frag_like and not whole_region(s.c):
                 forced.add(s.c.buffer.name)
         if isinstance(s, N.Atomic) and isinstance(s.value, N.Region):
-            if s.value.buffer.name in frag_like and not _full_region(s.value):
+            if s.value.buffer.name in frag_like and not whole_region(s.value):
                 forced.add(s.value.buffer.name)
 
     demoted = set(forced)
     row_reduced = {r.src.name for r in reduces if r.dim == len(r.src.shape) - 1}
     for _ in range(8):
         layouts, mma = _assign(plan, frag_like - demoted, parallels, gemms, reduces,
-                               kernel.body, threads, has_mma, row_reduced, has_wgmma)
-        new = _check(layouts, frag_like - demoted, parallels, kernel.body, reduces)
+                               kernel.body, threads, accumulator_layout, row_reduced)
+        new = unreachable_fragments(layouts, frag_like - demoted, parallels, kernel.body, reduces)
         for g in gemms:  # A in registers only in the MMA accumulator layout of C's warp rows
             if g.a.buffer.name in frag_like - demoted and not rs_ok(g, layouts, mma):
                 new.add(g.a.buffer.name)
@@ -169,29 +225,9 @@ def plan_kernel(func: N.PrimFunc, threads: int, has_mma: bool, swizzle_ok: bool 
             plan.storage[b.name] = "smem"
         else:
             plan.storage[b.name] = "rep"
-    # swizzle shared tiles that MMA reads through ldmatrix
-    mma_operands = set()
-    for g in gemms:
-        if id(g) in mma:
-            mma_operands |= {g.a.buffer.name, g.b.buffer.name}
-    no_swizzle = set()
-    for s in walk_stmts(kernel.body):
-        if isinstance(s, N.Hint) and s.kind == "annotate_layout":
-            params = dict(s.params)
-            if params.get("layout") not in ("swizzled", None):
-                no_swizzle |= {b.name for b in s.buffers}
-    plan.wgmma_gemms = _wgmma_gemms(plan, gemms, mma, threads // 32, no_swizzle) if has_wgmma and warps_ok else {}
-    wg_tiles = {r.buffer.name for g in gemms if id(g) in plan.wgmma_gemms for r in (g.a, g.b)
-                if plan.storage[r.buffer.name] == "smem"}
     for b in allocs:
         if plan.storage[b.name] == "smem":
-            shape = b.static_shape() or (1,)
-            eb = itemsize(b.dtype)
-            sw = (swizzle_ok and b.name in mma_operands and b.name not in no_swizzle
-                  and SharedLayout.can_swizzle(shape, eb))
-            blocked = b.name in wg_tiles and shape[-1] * eb > 128
-            plan.layout[b.name] = SharedLayout(tuple(shape), eb, swizzle=sw or b.name in wg_tiles,
-                                               blocked=blocked)
+            plan.layout[b.name] = SharedLayout(tuple(b.static_shape() or (1,)), itemsize(b.dtype))
     if demoted:
         plan.notes.append("fragments kept in shared memory: " + ", ".join(sorted(demoted)))
     if not warps_ok and mma:
@@ -199,45 +235,55 @@ def plan_kernel(func: N.PrimFunc, threads: int, has_mma: bool, swizzle_ok: bool 
     return plan
 
 
-def _wgmma_gemms(plan, gemms, mma, warps, no_swizzle) -> Dict[int, Tuple[str, int]]:
-    """The MMA gemms that run on warpgroup MMA, with the (dtype, N) of their instructions.
+def cap_register_vectors(plan: KernelPlan, target) -> None:
+    """Re-chunk register layouts of more contiguous elements than the target's vectors hold
+    (`target.register_vector_lanes`; one element where the target has no bool vectors)."""
+    lanes = target.register_vector_lanes
+    if not target.bool_vectors and any(b.dtype == "bool" for b in plan.buffers.values()):
+        lanes = 1
+    if not lanes:
+        return
+    for name, lay in list(plan.layout.items()):
+        if isinstance(lay, StridedLayout) and lay.vec > lanes:
+            plan.layout[name] = StridedLayout(lay.shape, lay.threads, lanes)
 
-    Wgmma operand tiles wider than 128 bytes are stored in 128-byte column blocks, which the
-    mma.sync path does not read: a gemm that shares such a tile with an mma.sync gemm stays on
-    mma.sync too.
-    """
-    chosen = {}
-    for g in gemms:
-        lay = mma.get(id(g))
-        if lay is None or (lay.wm, lay.wn) != (warps, 1) or not wgmma.candidate(g, warps):
-            continue
-        a_reg = plan.storage.get(g.a.buffer.name) == "reg"
-        if a_reg and g.a.buffer.dtype not in ("float16", "bfloat16"):
-            continue
-        if not wgmma.operands_ok(g, plan.storage, a_reg):
-            continue
-        if {g.a.buffer.name, g.b.buffer.name} & no_swizzle:
-            continue
-        chosen[id(g)] = g
-    while True:
-        wide = set()
-        for g in chosen.values():
-            for r in (g.a, g.b):
-                if plan.storage.get(r.buffer.name) == "smem" and r.buffer.shape[-1] * itemsize(r.buffer.dtype) > 128:
-                    wide.add(r.buffer.name)
-        on_mma_sync = {r.buffer.name for g in gemms if id(g) in mma and id(g) not in chosen for r in (g.a, g.b)}
-        drop = [k for k, g in chosen.items() if {g.a.buffer.name, g.b.buffer.name} & wide & on_mma_sync]
-        if not drop:
+
+def unswizzled_buffers(kernel: N.Kernel) -> Set[str]:
+    """Shared tiles that `T.annotate_layout` pins to a plain (not swizzled) layout."""
+    out: Set[str] = set()
+    for s in walk_stmts(kernel.body):
+        if isinstance(s, N.Hint) and s.kind == "annotate_layout":
+            params = dict(s.params)
+            if params.get("layout") not in ("swizzled", None):
+                out |= {b.name for b in s.buffers}
+    return out
+
+
+def demote_unreachable(plan: KernelPlan, kernel: N.Kernel) -> Set[str]:
+    """Move to shared memory every register fragment that some loop can no longer reach
+    thread-locally (after a rule changed layouts or storage); a fixpoint. Returns the names."""
+    body = kernel.body
+    parallels = [s for s in walk_stmts(body) if isinstance(s, N.Parallel)]
+    reduces = [s for s in walk_stmts(body) if isinstance(s, N.Reduce)]
+    moved: Set[str] = set()
+    for _ in range(16):
+        live = {n for n, st in plan.storage.items() if st == "reg"}
+        new = unreachable_fragments(plan.layout, live, parallels, body, reduces) & live
+        if not new:
             break
-        for k in drop:
-            del chosen[k]
-    return {k: (g.a.buffer.dtype, g.c.buffer.shape[1]) for k, g in chosen.items()}
+        for name in new:
+            b = plan.buffers[name]
+            plan.storage[name] = "smem"
+            plan.layout[name] = SharedLayout(tuple(b.static_shape() or (1,)), itemsize(b.dtype))
+            plan.demoted.add(name)
+        moved |= new
+    return moved
 
 
 def _rs_candidate(g: N.Gemm, frag_like) -> bool:
     a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
     return (a.name in frag_like and c.name in frag_like and not g.transpose_a and len(a.shape) == 2
-            and a.dtype == b.dtype and a.dtype in ("float16", "bfloat16") and _full_region(g.a))
+            and a.dtype == b.dtype and a.dtype in ("float16", "bfloat16") and whole_region(g.a))
 
 
 def rs_ok(g: N.Gemm, layouts, mma) -> bool:
@@ -271,29 +317,15 @@ def _block_level_fragment_access(body, frag_like) -> Set[str]:
     return found
 
 
-def _assign(plan, live, parallels, gemms, reduces, body, threads, has_mma, row_reduced, has_wgmma=False):
+def _assign(plan, live, parallels, gemms, reduces, body, threads, accumulator_layout, row_reduced):
     layouts: Dict[str, object] = {}
-    mma: Dict[int, MmaLayout] = {}
+    mma: Dict[int, object] = {}
     warps = threads // 32 if threads % 32 == 0 else 0
     for g in gemms:
         c = g.c.buffer
-        a, b = g.a.buffer, g.b.buffer
-        if not (has_mma and warps and c.name in live and a.dtype == b.dtype
-                and (a.dtype, c.dtype) in MMA_DTYPES and len(c.shape) == 2
-                and len(a.squeezed_shape() if hasattr(a, "squeezed_shape") else a.shape) == 2):
+        if accumulator_layout is None or not (warps and c.name in live):
             continue
-        M, Nn = c.shape
-        ka = g.a.extents[0] if g.transpose_a else g.a.extents[-1]
-        kstep = 32 if a.dtype == "int8" else 16
-        if ka % kstep or len(g.a.extents) != 2 or len(g.b.extents) != 2:
-            continue
-        existing = layouts.get(c.name)
-        if isinstance(existing, MmaLayout):
-            lay = existing
-        elif has_wgmma and wgmma.candidate(g, warps):
-            lay = MmaLayout(M, Nn, warps, 1)  # one warpgroup per 64 rows: wgmma's accumulator layout
-        else:
-            lay = MmaLayout.choose(M, Nn, warps, g.policy, prefer_rows=c.name in row_reduced)
+        lay = accumulator_layout(g, warps, c.name in row_reduced, layouts.get(c.name))
         if lay is None:
             continue
         layouts[c.name] = lay
@@ -396,7 +428,8 @@ def choose_anchor(p: N.Parallel, layouts, live):
     return best[0], best[1]
 
 
-def _check(layouts, live, parallels, body, reduces) -> Set[str]:
+def unreachable_fragments(layouts, live, parallels, body, reduces) -> Set[str]:
+    """Fragments among `live` that some loop, copy or reduction cannot access thread-locally."""
     new: Set[str] = set()
     for p in parallels:
         anchor = choose_anchor(p, layouts, live)

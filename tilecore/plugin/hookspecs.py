@@ -20,7 +20,13 @@ kernel's first call, once per process and artifact.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Dict, Tuple
+
 import pluggy
+
+if TYPE_CHECKING:  # documentation types only: importing them must stay cheap
+    from .backend import Backend
+    from .rules import RuleTable
 
 PROJECT = "tilecore"
 PLUGIN_API_VERSION = "1"
@@ -64,24 +70,75 @@ def tilecore_layout_rules(backend, rules):
 
 
 @hookspec
-def tilecore_lowering_rules(backend, rules):
+def tilecore_lowering_rules(backend: "Backend", rules: "RuleTable") -> None:
     """Contribute lowering rules per tile op for `backend`.
 
-    `rules` maps a Tile IR statement class name to a callable whose signature
-    the backend's lowering defines (for TVM-based backends see
-    `tilecore.lowering`). Several plugins may contribute: a third party can add
-    or override an op for an existing backend by assigning into `rules`.
-    Return value is ignored.
+    Called by the backend's codegen for every compile that misses the cache, once
+    per plugin (all results; the return value is ignored). Several plugins may
+    contribute, so a third party can add a rule for an op of an existing backend,
+    or put its own rule in front of the vendor's, without editing either.
+
+    For backends built on the SIMT toolkit (`tilecore.lowering.simt`: cuda, rocm,
+    metal, and third-party GPUs) `rules` is a `tilecore.plugin.rules.RuleTable`:
+    an ordered list of rules per op, tried in order before the toolkit's portable
+    lowering. Ops: "Gemm", "Copy", "Fill", "Reduce", "Cumsum", "Atomic", "Print",
+    "Pipelined" (a `T.Pipelined` loop) and "Kernel" (the grid / thread binding).
+    `rules.add(op, rule, priority=0)` appends (higher priorities are tried first:
+    vendors use 0, overrides more); `rules[op] = rule` replaces the op's rules.
+
+    A rule is called as ``rule(lowering, stmt)``:
+
+    * `lowering` is the `tilecore.lowering.simt.SimtLowering` of this kernel; its
+      `target` is the `tilecore.lowering.target.TargetDescription` the backend built
+      (name, arch, warp size, shared memory, vector limits, and plugin-private
+      `properties`), its `plan` the `tilecore.lowering.simt_plan.KernelPlan`
+      (storage and layout of every buffer, and what rules claimed).
+    * It emits TIR with TVM's IR builder and returns None, or returns
+      `NotImplemented` to decline this instance (a shape it cannot take, a target
+      without the instruction); the next rule is tried. It must decline before
+      emitting anything.
+    * A rule derived from `tilecore.plugin.rules.LoweringRule` also takes part in
+      planning: `accumulator_layout(gemm, warps, prefer_rows, existing, target)`
+      chooses a gemm accumulator's register layout, `plan(ctx)` claims instances
+      and adjusts the layouts of the buffers it lowers before code is emitted.
+
+    The cpu and npu backends pass a plain dict (one callable per op, signature
+    defined by their codegen; see their READMEs); `rules[op] = rule` works on both.
+
+    :param backend: the Backend being compiled for; return at once when
+        `backend.name` is not yours (all plugins share one plugin manager).
+    :param rules: the table to fill.
+    :returns: None.
     """
 
 
 @hookspec
-def tilecore_intrinsics(backend, table):
-    """Contribute the intrinsic table for `backend`.
+def tilecore_intrinsics(backend: "Backend", table: Dict[Tuple[str, Any], Any]) -> None:
+    """Contribute entries of the intrinsic table for `backend`.
 
-    `table` maps (function name, dtype) -> backend-specific implementation
-    (e.g. a TIR op name or an extern function name), for the math functions in
-    `tilecore.ir.MATH_FUNCS` and special instructions. Return value is ignored.
+    Called next to `tilecore_lowering_rules` (all results; the return value is
+    ignored). The codegen starts from the toolkit's portable table and applies
+    what the plugins left in `table`; use `table.setdefault(key, impl)` for your
+    own backend's entries so that a third party's entry (assigned with `=`) wins
+    whichever plugin runs first.
+
+    Keys are (name, dtype):
+
+    * math functions of `tilecore.ir.MATH_FUNCS` and "pow" per dtype: an
+      implementation `impl(args) -> PrimExpr`, or a string (a `tvm.tirx` op name,
+      "llvm.<intrinsic>", "extern:<symbol>"); see `tilecore.lowering.intrinsics`.
+      Wrapped in `tilecore.lowering.intrinsics.contextual` it is called
+      `impl(lowering, args)` and may read the target description.
+    * device instructions of the SIMT toolkit (dtype None where it has none):
+      "shuffle_xor", "barrier", "vector_copy", "async_copy", "async_commit",
+      "async_wait", "atomic_add" / "atomic_max" / "atomic_min"; called
+      `impl(lowering, args)` with the arguments listed in
+      `tilecore.lowering.simt_intrinsics`. A plugin may add instructions of its
+      own for its rules (tile-cuda's "async_proxy_fence").
+
+    :param backend: the Backend being compiled for (return at once for others).
+    :param table: the dict to fill.
+    :returns: None.
     """
 
 
@@ -135,4 +192,7 @@ def tilecore_timer(backend):
     GPU, in simulated cycles on a simulator. Without an answer it uses the host
     wall clock (`tilecore.profiler.Timer`). The Timer may also state the device's
     peak rates (`Timer.peak`), so the profiler can report a roofline fraction.
+
+    :param backend: the Backend whose kernels are timed (return None for others).
+    :returns: a `tilecore.profiler.Timer`, or None.
     """

@@ -136,43 +136,22 @@ def numpy_dtype(dtype: str):
     return np.dtype(dtype)
 
 
-def allocate(like: Optional[ArrayInfo], shape: Tuple[int, ...], dtype: str, memory_space: str = "cpu"):
-    """A zero-filled array of `shape` and `dtype` in `like`'s library and on its device.
+def allocate(like: Optional[ArrayInfo], shape: Tuple[int, ...], dtype: str, memory_space: str = "cpu",
+             zeroed: bool = True):
+    """An array of `shape` and `dtype` in `like`'s library and on its device, zero-filled unless
+    `zeroed` is False (the Kernel passes False only for outputs the kernel provably writes in full).
 
-    Zero-filled, not uninitialised, so an output a kernel leaves partly unwritten
-    is the same on every backend. With no `like` (a kernel without inputs) numpy
-    is used for CPU memory and torch, then cupy, for device memory.
+    Zero-filled by default, so an output a kernel leaves partly unwritten is the same on every
+    backend. With no `like` (a kernel without inputs) numpy is used for CPU memory and torch, then
+    cupy, for device memory.
     """
-    library = like.library if like is not None else None
-    if library == "torch":
-        import torch
-
-        return torch.zeros(shape, dtype=getattr(torch, dtype), device=like.array.device)
-    if library == "cupy":
-        import cupy
-
-        with cupy.cuda.Device(like.array.device.id):
-            return cupy.zeros(shape, dtype=numpy_dtype(dtype))
-    if memory_space == "cpu":
-        return np.zeros(shape, dtype=numpy_dtype(dtype))
-    try:
-        import torch
-
-        return torch.zeros(shape, dtype=getattr(torch, dtype), device="cuda")
-    except ImportError:
-        pass
-    try:
-        import cupy
-
-        return cupy.zeros(shape, dtype=numpy_dtype(dtype))
-    except ImportError:
-        raise NotAnArray(f"cannot allocate an output in {memory_space} memory: pass the inputs as "
-                         "torch or cupy arrays, or install torch or cupy") from None
+    return allocator(like, shape, dtype, memory_space, zeroed)()
 
 
 def allocator(like: Optional[ArrayInfo], shape: Tuple[int, ...], dtype: str,
-              memory_space: str = "cpu") -> Callable[[], Any]:
-    """A function of no arguments that returns what `allocate(like, shape, dtype, memory_space)` does.
+              memory_space: str = "cpu", zeroed: bool = True) -> Callable[[], Any]:
+    """A function of no arguments that returns what `allocate(like, shape, dtype, memory_space,
+    zeroed)` does.
 
     The Kernel makes one per output and argument signature, so a repeat call
     allocates without looking the library and dtype up again. It keeps the
@@ -183,19 +162,40 @@ def allocator(like: Optional[ArrayInfo], shape: Tuple[int, ...], dtype: str,
     if library == "torch":
         import torch
 
-        return functools.partial(torch.zeros, shape, dtype=getattr(torch, dtype), device=like.array.device)
+        make = torch.zeros if zeroed else torch.empty
+        return functools.partial(make, shape, dtype=getattr(torch, dtype), device=like.array.device)
     if library == "cupy":
-        device_id = like.array.device.id
-
-        def cupy_zeros():
-            import cupy
-
-            with cupy.cuda.Device(device_id):
-                return cupy.zeros(shape, dtype=numpy_dtype(dtype))
-        return cupy_zeros
+        return _cupy_allocator(like.array.device.id, shape, dtype, zeroed)
     if memory_space == "cpu":
-        return functools.partial(np.zeros, shape, numpy_dtype(dtype))
-    return functools.partial(allocate, None, shape, dtype, memory_space)
+        return functools.partial(np.zeros if zeroed else np.empty, shape, numpy_dtype(dtype))
+    return _device_allocator(shape, dtype, memory_space, zeroed)
+
+
+def _cupy_allocator(device_id: int, shape: Tuple[int, ...], dtype: str, zeroed: bool) -> Callable[[], Any]:
+    def cupy_array():
+        import cupy
+
+        with cupy.cuda.Device(device_id):
+            return (cupy.zeros if zeroed else cupy.empty)(shape, dtype=numpy_dtype(dtype))
+    return cupy_array
+
+
+def _device_allocator(shape: Tuple[int, ...], dtype: str, memory_space: str, zeroed: bool) -> Callable[[], Any]:
+    """Device memory with no array to copy the library from: torch, else cupy."""
+    def device_array():
+        try:
+            import torch
+        except ImportError:
+            pass
+        else:
+            return (torch.zeros if zeroed else torch.empty)(shape, dtype=getattr(torch, dtype), device="cuda")
+        try:
+            import cupy
+        except ImportError:
+            raise NotAnArray(f"cannot allocate an output in {memory_space} memory: pass the inputs as "
+                             "torch or cupy arrays, or install torch or cupy") from None
+        return (cupy.zeros if zeroed else cupy.empty)(shape, dtype=numpy_dtype(dtype))
+    return device_array
 
 
 def as_numpy(array) -> np.ndarray:

@@ -57,6 +57,7 @@ def _writeable(array) -> bool:
     return bool(getattr(flags, "writeable", True)) if flags is not None else True
 
 
+_NO_KEYWORDS: Dict[str, Any] = {}
 _MAX_PLANS = 64  # signatures remembered per kernel (a kernel called with ever new shapes starts over)
 _ndarray = np.ndarray
 _torch_tensor: Optional[type] = None  # torch.Tensor once torch is imported (tilecore never imports it)
@@ -136,6 +137,9 @@ class Kernel:
             if len(func.params) > 1 else tuple
         # argument signatures of calls that passed check_arguments -> plan (see _make_plan)
         self._plans: Dict[tuple, Callable[[tuple], Any]] = {}
+        # the same signatures -> the launcher's bind_call (see _remember_fast_call); _fast: the latest
+        self._fast_calls: Dict[tuple, Callable[[tuple], Any]] = {}
+        self._fast: Optional[Callable[[tuple], Any]] = None
 
     @property
     def name(self) -> str:
@@ -170,7 +174,9 @@ class Kernel:
     # output allocators and the launch, specialized by the launcher when it offers `specialize`.
     # Every check depends only on what the signature holds, so the plan skips nothing whose
     # result could differ. Anything else (keywords, a new signature, an array kind without a
-    # signature) takes the full check in _call.
+    # signature) takes the full check in _call. Before all that, __call__ tries the launcher's
+    # bind_call for the latest signature (see _remember_fast_call), which checks the signature
+    # itself and hands everything else to _checked_call.
 
     def _launcher(self) -> Callable:
         if self._launch is None:
@@ -180,13 +186,27 @@ class Kernel:
         return self._launch
 
     def __call__(self, *args, **kwargs):
+        fast = self._fast
+        try:
+            if fast is not None and not kwargs:
+                return fast(args)  # any call it cannot take goes to _checked_call
+            return self._checked_call(args, kwargs)
+        except TileError as err:  # ready for the user in _checked_call; only this frame to drop
+            if os.environ.get("TILECORE_TRACEBACK"):
+                raise
+            raise err.with_traceback(None) from None
+
+    def _checked_call(self, args: tuple, kwargs: Dict[str, Any] = _NO_KEYWORDS):
+        """A call through the remembered plans, or the full check (_call) for a new signature."""
         try:
             if not kwargs:
                 try:
-                    plan = self._plans.get(tuple(map(_signature, args)))
+                    signature = tuple(map(_signature, args))
+                    plan = self._plans.get(signature)
                 except TypeError:  # an argument whose dtype or device cannot be hashed
                     plan = None
                 if plan is not None:
+                    self._fast = self._fast_calls.get(signature)  # the latest signature gets the fast call
                     try:
                         return plan(args)
                     except TileError:
@@ -214,8 +234,9 @@ class Kernel:
         infos, bindings = self.check_arguments(inputs)
         like = next((info for _, info in infos if info.library != "dlpack"), None)
         space = self.backend.capabilities.memory_space
+        filled = {i: not self.writes_every_element(i, bindings) for i in self.out_idx}
         allocators = tuple((i, arrays.allocator(like, self._output_shape(self.ir.params[i], bindings),
-                                                self.ir.params[i].dtype, space))
+                                                self.ir.params[i].dtype, space, zeroed=filled[i]))
                            for i in self.out_idx)
         checked = tuple(info.array for _, info in infos)
         # CPU DLPack objects are checked (and run) as numpy views: not the caller's object
@@ -239,10 +260,37 @@ class Kernel:
         if cacheable:
             if len(self._plans) >= _MAX_PLANS:
                 self._plans.clear()
+                self._fast_calls.clear()
             self._plans[signature] = self._make_plan(run, allocators)
+            self._remember_fast_call(signature, launch, call_args, bindings,
+                                     tuple((i, allocate, not filled[i]) for i, allocate in allocators))
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else outputs
+
+    def writes_every_element(self, param_index: int, bindings: Optional[Dict[str, int]] = None) -> bool:
+        """Whether the kernel provably writes every element of parameter `param_index` for the dynamic
+        sizes `bindings` (tilecore/passes/output_coverage.py); `out_idx` outputs for which this
+        holds are allocated without the zero fill."""
+        from ..passes.output_coverage import writes_every_element
+
+        return writes_every_element(self.ir, self.ir.params[param_index], bindings or {})
+
+    def _remember_fast_call(self, signature: tuple, launch, call_args: tuple, bindings: Dict[str, int],
+                            outputs: tuple) -> None:
+        """Ask the launcher for `bind_call`: the whole call for this signature as one callable that
+        checks the signature itself and hands any other call to `_checked_call`; it becomes the
+        first thing __call__ tries. `outputs`: (parameter index, allocate, uninitialised) triples."""
+        bind_call = getattr(launch, "bind_call", None)
+        fast = None
+        if bind_call is not None:
+            try:
+                fast = bind_call(call_args, dict(bindings), self._input_index, outputs, self._checked_call)
+            except Exception:  # an optional speed-up: the plan stays correct without it
+                fast = None
+        if fast is not None:
+            self._fast_calls[signature] = fast
+        self._fast = fast
 
     def _make_plan(self, run: Callable[[tuple], Any], allocators: tuple) -> Callable[[tuple], Any]:
         """`plan(inputs)` for a remembered signature: allocate the outputs, `run` all arguments, return

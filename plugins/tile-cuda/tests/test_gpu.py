@@ -152,6 +152,11 @@ def test_kernel_plans_use_each_calls_tensors_and_sizes():
         torch.testing.assert_close(out, 2 * x + 1)
     assert len(kern._plans) == 3 and len(kout._plans) == 3
     assert all("specialize" in p.__qualname__ for p in kern._plans.values())  # the launcher's own run
+    from tile_cuda import launcher
+
+    if launcher._fastcall_module() is not None:  # built at install: the latest signature's call is in C
+        assert type(kern._fast).__name__ == "FastCall" and len(kern._fast_calls) == 3
+        assert kout.writes_every_element(1, {"n": 3000})  # so its output is allocated without the zero fill
 
 
 def test_kernel_plans_launch_on_the_current_stream():

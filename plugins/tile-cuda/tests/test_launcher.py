@@ -8,6 +8,7 @@ import ctypes
 import gc
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from tilecore.plugin.backend import Artifact
 from tile_cuda import launcher as L
@@ -172,3 +173,199 @@ def test_cached_launch_path_stays_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# ---- bind_call: the C FastCall (tile_cuda/_fastcall.c) against the same stand-in driver
+
+
+@pytest.fixture(scope="module")
+def fastcall(tmp_path_factory):
+    """tile_cuda._fastcall as installed, else built here from its source with setuptools (what the
+    plugin's install does), so that these tests always exercise the real extension."""
+    import importlib.util
+    import os
+    import sys
+
+    module = L._fastcall_module()
+    if module is not None:
+        yield module
+        return
+    from setuptools import Distribution, Extension
+
+    source = os.path.join(os.path.dirname(L.__file__), "_fastcall.c")
+    out = tmp_path_factory.mktemp("fastcall")
+    dist = Distribution({"ext_modules": [Extension("tile_cuda._fastcall", [source])]})
+    build = dist.get_command_obj("build_ext")
+    build.build_lib, build.build_temp = str(out), str(out / "tmp")
+    build.ensure_finalized()
+    try:
+        build.run()
+    except Exception as err:  # no C compiler or no Python headers: the plugin falls back to ctypes
+        pytest.skip(f"tile_cuda._fastcall cannot be built here: {err}")
+    (path,) = (out / "tile_cuda").glob("_fastcall*")
+    spec = importlib.util.spec_from_file_location("tile_cuda._fastcall", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules["tile_cuda._fastcall"] = module
+    yield module
+    del sys.modules["tile_cuda._fastcall"]
+
+
+class Fallback:
+    """The Kernel's checked path, as far as FastCall sees it: records what it was handed."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, inputs):
+        self.calls.append(inputs)
+        return "fallback"
+
+
+def bound(launcher, n, dtype=torch.float32, outputs=()):
+    """launcher.bind_call for (X, Y) of n elements, X the input; Y an input too unless `outputs`."""
+    x, y = cuda_marked(n, dtype=dtype), cuda_marked(n, dtype=dtype)
+    fallback = Fallback()
+    inputs = (0,) if outputs else (0, 1)
+    call = launcher.bind_call((x, y), {"n": n}, inputs, outputs, fallback)
+    return call, fallback
+
+
+def test_bind_call_launches_each_calls_arrays_with_the_signatures_sizes(driver, launcher, fastcall):
+    call, fallback = bound(launcher, 5000)
+    assert type(call).__name__ == "FastCall"
+    for _ in range(3):  # fresh arrays each call: their own pointers
+        a, b = cuda_marked(5000), cuda_marked(5000)
+        assert call((a, b)) is None
+        assert driver.launches[-1] == {"fn": 0x1234, "grid": (5, 1, 1), "block": (256, 1, 1), "smem": 0,
+                                       "stream": None, "params": (a.data_ptr(), b.data_ptr(), 5000)}
+    assert fallback.calls == [] and len(driver.launches) == 3
+
+
+def test_bind_call_allocates_outputs_with_the_kernels_allocator(driver, launcher, fastcall):
+    made = []
+
+    def allocate():
+        made.append(cuda_marked(3000))
+        return made[-1]
+
+    call, fallback = bound(launcher, 3000, outputs=((1, allocate),))
+    x = cuda_marked(3000)
+    out = call((x,))
+    assert out is made[-1] and driver.launches[-1]["params"] == (x.data_ptr(), out.data_ptr(), 3000)
+    assert fallback.calls == []
+
+
+def _misses(n):
+    """Calls whose arguments differ from an n-element float32 (X, Y) signature in one respect."""
+    same = cuda_marked(n)
+    return {
+        "shape": (cuda_marked(n + 1), same),
+        "dtype": (cuda_marked(n, dtype=torch.float16), same),
+        "type": (torch.zeros(n), same),  # another Python type, even with the same data layout
+        "not contiguous": (cuda_marked(2 * n)[::2], same),
+        "misaligned": (offset_view(n, 1), same),
+        "count": (same,),
+        "not an array": (same, [0.0] * n),
+    }
+
+
+@pytest.mark.parametrize("what", list(_misses(8)))
+def test_bind_call_hands_every_other_call_to_the_fallback(driver, launcher, fastcall, what):
+    call, fallback = bound(launcher, 1000)
+    args = _misses(1000)[what]
+    assert call(args) == "fallback"
+    assert fallback.calls == [args] and driver.launches == []
+
+
+def test_uninitialised_outputs_come_from_the_array_librarys_c_allocator(driver, fastcall):
+    """An output marked uninitialised is allocated through torch's DLPack C allocator, shaped like
+    the first call's, and launched with its own pointer; the Python allocator is not called."""
+    def never():
+        raise AssertionError("the Python allocator was called")
+
+    params = (("ptr", 0), ("ptr", 1), ("scalar", 3000))
+    launch_address = ctypes.cast(driver.callback, ctypes.c_void_p).value
+    x, y = torch.zeros(3000), torch.zeros(3000)
+    call = fastcall.FastCall(launch_address, 0x1234, (3, 1, 1), (256, 1, 1), 0, 16, (x, y), (0,),
+                             ((1, never, True),), params, Fallback())
+    fresh = torch.randn(3000)
+    out = call((fresh,))
+    assert type(out) is torch.Tensor and out.shape == (3000,) and out.dtype == torch.float32
+    assert driver.launches[-1]["params"] == (fresh.data_ptr(), out.data_ptr(), 3000)
+    again = call((fresh,))  # `out` is alive, so the second output is new memory
+    assert again is not out and again.data_ptr() != out.data_ptr()
+    assert driver.launches[-1]["params"] == (fresh.data_ptr(), again.data_ptr(), 3000)
+    with pytest.raises(ValueError, match="inputs and outputs must make up the arguments"):
+        fastcall.FastCall(launch_address, 0x1234, (3, 1, 1), (256, 1, 1), 0, 16, (x, y), (0,), (), params,
+                          Fallback())
+    with pytest.raises(ValueError, match="output position out of range"):
+        fastcall.FastCall(launch_address, 0x1234, (3, 1, 1), (256, 1, 1), 0, 16, (x, y), (0,),
+                          ((5, never, True),), params, Fallback())
+
+
+def test_bind_call_falls_back_when_the_launch_or_an_allocation_fails(driver, launcher, fastcall, monkeypatch):
+    def fail():
+        raise MemoryError("out of device memory")
+
+    call, fallback = bound(launcher, 100, outputs=((1, fail),))
+    x = cuda_marked(100)
+    assert call((x,)) == "fallback" and fallback.calls == [(x,)]
+    call, fallback = bound(launcher, 100)
+    monkeypatch.setattr(driver, "_launch", lambda *args: 700)  # CUDA_ERROR_ILLEGAL_ADDRESS
+    driver.callback = _LAUNCH(lambda *args: 700)
+    failing = L.CudaKernelLauncher(launcher_artifact())
+    failing.functions[0] = ctypes.c_void_p(0x1234)
+    call = failing.bind_call((x, cuda_marked(100)), {"n": 100}, (0, 1), (), fallback)
+    args = (x, cuda_marked(100))
+    assert call(args) == "fallback" and fallback.calls[-1] == args
+
+
+def test_bind_call_is_garbage_collected_with_its_kernel(driver, launcher, fastcall):
+    import weakref
+
+    class Holder:  # stands for the Kernel: holds the call, whose fallback is one of its methods
+        def checked(self, inputs):
+            return inputs
+
+    holder = Holder()
+    holder.call = launcher.bind_call((cuda_marked(8), cuda_marked(8)), {"n": 8}, (0, 1), (), holder.checked)
+    ref = weakref.ref(holder)
+    del holder
+    gc.collect()
+    assert ref() is None
+
+
+def test_bind_call_declines_what_it_cannot_take(launcher, fastcall):
+    x = cuda_marked(8)
+    assert launcher.bind_call((torch.zeros(8), x), {"n": 8}, (0, 1), (), Fallback()) is None  # not CUDA
+    assert launcher.bind_call((x, x), {"n": 0}, (0, 1), (), Fallback()) is None  # empty grid
+
+
+def launcher_artifact():
+    return Artifact(backend="cuda", target="cuda:sm_90a", entry="axpb", source="", blobs={"cubin": b""}, meta=META)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 5000), other=st.integers(1, 5000), half=st.booleans(), offset=st.integers(0, 7))
+def test_bind_call_launches_exactly_the_calls_of_its_signature(fastcall, n, other, half, offset):
+    """Property: a bound call launches iff the arrays have the bound dtype and shape and start on a
+    16-byte boundary, with their own pointers and the bound size; anything else falls back."""
+    drv = RecordingDriver()
+    saved = L.toolchain.libcuda
+    L.toolchain.libcuda = lambda: drv
+    try:
+        launch = L.CudaKernelLauncher(launcher_artifact())
+    finally:
+        L.toolchain.libcuda = saved
+    launch.functions[0] = ctypes.c_void_p(0x1234)
+    dtype = torch.float16 if half else torch.float32
+    fallback = Fallback()
+    call = launch.bind_call((cuda_marked(n, dtype=dtype), cuda_marked(n, dtype=dtype)), {"n": n}, (0, 1), (),
+                            fallback)
+    a, b = offset_view(other, offset, dtype), cuda_marked(other, dtype=dtype)
+    result = call((a, b))
+    fits = other == n and (a.data_ptr() % 16 == 0)
+    assert (result is None and len(drv.launches) == 1) if fits else (result == "fallback" and not drv.launches)
+    if fits:
+        assert drv.launches[0]["params"] == (a.data_ptr(), b.data_ptr(), n)

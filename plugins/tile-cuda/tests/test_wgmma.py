@@ -35,6 +35,11 @@ CASES = [
     (64, 96, 64, 128, 1, "bfloat16", True, True),
     (128, 64, 64, 256, 2, "int8", False, True),
     (64, 128, 128, 128, 3, "int8", False, True),
+    # 32 rows per warp (TileLang's quickstart shape): two m64 instructions per warpgroup, A rows permuted
+    (128, 128, 32, 128, 3, "float16", False, False),
+    (128, 128, 64, 128, 3, "bfloat16", False, True),
+    (256, 128, 64, 256, 3, "float16", False, False),
+    (128, 64, 64, 128, 2, "int8", False, True),
 ]
 
 
@@ -56,7 +61,7 @@ def _codegen(func, target, options=None):
 
 
 @needs_nvcc
-@pytest.mark.parametrize("case", CASES[:9:4] + CASES[11:16:2], ids=_ids)
+@pytest.mark.parametrize("case", CASES[:9:4] + CASES[11:16:2] + CASES[19:20], ids=_ids)
 def test_sm90a_gemm_compiles_to_wgmma(case):
     bm, bn, bk, th, st, dt, ta, tb = case
     art = _codegen(_kernel(case, 2 * bm, 2 * bn, 4 * bk), "cuda:sm_90a")
@@ -80,8 +85,9 @@ def test_sm80_and_wgmma_off_keep_mma_sync():
 
 @needs_nvcc
 def test_shapes_outside_wgmma_fall_back_to_mma_sync():
-    # 128 rows on 4 warps (wgmma needs 16 rows per warp) and N = 8 (8-element rows of B are 16 bytes)
-    for func in (K.gemm_kernel(256, 256, 128, bm=128, bn=128, bk=32, threads=128),
+    # 128 rows on 4 warps with A column-major (32 rows per warp need a row-major A) and N = 8
+    # (8-element rows of B are 16 bytes)
+    for func in (K.gemm_kernel(256, 256, 128, bm=128, bn=128, bk=32, threads=128, ta=True),
                  K.gemm_kernel(128, 64, 64, bm=64, bn=8, bk=16, threads=128)):
         src = _codegen(func, "cuda:sm_90a").source
         assert "tc::wgmma_ss<" not in src and "tc::gemm_ss<" in src

@@ -18,26 +18,26 @@ NVCC_FLAGS = ["-O3", "-std=c++17", "-w", "--expt-relaxed-constexpr", "-U__CUDA_N
               "-U__CUDA_NO_BFLOAT162_CONVERSIONS__"]
 
 
-def simt_target(arch: str, options: Dict[str, Any]):
-    from tilecore.lowering.cuda_device_lib import CUDA_DEVICE_LIB
-    from tilecore.lowering.simt import SimtTarget
+def default_tables():
+    """(rules, intrinsics) of the installed plugins for the backend "cuda"."""
+    from tilecore.plugin.registry import get_registry
+    from tilecore.plugin.rules import collect_lowering_tables
 
-    sm = toolchain.arch_number(arch)
-    smem = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024,
-            100: 227 * 1024, 120: 99 * 1024}.get(sm, 48 * 1024 if sm < 80 else 99 * 1024)
-    return SimtTarget(kind="cuda", arch=arch, warp_size=32, has_mma=sm >= 80, has_cp_async=sm >= 80,
-                      has_wgmma=arch == "sm_90a" and bool(options.get("wgmma", True)),
-                      device_lib=CUDA_DEVICE_LIB, fast_math=bool(options.get("fast_math", True)),
-                      max_shared_memory=smem)
+    backend, _ = get_registry().resolve("cuda")
+    return collect_lowering_tables(backend)
 
 
-def generate_source(func, arch: str, options: Dict[str, Any], intrinsics=None):
-    """Lower `func` and return (CUDA source, kernel symbol, param order, LoweredKernel)."""
+def generate_source(func, arch: str, options: Dict[str, Any], tables=None):
+    """Lower `func` with the rule and intrinsic `tables` (default: those the installed plugins
+    contribute) and return (CUDA source, kernel symbol, param order, LoweredKernel)."""
     import tvm
 
     from tilecore.lowering.simt import lower_kernel, register_simt_pipeline
 
-    lk = lower_kernel(func, simt_target(arch, options), options, intrinsics)
+    from .target import cuda_target
+
+    rules, intrinsics = tables if tables is not None else default_tables()
+    lk = lower_kernel(func, cuda_target(arch, options), rules, intrinsics, options)
     try:
         mod = tvm.IRModule({func.name: lk.prim_func})
         # the lowering plans shared memory itself (one pool with explicit views): no storage rewrite
@@ -52,10 +52,10 @@ def generate_source(func, arch: str, options: Dict[str, Any], intrinsics=None):
         raise TileCompileError(f"backend cuda could not generate code for kernel {func.name!r}: "
                                f"{msg[-1] if msg else type(err).__name__}", func.span, func.source) from err
     src = keep_first_copy(src, lk.device_lib)
-    if lk.plan.wgmma_gemms:
+    if lk.plan.shared_alignment and lk.plan.shared_alignment > 128:
         # wgmma's swizzled operand tiles sit at 1024-byte aligned pool offsets: align the pool too
         src = re.sub(r"extern __shared__ __align__\(\d+\) uchar smem_pool_ptr\[\]",
-                     "extern __shared__ __align__(1024) uchar smem_pool_ptr[]", src)
+                     f"extern __shared__ __align__({lk.plan.shared_alignment}) uchar smem_pool_ptr[]", src)
     entry, params = parse_kernel_signature(src)
     return src, entry, params, lk
 

@@ -1,12 +1,17 @@
 """Lean kernel launch: the cubin loaded through the CUDA driver API, launched with cuLaunchKernel
 (ctypes) on the caller's current stream. No TVM import, so a cached kernel starts fast.
 
-Two ways in (see tilecore_launcher):
+Three ways in (see tilecore_launcher):
 - `launch(args, bindings)`: checks every argument (CUDA, contiguous, one device), then launches;
 - `launch.specialize(args, bindings)`: called by tilecore's Kernel once per argument signature
   that passed its own checks, returns `run(args)` for later calls with that signature, which only
   reads the data pointers and the current stream, everything else (device, CUfunction, grid,
-  scalar parameters, the parameter block) being fixed per signature.
+  scalar parameters, the parameter block) being fixed per signature;
+- `launch.bind_call(args, bindings, input_positions, outputs, fallback)`: the whole Kernel call for
+  one signature in C (tile_cuda/_fastcall.c, built at install time; None where it was not built or
+  the arrays offer no DLPack C exchange API): it checks each input against the signature, allocates
+  the outputs, packs the parameters and launches without Python work per argument, and hands any
+  other call to `fallback`, the Kernel's checked path.
 
 Both refuse, before launching, an array whose device address is not a multiple of 16 bytes
 (ARRAY_ALIGNMENT): the generated code moves global memory in 16-byte vectors and 16-byte cp.async
@@ -249,6 +254,43 @@ class CudaKernelLauncher:
                 _check(rc, "cuLaunchKernel")
         run.param_block = block  # argv holds bare addresses: the block must live as long as run
         return run
+
+    def bind_call(self, args: Sequence[Any], bindings: Dict[str, int], input_positions: Sequence[int],
+                  outputs: Sequence[Tuple[int, Callable[[], Any], bool]], fallback: Callable[[tuple], Any]):
+        """The Kernel's whole call for the signature of `args` (a first call that passed its checks, in
+        parameter order, outputs included), as one C object `call(inputs)`; outputs marked
+        uninitialised are allocated through torch's DLPack C allocator instead of `allocate()`.
+        None where the extension
+        is missing, the arrays are not CUDA torch tensors on one device, or the grid is empty."""
+        fastcall = _fastcall_module()
+        torch = sys.modules.get("torch")
+        if fastcall is None or torch is None or not args or \
+                not all(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
+            return None
+        devices = {a.device.index or 0 for a in args}
+        if len(devices) > 1:
+            return None
+        fn = self.function(devices.pop())
+        grid = self._grid_dims(bindings)
+        if grid is None:
+            return None
+        params = tuple(("ptr", self.index[name]) if kind == "ptr" else ("scalar", int(bindings[name]))
+                       for kind, name in self.params)
+        try:
+            return fastcall.FastCall(ctypes.cast(self._cu_launch, ctypes.c_void_p).value, fn.value, grid,
+                                     (self.threads, 1, 1), self.smem, ARRAY_ALIGNMENT, tuple(args),
+                                     tuple(input_positions), tuple(outputs), params, fallback)
+        except (TypeError, ValueError, BufferError):  # arrays it cannot read without Python calls
+            return None
+
+
+def _fastcall_module():
+    """tile_cuda._fastcall, or None where the optional extension was not built."""
+    try:
+        from . import _fastcall
+    except ImportError:
+        return None
+    return _fastcall
 
 
 def _launch_nothing(args) -> None:

@@ -1,4 +1,9 @@
-"""The tilecore backend "cuda": Tile IR -> TVM TIR (shared SIMT lowering) -> CUDA C++ -> cubin.
+"""The tilecore backend "cuda": Tile IR -> TVM TIR (the SIMT toolkit) -> CUDA C++ -> cubin.
+
+The tensor-core GEMMs (wgmma, mma.sync with ldmatrix), cp.async pipelines, printf,
+fast math and every device helper are this plugin's lowering rules (`rules.py`,
+`gemm_rules.py`) and intrinsic table (`intrinsics.py`), registered through the
+hooks `tilecore_lowering_rules` / `tilecore_intrinsics` as a third party would.
 
 Registered through the entry point `cuda = "tile_cuda.plugin"` (group "tilecore").
 Neither TVM nor torch is imported when the plugin registers; TVM is imported by
@@ -58,10 +63,9 @@ def _code_version() -> str:
     h = hashlib.sha256()
     here = os.path.dirname(os.path.abspath(__file__))
     low = os.path.dirname(os.path.abspath(lowering.__file__))
-    files = [os.path.join(here, f) for f in ("compiler.py", "plugin.py")]
+    files = [os.path.join(here, f) for f in sorted(os.listdir(here)) if f.endswith(".py") and f != "launcher.py"]
     files += [os.path.join(low, f) for f in sorted(os.listdir(low))
-              if f.endswith(".py") and (f.startswith("simt") or f in ("cuda_device_lib.py", "tir_expr.py",
-                                                                       "intrinsics.py"))]
+              if f.endswith(".py") and (f.startswith("simt") or f in ("target.py", "tir_expr.py", "intrinsics.py"))]
     for f in files:
         try:
             with open(f, "rb") as fh:
@@ -115,37 +119,40 @@ def tilecore_register_backends(register):
 
 
 @hookimpl
-def tilecore_intrinsics(backend, table):
-    """CUDA math: TVM's ops, fast __expf/__logf/ex2.approx for float32 (see the lowering)."""
+def tilecore_lowering_rules(backend, rules):
+    """tile-cuda's rules: wgmma and mma.sync gemms, cp.async pipelines, printf (see `rules.py`)."""
     if backend.name != NAME:
         return
-    from tilecore.lowering.intrinsics import default_table
-    from tilecore.lowering.simt import _fast_math_table
-    from .compiler import simt_target
+    from .rules import add_cuda_rules
 
-    for key, impl in _fast_math_table(simt_target("sm_80", {})).items():
-        table.setdefault(key, impl)
-    for key, impl in default_table().items():
+    add_cuda_rules(rules)
+
+
+@hookimpl
+def tilecore_intrinsics(backend, table):
+    """CUDA math (fast __expf/__logf/ex2.approx for float32) and the device instructions of the
+    SIMT toolkit as calls into tile-cuda's helper library (see `intrinsics.py`)."""
+    if backend.name != NAME:
+        return
+    from .intrinsics import cuda_intrinsics
+
+    for key, impl in cuda_intrinsics().items():
         table.setdefault(key, impl)
 
 
 def kernel_layout_rule(stmt, layouts, ctx):
     """Layout rule for the core fixpoint engine, on the whole T.Kernel: the thread layouts the
-    shared SIMT plan chooses (MMA accumulator, row vectors, strided tiles; shared memory for
-    demoted fragments). Deterministic, so the engine converges in one sweep."""
-    from math import prod
-
+    SIMT plan chooses with tile-cuda's rules (MMA accumulator, row vectors, strided tiles; shared
+    memory for demoted fragments). Deterministic, so the engine converges in one sweep."""
     from tilecore.ir import nodes as N
-    from tilecore.lowering.simt_plan import plan_kernel
+
+    from .rules import cuda_plan
 
     try:
         arch = toolchain.parse_target(getattr(ctx, "target", None) or NAME)
-        has_mma = toolchain.arch_number(arch) >= 80
-        has_wgmma = arch == "sm_90a"
     except ValueError:
-        has_mma, has_wgmma = True, False
-    threads = prod(stmt.threads) if stmt.threads else 128
-    plan = plan_kernel(N.PrimFunc("kernel", (), (stmt,)), threads, has_mma, has_wgmma=has_wgmma)
+        arch = "sm_80"
+    plan = cuda_plan(N.PrimFunc("kernel", (), (stmt,)), arch)
     return {name: plan.layout[name] for name, where in plan.storage.items()
             if where in ("reg", "smem") and name in plan.layout}
 
@@ -172,6 +179,8 @@ def tilecore_codegen(backend, module, options):
         return None
     from tilecore.diagnostics import TileCompileError
 
+    from tilecore.plugin.rules import collect_lowering_tables
+
     from .compiler import compile_cubin, generate_source
 
     func = module.func
@@ -180,7 +189,7 @@ def tilecore_codegen(backend, module, options):
         arch = toolchain.parse_target(module.target or options.get("target") or NAME)
     except ValueError as err:
         raise TileCompileError(str(err), func.span, func.source) from err
-    src, entry, kparams, lk = generate_source(func, arch, options)
+    src, entry, kparams, lk = generate_source(func, arch, options, tables=collect_lowering_tables(backend))
     try:
         cubin, compiler_desc, secs = compile_cubin(src, arch)
     except TileCompileError:
@@ -193,7 +202,7 @@ def tilecore_codegen(backend, module, options):
         "params": [p.name for p in func.params], "threads": lk.threads,
         "dyn_smem_bytes": lk.dyn_smem_bytes, "grid_py": [_grid_py(g) for g in lk.grid],
         "compiler": compiler_desc, "compile_seconds": round(secs, 3),
-        "storage": dict(lk.plan.storage), "notes": lk.notes,
+        "storage": dict(lk.plan.storage), "notes": lk.notes, "rules": lk.rules,
     }
     return Artifact(backend=NAME, target=f"{NAME}:{arch}", entry=func.name, source=src,
                     blobs={"cubin": cubin}, meta=meta)

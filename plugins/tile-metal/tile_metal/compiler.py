@@ -1,4 +1,4 @@
-"""Tile IR -> TVM TIR (shared SIMT lowering, simdgroup matrices) -> Metal Shading Language."""
+"""Tile IR -> TVM TIR (the SIMT toolkit with tile-metal's rules) -> Metal Shading Language."""
 from __future__ import annotations
 
 import re
@@ -11,26 +11,43 @@ MAX_THREADS = 1024                 # threads per threadgroup on Apple GPUs
 MAX_THREADGROUP_MEMORY = 32 * 1024  # bytes of threadgroup memory per threadgroup
 
 
-def simt_target(options: Dict[str, Any]):
-    from tilecore.lowering.simt import SimtTarget
+def metal_target(options: Dict[str, Any]):
+    """The `TargetDescription` of an Apple GPU: simdgroups of 32, 32 KB of threadgroup memory as
+    one static allocation per tile (TVM's Metal codegen sizes a pool in elements of the view type),
+    MSL vectors of at most 4 lanes of at most 4 bytes, no bool vectors (bool tiles in int8)."""
+    from tilecore.lowering.target import TargetDescription
 
-    return SimtTarget(kind="metal", arch="apple", warp_size=32, has_mma=False, has_cp_async=False,
-                      device_lib="", fast_math=False, max_shared_memory=MAX_THREADGROUP_MEMORY,
-                      shared_scope="shared")
+    return TargetDescription(
+        name="metal", arch="apple", tvm_target=TVM_TARGET, warp_size=32,
+        max_shared_memory=MAX_THREADGROUP_MEMORY, shared_scope="shared", shared_pool=False,
+        max_vector_lanes=4, max_vector_element_bytes=4, register_vector_lanes=4,
+        bool_storage="int8", bool_vectors=False)
 
 
-def generate(func, options: Dict[str, Any]):
-    """(MSL source, LoweredKernel, seconds) for `func`."""
+TVM_TARGET = {"kind": "metal", "max_num_threads": MAX_THREADS, "thread_warp_size": 32}
+
+
+def default_tables():
+    """(rules, intrinsics) of the installed plugins for the backend "metal"."""
+    from tilecore.plugin.registry import get_registry
+    from tilecore.plugin.rules import collect_lowering_tables
+
+    backend, _ = get_registry().resolve("metal")
+    return collect_lowering_tables(backend)
+
+
+def generate(func, options: Dict[str, Any], tables=None):
+    """(MSL source, LoweredKernel, seconds) for `func`, lowered with the rule and intrinsic
+    `tables` (default: those the installed plugins contribute)."""
     import tvm
 
-    from tilecore.lowering.simdgroup_gemm import MetalSimtLowering
-    from tilecore.lowering.simt import register_simt_pipeline
+    from tilecore.lowering.simt import lower_kernel, register_simt_pipeline
 
     t0 = time.perf_counter()
-    lk = MetalSimtLowering(func, simt_target(options), options).build()
+    rules, intrinsics = tables if tables is not None else default_tables()
+    lk = lower_kernel(func, metal_target(options), rules, intrinsics, options)
     try:
-        lib = tvm.compile(tvm.IRModule({func.name: lk.prim_func}),
-                          target={"kind": "metal", "max_num_threads": MAX_THREADS, "thread_warp_size": 32},
+        lib = tvm.compile(tvm.IRModule({func.name: lk.prim_func}), target=dict(TVM_TARGET),
                           tir_pipeline=register_simt_pipeline())
     except TileCompileError:
         raise
@@ -44,7 +61,7 @@ def generate(func, options: Dict[str, Any]):
 
 def with_device_lib(src: str) -> str:
     """Insert the tc_atomic_* helpers when the kernel calls them."""
-    from tilecore.lowering.simdgroup_gemm import METAL_DEVICE_LIB
+    from .simdgroup import METAL_DEVICE_LIB
 
     marker = "using namespace metal;\n"
     if "tc_atomic_" not in src or marker not in src:

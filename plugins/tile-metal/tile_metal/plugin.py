@@ -1,4 +1,8 @@
-"""The tilecore backend "metal": Tile IR -> TVM TIR (shared SIMT lowering) -> Metal Shading Language.
+"""The tilecore backend "metal": Tile IR -> TVM TIR (the SIMT toolkit) -> Metal Shading Language.
+
+`T.gemm` on simdgroup matrices and the MSL atomics (`simdgroup.py`) are this plugin's
+lowering rule and intrinsic table, registered through `tilecore_lowering_rules` /
+`tilecore_intrinsics`.
 
 Registered through the entry point `metal = "tile_metal.plugin"` (group "tilecore").
 TVM is imported by codegen only. Here (Linux, no Apple GPU) the backend is
@@ -6,7 +10,6 @@ certified at the compile (source) tier: MSL is generated and structurally checke
 """
 from __future__ import annotations
 
-import re
 import sys
 from typing import Any, Dict
 
@@ -78,6 +81,27 @@ def tilecore_register_backends(register):
     register(make_backend())
 
 
+@hookimpl
+def tilecore_lowering_rules(backend, rules):
+    """tile-metal's rule: T.gemm on simdgroup matrices."""
+    if backend.name != NAME:
+        return
+    from .simdgroup import SimdgroupGemm
+
+    rules.add("Gemm", SimdgroupGemm())
+
+
+@hookimpl
+def tilecore_intrinsics(backend, table):
+    """tile-metal's atomics (helpers that the codegen prepends to the MSL)."""
+    if backend.name != NAME:
+        return
+    from .simdgroup import metal_intrinsics
+
+    for key, impl in metal_intrinsics().items():
+        table.setdefault(key, impl)
+
+
 def _grid_py(expr) -> str:
     """A Tile IR grid expression as Python source over the bindings dict `b`."""
     from tilecore.lowering.launch_grid import grid_expr_source
@@ -92,10 +116,12 @@ def tilecore_codegen(backend, module, options):
         return None
     from tilecore.diagnostics import TileCompileError
 
+    from tilecore.plugin.rules import collect_lowering_tables
+
     from . import compiler
 
     func = module.func
-    src, lk, secs = compiler.generate(func, dict(options or {}))
+    src, lk, secs = compiler.generate(func, dict(options or {}), collect_lowering_tables(backend))
     params = [p.name for p in func.params]
     problems = compiler.check(src, lk.threads, params)
     if problems:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("tvm")
-from tilecore.lowering.mfma import WAVE, MfmaLayout, MfmaRowLayout  # noqa: E402
+from tile_rocm.mfma import WAVE, MfmaLayout, MfmaRowLayout  # noqa: E402
 
 
 @pytest.mark.parametrize("M,N,waves", [(64, 64, 4), (64, 64, 2), (128, 64, 4), (32, 128, 2), (16, 16, 1)])

@@ -1,4 +1,5 @@
-"""Tile IR -> TVM TIR (shared SIMT lowering, MFMA) -> AMDGPU code object (TVM's ROCm target + ld.lld)."""
+"""Tile IR -> TVM TIR (the SIMT toolkit with tile-rocm's rules) -> AMDGPU code object (TVM's ROCm
+target + ld.lld)."""
 from __future__ import annotations
 
 import contextlib
@@ -11,26 +12,10 @@ from typing import Any, Dict, List, Tuple
 from tilecore.diagnostics import TileCompileError
 
 from . import toolchain
+from .target import tvm_target
 
 _lock = threading.Lock()
 _captured: List[bytes] = []
-
-
-def simt_target(arch: str, options: Dict[str, Any]):
-    """The shared SIMT lowering's view of an AMD GPU."""
-    from tilecore.lowering.simt import SimtTarget
-
-    return SimtTarget(kind="rocm", arch=arch, warp_size=toolchain.wave_size(arch), has_mma=False,
-                      has_cp_async=False, device_lib="", fast_math=False,
-                      max_shared_memory=toolchain.lds_bytes(arch), shared_scope="shared")
-
-
-def tvm_target(arch: str) -> dict:
-    wave = toolchain.wave_size(arch)
-    target = {"kind": "rocm", "mcpu": arch, "max_num_threads": 1024, "thread_warp_size": wave}
-    if wave == 32:
-        target["mattr"] = ["+wavefrontsize32"]
-    return target
 
 
 def _install_link_capture():
@@ -47,7 +32,7 @@ def _install_link_capture():
     tvm_ffi.register_global_func("tvm_callback_rocm_link", link, override=True)
 
     def bitcode(rocdl_dir=None):
-        from tilecore.lowering.rocm_device_lib import library_path
+        from .device_lib import library_path
 
         return list(tvm_rocm.callback_rocm_bitcode_path(rocdl_dir)) + [library_path()]
 
@@ -105,15 +90,27 @@ def _quiet_native_stderr():
         os.close(saved)
 
 
-def lower(func, arch: str, options: Dict[str, Any]):
-    """The LoweredKernel (TIR PrimFunc, launch shape, plan) of `func` for `arch`."""
-    from tilecore.lowering.mfma import RocmSimtLowering
-    from tilecore.lowering.rocm_math import rocm_table
+def default_tables():
+    """(rules, intrinsics) of the installed plugins for the backend "rocm"."""
+    from tilecore.plugin.registry import get_registry
+    from tilecore.plugin.rules import collect_lowering_tables
 
-    return RocmSimtLowering(func, simt_target(arch, options), options, rocm_table()).build()
+    backend, _ = get_registry().resolve("rocm")
+    return collect_lowering_tables(backend)
 
 
-def build(func, arch: str, options: Dict[str, Any]):
+def lower(func, arch: str, options: Dict[str, Any], tables=None):
+    """The LoweredKernel (TIR PrimFunc, launch shape, plan) of `func` for `arch`, with the rule and
+    intrinsic `tables` (default: those the installed plugins contribute)."""
+    from tilecore.lowering.simt import lower_kernel
+
+    from .target import rocm_target
+
+    rules, intrinsics = tables if tables is not None else default_tables()
+    return lower_kernel(func, rocm_target(arch, options), rules, intrinsics, options)
+
+
+def build(func, arch: str, options: Dict[str, Any], tables=None):
     """Compile `func`; returns (code object bytes, AMDGPU assembly, LLVM IR, LoweredKernel, seconds)."""
     import tvm
 
@@ -126,7 +123,7 @@ def build(func, arch: str, options: Dict[str, Any]):
     if toolchain.find_lld() is None:
         raise TileCompileError(f"backend rocm: ld.lld (LLVM {toolchain.LLVM_MAJOR}) was not found. "
                                f"Fix: {toolchain.LLD_FIX}", func.span, func.source)
-    lk = lower(func, arch, options)
+    lk = lower(func, arch, options, tables)
     with _lock:
         _install_link_capture()
         _captured.clear()

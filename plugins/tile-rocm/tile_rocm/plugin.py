@@ -1,4 +1,8 @@
-"""The tilecore backend "rocm": Tile IR -> TVM TIR (shared SIMT lowering, MFMA) -> AMDGPU code object.
+"""The tilecore backend "rocm": Tile IR -> TVM TIR (the SIMT toolkit) -> AMDGPU code object.
+
+MFMA gemms and their row reductions (`mfma.py`), float64 math through OCML, the LDS-fenced
+barrier and atomics (`intrinsics.py`, `device_lib.py`) are this plugin's lowering rules and
+intrinsic table, registered through `tilecore_lowering_rules` / `tilecore_intrinsics`.
 
 Registered through the entry point `rocm = "tile_rocm.plugin"` (group "tilecore").
 Neither TVM nor torch is imported when the plugin registers; TVM is imported by
@@ -93,13 +97,25 @@ def tilecore_register_backends(register):
 
 
 @hookimpl
-def tilecore_intrinsics(backend, table):
-    """ROCm math: TVM's ops (mapped onto the device libraries), float64 through __ocml_*_f64."""
+def tilecore_lowering_rules(backend, rules):
+    """tile-rocm's rules: MFMA gemms, then row reductions of MFMA tiles."""
     if backend.name != NAME:
         return
-    from tilecore.lowering.rocm_math import rocm_table
+    from .mfma import MfmaGemm, MfmaRowReduce
 
-    for key, impl in rocm_table().items():
+    rules.add("Gemm", MfmaGemm())
+    rules.add("Reduce", MfmaRowReduce())
+
+
+@hookimpl
+def tilecore_intrinsics(backend, table):
+    """ROCm math (TVM's ops on the device libraries, float64 through __ocml_*_f64), the
+    workgroup barrier and atomics through tile-rocm's helper library."""
+    if backend.name != NAME:
+        return
+    from .intrinsics import rocm_intrinsics
+
+    for key, impl in rocm_intrinsics().items():
         table.setdefault(key, impl)
 
 
@@ -117,6 +133,8 @@ def tilecore_codegen(backend, module, options):
         return None
     from tilecore.diagnostics import TileCompileError
 
+    from tilecore.plugin.rules import collect_lowering_tables
+
     from . import compiler
 
     func = module.func
@@ -125,7 +143,7 @@ def tilecore_codegen(backend, module, options):
         arch = toolchain.parse_target(module.target or options.get("target") or NAME)
     except ValueError as err:
         raise TileCompileError(str(err), func.span, func.source) from err
-    code_object, asm, ll, lk, secs = compiler.build(func, arch, options)
+    code_object, asm, ll, lk, secs = compiler.build(func, arch, options, collect_lowering_tables(backend))
     args = compiler.kernel_args(asm)
     meta: Dict[str, Any] = {
         "arch": arch, "kernel_symbol": compiler.kernel_symbol(asm), "kernel_args": args,

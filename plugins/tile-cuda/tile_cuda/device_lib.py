@@ -1,4 +1,4 @@
-"""CUDA device helpers that the SIMT lowering calls through `tirx.cuda.func_call`.
+"""CUDA device helpers that tile-cuda's rules and intrinsics call through `cuda_func_call`.
 
 One C++ source block (`CUDA_DEVICE_LIB`), emitted once into every generated
 module: tensor-core MMA (`mma.sync`), `ldmatrix`, `cp.async` with zero-fill
@@ -7,7 +7,7 @@ because warp-level GEMM loops are templates over tile shapes: nvcc unrolls them
 fully, so the fragments stay in registers.
 
 The swizzle used by `tc::swz` must equal `SharedLayout.offset` in
-`tilecore/lowering/simt_layout.py` (the TIR side writes the tiles that these
+`tilecore/lowering/simt_layout.py` (the toolkit's layout) (the TIR side writes the tiles that these
 helpers read).
 
 Importing this module does not import TVM.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tvm import tirx as tx
 
-from .intrinsics import IntrinsicTable, default_table
+from tilecore.lowering.intrinsics import IntrinsicTable, default_table
 
 _OCML_F64 = ("exp", "exp2", "log", "log2", "tanh", "sin", "cos", "pow")
 

@@ -1,12 +1,15 @@
 """Hopper warpgroup MMA (`wgmma.mma_async`, sm_90a): which gemms take it, and its C++ helpers.
 
-A block-level `T.gemm` runs on wgmma when
-  * the target has it (`SimtTarget.has_wgmma`, i.e. cuda:sm_90a),
+A block-level `T.gemm` runs on wgmma (the `WgmmaGemm` rule of `gemm_rules`) when
+  * the target has it (cuda:sm_90a, unless the compile option wgmma=False),
   * dtypes are fp16/bf16 -> fp32 (any transposes) or int8 -> int32 (A row-major, B transposed:
     wgmma reads 8-bit operands only K-major),
-  * C is M x N with M = 16 * warps and warps % 4 == 0: each warpgroup (4 warps) owns 64 rows, and
-    warp w owns rows 16w..16w+15 -- exactly `MmaLayout(M, N, warps, 1)`, so the accumulator
-    layout, the row reductions and the register-A (FlashAttention) trick stay as for mma.sync,
+  * C is M x N with M = 16 * R * warps (R = 1 or 2 row blocks per warp) and warps % 4 == 0: warp w
+    owns rows 16Rw..16Rw+16R-1 -- exactly `MmaLayout(M, N, warps, 1)`, so the accumulator layout,
+    the row reductions and the register-A (FlashAttention) trick stay as for mma.sync. Each
+    warpgroup issues R m64 instructions per k-step; with R = 2 (TileLang's quickstart: 128 x 128
+    on 128 threads) A must be a row-major shared tile, stored with its rows permuted
+    (`SharedLayout.row_blocks`) so that instruction i reads rows 16i.. of every warp,
   * N % 8 == 0 and N <= 256 (int8: N % 16 == 0), K a multiple of the k-step,
   * B (and A unless it is a register fragment) are whole 2-D shared tiles whose rows are 32, 64
     or a multiple of 128 bytes, with a multiple of 8 rows.
@@ -21,8 +24,8 @@ from __future__ import annotations
 
 from typing import Iterable, Tuple
 
-from ..ir import nodes as N
-from ..ir.types import itemsize
+from tilecore.ir import nodes as N
+from tilecore.ir.types import itemsize
 
 WGMMA_TYPES = {"float16": ("f16", "half"), "bfloat16": ("bf16", "__nv_bfloat16"), "int8": ("s8", "signed char")}
 SMEM_ALIGN = 1024  # the 128-byte swizzle repeats every 8 rows x 128 bytes; its base must be aligned
@@ -48,12 +51,19 @@ def candidate(g: N.Gemm, warps: int) -> bool:
     M, Nn = c.shape
     if not (isinstance(M, int) and isinstance(Nn, int)):
         return False
-    if warps % 4 or M != 16 * warps or Nn % 8 or Nn > 256:
+    if warps % 4 or M not in (16 * warps, 32 * warps) or Nn % 8 or Nn > 256:
+        return False
+    if M == 32 * warps and g.transpose_a:  # the row permutation is for row-major A only
         return False
     K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
     if a.dtype == "int8":
         return not g.transpose_a and g.transpose_b and Nn % 16 == 0 and K % 32 == 0
     return K % 16 == 0
+
+
+def row_blocks(g: N.Gemm, warps: int) -> int:
+    """m64 instructions per warpgroup and k-step (1 or 2) of a candidate gemm on `warps` warps."""
+    return g.c.buffer.shape[0] // (16 * warps)
 
 
 def operands_ok(g: N.Gemm, storage, a_in_registers: bool) -> bool:
@@ -113,30 +123,36 @@ template <int ROWS, int COLS, int EB> struct WgTile {
 template <typename T, int N> struct Wgmma;  // m64nNk16 (k32 for int8), specialized per kernel
 
 // Block GEMM C(M x N) += op(A) op(B) on warpgroup MMA, A and B in shared memory (WgTile layout),
-// C in registers in the layout of MmaLayout(M, N, warps, 1): warpgroup g computes rows 64g..64g+63.
-// A is (M x K) (TA: K x M); B is (K x N) (TB: N x K).
-template <int N, int K, bool TA, bool TB, typename T, int AR, int AC, int BR, int BC>
+// C in registers in the layout of MmaLayout(M, N, warps, 1). Warpgroup g owns the 64 * MI rows
+// from 64 * MI * g and issues MI m64 instructions per k-step: instruction i reads the physical rows
+// 64i.. of its slab (SharedLayout.row_blocks put warp w's rows 16i.. there) into acc + i * N / 2.
+// A is (M x K) (TA: K x M, MI = 1 only); B is (K x N) (TB: N x K).
+template <int N, int K, bool TA, bool TB, typename T, int AR, int AC, int BR, int BC, int MI>
 __device__ __forceinline__ void wgmma_ss(const T* A, const T* B, typename MmaOp<T>::Acc* acc) {
   typedef WgTile<AR, AC, sizeof(T)> TileA;
   typedef WgTile<BR, BC, sizeof(T)> TileB;
   constexpr int KS = 32 / sizeof(T);
+  static_assert(MI == 1 || !TA, "row blocks need a row-major A");
   const int wg = threadIdx.x >> 7;
   const u64 da = (TA ? TileA::desc_mn(A) : TileA::desc_k(A)) +
-                 ((TA ? TileA::at(0, wg * 64) : TileA::at(wg * 64, 0)) >> 4);
+                 ((TA ? TileA::at(0, wg * 64) : TileA::at(wg * 64 * MI, 0)) >> 4);
   const u64 db = TB ? TileB::desc_k(B) : TileB::desc_mn(B);
   fence_async_smem();
   wgmma_fence();
 #pragma unroll
   for (int s = 0; s < K / KS; ++s) {
-    const int ao = TA ? TileA::at(s * KS, 0) : TileA::at(0, s * KS);
     const int bo = TB ? TileB::at(0, s * KS) : TileB::at(s * KS, 0);
-    // imm-trans: 0 = K-major (A as M x K, B as N x K), 1 = MN-major
-    Wgmma<T, N>::template ss<TA ? 1 : 0, TB ? 0 : 1>(acc, da + (ao >> 4), db + (bo >> 4));
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+      const int ao = TA ? TileA::at(s * KS, 0) : TileA::at(i * 64, s * KS);
+      // imm-trans: 0 = K-major (A as M x K, B as N x K), 1 = MN-major
+      Wgmma<T, N>::template ss<TA ? 1 : 0, TB ? 0 : 1>(acc + i * (N / 2), da + (ao >> 4), db + (bo >> 4));
+    }
   }
   wgmma_commit();
   wgmma_wait<0>();
 #pragma unroll
-  for (int i = 0; i < N / 2; ++i) reg_fence(acc[i]);
+  for (int i = 0; i < MI * N / 2; ++i) reg_fence(acc[i]);
 }
 
 // Block GEMM with A in registers (a (M x K) fragment in the accumulator layout of the same warp

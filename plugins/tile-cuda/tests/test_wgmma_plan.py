@@ -1,5 +1,5 @@
-"""The Hopper wgmma plan (tilecore/lowering/wgmma.py + simt_plan): which gemms take warpgroup MMA,
-and that the shared-tile layout the lowering writes is the one wgmma's descriptors read."""
+"""The Hopper wgmma plan (tile_cuda's WgmmaGemm rule on the toolkit's plan): which gemms take
+warpgroup MMA, and that the shared-tile layout the lowering writes is the one wgmma's descriptors read."""
 import itertools
 
 import pytest
@@ -8,14 +8,16 @@ from hypothesis import given, settings, strategies as st
 from tilecore.ir import nodes as N
 from tilecore.ir.visitor import walk_stmts
 from tilecore.lowering.simt_layout import MmaLayout, SharedLayout
-from tilecore.lowering.simt_plan import plan_kernel
 from tilecore.testing import gemm_kernel
+from tile_cuda.rules import cuda_plan
 
 
 def _plan(func, has_wgmma=True):
-    k = func.kernels[0] if hasattr(func, "kernels") else func.kernel
-    threads = k.threads[0]
-    return plan_kernel(func, threads, True, has_wgmma=has_wgmma)
+    return cuda_plan(func, "sm_90a", {"wgmma": has_wgmma})
+
+
+def _wgmma(plan):
+    return plan.claims.get("wgmma", {})
 
 
 def _gemms(func):
@@ -55,39 +57,75 @@ def test_gemm_tiles_take_wgmma_with_canonical_operands(bm, bn, bk, ta, tb, dtype
                        block_M=bm, block_N=bn, block_K=bk, threads=2 * bm)
     plan = _plan(func)
     (g,) = _gemms(func)
-    assert plan.wgmma_gemms == {id(g): (dtype, bn)}
+    assert _wgmma(plan) == {id(g): (dtype, bn)}
     assert plan.mma_gemms[id(g)] == MmaLayout(bm, bn, bm // 16, 1)
     for name in ("A_s", "B_s"):
         lay = plan.layout[name]
         assert lay.swizzle and lay.blocked == (lay.shape[1] * 2 > 128)
 
 
-def test_wgmma_needs_sm90a_sixteen_rows_per_warp_and_k_major_int8():
+@pytest.mark.parametrize("rows,cols,eb", [(128, 32, 2), (128, 64, 2), (256, 128, 2), (128, 128, 1)])
+def test_row_blocks_give_each_m64_instruction_sixteen_rows_of_every_warp(rows, cols, eb):
+    """With 32 rows per warp (row_blocks = 2), tile row 32w + 16i + k of a 128-row warpgroup slab is
+    stored at the canonical place of row 64i + 16w + k: instruction i (rows 64i.. of the slab) gives
+    warp w its rows 16i.. -- the MmaLayout(M, N, warps, 1) accumulator rows -- and the layout stays
+    a permutation of the tile."""
+    lay = SharedLayout((rows, cols), eb, swizzle=True, blocked=cols * eb > 128, row_blocks=2)
+    ops = (lambda a, b: a // b, lambda a, b: a % b, lambda a, b: a ^ b)
+    seen = set()
+    for r, c in itertools.product(range(rows), range(cols)):
+        slab, w, i, k = r // 128, (r % 128) // 32, (r % 32) // 16, r % 16
+        physical = slab * 128 + 64 * i + 16 * w + k
+        ours = lay.offset2d(r, c, *ops) * eb
+        assert ours == hardware_offset(rows, cols, eb, physical, c), (r, c)
+        seen.add(ours)
+    assert len(seen) == rows * cols
+
+
+@settings(max_examples=20, deadline=None)
+@given(bn=st.sampled_from([32, 64, 128, 256]), bk=st.sampled_from([16, 32, 64]), tb=st.booleans(),
+       dtype=st.sampled_from(["float16", "bfloat16"]), warpgroups=st.sampled_from([1, 2]))
+def test_thirty_two_rows_per_warp_take_wgmma_with_row_blocks(bn, bk, tb, dtype, warpgroups):
+    """TileLang's quickstart shape (128 x N on 128 threads; 256 x N on 256): two m64 instructions per
+    warpgroup, A stored with row_blocks = 2, B as for 16 rows per warp."""
+    bm, threads = 128 * warpgroups, 128 * warpgroups
+    func = gemm_kernel(M=2 * bm, N=2 * bn, K=2 * bk, dtype=dtype, transpose_B=tb, block_M=bm, block_N=bn,
+                       block_K=bk, threads=threads)
+    plan = _plan(func)
+    (g,) = _gemms(func)
+    assert _wgmma(plan) == {id(g): (dtype, bn)}
+    assert plan.mma_gemms[id(g)] == MmaLayout(bm, bn, threads // 32, 1)
+    assert plan.layout["A_s"].row_blocks == 2 and plan.layout["B_s"].row_blocks == 1
+
+
+def test_wgmma_needs_sm90a_sixteen_or_thirty_two_rows_per_warp_and_k_major_int8():
     f = gemm_kernel(M=256, N=256, K=128, block_M=128, block_N=128, block_K=32, threads=256)
-    assert not _plan(f, has_wgmma=False).wgmma_gemms
-    # 128 rows on 4 warps: mma.sync
-    f = gemm_kernel(M=256, N=256, K=128, block_M=128, block_N=128, block_K=32, threads=128)
-    assert not _plan(f).wgmma_gemms
+    assert not _wgmma(_plan(f, has_wgmma=False))
+    # 64 rows per warp, or 32 with a transposed (column-major) A: mma.sync
+    f = gemm_kernel(M=512, N=256, K=128, block_M=256, block_N=128, block_K=32, threads=128)
+    assert not _wgmma(_plan(f))
+    f = gemm_kernel(M=256, N=256, K=128, block_M=128, block_N=128, block_K=32, threads=128, transpose_A=True)
+    assert not _wgmma(_plan(f))
     # int8 reads operands K-major only: A row-major and B transposed
     for ta, tb, ok in ((False, True, True), (False, False, False), (True, True, False)):
         f = gemm_kernel(M=128, N=128, K=128, dtype="int8", accum="int32", transpose_A=ta, transpose_B=tb,
                         block_M=64, block_N=64, block_K=64, threads=128)
-        assert bool(_plan(f).wgmma_gemms) == ok, (ta, tb)
+        assert bool(_wgmma(_plan(f))) == ok, (ta, tb)
     # N = 8 gives 16-byte rows of B, which no descriptor swizzle describes
     f = gemm_kernel(M=128, N=16, K=64, block_M=64, block_N=8, block_K=16, threads=128)
-    assert not _plan(f).wgmma_gemms
+    assert not _wgmma(_plan(f))
 
 
 def test_flash_attention_takes_register_a_wgmma():
     import os
     import sys
 
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
     import flash_attention as fa
 
     func = fa.flashattn.prim_func(1, 2, 256, 128, False, block_M=64, block_N=64, num_stages=2)
     plan = _plan(func)
     gemms = _gemms(func)
-    assert set(plan.wgmma_gemms) == {id(g) for g in gemms}
+    assert set(_wgmma(plan)) == {id(g) for g in gemms}
     pv = [g for g in gemms if plan.storage[g.a.buffer.name] == "reg"]
     assert len(pv) == 1 and plan.layout["V_shared"].blocked

@@ -1,0 +1,40 @@
+"""The target description of an NVIDIA GPU for the SIMT lowering toolkit."""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from . import toolchain
+
+# bytes of shared memory per block, by compute capability (sm_XY -> XY)
+SHARED_MEMORY = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024,
+                 100: 227 * 1024, 120: 99 * 1024}
+
+
+def cuda_target(arch: str, options: Dict[str, Any]):
+    """The `TargetDescription` of `arch` ("sm_80", "sm_90a", ...) under the compile `options`.
+
+    `properties`: "sm" (the compute capability as an int), "wgmma" (option wgmma, default on) and "fast_math"
+    (option fast_math, default on), read by tile-cuda's rules and intrinsics.
+    """
+    from tilecore.lowering.target import TargetDescription
+
+    from .device_lib import CUDA_DEVICE_LIB
+
+    sm = toolchain.arch_number(arch)
+    smem = SHARED_MEMORY.get(sm, 48 * 1024 if sm < 80 else 99 * 1024)
+    return TargetDescription(
+        name="cuda", arch=arch, tvm_target={"kind": "cuda", "arch": arch}, warp_size=32,
+        max_shared_memory=smem, shared_scope="shared.dyn", shared_pool=True, shared_alignment=128,
+        max_vector_lanes=16, max_vector_element_bytes=16, bool_storage="bool", bool_vectors=True,
+        device_library=CUDA_DEVICE_LIB,
+        properties={"sm": sm, "wgmma": bool(options.get("wgmma", True)), "fast_math": bool(options.get("fast_math", True))})
+
+
+def has_mma_sync(target) -> bool:
+    """Warp-level tensor-core MMA (mma.sync m16n8k16), ldmatrix and cp.async: sm_80 and newer."""
+    return target.prop("sm", 0) >= 80
+
+
+def has_wgmma(target) -> bool:
+    """Warpgroup MMA (wgmma.mma_async): sm_90a only, and not switched off by the option wgmma=False."""
+    return target.arch == "sm_90a" and target.prop("wgmma", True)
