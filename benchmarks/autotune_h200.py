@@ -9,10 +9,10 @@ Each candidate is checked against torch (fp32 matmul) before it is timed; times 
 events with an L2 flush (tile-cuda's Timer).
 
 In the same run: the chosen kernel and the best hand-picked configuration of
-benchmarks/results/cuda_README.md (128x128x64, 3 stages, 256 threads: 2.40 ms, 458 TFLOP/s
-at 8192^3 in session 2; its swizzle is not part of the quickstart kernel, so it is timed here
-as the quickstart kernel with that config) are timed side by side, with cuBLAS.
-Bar: tuned time <= hand-picked time / 0.9. Writes autotune_h200-<date>.json (tuning time,
+benchmarks/results/cuda_README.md (128x128x64, 3 stages, 128 threads: 2.328 ms at 8192^3 in
+session 3, with a swizzled block order that the quickstart kernel does not have; timed here as
+the quickstart kernel with that config) are timed side by side, with cuBLAS.
+Bar: tuned time <= 2.328 ms / 0.9 (and the same-run ratio is recorded). Writes autotune_h200-<date>.json (tuning time,
 every candidate, machine, versions).
 """
 from __future__ import annotations
@@ -30,8 +30,10 @@ import tilecore.language as T
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_file import utc_stamp, write_record  # noqa: E402
 
-HAND_PICKED = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "threads": 256}
-HAND_PICKED_SESSION2_MS = 2.40  # benchmarks/results/cuda_README.md, GEMM fp16 8192^3
+HAND_PICKED = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "threads": 128}
+# benchmarks/results/cuda_README.md, GEMM fp16 8192^3, H200 session 3: the best hand-picked config
+# (the one above, with a swizzled block order), the fastest GEMM recorded there
+HAND_PICKED_RESULTS_MS = 2.328
 
 
 @tilecore.jit(out_idx=[-1], target="cuda")
@@ -95,9 +97,9 @@ def main(argv=None):
         print(f"{name:<12} {result.median_ms:.3f} ms  {result.tflops:.0f} TFLOP/s "
               f"({100 * (result.flops_fraction or 0):.0f}% of peak)", flush=True)
     ratio_same_run = rows["hand_picked"]["median_ms"] / rows["tuned"]["median_ms"]
-    ratio_session2 = HAND_PICKED_SESSION2_MS / rows["tuned"]["median_ms"]
-    print(f"tuned vs hand-picked in this run: {ratio_same_run:.3f}x; vs session 2's 2.40 ms: "
-          f"{ratio_session2:.3f}x (bar >= 0.9x); tuning took {tuning_s:.0f} s; "
+    ratio_results = HAND_PICKED_RESULTS_MS / rows["tuned"]["median_ms"]
+    print(f"tuned vs hand-picked in this run: {ratio_same_run:.3f}x; vs the results' {HAND_PICKED_RESULTS_MS} ms: "
+          f"{ratio_results:.3f}x (bar >= 0.9x); tuning took {tuning_s:.0f} s; "
           f"vs cuBLAS {rows['cublas']['median_ms'] / rows['tuned']['median_ms']:.3f}x", flush=True)
 
     stamp = utc_stamp()
@@ -105,8 +107,8 @@ def main(argv=None):
               "date": stamp, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "python": platform.python_version(), "size": n, "tuning_s": tuning_s,
               "tuning": report.to_dict(), "timings": rows, "tuned_over_hand_picked": ratio_same_run,
-              "tuned_over_session2_hand_picked": ratio_session2,
-              "bar_0.9x_hand_picked": min(ratio_same_run, ratio_session2) >= 0.9}
+              "tuned_over_results_hand_picked": ratio_results,
+              "bar_0.9x_hand_picked": ratio_results >= 0.9}
     write_record(args.out, "autotune_h200", stamp, record)
     return 0
 
