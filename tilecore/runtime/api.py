@@ -225,8 +225,7 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
     key = ""
     artifact = None
     if use_cache and not dumping:
-        key = _cache.cache_key(_ir_json(func), backend.name, backend.version, full, opts,
-                               _plugin_fingerprint(), _code_fingerprint(backend))
+        key = _key(func, backend, full, opts)
         with _lock:
             artifact = _memo.get(key)
             if artifact is not None:
@@ -238,11 +237,24 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
     if artifact is None:
         artifact = _codegen(func, backend, full, opts)
         if use_cache:
-            key = key or _cache.cache_key(_ir_json(func), backend.name, backend.version, full, opts,
-                                          _plugin_fingerprint(), _code_fingerprint(backend))
+            key = key or _key(func, backend, full, opts)
             _cache.DiskCache().put(key, artifact)
             _remember(key, artifact)
     return Kernel(func, backend, full, artifact, out, _launcher_factory(key, backend, artifact), opts)
+
+
+def _key(func: N.PrimFunc, backend: Backend, target: str, options: Dict[str, Any]) -> str:
+    return _cache.cache_key(_ir_json(func), backend.name, backend.version, target, options,
+                            _plugin_fingerprint(), _code_fingerprint(backend))
+
+
+def compile_cache_key(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **options) -> str:
+    """The compile-cache key under which `compile` with these arguments stores its artifact
+    (the autotuner moves artifacts compiled on other machines into this process's cache)."""
+    func = _check_func(func)
+    backend, full = resolve_target(target)
+    out = normalize_out_idx(out_idx, len(func.params), func.name)
+    return _key(func, backend, full, _codegen_options(full, out, options, backend))
 
 
 def _plugin_fingerprint() -> str:

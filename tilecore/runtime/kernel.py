@@ -164,6 +164,14 @@ class Kernel:
         """The generated code (TileLang's spelling of `source`, for ported code)."""
         return self.artifact.source
 
+    def get_profiler(self, inputs=None, seed: int = 0, tensor_supply_type=None):
+        """A `tilecore.profiler.Profiler` timing this kernel (TileLang's spelling):
+        `kernel.get_profiler().do_bench()` is the median run time in ms; `inputs` default to
+        random arrays drawn from `seed` (TileLang's `tensor_supply_type` is accepted and ignored)."""
+        from ..profiler import Profiler
+
+        return Profiler(self, inputs, seed)
+
     def __repr__(self) -> str:
         ins = ", ".join(p.name for p in self.inputs)
         outs = ", ".join(p.name for p in self.outputs)

@@ -221,3 +221,13 @@ def tilecore_launcher(backend, artifact):
     from .launcher import CudaKernelLauncher
 
     return CudaKernelLauncher(artifact)
+
+
+@hookimpl
+def tilecore_timer(backend):
+    """The profiler times CUDA kernels with CUDA events and an L2 flush (see timing.py)."""
+    if backend.name != NAME:
+        return None
+    from .timing import CudaEventTimer
+
+    return CudaEventTimer()

@@ -151,3 +151,12 @@ def tilecore_launcher(backend, artifact):
         return None
     from .launcher import NPULauncher
     return NPULauncher(artifact.blobs["program"], artifact.meta.get("config"), artifact.meta.get("dyn_vars", ()))
+
+
+@hookimpl
+def tilecore_timer(backend):
+    """The profiler times NPU kernels in simulated cycles (see timing.py)."""
+    if backend.name != NAME:
+        return None
+    from .timing import SimulatedCyclesTimer
+    return SimulatedCyclesTimer()
