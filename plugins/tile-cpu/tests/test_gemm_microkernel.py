@@ -15,9 +15,14 @@ import numpy as np
 import pytest
 
 import tilecore
+import tilecore.language as T
 from tilecore.diagnostics import TileCompileError, TileRuntimeError
+from tilecore.ir import nodes as N
+from tilecore.ir.visitor import walk_stmts
+from tilecore.runtime.api import lower
 from tilecore.testing import assert_matches_reference
 from tilecore.testing import gemm_kernel as shared_gemm_kernel
+from tile_cpu.fuse import buffer_mentions, fuse_operand_copies
 from tile_cpu.gemm import MicroTile, cache_blocks, micro_tile
 
 RNG = np.random.default_rng(19)
@@ -45,6 +50,50 @@ def test_cache_blocked_gemm_matches_reference(dtype, accum):
     M, N, K = 300, 40, 600
     f = gemm(M, N, K, 300, 40, 600, dtype, accum)
     assert_matches_reference(f, [rand((M, K), dtype), rand((K, N), dtype)], backend="cpu", out_idx=[-1])
+
+
+def copies_left_in_main_loop(func):
+    """T.copy statements of the pipelined loop after fuse_operand_copies (the cpu pass pipeline's IR)."""
+    lowered, _ = lower(func, target="cpu")
+    loop = next(st for st in walk_stmts(lowered.body) if isinstance(st, N.For) and st.kind == "pipelined")
+    fused = fuse_operand_copies(loop.body, buffer_mentions(lowered.body))
+    return [st for st in fused if isinstance(st, N.Copy)]
+
+
+@pytest.mark.parametrize("dtype,accum,kept", [("float32", "float32", 1), ("bfloat16", "float32", 0),
+                                              ("int8", "int32", 0)])
+def test_staged_operands_are_read_from_the_tensor(dtype, accum, kept):
+    """Whole-tile copies only the gemm reads: B's always go, A's where A is packed (converted) anyway."""
+    f = gemm(128, 192, 96, 64, 64, 32, dtype, accum)  # every copy proven in bounds
+    assert len(copies_left_in_main_loop(f)) == kept
+    assert_matches_reference(f, [rand((128, 96), dtype), rand((96, 192), dtype)], backend="cpu", out_idx=[-1])
+
+
+@tilecore.jit(out_idx=[-1])
+def gemm_reusing_b_tile(M, N, K, bm=32, bn=32, bk=16):
+    """B_s is read again after the gemm: its staging copy must stay."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float32")
+            B_s = T.alloc_shared((bk, bn), "float32")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_f)
+                for i, j in T.Parallel(bm, bn):
+                    C_f[i, j] = C_f[i, j] + B_s[0, j]
+            T.copy(C_f, C[by * bm, bx * bn])
+    return main
+
+
+def test_staging_tile_read_elsewhere_keeps_its_copy():
+    f = gemm_reusing_b_tile.prim_func(64, 64, 48)
+    assert len(copies_left_in_main_loop(f)) == 2
+    assert_matches_reference(f, [rand((64, 48), "float32"), rand((48, 64), "float32")], backend="cpu",
+                             out_idx=[-1])
 
 
 def test_cache_blocks_follow_the_caches():

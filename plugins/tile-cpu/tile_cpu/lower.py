@@ -4,7 +4,9 @@
   its thread pool; each block's shared/fragment/local buffers are allocated
   inside the loop body, so every worker has its own.
 * T.gemm: packed panels and a register-blocked micro-kernel sized for the
-  target's ISA (tile_cpu.gemm).
+  target's ISA (tile_cpu.gemm); operands staged by a T.copy from a global
+  tensor only for that gemm are read from the tensor (tile_cpu.fuse); a
+  T.Pipelined loop prefetches its next tiles (tile_cpu.prefetch).
 * Atomics: calls into support.c (compare-and-swap loops, real atomics).
 * T.print: calls into support.c (printf + fflush).
 """
@@ -20,6 +22,7 @@ from tilecore.lowering.intrinsics import IntrinsicTable, dtype_of
 from tilecore.lowering.tir_expr import cast_to, round_to_bfloat16, tir_const
 from tilecore.lowering.tir_stmt import TirLowering, seq
 
+from .fuse import buffer_mentions, fuse_operand_copies
 from .gemm import lower_gemm, micro_tile
 from .prefetch import global_copies, prefetch_next
 
@@ -35,6 +38,7 @@ class CpuLowering(TirLowering):
         self.vector_bits = vector_bits
         self.vector_regs = vector_regs
         self.caches = caches or {"l1": 32 * 1024, "l2": 512 * 1024, "l3": 8 * 1024 * 1024}
+        self.mentions = buffer_mentions(func.body)  # for fuse_operand_copies
         self.block_vars = []  # lowered block indices, for T.print
         self.needs_support = False  # calls into support.c (atomics, print): link it in
         self.dynamic_schedule = True  # blocks taken from an atomic counter (see lower_Kernel)
@@ -99,6 +103,10 @@ class CpuLowering(TirLowering):
         return seq([tx.AllocBuffer(counter), tx.BufferStore(counter, tir_const(0, "int32"), [0]),
                     tx.For(task, 0, tasks, tx.ForKind.PARALLEL,
                            seq([tx.AllocBuffer(current), take(), loop]))])
+
+    def lower_body(self, body: N.Body) -> tx.Stmt:
+        """Statements as the shared lowering does, GEMM operands taken from global where staged."""
+        return super().lower_body(fuse_operand_copies(body, self.mentions))
 
     # ----------------------------------------------------------------- pipelined loops
     def lower_For(self, s: N.For):
