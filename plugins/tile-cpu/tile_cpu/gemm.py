@@ -30,6 +30,8 @@ from tilecore.ir.types import bits, is_float
 from tilecore.lowering.tir_expr import cast_to, tir_const
 from tilecore.lowering.tir_stmt import accum_dtype, seq
 
+from .prefetch import CACHE_LINE, LOCALITY_L1, prefetch
+
 
 @dataclass(frozen=True)
 class MicroTile:
@@ -214,7 +216,12 @@ class _MicroKernel:
                 acc, tx.BufferLoad(acc, [j2]) + a * b_val(kstart + k, j2), [j2])))
             store_c.append(tx.For(j3, 0, nr, tx.ForKind.VECTORIZED, low.store(
                 tc, tx.BufferLoad(acc, [j3]), c_idx(row0 + i, col0 + j3))))
-        return seq([tx.AllocBuffer(a) for a in accs] + load_c
+        # the next row block's C lines while this one computes: a large C tile (256 x 512 fp32
+        # is all of Zen 3's L2) otherwise waits on L3 at the start of every block
+        per_line = max(1, CACHE_LINE * 8 // bits(acc_t))
+        ahead = [prefetch(tc, c_idx(row0 + mr + i, col0 + j * per_line), LOCALITY_L1)
+                 for i in range(mr) for j in range(-(-nr // per_line))]
+        return seq([tx.AllocBuffer(a) for a in accs] + load_c + ahead
                    + [tx.For(k, 0, klen, tx.ForKind.SERIAL, seq(fma))] + store_c)
 
 

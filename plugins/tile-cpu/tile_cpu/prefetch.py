@@ -20,7 +20,8 @@ from tilecore.lowering.tir_expr import tir_const
 from tilecore.lowering.tir_stmt import seq
 
 CACHE_LINE = 64
-LOCALITY_L2 = 2  # llvm.prefetch locality: 3 = all levels (prefetcht0), 2 = L2 and out (prefetcht1)
+LOCALITY_L1 = 3  # llvm.prefetch locality: 3 = all levels (prefetcht0), 2 = L2 and out (prefetcht1)
+LOCALITY_L2 = 2
 
 
 def global_copies(body) -> List[N.Copy]:
@@ -47,6 +48,13 @@ def prefetch_next(low, loop: N.For, var, copies: List[N.Copy], max_bytes: int):
     return tx.IfThenElse(tx.LT(nxt, end), seq(fetches), None)
 
 
+def prefetch(tb, indices, locality: int):
+    """A prefetch (for reading) of the cache line holding tb[indices]."""
+    return tx.Evaluate(tx.call_llvm_intrin("void", "llvm.prefetch.p0", tx.address_of(tx.BufferLoad(tb, list(indices))),
+                                           tir_const(0, "int32"), tir_const(locality, "int32"),
+                                           tir_const(1, "int32")))
+
+
 def _tile_bytes(region: N.Region) -> int:
     size = bits(region.buffer.dtype) // 8 or 1
     for e in region.extents:
@@ -64,9 +72,7 @@ def _prefetch_region(low, region: N.Region):
     line = low.fresh("pl")
     lines = -(-region.extents[-1] // per_line)
     idx = [st + r for st, r in zip(starts[:-1], rows)] + [starts[-1] + line * per_line]
-    call = tx.Evaluate(tx.call_llvm_intrin("void", "llvm.prefetch.p0", tx.address_of(tx.BufferLoad(tb, idx)),
-                                           tir_const(0, "int32"), tir_const(LOCALITY_L2, "int32"),
-                                           tir_const(1, "int32")))
+    call = prefetch(tb, idx, LOCALITY_L2)
     body = tx.For(line, 0, lines, tx.ForKind.UNROLLED if lines <= 8 else tx.ForKind.SERIAL, call)
     for r, ext in reversed(list(zip(rows, region.extents[:-1]))):
         body = tx.For(r, 0, ext, tx.ForKind.SERIAL, body)
