@@ -89,7 +89,7 @@ class Backend:
     def accepts_target(self, target: str) -> bool:
         """Whether `target` names this backend: its name, a listed target, or another
         `name:variant` when it lists variants (its codegen then checks the variant).
-        A backend that lists no variants (e.g. "cpu") accepts none: "cpu:sm_90" is a mistake."""
+        A backend that lists no variants (e.g. "reference") accepts none: "reference:x" is a mistake."""
         if target == self.name or target in self.targets:
             return True
         has_variants = any(t.startswith(self.name + ":") for t in self.targets)

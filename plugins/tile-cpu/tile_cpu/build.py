@@ -16,43 +16,32 @@ from typing import Any, Dict, Optional
 _HERE = os.path.dirname(os.path.abspath(__file__))
 SUPPORT_C = os.path.join(_HERE, "support.c")
 _lock = threading.Lock()
-_host: Optional[Dict[str, Any]] = None
+_targets: Dict[str, Dict[str, Any]] = {}
 
 
 def host_info() -> Dict[str, Any]:
-    """The host CPU as LLVM sees it: triple, cpu name, vector width in bits, LLVM version."""
-    global _host
-    if _host is None:
-        import tvm
-        from tvm.target import codegen
+    """The host CPU as LLVM sees it (tile_cpu.target.describe("cpu"))."""
+    return target_info("cpu")
 
-        cpu = codegen.llvm_get_system_cpu()
-        triple = codegen.llvm_get_system_triple()
-        target = tvm.target.Target({"kind": "llvm", "mcpu": cpu})
-        try:
-            width = int(codegen.llvm_get_vector_width(target))
-        except Exception:  # an LLVM that cannot tell: the portable minimum
-            width = 128
-        if width <= 0:
-            width = 128
-        mattr = []
-        try:
-            # LLVM tunes many AVX-512 CPUs to prefer 256-bit vectors (a guard against clock
-            # throttling on old parts); tile loops are long and dense, so use the full width.
-            if codegen.llvm_cpu_has_features(["avx512f"], target):
-                mattr = ["-prefer-256-bit"]
-        except Exception:
-            pass
-        _host = {"cpu": cpu, "triple": triple, "vector_bits": width, "mattr": mattr,
-                 "llvm": str(codegen.llvm_version_major()), "tvm": tvm.__version__}
-    return _host
+
+def target_info(target: str = "cpu") -> Dict[str, Any]:
+    """A `cpu[:mcpu[,+feat...]]` target as LLVM sees it: triple, cpu, ISA facts (cached)."""
+    with _lock:
+        info = _targets.get(target)
+    if info is None:
+        from .target import describe
+
+        info = describe(target)
+        with _lock:
+            _targets[target] = info
+    return info
 
 
 def target_dict(info: Dict[str, Any]) -> Dict[str, Any]:
-    target = {"kind": "llvm", "mcpu": info["cpu"], "mtriple": info["triple"]}
-    if info.get("mattr"):
-        target["mattr"] = list(info["mattr"])
-    return target
+    """The TVM target dict of a target_info result."""
+    from .target import llvm_target
+
+    return llvm_target(info)
 
 
 def compiler() -> Optional[str]:
@@ -93,7 +82,11 @@ def support_object(workdir: str) -> str:
 
 
 def build_shared_library(prim_func, name: str, info: Dict[str, Any], with_support: bool = True):
-    """tvm.compile the PrimFunc for the host; return (library bytes, LLVM IR text, assembly text)."""
+    """tvm.compile the PrimFunc for `info`'s target; return (library bytes, LLVM IR text, assembly text).
+
+    For a target whose code cannot run here (another CPU, cross-compilation) the
+    library is None: only the LLVM IR and the assembly are produced.
+    """
     import tvm
 
     mod = tvm.IRModule({name: prim_func})
@@ -108,6 +101,8 @@ def build_shared_library(prim_func, name: str, info: Dict[str, Any], with_suppor
         asm = host_mod.inspect_source("s")
     except Exception:
         asm = ""
+    if not info.get("runs_here", True):
+        return None, llvm_ir, asm
     with tempfile.TemporaryDirectory(prefix="tile-cpu-") as work:
         addons = [support_object(work)] if with_support else []
         so = os.path.join(work, f"{name}.so")

@@ -15,6 +15,8 @@ from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainSt
 from . import __version__
 
 NAME = "cpu"
+# named CPUs for cross-compilation; any other `cpu:<mcpu>[,+feat,-feat]` LLVM knows works too
+CROSS_TARGETS = ("cpu:znver3", "cpu:sapphirerapids", "cpu:neoverse-v2")
 PRIORITY = 0  # the default where no accelerator backend has a device
 OPTIONS = (Option("source", str, "llvm", "what kernel.source shows", choices=("llvm", "asm")),)
 # Per-block shared + fragment storage is allocated on the worker's stack or heap for every block;
@@ -94,7 +96,7 @@ def make_backend() -> Backend:
 
     return Backend(
         name=NAME,
-        targets=(NAME,),
+        targets=(NAME,) + CROSS_TARGETS,
         ir_versions=(TILE_IR_VERSION,),
         capabilities=Capabilities(
             features=frozenset(ALL_FEATURES),
@@ -176,14 +178,19 @@ def tilecore_codegen(backend, module, options):
     from tilecore.diagnostics import TileCompileError
     from tilecore.lowering.intrinsics import IntrinsicTable
 
-    from .build import build_shared_library, host_info
+    from .build import build_shared_library, target_info
     from .lower import CpuLowering
+    from .target import CpuTargetError
 
     func = module.func
-    info = host_info()
+    try:
+        info = target_info(module.target)
+    except CpuTargetError as err:
+        raise TileCompileError(str(err), func.span, func.source) from None
     table = IntrinsicTable(_collect("tilecore_intrinsics", backend))
     rules = _collect("tilecore_lowering_rules", backend)
-    lowering = CpuLowering(func, table, vector_bits=info["vector_bits"], rules=rules)
+    lowering = CpuLowering(func, table, vector_bits=info["vector_bits"], rules=rules,
+                           vector_regs=info["vector_regs"], caches=info["caches"])
     prim = lowering.lower_function()
     try:
         blob, llvm_ir, asm = build_shared_library(prim, func.name, info, with_support=lowering.needs_support)
@@ -199,7 +206,22 @@ def tilecore_codegen(backend, module, options):
                             "checks": lowering.checks, "user_source": func.source}
     return Artifact(backend=NAME, target=module.target, entry=func.name,
                     source=asm if show == "asm" else llvm_ir,
-                    blobs={"kernel.so": blob}, meta=meta)
+                    blobs={"kernel.so": blob} if blob is not None else {}, meta=meta)
+
+
+def _compile_only_launch(artifact):
+    """A launch that explains why a cross-compiled kernel does not run on this host."""
+    from tilecore.diagnostics import TileRuntimeError
+
+    info = artifact.meta.get("host", {})
+
+    def launch(args, bindings=None):
+        raise TileRuntimeError(f"kernel {artifact.entry!r} was compiled for {artifact.target} ({info.get('cpu')}, "
+                               f"{info.get('triple')}), which this host cannot run; its code is in "
+                               f"kernel.source (compile with source='asm' for assembly)")
+    launch.native = None
+    launch.function = None
+    return launch
 
 
 @hookimpl
@@ -216,7 +238,9 @@ def tilecore_launcher(backend, artifact):
     from .build import library_file, load_library
     from .runtime import make_launch
 
-    blob = artifact.blobs["kernel.so"]  # from a cache entry whose keyed digest was checked
+    blob = artifact.blobs.get("kernel.so")  # from a cache entry whose keyed digest was checked
+    if blob is None:  # compiled for another CPU (cross-compilation): code to inspect, not to run
+        return _compile_only_launch(artifact)
     params = artifact.meta.get("params") or []
     caller = native.load(library_file(blob), artifact.entry, len(params),
                          with_error=artifact.meta.get("checks") is not None)
