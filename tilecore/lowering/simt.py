@@ -44,6 +44,11 @@ from .simt_plan import KernelPlan, choose_anchor, plan_for_target
 from .target import TargetDescription
 from .tir_expr import ExprLowerer, cast_to, nan_max, nan_min, tir_const
 
+# Lanes one shuffle reduction spans; a wider warp (a 64-lane wave) reduces as groups of 32 (taking
+# the target's warp_size here would change ROCm code that no AMD GPU here can check).
+REDUCE_LANES = 32
+MMA_WARP = 32  # lanes of the warp that owns an m16n8 `MmaLayout` tile (the layout's definition)
+
 
 @dataclass
 class LoweredKernel:
@@ -261,6 +266,10 @@ class SimtLowering:
             return view, [self.smem_offset(buf.name, indices)]
         if st == "reg":
             return view, [self.reg_index(buf.name)]
+        if st == "owned":
+            owner = self.plan.owners[buf.name]
+            raise AssertionError(f"buffer {buf.name} is held by the rule {getattr(owner, 'name', owner)!r}, "
+                                 "which must lower every statement that touches it")
         return view, [self.rep_index(buf, indices)]
 
     def make_view_fn(self, buf: N.Buffer):
@@ -382,6 +391,8 @@ class SimtLowering:
                 IRBuilder.name(name, arr)
                 self.views[name] = arr
                 self.ex.bind_buffer(name, self.make_view_fn(b))
+            elif st == "owned":
+                self.plan.owners[name].allocate(self, b)
         self.alloc_shared(smem)
 
     def storage_dtype(self, dtype: str) -> str:
@@ -435,12 +446,12 @@ class SimtLowering:
             IRBuilder.name("reduce_scratch", self.scratch)
 
     def _scratch_size(self):
-        # (warps, rows) float32 partials for cross-warp row reductions
+        """Bytes of the cross-warp reduction scratch: (warps of REDUCE_LANES, rows) float32 partials."""
         rows = 1
         for s in walk_stmts(self.kernel.body):
             if isinstance(s, N.Reduce):
                 rows = max(rows, prod(s.dst.shape))
-        return 4 * max(1, self.threads // 32) * rows
+        return 4 * max(1, self.threads // REDUCE_LANES) * rows
 
     # ------------------------------------------------------------------ statements
     def emit_body(self, stmts):
@@ -876,9 +887,9 @@ class SimtLowering:
         st = self.plan.storage[r.dst.name]
         rows = prod(dshape)
         group = 1
-        while group * 2 <= min(32, self.threads // max(rows, 1)) and group * 2 <= src.shape[r.dim]:
+        while group * 2 <= min(REDUCE_LANES, self.threads // max(rows, 1)) and group * 2 <= src.shape[r.dim]:
             group *= 2
-        if st == "smem" and self.plan.storage[src.name] == "smem" and group > 1 and self.threads % 32 == 0:
+        if st == "smem" and self.plan.storage[src.name] == "smem" and group > 1 and self.threads % REDUCE_LANES == 0:
             return self.emit_group_reduce(r, dshape, keep, wide, group)
         if st == "reg":
             self.iterate_layout(dst_l, lambda idx: element(list(idx)))
@@ -969,18 +980,18 @@ class SimtLowering:
                 acc()
         g = dst_l.group
         with B.unroll(0, L) as i:
-            m = min(g, 32) // 2
+            m = min(g, REDUCE_LANES) // 2
             while m >= 1:
                 sh = B.Bind(self.shuffle_xor(part[i], tir_const(m, "int32")))  # once: _combine repeats operands
                 B.buffer_store(part, self._combine(r.kind, part[i], sh), [i])
                 m //= 2
-        if g > 32:
+        if g > REDUCE_LANES:
             if wide != "float32":
                 raise self.unsupported(f"cross-warp reduction in {wide}", r)
-            gw = g // 32
-            warp = tx.floordiv(self.t, 32)
+            gw = g // REDUCE_LANES
+            warp = tx.floordiv(self.t, REDUCE_LANES)
             self.sync()
-            with B.If(tx.floormod(self.t, 32) == 0):
+            with B.If(tx.floormod(self.t, REDUCE_LANES) == 0):
                 with B.Then():
                     with B.unroll(0, L) as i:
                         B.buffer_store(self.scratch, part[i], [warp * L + i])
@@ -1018,7 +1029,7 @@ class SimtLowering:
                 raise self.unsupported(f"cross-warp reduction in {wide}", r)
             # partials of each warp column -> scratch[warp_n, row]; then every owner combines them
             self.sync()
-            lane, warp = self.t % 32, self.t // 32
+            lane, warp = self.t % MMA_WARP, self.t // MMA_WARP
             wn_i = warp % src_l.wn
             with B.unroll(0, src_l.MI) as mi:
                 with B.unroll(0, 2) as h:
