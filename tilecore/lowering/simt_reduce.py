@@ -49,6 +49,16 @@ class SimtReductions:
             return nan_max(a, b)  # NaN propagates (docs/semantics.md)
         return nan_min(a, b)
 
+    def _reduce_input(self, r: N.Reduce, idx, k, keep: bool, wide: str):
+        """Element `k` along `r.dim` of the source line that ends at output `idx`, in `wide`."""
+        si = list(idx)
+        if keep:
+            si[r.dim] = k
+        else:
+            si.insert(r.dim, k)
+        view, sidx = self.access(r.src, si)
+        return cast_to(tx.BufferLoad(view, sidx), wide)
+
     def emit_Reduce(self, r: N.Reduce):
         """Portable reduction: thread-local rows of register layouts, shuffles within lane
         groups, shared memory across warps; else one owner per output element."""
@@ -69,13 +79,7 @@ class SimtReductions:
             tmp = B.alloc_buffer((1,), wide, scope="local")
             B.buffer_store(tmp, self._identity(r.kind, wide), [0])
             with B.serial(0, src.shape[r.dim]) as k:
-                si = list(idx)
-                if keep:
-                    si[r.dim] = k
-                else:
-                    si.insert(r.dim, k)
-                view, sidx = self.access(src, si)
-                v = cast_to(tx.BufferLoad(view, sidx), wide)
+                v = self._reduce_input(r, idx, k, keep, wide)
                 if r.kind in ("abssum", "absmax"):
                     v = tx.abs(v) if is_float(wide) else tx.Select(v < tir_const(0, wide), tir_const(0, wide) - v, v)
                 B.buffer_store(tmp, self._combine(r.kind, tmp[0], v), [0])
@@ -118,13 +122,7 @@ class SimtReductions:
                         k = kk * group + lane
                         with B.If(k < L):
                             with B.Then():
-                                si = list(idx)
-                                if keep:
-                                    si[r.dim] = k
-                                else:
-                                    si.insert(r.dim, k)
-                                view, sidx = self.access(src, si)
-                                v = cast_to(tx.BufferLoad(view, sidx), wide)
+                                v = self._reduce_input(r, idx, k, keep, wide)
                                 if r.kind in ("abssum", "absmax"):
                                     v = tx.abs(v)
                                 B.buffer_store(part, self._combine(r.kind, part[0], v), [0])
