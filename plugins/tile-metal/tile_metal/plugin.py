@@ -84,12 +84,15 @@ def tilecore_register_backends(register):
 
 @hookimpl
 def tilecore_lowering_rules(backend, rules):
-    """tile-metal's rule: T.gemm on simdgroup matrices."""
+    """tile-metal's rule: T.gemm on simdgroup matrices (also the fills and copies of the
+    accumulators it holds in simdgroup registers)."""
     if backend.name != NAME:
         return
     from .simdgroup import SimdgroupGemm
 
-    rules.add("Gemm", SimdgroupGemm())
+    rule = SimdgroupGemm()
+    for op in ("Gemm", "Fill", "Copy"):
+        rules.add(op, rule)
 
 
 @hookimpl
