@@ -117,10 +117,11 @@ _WRAPPING_INTS = {"int8": "uint8", "int16": "uint16"}
 
 def wrapping_arith(op: str, a, b, dtype: str):
     """a op b for signed `dtype` with two's complement wrapping (no signed-overflow poison)."""
+    # same-width casts, not reinterpret: TVM's codegen refuses a reinterpret that folding turned into 0
     u = _WRAPPING_INTS[dtype]
-    ua, ub = tx.reinterpret(u, a), tx.reinterpret(u, b)
+    ua, ub = tx.Cast(u, a), tx.Cast(u, b)
     r = ua + ub if op == "+" else ua - ub if op == "-" else ua * ub
-    return tx.reinterpret(dtype, r)
+    return tx.Cast(dtype, r)
 
 
 def is_float_dtype(dtype: str) -> bool:
