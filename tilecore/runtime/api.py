@@ -284,7 +284,11 @@ def _code_fingerprint(backend: Backend) -> str:
     top = sys.modules.get((getattr(module, "__name__", "") or "").split(".")[0])
     top_file = getattr(top, "__file__", None)
     if top_file and top is not sys.modules.get("tilecore"):
-        folders.append(os.path.dirname(os.path.abspath(top_file)))
+        if hasattr(top, "__path__"):  # a package: all of it
+            folders.append(os.path.dirname(os.path.abspath(top_file)))
+        else:  # a single-module plugin: that file (never the whole folder it sits in)
+            with open(top_file, "rb") as f:
+                h.update(f.read())
     for folder in folders:
         _package_digest(folder, h)
     if backend.toolchain_fingerprint is not None:
