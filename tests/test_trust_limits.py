@@ -83,7 +83,7 @@ def test_static_shape_past_int32_is_a_compile_error():
         with T.Kernel(1) as bx:
             B[0] = A[7]
     for target in ("cpu", "npu"):  # cpu used to leak "Literal value 2147488281 exceeds range of int32"
-        with pytest.raises(TileCompileError, match="parameter 'A' has 2147487744 elements.*32-bit") as info:
+        with pytest.raises(TileCompileError, match="dimension 0 of 'A' has 2147487744 elements.*32-bit") as info:
             tilecore.compile(huge, target=target)
         assert "T.Tensor((2 ** 31 + 4096,)" in str(info.value)
 
@@ -144,3 +144,20 @@ def test_gigabyte_fragment_on_cpu_is_a_compile_error():
     with pytest.raises(TileCompileError, match="needs 1073741824 bytes but backend cpu allows 268435456") as info:
         tilecore.compile(huge_fragment, target="cpu", out_idx=[-1])
     assert 'T.alloc_fragment((16384, 16384), "float32")' in str(info.value)
+
+
+def test_dynamic_array_with_more_than_int32_elements_is_refused():
+    """Flat offsets of dynamically shaped arrays are int32 on the TVM backends: a 2-D array whose
+    dimensions each fit but whose element count does not would wrap."""
+    N2 = T.dynamic("N2")
+
+    @T.prim_func
+    def rows(A: T.Tensor((N2, 65536), "int8"), C: T.Tensor((N2, 65536), "int8")):
+        with T.Kernel(N2) as bx:
+            for j in T.Parallel(65536):
+                C[bx, j] = A[bx, j]
+
+    kernel = tilecore.compile(rows, target="npu")
+    a = np.empty((2 ** 15 + 2, 65536), np.int8)  # 2^31 + 2^17 elements, never touched
+    with pytest.raises(TileRuntimeError, match=r"has 2147614720 elements \(shape \(32770, 65536\)\)"):
+        kernel(a, np.empty_like(a))

@@ -89,22 +89,20 @@ def _codegen_options(target: str, out_idx, options: Dict[str, Any],
 
 
 def _check_index_range(func: N.PrimFunc, backend: Backend) -> None:
-    """Refuse a parameter with more elements than the backend's index width can count (dynamic
-    shapes are checked by the Kernel at call time)."""
+    """Refuse a static dimension larger than the backend's index width can count (dynamic ones
+    are checked by the Kernel at call time)."""
     from ..diagnostics import TileCompileError
 
     bits = backend.capabilities.index_bits
     limit = (1 << (bits - 1)) - 1
     for param in func.params:
-        if all(isinstance(n, int) for n in param.shape):
-            count = 1
-            for n in param.shape:
-                count *= n
-            if count > limit:
+        for axis, n in enumerate(param.shape):
+            if isinstance(n, int) and n > limit:
                 raise TileCompileError(
-                    f"parameter {param.name!r} has {count} elements, more than backend {backend.name!r} can "
-                    f"index ({bits}-bit signed indices, at most {limit}); split the work or use a backend "
-                    f"with 64-bit indexing", param.span if param.span.line > 0 else func.span, func.source)
+                    f"dimension {axis} of {param.name!r} has {n} elements, more than backend {backend.name!r} "
+                    f"can index ({bits}-bit signed indices, at most {limit} per dimension); split the work "
+                    f"or use a backend with 64-bit indexing", param.span if param.span.line > 0 else func.span,
+                    func.source)
 
 
 def _ir_json(func: N.PrimFunc) -> str:
@@ -298,7 +296,11 @@ def _code_fingerprint(backend: Backend) -> str:
     top = sys.modules.get((getattr(module, "__name__", "") or "").split(".")[0])
     top_file = getattr(top, "__file__", None)
     if top_file and top is not sys.modules.get("tilecore"):
-        folders.append(os.path.dirname(os.path.abspath(top_file)))
+        if hasattr(top, "__path__"):  # a package: all of it
+            folders.append(os.path.dirname(os.path.abspath(top_file)))
+        else:  # a single-module plugin: that file (never the whole folder it sits in)
+            with open(top_file, "rb") as f:
+                h.update(f.read())
     for folder in folders:
         _package_digest(folder, h)
     if backend.toolchain_fingerprint is not None:

@@ -462,6 +462,7 @@ class Kernel:
                     raise self._param_error(
                         f"{where(param)}: expected shape {_shape_text(param.shape)}, got {tuple(info.shape)} "
                         f"(dimension {axis} must be {want}, not {got})", param)
+            # flat offsets of dynamically shaped arrays are computed at the index width too
             if any(isinstance(s, N.Var) for s in param.shape) and _elements(info.shape) > self._index_limit:
                 raise self._param_error(self._index_message(
                     param, f"has {_elements(info.shape)} elements (shape {tuple(info.shape)})"), param)
@@ -496,7 +497,8 @@ class Kernel:
     def _index_message(self, param: N.Buffer, what: str) -> str:
         bits = self.backend.capabilities.index_bits
         return (f"{self._where(param)}: {what}, more than backend {self.backend.name!r} can index (its "
-                f"kernels use {bits}-bit signed indices, at most {self._index_limit} elements per array); "
+                f"kernels use {bits}-bit signed indices, at most {self._index_limit} per dimension, and per "
+                f"array when its shape is dynamic); "
                 f"split the work into smaller calls or use a backend with 64-bit indexing")
 
     def _where(self, param: N.Buffer) -> str:
