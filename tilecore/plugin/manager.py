@@ -46,7 +46,7 @@ from .hookspecs import PROJECT
 
 ENTRY_POINT_GROUP = "tilecore"
 
-# Plugins that ship inside the tilecore distribution and are always loaded.
+# Plugins that come with the tilecore distribution itself and are always loaded.
 BUILTIN_PLUGINS: Dict[str, str] = {"reference": "tilecore.interp.plugin"}
 
 
