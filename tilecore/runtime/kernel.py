@@ -1,6 +1,7 @@
 """The Kernel: a compiled PrimFunc that checks its arguments, allocates outputs and launches."""
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import sys
@@ -274,10 +275,9 @@ class Kernel:
             plan = self._make_plan(run, allocators)
             if self._written_inputs and len(self.inputs) > 1:
                 plan = self._with_alias_check(plan)
-            else:  # the launcher's one-callable fast path would skip the aliasing check
-                self._remember_fast_call(signature, launch, call_args, bindings,
-                                         tuple((i, allocate, not filled[i]) for i, allocate in allocators))
             self._plans[signature] = plan
+            self._remember_fast_call(signature, launch, call_args, bindings,
+                                     tuple((i, allocate, not filled[i]) for i, allocate in allocators))
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else outputs
@@ -302,6 +302,8 @@ class Kernel:
                 fast = bind_call(call_args, dict(bindings), self._input_index, outputs, self._checked_call)
             except Exception:  # an optional speed-up: the plan stays correct without it
                 fast = None
+        if fast is not None and self._written_inputs and len(self.inputs) > 1:
+            fast = self._with_alias_check(fast)  # the launcher's callable does not know about aliasing
         if fast is not None:
             self._fast_calls[signature] = fast
         self._fast = fast
@@ -311,6 +313,7 @@ class Kernel:
         (a signature says nothing about which memory the arrays are in)."""
         check = self._check_aliasing
 
+        @functools.wraps(plan)  # keeps the wrapped callable visible as __wrapped__
         def checked(inputs):
             check(inputs)
             return plan(inputs)
