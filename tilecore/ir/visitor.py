@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 from . import nodes as N
 
@@ -55,7 +55,49 @@ def walk_stmts(body) -> Iterator[N.Stmt]:
                 yield from walk_stmts(sub)
 
 
-class Transformer:
+def dispatch_method(owner: type, prefix: str, node_type: type) -> Optional[Callable[..., Any]]:
+    """`owner`'s function named `prefix + node_type.__name__`, or None; looked up once per class.
+
+    The cache lives on `owner` itself (not in a module-level table), so visitor
+    classes made on the fly are freed with their cache.
+    """
+    cache = owner.__dict__.get("_tile_dispatch_cache")
+    if cache is None:
+        cache = {}
+        owner._tile_dispatch_cache = cache  # type: ignore[attr-defined]
+    key = (prefix, node_type)
+    if key in cache:
+        return cache[key]  # type: ignore[no-any-return]
+    method = getattr(owner, prefix + node_type.__name__, None)
+    cache[key] = method
+    return method
+
+
+class Dispatcher:
+    """Base of every IR walk that handles node class `C` in a method named `<prefix>C`.
+
+    One walk may use several prefixes (say `stmt_` and `expr_`). Handlers are
+    found by the node's exact class name and cached per visitor class, so a
+    dispatch costs one dict lookup.
+    """
+
+    def handler(self, prefix: str, node: object) -> Optional[Callable[..., Any]]:
+        """The unbound handler of `node` for `prefix` (call it as `h(self, node, ...)`), or None."""
+        return dispatch_method(type(self), prefix, type(node))
+
+    def dispatch(self, prefix: str, node: object, *args: Any) -> Any:
+        """Call `self.<prefix><ClassName>(node, *args)`; `no_handler` decides when there is none."""
+        method = dispatch_method(type(self), prefix, type(node))
+        if method is None:
+            return self.no_handler(prefix, node, *args)
+        return method(self, node, *args)
+
+    def no_handler(self, prefix: str, node: object, *args: Any) -> Any:
+        """What `dispatch` does for a node class without a handler: a TypeError naming both."""
+        raise TypeError(f"{type(self).__name__} has no {prefix}{type(node).__name__}")
+
+
+class Transformer(Dispatcher):
     """Rebuilds a tree bottom-up; override `visit_<ClassName>` to rewrite nodes.
 
     A visit method receives the node with its children already transformed and
@@ -73,8 +115,8 @@ class Transformer:
         if not _is_node(node):
             return node
         node = self.generic(node)
-        method = getattr(self, "visit_" + type(node).__name__, None)
-        return method(node) if method else node
+        method = self.handler("visit_", node)
+        return method(self, node) if method else node
 
     def visit_body(self, body):
         out = []
