@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from . import nodes as N
 
-_CHILD_CACHE: dict = {}
+_CHILD_CACHE: Dict[type, Tuple[str, ...]] = {}
 
 
-def _child_fields(cls):
+def _child_fields(cls: type) -> Tuple[str, ...]:
     names = _CHILD_CACHE.get(cls)
     if names is None:
         names = tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("span", "source"))
@@ -17,11 +17,11 @@ def _child_fields(cls):
     return names
 
 
-def _is_node(x) -> bool:
+def _is_node(x: object) -> bool:
     return dataclasses.is_dataclass(x) and not isinstance(x, type) and not isinstance(x, N.Span)
 
 
-def children(node):
+def children(node: Any) -> Iterator[Any]:
     """Direct child nodes (expressions, statements, buffers, regions) of `node`."""
     for name in _child_fields(type(node)):
         value = getattr(node, name)
@@ -35,7 +35,7 @@ def children(node):
                     continue
 
 
-def walk(node) -> Iterator:
+def walk(node: Any) -> Iterator[Any]:
     """Pre-order iteration over `node` and everything below it."""
     stack = [node]
     while stack:
@@ -45,7 +45,7 @@ def walk(node) -> Iterator:
         stack.extend(reversed(kids))
 
 
-def walk_stmts(body) -> Iterator[N.Stmt]:
+def walk_stmts(body: Iterable[N.Stmt]) -> Iterator[N.Stmt]:
     """Every statement in a body, pre-order, descending into nested bodies."""
     for s in body:
         yield s
@@ -106,10 +106,10 @@ class Transformer(Dispatcher):
     deletes the statement).
     """
 
-    def __call__(self, node):
+    def __call__(self, node: Any) -> Any:
         return self.visit(node)
 
-    def visit(self, node):
+    def visit(self, node: Any) -> Any:
         if isinstance(node, tuple):
             return self.visit_body(node)
         if not _is_node(node):
@@ -118,8 +118,8 @@ class Transformer(Dispatcher):
         method = self.handler("visit_", node)
         return method(self, node) if method else node
 
-    def visit_body(self, body):
-        out = []
+    def visit_body(self, body: Iterable[Any]) -> Tuple[Any, ...]:
+        out: List[Any] = []
         for s in body:
             r = self.visit(s)
             if isinstance(r, tuple):
@@ -128,8 +128,8 @@ class Transformer(Dispatcher):
                 out.append(r)
         return tuple(out)
 
-    def generic(self, node):
-        changes = {}
+    def generic(self, node: Any) -> Any:
+        changes: Dict[str, Any] = {}
         for name in _child_fields(type(node)):
             value = getattr(node, name)
             if _is_node(value):
@@ -146,21 +146,21 @@ class Transformer(Dispatcher):
         return dataclasses.replace(node, **changes) if changes else node
 
 
-def substitute(node, mapping: dict):
+def substitute(node: Any, mapping: Dict[str, Any]) -> Any:
     """Replace Vars (by name) with expressions throughout `node`."""
 
     class _Sub(Transformer):
-        def visit_Var(self, v):
+        def visit_Var(self, v: N.Var) -> Any:
             return mapping.get(v.name, v)
 
     return _Sub().visit(node)
 
 
-def map_exprs(node, fn: Callable):
+def map_exprs(node: Any, fn: Callable[[N.Expr], Any]) -> Any:
     """Apply `fn` to every expression node bottom-up (fn returns a replacement or the node)."""
 
     class _Map(Transformer):
-        def visit(self, n):
+        def visit(self, n: Any) -> Any:
             r = super().visit(n)
             if isinstance(r, N.Expr):
                 return fn(r)
