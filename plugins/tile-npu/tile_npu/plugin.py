@@ -114,7 +114,7 @@ def _collect_rules(backend):
     from tilecore.plugin.manager import get_plugin_manager
 
     from .compiler import default_rules
-    rules = {}
+    rules: dict = {}
     try:
         get_plugin_manager().hook.tilecore_lowering_rules(backend=backend, rules=rules)
     except Exception:  # noqa: BLE001 - a broken third-party rule set must not hide ours

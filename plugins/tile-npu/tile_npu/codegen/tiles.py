@@ -87,9 +87,16 @@ class TileOps:
             self.emit("vtile", func=1, r=(v,), imm=tr)
         self.release(v, *rd)
 
+    def _static_shape(self, buf: N.Buffer) -> Tuple[int, ...]:
+        """`buf`'s shape; on-chip buffers always have one (checked when their segments are made)."""
+        shape = buf.static_shape()
+        if shape is None:
+            raise self.error(f"{buf.name}: on-chip buffers need static shapes")
+        return shape
+
     def _flat_offset(self, region: N.Region) -> int:
         """A register with the element offset of `region`'s start in its buffer."""
-        shape = region.buffer.static_shape()
+        shape = self._static_shape(region.buffer)
         acc = self.li(0)
         stride = 1
         strides = []
@@ -125,9 +132,9 @@ class TileOps:
             raise self.error(f"T.gemm shapes do not agree: A {M}x{K}, B {K2}x{Nn}, C {list(s.c.extents[-2:])}")
         self.sync(reads=[s.a.buffer, s.b.buffer] + ([] if s.clear_accum else [s.c.buffer]),
                   writes=[s.c.buffer])
-        lda = s.a.buffer.static_shape()[-1]
-        ldb = s.b.buffer.static_shape()[-1]
-        ldc = s.c.buffer.static_shape()[-1]
+        lda = self._static_shape(s.a.buffer)[-1]
+        ldb = self._static_shape(s.b.buffer)[-1]
+        ldc = self._static_shape(s.c.buffer)[-1]
         oa, ob, oc = self._flat_offset(s.a), self._flat_offset(s.b), self._flat_offset(s.c)
         sa, sb, sc = self.bufseg[s.a.buffer.name], self.bufseg[s.b.buffer.name], self.bufseg[s.c.buffer.name]
         T_MN, T_K = self.cfg.matrix_max_mn, self.cfg.matrix_max_k

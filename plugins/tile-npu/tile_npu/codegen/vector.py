@@ -48,6 +48,7 @@ class VectorCodegen:
         env = dict(self.env)
 
         def one_chunk(e0_reg, vl_reg):
+            """One strip of `vl_reg` lanes starting at element `e0_reg`."""
             self.emit("setvl", r=(vl_reg, e0_reg))
             self.vctx = ctx
             ext = self.desc(Extents(ctx.extents))
