@@ -55,22 +55,29 @@ def walk_stmts(body: Iterable[N.Stmt]) -> Iterator[N.Stmt]:
                 yield from walk_stmts(sub)
 
 
+_DispatchCache = Dict[Tuple[str, type], Optional[Callable[..., Any]]]
+
+
+def _dispatch_cache(owner: type) -> _DispatchCache:
+    """`owner`'s own handler cache (made on first use; subclasses never share their parent's)."""
+    cache: Optional[_DispatchCache] = owner.__dict__.get("_tile_dispatch_cache")
+    if cache is None:
+        cache = {}
+        owner._tile_dispatch_cache = cache  # type: ignore[attr-defined]
+    return cache
+
+
 def dispatch_method(owner: type, prefix: str, node_type: type) -> Optional[Callable[..., Any]]:
     """`owner`'s function named `prefix + node_type.__name__`, or None; looked up once per class.
 
     The cache lives on `owner` itself (not in a module-level table), so visitor
     classes made on the fly are freed with their cache.
     """
-    cache = owner.__dict__.get("_tile_dispatch_cache")
-    if cache is None:
-        cache = {}
-        owner._tile_dispatch_cache = cache  # type: ignore[attr-defined]
+    cache = _dispatch_cache(owner)
     key = (prefix, node_type)
-    if key in cache:
-        return cache[key]  # type: ignore[no-any-return]
-    method = getattr(owner, prefix + node_type.__name__, None)
-    cache[key] = method
-    return method
+    if key not in cache:
+        cache[key] = getattr(owner, prefix + node_type.__name__, None)
+    return cache[key]
 
 
 class Dispatcher:
@@ -81,13 +88,26 @@ class Dispatcher:
     dispatch costs one dict lookup.
     """
 
+    _tile_dispatch_cache: _DispatchCache = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._tile_dispatch_cache = {}       # every visitor class caches its own handlers
+
     def handler(self, prefix: str, node: object) -> Optional[Callable[..., Any]]:
         """The unbound handler of `node` for `prefix` (call it as `h(self, node, ...)`), or None."""
-        return dispatch_method(type(self), prefix, type(node))
+        key = (prefix, type(node))
+        try:
+            return self._tile_dispatch_cache[key]
+        except KeyError:
+            return dispatch_method(type(self), prefix, type(node))
 
     def dispatch(self, prefix: str, node: object, *args: Any) -> Any:
         """Call `self.<prefix><ClassName>(node, *args)`; `no_handler` decides when there is none."""
-        method = dispatch_method(type(self), prefix, type(node))
+        try:
+            method = self._tile_dispatch_cache[(prefix, type(node))]
+        except KeyError:
+            method = dispatch_method(type(self), prefix, type(node))
         if method is None:
             return self.no_handler(prefix, node, *args)
         return method(self, node, *args)
