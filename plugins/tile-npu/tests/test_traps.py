@@ -4,13 +4,12 @@ import pytest
 
 import tilecore
 import tilecore.language as T
-from tilecore.diagnostics import TileRuntimeError
-
 from tile_npu import isa
 from tile_npu.arch import NPUConfig
 from tile_npu.isa import Program, assemble
 from tile_npu.launcher import NPULauncher
 from tile_npu.simulator import NPUTrap, Simulator
+from tilecore.diagnostics import TileRuntimeError
 
 
 def gemm_kernel():

@@ -25,7 +25,9 @@ def _build_id() -> str:
     import hashlib
     import pathlib
     h = hashlib.sha256()
-    for f in sorted(pathlib.Path(__file__).parent.glob("*.py")):
+    here = pathlib.Path(__file__).parent
+    for f in sorted(here.rglob("*.py")):        # the codegen package included
+        h.update(str(f.relative_to(here)).encode())
         h.update(f.read_bytes())
     return f"{__version__}+{h.hexdigest()[:10]}"
 
@@ -112,8 +114,9 @@ def tilecore_intrinsics(backend, table):
 
 def _collect_rules(backend):
     from tilecore.plugin.manager import get_plugin_manager
+
     from .compiler import default_rules
-    rules = {}
+    rules: dict = {}
     try:
         get_plugin_manager().hook.tilecore_lowering_rules(backend=backend, rules=rules)
     except Exception:  # noqa: BLE001 - a broken third-party rule set must not hide ours
