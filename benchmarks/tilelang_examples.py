@@ -94,7 +94,7 @@ def _wrap(fn):
     return call
 for _n in ("randn", "rand", "zeros", "ones", "empty", "full", "arange", "tensor", "randint",
            "zeros_like", "ones_like", "empty_like", "randn_like", "rand_like", "full_like",
-           "randperm", "linspace", "eye", "as_tensor", "empty_strided", "normal", "Generator"):
+           "randperm", "linspace", "eye", "as_tensor", "empty_strided", "normal"):
     if hasattr(torch, _n):
         setattr(torch, _n, _wrap(getattr(torch, _n)))
 _to = torch.Tensor.to
