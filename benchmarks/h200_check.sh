@@ -4,6 +4,7 @@
 #   bash benchmarks/h200_check.sh bench [SECTIONS] -> benchmarks/cuda_bench.py
 #   bash benchmarks/h200_check.sh launch  -> launcher/Kernel tests (GPU and not), the overhead section
 #   bash benchmarks/h200_check.sh wgmma   -> wgmma tests (GPU and not), the gemm_quickstart section
+#   bash benchmarks/h200_check.sh autotune  -> benchmarks/autotune_h200.py (quickstart GEMM 8192^3, 108 configs)
 # Logs and JSON go to $OUT (the device tool's result folder), else /tmp/h200.
 set -u
 OUT=${OUT:-/tmp/h200}
@@ -17,9 +18,12 @@ case "${1:-tests}" in
     tail -25 "$OUT/pytest_gpu.txt"
     timeout 240 python3 examples/run_all.py --target cuda > "$OUT/examples_cuda.txt" 2>&1
     tail -20 "$OUT/examples_cuda.txt"
-    if [ -d .gpu/bundle2 ]; then
-      timeout 120 python3 -m tilecore.cli conformance run-bundle .gpu/bundle2 --report "$OUT/conformance_cuda.json" \
-        > "$OUT/conformance_cuda.txt" 2>&1
+    # a bundle built here by `tile conformance build-bundle cuda:sm_90a DIR`, with the digest it printed
+    bundle=${BUNDLE:-.gpu/bundle}
+    if [ -d "$bundle" ]; then
+      timeout "${BUNDLE_TIMEOUT:-150}" python3 -m tilecore.cli conformance run-bundle "$bundle" \
+        --expect-digest "${BUNDLE_DIGEST:?set BUNDLE_DIGEST to the digest build-bundle printed}" \
+        --report "$OUT/conformance_cuda.json" > "$OUT/conformance_cuda.txt" 2>&1
       tail -8 "$OUT/conformance_cuda.txt"
     fi
     ;;
@@ -52,5 +56,9 @@ for r in json.load(open('$OUT/cuda_bench_gemm.json'))['results']:
     timeout 560 python3 benchmarks/cuda_bench.py --only "${2:-overhead,softmax,layernorm,attention,gemm}" \
       --out "$OUT/cuda_bench.json" > "$OUT/cuda_bench.log" 2>&1
     grep -v '^{"gpu' "$OUT/cuda_bench.log" | cut -c1-260 | tail -60
+    ;;
+  autotune)
+    timeout 570 python3 benchmarks/autotune_h200.py --out "$OUT" > "$OUT/autotune_h200.log" 2>&1
+    cut -c1-200 "$OUT/autotune_h200.log" | tail -40
     ;;
 esac

@@ -12,7 +12,11 @@ def __getattr__(name):
     if name in ("jit", "compile", "Kernel", "default_target", "lower", "trace"):
         from .runtime import api
         return getattr(api, name)
-    if name in ("language", "testing", "plugin", "runtime", "ir", "interp", "passes", "frontend"):
+    if name == "bench":
+        from .profiler import bench
+        return bench
+    if name in ("language", "testing", "plugin", "runtime", "ir", "interp", "passes", "frontend",
+                "profiler", "autotune"):
         import importlib
         return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'tilecore' has no attribute {name!r}")

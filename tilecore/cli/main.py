@@ -1,4 +1,4 @@
-"""The `tile` command: `tile backends`, `tile compile`, `tile trace`, and plugin subcommands.
+"""The `tile` command: `tile backends`, `tile compile`, `tile trace`, `tile bench`, and plugin subcommands.
 
 Built-in subcommands live in the modules named in COMMAND_MODULES (each has
 `add_parser(subparsers)` that sets a `func(args) -> exit code` default).
@@ -14,7 +14,7 @@ import os
 import sys
 from typing import List, Optional
 
-COMMAND_MODULES = ("backends", "compile", "trace", "cache", "new_backend", "lsp")
+COMMAND_MODULES = ("backends", "compile", "trace", "cache", "new_backend", "lsp", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -531,6 +531,27 @@ def _parse_file(filename: str, source: str) -> ast.Module:
     return ast.parse(source, filename)
 
 
+MAX_EXPR_DEPTH = 128  # nested operations in one expression (~150 is where the first backend runs out of stack)
+
+
+def check_expression_depth(node: ast.AST, filename: str, source: str) -> None:
+    """Refuse an expression nested deeper than MAX_EXPR_DEPTH (e.g. hundreds of chained `+`), with
+    the line, before any recursive pass or backend meets it (never a RecursionError)."""
+    stack = [(node, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, ast.expr):
+            depth += 1
+            if depth > MAX_EXPR_DEPTH:
+                raise TileCompileError(
+                    f"expression nested more than {MAX_EXPR_DEPTH} operations deep; split it into several "
+                    f"statements (e.g. accumulate partial sums in a T.alloc_var)",
+                    N.Span(filename, item.lineno, item.col_offset), source)
+        else:
+            depth = 0
+        stack.extend((child, depth) for child in ast.iter_child_nodes(item))
+
+
 def _environment(func, caller_locals) -> dict:
     """Names visible to the kernel body: builtins < globals < the factory's locals < closure."""
     env = dict(vars(builtins))
@@ -567,6 +588,7 @@ def parse_function(func, caller_locals=None) -> N.PrimFunc:
         raise TileCompileError(f"cannot find the definition of {func.__name__} in {filename} "
                                "(was the file changed after it was imported?)",
                                N.Span(filename, code.co_firstlineno), source)
+    check_expression_depth(node, filename, source)
     prim = Parser(node, filename, source, _environment(func, caller_locals),
                   getattr(func, "__annotations__", {})).parse()
     _run_type_check(prim)

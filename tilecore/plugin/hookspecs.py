@@ -181,3 +181,18 @@ def tilecore_cli_commands(subparsers):
     without a traceback and exits with status 1. A plugin whose hook raises
     loses its subcommands (with a warning), never the whole command.
     """
+
+
+@hookspec(firstresult=True)
+def tilecore_timer(backend):
+    """Return a `tilecore.profiler.Timer` that measures kernels of `backend`, or None.
+
+    The profiler (`kernel.get_profiler()`, `tilecore.bench`, `tilecore.autotune`)
+    asks this hook how to time a run: with device events and a cache flush on a
+    GPU, in simulated cycles on a simulator. Without an answer it uses the host
+    wall clock (`tilecore.profiler.Timer`). The Timer may also state the device's
+    peak rates (`Timer.peak`), so the profiler can report a roofline fraction.
+
+    :param backend: the Backend whose kernels are timed (return None for others).
+    :returns: a `tilecore.profiler.Timer`, or None.
+    """
