@@ -35,6 +35,7 @@ class _GivenValuesNarrowTuning:
         self._keys = frozenset(k for c in self._configs for k in c)
         self._tuned = {}  # given (name, value) pairs -> the tuned function for the rest
         self._full = self._narrowed(())
+        self._last = self._full  # the tuned function of the latest call (its report, ...)
 
     def _narrowed(self, given):
         if given not in self._tuned:
@@ -54,10 +55,11 @@ class _GivenValuesNarrowTuning:
         tuned = self._narrowed(given) if given else self._full
         if tuned is None:  # every tuned parameter given, or no config agrees: run as called
             return self._func(*args, **kwargs)
+        self._last = tuned
         return tuned(*args, **kwargs)
 
     def __getattr__(self, name):
-        return getattr(self._full, name)
+        return getattr(self._last, name)
 
 
 def _unavailable_wrapper(func, raiser):
