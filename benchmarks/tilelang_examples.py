@@ -14,7 +14,8 @@ example's own check decides pass or fail. Files are classified before running:
 * tvm-fork: imports TileLang's private TVM fork or its CUDA intrinsics directly;
 * missing:NAME: it imports a package this Python does not have (triton, flash-attn,
   einops, ...; the CUDA-only ones cannot run here at all);
-* cuda-device: it reads the CUDA device's properties (to pick its configuration).
+* cuda-device: it reads the CUDA device's properties (to pick its configuration) or
+  refuses to run without CUDA.
 
 Two rates are printed: the bar's (passes among all files but hopper, tvm-fork and
 not-an-example; files that cannot be imported count as failures) and the rate among
@@ -39,7 +40,8 @@ HOPPER = re.compile(r"alloc_barrier|tma_copy|mbarrier|tcgen05|wgmma|warpgroup|T\
 TVM_FORK = re.compile(r"^\s*(import tvm|from tvm)|tilelang\.(cuda|rocm)\.intrinsics|T\.ptx_|"
                       r"T\.call_extern|tilelang\.intrinsics|from tilelang\.(carver|tileop|engine|"
                       r"transform|tools|contrib|cuda|intrinsics)|T\.call_intrin", re.M)
-CUDA_DEVICE = re.compile(r"torch\.cuda\.(get_device_properties|get_device_capability)")
+CUDA_DEVICE = re.compile(r"torch\.cuda\.(get_device_properties|get_device_capability)|"
+                         r"if not torch\.cuda\.is_available\(\):\s*\n\s*raise")
 IMPORTS = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 
 # Smaller problems for examples whose defaults are too large to interpret: main() keyword

@@ -187,3 +187,27 @@ def test_do_bench_times_a_callable_through_tilecore_profiler():
     assert 1.5 <= ms < 200 and len(calls) >= 3
     low, high = do_bench(lambda: None, quantiles=[0.2, 0.8], _n_warmup=1, _n_repeat=5)
     assert 0 <= low <= high
+
+
+def test_autotune_with_some_tuned_parameters_given_tunes_the_others(monkeypatch):
+    pytest.importorskip("tilecore.autotune")
+    monkeypatch.setenv("TILECORE_TARGET", "reference")
+
+    @tilelang.autotune(configs=[{"block": b, "copies": c} for b in (2, 4) for c in (1, 2)])
+    @tilelang.jit(out_idx=[-1])
+    def scaled(n, block=4, copies=1):
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(tilelang.cdiv(n, block)) as bx:
+                t = T.alloc_fragment((block,), "float32")
+                T.copy(A[bx * block], t)
+                for i in T.Parallel(block):
+                    t[i] = t[i] * (copies + 1)
+                T.copy(t, B[bx * block])
+        return main
+
+    kernel = scaled(8, block=2)
+    tried = [c.config for c in scaled.last_report.candidates]
+    assert tried and all("block" not in c and c["copies"] in (1, 2) for c in tried)  # only copies tuned
+    x = np.arange(8, dtype=np.float32)
+    assert any(np.array_equal(kernel(x), x * k) for k in (2, 3))

@@ -135,3 +135,21 @@ def test_chained_assignment_of_a_kernel_value_is_an_error():
             with T.Kernel(1) as bx:
                 a = b = A[0]
                 A[1] = a + b
+
+
+def test_sizes_are_read_from_tensors_whose_other_dims_are_computed():
+    @tilecore.jit(target="reference")
+    def grouped(Q, K, groups=2):
+        heads, seq = T.const("heads, seq")
+        kv_heads = heads // groups         # computed from a T.const: known only once heads is
+        Q: T.Tensor((heads,), "float32")
+        K: T.Tensor((seq, kv_heads), "float32")
+        Out = T.empty((seq, kv_heads), "float32")
+        with T.Kernel(1) as bx:
+            for s, h in T.Parallel(seq, kv_heads):
+                Out[s, h] = K[s, h] + Q[h * groups]
+        return Out
+
+    q = np.arange(4, dtype=np.float32)
+    k = np.ones((3, 2), np.float32)
+    np.testing.assert_array_equal(grouped(q, k), k + q[::2])

@@ -39,6 +39,9 @@ def test_aliases_mean_what_their_long_forms_mean(backend):
 def test_python_level_values_compute_at_parse_time():
     assert T.floordiv(-7, 2) == -4 and T.floormod(-7, 2) == 1
     assert T.float == "float32" and T.dtype("half") == "float16" and T.Serial is T.serial
+    assert isinstance(T.dtype("bf16"), T.DType) and T.dtype("bf16").as_torch is not None
+    annotation = T.dtype | None            # TileLang signatures annotate `dtype: T.dtype | None`
+    assert annotation is not None
 
 
 @settings(max_examples=8, deadline=None)

@@ -133,7 +133,8 @@ class EagerParser(Parser):
         name = node.target.id
         ttype = self.eval(node.annotation)
         if isinstance(ttype, InvalidTensorType):
-            if self.probe:
+            if self.probe:  # a computed size (heads // groups): keep the plain T.const dims
+                self.declared_types[name] = self.probe_type(node.annotation)
                 return []
             raise self.error(f"the tensor '{name}': {ttype.error}", node.annotation)
         if not isinstance(ttype, TensorType) or ttype.scope != "global":
@@ -145,6 +146,14 @@ class EagerParser(Parser):
         self.declared_types[name] = ttype
         self.declared[name] = self.global_buffer(name, ttype, node)
         return []
+
+    def probe_type(self, annotation) -> TensorType:
+        """The declared shape with every dimension that is not a plain size or name as None."""
+        shape = self.eval(annotation.args[0]) if isinstance(annotation, ast.Call) and annotation.args \
+            else ()
+        dims = shape if isinstance(shape, (tuple, list)) else (shape,)
+        kept = tuple(d if isinstance(d, (int, N.Var)) else None for d in dims)
+        return TensorType(kept, "float32")
 
     def global_buffer(self, name: str, ttype: TensorType, node) -> N.Buffer:
         for dim in ttype.shape:

@@ -45,8 +45,10 @@ DTYPE_OBJECTS = {name: globals()[name] for name in DTYPES}
 float = float32  # noqa: A001  (TileLang's T.float is float32)
 
 
-def dtype(name) -> DType:
-    """`T.dtype("float16")`: the dtype object of a name (any accepted spelling)."""
-    from ..ir.types import normalize_dtype
+class dtype(str):  # noqa: N801  (TileLang's name; a class, so `T.dtype | None` annotations work)
+    """`T.dtype("float16")`: the dtype object (a DType) of a name in any accepted spelling."""
 
-    return DType(normalize_dtype(name))
+    def __new__(cls, name) -> DType:
+        from ..ir.types import normalize_dtype
+
+        return DType(normalize_dtype(name))

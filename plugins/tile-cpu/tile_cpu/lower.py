@@ -71,15 +71,18 @@ class CpuLowering(TirLowering):
         return seq([tx.AllocBuffer(cell), tx.BufferStore(cell, value, [0])])
 
     def vectorizable(self, body) -> bool:
-        """The shared rule, and no names in a body that touches bfloat16.
+        """The shared rule, no bool names, and no names in a body that touches bfloat16.
 
         TVM's vectorizer loses a `Bind` name when the vector body stores to a
         bfloat16 buffer (`variables (t,) are used, but are not passed in`), and
-        the one-element buffers of lower_Let stay scalar anyway.
+        the one-element buffers of lower_Let stay scalar anyway. A bool name in a
+        vector body fails in TVM (`IntImm can only take scalar, but boolx8`).
         """
         from tilecore.ir.visitor import walk, walk_stmts
 
         stmts = list(walk_stmts(body))
+        if any(isinstance(st, N.Let) and st.var.dtype == "bool" for st in stmts):
+            return False
         if any(isinstance(st, N.Let) for st in stmts) and any(
                 getattr(n, "dtype", None) == "bfloat16" or
                 getattr(getattr(n, "buffer", None), "dtype", None) == "bfloat16"

@@ -12,7 +12,6 @@ are not defined (an AttributeError), never silent stand-ins.
 from __future__ import annotations
 
 import importlib
-import os
 
 from ...diagnostics import UnsupportedFeatureError
 from ...language import ceildiv as cdiv  # noqa: F401  (Python ints at once; kernel values in a kernel)
@@ -22,7 +21,7 @@ from . import language  # noqa: F401  (tilecore.language itself)
 _LAZY = {
     "AutoTuner": ("tilecore.autotune", "AutoTuner", "TileLang's autotuner (tilelang.autotuner.AutoTuner)"),
 }
-_SUBMODULES = ("testing", "layout", "autotuner", "profiler", "math")
+_SUBMODULES = ("testing", "layout", "autotuner", "profiler", "math", "utils")
 
 
 def __getattr__(name):
@@ -71,4 +70,3 @@ def optional_import(module: str, attr: str, feature: str):
 
 __all__ = ["jit", "compile", "cdiv", "PassConfigKey", "TensorSupplyType", "language", "map_target",
            *_SUBMODULES, *_LAZY]
-del os

@@ -15,29 +15,51 @@ def autotune(*args, **kwargs):
     if not getattr(real, "unavailable", False):
         if len(args) == 1 and callable(args[0]) and not kwargs:
             return real(args[0])
-        decorate = real(*args, **kwargs)
         configs = kwargs.get("configs")
-        keys = frozenset(configs[0]) if isinstance(configs, (list, tuple)) and configs else frozenset()
-        return lambda func: _GivenConfigSkipsTuning(decorate(func), func, keys)
+        if args or not isinstance(configs, (list, tuple)) or not configs:
+            return real(*args, **kwargs)  # configs made by a function: tilecore.autotune's own rules
+        return lambda func: _GivenValuesNarrowTuning(real, kwargs, func)
     if len(args) == 1 and callable(args[0]) and not kwargs:
         return _unavailable_wrapper(args[0], real)
     return lambda func: _unavailable_wrapper(func, real)
 
 
-class _GivenConfigSkipsTuning:
-    """TileLang's rule: a call that passes every tuned parameter runs that configuration
-    without tuning; other calls tune (tilecore.autotune)."""
+class _GivenValuesNarrowTuning:
+    """TileLang's rule for tuned parameters a call passes itself: a call giving every tuned
+    parameter runs that configuration without tuning; one giving some of them tunes the others
+    over the configs that agree with the given values (tilecore.autotune does the tuning)."""
 
-    def __init__(self, tuned, func, keys):
-        self._tuned, self._func, self._keys = tuned, func, keys
+    def __init__(self, real, options, func):
+        self._real, self._options, self._func = real, options, func
+        self._configs = [dict(c) for c in options["configs"]]
+        self._keys = frozenset(k for c in self._configs for k in c)
+        self._tuned = {}  # given (name, value) pairs -> the tuned function for the rest
+        self._full = self._narrowed(())
+        self._last = self._full  # the tuned function of the latest call (its report, ...)
+
+    def _narrowed(self, given):
+        if given not in self._tuned:
+            fixed = dict(given)
+            rest = []
+            for c in self._configs:
+                if all(c.get(k, v) == v for k, v in fixed.items()):
+                    left = {k: v for k, v in c.items() if k not in fixed}
+                    if left not in rest:
+                        rest.append(left)
+            options = dict(self._options, configs=rest)
+            self._tuned[given] = self._real(**options)(self._func) if rest and rest != [{}] else None
+        return self._tuned[given]
 
     def __call__(self, *args, **kwargs):
-        if self._keys and self._keys <= kwargs.keys():
+        given = tuple(sorted((k, kwargs[k]) for k in self._keys if k in kwargs))
+        tuned = self._narrowed(given) if given else self._full
+        if tuned is None:  # every tuned parameter given, or no config agrees: run as called
             return self._func(*args, **kwargs)
-        return self._tuned(*args, **kwargs)
+        self._last = tuned
+        return tuned(*args, **kwargs)
 
     def __getattr__(self, name):
-        return getattr(self._tuned, name)
+        return getattr(self._last, name)
 
 
 def _unavailable_wrapper(func, raiser):
