@@ -1,6 +1,6 @@
 """The `tile conformance ...` subcommands (registered through the tilecore_cli_commands hook).
 
-    tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--report out.json]
+    tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--report out.json] [--ray [ADDRESS]]
     tile conformance verify REPORT.json [--must-pass FILE]
     tile conformance build-bundle BACKEND DIR [--examples N] [--seed S]
     tile conformance run-bundle DIR [--backend NAME] [--report out.json]
@@ -15,7 +15,7 @@ from typing import List, Optional
 from tilecore.plugin import hookimpl
 
 USAGE = """\
-tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--report out.json]
+tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--report out.json] [--ray [ADDRESS]]
 tile conformance verify REPORT.json [--must-pass FILE]
 tile conformance build-bundle BACKEND DIR [--examples N] [--seed S]
 tile conformance run-bundle DIR [--backend NAME] [--report out.json]"""
@@ -60,6 +60,9 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-shrinks", type=int, default=4, help="failures to shrink (default 4)")
     p.add_argument("--shrink-runs", type=int, default=60, help="backend runs per shrink (default 60)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="shard generation, compilation and execution over the Ray cluster at ADDRESS "
+                        "(no ADDRESS: a new local cluster); needs tile-conformance[ray]")
     return p
 
 
@@ -124,9 +127,16 @@ def _run(argv: List[str]) -> int:
 
     args = _run_parser().parse_args(argv)
     families = [f.strip() for f in args.families.split(",")] if args.families else None
-    report = run_suite(args.backend, examples=args.examples, seed=args.seed, tier=args.tier,
-                       families=families, shrink=not args.no_shrink, max_shrinks=args.max_shrinks,
-                       shrink_runs=args.shrink_runs, progress=not args.no_progress and sys.stderr.isatty())
+    run = run_suite
+    if args.ray is not None:
+        from functools import partial
+
+        from .ray_shard import run_suite_on_ray
+
+        run = partial(run_suite_on_ray, address=args.ray or None)
+    report = run(args.backend, examples=args.examples, seed=args.seed, tier=args.tier,
+                 families=families, shrink=not args.no_shrink, max_shrinks=args.max_shrinks,
+                 shrink_runs=args.shrink_runs, progress=not args.no_progress and sys.stderr.isatty())
     paths = write_report(report, args.report) if args.report else ()
     _print_summary(report, paths)
     return 0 if report["verdict"]["certified"] else 1

@@ -159,20 +159,42 @@ class _Progress:
 def run_suite(backend_name: str, examples: int = DEFAULT_EXAMPLES, seed: int = 0, tier: str = "execute",
               families: Optional[Sequence[str]] = None, shrink: bool = True, max_shrinks: int = 4,
               shrink_runs: int = 60, shrink_seconds: float = 90.0, progress: bool = False,
-              must_pass: Optional[dict] = None) -> dict:
+              must_pass: Optional[dict] = None, pool=None) -> dict:
     """Run the suite on one backend and return the report (a JSON-serialisable dict).
 
     Every program is compiled anew (a private compile cache, see execute.fresh_compile_cache).
+    `pool` runs the programs (`run(programs, on_result)`, `run_one(program)`, see InProcessPool);
+    default: this process. ray_shard.RayShardPool shards the run over a Ray cluster.
     """
     from .execute import fresh_compile_cache
 
     with fresh_compile_cache():
         return _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks, shrink_runs,
-                          shrink_seconds, progress, must_pass)
+                          shrink_seconds, progress, must_pass, pool)
+
+
+class InProcessPool:
+    """Runs programs one after another in this process (the default of run_suite)."""
+
+    def __init__(self, backend, tier: str):
+        self.backend, self.tier = backend, tier
+
+    def run_one(self, program: Program) -> Outcome:
+        """The outcome of one program."""
+        return run_program(program, self.backend, self.tier)
+
+    def run(self, programs: Sequence[Program], on_result=None) -> List[Outcome]:
+        """Outcomes in the programs' order; `on_result(i, outcome)` sees each as it comes."""
+        outcomes = []
+        for i, program in enumerate(programs):
+            outcomes.append(self.run_one(program))
+            if on_result is not None:
+                on_result(i, outcomes[-1])
+        return outcomes
 
 
 def _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks, shrink_runs, shrink_seconds,
-               progress, must_pass) -> dict:
+               progress, must_pass, pool=None) -> dict:
     from .report import build_report
 
     t0 = time.time()
@@ -188,18 +210,19 @@ def _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks
     programs: List[Program] = [build(k) for k in knob_list]
     digest = hashlib.sha256("".join(p.source + str(p.input_seed) for p in programs).encode()).hexdigest()
     bar = _Progress(progress, len(programs), f"{backend.name} ({tier})")
-    outcomes: List[Outcome] = []
     counts = {PASS: 0, FAIL: 0, UNSUPPORTED: 0, SUITE_ERROR: 0}
+    pool = pool or InProcessPool(backend, tier)
+
+    def on_result(i, o):
+        counts[o.status] += 1
+        bar.advance(f"pass {counts[PASS]} fail {counts[FAIL]}"
+                    + (f" unsupported {counts[UNSUPPORTED]}" if counts[UNSUPPORTED] else "")
+                    + (f" errors {counts[SUITE_ERROR]}" if counts[SUITE_ERROR] else ""))
+
     try:
-        for prog in programs:
-            o = run_program(prog, backend, tier)
-            outcomes.append(o)
-            counts[o.status] += 1
-            bar.advance(f"pass {counts[PASS]} fail {counts[FAIL]}"
-                        + (f" unsupported {counts[UNSUPPORTED]}" if counts[UNSUPPORTED] else "")
-                        + (f" errors {counts[SUITE_ERROR]}" if counts[SUITE_ERROR] else ""))
+        outcomes: List[Outcome] = list(pool.run(programs, on_result))
         table = _feature_table(outcomes, frozenset(backend.capabilities.features))
-        failures = _failures(programs, outcomes, table, backend, tier, shrink, max_shrinks, shrink_runs,
+        failures = _failures(programs, outcomes, table, pool, shrink, max_shrinks, shrink_runs,
                              shrink_seconds, seed, bar)
     finally:
         bar.stop()
@@ -213,7 +236,7 @@ def _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks
                         time.time() - t0, must_pass)
 
 
-def _failures(programs, outcomes, table, backend, tier, shrink, max_shrinks, shrink_runs, shrink_seconds,
+def _failures(programs, outcomes, table, pool, shrink, max_shrinks, shrink_runs, shrink_seconds,
               seed, bar) -> List[dict]:
     failed = [(i, p, o) for i, (p, o) in enumerate(zip(programs, outcomes)) if o.status == FAIL]
     # shrink one failure per distinct (family, kind of failure, most suspicious feature): distinct
@@ -245,13 +268,13 @@ def _failures(programs, outcomes, table, backend, tier, shrink, max_shrinks, shr
                     return False
                 except Exception:
                     return False
-                res = run_program(candidate, backend, tier)
+                res = pool.run_one(candidate)
                 return res.status == FAIL and res.signature() == _sig
 
             shrinker = Shrinker(still_fails, max_runs=shrink_runs, max_seconds=shrink_seconds, seed=seed)
             knobs = shrinker.shrink(prog.knobs)
             minimal_prog = build(knobs)
-            minimal_out = run_program(minimal_prog, backend, tier)
+            minimal_out = pool.run_one(minimal_prog)
             if minimal_out.status != FAIL:  # cannot happen unless the backend is flaky
                 minimal_prog, minimal_out = prog, out
             entry["shrunk"] = True
@@ -270,7 +293,7 @@ def _failures(programs, outcomes, table, backend, tier, shrink, max_shrinks, shr
             "where": ({"output": m.output, "index": list(m.index), "expected": m.expected, "got": m.got}
                       if m else None),
             "program": program_record(minimal_prog),
-            "script": repro_script(minimal_prog, backend.name),
+            "script": repro_script(minimal_prog, pool.backend.name),
         }
         results.append(entry)
     return results

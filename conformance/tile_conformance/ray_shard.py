@@ -1,0 +1,139 @@
+"""`tile conformance BACKEND --ray [ADDRESS]`: a run's programs generated, compiled and run on a Ray
+cluster.
+
+Ray places the work (`pip install 'tile-conformance[ray]'`); nothing here schedules:
+ray.util.ActorPool hands program indices to idle shards. Each shard is a Ray actor
+with its own private compile cache that resolves the backend on its node,
+generates the run's programs from the seed itself (generation depends on nothing
+but the backend's declarations, the seed, the count and the families), builds
+program i, checks that it is the program the driver generated for the report
+(the same digest: a node with another suite, hypothesis or backend version is
+found out here, as a suite error), and runs it. The driver merges the outcomes in
+index order and builds the report exactly as a single-process run does, so the
+verdict and the program digest are those of a single-process run with the same
+seed. Failures are shrunk in the driver's process (shrinking is sequential).
+
+The runner's seam is its `pool=` argument (runner.InProcessPool is the default).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import List, Optional, Sequence
+
+from .execute import SUITE_ERROR, Outcome, run_program
+from .programs import Program
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        from .runner import ConformanceError
+
+        raise ConformanceError("--ray needs Ray: pip install 'tile-conformance[ray]' (or pip install ray)") from None
+    return ray
+
+
+def _program_digest(program: Program) -> str:
+    import hashlib
+
+    return hashlib.sha256((program.source + str(program.input_seed)).encode()).hexdigest()
+
+
+class _Shard:
+    """A Ray actor that generates and runs programs of one run (see the module doc)."""
+
+    def __init__(self, backend: str, tier: str, examples: int, seed: int, families):
+        from .execute import fresh_compile_cache
+
+        self.cache = fresh_compile_cache().__enter__()  # this shard compiles every program anew
+        self.args = (backend, tier, examples, seed, families)
+        self.knobs: Optional[List[dict]] = None
+
+    def run(self, index: int, digest: str):
+        """(index, Outcome) of program `index`, generated here; a suite error if it is not the driver's."""
+        from .programs import build
+        from .runner import generate_knobs, resolve_backend
+        from .strategies import Caps
+
+        name, tier, examples, seed, families = self.args
+        backend = resolve_backend(name)
+        if self.knobs is None:
+            self.knobs = generate_knobs(Caps.from_backend(backend), examples, seed, families)
+        program = build(self.knobs[index])
+        if _program_digest(program) != digest:
+            return index, Outcome(SUITE_ERROR, sorted(program.features),
+                                  f"the Ray shard on {os.uname().nodename} generated another program {index} "
+                                  f"than the driver (a different tile-conformance, hypothesis or backend "
+                                  f"declaration on that node)")
+        return index, run_program(program, backend, tier)
+
+
+class RayShardPool:
+    """The runner's pool (`run`, `run_one`) over Ray shards; see the module doc.
+
+    `run(programs)` takes the run's generated programs (program i of (examples, seed,
+    families)); `run_one`, used while shrinking, runs in this process.
+    """
+
+    def __init__(self, backend, tier: str, examples: int, seed: int, families=None,
+                 address: Optional[str] = None, shards: Optional[int] = None):
+        ray = _ray()
+        if not ray.is_initialized():
+            path = os.pathsep.join(p for p in sys.path if p)
+            ray.init(address=address or None, log_to_driver=False,
+                     runtime_env={"env_vars": {"PYTHONPATH": path}})
+        self.ray, self.backend, self.tier = ray, backend, tier
+        self.count = shards or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        shard = ray.remote(num_cpus=1)(_Shard)
+        self.shards = [shard.remote(backend.name, tier, examples, seed, families) for _ in range(self.count)]
+
+    def close(self) -> None:
+        """End the shards (the cluster stays up)."""
+        for shard in self.shards:
+            self.ray.kill(shard)
+        self.shards = []
+
+    def run_one(self, program: Program) -> Outcome:
+        """One program (a shrinking candidate), in this process."""
+        return run_program(program, self.backend, self.tier)
+
+    def run(self, programs: Sequence[Program], on_result=None) -> List[Outcome]:
+        """Outcomes of the run's programs in index order; `on_result(i, outcome)` sees each as it comes."""
+        from ray.util import ActorPool
+
+        results: List[Optional[Outcome]] = [None] * len(programs)
+        actors = ActorPool(self.shards)
+        for i, program in enumerate(programs):
+            actors.submit(lambda shard, job: shard.run.remote(*job), (i, _program_digest(program)))
+        while actors.has_next():
+            try:
+                i, outcome = actors.get_next_unordered()
+            except self.ray.exceptions.RayActorError as err:
+                from .runner import ConformanceError
+
+                raise ConformanceError(f"a Ray shard died (its node, or the backend in it, crashed): "
+                                       f"{str(err).splitlines()[0]}") from None
+            results[i] = outcome
+            if on_result is not None:
+                on_result(i, outcome)
+        return results
+
+
+def run_suite_on_ray(backend_name: str, address: Optional[str] = None, shards: Optional[int] = None,
+                     examples: Optional[int] = None, seed: int = 0, tier: str = "execute", families=None,
+                     **options) -> dict:
+    """runner.run_suite with the programs sharded over the Ray cluster at `address` (None: the running
+    one, else a new local cluster); the same report as a single-process run, but for timings."""
+    from .runner import DEFAULT_EXAMPLES, resolve_backend, run_suite
+
+    examples = DEFAULT_EXAMPLES if examples is None else examples
+    pool = RayShardPool(resolve_backend(backend_name), tier, examples, seed, families, address, shards)
+    try:
+        report = run_suite(backend_name, examples=examples, seed=seed, tier=tier, families=families,
+                           pool=pool, **options)
+    finally:
+        pool.close()
+    report["settings"]["ray"] = {"address": address or "local", "shards": pool.count}
+    return report
