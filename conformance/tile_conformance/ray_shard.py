@@ -6,12 +6,17 @@ ray.util.ActorPool hands program indices to idle shards. Each shard is a Ray act
 with its own private compile cache that resolves the backend on its node,
 generates the run's programs from the seed itself (generation depends on nothing
 but the backend's declarations, the seed, the count and the families), builds
-program i, checks that it is the program the driver generated for the report
-(the same digest: a node with another suite, hypothesis or backend version is
-found out here, as a suite error), and runs it. The driver merges the outcomes in
-index order and builds the report exactly as a single-process run does, so the
-verdict and the program digest are those of a single-process run with the same
-seed. Failures are shrunk in the driver's process (shrinking is sequential).
+program i and runs it, after checking that it is the program the driver drew for
+the report (same source and input seed). When it is not, the shard runs the
+driver's program (sent along) and the report lists the index under
+`settings.ray.programs_drawn_differently_by_shards`: the report always describes
+the programs that ran, and a node with another suite, hypothesis or backend
+version, or a generator that is not reproducible across processes (this
+runner's hypothesis draws, see conformance/README.md), is named, not hidden. The
+driver merges the outcomes in index order and builds the report exactly as a
+single-process run does, so the verdict and program digest are those of a
+single-process run with the same programs. Failures are shrunk in the driver's
+process (shrinking is sequential).
 
 The runner's seam is its `pool=` argument (runner.InProcessPool is the default).
 """
@@ -21,8 +26,9 @@ import os
 import sys
 from typing import List, Optional, Sequence
 
-from .execute import SUITE_ERROR, Outcome, run_program
+from .execute import Outcome, run_program
 from .programs import Program
+from .repro import program_record
 
 
 def _ray():
@@ -51,9 +57,11 @@ class _Shard:
         self.args = (backend, tier, examples, seed, families)
         self.knobs: Optional[List[dict]] = None
 
-    def run(self, index: int, digest: str):
-        """(index, Outcome) of program `index`, generated here; a suite error if it is not the driver's."""
+    def run(self, index: int, digest: str, record: dict):
+        """(index, Outcome, generated here?) of program `index`: the shard's own program when it is
+        the driver's (same digest), else the driver's `record` (see the module doc)."""
         from .programs import build
+        from .repro import program_from_record
         from .runner import generate_knobs, resolve_backend
         from .strategies import Caps
 
@@ -62,12 +70,8 @@ class _Shard:
         if self.knobs is None:
             self.knobs = generate_knobs(Caps.from_backend(backend), examples, seed, families)
         program = build(self.knobs[index])
-        if _program_digest(program) != digest:
-            return index, Outcome(SUITE_ERROR, sorted(program.features),
-                                  f"the Ray shard on {os.uname().nodename} generated another program {index} "
-                                  f"than the driver (a different tile-conformance, hypothesis or backend "
-                                  f"declaration on that node)")
-        return index, run_program(program, backend, tier)
+        own = _program_digest(program) == digest
+        return index, run_program(program if own else program_from_record(record), backend, tier), own
 
 
 class RayShardPool:
@@ -85,6 +89,7 @@ class RayShardPool:
             ray.init(address=address or None, log_to_driver=False,
                      runtime_env={"env_vars": {"PYTHONPATH": path}})
         self.ray, self.backend, self.tier = ray, backend, tier
+        self.from_driver: List[int] = []  # programs a shard drew differently (it ran the driver's)
         self.count = shards or max(1, int(ray.cluster_resources().get("CPU", 1)))
         shard = ray.remote(num_cpus=1)(_Shard)
         self.shards = [shard.remote(backend.name, tier, examples, seed, families) for _ in range(self.count)]
@@ -106,10 +111,13 @@ class RayShardPool:
         results: List[Optional[Outcome]] = [None] * len(programs)
         actors = ActorPool(self.shards)
         for i, program in enumerate(programs):
-            actors.submit(lambda shard, job: shard.run.remote(*job), (i, _program_digest(program)))
+            actors.submit(lambda shard, job: shard.run.remote(*job),
+                          (i, _program_digest(program), program_record(program)))
         while actors.has_next():
             try:
-                i, outcome = actors.get_next_unordered()
+                i, outcome, own = actors.get_next_unordered()
+                if not own:
+                    self.from_driver.append(i)
             except self.ray.exceptions.RayActorError as err:
                 from .runner import ConformanceError
 
@@ -135,5 +143,6 @@ def run_suite_on_ray(backend_name: str, address: Optional[str] = None, shards: O
                            pool=pool, **options)
     finally:
         pool.close()
-    report["settings"]["ray"] = {"address": address or "local", "shards": pool.count}
+    report["settings"]["ray"] = {"address": address or "local", "shards": pool.count,
+                                 "programs_drawn_differently_by_shards": sorted(pool.from_driver)}
     return report
