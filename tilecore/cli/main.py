@@ -14,7 +14,7 @@ import os
 import sys
 from typing import List, Optional
 
-COMMAND_MODULES = ("backends", "compile", "trace", "cache", "new_backend", "bench")
+COMMAND_MODULES = ("backends", "compile", "trace", "cache", "new_backend", "bench", "lsp")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -171,8 +171,8 @@ class SharedLayout:
     swizzle: bool = False
     stages: int = 1
     blocked: bool = False  # rows wider than 128 bytes stored as 128-byte column blocks
-    # > 1: the A tile of a descriptor-addressed gemm whose warps own row_blocks x 16 rows each; rows
-    # are stored so that every 64-row instruction of a 4-warp group reads 64 evenly spaced rows
+    # > 1: rows permuted within slabs of 64 x row_blocks rows (see physical_row), for a backend whose
+    # matrix instruction reads 64 evenly spaced rows where each of 4 warps owns 16 x row_blocks rows
     row_blocks: int = 1
 
     @property
@@ -208,10 +208,10 @@ class SharedLayout:
         return row * self.row_elems + xor(floordiv(col, v), self.xor_term(row)) * v + floormod(col, v)
 
     def physical_row(self, row, floordiv, floormod):
-        """Where tile row `row` is stored. With row_blocks = R > 1, a warpgroup's slab of 64R rows
-        holds warp w's rows 16Rw + 16i + k (i < R, k < 16) at 64i + 16w + k: the i-th 64-row
-        instruction then reads the 64 rows 64i.. of the slab, 16 for each warp, and its
-        accumulator rows are the warp's rows 16i.. -- the MmaLayout(M, N, warps, 1) fragment."""
+        """Where tile row `row` is stored. With row_blocks = R > 1, a slab of 64R rows (4 warps of
+        16R rows each) holds warp w's rows 16Rw + 16i + k (i < R, k < 16) at 64i + 16w + k: a
+        64-row matrix instruction reading rows 64i.. of the slab then gives each warp its rows
+        16i.., i.e. the MmaLayout(M, N, warps, 1) fragment."""
         R = self.row_blocks
         if R == 1:
             return row

@@ -1,7 +1,7 @@
 """tile-cuda's Gemm rules: warpgroup MMA (sm_90a) first, then warp-level mma.sync (sm_80+).
 
 Each rule chooses the accumulator's register layout while the kernel is planned
-(both use the toolkit's m16n8 `MmaLayout`; wgmma asks for one warp per 16 rows),
+(both use the toolkit's m16n8 `MmaLayout`; wgmma asks for one warp per 16 or 32 rows),
 claims the gemms it will lower, and emits one call into the helper library per
 gemm (`device_lib.CUDA_DEVICE_LIB`, `wgmma.WGMMA_LIB`). A gemm neither rule takes
 falls through to the toolkit's portable gemm.
@@ -143,7 +143,8 @@ class WgmmaGemm(LoweringRule):
         if not wgmma.candidate(gemm, warps):
             return None
         M, Nn = gemm.c.buffer.shape
-        return MmaLayout(M, Nn, warps, 1)  # one warpgroup per 64 rows: wgmma's accumulator layout
+        # warp w owns 16R rows (R = 1 or 2 m64 instructions per warpgroup): wgmma's accumulator layout
+        return MmaLayout(M, Nn, warps, 1)
 
     def plan(self, ctx) -> None:
         """Claim the gemms whose operands qualify; give their tiles wgmma's canonical layout,
@@ -163,9 +164,10 @@ class WgmmaGemm(LoweringRule):
                 lay = plan.layout.get(r.buffer.name)
                 if plan.storage[r.buffer.name] == "smem":
                     wide = lay.shape[-1] * lay.elem_bytes > 128
-                    rb = wgmma.row_blocks(g, ctx.threads // 32) if r is g.a else 1
+                    # 32 rows per warp: A's rows permuted so that each m64 instruction reads 16 of every warp
+                    rows = wgmma.row_blocks(g, ctx.threads // 32) if r is g.a else 1
                     plan.layout[r.buffer.name] = dataclasses.replace(lay, swizzle=True, blocked=wide,
-                                                                     row_blocks=rb)
+                                                                     row_blocks=rows)
         plan.device_sources.append(wgmma.cxx_source(chosen.values()))
         plan.before_barrier.append("async_proxy_fence")
         plan.shared_alignment = wgmma.SMEM_ALIGN
