@@ -2,15 +2,14 @@
 
     python benchmarks/conformance_ray.py [--backend npu] [--examples 400] [--seed 0] [--workers 2]
 
-Runs `tile conformance BACKEND` twice with the same seed: once in this process, once
-sharded over a local Ray cluster of `workers` CPUs (`--ray`: each shard generates the
-run's programs from the seed, and builds, compiles and runs the ones it is given). Bar: the same verdict and program digest (and the same totals, per-family and
+Runs `tile conformance BACKEND` twice with the same seed: once on this machine's worker
+pool, once sharded over a local Ray cluster of `workers` CPUs (`--ray`: each shard
+generates program i from (seed, i), compiles and runs it). Bar: the same verdict and program digest (and the same totals, per-family and
 per-feature counts and failing programs).
 Writes benchmarks/results/conformance_ray-<date>.json (machine, versions, command, both
-reports' totals, digests, verdicts and durations). Result of 2026-12-01 12:23 (npu, 400, seed 0):
-not the same: the hypothesis-drawn generation of this runner gave another digest in each
-process, and 7 of 400 programs drawn by the shards differed from the driver's (reported as
-suite errors); see conformance/README.md, "Sharding over a Ray cluster".
+reports' totals, digests, verdicts and durations). Result of 2026-12-01 12:23 (npu, 400, seed 0,
+on the runner before per-index generation): not the same, see conformance/README.md,
+"Sharding over a Ray cluster".
 """
 from __future__ import annotations
 

@@ -18,9 +18,12 @@ case "${1:-tests}" in
     tail -25 "$OUT/pytest_gpu.txt"
     timeout 240 python3 examples/run_all.py --target cuda > "$OUT/examples_cuda.txt" 2>&1
     tail -20 "$OUT/examples_cuda.txt"
-    if [ -d .gpu/bundle2 ]; then
-      timeout 120 python3 -m tilecore.cli conformance run-bundle .gpu/bundle2 --report "$OUT/conformance_cuda.json" \
-        > "$OUT/conformance_cuda.txt" 2>&1
+    # a bundle built here by `tile conformance build-bundle cuda:sm_90a DIR`, with the digest it printed
+    bundle=${BUNDLE:-.gpu/bundle}
+    if [ -d "$bundle" ]; then
+      timeout "${BUNDLE_TIMEOUT:-150}" python3 -m tilecore.cli conformance run-bundle "$bundle" \
+        --expect-digest "${BUNDLE_DIGEST:?set BUNDLE_DIGEST to the digest build-bundle printed}" \
+        --report "$OUT/conformance_cuda.json" > "$OUT/conformance_cuda.txt" 2>&1
       tail -8 "$OUT/conformance_cuda.txt"
     fi
     ;;

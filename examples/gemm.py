@@ -19,7 +19,7 @@ from common import build, compare, main, random_array, tolerance_for  # noqa: E4
 
 
 @tilecore.jit(out_idx=[-1])
-def matmul(M, N, K, block_M=128, block_N=128, block_K=32, dtype="float16", accum="float32"):
+def matmul(M, N, K, block_M=128, block_N=128, block_K=32, dtype="float16", accum="float32", num_stages=3):
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
@@ -27,7 +27,7 @@ def matmul(M, N, K, block_M=128, block_N=128, block_K=32, dtype="float16", accum
             B_s = T.alloc_shared((block_K, block_N), dtype)
             C_f = T.alloc_fragment((block_M, block_N), accum)
             T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
                 T.copy(A[by * block_M, k * block_K], A_s)
                 T.copy(B[k * block_K, bx * block_N], B_s)
                 T.gemm(A_s, B_s, C_f)

@@ -10,6 +10,7 @@ import textwrap
 
 import pytest
 
+from tilecore.envflags import EnvSettingError
 from tilecore.plugin.backend import Artifact
 from tilecore.runtime import cache as C
 
@@ -140,7 +141,8 @@ def test_corrupted_entry_is_rebuilt(toy_env, damage):
     assert proc.stdout.strip() == "ok" and "ignoring corrupt entry" in proc.stderr
     assert _compiles(counter) == 2
     (path2,) = _entries(toy_env)
-    assert C.decode_entry(open(path2, "rb").read()).backend == "toy"  # rewritten, valid
+    secret = C.DiskCache(toy_env["TILECORE_CACHE_DIR"]).secret()
+    assert C.decode_entry(open(path2, "rb").read(), secret=secret).backend == "toy"  # rewritten, valid
     run_python(COMPILE_AND_RUN, toy_env)
     assert _compiles(counter) == 2
 
@@ -165,7 +167,8 @@ def test_two_processes_compile_the_same_kernel_at_once(toy_env):
         assert out.strip() == "ok"
     assert _compiles(env["TOY_COUNTER"]) == 2  # both missed and compiled, neither failed
     (path,) = _entries(env)
-    assert C.decode_entry(open(path, "rb").read()).blobs["program.bin"] == b"\x00\x01toy" * 100
+    secret = C.DiskCache(env["TILECORE_CACHE_DIR"]).secret()
+    assert C.decode_entry(open(path, "rb").read(), secret=secret).blobs["program.bin"] == b"\x00\x01toy" * 100
     assert not glob.glob(os.path.join(env["TILECORE_CACHE_DIR"], "*", "*.tmp"))
     run_python(COMPILE_AND_RUN, toy_env)
     assert _compiles(env["TOY_COUNTER"]) == 2
@@ -199,6 +202,7 @@ def test_size_limit_is_checked_on_writes(tmp_path, monkeypatch):
     # write 33 ran the check: 33 entries trimmed to 80% of 3.5 (2 entries), then one more write
     assert len(cache.entries()) == 3
     monkeypatch.setenv("TILECORE_CACHE_MAX_MB", "not a number")
-    assert C.cache_max_bytes() == C.DEFAULT_MAX_MB * 10 ** 6
+    with pytest.raises(EnvSettingError, match="TILECORE_CACHE_MAX_MB='not a number'.*expected a number"):
+        C.cache_max_bytes()
     monkeypatch.setenv("TILECORE_CACHE_MAX_MB", "0")
     assert C.cache_max_bytes() is None

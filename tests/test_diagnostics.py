@@ -306,17 +306,18 @@ def test_loop_variable_after_its_loop():
 
 
 def test_python_function_given_kernel_values():
-    def helper(x):
-        return x * 2
+    """Python functions written in Python are inlined (test_frontend_inline.py); a compiled one
+    such as math.sqrt cannot take kernel values."""
+    import math
 
     def make():
         @T.prim_func
         def k(A: T.Tensor((8,), "float32")):
             with T.Kernel(1):
                 for i in T.Parallel(8):
-                    A[i] = helper(A[i])  # E:pycall
+                    A[i] = math.sqrt(A[i])  # E:pycall
 
-    raises(make, "pycall", "cannot pass kernel values to the Python function helper()", "helper(")
+    raises(make, "pycall", "cannot pass kernel values to the Python function sqrt()", "math.sqrt(")
 
 
 def test_parse_time_python_error_points_at_its_line():

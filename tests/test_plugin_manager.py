@@ -221,12 +221,16 @@ def test_registration_errors_are_recorded_not_raised():
     crashing = _Plugin(fail=RuntimeError("probe exploded"))
     dup = _Plugin(_backend("a"))
     invalid = _Plugin(_backend("bad:name"), "not a backend")
-    r = _registry(good, crashing, dup, invalid)
-    assert r.names() == ["a"]
-    assert r.backends["a"].distribution == "dist0" and r.backends["a"].version == "1.0"
+    other = _Plugin(_backend("b"))
+    r = _registry(good, crashing, dup, invalid, other)
+    assert r.names() == ["b"]  # 'a' is declared twice: refused, whichever loads first
+    assert r.backends["b"].distribution == "dist4" and r.backends["b"].version == "1.4"
     msgs = sorted(e.error for e in r.errors)
     assert "RuntimeError: probe exploded" in msgs
-    assert "backend 'a' is already provided by plugin 'p0'; this second declaration is ignored" in msgs
+    (dup_msg,) = [m for m in msgs if "declared by 2 plugins" in m]
+    assert "dist0 1.0 (plugin 'p0'" in dup_msg and "dist2 1.2 (plugin 'p2'" in dup_msg
+    assert "none of them is used" in dup_msg
+    assert _registry(dup, invalid, good).names() == []  # the same outcome in another order
     assert "invalid backend: backend name 'bad:name' must be a non-empty string without ':'" in msgs
     assert "invalid backend: expected tilecore.plugin.Backend, got str" in msgs
 

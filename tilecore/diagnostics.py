@@ -44,6 +44,19 @@ class TileRuntimeError(TileError):
         super().__init__(format_diagnostic(message, self.span, source) if span and span.line else message)
 
 
+class BackendError(TileError):
+    """A backend plugin failed (missing toolchain, a crash in its codegen or launcher)."""
+
+
+class PluginHookError(BackendError):
+    """A plugin's hook raised: the message names the plugin (distribution, entry point) and the hook."""
+
+    def __init__(self, message: str, plugin: str, hook: str):
+        self.plugin = plugin
+        self.hook = hook
+        super().__init__(message)
+
+
 def source_line(span: Span, source: str = "") -> str:
     """The text of the line `span` points at, from `source` or the file itself."""
     if span.line <= 0:
@@ -94,4 +107,10 @@ def user_facing(func):
             if os.environ.get("TILECORE_TRACEBACK"):
                 raise
             raise hide_internal_frames(err) from None
+        except RecursionError:  # a kernel too deeply nested for a recursive pass: never 1000 frames
+            if os.environ.get("TILECORE_TRACEBACK"):
+                raise
+            raise TileCompileError(f"{func.__name__}: the kernel is nested too deeply for tilecore "
+                                   f"(Python's recursion limit was reached); split deep expressions or "
+                                   f"loop nests into several statements") from None
     return entry_point

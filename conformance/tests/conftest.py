@@ -13,7 +13,8 @@ def write_mutant_distribution(folder: str) -> str:
     """A minimal installed distribution `tile-mutants` (dist-info with an entry point) in `folder`."""
     import shutil
 
-    shutil.copy(os.path.join(MUTANTS_DIR, "tile_mutants.py"), os.path.join(folder, "tile_mutants.py"))
+    for name in ("tile_mutants.py", "tile_mutant_bugs.py"):
+        shutil.copy(os.path.join(MUTANTS_DIR, name), os.path.join(folder, name))
     info = os.path.join(folder, "tile_mutants-0.0.0.dist-info")
     os.makedirs(info, exist_ok=True)
     with open(os.path.join(info, "METADATA"), "w") as f:
@@ -37,4 +38,5 @@ def mutant_path(tmp_path_factory):
     yield folder
     sys.path.remove(folder)
     sys.modules.pop("tile_mutants", None)
+    sys.modules.pop("tile_mutant_bugs", None)
     reset_plugins(keep_explicit=True)

@@ -72,13 +72,18 @@ def test_unknown_backend_is_a_clear_error(capsys):
     assert "no-such-backend" in capsys.readouterr().err
 
 
+def _printed_digest(out: str) -> str:
+    return out.split("manifest digest: ")[1].split()[0]
+
+
 def test_bundle_round_trip(tmp_path, capsys):
     folder = str(tmp_path / "bundle")
     assert main(["build-bundle", "reference", folder, "--examples", "21", "--seed", "2"]) == 0
+    digest = _printed_digest(capsys.readouterr().out)
     manifest = json.load(open(os.path.join(folder, "manifest.json")))
     assert manifest["summary"]["compiled"] == 21
     report_path = str(tmp_path / "bundle.json")
-    main(["run-bundle", folder, "--report", report_path])
+    main(["run-bundle", folder, "--expect-digest", digest, "--report", report_path])
     report = json.load(open(report_path))
     assert report["totals"]["pass"] == 21 and report["settings"]["bundle"]["built_with"]["name"] == "reference"
     # a corrupted artifact is caught, never run
@@ -86,9 +91,58 @@ def test_bundle_round_trip(tmp_path, capsys):
     with open(art, "r+b") as f:
         f.seek(40)
         f.write(b"\x00\x01\x02")
-    main(["run-bundle", folder, "--report", report_path])
+    main(["run-bundle", folder, "--expect-digest", digest, "--report", report_path])
     report = json.load(open(report_path))
     assert report["totals"]["suite_error"] == 1 and report["totals"]["pass"] == 20
+
+
+def _do_nothing_artifact(artifact):
+    """The reference backend's artifact for the same parameters with an empty body."""
+    import dataclasses
+
+    from tilecore.ir import serialize
+
+    func = serialize.loads(artifact.meta["ir"])
+    meta = dict(artifact.meta, ir=serialize.dumps(dataclasses.replace(func, body=())))
+    return dataclasses.replace(artifact, meta=meta)
+
+
+def test_tampered_bundle_never_certifies(tmp_path, capsys):
+    """Issue 16, finding 3: a do-nothing kernel with matching fake reference outputs passed."""
+    import hashlib
+
+    import numpy as np
+
+    from tilecore.runtime.cache import decode_entry, encode_entry
+
+    folder = str(tmp_path / "bundle")
+    assert main(["build-bundle", "reference", folder, "--examples", "4", "--seed", "3",
+                 "--families", "ewise"]) == 0
+    digest = _printed_digest(capsys.readouterr().out)
+    manifest_path = os.path.join(folder, "manifest.json")
+    manifest = json.load(open(manifest_path))
+    rec = next(r for r in manifest["programs"] if r["status"] == "compiled")
+    pid = rec["id"]
+    # without the digest: refused (argparse: --expect-digest is required)
+    with pytest.raises(SystemExit):
+        main(["run-bundle", folder])
+    # the attacker swaps in a kernel that does nothing and stored outputs that agree with it
+    art_path = os.path.join(folder, "artifacts", pid + ".tileart")
+    artifact = decode_entry(open(art_path, "rb").read(), pid)
+    data = encode_entry(pid, _do_nothing_artifact(artifact))
+    open(art_path, "wb").write(data)
+    ins = dict(np.load(os.path.join(folder, "data", pid + ".in.npz")))
+    np.savez(os.path.join(folder, "data", pid + ".ref.npz"), **ins)  # "expected" = untouched outputs
+    rec["artifact_sha256"] = hashlib.sha256(data).hexdigest()
+    open(manifest_path, "w").write(json.dumps(manifest, indent=1, sort_keys=True))
+    report_path = str(tmp_path / "r.json")
+    assert main(["run-bundle", folder, "--expect-digest", digest, "--report", report_path]) == 2
+    assert "not the expected" in capsys.readouterr().err
+    # even a builder who publishes the new digest cannot certify it: references are recomputed here
+    new_digest = hashlib.sha256(open(manifest_path, "rb").read()).hexdigest()
+    assert main(["run-bundle", folder, "--expect-digest", new_digest, "--report", report_path]) == 1
+    report = json.load(open(report_path))
+    assert report["totals"]["fail"] >= 1 and not report["verdict"]["certified"]
 
 
 def test_pytest_plugin_certifies_reference(tmp_path):

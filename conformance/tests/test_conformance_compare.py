@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from tile_conformance import exprs as X
 from tile_conformance.compare import compare
 from tile_conformance.programs import Tolerance
+from tile_conformance.gen import as_hypothesis
 from tile_conformance.strategies import Caps, float_expr
 
 EXACT = Tolerance()
@@ -85,7 +86,7 @@ def _numpy_T(dtype_override=None):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(float_expr(2, LOW_CAPS), st.integers(0, 2**31 - 1))
+@given(as_hypothesis(float_expr(2, LOW_CAPS)), st.integers(0, 2**31 - 1))
 def test_expression_error_bound_holds(expr, seed):
     """float16/float32 evaluation stays within the rendered bound of a float64 evaluation.
 

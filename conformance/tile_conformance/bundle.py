@@ -12,10 +12,16 @@ folder:
     data/0007.ref.npz        the reference interpreter's outputs
     artifacts/0007.tileart   the compiled Artifact (tilecore.runtime.cache's checksummed format)
 
-`run_bundle` runs on the target host: it loads each artifact with the
-backend's `tilecore_launcher` (no code generation, no compiler), runs it on the
-stored inputs and compares with the stored reference outputs, producing the
-same report as a direct run.
+`run_bundle` runs on the target host. Running a bundle runs native code made by
+whoever built it, so it first checks the manifest's sha256 against the digest
+`build-bundle` printed (`expect_digest`, `--expect-digest`; the manifest holds
+every artifact's sha256), and refuses otherwise. It then rebuilds each
+program's inputs from its seed and recomputes the reference outputs with this
+host's interpreter from the program's source (the stored inputs, IR and
+outputs are for reading only: a bundle cannot certify results it never
+checked), loads each artifact with the backend's `tilecore_launcher` (no code
+generation, no compiler), runs it and compares, producing the same report as a
+direct run.
 """
 from __future__ import annotations
 
@@ -39,17 +45,6 @@ BUNDLE_FORMAT = 1
 def _save_arrays(path: str, arrays: Dict[str, np.ndarray]) -> None:
     stored = {k: (a.view(np.uint16) if a.dtype == np_dtype("bfloat16") else a) for k, a in arrays.items()}
     np.savez(path, **stored)
-
-
-def _load_arrays(path: str, dtypes: Dict[str, str]) -> Dict[str, np.ndarray]:
-    with np.load(path) as data:
-        out = {}
-        for k in data.files:
-            a = data[k]
-            if dtypes.get(k) == "bfloat16":
-                a = a.view(np_dtype("bfloat16"))
-            out[k] = np.array(a)
-        return out
 
 
 def build_bundle(backend_name: str, folder: str, examples: int = 100, seed: int = 0,
@@ -128,14 +123,36 @@ def _build_bundle(backend_name, folder, examples, seed, families) -> dict:
         "summary": summary,
         "programs": records,
     }
-    with open(os.path.join(folder, "manifest.json"), "w") as f:
-        json.dump(manifest, f, indent=1, sort_keys=True)
+    data = json.dumps(manifest, indent=1, sort_keys=True).encode()
+    with open(os.path.join(folder, "manifest.json"), "wb") as f:
+        f.write(data)
+    summary["manifest_sha256"] = hashlib.sha256(data).hexdigest()
     return summary
 
 
-def run_bundle(folder: str, backend_name: Optional[str] = None) -> dict:
-    """Run a bundle's compiled artifacts on this host and compare; return the report."""
-    from tilecore.ir import serialize
+class BundleDigestError(ValueError):
+    """The bundle's manifest is not the one whose digest the caller expects."""
+
+
+def _read_manifest(folder: str, expect_digest: Optional[str]) -> dict:
+    """The manifest, after its sha256 matched `expect_digest` (which is required)."""
+    with open(os.path.join(folder, "manifest.json"), "rb") as f:
+        data = f.read()
+    digest = hashlib.sha256(data).hexdigest()
+    if not expect_digest:
+        raise BundleDigestError(
+            f"{folder}: running a bundle runs native code from whoever built it; pass the manifest "
+            f"digest that build-bundle printed (--expect-digest; this bundle's is {digest}) after "
+            f"checking it came from a build you trust")
+    if digest != expect_digest.strip().lower():
+        raise BundleDigestError(f"{folder}: manifest.json has sha256 {digest}, not the expected "
+                                f"{expect_digest}; the bundle was changed or is another build: not run")
+    return json.loads(data)
+
+
+def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: Optional[str] = None) -> dict:
+    """Check the manifest digest, run the bundle's compiled artifacts on this host and compare
+    with reference outputs recomputed here; return the report."""
     from tilecore.plugin.manager import get_plugin_manager
     from tilecore.runtime.cache import decode_entry
     from tilecore.runtime.kernel import Kernel
@@ -144,8 +161,7 @@ def run_bundle(folder: str, backend_name: Optional[str] = None) -> dict:
     from .runner import _feature_table, resolve_backend
 
     t0 = time.time()
-    with open(os.path.join(folder, "manifest.json")) as f:
-        manifest = json.load(f)
+    manifest = _read_manifest(folder, expect_digest)
     if manifest.get("format") != BUNDLE_FORMAT:
         raise ValueError(f"{folder}: bundle format {manifest.get('format')!r}, this suite reads {BUNDLE_FORMAT}")
     backend = resolve_backend(backend_name or manifest["backend"]["name"])
@@ -173,17 +189,18 @@ def run_bundle(folder: str, backend_name: Optional[str] = None) -> dict:
             if hashlib.sha256(data).hexdigest() != rec["artifact_sha256"]:
                 raise ValueError("artifact checksum differs from the manifest")
             artifact = decode_entry(data, pid)
-            with open(os.path.join(folder, "programs", pid + ".ir.json")) as f:
-                func = serialize.loads(f.read())
-            dtypes = {p.name: p.dtype for p in prog.params}
-            inputs = _load_arrays(os.path.join(folder, "data", pid + ".in.npz"), dtypes)
-            ref_out = _load_arrays(os.path.join(folder, "data", pid + ".ref.npz"), dtypes)
         except Exception as err:
             outcomes.append(Outcome(SUITE_ERROR, feats, f"bundle entry {pid} unreadable: {type(err).__name__}: {err}",
                                     error_kind="bundle"))
             continue
-        arrays = [inputs[p.name] for p in prog.params]
-        ref = [ref_out.get(p.name, inputs[p.name]) for p in prog.params]
+        try:  # the oracle runs here: inputs from the seed, outputs from this host's interpreter
+            func = load_source(prog.source)
+            arrays = make_inputs(prog.params, prog.bindings, prog.input_seed)
+            ref = reference_outputs(func, prog, arrays)
+        except Exception as err:
+            outcomes.append(Outcome(SUITE_ERROR, feats, f"reference run of {pid} failed: "
+                                    f"{type(err).__name__}: {err}", error_kind="oracle"))
+            continue
 
         def factory(_artifact=artifact):
             launch = pm.hook.tilecore_launcher(backend=backend, artifact=_artifact)

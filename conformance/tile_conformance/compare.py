@@ -3,8 +3,10 @@
 * integers and bool: bit-exact;
 * floats: NaN where the reference has NaN and nowhere else; +inf / -inf at the
   same positions with the same sign; every finite element within
-  `atol + rtol * |ref|` of the reference, with the tolerance the program's error
-  analysis gives (see programs.py and the README, "Tolerances").
+  `atol + rtol * |ref| + ulps * ulp(ref)` of the reference, with the tolerance
+  the program's error analysis or the math accuracy table gives (see
+  programs.py, accuracy.py and the README, "Tolerances"); where the tolerance
+  says `signed_zero`, a zero must also have the reference's sign.
 """
 from __future__ import annotations
 
@@ -31,8 +33,9 @@ class Mismatch:
     tolerance: Tolerance
 
     def describe(self) -> str:
-        tol = "bit-exact" if self.tolerance.atol == 0 and self.tolerance.rtol == 0 else \
-            f"atol={self.tolerance.atol:.3g}, rtol={self.tolerance.rtol:.3g}"
+        t = self.tolerance
+        tol = "bit-exact" if t.atol == 0 and t.rtol == 0 and not t.ulps else \
+            f"{t.ulps:g} ulp" if t.ulps and not t.atol and not t.rtol else f"atol={t.atol:.3g}, rtol={t.rtol:.3g}"
         return (f"output {self.output}{list(self.index)}: {self.reason}: expected {self.expected}, got {self.got} "
                 f"(max error {self.max_error:.6g}; {self.count} of {self.total} elements differ; "
                 f"tolerance {tol}: {self.tolerance.why})")
@@ -82,9 +85,19 @@ def compare(name: str, dtype: str, ref: np.ndarray, got: np.ndarray, tol: Tolera
         return Mismatch(name, "infinity at a different position or with another sign", float("inf"),
                         tuple(int(i) for i in idx), _fmt(ref[idx]), _fmt(got[idx]), int(inf_bad.sum()), total, tol)
     finite = ~(r_nan | r_inf)
+    if tol.signed_zero:
+        zero_bad = finite & (r == 0) & (g == 0) & (np.signbit(r) != np.signbit(g))
+        if zero_bad.any():
+            idx = np.unravel_index(int(np.argmax(zero_bad)), ref.shape)
+            return Mismatch(name, "zero with the other sign", 0.0, tuple(int(i) for i in idx), _fmt(ref[idx]),
+                            _fmt(got[idx]), int(zero_bad.sum()), total, tol)
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.where(finite, np.abs(g - r), 0.0)
         limit = tol.atol + tol.rtol * np.abs(np.where(finite, r, 0.0))
+        if tol.ulps:
+            from .edges import ulp
+
+            limit = limit + tol.ulps * ulp(np.where(finite, r, 0.0), dtype)
     bad = err > limit
     if not bad.any():
         return None

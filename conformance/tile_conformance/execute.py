@@ -15,22 +15,13 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from tilecore.ir.types import is_float
-
 from .compare import Mismatch, compare
 from .programs import Param, Program
 
 PASS, FAIL, UNSUPPORTED, SUITE_ERROR = "pass", "fail", "unsupported", "suite_error"
 
 
-def np_dtype(dtype: str):
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    if dtype == "bool":
-        return np.dtype(bool)
-    return np.dtype(dtype)
+from .edges import np_dtype  # noqa: E402  (re-exported: bundles and repro scripts use it)
 
 
 OUTPUT_SENTINEL = 77  # what "out" tensors hold before the kernel runs (same on both sides)
@@ -39,23 +30,21 @@ OUTPUT_SENTINEL = 77  # what "out" tensors hold before the kernel runs (same on 
 def make_inputs(params: Sequence[Param], bindings: Dict[str, int], seed: int) -> List[np.ndarray]:
     """The arguments of a program, in parameter order, reproducibly from `seed`.
 
-    Inputs ("in", "inout") are uniform in [lo, hi] (floats drawn in float64 and
-    rounded to nearest in their dtype; integers inclusive); "out" tensors are
+    Inputs ("in", "inout") come from `edges.fill`: uniform in [lo, hi] (floats
+    drawn in float64 and rounded to nearest in their dtype; integers inclusive),
+    mixed with the parameter's edge class when it has one; "out" tensors are
     filled with OUTPUT_SENTINEL.
     """
+    from .edges import fill
+
     rng = np.random.default_rng(seed)
     arrays = []
     for p in params:
         shape = p.concrete_shape(bindings)
-        dt = np_dtype(p.dtype)
         if p.role == "out":
-            a = np.full(shape, OUTPUT_SENTINEL if p.dtype != "bool" else True).astype(dt)
-        elif p.dtype == "bool":
-            a = rng.integers(0, 2, size=shape).astype(bool)
-        elif is_float(p.dtype):
-            a = rng.uniform(p.lo, p.hi, size=shape).astype(dt)
+            a = np.full(shape, OUTPUT_SENTINEL if p.dtype != "bool" else True).astype(np_dtype(p.dtype))
         else:
-            a = rng.integers(int(p.lo), int(p.hi) + 1, size=shape).astype(dt)
+            a = fill(rng, shape, p.dtype, p.lo, p.hi, p.edges)
         arrays.append(np.ascontiguousarray(a))
     return arrays
 
@@ -96,21 +85,30 @@ _WORKDIR: Optional[str] = None
 
 
 def workdir() -> str:
-    """Folder holding the generated programs' .py files (so spans point at real lines)."""
+    """Folder holding the generated programs' .py files (so spans point at real lines).
+
+    Always a fresh private folder (mkdtemp, 0700) made by this process, inside
+    TILE_CONFORMANCE_WORKDIR when set (which must itself be private: it is refused
+    when others can write it): programs are executed from it, so a file that was
+    there before the run must never be imported.
+    """
     global _WORKDIR
     if _WORKDIR is None:
-        _WORKDIR = os.environ.get("TILE_CONFORMANCE_WORKDIR") or tempfile.mkdtemp(prefix="tile-conformance-")
-        os.makedirs(_WORKDIR, exist_ok=True)
+        base = os.environ.get("TILE_CONFORMANCE_WORKDIR")
+        if base:
+            from tilecore.runtime.folders import private_folder
+
+            private_folder(base, "conformance working folder", "TILE_CONFORMANCE_WORKDIR")
+        _WORKDIR = tempfile.mkdtemp(prefix="tile-conformance-", dir=base or None)
     return _WORKDIR
 
 
 def load_source(source: str, name_hint: str = "prog"):
     """Write DSL `source` to a file and import it; return its `main` PrimFunc."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    path = os.path.join(workdir(), f"{name_hint}_{digest}.py")
-    if not os.path.exists(path):
-        with open(path, "w") as f:
-            f.write(source)
+    from tilecore.runtime.folders import write_private_file
+
+    path = write_private_file(workdir(), f"{name_hint}_{digest}.py", source.encode())
     mod_name = f"_tile_conformance_{name_hint}_{digest}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
     module = importlib.util.module_from_spec(spec)

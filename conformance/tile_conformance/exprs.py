@@ -36,9 +36,17 @@ INT_BINOPS = ("+", "-", "*", "//", "%", "max", "min", "&", "|", "^")
 FLOAT_CONSTS = (0.5, 1.5, 2.0, 0.25, 3.0, -1.0, -0.75)
 INT_CONSTS = (1, 2, 3, 5, 7, -3)
 POW_EXPONENTS = (2.0, 0.5, 1.5, -1.0, 3.0)
-# Accuracy allowed to a math function's implementation, in units of the result
-# dtype's unit roundoff (libm and TVM's expansions are within a few ulp).
+# Accuracy allowed to T.pow's implementation, in units of the result dtype's unit
+# roundoff (pow is not in the accuracy table: it is only generated inside expressions).
 FUNC_ULPS = 8.0
+
+
+def func_units(f: str, dtype: str) -> float:
+    """A math function's allowed error in units of the dtype's unit roundoff (one ulp is two),
+    from the accuracy table (accuracy.py), at least one ulp."""
+    from .accuracy import ulps
+
+    return 2.0 * max(1.0, ulps(f, dtype))
 
 INT_RANGES = {
     "int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
@@ -195,21 +203,21 @@ def _render_unary(f: str, x: Rendered, x_tree) -> Rendered:
         lo, hi = base ** arg.lo, base ** arg.hi
         deriv = math.log(base) * hi
         err = (arg.err + _round_err(d, arg.mag) * (1 if s != 1.0 else 0)) * deriv \
-            + FUNC_ULPS * u * max(hi, 1.0)
+            + func_units(f, d) * u * max(hi, 1.0)
         return Rendered(f"T.{f}({arg.text})", x.dtype, lo, hi, err, x.ops + 2)
     if f in ("log", "log2"):
         amin = 0.0 if x.lo <= 0 <= x.hi else min(abs(x.lo), abs(x.hi))
         k = 1.0 if f == "log" else 1.0 / math.log(2.0)
         lo, hi = k * math.log1p(amin), k * math.log1p(x.mag)
         arg_err = x.err + _round_err(d, x.mag + 1.0)
-        err = arg_err * k / (1.0 + amin) + FUNC_ULPS * u * max(hi, 1.0)
+        err = arg_err * k / (1.0 + amin) + func_units(f, d) * u * max(hi, 1.0)
         return Rendered(f"T.{f}(T.abs({x.text}) + 1.0)", x.dtype, lo, hi, err, x.ops + 2)
     if f in ("sqrt", "rsqrt"):
         amin = 0.0 if x.lo <= 0 <= x.hi else min(abs(x.lo), abs(x.hi))
         a, b = math.sqrt(amin + 1.0), math.sqrt(x.mag + 1.0)
         lo, hi = (a, b) if f == "sqrt" else (1.0 / b, 1.0 / a)
         arg_err = x.err + _round_err(d, x.mag + 1.0)
-        err = arg_err * 0.5 + FUNC_ULPS * u * max(hi, 1.0)
+        err = arg_err * 0.5 + func_units(f, d) * u * max(hi, 1.0)
         return Rendered(f"T.{f}(T.abs({x.text}) + 1.0)", x.dtype, lo, hi, err, x.ops + 2)
     if f in ("tanh", "sigmoid"):
         if f == "tanh":
@@ -217,12 +225,12 @@ def _render_unary(f: str, x: Rendered, x_tree) -> Rendered:
         else:
             sg = lambda v: 1.0 / (1.0 + math.exp(-v))  # noqa: E731
             lo, hi, deriv = sg(x.lo), sg(x.hi), 0.25
-        err = x.err * deriv + FUNC_ULPS * u
+        err = x.err * deriv + func_units(f, d) * u
         return Rendered(f"T.{f}({x.text})", x.dtype, lo, hi, err, x.ops + 1)
     if f in ("sin", "cos"):
         s = _pow2_scale(x.mag, 4.0)
         arg = _scaled(x, s)
-        err = arg.err + FUNC_ULPS * u * max(arg.mag, 1.0)
+        err = arg.err + func_units(f, d) * u * max(arg.mag, 1.0)
         return Rendered(f"T.{f}({arg.text})", x.dtype, -1.0, 1.0, err, x.ops + 1)
     raise ValueError(f"unknown function {f}")
 

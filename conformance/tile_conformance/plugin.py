@@ -2,8 +2,9 @@
 
     tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--report out.json] [--ray [ADDRESS]]
     tile conformance verify REPORT.json [--must-pass FILE]
+    tile conformance rerun REPORT.json [--backend NAME] [--all] [--report out.json]
     tile conformance build-bundle BACKEND DIR [--examples N] [--seed S]
-    tile conformance run-bundle DIR [--backend NAME] [--report out.json]
+    tile conformance run-bundle DIR --expect-digest SHA256 [--backend NAME] [--report out.json]
 """
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from tilecore.plugin import hookimpl
 USAGE = """\
 tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--report out.json] [--ray [ADDRESS]]
 tile conformance verify REPORT.json [--must-pass FILE]
+tile conformance rerun REPORT.json [--backend NAME] [--all] [--report out.json]
 tile conformance build-bundle BACKEND DIR [--examples N] [--seed S]
-tile conformance run-bundle DIR [--backend NAME] [--report out.json]"""
+tile conformance run-bundle DIR --expect-digest SHA256 [--backend NAME] [--report out.json]"""
 
 
 @hookimpl
@@ -59,11 +61,23 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-shrink", action="store_true", help="report failures without shrinking them")
     p.add_argument("--max-shrinks", type=int, default=4, help="failures to shrink (default 4)")
     p.add_argument("--shrink-runs", type=int, default=60, help="backend runs per shrink (default 60)")
+    _isolation_args(p)
+    p.add_argument("--stop-after-failures", type=int, default=0, metavar="K",
+                   help="end the run after K failed programs (default 0: run them all)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                    help="shard generation, compilation and execution over the Ray cluster at ADDRESS "
                         "(no ADDRESS: a new local cluster); needs tile-conformance[ray]")
     return p
+
+
+def _isolation_args(p: argparse.ArgumentParser) -> None:
+    from .pool import DEFAULT_TIMEOUT
+
+    p.add_argument("--jobs", type=int, default=None,
+                   help="worker processes running programs (default: 2, or 1 on a single core)")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                   help=f"seconds per program before its worker is killed (default {DEFAULT_TIMEOUT:g})")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -80,6 +94,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             return _build_bundle(argv[1:])
         if cmd == "run-bundle":
             return _run_bundle(argv[1:])
+        if cmd == "rerun":
+            return _rerun(argv[1:])
         return _run(argv)
     except Exception as err:
         from .runner import ConformanceError
@@ -122,24 +138,74 @@ def _print_summary(report: dict, paths=()) -> None:
 
 
 def _run(argv: List[str]) -> int:
-    from .report import write_report
     from .runner import run_suite
 
     args = _run_parser().parse_args(argv)
     families = [f.strip() for f in args.families.split(",")] if args.families else None
-    run = run_suite
+    settings_used = {"examples": args.examples, "seed": args.seed, "tier": args.tier,
+                     "families": families or "all"}
     if args.ray is not None:
         from functools import partial
 
         from .ray_shard import run_suite_on_ray
 
-        run = partial(run_suite_on_ray, address=args.ray or None)
-    report = run(args.backend, examples=args.examples, seed=args.seed, tier=args.tier,
-                 families=families, shrink=not args.no_shrink, max_shrinks=args.max_shrinks,
-                 shrink_runs=args.shrink_runs, progress=not args.no_progress and sys.stderr.isatty())
-    paths = write_report(report, args.report) if args.report else ()
+        run_suite = partial(run_suite_on_ray, address=args.ray or None)
+    return _finish(args.backend, settings_used, args.report, lambda: run_suite(
+        args.backend, examples=args.examples, seed=args.seed, tier=args.tier, families=families,
+        shrink=not args.no_shrink, max_shrinks=args.max_shrinks, shrink_runs=args.shrink_runs,
+        progress=not args.no_progress and sys.stderr.isatty(), jobs=args.jobs, timeout=args.timeout,
+        stop_after_failures=args.stop_after_failures))[0]
+
+
+def _finish(backend: str, settings_used: dict, path: Optional[str], run):
+    """Run, then always write the report and print the verdict; (0 only when certified, the report).
+
+    The backend runs in worker processes, so its crashes cannot end this one;
+    anything else that stops the run (a bug of the suite, Ctrl-C, a SystemExit
+    from a plugin loaded here) still leaves a NOT CERTIFIED report.
+    """
+    from .report import aborted_report, write_report
+    from .runner import ConformanceError
+
+    from tilecore.diagnostics import TileError
+
+    try:
+        report = run()
+    except (ConformanceError, TileError, FileNotFoundError, ValueError):
+        raise  # usage errors: exit status 2, see main()
+    except BaseException as err:  # noqa: B902 - the verdict must be written whatever happened
+        report = aborted_report(backend, settings_used, err)
+    paths = write_report(report, path) if path else ()
     _print_summary(report, paths)
-    return 0 if report["verdict"]["certified"] else 1
+    return (0 if report["verdict"]["certified"] else 1), report
+
+
+def _rerun(argv: List[str]) -> int:
+    from .rerun import rerun_report
+
+    p = argparse.ArgumentParser(prog="tile conformance rerun",
+                                description="Run the failing programs of a report again, exactly (original and "
+                                "minimal programs, same inputs); with --all, regenerate the whole run from its "
+                                "seed and check that the program digest is the same.")
+    p.add_argument("report", help="a JSON report written by `tile conformance BACKEND --report`")
+    p.add_argument("--backend", default=None, help="backend to run on (default: the report's)")
+    p.add_argument("--all", action="store_true", help="regenerate and rerun every program of the report")
+    p.add_argument("--report", dest="out", default=None, help="write the new report here")
+    _isolation_args(p)
+    args = p.parse_args(argv)
+    with open(args.report) as f:
+        old = json.load(f)
+    backend = args.backend or old["backend"]["name"]
+    code, new = _finish(backend, dict(old.get("settings", {}), rerun_of=args.report), args.out,
+                        lambda: rerun_report(old, backend, everything=args.all, jobs=args.jobs, timeout=args.timeout))
+    if args.all or not new["totals"]["programs"]:
+        return code
+    t = new["totals"]
+    fixed = t["fail"] == 0 and t["suite_error"] == 0
+    print(f"rerun of the {t['programs']} failing program(s) of {args.report}: "
+          + ("all pass now (a rerun is not a certification: run the full suite)" if fixed
+             else f"{t['fail']} still fail"))
+    return 0 if fixed else 1
 
 
 def _verify(argv: List[str]) -> int:
@@ -180,7 +246,8 @@ def _build_bundle(argv: List[str]) -> int:
     summary = build_bundle(args.backend, args.dir, examples=args.examples, seed=args.seed, families=families)
     print(f"bundle {args.dir}: {summary['programs']} programs for backend {args.backend} "
           f"({summary['compiled']} compiled, {summary['compile_failures']} compile failures, "
-          f"{summary['unsupported']} unsupported)")
+          f"{summary['unsupported']} unsupported)\nmanifest digest: {summary['manifest_sha256']} "
+          f"(run it with: tile conformance run-bundle DIR --expect-digest {summary['manifest_sha256']})")
     return 0 if summary["compile_failures"] == 0 and summary["suite_errors"] == 0 else 1
 
 
@@ -192,8 +259,15 @@ def _run_bundle(argv: List[str]) -> int:
     p.add_argument("dir")
     p.add_argument("--backend", default=None, help="backend to load the artifacts with (default: the bundle's)")
     p.add_argument("--report", default=None)
+    p.add_argument("--expect-digest", required=True,
+                   help="the manifest digest build-bundle printed: the bundle's native code runs only "
+                        "when manifest.json still has it")
     args = p.parse_args(argv)
-    report = run_bundle(args.dir, backend_name=args.backend)
+    try:
+        report = run_bundle(args.dir, backend_name=args.backend, expect_digest=args.expect_digest)
+    except ValueError as err:
+        print(f"tile conformance run-bundle: {err}", file=sys.stderr)
+        return 2
     paths = write_report(report, args.report) if args.report else ()
     _print_summary(report, paths)
     return 0 if report["verdict"]["certified"] else 1

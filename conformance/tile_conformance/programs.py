@@ -34,6 +34,7 @@ class Param:
     role: str = "in"
     lo: float = -FLOAT_BOUND
     hi: float = FLOAT_BOUND
+    edges: str = ""  # edge class of the input values (edges.py); "" = uniform in [lo, hi]
 
     def concrete_shape(self, bindings: Dict[str, int]) -> Tuple[int, ...]:
         return tuple(bindings[s] if isinstance(s, str) else int(s) for s in self.shape)
@@ -41,14 +42,29 @@ class Param:
 
 @dataclass
 class Tolerance:
-    """|got - ref| <= atol + rtol * |ref| elementwise; (0, 0) means bit-exact."""
+    """|got - ref| <= atol + rtol * |ref| + ulps * ulp(ref) elementwise; all zero means exact.
+
+    `signed_zero`: -0.0 and +0.0 must match too (results that are uniquely
+    defined down to the sign of zero: copies and conversions).
+    """
 
     atol: float = 0.0
     rtol: float = 0.0
     why: str = "exact"
+    ulps: float = 0.0
+    signed_zero: bool = False
 
     def to_json(self):
-        return {"atol": self.atol, "rtol": self.rtol, "why": self.why}
+        out = {"atol": self.atol, "rtol": self.rtol, "why": self.why}
+        if self.ulps:
+            out["ulps"] = self.ulps
+        if self.signed_zero:
+            out["signed_zero"] = True
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Tolerance":
+        return cls(d["atol"], d["rtol"], d.get("why", ""), d.get("ulps", 0.0), d.get("signed_zero", False))
 
 
 @dataclass
@@ -206,6 +222,12 @@ def _build_ewise(k: dict) -> Program:
         leaves = [X.Leaf(f"{p.name}[{ri}, {rj}]", p.dtype, p.lo, p.hi) for p in params]
     else:
         leaves = [X.Leaf(f"{p.name}_t[i, j]", p.dtype, p.lo, p.hi) for p in params]
+    # names bound inside the T.Parallel body (bit 1: each input element, bit 2: the result)
+    names = int(k.get("names", 0))
+    bindings_text = []
+    if names & 1:
+        bindings_text = [f"{p.name.lower()}_v = {leaf.text}" for p, leaf in zip(params, leaves)]
+        leaves = [X.Leaf(f"{p.name.lower()}_v", leaf.dtype, leaf.lo, leaf.hi) for p, leaf in zip(params, leaves)]
     if int_mode:
         r = X.render_int(k["expr"], leaves)
         out_dtype = _out_dtype_fitting(k["out_dtype"], r.lo, r.hi, k.get("allowed_dtypes", ()))
@@ -247,7 +269,11 @@ def _build_ewise(k: dict) -> Program:
         w(f"if {rj} < {_dim(N)}:")
         w.indent()
     target = "Out_t[i, j]" if out_stage == "fragment" else f"Out[{ri}, {rj}]"
-    w(f"{target} = {r.text}")
+    for line in bindings_text:
+        w(line)
+    if names & 2:
+        w(f"result_v = {r.text}")
+    w(f"{target} = {'result_v' if names & 2 else r.text}")
     w.level = 2  # back to the kernel body
     if out_stage == "fragment":
         w(f"T.copy(Out_t, {_region('Out', [_offset('by', bm), _offset('bx', bn)], [bm, bn], k['form'])})")
@@ -273,11 +299,12 @@ def _build_copy(k: dict) -> Program:
     d_in, d1, d2, d_out = k["dtypes"]
     s1, s2 = k["scopes"]
     lo, hi = _input_bounds(d_in)
-    if not is_float(d_in):
+    edges = k.get("edges", "")
+    if not is_float(d_in) and not edges:
         # int chains stay inside every dtype of the chain (no wrap-around)
         for d in (d1, d2, d_out):
             lo, hi = max(lo, _input_bounds(d)[0]), min(hi, _input_bounds(d)[1])
-    A = Param("A", (M, N), d_in, "in", lo, hi)
+    A = Param("A", (M, N), d_in, "in", lo, hi, edges)
     out = Param("Out", (M, N), d_out, "out")
     params = [A, out]
     dyn = ["m"] if k.get("dyn") else []
@@ -307,7 +334,8 @@ def _build_copy(k: dict) -> Program:
     if k.get("dyn"):
         feats.add("dynamic_shape")
     feats |= _dtype_features(d_in, d1, d2, d_out)
-    tol = Tolerance(0.0, 0.0, "copies and dtype conversions are exactly rounded: bit-exact")
+    tol = Tolerance(0.0, 0.0, "copies and dtype conversions are exactly rounded: bit-exact",
+                    signed_zero=is_float(d_out))
     return _finish(k, w, params, bindings, feats, {"Out": tol}, grid)
 
 
@@ -319,7 +347,7 @@ def _build_reduce(k: dict) -> Program:
     bm, bn, dim, kind = k["bm"], k["bn"], k["dim"], k["kind"]
     d_in, acc, d_out = k["in_dtype"], k["acc_dtype"], k["out_dtype"]
     lo, hi = _input_bounds(d_in)
-    A = Param("A", (M, N), d_in, "in", lo, hi)
+    A = Param("A", (M, N), d_in, "in", lo, hi, k.get("edges", ""))
     red_extent, keep_extent = (N, M) if dim == 1 else (M, N)
     red_tile, keep_tile = (bn, bm) if dim == 1 else (bm, bn)
     out = Param("Out", (keep_extent,), d_out, "out")
@@ -388,8 +416,11 @@ def _build_gemm(k: dict) -> Program:
     ta, tb = k["ta"], k["tb"]
     d_in, acc, d_out = k["in_dtype"], k["acc_dtype"], k["out_dtype"]
     lo, hi = _input_bounds(d_in)
-    A = Param("A", (K, M) if ta else (M, K), d_in, "in", lo, hi)
-    B = Param("B", (N, K) if tb else (K, N), d_in, "in", lo, hi)
+    edges = ""
+    if d_in in ("int8", "uint8"):  # the whole range: partial sums overflow any narrower accumulator
+        (lo, hi), edges = X.INT_RANGES[d_in], "limits"
+    A = Param("A", (K, M) if ta else (M, K), d_in, "in", lo, hi, edges)
+    B = Param("B", (N, K) if tb else (K, N), d_in, "in", lo, hi, edges)
     C = Param("C", (M, N), d_out, "out")
     params = [A, B, C]
     w = _Writer()
@@ -462,11 +493,13 @@ def _build_atomic(k: dict) -> Program:
     M, N = k["M"], k["N"]
     bm, bn, kind, d = k["bm"], k["bn"], k["kind"], k["dtype"]
     lo, hi = _input_bounds(d)
-    A = Param("A", (M, N), d, "in", lo, hi)
+    # floats hold small integers: every partial sum is exact, so any order gives the same bits
+    exact_floats = is_float(d)
+    A = Param("A", (M, N), d, "in", lo, hi, "intfloat" if exact_floats else "")
     feats = {"atomic", "copy"}
     w = _Writer()
     if k["form"] == "tile":
-        out = Param("Out", (N,), d, "inout", lo, hi)
+        out = Param("Out", (N,), d, "inout", lo, hi, A.edges)
         params = [A, out]
         _header(w, params, [])
         grid = [_ceildiv_text(N, bn), _ceildiv_text(M, bm)]
@@ -483,7 +516,7 @@ def _build_atomic(k: dict) -> Program:
             feats.add("partial_tiles")
     else:
         R = k["rows"]
-        out = Param("Out", (R, N), d, "inout", lo, hi)
+        out = Param("Out", (R, N), d, "inout", lo, hi, A.edges)
         params = [A, out]
         _header(w, params, [])
         grid = [_ceildiv_text(M, bm)]
@@ -499,10 +532,13 @@ def _build_atomic(k: dict) -> Program:
         w(f"T.atomic_{kind}(Out[(bx * {bm} + i) % {R}, j], A[bx * {bm} + i, j])")
         contributions = -(-M // R)
     feats |= _dtype_features(d)
-    if kind == "add" and is_float(d):
-        bound = max(abs(lo), abs(hi))
+    if kind == "add" and is_float(d) and (contributions + 1) * 8 >= 2.0 ** {"float16": 11, "bfloat16": 8}.get(d, 24):
+        bound = max(abs(lo), abs(hi), 8)
         tol = _sum_tolerance(contributions + 1, d, (contributions + 1) * bound, d,
                              f"{contributions} atomic additions in any order in {d}")
+    elif kind == "add" and is_float(d):
+        tol = Tolerance(0.0, 0.0, f"{contributions} atomic additions of small integers in {d}: every partial "
+                                  "sum is exact, so any order gives the same result")
     else:
         tol = Tolerance(0.0, 0.0, f"atomic {kind} on {d}: order-independent, exact")
     return _finish(k, w, params, {}, feats, {"Out": tol}, grid)
@@ -512,7 +548,7 @@ def _build_cumsum(k: dict) -> Program:
     M, N, bindings = _dims(k)
     bm, bn, dim, d = k["bm"], k["bn"], k["dim"], k["dtype"]
     lo, hi = _input_bounds(d)
-    A = Param("A", (M, N), d, "in", lo, hi)
+    A = Param("A", (M, N), d, "in", lo, hi, k.get("edges", ""))
     out = Param("Out", (M, N), d, "out")
     params = [A, out]
     dyn = ["m"] if k.get("dyn") else []
@@ -708,6 +744,9 @@ _BUILDERS = {
     "control": _build_control,
     "chain": _build_chain,
 }
+from .edge_programs import EDGE_BUILDERS  # noqa: E402  (they build on the helpers above)
+
+_BUILDERS.update(EDGE_BUILDERS)
 FAMILIES = tuple(_BUILDERS)
 
 

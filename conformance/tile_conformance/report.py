@@ -45,12 +45,13 @@ def _device(backend) -> dict:
         st = backend.toolchain_status()
         return {"toolchain_ok": st.ok, "summary": st.summary, "device": st.device,
                 "details": {k: v for k, v in st.details}}
-    except Exception as err:  # the report must still be written
+    except BaseException as err:  # noqa: B902 - the report must still be written
         return {"toolchain_ok": False, "summary": f"toolchain_status() failed: {type(err).__name__}: {err}"}
 
 
 def build_report(backend, settings_used, programs, outcomes, table, failures, errors, digest, seconds,
-                 must_pass: Optional[dict] = None) -> dict:
+                 must_pass: Optional[dict] = None, indices=None, coverage: Optional[dict] = None) -> dict:
+    """The report of a run (`indices`: each outcome's program number in the run, when not all ran)."""
     import hypothesis
     import numpy
 
@@ -91,10 +92,41 @@ def build_report(backend, settings_used, programs, outcomes, table, failures, er
         "failures": failures,
         "suite_errors": errors[:20],
     }
+    if coverage is not None:
+        report["coverage"] = coverage
     ok, reasons = verify(report, must_pass)
     report["verdict"] = {"certified": ok, "reasons": reasons,
                          "must_pass_version": (must_pass or load_must_pass()).get("version")}
     return report
+
+
+def aborted_report(backend_name: str, settings_used: dict, err: BaseException) -> dict:
+    """The report of a run that stopped before it finished: NOT CERTIFIED, with the reason."""
+    import traceback
+
+    import hypothesis
+    import numpy
+
+    import tilecore
+
+    where = "".join(traceback.format_exception(type(err), err, err.__traceback__)[-3:]).strip()
+    reason = f"the run was aborted: {type(err).__name__}({err}) at {where}"
+    settings_used = {"examples": 0, "seed": None, "tier": "execute", "families": "all", **settings_used}
+    return {
+        "format": REPORT_FORMAT,
+        "suite": {"name": "tile-conformance", "version": __version__},
+        "tilecore": {"distribution": "tilecore", "version": tilecore.__version__,
+                     "ir_version": tilecore.TILE_IR_VERSION},
+        "backend": {"name": backend_name, "distribution": "", "version": "", "features": []},
+        "plugins": [], "device": {},
+        "host": {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count(),
+                 "python": sys.version.split()[0], "numpy": numpy.__version__,
+                 "hypothesis": hypothesis.__version__},
+        "settings": settings_used, "program_digest": "", "duration_seconds": 0.0,
+        "totals": {"programs": 0, "pass": 0, "fail": 0, "unsupported": 0, "suite_error": 0},
+        "families": {}, "features": {}, "failures": [], "suite_errors": [],
+        "verdict": {"certified": False, "reasons": [reason], "must_pass_version": None},
+    }
 
 
 def verify(report: dict, must_pass: Optional[dict] = None) -> Tuple[bool, List[str]]:
@@ -126,7 +158,21 @@ def verify(report: dict, must_pass: Optional[dict] = None) -> Tuple[bool, List[s
     for feat, row in report["features"].items():
         if row.get("pass", 0) and not row.get("declared", False):
             reasons.append(f"feature {feat!r} counted as passed but the backend does not declare it")
+    reasons += _coverage_reasons(report, mp)
     return not reasons, reasons
+
+
+def _coverage_reasons(report: dict, mp: dict) -> List[str]:
+    """Required coverage cells (coverage.py) with fewer passing programs than must_pass.json asks."""
+    need = mp.get("coverage", {}).get("min_passes", 0)
+    cov = report.get("coverage")
+    if not need or not cov:
+        return []
+    short = [c for c in cov.get("required", []) if cov["cells"].get(c, {}).get("pass", 0) < need]
+    if not short:
+        return []
+    return [f"coverage: {len(short)} required cell(s) with fewer than {need} passing program(s): "
+            + ", ".join(short[:12]) + (" ..." if len(short) > 12 else "")]
 
 
 # ----------------------------------------------------------------------------- Markdown
@@ -175,6 +221,7 @@ def to_markdown(report: dict) -> str:
     lines += ["", "## Families", "", "| family | pass | fail | unsupported | suite errors |", "|---|---:|---:|---:|---:|"]
     for fam, row in sorted(report["families"].items()):
         lines.append(f"| {fam} | {row['pass']} | {row['fail']} | {row['unsupported']} | {row['suite_error']} |")
+    lines += coverage_markdown(report)
     if report["failures"]:
         lines += ["", f"## Failures ({len(report['failures'])})", ""]
         for n, f in enumerate(report["failures"], 1):
@@ -200,6 +247,22 @@ def to_markdown(report: dict) -> str:
         for e in report["suite_errors"]:
             lines.append(f"- program #{e['index']} ({e['family']}): {e['message']}")
     return "\n".join(lines) + "\n"
+
+
+def coverage_markdown(report: dict) -> List[str]:
+    """The coverage matrix: every cell the run exercised or needed, with its pass / fail counts."""
+    cov = report.get("coverage")
+    if not cov:
+        return []
+    required = set(cov.get("required", []))
+    lines = ["", "## Coverage", "", "Cells (coverage.py): conversion kinds, integer operators, math functions per "
+             "dtype, reduce kinds, edge classes per dtype, dynamic shapes per family, sizes. `required`: "
+             "certification needs a passing program there.", "",
+             "| cell | pass | fail | required |", "|---|---:|---:|---|"]
+    for cell in sorted(set(cov["cells"]) | required):
+        row = cov["cells"].get(cell, {"pass": 0, "fail": 0})
+        lines.append(f"| {cell} | {row['pass']} | {row['fail']} | {'yes' if cell in required else ''} |")
+    return lines
 
 
 def write_report(report: dict, path: str) -> Tuple[str, str]:

@@ -13,8 +13,9 @@ from .programs import Param, Program, Tolerance
 
 def program_from_record(record: dict) -> Program:
     """Rebuild a Program from the `program` record a report or bundle stores."""
-    params = [Param(p["name"], tuple(p["shape"]), p["dtype"], p["role"], p["lo"], p["hi"]) for p in record["params"]]
-    tols = {k: Tolerance(v["atol"], v["rtol"], v.get("why", "")) for k, v in record["tolerances"].items()}
+    params = [Param(p["name"], tuple(p["shape"]), p["dtype"], p["role"], p["lo"], p["hi"], p.get("edges", ""))
+              for p in record["params"]]
+    tols = {k: Tolerance.from_json(v) for k, v in record["tolerances"].items()}
     return Program(record["family"], record.get("knobs", {}), record["source"], params,
                    dict(record.get("bindings", {})), frozenset(record.get("features", ())), tols,
                    int(record["input_seed"]))
@@ -27,7 +28,7 @@ def program_record(program: Program) -> dict:
         "knobs": program.knobs,
         "source": program.source,
         "params": [{"name": p.name, "shape": list(p.shape), "dtype": p.dtype, "role": p.role,
-                    "lo": p.lo, "hi": p.hi} for p in program.params],
+                    "lo": p.lo, "hi": p.hi, **({"edges": p.edges} if p.edges else {})} for p in program.params],
         "bindings": program.bindings,
         "features": sorted(program.features),
         "tolerances": {k: v.to_json() for k, v in program.tolerances.items()},

@@ -1,20 +1,19 @@
 """The conformance run: generate programs, run them, shrink failures, write the report."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import seed as hypothesis_seed
-
-from .execute import FAIL, PASS, SUITE_ERROR, UNSUPPORTED, Outcome, run_program
-from .programs import FAMILIES, Program, Unbuildable, build
+from .execute import FAIL, PASS, SUITE_ERROR, UNSUPPORTED, Outcome
+from .programs import FAMILIES, Program, build
 from .repro import program_record, repro_script
+from .pool import DEFAULT_TIMEOUT, WorkerPool
 from .shrink import Shrinker, program_size
-from .strategies import Caps, family_requirements, program_knobs
+from .strategies import Caps, family_requirements, knobs_at
 
-DEFAULT_EXAMPLES = 100
+DEFAULT_EXAMPLES = 165  # 15 programs of each of the 11 families
 
 
 class ConformanceError(Exception):
@@ -46,45 +45,26 @@ def family_quota(families: Sequence[str], examples: int) -> Dict[str, int]:
 def generate_knobs(caps: Caps, examples: int, seed: int, families: Optional[Sequence[str]] = None) -> List[dict]:
     """The knobs of `examples` programs, the same for the same (caps, examples, seed, families).
 
-    Each family is drawn by its own hypothesis run (`@seed(seed + i)`, no
-    example database, generation phase only), so the programs depend on nothing
-    but these arguments and the installed hypothesis version.
+    Program i is `knobs_at(caps, seed, i, fams)`: drawn from its own seeded
+    Random, so any program of a run can be regenerated alone (a sharded run
+    generates only its own indices) and nothing but these arguments and the
+    suite version decides it.
     """
+    fams = run_families(caps, families)
+    return [knobs_at(caps, seed, i, fams) for i in range(examples)]
+
+
+def run_families(caps: Caps, families: Optional[Sequence[str]] = None) -> Tuple[str, ...]:
+    """The families a run draws from, in their fixed order (a clear error when none or unknown)."""
     unknown = sorted(set(families or ()) - set(FAMILIES))
     if unknown:
         raise ConformanceError(f"unknown program famil{'y' if len(unknown) == 1 else 'ies'} "
                                f"{', '.join(unknown)}; choose from {', '.join(FAMILIES)}")
-    fams = [f for f in family_requirements(caps) if families is None or f in families]
+    fams = tuple(f for f in family_requirements(caps) if families is None or f in families)
     if not fams:
         raise ConformanceError("the backend declares too few features for any program family "
                                f"(needs e.g. 'copy' or 'parallel'; declared: {sorted(caps.features)})")
-    quota = family_quota(fams, examples)
-    out: List[dict] = []
-    for i, fam in enumerate(FAMILIES):
-        n = quota.get(fam, 0)
-        if not n:
-            continue
-        drawn: List[dict] = []
-
-        @hypothesis_seed(seed * 1000 + i)
-        @settings(max_examples=n, database=None, phases=[Phase.generate], deadline=None,
-                  suppress_health_check=list(HealthCheck), derandomize=False)
-        @given(program_knobs(caps, families=(fam,)))
-        def collect(knobs):
-            drawn.append(knobs)
-
-        collect()
-        out.extend(drawn[:n])
-    # interleave families so a partial run (and the progress bar) sees all of them
-    by_family: Dict[str, List[dict]] = {}
-    for k in out:
-        by_family.setdefault(k["family"], []).append(k)
-    mixed: List[dict] = []
-    while any(by_family.values()):
-        for fam in list(by_family):
-            if by_family[fam]:
-                mixed.append(by_family[fam].pop(0))
-    return mixed
+    return fams
 
 
 def _feature_table(outcomes: List[Outcome], declared: frozenset) -> Dict[str, dict]:
@@ -122,9 +102,12 @@ def suspects(features: Sequence[str], table: Dict[str, dict]) -> List[str]:
         tried = row.get("pass", 0) + row.get("fail", 0)
         return (row.get("fail", 0) / tried) if tried else 0.0
 
-    # near-equal ratios (same tenth) list language features before dtypes: a dtype is the suspect
-    # only when it fails clearly more often than the operations it appears in
-    ranked = sorted(features, key=lambda f: (-round(ratio(f), 1), f.startswith("dtype:"), -ratio(f), f))
+    # near-equal ratios (same tenth) list language features before dtypes (a dtype is the suspect
+    # only when it fails clearly more often than the operations it appears in), then the feature with
+    # more failing programs behind it: a feature seen failing once in one program is weaker evidence
+    # than one failing in many (a dynamic-shape bug was blamed on the one cumsum program it broke)
+    ranked = sorted(features, key=lambda f: (-round(ratio(f), 1), f.startswith("dtype:"),
+                                             -table.get(f, {}).get("fail", 0), -ratio(f), f))
     return [f for f in ranked if ratio(f) > 0]
 
 
@@ -159,141 +142,171 @@ class _Progress:
 def run_suite(backend_name: str, examples: int = DEFAULT_EXAMPLES, seed: int = 0, tier: str = "execute",
               families: Optional[Sequence[str]] = None, shrink: bool = True, max_shrinks: int = 4,
               shrink_runs: int = 60, shrink_seconds: float = 90.0, progress: bool = False,
-              must_pass: Optional[dict] = None, pool=None) -> dict:
+              must_pass: Optional[dict] = None, jobs: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT,
+              stop_after_failures: int = 0, programs: Optional[Sequence[Program]] = None,
+              pool: Optional[WorkerPool] = None) -> dict:
     """Run the suite on one backend and return the report (a JSON-serialisable dict).
 
-    Every program is compiled anew (a private compile cache, see execute.fresh_compile_cache).
-    `pool` runs the programs (`run(programs, on_result)`, `run_one(program)`, see InProcessPool);
-    default: this process. ray_shard.RayShardPool shards the run over a Ray cluster.
+    Programs run in `jobs` isolated worker processes (pool.py), each with
+    `timeout` seconds; a crash or hang fails that program only. Every program
+    is compiled anew (a private compile cache, see execute.fresh_compile_cache).
+    `stop_after_failures=K` ends the run after K failed programs (the rest are
+    not run: a quick rejection, e.g. for mutation testing). `programs` runs
+    those instead of generating (`tile conformance rerun`). `pool`: an open
+    WorkerPool to use (and leave open) instead of a new one, e.g. for many
+    short runs in a row.
     """
     from .execute import fresh_compile_cache
 
     with fresh_compile_cache():
         return _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks, shrink_runs,
-                          shrink_seconds, progress, must_pass, pool)
+                          shrink_seconds, progress, must_pass, jobs, timeout, stop_after_failures, programs, pool)
 
 
-class InProcessPool:
-    """Runs programs one after another in this process (the default of run_suite)."""
-
-    def __init__(self, backend, tier: str):
-        self.backend, self.tier = backend, tier
-
-    def run_one(self, program: Program) -> Outcome:
-        """The outcome of one program."""
-        return run_program(program, self.backend, self.tier)
-
-    def run(self, programs: Sequence[Program], on_result=None) -> List[Outcome]:
-        """Outcomes in the programs' order; `on_result(i, outcome)` sees each as it comes."""
-        outcomes = []
-        for i, program in enumerate(programs):
-            outcomes.append(self.run_one(program))
-            if on_result is not None:
-                on_result(i, outcomes[-1])
-        return outcomes
-
-
-def _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks, shrink_runs, shrink_seconds,
-               progress, must_pass, pool=None) -> dict:
-    from .report import build_report
-
-    t0 = time.time()
-    backend = resolve_backend(backend_name)
+def check_tier(backend, tier: str) -> None:
+    """A clear error unless `backend` declares conformance tier `tier`."""
     tiers = tuple(getattr(backend.capabilities, "tiers", ("execute",)))
     if tier not in ("execute", "compile"):
         raise ConformanceError(f"unknown tier {tier!r}; use execute or compile")
     if tier not in tiers:
         raise ConformanceError(f"backend {backend.name!r} declares the conformance tier(s) {', '.join(tiers)}, "
                                f"not {tier!r} (capabilities.tiers); run with --tier {tiers[0]}")
+
+
+def program_digest(programs: Sequence[Program]) -> str:
+    """SHA-256 over every program's source and input seed: equal digests, the same programs."""
+    return hashlib.sha256("".join(p.source + str(p.input_seed) for p in programs).encode()).hexdigest()
+
+
+def _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks, shrink_runs, shrink_seconds,
+               progress, must_pass, jobs, timeout, stop_after_failures, given_programs, shared_pool) -> dict:
+    from .report import build_report
+
+    t0 = time.time()
+    backend = resolve_backend(backend_name)
+    check_tier(backend, tier)
     caps = Caps.from_backend(backend)
-    knob_list = generate_knobs(caps, examples, seed, families)
-    programs: List[Program] = [build(k) for k in knob_list]
-    digest = hashlib.sha256("".join(p.source + str(p.input_seed) for p in programs).encode()).hexdigest()
+    if given_programs is None:
+        programs: List[Program] = [build(k) for k in generate_knobs(caps, examples, seed, families)]
+    else:
+        programs = list(given_programs)
+    digest = program_digest(programs)
     bar = _Progress(progress, len(programs), f"{backend.name} ({tier})")
     counts = {PASS: 0, FAIL: 0, UNSUPPORTED: 0, SUITE_ERROR: 0}
-    pool = pool or InProcessPool(backend, tier)
 
     def on_result(i, o):
         counts[o.status] += 1
         bar.advance(f"pass {counts[PASS]} fail {counts[FAIL]}"
                     + (f" unsupported {counts[UNSUPPORTED]}" if counts[UNSUPPORTED] else "")
                     + (f" errors {counts[SUITE_ERROR]}" if counts[SUITE_ERROR] else ""))
+        return bool(stop_after_failures) and counts[FAIL] >= stop_after_failures
 
+    pool = shared_pool or WorkerPool(backend.name, tier, jobs, timeout)
+    pool.backend, pool.tier = backend.name, tier
     try:
-        outcomes: List[Outcome] = list(pool.run(programs, on_result))
-        table = _feature_table(outcomes, frozenset(backend.capabilities.features))
-        failures = _failures(programs, outcomes, table, pool, shrink, max_shrinks, shrink_runs,
-                             shrink_seconds, seed, bar)
+        with contextlib.nullcontext(pool) if shared_pool else pool:
+            results = pool.run(programs, on_result)
+            ran = [i for i, o in enumerate(results) if o is not None]
+            run_programs = [programs[i] for i in ran]
+            outcomes = [results[i] for i in ran]
+            table = _feature_table(outcomes, frozenset(backend.capabilities.features))
+            failures = _failures(run_programs, outcomes, ran, table, pool, shrink, max_shrinks, shrink_runs,
+                                 shrink_seconds, seed, bar)
     finally:
         bar.stop()
     errors = [{"index": i, "family": p.family, "message": o.message, "program": program_record(p)}
-              for i, (p, o) in enumerate(zip(programs, outcomes)) if o.status == SUITE_ERROR]
-    settings_used = {"examples": examples, "seed": seed, "tier": tier, "compile_cache": "fresh (private, per run)",
+              for i, p, o in zip(ran, run_programs, outcomes) if o.status == SUITE_ERROR]
+    settings_used = {"examples": examples if given_programs is None else len(programs), "seed": seed, "tier": tier,
+                     "compile_cache": "fresh (private, per run)",
                      "families": list(families) if families else "all",
+                     "isolation": {"workers": pool.jobs, "timeout_seconds": pool.timeout},
+                     "stop_after_failures": stop_after_failures, "programs_run": len(ran),
                      "shrink": {"enabled": shrink, "max_failures_shrunk": max_shrinks, "max_runs": shrink_runs,
                                 "max_seconds": shrink_seconds}}
-    return build_report(backend, settings_used, programs, outcomes, table, failures, errors, digest,
-                        time.time() - t0, must_pass)
+    if given_programs is not None:
+        settings_used["rerun"] = True
+    from .coverage import coverage_table, required_cells
+
+    coverage = {"cells": coverage_table(run_programs, outcomes),
+                "required": required_cells(caps, run_families(caps, families)) if given_programs is None else []}
+    return build_report(backend, settings_used, run_programs, outcomes, table, failures, errors, digest,
+                        time.time() - t0, must_pass, indices=ran, coverage=coverage)
 
 
-def _failures(programs, outcomes, table, pool, shrink, max_shrinks, shrink_runs, shrink_seconds,
-              seed, bar) -> List[dict]:
-    failed = [(i, p, o) for i, (p, o) in enumerate(zip(programs, outcomes)) if o.status == FAIL]
-    # shrink one failure per distinct (family, kind of failure, most suspicious feature): distinct
-    # bugs get a minimal program each; repeats of the same one are listed unshrunk
+def _shrink_targets(failed, table, max_shrinks) -> List[int]:
+    """One failure per distinct (family, kind of failure, most suspicious feature): distinct bugs get a
+    minimal program each; repeats of the same one are listed unshrunk. Timeouts are not shrunk (every
+    candidate could take the whole timeout)."""
     to_shrink, seen = [], set()
-    for item in failed:
-        top = (suspects(item[2].features, table) or [""])[0]
-        sig = (item[1].family, item[2].signature(), top)
+    for pos, prog, out in failed:
+        if out.error_kind == "timeout":
+            continue
+        top = (suspects(out.features, table) or [""])[0]
+        sig = (prog.family, out.signature(), top)
         if sig not in seen and len(to_shrink) < max_shrinks:
             seen.add(sig)
-            to_shrink.append(item[0])
+            to_shrink.append(pos)
+    return to_shrink
+
+
+def _failures(programs, outcomes, indices, table, pool, shrink, max_shrinks, shrink_runs, shrink_seconds,
+              seed, bar) -> List[dict]:
+    failed = [(pos, p, o) for pos, (p, o) in enumerate(zip(programs, outcomes)) if o.status == FAIL]
+    to_shrink = _shrink_targets(failed, table, max_shrinks) if shrink else []
     order = [it for it in failed if it[0] in to_shrink] + [it for it in failed if it[0] not in to_shrink]
     results = []
     if failed:
-        bar.describe(f"shrinking {len(to_shrink) if shrink else 0} failure(s)", total=max(1, len(to_shrink)))
-    for rank, (i, prog, out) in enumerate(order):
+        bar.describe(f"shrinking {len(to_shrink)} failure(s)", total=max(1, len(to_shrink)))
+    for pos, prog, out in order:
         entry = {
-            "index": i, "family": prog.family, "kind": out.error_kind, "features": out.features,
+            "index": indices[pos], "family": prog.family, "kind": out.error_kind, "features": out.features,
             "suspects": suspects(out.features, table), "message": out.message,
             "mismatch": out.mismatch.to_json() if out.mismatch else None,
             "program": program_record(prog), "shrunk": False,
         }
         minimal_prog, minimal_out = prog, out
-        if shrink and i in to_shrink:
-            def still_fails(knobs, _sig=out.signature()):
-                try:
-                    candidate = build(knobs)
-                except Unbuildable:
-                    return False
-                except Exception:
-                    return False
-                res = pool.run_one(candidate)
-                return res.status == FAIL and res.signature() == _sig
-
-            shrinker = Shrinker(still_fails, max_runs=shrink_runs, max_seconds=shrink_seconds, seed=seed)
-            knobs = shrinker.shrink(prog.knobs)
-            minimal_prog = build(knobs)
-            minimal_out = pool.run_one(minimal_prog)
-            if minimal_out.status != FAIL:  # cannot happen unless the backend is flaky
-                minimal_prog, minimal_out = prog, out
-            entry["shrunk"] = True
-            entry["shrink"] = {"runs": shrinker.runs, "method": shrinker.method,
-                               "size_before": program_size(prog.knobs), "size_after": program_size(minimal_prog.knobs)}
+        if pos in to_shrink:
+            minimal_prog, minimal_out = _shrink_one(entry, prog, out, pool, shrink_runs, shrink_seconds, seed)
             bar.advance()
-        m = minimal_out.mismatch
-        entry["repro"] = {
-            "source": minimal_prog.source,
-            "input_seed": minimal_prog.input_seed,
-            "bindings": minimal_prog.bindings,
-            "features": minimal_out.features,
-            "suspects": suspects(minimal_out.features, table),
-            "message": minimal_out.message,
-            "max_error": m.max_error if m else None,
-            "where": ({"output": m.output, "index": list(m.index), "expected": m.expected, "got": m.got}
-                      if m else None),
-            "program": program_record(minimal_prog),
-            "script": repro_script(minimal_prog, pool.backend.name),
-        }
+        entry["repro"] = _repro_entry(minimal_prog, minimal_out, table, pool.backend)
         results.append(entry)
     return results
+
+
+def _shrink_one(entry, prog, out, pool, shrink_runs, shrink_seconds, seed):
+    """Shrink one failure through the worker pool; record how; return (minimal program, its outcome)."""
+    def still_fails(knobs, _sig=out.signature()):
+        try:
+            candidate = build(knobs)
+        except Exception:
+            return False
+        res = pool.run_one(candidate)
+        return res.status == FAIL and res.signature() == _sig
+
+    shrinker = Shrinker(still_fails, max_runs=shrink_runs, max_seconds=shrink_seconds, seed=seed)
+    knobs = shrinker.shrink(prog.knobs)
+    minimal_prog = build(knobs)
+    minimal_out = pool.run_one(minimal_prog)
+    if minimal_out.status != FAIL:  # only when the backend is flaky
+        minimal_prog, minimal_out = prog, out
+    entry["shrunk"] = True
+    entry["shrink"] = {"runs": shrinker.runs, "method": shrinker.method, "seconds": round(shrinker.seconds, 2),
+                       "size_before": program_size(prog.knobs), "size_after": program_size(minimal_prog.knobs)}
+    return minimal_prog, minimal_out
+
+
+def _repro_entry(prog, out, table, backend_name) -> dict:
+    m = out.mismatch
+    return {
+        "source": prog.source,
+        "input_seed": prog.input_seed,
+        "bindings": prog.bindings,
+        "features": out.features,
+        "suspects": suspects(out.features, table),
+        "message": out.message,
+        "max_error": m.max_error if m else None,
+        "where": ({"output": m.output, "index": list(m.index), "expected": m.expected, "got": m.got}
+                  if m else None),
+        "program": program_record(prog),
+        "script": repro_script(prog, backend_name),
+    }

@@ -145,6 +145,7 @@ class Shrinker:
         self.seed = seed
         self.runs = 0
         self.method = ""
+        self.seconds = 0.0
         self._memo = {}
         self._deadline = 0.0
 
@@ -204,7 +205,8 @@ class Shrinker:
         then one-knob-at-a-time greedy steps until no single simplification
         still fails (or the budget is spent), so the result is locally minimal.
         """
-        self._deadline = time.monotonic() + self.max_seconds
+        started = time.monotonic()
+        self._deadline = started + self.max_seconds
         self._memo[self._key(knobs)] = True
         best = knobs
         methods = []
@@ -223,6 +225,7 @@ class Shrinker:
             methods.append("greedy")
             best = found
         self.method = "+".join(dict.fromkeys(methods)) or "none"
+        self.seconds = time.monotonic() - started
         return best
 
 

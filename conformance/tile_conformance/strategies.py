@@ -1,6 +1,8 @@
-"""Hypothesis strategies over the grammar of the tile language.
+"""Strategies over the grammar of the tile language.
 
-`program_knobs(caps)` draws the knobs of one program (see `programs.py`) using
+`knobs_at(caps, seed, i, families)` draws the knobs of program i of a seeded
+run (see `programs.py`), from its own seeded Random (gen.py: hypothesis's
+strategy spelling, no dependence on what else is installed), using
 only what the backend declares in its capabilities: features outside
 `caps.features`, dtypes outside `caps.dtypes` and GEMM dtype pairs outside
 `caps.gemm_dtypes` are never drawn (the runner reports them "unsupported").
@@ -10,14 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import FrozenSet, Optional, Tuple
 
-from hypothesis import strategies as st
+from . import gen as st
 
-from tilecore.ir.types import FLOAT_DTYPES, INT_DTYPES, is_float
+from tilecore.ir.types import FLOAT_DTYPES, INT_DTYPES, bits, is_float
 
 from . import exprs as X
 from .programs import FAMILIES, shared_bytes
 
 TILES = (1, 2, 4, 8, 16, 32)
+_PRECISION = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}  # significand bits
 
 
 @dataclass(frozen=True)
@@ -29,12 +32,13 @@ class Caps:
     gemm_dtypes: FrozenSet[Tuple[str, str]] = frozenset()
     max_shared_memory: Optional[int] = None
     max_threads: Optional[int] = None
+    fast_math: bool = False  # math functions are held to accuracy.FAST_MATH_ULPS
 
     @classmethod
     def from_backend(cls, backend) -> "Caps":
         c = backend.capabilities
         return cls(frozenset(c.features), frozenset(c.dtypes), frozenset(tuple(p) for p in c.gemm_dtypes),
-                   c.max_shared_memory, c.max_threads)
+                   c.max_shared_memory, c.max_threads, bool(getattr(c, "fast_math", False)))
 
     def has(self, *names) -> bool:
         return all(n in self.features for n in names)
@@ -60,6 +64,9 @@ def family_requirements(caps: Caps):
         "cumsum": ("cumsum", "copy"),
         "control": ("copy", "runtime_if"),
         "chain": ("copy", "gemm", "fill", "parallel", "reduce", "dtype:float32"),
+        "convert": ("parallel",),
+        "intops": ("parallel",),
+        "math": ("parallel", "math"),
     }
     out = []
     for fam in FAMILIES:
@@ -76,6 +83,10 @@ def family_requirements(caps: Caps):
         if fam == "control" and not (caps.has("serial") or caps.has("unroll")):
             continue
         if not (caps.floats() or caps.ints()):
+            continue
+        if fam == "intops" and not [d for d in caps.ints() if d != "bool"]:
+            continue
+        if fam == "math" and not caps.floats():
             continue
         out.append(fam)
     return tuple(out)
@@ -105,7 +116,8 @@ def _extent(draw, caps: Caps, tile: int, allow_partial: bool = True, max_tiles: 
 
 
 def _threads(draw, caps: Caps) -> int:
-    t = draw(st.sampled_from((32, 64, 128, 256)))
+    """A `threads=` hint, up to 1024-thread blocks (capped by the backend's max_threads)."""
+    t = draw(st.sampled_from((32, 128, 256, 1024)))
     if caps.max_threads:
         t = min(t, caps.max_threads)
     return t
@@ -176,7 +188,7 @@ def int_expr(draw, n_inputs: int, caps: Caps, depth: int = 3):
 
 
 @st.composite
-def ewise_knobs(draw, caps: Caps):
+def ewise_knobs(draw, caps: Caps, slot: int = 0):
     floats, ints = caps.floats(), caps.ints()
     int_mode = bool(ints) and (not floats or draw(st.integers(0, 3)) == 0)
     pool = tuple(d for d in ints if d != "bool") if int_mode else floats
@@ -196,16 +208,17 @@ def ewise_knobs(draw, caps: Caps):
     M = draw(_extent(caps, bm, allow_partial))
     N = draw(_extent(caps, bn, allow_partial))
     dyn = (allow_partial and caps.has("dynamic_shape") and caps.has("partial_tiles", "runtime_if")
-           and draw(st.integers(0, 4)) == 0)
+           and (slot % 4 == 3 or draw(st.integers(0, 4)) == 0))
     expr = draw(int_expr(n_in, caps) if int_mode else float_expr(n_in, caps))
     return {"family": "ewise", "M": M, "N": N, "bm": bm, "bn": bn, "in_dtypes": in_dtypes,
             "out_dtype": draw(st.sampled_from(pool)), "expr": expr, "stage": stage,
             "out_stage": out_stage, "form": draw(st.sampled_from(("point", "slice"))), "dyn": dyn,
-            "threads": _threads(draw, caps), "allowed_dtypes": sorted(caps.dtypes)}
+            "threads": _threads(draw, caps), "allowed_dtypes": sorted(caps.dtypes),
+            "names": draw(st.integers(0, 3))}  # local names in the body (programs._build_ewise)
 
 
 @st.composite
-def copy_knobs(draw, caps: Caps):
+def copy_knobs(draw, caps: Caps, slot: int = 0):
     floats, ints = caps.floats(), caps.ints()
     kinds = ([floats] if floats else []) + ([tuple(d for d in ints if d != "bool")] if ints else [])
     if caps.dtype_ok("bool"):
@@ -214,9 +227,24 @@ def copy_knobs(draw, caps: Caps):
     dtypes = [draw(st.sampled_from(pool)) for _ in range(4)]
     scopes = [draw(st.sampled_from(("shared", "fragment", "local"))) for _ in range(2)]
     bm, bn = draw(st.sampled_from(TILES)), draw(st.sampled_from(TILES))
+    if slot % 3 == 1:  # square tiles: a layout mix-up that transposes them shows
+        bn = bm = max(bm, 2)
     M = draw(_extent(caps, bm))
     N = draw(_extent(caps, bn))
-    dyn = caps.has("dynamic_shape", "partial_tiles") and draw(st.integers(0, 5)) == 0
+    big = slot % 3 == 0 and caps.has("multi_block")
+    if big:  # past 2^16 elements, grids of ~100-300 blocks
+        bm, bn = draw(st.sampled_from((16, 32))), 32
+        M, N = draw(st.integers(257, 700)), draw(st.integers(257, 320))
+        if not caps.has("partial_tiles"):
+            M, N = -(-M // bm) * bm, -(-N // bn) * bn
+    dyn = caps.has("dynamic_shape", "partial_tiles") and (slot % 4 == 3 or draw(st.integers(0, 4)) == 0)
+    edges = ""
+    if is_float(dtypes[0]):
+        narrowest = min(dtypes[1:], key=_PRECISION.get)
+        narrower = _PRECISION[narrowest] < _PRECISION[dtypes[0]]
+        edges = draw(st.sampled_from(["special", "", f"ties:{narrowest}"] if narrower else ["special", ""]))
+    elif dtypes[0] != "bool":
+        edges = draw(st.sampled_from(["limits", "limits", ""]))
     sub_rows = draw(st.integers(1, bm - 1)) if (caps.has("fill") and bm > 1 and draw(st.booleans())) else 0
     fill = 0
     if sub_rows:
@@ -227,7 +255,7 @@ def copy_knobs(draw, caps: Caps):
             fill = 0
     return {"family": "copy", "M": M, "N": N, "bm": bm, "bn": bn, "dtypes": dtypes, "scopes": scopes,
             "forms": [draw(st.sampled_from(("point", "slice"))) for _ in range(2)], "dyn": dyn,
-            "sub_rows": sub_rows, "fill_value": fill, "threads": _threads(draw, caps)}
+            "sub_rows": sub_rows, "fill_value": fill, "threads": _threads(draw, caps), "edges": edges}
 
 
 def _loops(caps: Caps):
@@ -242,11 +270,13 @@ def _loops(caps: Caps):
 
 
 @st.composite
-def reduce_knobs(draw, caps: Caps):
+def reduce_knobs(draw, caps: Caps, slot: int = 0):
     floats, ints = caps.floats(), caps.ints()
     pool = [d for d in floats] + [d for d in ints if d not in ("bool", "uint8")]
-    d_in = draw(st.sampled_from(pool))
-    kind = draw(st.sampled_from(("sum", "max", "min", "abssum", "absmax")))
+    kind = ("sum", "max", "min", "abssum", "absmax")[slot % 5]
+    # the first max/min/absmax programs of a run reduce floats with NaN, infinities and signed zeros
+    nan_first = slot < 10 and kind in ("max", "min", "absmax") and bool(floats)
+    d_in = draw(st.sampled_from(floats if nan_first else pool))
     if is_float(d_in):
         accs = [d for d in floats if d in ("float32", "float64", d_in)]
     else:
@@ -257,7 +287,8 @@ def reduce_knobs(draw, caps: Caps):
     bm, bn = draw(st.sampled_from(TILES[1:])), draw(st.sampled_from(TILES[1:]))
     dim = draw(st.sampled_from((0, 1)))
     loops = _loops(caps)
-    mode = draw(st.sampled_from(["clear"] + (["fill"] if loops and caps.has("fill") else [])))
+    modes = ["clear"] + (["fill"] if loops and caps.has("fill") else [])
+    mode = modes[(slot // 5) % len(modes)] if slot < 10 else draw(st.sampled_from(modes))
     # along the reduced dimension: one tile for "clear", several for accumulating modes
     red_tile, keep_tile = (bn, bm) if dim == 1 else (bm, bn)
     keep = draw(_extent(caps, keep_tile))
@@ -280,21 +311,34 @@ def reduce_knobs(draw, caps: Caps):
         outs = [acc]
     init = 0
     if mode == "fill":
-        init = draw(st.sampled_from({"sum": (0, 1.5), "abssum": (0, 2.0), "max": (-100, 1.0),
-                                     "absmax": (0, 1.5), "min": (100, -1.0)}[kind]))
+        # never the identity: an accumulation that overwrites instead of combining must show
+        init = draw(st.sampled_from({"sum": (-2.5, 1.5), "abssum": (3.0, 2.0), "max": (-1.0, 1.0),
+                                     "absmax": (0.5, 1.5), "min": (1.0, -1.0)}[kind]))
         if not is_float(acc):
-            init = int(init)
-    dyn = (mode == "fill" and dim == 1 and caps.has("dynamic_shape", "partial_tiles") and False)
+            init = int(init) or 2
+    dyn = caps.has("dynamic_shape", "partial_tiles") and (slot % 4 == 3 or draw(st.integers(0, 3)) == 0)
+    if nan_first:
+        edges = "special"
+    elif is_float(d_in):
+        edges = draw(st.sampled_from(["special", "special", ""] if kind in ("max", "min", "absmax")
+                                     else ["nan", ""]))
+    else:
+        # max / min of values that do not fit the accumulator are undefined (docs/semantics.md)
+        fits = kind == "sum" or bits(acc) >= bits(d_in)
+        edges = "limits" if kind in ("sum", "max", "min") and fits and draw(st.booleans()) else ""
     return {"family": "reduce", "M": M, "N": N, "bm": bm, "bn": bn, "dim": dim, "kind": kind,
             "in_dtype": d_in, "acc_dtype": acc, "out_dtype": draw(st.sampled_from(outs)), "mode": mode,
             "init": init, "loop": draw(st.sampled_from(loops)) if loops else "serial",
             "num_stages": draw(st.integers(1, 3)), "src_scope": draw(st.sampled_from(("fragment", "shared"))),
-            "form": draw(st.sampled_from(("point", "slice"))), "dyn": dyn, "threads": _threads(draw, caps)}
+            "form": draw(st.sampled_from(("point", "slice"))), "dyn": dyn, "threads": _threads(draw, caps),
+            "edges": edges}
 
 
 @st.composite
-def gemm_knobs(draw, caps: Caps):
-    d_in, acc = draw(st.sampled_from(_gemm_pairs(caps)))
+def gemm_knobs(draw, caps: Caps, slot: int = 0):
+    pairs = _gemm_pairs(caps)
+    int_pairs = [p for p in pairs if not is_float(p[0])]
+    d_in, acc = draw(st.sampled_from(int_pairs if int_pairs and slot % 3 == 2 else pairs))
     outs = [d for d in (caps.floats() if is_float(acc) else caps.ints()) if d not in ("bool", "uint8", "int8")]
     if not is_float(acc):
         outs = [acc]
@@ -330,11 +374,12 @@ def gemm_knobs(draw, caps: Caps):
 
 
 @st.composite
-def atomic_knobs(draw, caps: Caps):
+def atomic_knobs(draw, caps: Caps, slot: int = 0):
     pool = [d for d in ("float32", "int32", "float64", "float16", "int64") if caps.dtype_ok(d)] or \
         [d for d in caps.floats() + caps.ints() if d not in ("bool",)]
-    d = draw(st.sampled_from(pool))
-    kind = draw(st.sampled_from(("add", "max", "min")))
+    d = pool[slot % len(pool)]
+    kind = ("add", "max", "add", "min")[(slot // len(pool)) % 4] if slot < 4 * len(pool) else \
+        draw(st.sampled_from(("add", "max", "min")))
     forms = []
     if caps.has("copy", "reduce"):
         forms.append("tile")
@@ -352,7 +397,7 @@ def atomic_knobs(draw, caps: Caps):
 
 
 @st.composite
-def cumsum_knobs(draw, caps: Caps):
+def cumsum_knobs(draw, caps: Caps, slot: int = 0):
     pool = [d for d in caps.floats() if d in ("float32", "float64")] + \
         [d for d in caps.ints() if d in ("int32", "int64")]
     if not pool:
@@ -361,15 +406,16 @@ def cumsum_knobs(draw, caps: Caps):
     bm, bn = draw(st.sampled_from(TILES)), draw(st.sampled_from(TILES))
     M = draw(_extent(caps, bm))
     N = draw(_extent(caps, bn))
-    dyn = caps.has("dynamic_shape", "partial_tiles") and draw(st.integers(0, 5)) == 0
+    dyn = caps.has("dynamic_shape", "partial_tiles") and (slot % 4 == 3 or draw(st.integers(0, 4)) == 0)
+    edges = draw(st.sampled_from(("nan", "") if is_float(d) else ("limits", "")))
     return {"family": "cumsum", "M": M, "N": N, "bm": bm, "bn": bn, "dim": draw(st.sampled_from((0, 1))),
             "reverse": draw(st.booleans()), "dtype": d, "scope": draw(st.sampled_from(("fragment", "shared"))),
             "inplace": draw(st.booleans()), "form": draw(st.sampled_from(("point", "slice"))), "dyn": dyn,
-            "threads": _threads(draw, caps)}
+            "threads": _threads(draw, caps), "edges": edges}
 
 
 @st.composite
-def control_knobs(draw, caps: Caps):
+def control_knobs(draw, caps: Caps, slot: int = 0):
     pool = [d for d in caps.floats()] + [d for d in caps.ints() if d in ("int32", "int16", "int8")]
     d = draw(st.sampled_from(pool))
     if is_float(d):
@@ -388,7 +434,7 @@ def control_knobs(draw, caps: Caps):
 
 
 @st.composite
-def chain_knobs(draw, caps: Caps):
+def chain_knobs(draw, caps: Caps, slot: int = 0):
     pairs = [p for p in _gemm_pairs(caps) if p[1] in ("float32", "float64") and is_float(p[0])]
     d_in, acc = draw(st.sampled_from(pairs))
     bm, bn, bk = (draw(st.sampled_from((4, 8, 16, 32))) for _ in range(3))
@@ -424,3 +470,160 @@ def program_knobs(draw, caps: Caps, families=None):
     knobs = draw(_FAMILY_STRATEGIES[fam](caps))
     knobs["input_seed"] = draw(st.integers(0, 2**31 - 1))
     return knobs
+
+
+GENERATOR_VERSION = 2  # part of every program's seed: bump when the same seed must give new programs
+
+
+def knobs_at(caps: Caps, seed: int, index: int, families) -> dict:
+    """Knobs of program `index` of the run with `seed` over `families` (in their fixed order).
+
+    Depends on nothing else: program i of a sharded run is generated alone.
+    Families take turns (i mod the number of families).
+    """
+    fams = tuple(families)
+    fam = fams[index % len(fams)]
+    rng = st.rng_for("tile-conformance", GENERATOR_VERSION, seed, index, fam)
+    knobs = _FAMILY_STRATEGIES[fam](caps, slot=index // len(fams)).draw(rng)
+    knobs["input_seed"] = rng.randrange(2**31)
+    return knobs
+
+
+# ----------------------------------------------------------------------------- edge-value families
+# `slot` is the program's number within its family in the run: directed choices cycle through the
+# cells that must be covered (conversion kinds, integer operators, dtypes), so a default-sized run
+# covers each of them whatever the seed.
+
+_CONVERT_KINDS = ("f>f", "f>i", "i>i", "f>f", "i>f", ">bool", "f>f", "f>i", "bool>", "f>f")
+# narrowing float pairs in the order a run covers them (double rounding and ties first)
+_NARROWING = (("float64", "bfloat16"), ("float32", "float16"), ("float64", "float16"), ("float32", "bfloat16"),
+              ("float64", "float32"), ("float16", "bfloat16"))
+
+
+@st.composite
+def convert_knobs(draw, caps: Caps, slot: int = 0):
+    from .edge_programs import convert_edges
+
+    floats, ints = caps.floats(), tuple(d for d in caps.ints() if d != "bool")
+    kind = _CONVERT_KINDS[slot % len(_CONVERT_KINDS)]
+    boolean = ("bool",) if caps.dtype_ok("bool") else ()
+    pick = {"f": floats, "i": ints, "": floats + ints, "bool": boolean}
+    src_kind, dst_kind = kind.split(">")
+    if kind == ">bool" and slot < len(_CONVERT_KINDS):
+        src_kind = "f"  # the run's first conversion to bool starts from floats (fractions, NaN, -0.0)
+    srcs, dsts = pick[src_kind] or floats + ints, pick[dst_kind or ""] or floats + ints
+    pairs = [p for p in _NARROWING if p[0] in floats and p[1] in floats]
+    if kind == "f>f" and pairs:
+        src, dst = pairs[(slot // len(_CONVERT_KINDS) * 4 + _CONVERT_KINDS[:slot % len(_CONVERT_KINDS)].count("f>f"))
+                         % len(pairs)]
+    else:
+        src, dst = draw(st.sampled_from(srcs)), draw(st.sampled_from(dsts))
+    modes = [m for m, need in (("cast", "parallel"), ("store", "parallel"), ("copy", "copy")) if caps.has(need)]
+    mode = modes[(slot // len(_CONVERT_KINDS)) % len(modes)]  # each conversion kind in every form, in turn
+    bm, bn = draw(st.sampled_from(TILES[2:])), draw(st.sampled_from(TILES[2:]))
+    guard_ok = caps.has("runtime_if") if mode != "copy" else caps.has("partial_tiles")
+    M, N = draw(_extent(caps, bm, guard_ok)), draw(_extent(caps, bn, guard_ok))
+    edges = convert_edges(src, dst)
+    return {"family": "convert", "M": M, "N": N, "bm": bm, "bn": bn, "src": src, "dst": dst, "mode": mode,
+            "edges": edges[0] if kind == "f>f" else draw(st.sampled_from(edges)), "dyn": _dyn(draw, caps, guard_ok, slot),
+            "threads": _threads(draw, caps)}
+
+
+def _dyn(draw, caps: Caps, guard_ok: bool, slot: int) -> bool:
+    """Dynamic shapes: every fourth program of a family, and a few more at random."""
+    return guard_ok and caps.has("dynamic_shape", "runtime_if") and (slot % 4 == 3 or draw(st.integers(0, 5)) == 0)
+
+
+_INT_TARGETS = ("//", "%", "<<", ">>", "~", "cmp", "logic", "wrap")
+
+
+@st.composite
+def _int_tree(draw, depth: int, signed: bool):
+    leaf = st.sampled_from((["in", "A"], ["in", "B"], ["const", 3], ["const", 7], ["const", 100]))
+    if depth <= 0:
+        return draw(st.sampled_from((["in", "A"], ["in", "B"])))
+    sub = _int_tree(depth - 1, signed)
+    kind = draw(st.sampled_from(("in", "bin", "bin", "div", "shift", "un", "sel")))
+    if kind == "in":
+        return draw(st.sampled_from((["in", "A"], ["in", "B"])))
+    if kind == "bin":
+        return ["bin", draw(st.sampled_from(("+", "-", "*", "&", "|", "^", "max", "min"))), draw(sub),
+                draw(st.one_of(sub, leaf))]
+    if kind == "div":
+        return ["div", draw(st.sampled_from(("//", "%"))), draw(sub), ["in", "D"]]
+    if kind == "shift":
+        return ["shift", draw(st.sampled_from(("<<", ">>"))), draw(sub), ["in", "S"]]
+    if kind == "un":
+        return ["un", draw(st.sampled_from(("neg", "~") if signed else ("~",))), draw(sub)]
+    return ["sel", draw(_int_cond(depth - 1, signed)), draw(sub), draw(sub)]
+
+
+@st.composite
+def _int_cond(draw, depth: int, signed: bool):
+    sub = _int_tree(max(0, depth - 1), signed)
+    c = ["cmp", draw(st.sampled_from(("<", "<=", ">", ">=", "==", "!="))), draw(sub), draw(sub)]
+    r = draw(st.integers(0, 3))
+    if r == 1:
+        return ["logic", draw(st.sampled_from(("and", "or"))), c, draw(_int_cond(0, signed))]
+    if r == 2:
+        return ["not", c]
+    return c
+
+
+@st.composite
+def intops_knobs(draw, caps: Caps, slot: int = 0):
+    ints = tuple(d for d in caps.ints() if d != "bool")
+    dA, dB = draw(st.sampled_from(ints)), draw(st.sampled_from(ints))
+    target = _INT_TARGETS[slot % len(_INT_TARGETS)]
+    narrow = [d for d in ("int8", "int16") if d in ints]
+    if target == "wrap" and narrow:  # both operands narrow: the operation itself wraps
+        dA = dB = draw(st.sampled_from(narrow))
+    signed = "uint8" not in (dA, dB)
+    sub = _int_tree(2, signed)
+    if target in ("//", "%"):
+        expr = ["div", target, draw(sub), ["in", "D"]]
+    elif target in ("<<", ">>"):
+        expr = ["shift", target, draw(sub), ["in", "S"]]
+    elif target == "~":
+        expr = ["un", "~", draw(sub)]
+    elif target == "cmp":  # the inputs compared directly, each comparison in turn (equal values occur)
+        op = ("<=", ">=", "==", "!=", "<", ">")[(slot // len(_INT_TARGETS)) % 6]
+        cond = ["cmp", op, ["in", "A"], ["in", "B"]]
+        expr = ["bcast", cond] if draw(st.booleans()) else ["sel", cond, draw(sub), draw(sub)]
+    elif target == "logic":
+        cond = draw(_int_cond(2, signed))
+        if cond[0] == "cmp":
+            cond = ["logic", draw(st.sampled_from(("and", "or"))), cond, draw(_int_cond(1, signed))]
+        expr = ["bcast", cond] if draw(st.booleans()) else ["sel", cond, draw(sub), draw(sub)]
+    else:
+        # the inputs themselves (values at the limits) meet the wrapping operation; later ones get subtrees
+        op = ("+", "*", "-")[(slot // len(_INT_TARGETS)) % 3]
+        expr = ["bin", op, ["in", "A"], ["in", "B"]] if slot < 3 * len(_INT_TARGETS) and draw(st.booleans()) \
+            else ["bin", op, draw(st.one_of(sub, st.just(["in", "A"]))), ["in", "B"]]
+    if not caps.has("select") and "'sel'" in repr(expr):
+        expr = ["bin", "+", ["in", "A"], ["in", "B"]]
+    bm, bn = draw(st.sampled_from(TILES[2:])), draw(st.sampled_from(TILES[2:]))
+    guard_ok = caps.has("runtime_if")
+    outs = ints + tuple(caps.floats()[:1])
+    return {"family": "intops", "M": draw(_extent(caps, bm, guard_ok)), "N": draw(_extent(caps, bn, guard_ok)),
+            "bm": bm, "bn": bn, "dtypes": [dA, dB, dA if target == "wrap" else draw(st.sampled_from(ints))],
+            "expr": expr,
+            "target": target, "out_dtype": draw(st.sampled_from(outs)), "dyn": _dyn(draw, caps, guard_ok, slot),
+            "threads": _threads(draw, caps)}
+
+
+@st.composite
+def math_knobs(draw, caps: Caps, slot: int = 0):
+    from .accuracy import FUNCS
+
+    floats = caps.floats()
+    d = floats[slot % len(floats)]
+    bm, bn = draw(st.sampled_from((8, 16, 32))), draw(st.sampled_from((16, 32, 64)))
+    guard_ok = caps.has("runtime_if")
+    return {"family": "math", "dtype": d, "funcs": list(FUNCS), "M": draw(_extent(caps, bm, guard_ok)),
+            "N": draw(_extent(caps, bn, guard_ok)), "bm": bm, "bn": bn, "fast_math": caps.fast_math,
+            "special_ops": caps.has("select"),
+            "dyn": _dyn(draw, caps, guard_ok, slot), "threads": _threads(draw, caps)}
+
+
+_FAMILY_STRATEGIES.update({"convert": convert_knobs, "intops": intops_knobs, "math": math_knobs})

@@ -1,6 +1,6 @@
 """Compiling candidates in worker processes, each compile isolated.
 
-A candidate may crash the compiler (a signal in LLVM or nvcc) or hang it. Each
+A candidate may crash a backend's compiler (a signal in its code generator) or hang it. Each
 worker is a separate process (multiprocessing "spawn": no state shared with the
 caller's threads) that compiles one candidate at a time and reports back over a
 pipe; the caller waits with a deadline per candidate. A worker that dies or

@@ -20,9 +20,9 @@ FORMAT = "tilecore-tuning 1"
 
 def tuning_key(parts: Dict[str, Any]) -> str:
     """The hex sha256 of `parts` (JSON-able), order-independent."""
-    from ..runtime.cache import _canonical
+    from ..runtime.cache import canonical_encoding
 
-    text = json.dumps(_canonical(parts), sort_keys=True, separators=(",", ":"))
+    text = json.dumps(canonical_encoding(parts), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -26,7 +26,7 @@ from ..diagnostics import TileError, user_facing
 from . import report as R
 from .measure import MeasureSettings
 from .progress import progress
-from ..runtime.cache import _canonical
+from ..runtime.cache import canonical_encoding
 from .store import TuningStore, tuning_key
 
 Configs = Union[Sequence[Dict[str, Any]], Callable[..., Sequence[Dict[str, Any]]]]
@@ -114,7 +114,7 @@ class AutoTuner:
                 report = self.tune(*args, _configs=configs, _key=tkey, **kwargs)
                 record = {"config": report.best_config, "kernel": report.kernel,
                           "median_ms": report.best.median_ms, "device": report.device,
-                          "target": report.target, "key": _canonical(key_parts),
+                          "target": report.target, "key": canonical_encoding(key_parts),
                           "ir": report.best_ir, "ir_arguments": call}
                 if self.use_cache:
                     TuningStore().put(tkey, record)

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import List, Optional
 
-COMMAND_MODULES = ("backends", "compile", "trace", "cache", "new_backend", "bench", "lsp")
+COMMAND_MODULES = ("backends", "compile", "trace", "cache", "new_backend", "lsp", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,7 +13,7 @@ import operator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..diagnostics import TileCompileError
+from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
 from ..ir.types import DTypeError, normalize_dtype
 from . import exprs as E
@@ -179,6 +179,18 @@ class Evaluator:
             raise self.error(f"{what} must be a buffer, got {E.describe(value)}", node)
         return value
 
+    def eval_Lambda(self, node: ast.Lambda):
+        """A lambda given to T.Layout / T.Fragment (their index maps) is a Python function made at
+        parse time; it sees the Python environment and the names bound so far, and never runs in
+        the kernel. Anywhere else a lambda is unsupported."""
+        if not getattr(self, "layout_arguments", False):
+            raise self.unsupported(node)
+        namespace = dict(self.scopes.env)
+        for scope in self.scopes.stack:
+            namespace.update({k: v for k, (v, _) in scope.bindings.items()})
+        code = compile(ast.fix_missing_locations(ast.Expression(node)), self.filename, "eval")
+        return eval(code, namespace)  # noqa: S307  (the user's own source text)
+
     def eval_raw(self, node):
         """Like eval, but a T.alloc_var name gives its buffer instead of its value."""
         if isinstance(node, ast.Name):
@@ -235,6 +247,8 @@ class Evaluator:
             raise self.error(f"a kernel value has no attribute '{node.attr}'", node)
         try:
             return getattr(base, node.attr)
+        except UnsupportedFeatureError as err:  # e.g. T.tma_copy: named, at the user's line
+            raise UnsupportedFeatureError(err.backend, err.feature, self.span(node), self.source) from None
         except AttributeError:
             owner = getattr(base, "__name__", type(base).__name__)
             raise self.error(f"'{owner}' has no attribute '{node.attr}'", node) from None
@@ -418,10 +432,21 @@ class Evaluator:
         return bound.arguments
 
     def eval_Call(self, node: ast.Call):
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "astype" \
+                and is_ir(self.eval(node.func.value)):
+            return self.astype_call(node)
         func = self.eval(node.func)
         name = getattr(func, "__tile_intrinsic__", None)
         if name is not None:
             return self.intrinsic_expr(func, name, node)
+        from ..language.layout import Layout
+
+        if isinstance(func, type) and issubclass(func, Layout):
+            self.layout_arguments = True
+            try:
+                return self.python_call(func, node)
+            finally:
+                self.layout_arguments = False
         if any(func is builtin for builtin in BUILTIN_ON_IR):
             args = self.elements(node.args)
             if any(is_ir(a) for a in args):
@@ -430,8 +455,8 @@ class Evaluator:
                 return self.builtin_on_ir(func, args, node)
         return self.python_call(func, node)
 
-    def python_call(self, func, node: ast.Call):
-        """Call a Python function at parse time; kernel values cannot be passed to it."""
+    def call_arguments(self, node: ast.Call):
+        """(positional values, keyword values) of a call, evaluated."""
         args = self.elements(node.args)
         kwargs = {}
         for kw in node.keywords:
@@ -439,6 +464,11 @@ class Evaluator:
                 kwargs.update(self.py_value(kw.value, "a ** argument"))
             else:
                 kwargs[kw.arg] = self.eval(kw.value)
+        return args, kwargs
+
+    def python_call(self, func, node: ast.Call):
+        """Call a Python function at parse time; kernel values cannot be passed to it."""
+        args, kwargs = self.call_arguments(node)
         if isinstance(func, N.PrimFunc):
             raise self.error(f"a kernel cannot call another kernel ({func.name} is a @T.prim_func): "
                              "inline its body, or write the shared part as Python code that runs "
@@ -481,7 +511,7 @@ class Evaluator:
     def misplaced_intrinsic(name: str) -> str:
         if name.startswith("alloc_"):
             return f"T.{name}(...) must be assigned to a name: `buf = T.{name}(...)`"
-        if name in ("Parallel", "Pipelined", "serial", "unroll"):
+        if name in ("Parallel", "Pipelined", "serial", "unroll", "vectorized"):
             return f"T.{name}(...) is a loop: use it as `for i in T.{name}(...):`"
         if name == "Kernel":
             return "T.Kernel(...) opens the kernel: use it as `with T.Kernel(...) as bx:`"
@@ -528,6 +558,26 @@ class Evaluator:
     def expr_op_cast(self, args, node):
         value = self.scalar(self.eval(args["value"]), node)
         return E.cast(value, self.dtype(args["dtype"]), self.span(node))
+
+    def expr_op_Cast(self, args, node):  # noqa: N802  (TVM's T.Cast(dtype, value))
+        return self.expr_op_cast(args, node)
+
+    def expr_op_floordiv(self, args, node):
+        return self.binary_op("//", args["a"], args["b"], node)
+
+    def expr_op_floormod(self, args, node):
+        return self.binary_op("%", args["a"], args["b"], node)
+
+    def expr_op_clamp(self, args, node):
+        low = self.binary_op("max", args["x"], args["lo"], node)
+        return self.binary_op("min", Evaluated(low, node), args["hi"], node)
+
+    def astype_call(self, node: ast.Call):
+        """`value.astype(dtype)` on a kernel value: a cast (TileLang's method spelling)."""
+        if len(node.args) != 1 or node.keywords:
+            raise self.error("astype takes one argument: value.astype(dtype)", node)
+        value = self.scalar(self.eval(node.func.value), node)
+        return E.cast(value, self.dtype(node.args[0]), self.span(node))
 
     def expr_op_if_then_else(self, args, node):
         cond = self.scalar(self.eval(args["cond"]), node)

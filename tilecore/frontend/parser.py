@@ -21,14 +21,16 @@ from ..ir import nodes as N
 from ..language.tensor import InvalidTensorType, TensorType
 from . import exprs as E
 from .evaluator import BIN_OPS, Evaluated, is_ir
+from .inline import InlineCalls
 from .tileops import TileOps
 
 ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment",
                 "alloc_local": "local", "alloc_var": "var"}
-LOOP_KINDS = {"serial": "serial", "unroll": "unroll", "Pipelined": "pipelined"}
+LOOP_KINDS = {"serial": "serial", "unroll": "unroll", "Pipelined": "pipelined",
+              "vectorized": "serial"}  # T.vectorized: a hint; its meaning is the sequential loop
 
 
-class Parser(TileOps):
+class Parser(InlineCalls, TileOps):
     """Translates one function definition; `parse()` returns the PrimFunc."""
 
     def __init__(self, fn_node: ast.FunctionDef, filename: str, source: str, env: dict,
@@ -38,6 +40,7 @@ class Parser(TileOps):
         self.annotations = annotations or {}
         self.used_names: set = set()
         self.in_kernel = False
+        self.pending: list = []  # statements of inlined calls, emitted before the current one
 
     # ------------------------------------------------------------------ names
 
@@ -149,7 +152,7 @@ class Parser(TileOps):
         if method is None:
             raise self.unsupported(node)
         try:
-            stmts = method(node)
+            stmts = self.flush_pending(method, node)
         except E.ExprTypeError as exc:
             raise self.error(str(exc), node) from None
         if stmts and not self.in_kernel and not all(isinstance(s, N.Kernel) for s in stmts):
@@ -199,7 +202,7 @@ class Parser(TileOps):
 
     def stmt_Assign(self, node: ast.Assign):
         if len(node.targets) != 1:
-            raise self.error("chained assignment (a = b = ...) is not supported in a kernel", node)
+            return self.chained_assign(node)
         target = node.targets[0]
         if isinstance(target, ast.Name) and self.alloc_call(node.value):
             return self.alloc(target, node.value, node)
@@ -224,6 +227,17 @@ class Parser(TileOps):
                 out.extend(self.bind_value(name, Evaluated(value, node.value), node))
             return out
         raise self.unsupported(target)
+
+    def chained_assign(self, node: ast.Assign):
+        """`a = b = value` of a Python value binds every name (parse time); kernel values cannot."""
+        value = self.eval(node.value)
+        if is_ir(value) or not all(isinstance(t, ast.Name) for t in node.targets):
+            raise self.error("chained assignment (a = b = ...) is only supported for Python values "
+                             "bound to names", node)
+        out = []
+        for target in node.targets:
+            out.extend(self.bind_value(target, Evaluated(value, node.value), node))
+        return out
 
     def alloc_call(self, node):
         """The intrinsic name when `node` is a T.alloc_* call, else None."""
@@ -517,6 +531,27 @@ def _parse_file(filename: str, source: str) -> ast.Module:
     return ast.parse(source, filename)
 
 
+MAX_EXPR_DEPTH = 128  # nested operations in one expression (~150 is where the first backend runs out of stack)
+
+
+def check_expression_depth(node: ast.AST, filename: str, source: str) -> None:
+    """Refuse an expression nested deeper than MAX_EXPR_DEPTH (e.g. hundreds of chained `+`), with
+    the line, before any recursive pass or backend meets it (never a RecursionError)."""
+    stack = [(node, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, ast.expr):
+            depth += 1
+            if depth > MAX_EXPR_DEPTH:
+                raise TileCompileError(
+                    f"expression nested more than {MAX_EXPR_DEPTH} operations deep; split it into several "
+                    f"statements (e.g. accumulate partial sums in a T.alloc_var)",
+                    N.Span(filename, item.lineno, item.col_offset), source)
+        else:
+            depth = 0
+        stack.extend((child, depth) for child in ast.iter_child_nodes(item))
+
+
 def _environment(func, caller_locals) -> dict:
     """Names visible to the kernel body: builtins < globals < the factory's locals < closure."""
     env = dict(vars(builtins))
@@ -553,6 +588,7 @@ def parse_function(func, caller_locals=None) -> N.PrimFunc:
         raise TileCompileError(f"cannot find the definition of {func.__name__} in {filename} "
                                "(was the file changed after it was imported?)",
                                N.Span(filename, code.co_firstlineno), source)
+    check_expression_depth(node, filename, source)
     prim = Parser(node, filename, source, _environment(func, caller_locals),
                   getattr(func, "__annotations__", {})).parse()
     _run_type_check(prim)

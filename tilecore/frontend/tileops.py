@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 
+from ..diagnostics import UnsupportedFeatureError
 from ..ir import nodes as N
 from ..language.tensor import normalize_policy
 from . import exprs as E
@@ -12,6 +13,7 @@ from .regions import RegionArg, RegionError, pair
 
 REDUCE_OPS = {"reduce_" + kind: kind for kind in N.REDUCE_KINDS}
 ATOMIC_OPS = {"atomic_" + kind: kind for kind in N.ATOMIC_KINDS}
+MEMORY_ORDERS = ("relaxed", "consume", "acquire", "release", "acq_rel", "seq_cst")
 
 
 class TileOps(Evaluator):
@@ -174,6 +176,13 @@ class TileOps(Evaluator):
     # ------------------------------------------------------------------ atomics
 
     def atomic(self, kind: str, args, node):
+        if self.py_bool(args["return_prev"], "return_prev"):
+            raise UnsupportedFeatureError("tilecore", f"T.atomic_{kind}(..., return_prev=True) (the old "
+                                          "value)", self.span(node), self.source)
+        order = self.py_value(args["memory_order"], "memory_order")
+        if order is not None and order not in MEMORY_ORDERS:
+            raise self.error(f"memory_order must be one of {', '.join(MEMORY_ORDERS)}, got {order!r}",
+                             args["memory_order"])
         dst = self.region_arg(args["dst"], f"the destination of T.atomic_{kind}")
         if dst.buffer.scope != "global":
             raise self.error(f"T.atomic_{kind} updates global memory, but {dst.buffer.name} is a "
@@ -204,6 +213,13 @@ class TileOps(Evaluator):
 
     # ------------------------------------------------------------------ print and hints
 
+    def stmt_op_disable_warp_group_reg_alloc(self, args, node):
+        return []  # a register-allocation hint of TileLang's Hopper code generation: no effect
+
+    def stmt_op_assume(self, args, node):
+        self.eval(args["cond"])  # still checked for undefined names; not used by tilecore
+        return []
+
     def stmt_op_print(self, args, node):
         msg = self.py_value(args["msg"], "msg")
         if not isinstance(msg, str):
@@ -232,11 +248,25 @@ class TileOps(Evaluator):
         buffers = []
         for key, value in zip(mapping.keys, mapping.values):
             buf = self.buffer(key, "a key of T.annotate_layout")
-            if not self.is_swizzle_of(value, buf):
-                raise self.error(f"the layout of {buf.name} must be "
-                                 f"T.make_swizzled_layout({buf.name})", value)
-            buffers.append(buf)
+            if self.is_swizzle_of(value, buf):
+                buffers.append(buf)
+            else:
+                self.check_custom_layout(buf, value)  # a hint with no effect (language/layout.py)
+        if not buffers:
+            return []
         return [N.Hint("annotate_layout", tuple(buffers), (("layout", "swizzled"),), self.span(node))]
+
+    def check_custom_layout(self, buf: N.Buffer, node) -> None:
+        from ..language.layout import Layout
+
+        layout = self.eval(node)
+        if not isinstance(layout, Layout):
+            raise self.error(f"the layout of {buf.name} must be T.make_swizzled_layout({buf.name}), "
+                             f"a T.Layout or a T.Fragment, got {E.describe(layout)}", node)
+        if len(layout.shape) != len(buf.shape) or any(
+                isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(layout.shape, buf.shape)):
+            raise self.error(f"the layout's shape {layout.shape} is not the shape of {buf.name} "
+                             f"{shape_text(buf.shape)}", node)
 
     def is_swizzle_of(self, node, buf: N.Buffer) -> bool:
         if not isinstance(node, ast.Call):

@@ -43,6 +43,18 @@ from ..ir.visitor import walk
 from .dtypes import convert, fill_value, np_dtype, scalar, tile_dtype
 from .regions import read_tile, tile_view, write_tile
 
+MAX_BLOCKS = 1 << 24  # blocks per launch the interpreter accepts (each runs in Python, one at a time)
+
+
+def _free_memory() -> int:
+    """Bytes of physical memory free now (a large number where the system cannot tell)."""
+    try:
+        import os
+
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
 Closure = Callable[["Frame"], object]
 
 
@@ -271,6 +283,13 @@ class Program:
             dims = [int(g(fr)) for g in grid]
             if any(d < 0 for d in dims):
                 raise error(f"negative grid size {tuple(dims)}", span)
+            blocks = 1
+            for d in dims:
+                blocks *= d
+            if blocks > MAX_BLOCKS:
+                raise error(f"the grid {tuple(dims)} has {blocks} blocks; the reference interpreter runs at "
+                            f"most {MAX_BLOCKS} per launch (one after another, in Python): use a smaller grid "
+                            f"(more work per block) or a compiled backend", span)
             global_bufs = dict(fr.bufs)
             vars_ = fr.vars
             # Blocks run one after another, the first grid dimension fastest (CUDA's x).
@@ -288,8 +307,30 @@ class Program:
         buf = s.buffer
         name, dt = buf.name, np_dtype(buf.dtype)
         fill = fill_value(buf.dtype)
+        error = self._error
+        span = s.span
+
+        def check(shape) -> int:
+            # estimated before allocating: a size beyond the free memory is the kernel's mistake,
+            # said at its line, never an empty MemoryError (or the machine swapping)
+            nbytes = dt.itemsize
+            for n in shape:
+                nbytes *= n
+            if nbytes > _free_memory():
+                raise error(f"allocating {name} of shape {shape} ({buf.dtype}) needs {nbytes / 2**30:.1f} GiB, "
+                            f"more than the {_free_memory() / 2**30:.1f} GiB of memory free", span)
+            return nbytes
+
+        def allocate(shape):
+            nbytes = check(shape)
+            try:
+                return np.full(shape, fill, dt)
+            except MemoryError:
+                raise error(f"out of memory allocating {name} of shape {shape} ({buf.dtype}, "
+                            f"{nbytes / 2**30:.2f} GiB)", span) from None
         if all(isinstance(d, int) for d in buf.shape):
             shape = tuple(buf.shape)
+            check(shape)  # once; every block then allocates directly
 
             def alloc(fr):
                 fr.bufs[name] = np.full(shape, fill, dt)
@@ -297,7 +338,7 @@ class Program:
         dims = [self._expr(d, sc) if isinstance(d, N.Expr) else (lambda fr, d=d: d) for d in buf.shape]
 
         def alloc_dynamic(fr):
-            fr.bufs[name] = np.full(tuple(int(d(fr)) for d in dims), fill, dt)
+            fr.bufs[name] = allocate(tuple(int(d(fr)) for d in dims))
         return alloc_dynamic
 
     def _s_Let(self, s: N.Let, sc: _Scope):

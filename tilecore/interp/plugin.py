@@ -64,6 +64,7 @@ def make_backend() -> Backend:
             vector_bytes=16,
             memory_space="cpu",
             tiers=("execute",),
+            index_bits=64,  # numpy indexes with int64
         ),
         toolchain_status=_toolchain_status,
         device_present=lambda: True,

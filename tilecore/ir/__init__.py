@@ -5,6 +5,7 @@ that only needs the IR version or spans (the plugin registry, launchers of cache
 not pay for building the node classes.
 """
 import importlib
+from typing import Any, List
 
 from .span import NO_SPAN, Span  # noqa: F401
 from .version import TILE_IR_VERSION  # noqa: F401
@@ -15,7 +16,7 @@ _FROM = {"DTYPES": "types", "normalize_dtype": "types", "promote": "types",
 _SUBMODULES = ("nodes", "types", "visitor", "printer", "serialize", "version", "span")
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:
         return importlib.import_module("." + name, __name__)
     module = importlib.import_module("." + _FROM.get(name, "nodes"), __name__)
@@ -25,5 +26,5 @@ def __getattr__(name):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
-def __dir__():
+def __dir__() -> List[str]:
     return sorted(set(globals()) | set(_FROM) | set(dir(importlib.import_module(".nodes", __name__))))

@@ -12,15 +12,15 @@ Conventions that every consumer (passes, interpreter, backends) relies on:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Tuple, Union
+from typing import Any, Optional, Tuple, Union
 
-from .span import NO_SPAN, Span  # noqa: F401  (re-exported)
-from .version import TILE_IR_VERSION  # noqa: F401  (re-exported)
+from .span import NO_SPAN as NO_SPAN  # re-exported
+from .span import Span as Span  # re-exported
+from .version import TILE_IR_VERSION as TILE_IR_VERSION  # re-exported
 
 
-
-
-def _span():
+def _span() -> Any:
+    """A `span` field default: NO_SPAN, left out of equality and repr."""
     return field(default=NO_SPAN, compare=False, repr=False)
 
 
@@ -147,7 +147,7 @@ class Buffer:
 
     def static_shape(self) -> Optional[Tuple[int, ...]]:
         if all(isinstance(s, int) for s in self.shape):
-            return tuple(self.shape)  # type: ignore[return-value]
+            return tuple(int(d) for d in self.shape if isinstance(d, int))
         return None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from typing import Any, Dict, List
 
 from . import nodes as N
 from .version import TILE_IR_VERSION
@@ -51,22 +52,24 @@ def loads(text: str) -> N.PrimFunc:
 
 
 class _Encoder:
-    def __init__(self):
-        self.files: list = []
-        self._file_index: dict = {}
+    """IR -> JSON-ready values, collecting span file names into a table."""
 
-    def span(self, span: N.Span) -> list:
+    def __init__(self) -> None:
+        self.files: List[str] = []
+        self._file_index: Dict[str, int] = {}
+
+    def span(self, span: N.Span) -> List[Any]:
         index = self._file_index.get(span.file)
         if index is None:
             index = self._file_index[span.file] = len(self.files)
             self.files.append(span.file)
         return [index, span.line, span.col, span.end_line, span.end_col]
 
-    def value(self, x):
+    def value(self, x: Any) -> Any:
         if isinstance(x, N.Span):
             return self.span(x)
         if dataclasses.is_dataclass(x):
-            out = {"_": type(x).__name__}
+            out: Dict[str, Any] = {"_": type(x).__name__}
             for f in dataclasses.fields(x):
                 out[f.name] = self.value(getattr(x, f.name))
             return out
@@ -80,17 +83,19 @@ class _Encoder:
 
 
 class _Decoder:
-    def __init__(self, files):
+    """JSON values -> IR, resolving span file indices through `files`."""
+
+    def __init__(self, files: List[str]) -> None:
         self.files = files
 
-    def value(self, x, key: str = ""):
+    def value(self, x: Any, key: str = "") -> Any:
         if key == "span":
             file_index, line, col, end_line, end_col = x
             return N.Span(self.files[file_index], line, col, end_line, end_col)
         if isinstance(x, dict):
             if "float" in x and len(x) == 1:
                 return float(x["float"])
-            cls = _CLASSES.get(x.get("_"))
+            cls = _CLASSES.get(str(x.get("_")))
             if cls is None:
                 raise IRFormatError(f"unknown Tile IR node {x.get('_')!r}")
             fields = {f.name: self.value(x[f.name], f.name)

@@ -34,7 +34,7 @@ class DTypeError(ValueError):
     """An unknown dtype name."""
 
 
-def normalize_dtype(dtype) -> str:
+def normalize_dtype(dtype: object) -> str:
     """Return the canonical dtype name for a string, numpy/torch dtype or alias.
 
     Scalar types count too: `np.float32`, `ml_dtypes.bfloat16`, `float` (float32), `int` (int32).
@@ -97,7 +97,7 @@ def promote(a: str, b: str) -> str:
     return f"int{width}"
 
 
-def literal_dtype(value) -> str:
+def literal_dtype(value: object) -> str:
     """The dtype a bare Python literal takes when nothing else decides it."""
     if isinstance(value, bool):
         return "bool"

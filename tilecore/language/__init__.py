@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import sys
 
-from .dtypes import (DType, bfloat16, bool, float16, float32, float64, int8,  # noqa: F401,A004
+from .dtypes import (DType, bfloat16, bool, dtype, float, float16, float32, float64, int8,  # noqa: F401,A004
                      int16, int32, int64, uint8)
 from .ops import (Kernel, KernelOnlyError, Parallel, Pipelined, abs, alloc_fragment,  # noqa: F401,A004
                   alloc_local, alloc_shared, alloc_var, annotate_layout, atomic_add,
-                  atomic_max, atomic_min, cast, ceil, ceildiv, clear, copy, cos, cumsum,
-                  exp, exp2, fill, floor, gemm, if_then_else, infinity, log, log2,
+                  atomic_max, atomic_min, cast, ceil, ceildiv, clear, const, copy, cos, cumsum,
+                  empty, exp, exp2, fill, floor, gemm, if_then_else, infinity, log, log2,
                   make_swizzled_layout, max, min, pow, print, reduce_absmax, reduce_abssum,
                   reduce_max, reduce_min, reduce_sum, rsqrt, serial, sigmoid, sin, sqrt,
                   tanh, unroll, use_swizzle)
+from .ops import (Cast, Serial, assume, macro, clamp, disable_warp_group_reg_alloc, floordiv,  # noqa: F401
+                  floormod, vectorized)
+from .layout import Fragment, Layout  # noqa: F401
 from .tensor import (Buffer, FragmentBuffer, GemmWarpPolicy, LocalBuffer,  # noqa: F401
                      SharedBuffer, Tensor, TensorType, dynamic, symbolic)
 
@@ -38,3 +41,11 @@ def prim_func(func):
     except TileCompileError as err:
         # The message already points at the user's line; the frontend's frames are noise.
         raise err.with_traceback(None) from None
+
+
+def __getattr__(name):
+    from .unsupported import UNSUPPORTED_DTYPES, hopper_only, unsupported_name_error
+
+    if hopper_only(name) or name in UNSUPPORTED_DTYPES:
+        raise unsupported_name_error(name)
+    raise AttributeError(f"module 'tilecore.language' has no attribute {name!r}")

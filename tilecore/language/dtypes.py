@@ -23,6 +23,12 @@ class DType(str):
     def __repr__(self) -> str:
         return f"T.{str(self)}"
 
+    def as_torch(self):
+        """The torch dtype of this dtype (TileLang's `T.float16.as_torch()`); imports torch."""
+        import torch
+
+        return getattr(torch, "bool" if self == "bool" else str(self))
+
 
 float16 = DType("float16")
 bfloat16 = DType("bfloat16")
@@ -36,3 +42,11 @@ uint8 = DType("uint8")
 bool = DType("bool")  # noqa: A001  (TileLang spells it T.bool)
 
 DTYPE_OBJECTS = {name: globals()[name] for name in DTYPES}
+float = float32  # noqa: A001  (TileLang's T.float is float32)
+
+
+def dtype(name) -> DType:
+    """`T.dtype("float16")`: the dtype object of a name (any accepted spelling)."""
+    from ..ir.types import normalize_dtype
+
+    return DType(normalize_dtype(name))

@@ -153,17 +153,21 @@ def cumsum(src, dst=None, dim=0, reverse=False):
 
 
 @_kernel_only
-def atomic_add(dst, value):
-    """Atomically add an element (`C[i, j]`, scalar) or a tile (`C[r, c]`, buffer) into global memory."""
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
+    """Atomically add an element (`C[i, j]`, scalar) or a tile (`C[r, c]`, buffer) into global memory.
+
+    `memory_order` ("relaxed", "acquire", ...) and `use_tma` are accepted as hints: each
+    atomic is indivisible and no other ordering between blocks is defined (semantics.md).
+    `return_prev=True` (the old value) is not supported."""
 
 
 @_kernel_only
-def atomic_max(dst, value):
+def atomic_max(dst, value, memory_order=None, return_prev=False, use_tma=False):
     """Atomic maximum, element or tile form (see atomic_add)."""
 
 
 @_kernel_only
-def atomic_min(dst, value):
+def atomic_min(dst, value, memory_order=None, return_prev=False, use_tma=False):
     """Atomic minimum, element or tile form (see atomic_add)."""
 
 
@@ -282,3 +286,69 @@ def annotate_layout(layout_map):
 @_kernel_only
 def make_swizzled_layout(buffer):
     """The swizzled layout of a shared buffer, for T.annotate_layout."""
+
+
+# ----------------------------------------------------------------------------- eager style
+
+
+@_kernel_only
+def const(names):
+    """`M, N = T.const("M, N")`: sizes fixed for one compilation of an eager-style kernel.
+
+    Given to `.compile(M=...)`, or read from the shapes of the arrays a call passes.
+    """
+
+
+@_kernel_only
+def empty(shape, dtype="float32"):
+    """`C = T.empty(shape, dtype)`: an output of an eager-style kernel, allocated by the launcher."""
+
+
+# ----------------------------------------------------------------------------- TileLang aliases and hints
+
+
+@_kernel_or_python
+def floordiv(a, b):
+    """`a // b` (floor division), TileLang's spelling."""
+    return a // b
+
+
+@_kernel_or_python
+def floormod(a, b):
+    """`a % b` (floor modulo), TileLang's spelling."""
+    return a % b
+
+
+@_kernel_only
+def Cast(dtype, value):  # noqa: N802  (TVM's spelling: dtype first)
+    """`T.cast(value, dtype)` with TVM's argument order."""
+
+
+@_kernel_only
+def clamp(x, lo, hi):
+    """`T.min(T.max(x, lo), hi)`: x limited to [lo, hi] (NaN stays NaN)."""
+
+
+@_kernel_only
+def vectorized(start, stop=None, step=None):
+    """A sequential loop the backend may vectorize (a hint; step 1 only)."""
+
+
+Serial = serial  # TileLang accepts both spellings
+
+
+@_kernel_only
+def disable_warp_group_reg_alloc():
+    """TileLang's register-allocation hint for warp groups: accepted, no effect."""
+
+
+@_kernel_only
+def assume(cond):
+    """A promise that `cond` holds, for the optimizer; tilecore does not use it (no effect)."""
+
+
+def macro(func):
+    """`@T.macro`: a function whose body is inlined into the kernel at each call
+    (tilecore.frontend.inline); its parameters may be buffers, kernel values or Python values."""
+    func.__tile_macro__ = True
+    return func

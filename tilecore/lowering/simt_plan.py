@@ -6,7 +6,9 @@
   "reg"  -- registers, with a thread layout from `simt_layout` (fragments, and local
             buffers indexed by T.Parallel variables);
   "rep"  -- a per-thread copy that every thread keeps identical (local / var buffers
-            used only by block-level code).
+            used only by block-level code);
+  "owned" -- held by a rule that allocates it and lowers every statement touching it
+            (`KernelPlan.owners`; e.g. accumulators in opaque matrix registers).
 The layout choice is a fixpoint: gemm accumulators take the MMA layout, layouts
 propagate through T.Parallel loops, copies and reductions, and a fragment that some
 loop would need to read from another thread is demoted to shared memory, after which
@@ -48,6 +50,14 @@ class KernelPlan:
     device_sources: List[str] = field(default_factory=list)  # helper source the rules add to the module
     before_barrier: List[str] = field(default_factory=list)  # device instructions issued before each barrier
     shared_alignment: Optional[int] = None  # a rule's alignment of shared tiles (default: the target's)
+    owners: Dict[str, Any] = field(default_factory=dict)  # "owned" buffer -> the rule that allocates it
+
+    def give_to(self, name: str, rule) -> None:
+        """Hand buffer `name` to `rule` (storage "owned"): the rule's `allocate(lowering, buffer)`
+        declares it, and the rule must lower every statement that touches it."""
+        self.storage[name] = "owned"
+        self.layout.pop(name, None)
+        self.owners[name] = rule
 
     def claimed(self, rule_name: str) -> Dict[int, Any]:
         """The instances rule `rule_name` claimed (an empty dict when none)."""
@@ -85,7 +95,7 @@ def plan_for_target(func: N.PrimFunc, threads: int, target, rules=()) -> KernelP
                 return lay
         return None
 
-    plan = plan_kernel(func, threads, choose)
+    plan = plan_kernel(func, threads, choose, target.warp_size)
     cap_register_vectors(plan, target)
     ctx = PlanContext(func, plan, threads, target)
     for rule in rules:
@@ -143,8 +153,8 @@ def _stmt_exprs(s):
     return []
 
 
-def plan_kernel(func: N.PrimFunc, threads: int, accumulator_layout: Optional[AccumulatorChooser] = None
-                ) -> KernelPlan:
+def plan_kernel(func: N.PrimFunc, threads: int, accumulator_layout: Optional[AccumulatorChooser] = None,
+                warp_size: int = 32) -> KernelPlan:
     """Decide storage and layouts for every buffer of `func` (see the module docstring).
 
     `accumulator_layout(gemm, warps, prefer_rows, existing)` gives a gemm accumulator its
@@ -205,7 +215,7 @@ def plan_kernel(func: N.PrimFunc, threads: int, accumulator_layout: Optional[Acc
     row_reduced = {r.src.name for r in reduces if r.dim == len(r.src.shape) - 1}
     for _ in range(8):
         layouts, mma = _assign(plan, frag_like - demoted, parallels, gemms, reduces,
-                               kernel.body, threads, accumulator_layout, row_reduced)
+                               kernel.body, threads, accumulator_layout, row_reduced, warp_size)
         new = unreachable_fragments(layouts, frag_like - demoted, parallels, kernel.body, reduces)
         for g in gemms:  # A in registers only in the MMA accumulator layout of C's warp rows
             if g.a.buffer.name in frag_like - demoted and not rs_ok(g, layouts, mma):
@@ -216,7 +226,7 @@ def plan_kernel(func: N.PrimFunc, threads: int, accumulator_layout: Optional[Acc
     plan.demoted = demoted
     plan.mma_gemms = mma
 
-    warps_ok = threads % 32 == 0
+    warps_ok = threads % warp_size == 0
     for b in allocs:
         if b.name in frag_like and b.name not in demoted:
             plan.storage[b.name] = "reg"
@@ -317,10 +327,10 @@ def _block_level_fragment_access(body, frag_like) -> Set[str]:
     return found
 
 
-def _assign(plan, live, parallels, gemms, reduces, body, threads, accumulator_layout, row_reduced):
+def _assign(plan, live, parallels, gemms, reduces, body, threads, accumulator_layout, row_reduced, warp_size):
     layouts: Dict[str, object] = {}
     mma: Dict[int, object] = {}
-    warps = threads // 32 if threads % 32 == 0 else 0
+    warps = threads // warp_size if threads % warp_size == 0 else 0
     for g in gemms:
         c = g.c.buffer
         if accumulator_layout is None or not (warps and c.name in live):

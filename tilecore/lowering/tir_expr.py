@@ -69,17 +69,59 @@ def round_to_bfloat16(x32):
     return tx.Select(tx.isnan(x32), x32, tx.reinterpret("float32", rounded))
 
 
+def float32_round_to_odd(x64):
+    """A float64 value rounded to float32 *to odd* (truncated, low bit set when inexact).
+
+    Rounding that to bfloat16 (or float16) is then one correct rounding of the
+    float64 value; converting through float32 directly rounds twice and is one
+    ulp off when the first rounding lands on a tie of the second.
+    """
+    v = tx.Var("x64", "float64")
+    f = tx.Cast("float32", v)
+    back = tx.Cast("float64", f)
+    bits = tx.reinterpret("uint32", f)
+    inexact = tx.NE(back, v)
+    toward_zero = tx.Select(tx.And(inexact, tx.abs(back) > tx.abs(v)), bits - tx.const(1, "uint32"), bits)
+    odd = tx.Select(inexact, tx.bitwise_or(toward_zero, tx.const(1, "uint32")), toward_zero)
+    return tx.Let(v, x64, tx.Select(tx.isnan(v), f, tx.reinterpret("float32", odd)))
+
+
 def cast_to(expr, dtype: str):
     """Convert a PrimExpr to `dtype` with Tile IR semantics (bool means != 0)."""
     src = dtype_of(expr)
     if src == dtype:
         return expr
     if dtype == "bool":
+        if is_float_dtype(src):  # NaN is nonzero: true (an ordered != would say false)
+            wide = tx.Cast("float32", expr) if src in NARROW_FLOATS else expr  # TVM has no narrow isnan
+            return tx.Or(tx.NE(expr, tir_const(0, src)), tx.isnan(wide))
         return tx.NE(expr, tir_const(0, src))
     if src in NARROW_FLOATS and dtype not in ("float32", "float64"):
         # float16/bfloat16 -> int or the other narrow float: go through float32
         expr = tx.Cast("float32", expr)
+    if src == "float64" and dtype == "bfloat16":
+        expr = float32_round_to_odd(expr)
     return tx.Cast(dtype, expr)
+
+
+# Signed data types whose + - * are computed on the unsigned bit pattern: TVM's LLVM
+# codegen marks signed arithmetic `nsw` (overflow is poison), and LLVM then folds
+# e.g. min(a + a, 100) as if a + a could not wrap; the language defines wrapping.
+# int32 is left alone: it is the index type, whose analysis (vectorization,
+# bounds) must keep seeing plain arithmetic. int64 too, for now: the same rewrite
+# through uint64 lost the else-branch update of an int64 accumulator
+# (O = O - int64(a) * 2 under a run-time if; TVM's unsigned 64-bit handling), so
+# int64 overflow inside an expression remains a known tile-cpu bug.
+_WRAPPING_INTS = {"int8": "uint8", "int16": "uint16"}
+
+
+def wrapping_arith(op: str, a, b, dtype: str):
+    """a op b for signed `dtype` with two's complement wrapping (no signed-overflow poison)."""
+    # same-width casts, not reinterpret: TVM's codegen refuses a reinterpret that folding turned into 0
+    u = _WRAPPING_INTS[dtype]
+    ua, ub = tx.Cast(u, a), tx.Cast(u, b)
+    r = ua + ub if op == "+" else ua - ub if op == "-" else ua * ub
+    return tx.Cast(dtype, r)
 
 
 def is_float_dtype(dtype: str) -> bool:
@@ -224,7 +266,8 @@ class ExprLowerer:
         value = self.lower(e.value)
         if e.dtype == "bfloat16" and dtype_of(value) != "bfloat16" and _small(e.value):
             # an explicit cast rounds even if the value is widened again (see round_to_bfloat16)
-            x32 = value if dtype_of(value) == "float32" else tx.Cast("float32", value)
+            x32 = value if dtype_of(value) == "float32" else float32_round_to_odd(value) \
+                if dtype_of(value) == "float64" else tx.Cast("float32", value)
             return tx.Cast("bfloat16", round_to_bfloat16(x32))
         return cast_to(value, e.dtype)
 
@@ -295,6 +338,8 @@ class ExprLowerer:
         if dtype == "bool" and op in ("&", "|", "+", "*", "min", "max"):
             return {"&": tx.And, "*": tx.And, "min": tx.And, "|": tx.Or, "+": tx.Or,
                     "max": tx.Or}[op](a, b)
+        if op in ("+", "-", "*") and dtype in _WRAPPING_INTS:
+            return wrapping_arith(op, a, b, dtype)
         if op == "+":
             return a + b
         if op == "-":

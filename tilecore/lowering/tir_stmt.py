@@ -36,7 +36,8 @@ from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
 from ..ir.types import is_float, itemsize
 from .intrinsics import IntrinsicTable, dtype_of
-from .tir_expr import NARROW_FLOATS, ExprLowerer, _small, cast_to, nan_max, nan_min, round_to_bfloat16, tir_const
+from .tir_expr import (NARROW_FLOATS, ExprLowerer, _small, cast_to, float32_round_to_odd, nan_max, nan_min,
+                       round_to_bfloat16, tir_const)
 
 Rule = Callable[["TirLowering", N.Stmt], "tvm.tirx.Stmt"]
 
@@ -178,7 +179,8 @@ class TirLowering:
         dt = str(tb.dtype)
         src = dtype_of(value)
         if dt == "bfloat16" and exact_bfloat16 and src in ("float32", "float64", "float16"):
-            x32 = value if src == "float32" else tx.Cast("float32", value)
+            x32 = value if src == "float32" else float32_round_to_odd(value) if src == "float64" \
+                else tx.Cast("float32", value)
             return tx.BufferStore(tb, tx.Cast("bfloat16", round_to_bfloat16(x32)), list(indices))
         return tx.BufferStore(tb, cast_to(value, dt), list(indices))
 

@@ -241,7 +241,7 @@ def _clear_fixes(doc: LoadedDocument, func: N.PrimFunc) -> Dict[int, Dict]:
 
 
 def _shrink_fixes(doc: LoadedDocument, source: KernelSource, func: N.PrimFunc, span: Span) -> List[Dict]:
-    """Halving the largest dimension of the allocation that overflowed on-chip memory."""
+    """Halving the largest dimension of the allocation that overflowed block-local memory."""
     alloc = next((s for s in walk_stmts(func.body) if isinstance(s, N.Alloc) and s.span == span), None)
     if alloc is None or alloc.buffer.static_shape() is None:
         return []

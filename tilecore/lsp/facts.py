@@ -17,7 +17,7 @@ from .positions import byte_to_index, span_range, word_at
 
 TILE_OPS = {"Copy": "copy", "Gemm": "gemm", "Fill": "fill", "Reduce": "reduce", "Cumsum": "cumsum",
             "Atomic": "atomic"}
-ON_CHIP_PER_THREAD = ("local", "var")  # every thread keeps its own copy
+PER_THREAD_SCOPES = ("local", "var")  # every thread keeps its own copy
 
 
 def _dim(d) -> Any:
@@ -40,7 +40,7 @@ def source_name(lines: List[str], span: N.Span, fallback: str) -> str:
 
 def registers_per_thread(buf: N.Buffer, layout, threads: int) -> Optional[Dict[str, Any]]:
     """32-bit registers each thread needs for `buf`, and how that was derived; None off registers."""
-    if buf.scope not in ("fragment",) + ON_CHIP_PER_THREAD or buf.static_shape() is None:
+    if buf.scope not in ("fragment",) + PER_THREAD_SCOPES or buf.static_shape() is None:
         return None
     numel = prod(buf.static_shape())
     elements = getattr(layout, "local_size", None)
@@ -48,7 +48,7 @@ def registers_per_thread(buf: N.Buffer, layout, threads: int) -> Optional[Dict[s
     if elements is None and getattr(layout, "thread_extent", 0):
         elements = -(-numel * layout.replicate // layout.thread_extent)
     if elements is None:
-        if buf.scope in ON_CHIP_PER_THREAD:
+        if buf.scope in PER_THREAD_SCOPES:
             elements, how = numel, "each thread holds a copy"
         else:
             elements, how = -(-numel // max(threads, 1)), f"if spread evenly over {threads} threads"

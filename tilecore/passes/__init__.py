@@ -2,7 +2,7 @@
 
 check_types (shape/type diagnostics), simplify (exact constant folding),
 bounds (proves tile copies in bounds), check_features (backend capabilities),
-liveness + memory_plan (on-chip memory against device limits),
+liveness + memory_plan (block-local memory against device limits),
 layout_inference (fixpoint engine over backend-supplied rules).
 """
 from .pipeline import POINTS, PassContext, Pipeline, default_pipeline  # noqa: F401

@@ -43,7 +43,7 @@ GEMM_ACCUMULATORS: Dict[str, Tuple[str, ...]] = {
     "int64": ("int64",),
 }
 
-ON_CHIP_SCOPES = ("shared", "fragment", "local", "var")
+BLOCK_LOCAL_SCOPES = ("shared", "fragment", "local", "var")
 TILE_OPS = (N.Copy, N.Fill, N.Gemm, N.Reduce, N.Cumsum)
 _OP_NAMES = {N.Copy: "T.copy", N.Fill: "T.fill", N.Gemm: "T.gemm", N.Reduce: "T.reduce",
              N.Cumsum: "T.cumsum", N.Atomic: "T.atomic", N.Alloc: "T.alloc"}
@@ -130,7 +130,7 @@ class _Checker:
                                      f"{buf.dtype} {buf.scope} but was declared as "
                                      f"{_fmt_shape(found.shape)} {found.dtype} {found.scope}", use)
                 return found
-        if buf.scope in ON_CHIP_SCOPES and not self.in_kernel:
+        if buf.scope in BLOCK_LOCAL_SCOPES and not self.in_kernel:
             raise self.error(f"{buf.scope} buffer {buf.name} cannot be used outside T.Kernel", use)
         raise self.error(f"buffer {buf.name} is used before it is defined (or outside its scope)", use)
 
@@ -265,9 +265,9 @@ class _Checker:
 
     def stmt_Alloc(self, s: N.Alloc) -> None:
         buf = s.buffer
-        if buf.scope not in ON_CHIP_SCOPES:
+        if buf.scope not in BLOCK_LOCAL_SCOPES:
             raise self.error(f"buffer {buf.name} has scope {buf.scope!r}; kernels allocate only "
-                             f"{', '.join(ON_CHIP_SCOPES)} buffers", s)
+                             f"{', '.join(BLOCK_LOCAL_SCOPES)} buffers", s)
         if self.in_parallel:
             raise self.error(f"{_ALLOC_NAMES[buf.scope]} cannot be used inside T.Parallel "
                              f"(allocate {buf.name} before the loop)", s)

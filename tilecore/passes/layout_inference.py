@@ -190,7 +190,8 @@ def collect_rules(backend, options: Optional[Mapping[str, Any]] = None,
         except ImportError:
             get_plugin_manager = None
         if get_plugin_manager is not None:
-            get_plugin_manager().hook.tilecore_layout_rules(backend=backend, rules=rules)
+            get_plugin_manager().call("tilecore_layout_rules", what=f"for backend {backend.name!r}",
+                                      backend=backend, rules=rules)
     if options and options.get("layout_rules"):
         rules.update(options["layout_rules"])
     if extra:

@@ -5,7 +5,7 @@ Guarantees, for every sequential loop (For) of the kernel, in program order,
 
 * its kind, nesting depth, constant trip count (None when it depends on
   run-time or dynamic values) and `num_stages`;
-* `stage_buffers`: the on-chip buffers that the loop body fills by a T.copy
+* `stage_buffers`: the block-local buffers that the loop body fills by a T.copy
   from a global tensor at the top level of the body before any statement of
   the body reads them. Each iteration overwrites them completely before use,
   so no value flows between iterations through them: a backend may give each

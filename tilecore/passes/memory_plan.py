@@ -1,4 +1,4 @@
-"""Static memory planning of on-chip buffers, checked against the backend's limits.
+"""Static memory planning of block-local buffers, checked against the backend's limits.
 
 Guarantees:
 * every buffer allocated in the kernel gets a byte offset in its storage class:
@@ -34,7 +34,7 @@ _WHAT = {"shared": "shared memory", "fragment": "fragment/local memory"}
 
 
 def buffer_bytes(buf: N.Buffer) -> int:
-    """Bytes a static on-chip buffer occupies."""
+    """Bytes a static block-local buffer occupies."""
     n = 1
     for s in buf.shape:
         n *= int(s)
@@ -158,7 +158,7 @@ def plan_memory(func: N.PrimFunc, backend=None, source: str = "", live=None,
 
 
 class MemoryPlanPass:
-    """Plan on-chip memory and check it against the backend's limits."""
+    """Plan block-local memory and check it against the backend's limits."""
 
     name = "memory_plan"
 

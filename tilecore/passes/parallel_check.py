@@ -13,7 +13,8 @@ so it is a compile error: the store's indices leave out some parallel
 variables (so several iterations hit one element) and its value reads that
 same element. A store guarded by an `if` on a left-out variable
 (`if j == 0: r[i] = r[i] + ...`) is accepted, as are stores of values that do
-not read the element (every iteration writing the same value is harmless).
+not read the element (every iteration writing the same value is harmless), and
+leaving out a variable whose axis has extent 1 (`T.Parallel(1, 8)`: one iteration).
 """
 from __future__ import annotations
 
@@ -63,7 +64,9 @@ def check_parallel_races(func: N.PrimFunc) -> None:
                         f"different results: use T.serial for a sequential loop, T.reduce_sum on a "
                         f"tile, or T.atomic_add", s.span, func.source)
             if isinstance(s, N.Parallel):
-                visit(s.body, par_vars | {v.name for v in s.vars}, guards, lets)
+                # an axis of extent 1 has one iteration: leaving it out of an index shares nothing
+                several = {v.name for v, n in zip(s.vars, s.extents) if not (isinstance(n, int) and n == 1)}
+                visit(s.body, par_vars | several, guards, lets)
             elif isinstance(s, N.If):
                 inner = guards | frozenset(_var_names(s.cond, lets) & par_vars)
                 visit(s.then_body, par_vars, inner, lets)

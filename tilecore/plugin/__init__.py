@@ -8,6 +8,7 @@ import pluggy
 
 from .backend import Artifact, Backend, Capabilities, TileModule, ToolchainStatus  # noqa: F401
 from .hookspecs import PLUGIN_API_VERSION, PROJECT  # noqa: F401
+from .options import Option, OptionError  # noqa: F401
 
 hookimpl = pluggy.HookimplMarker(PROJECT)
 

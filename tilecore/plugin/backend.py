@@ -37,6 +37,9 @@ class Capabilities:
     vector_bytes: width of the widest vector load/store.
     memory_space: where kernel arguments must live ("cpu", "cuda", "rocm", "metal", "npu").
     tiers: conformance tiers this backend can pass here ("execute", "compile").
+    index_bits: width of the signed integers the generated code indexes with (32 or 64); the
+    Kernel refuses, at call time, a dynamic dimension or an array with more elements than that
+    can count.
     """
 
     features: FrozenSet[str]
@@ -49,6 +52,7 @@ class Capabilities:
     vector_bytes: int = 16
     memory_space: str = "cpu"
     tiers: Tuple[str, ...] = ("execute",)
+    index_bits: int = 32
 
 
 @dataclass
@@ -62,6 +66,11 @@ class Backend:
     device_present: whether it can execute here (decides the default target).
     distribution / version: the installed package that provides it; part of the cache key.
     priority: among backends whose device is present, the higher wins the default.
+    options: the compile options its codegen reads (tilecore.plugin.options.Option); any
+    other option is an error naming these.
+    toolchain_fingerprint: a cheap string that changes whenever the toolchain that
+    generates code changes (compiler versions, library files); part of the cache key
+    with a digest of the tilecore and plugin sources. It must not import heavy modules.
     """
 
     name: str
@@ -74,11 +83,13 @@ class Backend:
     version: str = ""
     priority: int = 0
     description: str = ""
+    options: Tuple[Any, ...] = ()
+    toolchain_fingerprint: Optional[Callable[[], str]] = None
 
     def accepts_target(self, target: str) -> bool:
         """Whether `target` names this backend: its name, a listed target, or another
         `name:variant` when it lists variants (its codegen then checks the variant).
-        A backend that lists no variants (e.g. "cpu") accepts none: "cpu:sm_90" is a mistake."""
+        A backend that lists no variants (e.g. "reference") accepts none: "reference:x" is a mistake."""
         if target == self.name or target in self.targets:
             return True
         has_variants = any(t.startswith(self.name + ":") for t in self.targets)
@@ -123,3 +134,40 @@ class Artifact:
 
     def to_json_header(self) -> str:
         return json.dumps(self.header(), sort_keys=True)
+
+
+def package_file(package: str, *parts: str) -> str:
+    """The path of `parts` inside installed package `package`, found without importing it
+    ("" when the package is not installed); for toolchain fingerprints."""
+    import importlib.util
+    import os
+
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return ""
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    return os.path.join(list(spec.submodule_search_locations)[0], *parts)
+
+
+def files_fingerprint(paths) -> str:
+    """`path:size:mtime` of each file (or `path:missing`): a cheap toolchain fingerprint that
+    changes whenever a compiler or library is reinstalled or replaced."""
+    import os
+
+    parts = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
+        except (OSError, TypeError, ValueError):
+            parts.append(f"{path}:missing")
+    return ";".join(parts)
+
+
+def tvm_fingerprint() -> str:
+    """The installed TVM's libraries (LLVM is linked into libtvm), for backends built on TVM."""
+    return files_fingerprint([package_file("tvm", "lib", "libtvm.so"),
+                              package_file("tvm", "lib", "libtvm_runtime.so"),
+                              package_file("tvm_ffi", "lib", "libtvm_ffi.so")])

@@ -9,7 +9,8 @@ Environment switches (read when plugins are first loaded, and again after
 * ``TILECORE_PLUGINS=a,b``: an allowlist of entry-point names; others are not
   imported at all.
 * ``TILECORE_DISABLE_PLUGIN_AUTOLOAD=1``: import no entry point; only plugins
-  registered explicitly with `register_plugin()` are used.
+  registered explicitly with `register_plugin()` are used. Accepted values:
+  1/true/yes/on, 0/false/no/off or unset; anything else is an error.
 
 In both cases the built-in ``reference`` backend (`tilecore.interp.plugin`, part
 of the tilecore distribution itself) stays available: it is the executable
@@ -19,6 +20,11 @@ against it.
 A plugin that fails to import or to register is recorded as a `PluginLoadError`
 (entry-point name, distribution, error) and shown by ``tile backends``; it never
 breaks ``import tilecore`` or the other plugins.
+
+Hooks the core calls go through `TilecorePluginManager.call`, which runs each
+plugin's implementation itself, so an exception is reported as a
+`PluginHookError` naming that plugin (entry point, distribution, version) and
+the hook, never blamed on another plugin or on the backend.
 """
 from __future__ import annotations
 
@@ -33,15 +39,15 @@ from typing import Any, Dict, List, Optional
 
 import pluggy
 
+from ..diagnostics import PluginHookError, TileError
+from ..envflags import env_flag
 from . import hookspecs
 from .hookspecs import PROJECT
 
 ENTRY_POINT_GROUP = "tilecore"
 
-# Plugins that ship inside the tilecore distribution and are always loaded.
+# Plugins that come with the tilecore distribution itself and are always loaded.
 BUILTIN_PLUGINS: Dict[str, str] = {"reference": "tilecore.interp.plugin"}
-
-_TRUE = ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -172,6 +178,43 @@ class TilecorePluginManager:
             return _one_line(err)
         self.plugins[name] = PluginInfo(name, dist, version, target, obj, builtin)
         return None
+
+    def describe_plugin(self, name: str) -> str:
+        """`plugin 'x' (distribution 1.0, entry point pkg.mod)` for messages."""
+        info = self.plugins.get(name)
+        if info is None:
+            return f"plugin {name!r}"
+        dist = f"{info.distribution} {info.version}".strip()
+        where = ", ".join(p for p in (dist, f"entry point {info.target}" if info.target else "") if p)
+        return f"plugin {name!r}{f' ({where})' if where else ''}"
+
+    def call(self, hook_name: str, firstresult: bool = False, what: str = "", **kwargs):
+        """Call hook `hook_name` as pluggy would (same order; the first non-None result when
+        `firstresult`, else the list of results), but one implementation at a time, so a
+        failure raises PluginHookError naming the plugin and the hook. `what` says what was
+        being done ("for backend 'cpu'") in that message."""
+        caller = getattr(self.pm.hook, hook_name)
+        impls = caller.get_hookimpls()
+        if any(getattr(i, "hookwrapper", False) or getattr(i, "wrapper", False) for i in impls):
+            return caller(**kwargs)  # wrappers need pluggy's own call loop
+        results = []
+        for impl in reversed(impls):  # pluggy calls the last registered (and tryfirst) first
+            try:
+                result = impl.function(*[kwargs[a] for a in impl.argnames])
+            except (TileError, RecursionError):  # a RecursionError is the kernel's size: see user_facing
+                raise
+            except Exception as err:
+                text = str(err).strip().splitlines()
+                raise PluginHookError(
+                    f"{self.describe_plugin(impl.plugin_name)} failed in hook {hook_name}"
+                    f"{' ' + what if what else ''}: {type(err).__name__}"
+                    f"{': ' + text[0] if text else ''} (TILECORE_TRACEBACK=1 shows the plugin's "
+                    f"traceback)", impl.plugin_name, hook_name) from err
+            if result is not None:
+                if firstresult:
+                    return result
+                results.append(result)
+        return None if firstresult else results
 
     def _record(self, name, dist, version, target, err) -> None:
         self.errors.append(PluginLoadError.from_exception(name, dist, version, target, err))
@@ -335,8 +378,9 @@ def _tilecore_version() -> str:
 
 
 def autoload_enabled() -> bool:
-    """False when TILECORE_DISABLE_PLUGIN_AUTOLOAD is set to 1/true/yes/on."""
-    return os.environ.get("TILECORE_DISABLE_PLUGIN_AUTOLOAD", "").strip().lower() not in _TRUE
+    """False when TILECORE_DISABLE_PLUGIN_AUTOLOAD is 1/true/yes/on; an undocumented value
+    raises tilecore.envflags.EnvSettingError."""
+    return not env_flag("TILECORE_DISABLE_PLUGIN_AUTOLOAD", default=False)
 
 
 def plugin_allowlist() -> Optional[List[str]]:

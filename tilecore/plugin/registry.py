@@ -79,6 +79,7 @@ class BackendRegistry:
 
     def _collect(self) -> None:
         hook = self.manager.hook.tilecore_register_backends
+        declared_by: Dict[str, List[tuple]] = {}  # backend name -> [(plugin name, dist, version, target, backend)]
         # Call each plugin's hookimpl on its own so one failing plugin is recorded, not fatal.
         for impl in hook.get_hookimpls():
             info = self.manager.plugins.get(impl.plugin_name)
@@ -103,15 +104,34 @@ class BackendRegistry:
                     backend.distribution = dist
                 if not backend.version:
                     backend.version = version
-                if backend.name in self.backends:
-                    first = self.provider[backend.name]
-                    self.registration_errors.append(PluginLoadError(
-                        impl.plugin_name, dist, version, target,
-                        f"backend {backend.name!r} is already provided by plugin {first!r}; "
-                        f"this second declaration is ignored"))
-                    continue
-                self.backends[backend.name] = backend
-                self.provider[backend.name] = impl.plugin_name
+                declared_by.setdefault(backend.name, []).append((impl.plugin_name, dist, version, target, backend))
+        for name in sorted(declared_by):
+            self._adopt(name, declared_by[name])
+
+    def _adopt(self, name: str, providers: List[tuple]) -> None:
+        """Register backend `name`, or refuse it when several plugins declare it (whatever the
+        order of sys.path): a backend of tilecore itself (the built-in reference) is kept and the
+        others refused; between plugins, none is used and the error names every distribution."""
+        if len(providers) == 1:
+            plugin, _, _, _, backend = providers[0]
+            self.backends[name] = backend
+            self.provider[name] = plugin
+            return
+        builtin = [p for p in providers if self.manager.plugins.get(p[0]) is not None
+                   and self.manager.plugins[p[0]].builtin]
+        who = sorted(f"{(p[1] + ' ' + p[2]).strip() or 'unknown distribution'} (plugin {p[0]!r}, "
+                     f"entry point {p[3]})" for p in providers)
+        if builtin:
+            self.backends[name] = builtin[0][4]
+            self.provider[name] = builtin[0][0]
+            outcome = "tilecore's own is kept and the others are ignored"
+        else:
+            outcome = "none of them is used"
+        dists = ", ".join(sorted({p[1] for p in providers if p[1]}))
+        self.registration_errors.append(PluginLoadError(
+            name, dists, "", ", ".join(sorted(p[3] for p in providers)),
+            f"backend {name!r} is declared by {len(providers)} plugins: {' and '.join(who)}; "
+            f"{outcome}. Uninstall all but one, or choose one with TILECORE_PLUGINS"))
 
     # ------------------------------------------------------------------ queries
 

@@ -34,7 +34,7 @@ class LoweringRule:
         """The register layout this rule wants for `gemm`'s accumulator, or None.
 
         :param gemm: a `tilecore.ir.nodes.Gemm` whose accumulator is a register fragment.
-        :param warps: warps per block (`threads // 32`).
+        :param warps: warps per block (`threads // target.warp_size`).
         :param prefer_rows: whether a row reduction reads the accumulator (one warp per row
             block reduces without crossing warps).
         :param existing: the layout another gemm already gave this accumulator, or None.

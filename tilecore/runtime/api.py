@@ -17,15 +17,11 @@ import threading
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..diagnostics import TileError, user_facing
+from ..diagnostics import BackendError, TileError, user_facing  # noqa: F401 (BackendError: public here)
 from ..ir import nodes as N
 from ..plugin.backend import Artifact, Backend, TileModule
 from . import cache as _cache
 from .kernel import Kernel, normalize_out_idx
-
-
-class BackendError(TileError):
-    """A backend plugin failed (missing toolchain, a crash in its codegen or launcher)."""
 
 
 _lock = threading.RLock()
@@ -33,6 +29,7 @@ _MEMO_SIZE = 256  # artifacts kept in memory (shared libraries can be megabytes 
 _memo: "OrderedDict[str, Artifact]" = OrderedDict()  # cache key -> artifact, least recent first
 _launchers: Dict[str, Any] = {}  # cache key -> launch callable (this process)
 _toolchain_ok: Dict[str, bool] = {}  # backend name -> toolchain checked and ok
+_fingerprints: Dict[str, str] = {}  # backend name -> _code_fingerprint
 
 
 def _forget_backend_state() -> None:
@@ -41,6 +38,7 @@ def _forget_backend_state() -> None:
         _memo.clear()
         _launchers.clear()
         _toolchain_ok.clear()
+        _fingerprints.clear()
 
 
 def clear_memory_cache() -> None:
@@ -78,11 +76,33 @@ def _check_func(func) -> N.PrimFunc:
                     f"got {type(func).__name__}")
 
 
-def _codegen_options(target: str, out_idx, options: Dict[str, Any]) -> Dict[str, Any]:
-    merged = dict(options)
+def _codegen_options(target: str, out_idx, options: Dict[str, Any],
+                     backend: Optional[Backend] = None) -> Dict[str, Any]:
+    """The options codegen receives: validated against the backend's declared options (unknown
+    names and mistyped values raise OptionError), defaults filled in, target and out_idx added."""
+    from ..plugin.options import validate_options
+
+    merged = validate_options(backend.name, backend.options, options) if backend is not None else dict(options)
     merged["target"] = target
     merged["out_idx"] = list(out_idx) if out_idx else []
     return merged
+
+
+def _check_index_range(func: N.PrimFunc, backend: Backend) -> None:
+    """Refuse a static dimension larger than the backend's index width can count (dynamic ones
+    are checked by the Kernel at call time)."""
+    from ..diagnostics import TileCompileError
+
+    bits = backend.capabilities.index_bits
+    limit = (1 << (bits - 1)) - 1
+    for param in func.params:
+        for axis, n in enumerate(param.shape):
+            if isinstance(n, int) and n > limit:
+                raise TileCompileError(
+                    f"dimension {axis} of {param.name!r} has {n} elements, more than backend {backend.name!r} "
+                    f"can index ({bits}-bit signed indices, at most {limit} per dimension); split the work "
+                    f"or use a backend with 64-bit indexing", param.span if param.span.line > 0 else func.span,
+                    func.source)
 
 
 def _ir_json(func: N.PrimFunc) -> str:
@@ -111,7 +131,8 @@ def build_pipeline(backend: Optional[Backend]):
 
     pipeline = default_pipeline()
     if backend is not None:
-        _manager().hook.tilecore_passes(backend=backend, pipeline=pipeline)
+        _manager().call("tilecore_passes", what=f"for backend {backend.name!r}", backend=backend,
+                        pipeline=pipeline)
     return pipeline
 
 
@@ -130,7 +151,7 @@ def lower(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **option
     func = _check_func(func)
     backend, full = resolve_target(target)
     out = normalize_out_idx(out_idx, len(func.params), func.name)
-    opts = _codegen_options(full, out, options)
+    opts = _codegen_options(full, out, options, backend)
     ctx = _context(func, backend, full, opts)
     return build_pipeline(backend).run(func, ctx), ctx
 
@@ -141,7 +162,7 @@ def trace(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **option
     func = _check_func(func)
     backend, full = resolve_target(target)
     out = normalize_out_idx(out_idx, len(func.params), func.name)
-    opts = _codegen_options(full, out, options)
+    opts = _codegen_options(full, out, options, backend)
     return build_pipeline(backend).trace(func, _context(func, backend, full, opts))
 
 
@@ -150,14 +171,9 @@ def _codegen(func: N.PrimFunc, backend: Backend, target: str, options: Dict[str,
     ctx = _context(func, backend, target, options)
     lowered = build_pipeline(backend).run(func, ctx)
     module = TileModule(lowered, target, ctx.analyses)
-    try:
-        artifact = _manager().hook.tilecore_codegen(backend=backend, module=module, options=dict(options))
-    except TileError:
-        raise
-    except Exception as err:
-        raise BackendError(f"backend {backend.name!r} ({backend.distribution} {backend.version}) "
-                           f"failed to compile {func.name!r}: {type(err).__name__}: {err} "
-                           f"(TILECORE_TRACEBACK=1 shows the backend's traceback)") from err
+    artifact = _manager().call("tilecore_codegen", firstresult=True,
+                               what=f"for backend {backend.name!r} compiling {func.name!r}",
+                               backend=backend, module=module, options=dict(options))
     if artifact is None:
         raise BackendError(f"no installed plugin generates code for backend {backend.name!r} "
                            f"(no tilecore_codegen hook returned an artifact)")
@@ -173,14 +189,9 @@ def _launcher_factory(key: str, backend: Backend, artifact: Artifact):
             launch = _launchers.get(key)
         if launch is not None:
             return launch
-        try:
-            launch = _manager().hook.tilecore_launcher(backend=backend, artifact=artifact)
-        except TileError:
-            raise
-        except Exception as err:
-            raise BackendError(f"backend {backend.name!r} cannot load its compiled kernel: "
-                               f"{type(err).__name__}: {err} (TILECORE_TRACEBACK=1 shows the "
-                               f"backend's traceback)") from err
+        launch = _manager().call("tilecore_launcher", firstresult=True,
+                                 what=f"loading a compiled kernel of backend {backend.name!r}",
+                                 backend=backend, artifact=artifact)
         if launch is None:
             raise BackendError(f"backend {backend.name!r} has no launcher here (no "
                                f"tilecore_launcher hook handled it); code generation works, running "
@@ -203,11 +214,12 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
     """
     func = _check_func(func)
     backend, full = resolve_target(target)
+    _check_index_range(func, backend)
     out = normalize_out_idx(out_idx, len(func.params), func.name)
-    opts = _codegen_options(full, out, options)
+    opts = _codegen_options(full, out, options, backend)
     use_cache = _cache.cache_enabled()
     # Asking for the IR dumps means the passes must run: a cached artifact would skip them.
-    dumping = bool(options.get("dump_ir") or os.environ.get("TILECORE_DUMP_IR"))
+    dumping = bool(opts.get("dump_ir") or os.environ.get("TILECORE_DUMP_IR"))
     key = ""
     artifact = None
     if use_cache and not dumping:
@@ -231,7 +243,7 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
 
 def _key(func: N.PrimFunc, backend: Backend, target: str, options: Dict[str, Any]) -> str:
     return _cache.cache_key(_ir_json(func), backend.name, backend.version, target, options,
-                            _plugin_fingerprint())
+                            _plugin_fingerprint(), _code_fingerprint(backend))
 
 
 def compile_cache_key(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **options) -> str:
@@ -240,13 +252,67 @@ def compile_cache_key(func: N.PrimFunc, target: Optional[str] = None, out_idx=No
     func = _check_func(func)
     backend, full = resolve_target(target)
     out = normalize_out_idx(out_idx, len(func.params), func.name)
-    return _key(func, backend, full, _codegen_options(full, out, options))
+    return _key(func, backend, full, _codegen_options(full, out, options, backend))
 
 
 def _plugin_fingerprint() -> str:
     """Every loaded plugin as name=distribution@version (part of the cache key)."""
     plugins = _manager().plugins.values()
     return ";".join(sorted(f"{p.name}={p.distribution}@{p.version}" for p in plugins))
+
+
+def _package_digest(folder: str, h) -> None:
+    """Feed every source file under `folder` (sorted paths and contents) into `h`."""
+    for dirpath, dirnames, files in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and d != "tests")
+        for name in sorted(files):
+            if name.endswith((".py", ".c", ".h", ".cc", ".cu", ".ll", ".json")):
+                path = os.path.join(dirpath, name)
+                with open(path, "rb") as f:
+                    data = f.read()
+                h.update(f"{os.path.relpath(path, folder)}\0{len(data)}\0".encode())
+                h.update(data)
+
+
+def _code_fingerprint(backend: Backend) -> str:
+    """What the code behind `backend` is (part of the cache key): a digest of tilecore's own
+    sources (passes, lowering toolkit, ...) and of the package of the plugin that declared the
+    backend, plus the backend's `toolchain_fingerprint()`. Computed once per process."""
+    with _lock:
+        found = _fingerprints.get(backend.name)
+    if found is not None:
+        return found
+    import hashlib
+    import sys
+
+    from ..plugin.registry import get_registry
+
+    h = hashlib.sha256()
+    folders = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]  # the tilecore package
+    provider = get_registry().provider.get(backend.name)
+    info = _manager().plugins.get(provider) if provider else None
+    module = sys.modules.get(getattr(info.plugin, "__module__", None) or getattr(info.plugin, "__name__", "")) \
+        if info is not None else None
+    top = sys.modules.get((getattr(module, "__name__", "") or "").split(".")[0])
+    top_file = getattr(top, "__file__", None)
+    if top_file and top is not sys.modules.get("tilecore"):
+        if hasattr(top, "__path__"):  # a package: all of it
+            folders.append(os.path.dirname(os.path.abspath(top_file)))
+        else:  # a single-module plugin: that file (never the whole folder it sits in)
+            with open(top_file, "rb") as f:
+                h.update(f.read())
+    for folder in folders:
+        _package_digest(folder, h)
+    if backend.toolchain_fingerprint is not None:
+        try:
+            h.update(str(backend.toolchain_fingerprint()).encode())
+        except Exception as err:
+            raise BackendError(f"backend {backend.name!r}: toolchain_fingerprint() failed: "
+                               f"{type(err).__name__}: {err}") from err
+    found = h.hexdigest()
+    with _lock:
+        _fingerprints[backend.name] = found
+    return found
 
 
 def _remember(key: str, artifact: Artifact) -> None:
@@ -348,6 +414,9 @@ class LazyKernel:
 def jit(func=None, *, out_idx=None, target: Optional[str] = None, **options):
     """Decorate a kernel factory (a function returning a @T.prim_func) to compile on call.
 
+    A function whose own body holds the `with T.Kernel(...)` block is an eager-style
+    kernel (tilecore.frontend.eager): calling it runs it, `.compile(...)` compiles it.
+
     `@tilecore.jit` and `@tilecore.jit(out_idx=[-1], target="cpu")` both work.
     Kernels are memoized per factory arguments; compiled artifacts are also
     cached on disk (see tilecore.runtime.cache).
@@ -357,6 +426,12 @@ def jit(func=None, *, out_idx=None, target: Optional[str] = None, **options):
             return LazyKernel(f, out_idx=out_idx, target=target, **options)
         if not callable(f):
             raise TypeError(f"@tilecore.jit expects a factory function or a PrimFunc, got {f!r}")
+        from ..frontend.eager import is_eager
+
+        if is_eager(f):
+            from .eager import EagerJITFunction
+
+            return EagerJITFunction(f, out_idx=out_idx, target=target, **options)
         return JITFunction(f, out_idx=out_idx, target=target, **options)
 
     if func is not None:

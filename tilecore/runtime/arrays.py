@@ -20,6 +20,14 @@ _DLPACK_SPACES = {1: "cpu", 2: "cuda", 3: "cpu", 4: "opencl", 7: "vulkan", 8: "m
                   9: "vpi", 10: "rocm", 11: "cpu", 13: "cuda", 14: "oneapi"}
 
 
+def _dlpack_device_type(obj) -> Optional[int]:
+    """The DLPack device type code of an array, or None where it cannot say (e.g. torch on mps)."""
+    try:
+        return int(obj.__dlpack_device__()[0])
+    except Exception:
+        return None
+
+
 class NotAnArray(TypeError):
     """The object is none of the supported array kinds."""
 
@@ -44,6 +52,7 @@ class ArrayInfo:
     strides: Optional[Tuple[int, ...]]
     contiguous: bool
     array: Any
+    negated: bool = False  # a torch tensor whose negative bit is set (its memory holds -value)
 
 
 _DTYPE_NAMES: dict = {}  # library dtype object -> name; str(numpy dtype) is slow per call
@@ -92,16 +101,15 @@ def describe(obj) -> ArrayInfo:
     if _is_torch(obj):
         dev = obj.device
         space = dev.type
-        if space == "cuda" and getattr(sys.modules["torch"].version, "hip", None):
-            space = "rocm"
-        elif space == "mps":
-            space = "metal"
+        if space != "cpu":  # torch names several runtimes "cuda"; DLPack's device type tells them apart
+            space = _DLPACK_SPACES.get(_dlpack_device_type(obj), "metal" if space == "mps" else space)
         device = space if dev.index is None and space == "cpu" else f"{space}:{dev.index or 0}"
+        if obj.is_conj():  # only complex tensors have one, and no tilecore dtype is complex
+            raise NotAnArray("got a torch tensor with its conjugate bit set; pass tensor.resolve_conj()")
         return ArrayInfo("torch", tuple(obj.shape), _dtype_name(obj.dtype), device, space,
-                         tuple(obj.stride()), bool(obj.is_contiguous()), obj)
+                         tuple(obj.stride()), bool(obj.is_contiguous()), obj, bool(obj.is_neg()))
     if _is_cupy(obj):
-        cupy = sys.modules["cupy"]
-        space = "rocm" if getattr(cupy.cuda.runtime, "is_hip", False) else "cuda"
+        space = _DLPACK_SPACES.get(int(obj.__dlpack_device__()[0]), "cuda")
         item = obj.dtype.itemsize or 1
         return ArrayInfo("cupy", tuple(obj.shape), _dtype_name(obj.dtype),
                          f"{space}:{obj.device.id}", space, tuple(s // item for s in obj.strides),
@@ -125,6 +133,23 @@ def describe(obj) -> ArrayInfo:
         return ArrayInfo("dlpack", shape, dtype, f"{space}:{dev_id}", space, strides, contiguous, obj)
     raise NotAnArray(f"got {type(obj).__name__}, which is not an array "
                      "(expected numpy, torch, cupy or an object with __dlpack__)")
+
+
+def memory_range(array) -> Optional[Tuple[int, int]]:
+    """(first byte address, end address) of a dense array's memory, or None when unknown."""
+    try:
+        if isinstance(array, np.ndarray):
+            start = array.__array_interface__["data"][0]
+            return start, start + array.nbytes
+        if _is_torch(array):
+            start = array.data_ptr()
+            return start, start + array.numel() * array.element_size()
+        if _is_cupy(array):
+            start = array.data.ptr
+            return start, start + array.nbytes
+    except (AttributeError, TypeError, RuntimeError):
+        pass
+    return None
 
 
 def numpy_dtype(dtype: str):

@@ -1,54 +1,83 @@
-"""The compile cache: compiled Artifacts on disk, one file per entry.
+"""The compile cache: compiled Artifacts on disk, one file per entry, plus native objects.
 
 Location: ``$TILECORE_CACHE_DIR``, else ``$XDG_CACHE_HOME/tilecore``, else
 ``~/.cache/tilecore``. ``TILECORE_CACHE=0`` turns caching off (on disk and in
-memory).
+memory). The folder is created 0700 and refused when someone else can write it
+(see tilecore.runtime.folders; ``TILECORE_CACHE_TRUSTED=1`` accepts a shared one).
 
 Key: sha256 over the Tile IR JSON, the backend's name and version, the full
-target, the sorted options, the tilecore version and every loaded plugin's
-distribution and version (a plugin may add passes or lowering rules to any
-backend); so upgrading tilecore or a plugin, or changing any option, never
-reuses a stale artifact.
+target, the validated options in a canonical, type-tagged encoding (so ``1`` and
+``"1"``, a tuple and a list, never share a key), the tilecore version, every
+loaded plugin's distribution and version, and the backend's code fingerprint
+(a digest of the tilecore and backend package sources and the backend's
+toolchain fingerprint; see `tilecore.runtime.api`). An edited plugin, an
+upgraded TVM or a changed option never reuses a stale artifact.
 
-Entry file format (version 1)::
+Entry file format (version 2)::
 
-    TILECORE-CACHE 1\\n
+    TILECORE-CACHE 2\\n
     {"key": ..., "parts": [["artifact", n0], ["blob:<name>", n1], ...],
-     "size": total, "sha256": ...}\\n
+     "size": total, "mac": ...}\\n
     <payload: the parts' bytes, concatenated>
 
-Size: at most ``$TILECORE_CACHE_MAX_MB`` megabytes (default 2048; 0 = unbounded).
-Each process checks the total on its first write and every 32 writes after;
-over the limit, the least recently used entries (a hit refreshes an entry's
-modification time) are deleted until the cache is at 80% of the limit, so a
-serving host that compiles many shapes never fills its disk.
+"mac" is an HMAC-SHA256 over the header fields (without "mac") and the payload,
+keyed with a random secret kept in the cache folder (``.tilecore-key``, 0600): a
+corrupted, truncated, malformed or forged entry (one written by someone who does
+not hold the secret) is detected on read, deleted, and rebuilt by the caller.
+Bundles, which travel between hosts, use the same format with an empty secret
+(their integrity comes from the manifest digest; see tile_conformance.bundle).
 
-"sha256" covers the header fields (without "sha256") and the payload, so a
-corrupted or truncated entry is detected on read, ignored, deleted and rebuilt
-by the caller. Writes go to a temporary file in the same folder followed by
+Native objects a backend keeps between processes (e.g. tile-cpu's support
+object) live in ``native/<kind>/<hex name>`` with a ``.mac`` file beside them and
+are handed out only after their keyed digest matches (`DiskCache.get_native`).
+
+Writes go to a temporary file ``.tc-<pid>-*.tmp`` in the same folder followed by
 `os.replace`, so a reader never sees half an entry and two processes writing
-the same entry at once both succeed (the last rename wins; both are complete).
+the same entry at once both succeed.
+
+Size: at most ``$TILECORE_CACHE_MAX_MB`` megabytes (default 2048; 0 = unbounded)
+for everything the cache holds: entries, native objects and temporary files.
+Each process checks the total on its first write and every 32 writes after;
+temporary files of processes that no longer run (or older than an hour) are
+removed, and over the limit the least recently used entries and native objects
+(a hit refreshes a file's modification time) are deleted until the cache is at
+80% of the limit. `tile cache clear` removes exactly these files (the secret
+stays) and nothing else, whatever else the folder holds.
 """
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
 import os
+import re
 import tempfile
-from typing import Any, Dict, Optional
+import time
+from typing import Any, Dict, List, Optional, Tuple
 
+from ..envflags import env_flag, env_number
 from ..plugin.backend import Artifact
+from .folders import folder_trusted, private_folder
 
-MAGIC = b"TILECORE-CACHE 1\n"
+MAGIC = b"TILECORE-CACHE 2\n"
 SUFFIX = ".tcc"
+SECRET_FILE = ".tilecore-key"
+NATIVE = "native"
 
 log = logging.getLogger("tilecore.cache")
 
+_ENTRY_DIR = re.compile(r"^[0-9a-f]{2}$")
+_ENTRY_FILE = re.compile(r"^[0-9a-f]{64}\.tcc$")
+_NATIVE_KIND = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_NATIVE_NAME = re.compile(r"^[0-9a-f]{16,64}(\.[a-z0-9]{1,8}){1,2}$")
+_TEMP_FILE = re.compile(r"^\.tc-(\d+)-[A-Za-z0-9_]+\.tmp$")
+ORPHAN_SECONDS = 3600  # a temp file this old is orphaned even when its process id is in use again
+
 
 def cache_enabled() -> bool:
-    """False when TILECORE_CACHE is 0/false/no/off."""
-    return os.environ.get("TILECORE_CACHE", "1").strip().lower() not in ("0", "false", "no", "off")
+    """False when TILECORE_CACHE is 0/false/no/off (other values than those and 1/true/yes/on are an error)."""
+    return bool(env_flag("TILECORE_CACHE", default=True))
 
 
 DEFAULT_MAX_MB = 2048
@@ -58,13 +87,7 @@ _writes_since_trim: Dict[str, int] = {}  # cache root -> writes this process mad
 
 def cache_max_bytes() -> Optional[int]:
     """The size limit from TILECORE_CACHE_MAX_MB (None: unbounded)."""
-    text = os.environ.get("TILECORE_CACHE_MAX_MB", "").strip()
-    try:
-        mb = float(text) if text else DEFAULT_MAX_MB
-    except ValueError:
-        log.warning("tilecore cache: TILECORE_CACHE_MAX_MB=%r is not a number; using %d",
-                    text, DEFAULT_MAX_MB)
-        mb = DEFAULT_MAX_MB
+    mb = env_number("TILECORE_CACHE_MAX_MB", DEFAULT_MAX_MB)
     return None if mb <= 0 else int(mb * 1e6)
 
 
@@ -77,32 +100,43 @@ def cache_dir() -> str:
     return os.path.join(base, "tilecore")
 
 
-def _canonical(value: Any) -> Any:
-    """A JSON-able, order-independent form of an option value."""
-    if isinstance(value, dict):
-        return {str(k): _canonical(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+def canonical_encoding(value: Any) -> Any:
+    """A JSON-able form of an option value that keeps its type: 1, 1.0, True and "1" differ,
+    a tuple differs from a list, dict keys keep their types and their order does not matter."""
+    if value is None:
+        return ["none"]
+    if isinstance(value, bool):
+        return ["bool", value]
+    if isinstance(value, int):
+        return ["int", str(value)]
+    if isinstance(value, float):
+        return ["float", value.hex()]
+    if isinstance(value, str):
+        return ["str", value]
     if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
+        return [type(value).__name__] + [canonical_encoding(v) for v in value]
+    if isinstance(value, dict):
+        items = sorted(([canonical_encoding(k), canonical_encoding(v)] for k, v in value.items()),
+                       key=lambda kv: json.dumps(kv[0]))
+        return ["dict"] + items
     if isinstance(value, (set, frozenset)):
-        return sorted((_canonical(v) for v in value), key=repr)
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return repr(value)
+        return ["set"] + sorted((canonical_encoding(v) for v in value), key=json.dumps)
+    return ["repr", type(value).__qualname__, repr(value)]
 
 
 def cache_key(ir_json: str, backend_name: str, backend_version: str, target: str,
-              options: Dict[str, Any], plugins: str = "") -> str:
+              options: Dict[str, Any], plugins: str = "", codegen: str = "") -> str:
     """The hex sha256 that names a compiled artifact.
 
-    `plugins` names every loaded plugin with its distribution and version: any
-    of them may add passes or lowering rules for the backend, so upgrading one
-    must not reuse an artifact built without it.
+    `plugins` names every loaded plugin with its distribution and version (any
+    of them may add passes or lowering rules for the backend); `codegen` is the
+    backend's code fingerprint (sources and toolchain).
     """
     from .. import __version__
 
     h = hashlib.sha256()
     for part in (ir_json, backend_name, backend_version, target,
-                 json.dumps(_canonical(options), sort_keys=True), __version__, plugins):
+                 json.dumps(canonical_encoding(options)), __version__, plugins, codegen):
         data = part.encode("utf-8")
         h.update(len(data).to_bytes(8, "little"))  # length-prefixed: no ambiguity between parts
         h.update(data)
@@ -113,8 +147,8 @@ class CorruptEntry(Exception):
     """A cache file that fails its checks."""
 
 
-def encode_entry(key: str, artifact: Artifact) -> bytes:
-    """The bytes of one cache file for `artifact`."""
+def encode_entry(key: str, artifact: Artifact, secret: bytes = b"") -> bytes:
+    """The bytes of one cache file for `artifact`, authenticated with `secret`."""
     parts = [("artifact", artifact.to_json_header().encode("utf-8"))]
     for name in sorted(artifact.blobs):
         blob = artifact.blobs[name]
@@ -123,12 +157,12 @@ def encode_entry(key: str, artifact: Artifact) -> bytes:
         parts.append((f"blob:{name}", bytes(blob)))
     payload = b"".join(data for _, data in parts)
     header = {"key": key, "parts": [[n, len(d)] for n, d in parts], "size": len(payload)}
-    header["sha256"] = _checksum(header, payload)
+    header["mac"] = _mac(secret, header, payload)
     return MAGIC + json.dumps(header, sort_keys=True).encode("utf-8") + b"\n" + payload
 
 
-def decode_entry(data: bytes, key: Optional[str] = None) -> Artifact:
-    """Parse and verify one cache file; raise CorruptEntry on any problem."""
+def decode_entry(data: bytes, key: Optional[str] = None, secret: bytes = b"") -> Artifact:
+    """Parse and verify one cache file; raise CorruptEntry on any problem (never anything else)."""
     if not data.startswith(MAGIC):
         raise CorruptEntry("bad magic")
     newline = data.find(b"\n", len(MAGIC))
@@ -136,40 +170,90 @@ def decode_entry(data: bytes, key: Optional[str] = None) -> Artifact:
         raise CorruptEntry("truncated header")
     try:
         header = json.loads(data[len(MAGIC):newline].decode("utf-8"))
-        expected = header.pop("sha256")
-        parts = header["parts"]
-        size = header["size"]
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as err:
+        expected = header.pop("mac")
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as err:
         raise CorruptEntry(f"bad header: {err}") from None
     payload = data[newline + 1:]
-    if len(payload) != size:
-        raise CorruptEntry(f"payload is {len(payload)} bytes, header says {size}")
-    if _checksum(header, payload) != expected:
-        raise CorruptEntry("checksum mismatch")
+    if not isinstance(expected, str) or not hmac.compare_digest(_mac(secret, header, payload), expected):
+        raise CorruptEntry("authentication code mismatch (corrupt, or not written with this cache's key)")
     if key is not None and header.get("key") != key:
         raise CorruptEntry("entry belongs to another key")
+    pieces = _split_payload(header, payload)
+    return _artifact_from(pieces)
+
+
+def _split_payload(header: Dict[str, Any], payload: bytes) -> Dict[str, bytes]:
+    parts, size = header.get("parts"), header.get("size")
+    if not isinstance(parts, list) or not isinstance(size, int) or len(payload) != size:
+        raise CorruptEntry("malformed header: parts must be a list and size the payload's length")
     offset = 0
     pieces: Dict[str, bytes] = {}
-    for name, length in parts:
-        pieces[name] = payload[offset:offset + length]
-        offset += length
+    for part in parts:
+        if not (isinstance(part, list) and len(part) == 2 and isinstance(part[0], str)
+                and isinstance(part[1], int) and part[1] >= 0) or part[0] in pieces:
+            raise CorruptEntry(f"malformed part {part!r}")
+        pieces[part[0]] = payload[offset:offset + part[1]]
+        offset += part[1]
+    if offset != size or "artifact" not in pieces:
+        raise CorruptEntry("parts do not cover the payload, or there is no artifact record")
+    return pieces
+
+
+def _artifact_from(pieces: Dict[str, bytes]) -> Artifact:
     try:
         meta = json.loads(pieces.pop("artifact").decode("utf-8"))
-        blobs = {name[len("blob:"):]: data for name, data in pieces.items()}
-        return Artifact(backend=meta["backend"], target=meta["target"], entry=meta["entry"],
-                        source=meta.get("source", ""), blobs=blobs, meta=meta.get("meta", {}))
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as err:
+    except (ValueError, UnicodeDecodeError) as err:
         raise CorruptEntry(f"bad artifact record: {err}") from None
+    if not isinstance(meta, dict) or not all(isinstance(meta.get(f), str) for f in ("backend", "target", "entry")) \
+            or not isinstance(meta.get("source", ""), str) or not isinstance(meta.get("meta", {}), dict) \
+            or not all(name.startswith("blob:") for name in pieces):
+        raise CorruptEntry("malformed artifact record")
+    blobs = {name[len("blob:"):]: data for name, data in pieces.items()}
+    return Artifact(backend=meta["backend"], target=meta["target"], entry=meta["entry"],
+                    source=meta.get("source", ""), blobs=blobs, meta=meta.get("meta", {}))
 
 
-def _checksum(header: Dict[str, Any], payload: bytes) -> str:
-    h = hashlib.sha256(json.dumps(header, sort_keys=True).encode("utf-8"))
+def _mac(secret: bytes, header: Dict[str, Any], payload: bytes) -> str:
+    h = hmac.new(secret, json.dumps(header, sort_keys=True).encode("utf-8"), hashlib.sha256)
     h.update(payload)
     return h.hexdigest()
 
 
+def _pid_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _atomic_write(folder: str, name: str, data: bytes) -> str:
+    """Write `folder/name` through a `.tc-<pid>-*.tmp` file and os.replace; return the path."""
+    fd, tmp = tempfile.mkstemp(prefix=f".tc-{os.getpid()}-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        path = os.path.join(folder, name)
+        os.replace(tmp, path)
+        tmp = None
+        return path
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+_secrets: Dict[str, bytes] = {}  # cache root -> its secret (read once per process)
+
+
 class DiskCache:
-    """Artifacts stored under `root`, one file per key."""
+    """Artifacts stored under `root`, one file per key, and native objects under `root/native`."""
 
     def __init__(self, root: Optional[str] = None):
         self.root = root or cache_dir()
@@ -177,9 +261,47 @@ class DiskCache:
     def path(self, key: str) -> str:
         return os.path.join(self.root, key[:2], key + SUFFIX)
 
+    def secret(self) -> bytes:
+        """The key that authenticates this cache's files (the folder is checked first)."""
+        return self._open()
+
+    def _open(self) -> bytes:
+        """Check the folder is private (creating it) and return its secret."""
+        private_folder(self.root, "tilecore cache folder", "TILECORE_CACHE_DIR")
+        secret = _secrets.get(self.root)
+        if secret is None:
+            secret = _secrets[self.root] = self._read_or_make_secret()
+        return secret
+
+    def _read_or_make_secret(self) -> bytes:
+        path = os.path.join(self.root, SECRET_FILE)
+        for _ in range(3):
+            try:
+                with open(path, "rb") as f:
+                    secret = f.read()
+                if len(secret) == 32:
+                    return secret
+                os.unlink(path)  # malformed: replace it (entries made with it stop verifying)
+            except FileNotFoundError:
+                pass
+            fd, tmp = tempfile.mkstemp(prefix=f".tc-{os.getpid()}-", suffix=".tmp", dir=self.root)
+            try:
+                os.fchmod(fd, 0o644 if folder_trusted() else 0o600)
+                os.write(fd, os.urandom(32))
+                os.close(fd)
+                os.link(tmp, path)  # fails when another process made it first: then read theirs
+            except FileExistsError:
+                pass
+            finally:
+                os.unlink(tmp)
+        raise OSError(f"cannot create the cache secret {path}")
+
     def get(self, key: str) -> Optional[Artifact]:
         """The artifact stored for `key`, or None (absent, unreadable or corrupt)."""
         path = self.path(key)
+        if not os.path.isdir(self.root):
+            return None
+        secret = self._open()
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -189,15 +311,12 @@ class DiskCache:
             log.warning("tilecore cache: cannot read %s (%s); recompiling", path, err)
             return None
         try:
-            artifact = decode_entry(data, key)
+            artifact = decode_entry(data, key, secret)
         except CorruptEntry as err:
             log.warning("tilecore cache: ignoring corrupt entry %s (%s); recompiling", path, err)
             self._discard(path, data)
             return None
-        try:
-            os.utime(path)  # recently used: the size limit evicts the oldest entries first
-        except OSError:
-            pass
+        _touch(path)
         return artifact
 
     def _discard(self, path: str, data: bytes) -> None:
@@ -214,37 +333,83 @@ class DiskCache:
         """Store `artifact` atomically; return the path, or None when the disk refused it.
 
         A full or read-only disk only costs the next process a recompile, so
-        it is logged, never raised.
+        it is logged, never raised (an unsafe folder is raised, by `_open`).
         """
-        path = self.path(key)
         try:
-            data = encode_entry(key, artifact)
+            secret = self._open()
+        except OSError as err:
+            log.warning("tilecore cache: cannot write to %s (%s)", self.root, err)
+            return None
+        try:
+            data = encode_entry(key, artifact, secret)
         except (TypeError, ValueError) as err:  # meta or blobs a plugin made unserializable
             log.warning("tilecore cache: artifact of backend %s cannot be stored (%s)",
                         artifact.backend, err)
             return None
-        folder = os.path.dirname(path)
-        tmp = None
+        return self._write(os.path.join(self.root, key[:2]), key + SUFFIX, data)
+
+    def _write(self, folder: str, name: str, data: bytes) -> Optional[str]:
         try:
-            os.makedirs(folder, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=folder)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            tmp = None
-            self._maybe_trim()
-            return path
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            path = _atomic_write(folder, name, data)
         except OSError as err:
-            log.warning("tilecore cache: cannot write %s (%s)", path, err)
+            log.warning("tilecore cache: cannot write %s (%s)", os.path.join(folder, name), err)
             return None
-        finally:
-            if tmp is not None:
+        self._maybe_trim()
+        return path
+
+    # ------------------------------------------------------------------ native objects
+
+    def _native_path(self, kind: str, name: str) -> str:
+        if not _NATIVE_KIND.match(kind) or not _NATIVE_NAME.match(name):
+            raise ValueError(f"native object {kind}/{name}: kind must be lower-case letters, digits, "
+                             f"'-' or '_', and the name a hex digest with one or two suffixes")
+        return os.path.join(self.root, NATIVE, kind, name)
+
+    def get_native(self, kind: str, name: str) -> Optional[bytes]:
+        """The bytes of native object `kind/name` if present and its keyed digest matches, else
+        None (a mismatching object is deleted: the caller rebuilds it). Load or link the
+        returned bytes from a private copy, never the cache file itself."""
+        path = self._native_path(kind, name)
+        if not os.path.isdir(self.root):
+            return None
+        secret = self._open()
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            with open(path + ".mac", "rb") as f:
+                mac = f.read().decode("ascii", "replace")
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            log.warning("tilecore cache: cannot read %s (%s); rebuilding it", path, err)
+            return None
+        if not hmac.compare_digest(_native_mac(secret, kind, name, data), mac):
+            log.warning("tilecore cache: native object %s fails its check; rebuilding it", path)
+            for victim in (path, path + ".mac"):
                 try:
-                    os.unlink(tmp)
+                    os.unlink(victim)
                 except OSError:
                     pass
+            return None
+        _touch(path)
+        return data
+
+    def put_native(self, kind: str, name: str, data: bytes) -> Optional[str]:
+        """Store native object `kind/name` with its keyed digest; return its path or None."""
+        path = self._native_path(kind, name)
+        try:
+            secret = self._open()
+        except OSError as err:
+            log.warning("tilecore cache: cannot write to %s (%s)", self.root, err)
+            return None
+        folder = os.path.dirname(path)
+        # the digest first: an object without a matching digest is never handed out
+        if self._write(folder, name + ".mac", _native_mac(secret, kind, name, data).encode()) is None:
+            return None
+        return self._write(folder, name, data)
+
+    # ------------------------------------------------------------------ size and cleaning
 
     def _maybe_trim(self) -> None:
         count = _writes_since_trim.get(self.root)
@@ -252,55 +417,126 @@ class DiskCache:
             _writes_since_trim[self.root] = count + 1
             return
         _writes_since_trim[self.root] = 1
-        limit = cache_max_bytes()
-        if limit is not None:
-            self.trim(limit)
+        self.trim(cache_max_bytes())
+
+    def managed_files(self) -> List[Tuple[str, float, int, str]]:
+        """[(kind, modification time, size, path)] of every file this cache created, kind being
+        "entry", "native", "digest" (a native object's .mac) or "temp". Nothing else in the
+        folder is listed: only files whose folder and name match what the cache writes."""
+        found = []
+        folders = []
+        try:
+            for name in os.listdir(self.root):
+                if _ENTRY_DIR.match(name):
+                    folders.append((os.path.join(self.root, name), _ENTRY_FILE, "entry"))
+            for kind in os.listdir(os.path.join(self.root, NATIVE)):
+                if _NATIVE_KIND.match(kind):
+                    folders.append((os.path.join(self.root, NATIVE, kind), _NATIVE_NAME, "native"))
+        except OSError:
+            pass
+        for folder, pattern, kind in folders:
+            try:
+                names = os.listdir(folder)
+            except OSError:
+                continue
+            for name in names:
+                if pattern.match(name):
+                    what = kind
+                elif kind == "native" and name.endswith(".mac") and pattern.match(name[:-4]):
+                    what = "digest"
+                elif _TEMP_FILE.match(name):
+                    what = "temp"
+                else:
+                    continue
+                path = os.path.join(folder, name)
+                try:
+                    st = os.lstat(path)
+                except OSError:  # removed by another process meanwhile
+                    continue
+                found.append((what, st.st_mtime, st.st_size, path))
+        return found
 
     def entries(self):
         """[(modification time, size, path)] of every entry."""
-        found = []
-        for dirpath, _, files in os.walk(self.root):
-            for name in files:
-                if name.endswith(SUFFIX):
-                    path = os.path.join(dirpath, name)
-                    try:
-                        st = os.stat(path)
-                    except OSError:  # removed by another process meanwhile
-                        continue
-                    found.append((st.st_mtime, st.st_size, path))
-        return found
+        return [(mtime, size, path) for kind, mtime, size, path in self.managed_files() if kind == "entry"]
 
-    def trim(self, limit: int) -> int:
-        """If the entries total more than `limit` bytes, delete the least recently used until
-        they fit in 80% of it; return how many were deleted."""
-        entries = self.entries()
-        total = sum(size for _, size, _ in entries)
-        if total <= limit:
-            return 0
-        removed = 0
-        for _, size, path in sorted(entries):
+    def trim(self, limit: Optional[int]) -> int:
+        """Remove orphaned temp files; then, if the cache holds more than `limit` bytes (None:
+        no limit), delete the least recently used entries and native objects until it fits in
+        80% of it. Return how many files were deleted."""
+        files = self.managed_files()
+        now = time.time()
+        removed, total, candidates = 0, 0, []
+        for kind, mtime, size, path in files:
+            if kind == "temp":
+                pid = int(_TEMP_FILE.match(os.path.basename(path)).group(1))
+                if now - mtime > ORPHAN_SECONDS or (pid != os.getpid() and not _pid_running(pid)):
+                    removed += _unlink(path)
+                    continue
+            total += size
+            if kind in ("entry", "native"):
+                extra = 0
+                if kind == "native":
+                    try:
+                        extra = os.path.getsize(path + ".mac")
+                    except OSError:
+                        pass
+                candidates.append((mtime, size + extra, path, kind))
+        if limit is None or total <= limit:
+            return removed
+        for _, size, path, kind in sorted(candidates):
             if total <= 0.8 * limit:
                 break
-            try:
-                os.unlink(path)
-            except OSError:
-                continue
-            total -= size
-            removed += 1
-        log.info("tilecore cache: removed %d least recently used entries (limit %d bytes)", removed, limit)
+            if _unlink(path):
+                removed += 1
+                total -= size
+                if kind == "native":
+                    _unlink(path + ".mac")
+        log.info("tilecore cache: removed %d files (limit %d bytes)", removed, limit)
         return removed
 
     def clear(self) -> int:
-        """Delete every entry; return how many files were removed."""
-        removed = 0
-        if not os.path.isdir(self.root):
-            return 0
-        for dirpath, _, files in os.walk(self.root):
-            for name in files:
-                if name.endswith(SUFFIX) or name.endswith(".tmp"):
-                    try:
-                        os.unlink(os.path.join(dirpath, name))
-                        removed += 1
-                    except OSError:
-                        pass
+        """Delete every file the cache created (entries, native objects, temp files; the
+        secret stays) and the cache's emptied subfolders; return how many files were removed."""
+        removed = sum(_unlink(path) for _, _, _, path in self.managed_files())
+        for folder in self._subfolders():
+            try:
+                os.rmdir(folder)  # only when empty
+            except OSError:
+                pass
+        try:
+            os.rmdir(os.path.join(self.root, NATIVE))
+        except OSError:
+            pass
         return removed
+
+    def _subfolders(self) -> set:
+        out = set()
+        try:
+            out |= {os.path.join(self.root, n) for n in os.listdir(self.root) if _ENTRY_DIR.match(n)}
+            native = os.path.join(self.root, NATIVE)
+            out |= {os.path.join(native, n) for n in os.listdir(native) if _NATIVE_KIND.match(n)}
+        except OSError:
+            pass
+        return out
+
+
+def _native_mac(secret: bytes, kind: str, name: str, data: bytes) -> str:
+    h = hmac.new(secret, f"native/{kind}/{name}\n".encode(), hashlib.sha256)
+    h.update(data)
+    return h.hexdigest()
+
+
+def _touch(path: str) -> None:
+    try:
+        os.utime(path)  # recently used: the size limit evicts the oldest files first
+    except OSError:
+        pass
+
+
+def _unlink(path: str) -> int:
+    try:
+        os.unlink(path)
+        return 1
+    except OSError:
+        return 0

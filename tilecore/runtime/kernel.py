@@ -1,6 +1,7 @@
 """The Kernel: a compiled PrimFunc that checks its arguments, allocates outputs and launches."""
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import sys
@@ -51,6 +52,13 @@ def written_buffer_names(func: N.PrimFunc) -> frozenset:
     return frozenset(n for n in names if any(p.name == n for p in func.params))
 
 
+def _elements(shape) -> int:
+    count = 1
+    for n in shape:
+        count *= int(n)
+    return count
+
+
 def _writeable(array) -> bool:
     """False only for arrays that say they are read-only (numpy's writeable flag)."""
     flags = getattr(array, "flags", None)
@@ -76,7 +84,7 @@ def _signature(value) -> Optional[tuple]:
         return (kind, value.dtype, value.shape, flags.c_contiguous, flags.writeable)
     tensor = _torch_tensor or _find_torch_tensor()
     if kind is tensor or (tensor is not None and isinstance(value, tensor)):
-        return (kind, value.dtype, value.shape, value.is_contiguous(), value.device)
+        return (kind, value.dtype, value.shape, value.is_contiguous(), value.device, value.is_neg())
     return None
 
 
@@ -140,6 +148,9 @@ class Kernel:
         # the same signatures -> the launcher's bind_call (see _remember_fast_call); _fast: the latest
         self._fast_calls: Dict[tuple, Callable[[tuple], Any]] = {}
         self._fast: Optional[Callable[[tuple], Any]] = None
+        self._index_limit = (1 << (int(getattr(backend.capabilities, "index_bits", 32)) - 1)) - 1
+        # inputs the kernel writes: such an argument must not share memory with another one
+        self._written_inputs = tuple(k for k, p in enumerate(self.inputs) if p.name in self._written)
 
     @property
     def name(self) -> str:
@@ -261,7 +272,10 @@ class Kernel:
             if len(self._plans) >= _MAX_PLANS:
                 self._plans.clear()
                 self._fast_calls.clear()
-            self._plans[signature] = self._make_plan(run, allocators)
+            plan = self._make_plan(run, allocators)
+            if self._written_inputs and len(self.inputs) > 1:
+                plan = self._with_alias_check(plan)
+            self._plans[signature] = plan
             self._remember_fast_call(signature, launch, call_args, bindings,
                                      tuple((i, allocate, not filled[i]) for i, allocate in allocators))
         if not outputs:
@@ -288,9 +302,39 @@ class Kernel:
                 fast = bind_call(call_args, dict(bindings), self._input_index, outputs, self._checked_call)
             except Exception:  # an optional speed-up: the plan stays correct without it
                 fast = None
+        if fast is not None and self._written_inputs and len(self.inputs) > 1:
+            fast = self._with_alias_check(fast)  # the launcher's callable does not know about aliasing
         if fast is not None:
             self._fast_calls[signature] = fast
         self._fast = fast
+
+    def _with_alias_check(self, plan: Callable[[tuple], Any]) -> Callable[[tuple], Any]:
+        """`plan` preceded by the check that no written input shares memory with another input
+        (a signature says nothing about which memory the arrays are in)."""
+        check = self._check_aliasing
+
+        @functools.wraps(plan)  # keeps the wrapped callable visible as __wrapped__
+        def checked(inputs):
+            check(inputs)
+            return plan(inputs)
+        return checked
+
+    def _check_aliasing(self, inputs: Sequence[Any]) -> None:
+        """Refuse an input the kernel writes that overlaps another argument's memory: the result
+        would depend on the order the backend happens to read and write in."""
+        ranges = [arrays.memory_range(a) for a in inputs]
+        for k in self._written_inputs:
+            if ranges[k] is None:
+                continue
+            start, end = ranges[k]
+            for j, other in enumerate(ranges):
+                if j == k or other is None or end <= other[0] or other[1] <= start or start == end:
+                    continue
+                raise self._param_error(
+                    f"{self._where(self.inputs[k])}: shares memory with argument {self.inputs[j].name!r}, "
+                    f"but the kernel writes {self.inputs[k].name!r} while it reads the other, so the result "
+                    f"would depend on the order of reads and writes; pass a separate array (e.g. a copy)",
+                    self.inputs[k])
 
     def _make_plan(self, run: Callable[[tuple], Any], allocators: tuple) -> Callable[[tuple], Any]:
         """`plan(inputs)` for a remembered signature: allocate the outputs, `run` all arguments, return
@@ -412,12 +456,25 @@ class Kernel:
                             f"(dimension {bound_by[want.name][1]}); expected shape "
                             f"{_shape_text(param.shape)} with {want.name} = {bindings[want.name]}, "
                             f"got {tuple(info.shape)}", param)
+                    if got > self._index_limit:
+                        raise self._param_error(self._index_message(param, f"dimension {axis} ({want.name}) "
+                                                                    f"is {got}"), param)
                     bindings.setdefault(want.name, int(got))
                     bound_by.setdefault(want.name, (param.name, axis))
                 elif want != got:
                     raise self._param_error(
                         f"{where(param)}: expected shape {_shape_text(param.shape)}, got {tuple(info.shape)} "
                         f"(dimension {axis} must be {want}, not {got})", param)
+            # flat offsets of dynamically shaped arrays are computed at the index width too
+            if any(isinstance(s, N.Var) for s in param.shape) and _elements(info.shape) > self._index_limit:
+                raise self._param_error(self._index_message(
+                    param, f"has {_elements(info.shape)} elements (shape {tuple(info.shape)})"), param)
+            if info.negated:
+                if param.name in self._written:
+                    raise self._param_error(
+                        f"{where(param)}: the tensor has its negative bit set (a lazily negated view) and "
+                        f"the kernel writes it; pass tensor.resolve_neg() and use that result", param)
+                info.array = info.array.resolve_neg()  # a negated copy: the kernel only reads it
             if param.name in self._written and not _writeable(info.array):
                 raise self._param_error(
                     f"{where(param)}: the kernel writes this argument, but the array is read-only; pass a "
@@ -428,6 +485,8 @@ class Kernel:
                     f"{info.strides} for shape {tuple(info.shape)}; pass tensor.contiguous() (torch) "
                     f"or numpy.ascontiguousarray(a) (numpy/cupy)", param)
             infos.append((param_index, info))
+        if self._written_inputs and len(inputs) > 1:
+            self._check_aliasing([info.array for _, info in infos])
         for var in self.ir.dyn_vars:
             if var.name not in bindings:
                 users = [p.name for p in self.outputs
@@ -437,6 +496,13 @@ class Kernel:
                     f"{self._who()}: dynamic dimension {var.name} of {what} is not the size of any "
                     f"input dimension, so it cannot be bound")
         return infos, bindings
+
+    def _index_message(self, param: N.Buffer, what: str) -> str:
+        bits = self.backend.capabilities.index_bits
+        return (f"{self._where(param)}: {what}, more than backend {self.backend.name!r} can index (its "
+                f"kernels use {bits}-bit signed indices, at most {self._index_limit} per dimension, and per "
+                f"array when its shape is dynamic); "
+                f"split the work into smaller calls or use a backend with 64-bit indexing")
 
     def _where(self, param: N.Buffer) -> str:
         return f"{self._who()}, argument {param.name!r}"

@@ -1,21 +1,23 @@
 """Throwaway backend plugins with one planted bug each (the suite's mutation check).
 
 Each mutant is the cpu backend (or "reference" where tile-cpu is not
-installed, or $TILE_MUTANTS_WRAP) under another name, with one bug a real
-backend could have:
+installed, or $TILE_MUTANTS_WRAP) under the name `cpu-bug-<bug>`, with one
+bug a real backend could have: the catalog is tile_mutant_bugs.py (IR bugs
+rewrite the Tile IR the wrapped backend compiles, launch bugs change what the
+kernel wrote, numeric bugs change the interpreter's number handling and exist
+only when wrapping reference), plus
 
-  cpu-bug-edge       the last row/column of a partial edge tile is never written
-                     (an off-by-one tile-edge predicate)
   cpu-bug-axis       reductions run along the other axis
   cpu-bug-transpose  T.gemm ignores transpose_A / transpose_B
+  cpu-bug-edge       the last row/column of a partial edge tile is never written
   cpu-bug-bf16       bfloat16 results are truncated instead of rounded
-                     (1 ulp too small in magnitude for half of the values)
-  cpu-bug-atomic     the atomic updates of block 0 are lost
+  cpu-bug-exit / -segv / -sysexit / -hang
+                     on a program with a reduction: os._exit(3), SIGSEGV,
+                     raise SystemExit(0), or loop forever (isolation tests;
+                     not part of the mutation score)
 
-IR-level bugs are planted by rewriting the Tile IR the wrapped backend
-compiles; the others by wrapping its launcher. Registered through the
-entry-point group "tilecore" (tests write a dist-info for it) or with
-tilecore.plugin.manager.register_plugin.
+Registered through the entry-point group "tilecore" (tests write a dist-info
+for it) or with tilecore.plugin.manager.register_plugin.
 """
 from __future__ import annotations
 
@@ -29,8 +31,22 @@ from tilecore.ir.visitor import Transformer, walk
 from tilecore.plugin import hookimpl
 from tilecore.plugin.backend import Artifact
 
-MUTANTS = ("edge", "axis", "transpose", "bf16", "atomic")
+import tile_mutant_bugs as bugs
+
+# backends that end the process, raise SystemExit or hang on every program with a reduction
+CRASHES = ("exit", "segv", "sysexit", "hang")
 PREFIX = "cpu-bug-"
+
+
+def planted_bugs(wrapped: str = "") -> tuple:
+    """The bugs of the mutation score for a wrapped backend (numeric ones need the interpreter)."""
+    wrapped = wrapped or wrapped_name()
+    return tuple(bugs.IR_BUGS) + tuple(bugs.LAUNCH_BUGS) + (tuple(bugs.NUMERIC_BUGS) if wrapped == "reference"
+                                                             else ())
+
+
+def mutants() -> tuple:
+    return planted_bugs() + CRASHES
 
 
 def wrapped_name() -> str:
@@ -55,7 +71,7 @@ def _wrapped_backend():
 
 def _mutant(backend):
     name = getattr(backend, "name", "")
-    return name[len(PREFIX):] if name.startswith(PREFIX) and name[len(PREFIX):] in MUTANTS else None
+    return name[len(PREFIX):] if name.startswith(PREFIX) and name[len(PREFIX):] in mutants() else None
 
 
 def _pm():
@@ -68,7 +84,7 @@ def _pm():
 def tilecore_register_backends(register):
     """One backend per planted bug, declaring exactly what the wrapped backend declares."""
     base = _wrapped_backend()
-    for m in MUTANTS:
+    for m in mutants():
         # the version names the wrapped backend so compile caches never mix the two
         register(dataclasses.replace(base, name=PREFIX + m, targets=(PREFIX + m,), distribution="tile-mutants",
                                      version=f"0.0.0+{base.name}", priority=-100,
@@ -186,22 +202,13 @@ class _DropTranspose(Transformer):
         return fills + (dataclasses.replace(s, **changes),)
 
 
-class _LoseBlockZeroAtomics(Transformer):
-    def __init__(self, block_var):
-        self.block_var = block_var
-
-    def visit_Atomic(self, s):
-        cond = N.BinOp("!=", self.block_var, N.Const(0, self.block_var.dtype), "bool")
-        return N.If(cond, (s,), ())
-
-
 def _plant(mutant: str, func: N.PrimFunc) -> N.PrimFunc:
     if mutant == "axis":
         return _WrongAxis().visit(func)
     if mutant == "transpose":
         return _DropTranspose().visit(func)
-    if mutant == "atomic":
-        return _LoseBlockZeroAtomics(func.kernel.block_vars[0]).visit(func)
+    if mutant in bugs.IR_BUGS:
+        return bugs.plant_ir(mutant, func)
     return func
 
 
@@ -227,6 +234,7 @@ def tilecore_codegen(backend, module, options):
     meta = dict(inner.meta)
     meta["mutant"] = {"bug": mutant, "wraps": inner.backend,
                       "edge_writes": _edge_writes(module.func) if mutant == "edge" else [],
+                      "has_reduce": any(isinstance(n, N.Reduce) for n in walk(module.func)),
                       "bf16_params": [i for i, p in enumerate(module.func.params) if p.dtype == "bfloat16"]}
     return Artifact(backend=backend.name, target=backend.name, entry=inner.entry, source=inner.source,
                     blobs=dict(inner.blobs), meta=meta)
@@ -235,6 +243,30 @@ def tilecore_codegen(backend, module, options):
 def _truncate_bf16(a: np.ndarray) -> None:
     bits = a.view(np.uint16)
     bits &= np.uint16(0xFFFE)
+
+
+def _run_numeric(mutant: str, artifact, args, bindings) -> None:
+    """Interpret the artifact's IR with the interpreter's numbers patched (compiled under the patch too)."""
+    from tilecore.interp import executor
+    from tilecore.ir import serialize
+
+    func = serialize.loads(artifact.meta["ir"])
+    with bugs.numeric_patches(mutant):
+        executor.Program(func).run(list(args), bindings)
+
+
+def _crash(how: str) -> None:
+    import signal
+    import time
+
+    if how == "exit":
+        os._exit(3)
+    if how == "segv":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if how == "sysexit":
+        raise SystemExit(0)
+    while True:  # hang
+        time.sleep(0.05)
 
 
 @hookimpl
@@ -250,10 +282,18 @@ def tilecore_launcher(backend, artifact):
     inner = _pm().hook.tilecore_launcher(backend=base, artifact=inner_artifact)
 
     def launch(args, bindings=None):
+        if mutant in CRASHES and info["has_reduce"]:
+            _crash(mutant)
         before = {}
         if mutant == "edge":
             before = {i: np.array(args[i], copy=True) for i, _ in info["edge_writes"]}
-        inner(args, bindings)
+        state = [np.array(a, copy=True) for a in args] if mutant in bugs.LAUNCH_BUGS else None
+        if mutant in bugs.NUMERIC_BUGS:
+            _run_numeric(mutant, artifact, args, bindings)
+        else:
+            inner(args, bindings)
+        if state is not None:
+            bugs.launch_after(mutant, args, state)
         if mutant == "edge":
             for i, extents in info["edge_writes"]:
                 arr = args[i]

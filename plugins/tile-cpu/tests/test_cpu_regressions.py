@@ -276,3 +276,102 @@ def test_print_formats_floats_like_the_reference(capfd):
     tilecore.compile(main, target="cpu", out_idx=[-1])(a)
     got = capfd.readouterr()
     assert (got.out + got.err).strip().splitlines() == (want.out + want.err).strip().splitlines()
+
+
+# ----------------------------------------------------------------------------- found by the conformance edge values
+
+
+def _cpu_run(kernel, *arrays):
+    out = [a.copy() for a in arrays]
+    tilecore.compile(kernel, target="cpu")(*out)
+    return out
+
+
+def test_nan_converts_to_true():
+    """bool(x) is x != 0, and NaN != 0 (an ordered compare said False)."""
+    @T.prim_func
+    def k(A: T.Tensor((4,), "float64"), B: T.Tensor((4,), "bool")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(4):
+                B[i] = T.cast(A[i], "bool")
+
+    a = np.array([np.nan, 0.0, -0.0, 1e-300])
+    _, b = _cpu_run(k, a, np.zeros(4, bool))
+    assert b.tolist() == [True, False, False, True]
+
+
+def test_float64_to_bfloat16_rounds_once():
+    """float64 -> bfloat16 is one correct rounding: through float32 it rounded twice (86.50000012 -> 86)."""
+    @T.prim_func
+    def k(A: T.Tensor((3,), "float64"), B: T.Tensor((3,), "bfloat16")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(3):
+                B[i] = A[i]
+
+    a = np.array([float.fromhex("-0x1.5900008000000p+6"), float.fromhex("0x1.3d00008000000p-45"), 86.25])
+    _, b = _cpu_run(k, a, np.zeros(3, ml_dtypes.bfloat16))
+    from tilecore.interp.dtypes import convert
+
+    assert b.view(np.uint16).tolist() == convert(a, "bfloat16").view(np.uint16).tolist()
+    assert b.astype(np.float64)[[0, 2]].tolist() == [-86.5, 86.0]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "bfloat16", "float16"])
+def test_tanh_keeps_relative_accuracy_near_zero(dtype):
+    """TVM's tanh, (1 - e^-2x) / (1 + e^-2x), cancelled near 0 (tanh(1e-8) was 0 in bfloat16)."""
+    @T.prim_func
+    def k(A: T.Tensor((4,), dtype), B: T.Tensor((4,), dtype)):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(4):
+                B[i] = T.tanh(A[i])
+
+    npd = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    a = np.array([1e-8, -3e-5, 0.0024, 0.5]).astype(npd)
+    _, b = _cpu_run(k, a, np.zeros(4, npd))
+    want = np.tanh(a.astype(np.float64))
+    assert np.all(np.abs(b.astype(np.float64) - want) <= 2 * np.abs(want) * (2.0 ** -52 if dtype == "float64"
+                                                                           else 2.0 ** -7)), (b, want)
+
+
+def test_signed_overflow_wraps_inside_expressions():
+    """int8 / int16 + - * wrap (two's complement) even where LLVM could exploit `nsw` (TVM marks signed
+    arithmetic so); int64 is a known open case (see tilecore/lowering/tir_expr.py, _WRAPPING_INTS)."""
+    @T.prim_func
+    def k(A: T.Tensor((4,), "int16"), O: T.Tensor((4,), "int16"), P: T.Tensor((4,), "int8"),
+          Z: T.Tensor((4,), "int8")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(4):
+                O[i] = T.min(A[i] + A[i], 100)
+                P[i] = T.cast(A[i], "int8") * T.cast(A[i], "int8") - T.cast(A[i], "int8")
+                Z[i] = T.cast(A[i], "int8") - T.cast(A[i], "int8")  # folds to 0: no reinterpret of a constant
+
+    a = np.array([20000, 32767, -3, 100], np.int16)
+    _, o, p, z = _cpu_run(k, a, np.zeros(4, np.int16), np.zeros(4, np.int8), np.ones(4, np.int8))
+    assert z.tolist() == [0, 0, 0, 0]
+    from tilecore import interp
+
+    ro, rp = np.zeros(4, np.int16), np.zeros(4, np.int8)
+    interp.run(k, [a.copy(), ro, rp, np.ones(4, np.int8)])
+    assert o.tolist() == ro.tolist() and p.tolist() == rp.tolist()
+    assert o[0] < 0
+
+
+def test_int64_accumulator_update_under_runtime_if():
+    """O = O - int64(a) * 2 in the else branch of a run-time if (conformance control family)."""
+    @T.prim_func
+    def k(A: T.Tensor((1, 2), "int32"), Out: T.Tensor((1,), "int64")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((1, 2), "int32")
+            T.copy(A[0, 0], A_s)
+            O_t = T.alloc_fragment((1,), "int64")
+            for i in T.serial(1):
+                O_t[i] = 0
+                for j in T.serial(2):
+                    if A_s[i, j] > -1:
+                        O_t[i] = O_t[i] + T.cast(A_s[i, j], "int64")
+                    else:
+                        O_t[i] = O_t[i] - T.cast(A_s[i, j], "int64") * 2
+            T.copy(O_t, Out[0])
+
+    _, out = _cpu_run(k, np.array([[37, -8]], np.int32), np.zeros(1, np.int64))
+    assert out.tolist() == [53]

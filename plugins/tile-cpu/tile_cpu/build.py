@@ -16,43 +16,32 @@ from typing import Any, Dict, Optional
 _HERE = os.path.dirname(os.path.abspath(__file__))
 SUPPORT_C = os.path.join(_HERE, "support.c")
 _lock = threading.Lock()
-_host: Optional[Dict[str, Any]] = None
+_targets: Dict[str, Dict[str, Any]] = {}
 
 
 def host_info() -> Dict[str, Any]:
-    """The host CPU as LLVM sees it: triple, cpu name, vector width in bits, LLVM version."""
-    global _host
-    if _host is None:
-        import tvm
-        from tvm.target import codegen
+    """The host CPU as LLVM sees it (tile_cpu.target.describe("cpu"))."""
+    return target_info("cpu")
 
-        cpu = codegen.llvm_get_system_cpu()
-        triple = codegen.llvm_get_system_triple()
-        target = tvm.target.Target({"kind": "llvm", "mcpu": cpu})
-        try:
-            width = int(codegen.llvm_get_vector_width(target))
-        except Exception:  # an LLVM that cannot tell: the portable minimum
-            width = 128
-        if width <= 0:
-            width = 128
-        mattr = []
-        try:
-            # LLVM tunes many AVX-512 CPUs to prefer 256-bit vectors (a guard against clock
-            # throttling on old parts); tile loops are long and dense, so use the full width.
-            if codegen.llvm_cpu_has_features(["avx512f"], target):
-                mattr = ["-prefer-256-bit"]
-        except Exception:
-            pass
-        _host = {"cpu": cpu, "triple": triple, "vector_bits": width, "mattr": mattr,
-                 "llvm": str(codegen.llvm_version_major()), "tvm": tvm.__version__}
-    return _host
+
+def target_info(target: str = "cpu") -> Dict[str, Any]:
+    """A `cpu[:mcpu[,+feat...]]` target as LLVM sees it: triple, cpu, ISA facts (cached)."""
+    with _lock:
+        info = _targets.get(target)
+    if info is None:
+        from .target import describe
+
+        info = describe(target)
+        with _lock:
+            _targets[target] = info
+    return info
 
 
 def target_dict(info: Dict[str, Any]) -> Dict[str, Any]:
-    target = {"kind": "llvm", "mcpu": info["cpu"], "mtriple": info["triple"]}
-    if info.get("mattr"):
-        target["mattr"] = list(info["mattr"])
-    return target
+    """The TVM target dict of a target_info result."""
+    from .target import llvm_target
+
+    return llvm_target(info)
 
 
 def compiler() -> Optional[str]:
@@ -64,34 +53,40 @@ def compiler() -> Optional[str]:
 
 
 def support_object(workdir: str) -> str:
-    """support.c compiled once per content hash into the user's cache folder."""
-    from tilecore.runtime.cache import cache_dir
+    """support.c compiled once per content hash and kept in the cache as a native object
+    (checked against its keyed digest before every use); returns a private copy in `workdir`,
+    which is what gets linked."""
+    from tilecore.runtime.cache import DiskCache, cache_enabled
 
     with open(SUPPORT_C, "rb") as f:
         src = f.read()
-    digest = hashlib.sha256(src).hexdigest()[:16]
-    folder = os.path.join(cache_dir(), "cpu-support")
-    path = os.path.join(folder, f"support-{digest}.o")
-    if os.path.exists(path):
+    name = hashlib.sha256(src + (compiler() or "").encode()).hexdigest()[:32] + ".o"
+    cache = DiskCache() if cache_enabled() else None
+    data = cache.get_native("cpu-support", name) if cache is not None else None
+    path = os.path.join(workdir, "support.o")
+    if data is not None:
+        with open(path, "wb") as f:
+            f.write(data)
         return path
     cc = compiler()
     if cc is None:
         raise RuntimeError("no C compiler found (install gcc or clang, or set CC)")
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(workdir, "support.o")
-    cmd = [cc, "-O2", "-fPIC", "-x", "c++" if cc.endswith("++") else "c", "-c", SUPPORT_C, "-o", tmp]
+    cmd = [cc, "-O2", "-fPIC", "-x", "c++" if cc.endswith("++") else "c", "-c", SUPPORT_C, "-o", path]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"compiling {SUPPORT_C} failed: {proc.stderr.strip()}")
-    fd, tmp2 = tempfile.mkstemp(dir=folder, suffix=".o.tmp")
-    os.close(fd)
-    shutil.copyfile(tmp, tmp2)
-    os.replace(tmp2, path)  # atomic: concurrent builders both succeed
+    if cache is not None:
+        with open(path, "rb") as f:
+            cache.put_native("cpu-support", name, f.read())
     return path
 
 
 def build_shared_library(prim_func, name: str, info: Dict[str, Any], with_support: bool = True):
-    """tvm.compile the PrimFunc for the host; return (library bytes, LLVM IR text, assembly text)."""
+    """tvm.compile the PrimFunc for `info`'s target; return (library bytes, LLVM IR text, assembly text).
+
+    For a target whose code cannot run here (another CPU, cross-compilation) the
+    library is None: only the LLVM IR and the assembly are produced.
+    """
     import tvm
 
     mod = tvm.IRModule({name: prim_func})
@@ -106,6 +101,8 @@ def build_shared_library(prim_func, name: str, info: Dict[str, Any], with_suppor
         asm = host_mod.inspect_source("s")
     except Exception:
         asm = ""
+    if not info.get("runs_here", True):
+        return None, llvm_ir, asm
     with tempfile.TemporaryDirectory(prefix="tile-cpu-") as work:
         addons = [support_object(work)] if with_support else []
         so = os.path.join(work, f"{name}.so")
@@ -116,27 +113,21 @@ def build_shared_library(prim_func, name: str, info: Dict[str, Any], with_suppor
 
 
 _loaded: Dict[str, Any] = {}
-_written: Dict[str, str] = {}  # sha256 of a library -> its file, checked in this process
+_written: Dict[str, str] = {}  # sha256 of a library -> its private file, written by this process
 
 
 def library_file(blob: bytes) -> str:
-    """The library's content-addressed file `<cache dir>/cpu-libs/<sha256>.so`, written once."""
-    from tilecore.runtime.cache import cache_dir
+    """The library as a file in this process's private temp folder (mkdtemp, 0700, removed at
+    exit), named by its sha256. `blob` comes from a cache entry whose keyed digest was checked,
+    and no other user can write the folder, so what is loaded is exactly what was verified."""
+    from tilecore.runtime.folders import process_tempdir, write_private_file
 
     digest = hashlib.sha256(blob).hexdigest()
     with _lock:
         path = _written.get(digest)
-        if path is not None:
-            return path
-        folder = os.path.join(cache_dir(), "cpu-libs")
-        path = os.path.join(folder, f"{digest}.so")
-        if not _file_has(path, blob):
-            os.makedirs(folder, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".so.tmp")
-            with os.fdopen(fd, "wb") as f:
-                f.write(blob)
-            os.replace(tmp, path)
-        _written[digest] = path
+        if path is None:
+            path = write_private_file(process_tempdir("cpu-libs"), f"{digest}.so", blob)
+            _written[digest] = path
         return path
 
 
@@ -152,13 +143,3 @@ def load_library(blob: bytes):
         mod = tvm.runtime.load_module(path)
         _loaded[path] = mod
         return mod
-
-
-def _file_has(path: str, blob: bytes) -> bool:
-    try:
-        if os.path.getsize(path) != len(blob):
-            return False
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).digest() == hashlib.sha256(blob).digest()
-    except OSError:
-        return False

@@ -3,12 +3,10 @@
 * Grid: the blocks are flattened into one `parallel` loop, which TVM runs on
   its thread pool; each block's shared/fragment/local buffers are allocated
   inside the loop body, so every worker has its own.
-* T.gemm: a register-blocked micro-kernel. C is processed in MR x NR tiles
-  held in a small accumulator buffer that LLVM keeps in vector registers
-  (i unrolled, j vectorized, one fused multiply-add per element and k); B is
-  packed into a contiguous float panel when it is transposed or needs a dtype
-  conversion, A into MR-interleaved panels, so the inner loop reads
-  sequentially.
+* T.gemm: packed panels and a register-blocked micro-kernel sized for the
+  target's ISA (tile_cpu.gemm); operands staged by a T.copy from a global
+  tensor only for that gemm are read from the tensor (tile_cpu.fuse); a
+  T.Pipelined loop prefetches its next tiles (tile_cpu.prefetch).
 * Atomics: calls into support.c (compare-and-swap loops, real atomics).
 * T.print: calls into support.c (printf + fflush).
 """
@@ -22,7 +20,11 @@ from tilecore.ir import nodes as N
 from tilecore.ir.types import bits, is_float
 from tilecore.lowering.intrinsics import IntrinsicTable, dtype_of
 from tilecore.lowering.tir_expr import cast_to, round_to_bfloat16, tir_const
-from tilecore.lowering.tir_stmt import TirLowering, accum_dtype, seq
+from tilecore.lowering.tir_stmt import TirLowering, seq
+
+from .fuse import buffer_mentions, fuse_operand_copies
+from .gemm import lower_gemm, micro_tile
+from .prefetch import global_copies, prefetch_next
 
 
 class CpuLowering(TirLowering):
@@ -31,9 +33,12 @@ class CpuLowering(TirLowering):
     backend_name = "cpu"
 
     def __init__(self, func: N.PrimFunc, intrinsics: IntrinsicTable, vector_bits: int = 128,
-                 rules: Optional[Dict] = None):
+                 rules: Optional[Dict] = None, vector_regs: int = 16, caches: Optional[Dict[str, int]] = None):
         super().__init__(func, intrinsics, rules, check_bounds=True)
         self.vector_bits = vector_bits
+        self.vector_regs = vector_regs
+        self.caches = caches or {"l1": 32 * 1024, "l2": 512 * 1024, "l3": 8 * 1024 * 1024}
+        self.mentions = buffer_mentions(func.body)  # for fuse_operand_copies
         self.block_vars = []  # lowered block indices, for T.print
         self.needs_support = False  # calls into support.c (atomics, print): link it in
         self.dynamic_schedule = True  # blocks taken from an atomic counter (see lower_Kernel)
@@ -43,6 +48,44 @@ class CpuLowering(TirLowering):
         if dtype == "bool":
             return 1
         return max(1, self.vector_bits // max(8, bits(dtype)))
+
+    # ----------------------------------------------------------------- names
+    def lower_Let(self, s: N.Let):
+        """A name whose value involves bfloat16 is held in a one-element local buffer.
+
+        TVM's LLVM pipeline legalizes bfloat16 (computed in float32, stored as
+        16-bit words) in stores but not in `Bind` values: a bfloat16 name failed to
+        compile and a float32 name computed from a bfloat16 load read the stored
+        bits as an integer. A buffer store is legalized correctly; a bfloat16 name
+        is kept as its exactly rounded float32 value, and each use converts back.
+        """
+        if not _involves_bfloat16(s):
+            return super().lower_Let(s)
+        dtype = "float32" if s.var.dtype == "bfloat16" else s.var.dtype
+        cell = self.local_buffer([1], dtype, s.var.name)
+        value = self.lower_expr(s.value, dtype)
+        if s.var.dtype == "bfloat16":
+            value = round_to_bfloat16(value)
+        self.expr.bind(s.var.name, tx.BufferLoad(cell, [0]))
+        self.set_range(s.var.name, None, None)
+        return seq([tx.AllocBuffer(cell), tx.BufferStore(cell, value, [0])])
+
+    def vectorizable(self, body) -> bool:
+        """The shared rule, and no names in a body that touches bfloat16.
+
+        TVM's vectorizer loses a `Bind` name when the vector body stores to a
+        bfloat16 buffer (`variables (t,) are used, but are not passed in`), and
+        the one-element buffers of lower_Let stay scalar anyway.
+        """
+        from tilecore.ir.visitor import walk, walk_stmts
+
+        stmts = list(walk_stmts(body))
+        if any(isinstance(st, N.Let) for st in stmts) and any(
+                getattr(n, "dtype", None) == "bfloat16" or
+                getattr(getattr(n, "buffer", None), "dtype", None) == "bfloat16"
+                for st in stmts for n in walk(st)):
+            return False
+        return super().vectorizable(body)
 
     # ----------------------------------------------------------------- grid
     def lower_Kernel(self, s: N.Kernel):
@@ -99,109 +142,33 @@ class CpuLowering(TirLowering):
                     tx.For(task, 0, tasks, tx.ForKind.PARALLEL,
                            seq([tx.AllocBuffer(current), take(), loop]))])
 
+    def lower_body(self, body: N.Body) -> tx.Stmt:
+        """Statements as the shared lowering does, GEMM operands taken from global where staged."""
+        return super().lower_body(fuse_operand_copies(body, self.mentions))
+
+    # ----------------------------------------------------------------- pipelined loops
+    def lower_For(self, s: N.For):
+        """Loops as the shared lowering does; a T.Pipelined loop also prefetches its next tiles."""
+        loop = super().lower_For(s)
+        if s.kind != "pipelined" or not isinstance(loop, tx.For):
+            return loop
+        copies = global_copies(s.body)
+        if not copies:
+            return loop
+        fetch = prefetch_next(self, s, loop.loop_var, copies, self.caches["l2"] // 2)
+        if fetch is None:
+            return loop
+        return tx.For(loop.loop_var, loop.min, loop.extent, loop.kind, seq([fetch, loop.body]))
+
     # ----------------------------------------------------------------- gemm
+    def micro_tile(self, acc_dtype: str):
+        """The register block of the GEMM micro-kernel for this ISA and accumulator dtype."""
+        return micro_tile(self.vector_bits, self.vector_regs, acc_dtype)
+
     def lower_Gemm(self, s: N.Gemm):
-        M, Nn, K, a_idx, b_idx, c_idx = self.gemm_operands(s)
-        ta, tb, tc = self.buffer(s.a.buffer), self.buffer(s.b.buffer), self.buffer(s.c.buffer)
-        acc_t = accum_dtype(s.c.buffer.dtype)
-        lanes = self.vector_lanes(acc_t)
-        if lanes < 2 or Nn < lanes or not (is_float(acc_t) or acc_t in ("int32", "int64")):
-            return super().lower_Gemm(s)
-        # vector registers: 32 with AVX-512, SVE and NEON; 16 with AVX2 / SSE
-        regs = 32 if self.vector_bits >= 512 or self.vector_bits == 128 else 16
-        nr_vec = 2 if Nn >= 2 * lanes else 1
-        NR = nr_vec * lanes
-        mr_cap = max(1, min(M, (regs - 6) // nr_vec, 12))
-        # the largest register-friendly MR that divides M; otherwise the cap plus a remainder pass
-        MR = next((m for m in range(mr_cap, 3, -1) if M % m == 0), mr_cap)
-        m_full = (M // MR) * MR
-        n_full = (Nn // NR) * NR
-        stmts = []
-        if s.clear_accum:
-            stmts.append(self.loop_nest([M, Nn], lambda ij: self.store(tc, tir_const(0, acc_t), c_idx(*ij)),
-                                        dtype=str(tc.dtype)))
-
-        # Pack B's full column panels as [n_full/NR][K][NR] in the accumulator dtype: the
-        # micro-kernel then streams one contiguous panel (transposes and conversions done once).
-        bp = self.local_buffer([max(1, n_full // NR), K, NR], acc_t, "Bpack")
-        jo, k = self.fresh("jo"), self.fresh("k")
-        stmts.append(tx.AllocBuffer(bp))
-        stmts.append(tx.For(jo, 0, n_full // NR, tx.ForKind.SERIAL, tx.For(k, 0, K, tx.ForKind.SERIAL,
-                     self.loop_nest([NR], lambda j: tx.BufferStore(
-                         bp, cast_to(self.load(tb, b_idx(k, jo * NR + j[0])), acc_t), [jo, k, j[0]]),
-                         dtype=acc_t))))
-
-        # Pack A's full row panels as [m_full/MR][K][MR] when it pays (several column
-        # panels reuse each): the micro-kernel then reads A as one contiguous stream.
-        # Only when the unpacked A rows and the B panel would not share L1 (about 32 KiB of
-        # the 48 KiB): packing costs strided reads, which short K does not repay.
-        l1_bytes = (MR + NR) * K * 4
-        pack_a = bool(m_full) and n_full >= 2 * NR and (l1_bytes > 32 * 1024 or acc_t != s.a.buffer.dtype)
-        if pack_a:
-            ap = self.local_buffer([m_full // MR, K, MR], acc_t, "Apack")
-            io, k, i = self.fresh("io"), self.fresh("k"), self.fresh("i")
-            stmts.append(tx.AllocBuffer(ap))
-            # i innermost: contiguous stores of MR values (k innermost would scatter)
-            stmts.append(tx.For(io, 0, m_full // MR, tx.ForKind.SERIAL, tx.For(k, 0, K, tx.ForKind.SERIAL,
-                         tx.For(i, 0, MR, tx.ForKind.UNROLLED, tx.BufferStore(
-                             ap, cast_to(self.load(ta, a_idx(io * MR + i, k)), acc_t), [io, k, i])))))
-
-        def micro(row0, rows, mr, col0, cols, nr, b_panel, a_panel=False):
-            """C[row0:row0+rows, col0:col0+cols] += A B with mr x nr register tiles."""
-            # one small accumulator per row (a few vector registers each): small stack
-            # arrays that LLVM promotes to registers, unlike one big buffer
-            accs = [self.local_buffer([nr], acc_t, f"acc{i}") for i in range(mr)]
-            io, jo, k = self.fresh("io"), self.fresh("jo"), self.fresh("k")
-            r = lambda io_, i_: row0 + io_ * mr + i_  # noqa: E731
-            c = lambda jo_, j_: col0 + jo_ * nr + j_  # noqa: E731
-            if b_panel:
-                b_val = lambda k_, j_: tx.BufferLoad(bp, [jo, k_, j_])  # noqa: E731
-            else:
-                b_val = lambda k_, j_: cast_to(self.load(tb, b_idx(k_, c(jo, j_))), acc_t)  # noqa: E731
-            load_c, fma, store_c = [], [], []
-            for i, acc in enumerate(accs):
-                j1, j2, j3 = self.fresh("j"), self.fresh("j"), self.fresh("j")
-                load_c.append(tx.For(j1, 0, nr, tx.ForKind.VECTORIZED, tx.BufferStore(
-                    acc, cast_to(self.load(tc, c_idx(r(io, i), c(jo, j1))), acc_t), [j1])))
-                if a_panel:
-                    a_val = tx.BufferLoad(ap, [io, k, i])
-                else:
-                    a_val = cast_to(self.load(ta, a_idx(r(io, i), k)), acc_t)
-                fma.append(tx.For(j2, 0, nr, tx.ForKind.VECTORIZED, tx.BufferStore(
-                    acc, tx.BufferLoad(acc, [j2]) + a_val * b_val(k, j2), [j2])))
-                store_c.append(tx.For(j3, 0, nr, tx.ForKind.VECTORIZED, self.store(
-                    tc, tx.BufferLoad(acc, [j3]), c_idx(r(io, i), c(jo, j3)))))
-            body = seq([tx.AllocBuffer(a) for a in accs] + load_c
-                       + [tx.For(k, 0, K, tx.ForKind.SERIAL, seq(fma))] + store_c)
-            # jo outer: one B panel (K x nr) stays in L1 while the A rows stream past it
-            return tx.For(jo, 0, cols // nr, tx.ForKind.SERIAL,
-                          tx.For(io, 0, rows // mr, tx.ForKind.SERIAL, body))
-
-        if n_full:
-            if m_full:
-                stmts.append(micro(0, m_full, MR, 0, n_full, NR, True, pack_a))
-            if M > m_full:
-                stmts.append(micro(m_full, M - m_full, M - m_full, 0, n_full, NR, True))
-        rest = Nn - n_full
-        n_vec = (rest // lanes) * lanes
-        if n_vec:
-            mr2 = next((m for m in range(min(M, regs - 6), 0, -1) if M % m == 0), 1)
-            stmts.append(micro(0, M, mr2, n_full, n_vec, lanes, False))
-        if Nn > n_full + n_vec:
-            c0 = n_full + n_vec
-            i, j, k = self.fresh("i"), self.fresh("j"), self.fresh("k")
-            jj = j + c0
-            cell = self.local_buffer([1], acc_t, "cell")
-            body = seq([
-                tx.AllocBuffer(cell),
-                tx.BufferStore(cell, cast_to(self.load(tc, c_idx(i, jj)), acc_t), [0]),
-                tx.For(k, 0, K, tx.ForKind.SERIAL, tx.BufferStore(
-                    cell, tx.BufferLoad(cell, [0]) + cast_to(self.load(ta, a_idx(i, k)), acc_t)
-                    * cast_to(self.load(tb, b_idx(k, jj)), acc_t), [0])),
-                self.store(tc, tx.BufferLoad(cell, [0]), c_idx(i, jj)),
-            ])
-            stmts.append(tx.For(i, 0, M, tx.ForKind.SERIAL, tx.For(j, 0, Nn - c0, tx.ForKind.SERIAL, body)))
-        return seq(stmts)
+        """Packed panels + the ISA's register-blocked micro-kernel (tile_cpu.gemm), else the portable loop."""
+        out = lower_gemm(self, s, self.micro_tile, self.caches)
+        return out if out is not None else super().lower_Gemm(s)
 
     # ----------------------------------------------------------------- atomics
     def atomic_call(self, kind: str, tb, indices, value, node):
@@ -294,6 +261,14 @@ class CpuLowering(TirLowering):
         else:
             fn, arg = "tilecore_cpu_print_int", cast_to(v, "int64")
         return tx.Evaluate(tx.call_extern("int32", fn, msg, *self._block_args(), arg))
+
+
+def _involves_bfloat16(let: N.Let) -> bool:
+    """Whether a Let's name or any node of its value is bfloat16."""
+    from tilecore.ir.visitor import walk
+
+    return let.var.dtype == "bfloat16" or any(
+        getattr(n, "dtype", None) == "bfloat16" for n in walk(let.value))
 
 
 def _float_kind(dtype: str):

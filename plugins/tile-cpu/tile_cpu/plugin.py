@@ -9,13 +9,19 @@ from __future__ import annotations
 import shutil
 from typing import Any, Dict
 
-from tilecore.plugin import hookimpl
+from tilecore.plugin import Option, hookimpl
 from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus
 
 from . import __version__
 
 NAME = "cpu"
+# named CPUs for cross-compilation; any other `cpu:<mcpu>[,+feat,-feat]` LLVM knows works too
+CROSS_TARGETS = ("cpu:znver3", "cpu:sapphirerapids", "cpu:neoverse-v2")
 PRIORITY = 0  # the default where no accelerator backend has a device
+OPTIONS = (Option("source", str, "llvm", "what kernel.source shows", choices=("llvm", "asm")),)
+# Per-block shared + fragment storage is allocated on the worker's stack or heap for every block;
+# beyond this a kernel is almost surely a mistake (and would exhaust memory with many threads).
+MAX_BLOCK_MEMORY = 256 << 20
 
 
 def _gemm_dtype_pairs() -> frozenset:
@@ -73,6 +79,15 @@ def toolchain_status() -> ToolchainStatus:
     return ToolchainStatus(ok=True, summary=summary, details=details, device="host CPU")
 
 
+def toolchain_fingerprint() -> str:
+    """TVM's libraries (LLVM is linked into libtvm) and the C compiler that links kernels."""
+    from tilecore.plugin.backend import files_fingerprint, tvm_fingerprint
+
+    from .build import compiler
+
+    return tvm_fingerprint() + ";" + files_fingerprint([compiler() or "no C compiler"])
+
+
 def make_backend() -> Backend:
     """The Backend declaration of tile-cpu."""
     from tilecore.ir.types import DTYPES
@@ -81,14 +96,14 @@ def make_backend() -> Backend:
 
     return Backend(
         name=NAME,
-        targets=(NAME,),
+        targets=(NAME,) + CROSS_TARGETS,
         ir_versions=(TILE_IR_VERSION,),
         capabilities=Capabilities(
             features=frozenset(ALL_FEATURES),
             dtypes=frozenset(DTYPES),
             gemm_dtypes=_gemm_dtype_pairs(),
-            max_shared_memory=None,      # per-block storage lives in ordinary memory
-            max_fragment_memory=None,
+            max_shared_memory=MAX_BLOCK_MEMORY,  # per-block storage lives in ordinary memory
+            max_fragment_memory=MAX_BLOCK_MEMORY,
             max_threads=None,
             warp_size=1,
             vector_bytes=64,
@@ -101,6 +116,8 @@ def make_backend() -> Backend:
         version=f"{__version__}+host.{host_fingerprint()}",
         priority=PRIORITY,
         description="host CPU through TVM's LLVM code generator; blocks run on TVM's thread pool",
+        options=OPTIONS,
+        toolchain_fingerprint=toolchain_fingerprint,
     )
 
 
@@ -120,8 +137,27 @@ def tilecore_intrinsics(backend, table):
     # setdefault: an entry another plugin put there wins, whichever hook runs first
     for key, impl in vectorizable_table().items():
         table.setdefault(key, impl)
+    for key, impl in _libm_tanh_table().items():
+        table.setdefault(key, impl)
     for key, impl in default_table().items():
         table.setdefault(key, impl)
+
+
+def _libm_tanh_table() -> Dict:
+    """tanh for float64, float16 and bfloat16 through the C library's tanh / tanhf.
+
+    TVM's own tanh, (1 - e^-2x) / (1 + e^-2x), cancels near 0: absolute rather
+    than relative accuracy (tanh(1e-8) came out 0 in bfloat16 and hundreds of
+    ulp off in float64 in the conformance math sweeps). float32 has its own
+    vectorizable entry.
+    """
+    from tvm import tirx as tx
+
+    def narrow(dtype):
+        return lambda args: tx.Cast(dtype, tx.call_pure_extern("float32", "tanhf", tx.Cast("float32", args[0])))
+
+    return {("tanh", "float64"): "extern:tanh", ("tanh", "float16"): narrow("float16"),
+            ("tanh", "bfloat16"): narrow("bfloat16")}
 
 
 def _collect(hook_name: str, backend) -> Dict:
@@ -129,8 +165,8 @@ def _collect(hook_name: str, backend) -> Dict:
     from tilecore.plugin import get_plugin_manager
 
     out: Dict = {}
-    getattr(get_plugin_manager().hook, hook_name)(backend=backend, **({"table": out} if hook_name ==
-                                                                       "tilecore_intrinsics" else {"rules": out}))
+    get_plugin_manager().call(hook_name, what=f"for backend {backend.name!r}", backend=backend,
+                              **({"table": out} if hook_name == "tilecore_intrinsics" else {"rules": out}))
     return out
 
 
@@ -142,14 +178,19 @@ def tilecore_codegen(backend, module, options):
     from tilecore.diagnostics import TileCompileError
     from tilecore.lowering.intrinsics import IntrinsicTable
 
-    from .build import build_shared_library, host_info
+    from .build import build_shared_library, target_info
     from .lower import CpuLowering
+    from .target import CpuTargetError
 
     func = module.func
-    info = host_info()
+    try:
+        info = target_info(module.target)
+    except CpuTargetError as err:
+        raise TileCompileError(str(err), func.span, func.source) from None
     table = IntrinsicTable(_collect("tilecore_intrinsics", backend))
     rules = _collect("tilecore_lowering_rules", backend)
-    lowering = CpuLowering(func, table, vector_bits=info["vector_bits"], rules=rules)
+    lowering = CpuLowering(func, table, vector_bits=info["vector_bits"], rules=rules,
+                           vector_regs=info["vector_regs"], caches=info["caches"])
     prim = lowering.lower_function()
     try:
         blob, llvm_ir, asm = build_shared_library(prim, func.name, info, with_support=lowering.needs_support)
@@ -160,12 +201,27 @@ def tilecore_codegen(backend, module, options):
         raise TileCompileError(f"backend cpu failed to compile kernel {func.name!r}: "
                                f"{str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__}",
                                func.span, func.source) from err
-    show = options.get("source", "llvm") if isinstance(options, dict) else "llvm"
+    show = options.get("source", "llvm")
     meta: Dict[str, Any] = {"host": dict(info), "params": [p.name for p in func.params],
                             "checks": lowering.checks, "user_source": func.source}
     return Artifact(backend=NAME, target=module.target, entry=func.name,
                     source=asm if show == "asm" else llvm_ir,
-                    blobs={"kernel.so": blob}, meta=meta)
+                    blobs={"kernel.so": blob} if blob is not None else {}, meta=meta)
+
+
+def _compile_only_launch(artifact):
+    """A launch that explains why a cross-compiled kernel does not run on this host."""
+    from tilecore.diagnostics import TileRuntimeError
+
+    info = artifact.meta.get("host", {})
+
+    def launch(args, bindings=None):
+        raise TileRuntimeError(f"kernel {artifact.entry!r} was compiled for {artifact.target} ({info.get('cpu')}, "
+                               f"{info.get('triple')}), which this host cannot run; its code is in "
+                               f"kernel.source (compile with source='asm' for assembly)")
+    launch.native = None
+    launch.function = None
+    return launch
 
 
 @hookimpl
@@ -182,7 +238,9 @@ def tilecore_launcher(backend, artifact):
     from .build import library_file, load_library
     from .runtime import make_launch
 
-    blob = artifact.blobs["kernel.so"]
+    blob = artifact.blobs.get("kernel.so")  # from a cache entry whose keyed digest was checked
+    if blob is None:  # compiled for another CPU (cross-compilation): code to inspect, not to run
+        return _compile_only_launch(artifact)
     params = artifact.meta.get("params") or []
     caller = native.load(library_file(blob), artifact.entry, len(params),
                          with_error=artifact.meta.get("checks") is not None)

@@ -150,10 +150,11 @@ class WgmmaGemm(LoweringRule):
         """Claim the gemms whose operands qualify; give their tiles wgmma's canonical layout,
         the module its instruction wrappers, and every barrier the async-proxy fence."""
         plan = ctx.plan
-        if not has_wgmma(ctx.target) or ctx.threads % 32:
+        warp = ctx.target.warp_size
+        if not has_wgmma(ctx.target) or ctx.threads % warp:
             return
         gemms = ctx.stmts(N.Gemm)
-        chosen = select_wgmma_gemms(plan, gemms, ctx.threads // 32, unswizzled_buffers(ctx.kernel))
+        chosen = select_wgmma_gemms(plan, gemms, ctx.threads // warp, unswizzled_buffers(ctx.kernel))
         if not chosen:
             return
         plan.claimed(self.name).update(chosen)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from tilecore.plugin import hookimpl
-from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus
+from tilecore.plugin import Option, hookimpl
+from tilecore.plugin.backend import (Artifact, Backend, Capabilities, ToolchainStatus, files_fingerprint,
+                                     tvm_fingerprint)
 
 from . import __version__, toolchain
 
@@ -109,6 +110,9 @@ def make_backend() -> Backend:
         priority=PRIORITY,
         description="NVIDIA GPUs through TVM's CUDA codegen and nvcc/NVRTC; mma.sync tensor cores, "
                     "cp.async pipelines",
+        options=(Option("wgmma", bool, True, "use wgmma tensor-core GEMMs on sm_90a"),
+                 Option("fast_math", bool, True, "fast approximate exp/log/tanh")),
+        toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + files_fingerprint([toolchain.find_nvcc() or ""]),
     )
 
 

@@ -27,7 +27,7 @@ class PrintfRule(LoweringRule):
         from tvm.tirx.script.builder import ir as B
 
         from tilecore.ir.types import is_float
-        from tilecore.lowering.simt import unflatten
+        from tilecore.lowering.simt_threads import unflatten
         from tilecore.lowering.tir_expr import cast_to
 
         prefix = (p.msg + ": ") if p.msg else ""

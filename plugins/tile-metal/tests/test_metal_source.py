@@ -60,8 +60,69 @@ def test_gemm_runs_on_simdgroup_matrices(gemm_func):
     for ta, tb in ((False, False), (True, False), (False, True)):
         src = tilecore.compile(gemm_func(ta=ta, tb=tb, threads=128), target="metal").artifact.source
         assert "simdgroup_multiply_accumulate" in src
-        assert re.search(r"simdgroup_half8x8 \w+\[1\];", src) and "simdgroup_float8x8" in src
+        # the accumulator lives in 8x8 simdgroup matrices (per simdgroup), A and B fragments too
+        assert re.search(r"simdgroup_float8x8 C_f\[\d+\];", src) and "threadgroup float C_f" not in src
+        assert re.search(r"simdgroup_half8x8 mat_a\[\d+\];", src) and re.search(r"simdgroup_half8x8 mat_b\[\d+\];", src)
         assert ("(bool)1" in src) == (ta or tb)  # transposed operand loads
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3])
+def test_128x128x32_gemm_tile_keeps_its_accumulator_in_simdgroup_registers(stages):
+    """The fp32 accumulator of a 128x128x32 fp16 tile lives in simdgroup_float8x8 matrices, so the
+    kernel fits Apple's 32 KB of threadgroup memory (it needed 81920 bytes with the accumulator
+    in threadgroup memory) and compiles to simdgroup_multiply_accumulate."""
+    gemm = _example("gemm")
+    art = tilecore.compile(gemm.matmul.prim_func(1024, 1024, 1024, 128, 128, 32), target="metal").artifact \
+        if stages == 3 else tilecore.compile(_gemm_stages(stages), target="metal").artifact
+    src = art.source
+    assert compiler.check(src, art.meta["threads"], art.meta["params"]) == []
+    assert art.meta["threadgroup_memory"] <= 16 * 1024 + 1024 < compiler.MAX_THREADGROUP_MEMORY
+    assert re.search(r"simdgroup_float8x8 C_f\[64\];", src)
+    assert src.count("simdgroup_multiply_accumulate(") == 64  # 8 x 8 per simdgroup and K step
+    assert "threadgroup float C_f" not in src
+    assert any("simdgroup registers" in n for n in art.meta["notes"])
+
+
+def _gemm_stages(stages):
+    import tilecore.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((512, 512), "float16"), B: T.Tensor((512, 512), "float16"),
+             C: T.Tensor((512, 512), "float16")):
+        with T.Kernel(4, 4, threads=128) as (bx, by):
+            A_s = T.alloc_shared((128, 32), "float16")
+            B_s = T.alloc_shared((32, 128), "float16")
+            C_f = T.alloc_fragment((128, 128), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(16, num_stages=stages):
+                T.copy(A[by * 128, k * 32], A_s)
+                T.copy(B[k * 32, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * 128, bx * 128])
+    return main
+
+
+def test_an_accumulator_used_elementwise_stays_in_threadgroup_memory():
+    """A T.Parallel epilogue reads accumulator elements, which simdgroup registers do not expose."""
+    import tilecore.language as T
+
+    @T.prim_func
+    def relu_gemm(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"),
+                  C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C_f, clear_accum=True)
+            for i, j in T.Parallel(64, 64):
+                C_f[i, j] = T.max(C_f[i, j], 0.0)
+            T.copy(C_f, C)
+
+    art = tilecore.compile(relu_gemm, target="metal").artifact
+    assert "simdgroup_multiply_accumulate" in art.source and "threadgroup float C_f[4096];" in art.source
+    assert any("threadgroup memory" in n for n in art.meta["notes"])
 
 
 def test_buffer_bindings_follow_parameters(gemm_func):

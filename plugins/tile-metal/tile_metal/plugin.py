@@ -14,7 +14,7 @@ import sys
 from typing import Any, Dict
 
 from tilecore.plugin import hookimpl
-from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus
+from tilecore.plugin.backend import (Artifact, Backend, Capabilities, ToolchainStatus, tvm_fingerprint)
 
 from . import __version__
 from .launcher import device_present
@@ -72,6 +72,7 @@ def make_backend() -> Backend:
         version=__version__,
         priority=PRIORITY,
         description="Apple GPUs through TVM's Metal Shading Language codegen; simdgroup_matrix gemm",
+        toolchain_fingerprint=tvm_fingerprint,
     )
 
 
@@ -83,12 +84,15 @@ def tilecore_register_backends(register):
 
 @hookimpl
 def tilecore_lowering_rules(backend, rules):
-    """tile-metal's rule: T.gemm on simdgroup matrices."""
+    """tile-metal's rule: T.gemm on simdgroup matrices (also the fills and copies of the
+    accumulators it holds in simdgroup registers)."""
     if backend.name != NAME:
         return
     from .simdgroup import SimdgroupGemm
 
-    rules.add("Gemm", SimdgroupGemm())
+    rule = SimdgroupGemm()
+    for op in ("Gemm", "Fill", "Copy"):
+        rules.add(op, rule)
 
 
 @hookimpl

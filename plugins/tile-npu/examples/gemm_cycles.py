@@ -10,9 +10,9 @@ import sys
 
 import numpy as np
 
+import tile_npu
 import tilecore
 import tilecore.language as T
-import tile_npu
 
 
 def matmul(M, N, K, bM=128, bN=128, bK=32, stages=2, dtype="float16", accum="float32"):

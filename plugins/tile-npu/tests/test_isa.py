@@ -1,10 +1,10 @@
 """Binary encoding, assembler and disassembler round trips; the objdump/asm CLI."""
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tilecore
 import tilecore.language as T
-
 from tile_npu import cli, isa
 from tile_npu.isa import Instr, Program, assemble, disassemble, format_instr, parse_instr
 

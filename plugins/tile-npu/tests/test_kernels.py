@@ -3,12 +3,13 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import tile_npu
 import tilecore
 import tilecore.language as T
 from tilecore.testing import assert_matches_reference
-
-import tile_npu
 
 
 def rand(rng, shape, dtype, lo=-2.0, hi=2.0):
@@ -354,9 +355,6 @@ def test_bank_conflicts_make_column_access_slower():
     np.testing.assert_array_equal(cols(x), x.T)
     r, c = tile_npu.report(rows), tile_npu.report(cols)
     assert c.engine_busy["vector"] > 4 * r.engine_busy["vector"], (r.engine_busy, c.engine_busy)
-
-
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
 @settings(max_examples=15, deadline=None)

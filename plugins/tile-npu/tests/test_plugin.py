@@ -4,11 +4,10 @@ import pytest
 
 import tilecore
 import tilecore.language as T
+from tile_npu.plugin import UNSUPPORTED
 from tilecore.diagnostics import TileCompileError, UnsupportedFeatureError
 from tilecore.language.features import ALL_FEATURES
 from tilecore.plugin.registry import get_registry
-
-from tile_npu.plugin import UNSUPPORTED
 
 
 def test_registered_with_toolchain_and_device():

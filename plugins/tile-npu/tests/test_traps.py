@@ -4,13 +4,12 @@ import pytest
 
 import tilecore
 import tilecore.language as T
-from tilecore.diagnostics import TileRuntimeError
-
 from tile_npu import isa
 from tile_npu.arch import NPUConfig
 from tile_npu.isa import Program, assemble
 from tile_npu.launcher import NPULauncher
 from tile_npu.simulator import NPUTrap, Simulator
+from tilecore.diagnostics import TileRuntimeError
 
 
 def gemm_kernel():
@@ -159,3 +158,37 @@ def test_out_of_bounds_element_index_is_a_runtime_error_at_the_line():
     with pytest.raises(TileRuntimeError) as ei:
         k(np.zeros(8, np.float32))
     assert "outside X" in str(ei.value) and "Y[i] = X[i + 5]" in str(ei.value)
+
+
+def test_launch_budget_stops_a_loop_that_does_not_end(monkeypatch):
+    """Issue 16: the simulator had no step budget (a launch ran past 150 s)."""
+    monkeypatch.setenv("TILE_NPU_MAX_STEPS", "20000")
+
+    @T.prim_func
+    def spin(X: T.Tensor((8,), "int32"), Y: T.Tensor((8,), "int32")):
+        with T.Kernel(1) as bx:
+            acc = T.alloc_var("int32")
+            acc = 0
+            for k in T.serial(1000000):
+                acc = acc + X[k % 8]
+            Y[0] = acc
+
+    kernel = tilecore.compile(spin, target="npu", out_idx=[-1])
+    with pytest.raises(NPUTrap) as ei:
+        kernel(np.ones(8, np.int32))
+    assert ei.value.kind == "runaway" and "more than 20000 instructions" in str(ei.value)
+    assert "TILE_NPU_MAX_STEPS" in str(ei.value)
+
+
+def test_grid_beyond_the_budget_is_refused_before_running(monkeypatch):
+    monkeypatch.setenv("TILE_NPU_MAX_STEPS", "1000")
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def per_element(X: T.Tensor((M,), "int32"), Y: T.Tensor((M,), "int32")):
+        with T.Kernel(M) as bx:
+            Y[bx] = X[bx]
+
+    kernel = tilecore.compile(per_element, target="npu")
+    with pytest.raises(TileRuntimeError, match=r"grid \(5000,\) has 5000 blocks.*budget of 1000"):
+        kernel(np.ones(5000, np.int32), np.zeros(5000, np.int32))

@@ -519,7 +519,7 @@ def parse_instr(text: str) -> Instr:
     ops = [o.strip() for o in rest.split(",") if o.strip()]
     regs = [0, 0, 0, 0]
     oi = 0
-    for j, letter in enumerate(info.regs):
+    for j, _letter in enumerate(info.regs):
         tok = ops[oi]
         oi += 1
         regs[j] = NO_REG if tok == "-" else int(tok[1:])

@@ -1,9 +1,8 @@
 """The launcher: loads an NPU object into the simulator and runs it on the caller's arrays."""
 from __future__ import annotations
 
-from typing import Optional
-
 import threading
+from typing import Optional
 
 import numpy as np
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from tilecore.plugin import hookimpl
+from tilecore.plugin import Option, hookimpl
 from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus
 
 from . import __version__
-from .arch import DEFAULT_CONFIG, MATRIX_FORMATS, VECTOR_DTYPES
+from .arch import DEFAULT_CONFIG, MATRIX_FORMATS, VECTOR_DTYPES, NPUConfig
 
 NAME = "npu"
 
@@ -25,7 +25,9 @@ def _build_id() -> str:
     import hashlib
     import pathlib
     h = hashlib.sha256()
-    for f in sorted(pathlib.Path(__file__).parent.glob("*.py")):
+    here = pathlib.Path(__file__).parent
+    for f in sorted(here.rglob("*.py")):        # the codegen package included
+        h.update(str(f.relative_to(here)).encode())
         h.update(f.read_bytes())
     return f"{__version__}+{h.hexdigest()[:10]}"
 
@@ -63,6 +65,8 @@ def make_backend() -> Backend:
         version=_build_id(),
         priority=-100,                   # a simulator: never the default over real hardware
         description="reference NPU: own ISA and compiler, cycle-approximate simulator",
+        options=tuple(Option(f.name, type(f.default), f.default, "NPUConfig." + f.name)
+                      for f in dataclasses.fields(NPUConfig)),
     )
 
 
@@ -110,8 +114,9 @@ def tilecore_intrinsics(backend, table):
 
 def _collect_rules(backend):
     from tilecore.plugin.manager import get_plugin_manager
+
     from .compiler import default_rules
-    rules = {}
+    rules: dict = {}
     try:
         get_plugin_manager().hook.tilecore_lowering_rules(backend=backend, rules=rules)
     except Exception:  # noqa: BLE001 - a broken third-party rule set must not hide ours

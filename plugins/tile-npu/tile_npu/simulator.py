@@ -29,6 +29,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tilecore.diagnostics import TileRuntimeError
+from tilecore.envflags import env_number
 from tilecore.ir.nodes import Span
 
 from . import isa
@@ -113,15 +114,22 @@ class LaunchReport:
                 f"{self.dma_bytes} DMA bytes; utilization: {util}")
 
 
+DEFAULT_MAX_STEPS = 5_000_000  # ~ a minute or two of simulation in Python
+
+
 class Simulator:
     """Loads a Program once; `run(args, dyn_values)` executes a launch and returns a LaunchReport."""
 
-    def __init__(self, program: Program, config: NPUConfig = DEFAULT_CONFIG, max_steps: int = 200_000_000):
+    def __init__(self, program: Program, config: NPUConfig = DEFAULT_CONFIG, max_steps: Optional[int] = None):
         self.prog = program
         self.cfg = config
         if program.ncores:
             self.cfg = config.with_options({"cores": program.ncores})
-        self.max_steps = max_steps
+        # instructions one launch may execute, all blocks together: a runaway loop or a launch too
+        # big to simulate stops with a located trap instead of running for minutes
+        self.max_steps = int(max_steps if max_steps is not None else
+                             env_number("TILE_NPU_MAX_STEPS", DEFAULT_MAX_STEPS, minimum=1))
+        self.steps_left = self.max_steps
         self._scalar_ops = frozenset(i.code for i in OPS_BY_CODE.values() if i.unit == "scalar")
         self.code = [(i.op, i.func, i.dt, i.dt2, i.r[0], i.r[1], i.r[2], i.r[3], i.imm)
                      for i in program.instrs]
@@ -359,6 +367,7 @@ class Simulator:
         self.args = list(args)
         self.dyn = [int(v) for v in dyn_values]
         self.dma_bytes = 0
+        self.steps_left = self.max_steps
         nlines = cfg.scratchpad_bytes // cfg.bank_line_bytes
         cores = [_CoreState(nlines) for _ in range(cfg.cores)]
         spads = [np.full(cfg.scratchpad_bytes, 0xFF, dtype=np.uint8) for _ in range(cfg.cores)]
@@ -369,7 +378,11 @@ class Simulator:
         if any(g < 0 for g in grid):
             raise TileRuntimeError(f"negative grid size {grid}")
         cores[0].__init__(nlines)
-        nblocks = int(np.prod(grid)) if grid else 1
+        nblocks = math.prod(grid) if grid else 1
+        if nblocks > self.steps_left:  # every block runs at least one instruction
+            raise TileRuntimeError(f"npu: the grid {grid} has {nblocks} blocks, more than the simulator's "
+                                   f"budget of {self.max_steps} instructions per launch "
+                                   f"(TILE_NPU_MAX_STEPS); launch a smaller grid")
         for b in range(nblocks):
             core_id = b % cfg.cores
             coords = []
@@ -416,28 +429,35 @@ class Simulator:
         handlers = self._handlers()
         core = self.core
         scalar_ops = self._scalar_ops
-        while True:
-            if not 0 <= pc < n:
+        budget = self.steps_left
+        try:
+            while True:
+                if not 0 <= pc < n:
+                    self.pc = pc
+                    self.trap("illegal_instruction",
+                              f"program counter {pc} is outside the program (no halt?)")
+                ins = code[pc]
                 self.pc = pc
-                self.trap("illegal_instruction", f"program counter {pc} is outside the program (no halt?)")
-            ins = code[pc]
-            self.pc = pc
-            pc += 1
-            steps += 1
-            core.instructions += 1
-            if steps > self.max_steps:
-                self.trap("runaway", f"more than {self.max_steps} instructions in one block")
-            h = handlers.get(ins[0])
-            if h is None:
-                self.trap("illegal_instruction", f"unknown opcode {ins[0]:#04x}")
-            if ins[0] in scalar_ops:
-                core.busy["scalar"] += 1
-            if ins[0] == 0x01:      # halt
-                core.issue += 1
-                return
-            r = h(ins)
-            if r is not None:
-                pc = r
+                pc += 1
+                steps += 1
+                core.instructions += 1
+                if steps > budget:
+                    self.trap("runaway", f"the launch ran more than {self.max_steps} instructions (the simulator's "
+                              f"budget, TILE_NPU_MAX_STEPS): a loop that does not end, or a launch too large to "
+                              f"simulate (raise TILE_NPU_MAX_STEPS to allow it)")
+                h = handlers.get(ins[0])
+                if h is None:
+                    self.trap("illegal_instruction", f"unknown opcode {ins[0]:#04x}")
+                if ins[0] in scalar_ops:
+                    core.busy["scalar"] += 1
+                if ins[0] == 0x01:      # halt
+                    core.issue += 1
+                    return
+                r = h(ins)
+                if r is not None:
+                    pc = r
+        finally:
+            self.steps_left -= steps
 
     def _handlers(self):
         h = getattr(self, "_hcache", None)

@@ -9,8 +9,6 @@ atomics here. Pure Python (writes text); the plugin hands the file to TVM's bitc
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 
 # Tile IR dtype -> (LLVM type, signed integer?, is float)
 ATOMIC_TYPES = {
@@ -58,13 +56,15 @@ def library_ir() -> str:
 
 
 def library_path() -> str:
-    """A file holding `library_ir()` (written once per content, in the temp directory)."""
-    text = library_ir()
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    path = os.path.join(tempfile.gettempdir(), f"tilecore_rocm_device_lib_{digest}.ll")
-    if not os.path.exists(path):
-        fd, tmp = tempfile.mkstemp(suffix=".ll", dir=os.path.dirname(path))
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
+    """A file holding `library_ir()`, in this process's private temp folder (mkdtemp, 0700,
+    removed at exit: never a fixed path another user could write first), checked against the
+    text's digest every time it is handed to the linker."""
+    from tilecore.runtime.folders import process_tempdir, write_private_file
+
+    data = library_ir().encode()
+    digest = hashlib.sha256(data).hexdigest()
+    path = write_private_file(process_tempdir("rocm"), f"device_lib_{digest[:16]}.ll", data)
+    with open(path, "rb") as f:
+        if hashlib.sha256(f.read()).hexdigest() != digest:
+            raise RuntimeError(f"{path} changed after it was written")
     return path

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from tilecore.plugin import hookimpl
-from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus
+from tilecore.plugin.backend import (Artifact, Backend, Capabilities, ToolchainStatus, files_fingerprint,
+                                     tvm_fingerprint)
 
 from . import __version__, toolchain
 
@@ -87,6 +88,8 @@ def make_backend() -> Backend:
         priority=PRIORITY,
         description="AMD GPUs through TVM's LLVM AMDGPU codegen (MFMA on gfx90a/gfx942/gfx950), "
                     "HIP runtime",
+        toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + files_fingerprint(
+            [toolchain.find_lld() or "", toolchain.find_rocm_path() or ""]),
     )
 
 

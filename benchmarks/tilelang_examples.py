@@ -1,0 +1,227 @@
+"""Run TileLang's example kernels on tilecore with only their imports changed.
+
+    python benchmarks/tilelang_examples.py PATH/TO/tilelang [--target reference] [--only gemm]
+
+PATH is a checkout of https://github.com/tile-ai/tilelang that you provide (nothing of
+it is part of this repository). Each example file with a `main()` runs in its own
+process, where `import tilelang...` resolves to `tilecore.compat.tilelang...` (what
+changing the imports by hand does) and torch's CUDA device is mapped to the CPU (the
+examples build their inputs and torch reference results with `device="cuda"`). The
+example's own check decides pass or fail. Files are classified before running:
+
+* hopper: uses Hopper/Blackwell-only primitives (barriers, TMA, tcgen05, wgmma, block-scaled
+  MMA, ...);
+* tvm-fork: imports TileLang's private TVM fork or its CUDA intrinsics directly;
+* missing:NAME: it imports a package this Python does not have (triton, flash-attn,
+  einops, ...; the CUDA-only ones cannot run here at all);
+* cuda-device: it reads the CUDA device's properties (to pick its configuration).
+
+Two rates are printed: the bar's (passes among all files but hopper, tvm-fork and
+not-an-example; files that cannot be imported count as failures) and the rate among
+the files that were run.
+
+The rate reported is passes among the remaining files. Sizes: `main()` runs with the
+arguments of SMALL below where the defaults are too large for the interpreter.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+HOPPER = re.compile(r"alloc_barrier|tma_copy|mbarrier|tcgen05|wgmma|warpgroup|T\.ws\(|"
+                    r"set_max_nreg|barrier_arrive|barrier_wait|alloc_tmem|sm100|fence_proxy|"
+                    r"create_tma|tma_load|tma_store|blockscaled")
+TVM_FORK = re.compile(r"^\s*(import tvm|from tvm)|tilelang\.(cuda|rocm)\.intrinsics|T\.ptx_|"
+                      r"T\.call_extern|tilelang\.intrinsics|from tilelang\.(carver|tileop|engine|"
+                      r"transform|tools|contrib|cuda|intrinsics)|T\.call_intrin", re.M)
+CUDA_DEVICE = re.compile(r"torch\.cuda\.(get_device_properties|get_device_capability)")
+IMPORTS = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+
+# Smaller problems for examples whose defaults are too large to interpret: main() keyword
+# arguments, or "argv" for the command line of examples that parse one in main().
+SMALL = {
+    "dynamic_shape/example_dynamic.py": {"M": 256, "N": 256, "K": 256},
+    "flash_attention/example_mha_bwd_bhsd.py": {"BATCH": 1, "H": 2, "N_CTX": 128, "D_HEAD": 64},
+    "flash_attention/example_mha_bwd_bshd.py": {"BATCH": 1, "H": 2, "N_CTX": 128, "D_HEAD": 64},
+    "flash_attention/example_gqa_bwd.py": {"BATCH": 1, "H": 4, "N_CTX": 128, "groups": 2},
+    "flash_attention/example_gqa_fwd_bshd.py": {"batch": 1, "heads": 4, "seq_len": 256, "dim": 64, "groups": 2},
+    "flash_attention/example_mha_fwd_bshd.py": {"batch": 1, "heads": 2, "seq_len": 256, "dim": 64},
+    "flash_attention/example_mha_fwd_bhsd.py": {"batch": 1, "heads": 1, "seq_q": 128, "seq_kv": 128},
+    "flash_decoding/example_mha_inference.py": {"H": 2, "Q_CTX": 128, "KV_CTX": 512, "D_HEAD": 64},
+    "fusedmoe/example_fusedmoe_tilelang.py": {"d_hidden": 256, "d_expert": 128, "seq_len": 64},
+    "cast/example_group_per_split_token_cast_to_fp8.py": {"M": 256, "N": 256},
+    "attention_sink/example_mha_sink_fwd_bhsd.py": {"seq_q": 128, "seq_kv": 128, "dim": 64},
+    "attention_sink/example_mha_sink_bwd_bhsd.py": {"N_CTX": 128, "D_HEAD": 64},
+    "linear_attention/example_retention_fwd.py": {"argv": ["--B", "1", "--S", "256", "--H", "2", "--D", "64"]},
+    "topk/example_topk.py": {"argv": ["--M", "128"]},
+    "blocksparse_gemm/example_blocksparse_gemm.py": {"argv": ["--m", "256", "--n", "256", "--k", "256"]},
+    "convolution/example_convolution.py": {"argv": ["--n", "2", "--c", "32", "--h", "16", "--w", "16",
+                                                    "--f", "128"]},
+}
+
+RUNNER = r'''
+import importlib, importlib.abc, importlib.util, os, sys, runpy
+sys.path.insert(0, os.path.dirname(@@FILE@@))
+
+class Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """`import tilelang.x` -> `tilecore.compat.tilelang.x`: the harness's only change to the file."""
+    def find_spec(self, name, path=None, target=None):
+        if name == "tilelang" or name.startswith("tilelang."):
+            return importlib.util.spec_from_loader(name, self)
+        return None
+    def create_module(self, spec):
+        return importlib.import_module("tilecore.compat." + spec.name)
+    def exec_module(self, module):
+        pass
+sys.meta_path.insert(0, Alias())
+
+import torch
+def _cpu(kwargs):
+    d = kwargs.get("device")
+    if d is not None and "cuda" in str(d):
+        kwargs["device"] = "cpu"
+    return kwargs
+def _wrap(fn):
+    def call(*a, **k):
+        return fn(*a, **_cpu(k))
+    return call
+for _n in ("randn", "rand", "zeros", "ones", "empty", "full", "arange", "tensor", "randint",
+           "zeros_like", "ones_like", "empty_like", "randn_like", "rand_like", "full_like",
+           "randperm", "linspace", "eye", "as_tensor", "empty_strided", "normal"):
+    if hasattr(torch, _n):
+        setattr(torch, _n, _wrap(getattr(torch, _n)))
+_to = torch.Tensor.to
+def _to_cpu(self, *a, **k):
+    a = tuple("cpu" if isinstance(x, (str, torch.device)) and "cuda" in str(x) else x for x in a)
+    return _to(self, *a, **_cpu(k))
+torch.Tensor.to = _to_cpu
+torch.Tensor.cuda = lambda self, *a, **k: self
+torch.cuda.synchronize = lambda *a, **k: None
+torch.cuda.is_available = lambda: False
+torch.cuda.current_device = lambda: 0
+torch.set_default_device = lambda *a, **k: None
+kwargs = dict(@@KWARGS@@)
+sys.argv = [@@FILE@@] + kwargs.pop("argv", [])
+mod = runpy.run_path(@@FILE@@, run_name="tilelang_example")
+import inspect
+if "argv" in inspect.signature(mod["main"]).parameters:
+    kwargs.setdefault("argv", sys.argv[1:])
+mod["main"](**kwargs)
+print("EXAMPLE-PASSED")
+'''
+
+
+def classify(text: str, folder: str):
+    """'hopper', 'tvm-fork', 'missing:NAME' or None (the example counts towards the rate)."""
+    import importlib.util
+
+    if os.path.basename(folder) == "autodd":
+        return "not-an-example"  # deliberately broken inputs of TileLang's bug minimizer
+    if CUDA_DEVICE.search(text):
+        return "cuda-device"
+
+    if HOPPER.search(text):
+        return "hopper"
+    if TVM_FORK.search(text):
+        return "tvm-fork"
+    return _missing_import(text, folder, set())
+
+
+def _missing_import(text: str, folder: str, seen: set):
+    """'missing:NAME' for the first package the file, or a local module it imports, lacks."""
+    import importlib.util
+
+    for name in sorted(set(IMPORTS.findall(text))):
+        local = os.path.join(folder, name)
+        paths = [local + ".py"] if os.path.exists(local + ".py") else \
+            sorted(os.path.join(local, f) for f in os.listdir(local) if f.endswith(".py")) \
+            if os.path.isdir(local) else []
+        if paths:
+            for path in paths:
+                if path not in seen:
+                    seen.add(path)
+                    found = _missing_import(open(path, encoding="utf-8", errors="replace").read(),
+                                            os.path.dirname(path), seen)
+                    if found:
+                        return found
+            continue
+        if name != "tilelang" and importlib.util.find_spec(name) is None:
+            return f"missing:{name}"
+    return None
+
+
+def examples(root: str, only=None):
+    base = os.path.join(root, "examples")
+    for folder, _, files in sorted(os.walk(base)):
+        for f in sorted(files):
+            if not f.endswith(".py") or f.startswith(("test_", "regression_", "benchmark")):
+                continue
+            path = os.path.join(folder, f)
+            rel = os.path.relpath(path, base)
+            if only and not any(o in rel for o in only):
+                continue
+            text = open(path, encoding="utf-8", errors="replace").read()
+            if not re.search(r"^def main\(", text, re.M) or "tilelang" not in text:
+                continue
+            yield rel, path, text
+
+
+def run_one(path: str, rel: str, target: str, timeout: int):
+    code = RUNNER.replace("@@FILE@@", repr(path)).replace("@@KWARGS@@", repr(SMALL.get(rel, {})))
+    env = dict(os.environ, TILECORE_TARGET=target)
+    start = time.time()
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=timeout, env=env, cwd=os.path.dirname(path))
+    except subprocess.TimeoutExpired:
+        return "timeout", f"over {timeout} s", time.time() - start
+    out = proc.stdout + proc.stderr
+    if proc.returncode == 0 and "EXAMPLE-PASSED" in out:
+        return "pass", "", time.time() - start
+    lines = [ln for ln in out.strip().splitlines() if ln.strip()]
+    last = next((ln for ln in reversed(lines) if re.match(r"^\S*(Error|Exception)\b|^\S+Error:", ln)),
+                lines[-1] if lines else "")
+    return "fail", last[:300], time.time() - start
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("tilelang", help="path to a TileLang checkout (its examples/ folder is read)")
+    ap.add_argument("--target", default="reference")
+    ap.add_argument("--only", nargs="*", help="substrings of example paths to run")
+    ap.add_argument("--timeout", type=int, default=180)
+    ap.add_argument("--json", help="write the per-example results here")
+    args = ap.parse_args()
+    results = {}
+    for rel, path, text in examples(args.tilelang, args.only):
+        kind = classify(text, os.path.dirname(path))
+        if kind:
+            results[rel] = {"status": "excluded", "why": kind}
+            print(f"{'excluded':9} {rel} ({kind})", flush=True)
+            continue
+        status, why, secs = run_one(path, rel, args.target, args.timeout)
+        results[rel] = {"status": status, "why": why, "seconds": round(secs, 1)}
+        print(f"{status:9} {rel} {secs:6.1f}s {why}", flush=True)
+    ran = [r for r in results.values() if r["status"] != "excluded"]
+    passed = sum(r["status"] == "pass" for r in ran)
+    bar = [r for r in results.values()
+           if r.get("why") not in ("hopper", "tvm-fork", "not-an-example") or r["status"] != "excluded"]
+    kinds = {}
+    for r in results.values():
+        if r["status"] == "excluded":
+            kinds[r["why"].split(":")[0]] = kinds.get(r["why"].split(":")[0], 0) + 1
+    print(f"\n{args.target}: {passed}/{len(bar)} of the files without Hopper/Blackwell-only primitives "
+          f"or TileLang's TVM fork passed; {passed}/{len(ran)} of the files run; not run: {kinds}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"target": args.target, "passed": passed, "ran": len(ran), "bar_files": len(bar),
+                       "not_run": kinds, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Coverage cells: what a certification must have exercised, and what each program exercises.
+
+A cell names one thing a backend can get wrong on its own: a conversion kind,
+an integer operator, a math function on a dtype, a reduction kind, an edge
+class of input values on a dtype, dynamic shapes in a family, tensors past
+2^16 elements. `required_cells(caps)` lists those the backend's declarations
+make reachable (the generator steers every default-sized run into each of
+them, see the `slot` logic in strategies.py); certification needs at least
+`coverage.min_passes` passing programs in each (must_pass.json), and the report
+prints the matrix.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Set
+
+from .accuracy import FUNCS
+
+CONVERT_KINDS = ("f>f", "f>i", "i>i", "i>f", ">bool", "bool>")
+INT_TARGETS = ("//", "%", "<<", ">>", "~", "cmp", "logic", "wrap")
+REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax")
+DYNAMIC_FAMILIES = ("ewise", "copy", "reduce", "cumsum", "convert", "intops", "math")
+BIG_ELEMENTS = 1 << 16
+
+
+def _kind(dtype: str) -> str:
+    if dtype == "bool":
+        return "bool"
+    return "f" if dtype.startswith("float") or dtype == "bfloat16" else "i"
+
+
+def program_cells(program) -> Set[str]:
+    """The cells one program exercises (from its knobs and parameters)."""
+    k, fam = program.knobs, program.family
+    cells = set()
+    if k.get("dyn"):
+        cells.add(f"dynamic:{fam}")
+    if fam == "convert":
+        s, d = _kind(k["src"]), _kind(k["dst"])
+        cells.add("convert:" + ("bool>" if s == "bool" else ">bool" if d == "bool" else f"{s}>{d}"))
+    elif fam == "intops":
+        cells.add(f"intop:{k['target']}")
+    elif fam == "math":
+        cells.update(f"math:{f}:{k['dtype']}" for f in k["funcs"])
+        if k.get("special_ops"):
+            cells.add(f"special_ops:{k['dtype']}")
+    elif fam == "reduce":
+        cells.add(f"reduce:{k['kind']}")
+    for p in program.params:
+        if p.edges and not p.edges.startswith("math:"):
+            cells.add(f"edges:{p.edges.split(':')[0]}:{p.dtype}")
+        n = 1
+        for s in p.concrete_shape(program.bindings):
+            n *= s
+        if n > BIG_ELEMENTS:
+            cells.add("size:>2^16 elements")
+    return cells
+
+
+def required_cells(caps, families) -> List[str]:
+    """Cells a default-sized run on a backend with `caps` over `families` must pass."""
+    out: List[str] = []
+    ints = [d for d in caps.ints() if d != "bool"]
+    floats = caps.floats()
+    if "convert" in families:
+        kinds = ["f>f"] if len(floats) > 1 else []
+        if floats and ints:
+            kinds += ["f>i", "i>f"]
+        if len(ints) > 1:
+            kinds.append("i>i")
+        if caps.dtype_ok("bool"):
+            kinds += [">bool", "bool>"]
+        out += [f"convert:{k}" for k in kinds]
+    if "intops" in families:
+        out += [f"intop:{t}" for t in INT_TARGETS]
+    if "math" in families:
+        out += [f"math:{f}:{d}" for d in floats for f in FUNCS]
+        if caps.has("select"):
+            out += [f"special_ops:{d}" for d in floats]
+    if "reduce" in families:
+        out += [f"reduce:{k}" for k in REDUCE_KINDS]
+    if caps.has("dynamic_shape", "partial_tiles", "runtime_if"):
+        out += [f"dynamic:{f}" for f in DYNAMIC_FAMILIES if f in families]
+    if "copy" in families and caps.has("multi_block"):
+        out.append("size:>2^16 elements")
+    return out
+
+
+def coverage_table(programs, outcomes) -> Dict[str, Dict[str, int]]:
+    """cell -> {"pass": n, "fail": n} over the run."""
+    table: Dict[str, Dict[str, int]] = {}
+    for p, o in zip(programs, outcomes):
+        for c in program_cells(p):
+            row = table.setdefault(c, {"pass": 0, "fail": 0})
+            if o.status in row:
+                row[o.status] += 1
+    return dict(sorted(table.items()))

@@ -1,0 +1,233 @@
+"""Program families that run on edge values and compare exactly (or by the ULP table).
+
+  convert  one conversion between any two dtypes (float <-> float, float <-> int, int <-> int,
+           to and from bool) as `T.cast`, as the implicit conversion of a store, or as a tile copy
+           between buffers of different dtypes, on the edge values of the pair (ties, fractions,
+           limits, specials); bit-exact, the sign of zero included
+  intops   integer expressions over values at their dtypes' limits: wrapping + - *, // and % by
+           run-time divisors of either sign, << and >> by run-time amounts, ~, negation, & | ^,
+           max / min, all six comparisons, and / or / not, T.if_then_else, bool -> int casts;
+           bit-exact
+  math     a directed sweep of every math function's domain for one float dtype (one input and one
+           output per function), compared within the accuracy table (accuracy.py)
+"""
+from __future__ import annotations
+
+from typing import List
+
+from tilecore.ir.types import is_float, promote
+
+from . import accuracy
+from .programs import (Param, Tolerance, _ceildiv_text, _dim, _dims, _dtype_features, _finish, _header,
+                       _kernel, _partial, _Writer)
+
+
+def _guarded_parallel(w: _Writer, k: dict, M, N, feats: set) -> tuple:
+    """Open `for i, j in T.Parallel(bm, bn)` with bounds guards where tiles are partial; (row, col) text."""
+    bm, bn = k["bm"], k["bn"]
+    ri, rj = f"by * {bm} + i", f"bx * {bn} + j"
+    w(f"for i, j in T.Parallel({bm}, {bn}):")
+    w.indent()
+    if _partial(M, bm):
+        feats.add("runtime_if")
+        w(f"if {ri} < {_dim(M)}:")
+        w.indent()
+    if _partial(N, bn):
+        feats.add("runtime_if")
+        w(f"if {rj} < {_dim(N)}:")
+        w.indent()
+    return ri, rj
+
+
+def convert_edges(src: str, dst: str) -> List[str]:
+    """Edge classes that exercise the conversion src -> dst."""
+    if src == "bool":
+        return ["bool"]
+    if is_float(src):
+        if dst == "bool":
+            return ["special"]
+        if not is_float(dst):
+            return [f"fraction:{dst}"]
+        return [f"ties:{dst}", "special"] if accuracy_bits(dst) < accuracy_bits(src) else ["special"]
+    return ["limits"]
+
+
+def accuracy_bits(d: str) -> int:
+    return {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}[d]
+
+
+def _build_convert(k: dict) -> "Program":
+    M, N, bindings = _dims(k)
+    src, dst, mode = k["src"], k["dst"], k["mode"]
+    A = Param("A", (M, N), src, "in", -2.0 if is_float(src) else -100, 2.0 if is_float(src) else 100,
+              k["edges"])
+    if src == "uint8":
+        A.lo = 0
+    out = Param("Out", (M, N), dst, "out")
+    params = [A, out]
+    w = _Writer()
+    _header(w, params, ["m"] if k.get("dyn") else [])
+    grid = [_ceildiv_text(N, k["bn"]), _ceildiv_text(M, k["bm"])]
+    _kernel(w, grid, k["threads"])
+    feats = set()
+    bm, bn = k["bm"], k["bn"]
+    if mode == "copy":
+        feats.add("copy")
+        w(f"A_t = T.alloc_fragment(({bm}, {bn}), \"{src}\")")
+        w(f"O_t = T.alloc_fragment(({bm}, {bn}), \"{dst}\")")
+        w(f"T.copy(A[by * {bm}, bx * {bn}], A_t)")
+        w("T.copy(A_t, O_t)")
+        w(f"T.copy(O_t, Out[by * {bm}, bx * {bn}])")
+        if _partial(M, bm) or _partial(N, bn):
+            feats.add("partial_tiles")
+    else:
+        feats.add("parallel")
+        ri, rj = _guarded_parallel(w, k, M, N, feats)
+        value = f"A[{ri}, {rj}]"
+        w(f"Out[{ri}, {rj}] = " + (f"T.cast({value}, \"{dst}\")" if mode == "cast" else value))
+    if k.get("dyn"):
+        feats.add("dynamic_shape")
+    feats |= _dtype_features(src, dst)
+    tol = Tolerance(0.0, 0.0, f"{src} -> {dst} conversion is uniquely defined: bit-exact", signed_zero=is_float(dst))
+    return _finish(k, w, params, bindings, feats, {"Out": tol}, grid)
+
+
+# ----------------------------------------------------------------------------- integer expressions
+
+
+def render_intops(e, dtypes: dict) -> tuple:
+    """(text, dtype, features) of an intops expression tree; `dtypes` maps leaf names to dtypes."""
+    kind = e[0]
+    if kind == "in":
+        return e[1], dtypes[e[1].split("[")[0]], set()
+    if kind == "const":
+        return repr(int(e[1])), "", set()
+    if kind == "bin":
+        a, da, fa = render_intops(e[2], dtypes)
+        b, db, fb = render_intops(e[3], dtypes)
+        d = promote(da, db) if da and db else (da or db)
+        if e[1] in ("max", "min"):
+            return f"T.{e[1]}({a}, {b})", d, fa | fb
+        return f"({a} {e[1]} {b})", d, fa | fb
+    if kind in ("div", "shift"):
+        a, da, fa = render_intops(e[2], dtypes)
+        b, db, fb = render_intops(e[3], dtypes)
+        d = promote(da, db) if da and db else (da or db)
+        return f"({a} {e[1]} {b})", d, fa | fb
+    if kind == "un":
+        a, da, fa = render_intops(e[2], dtypes)
+        return (f"(-{a})" if e[1] == "neg" else f"(~{a})"), da, fa
+    if kind == "cmp":
+        a, da, fa = render_intops(e[2], dtypes)
+        b, db, fb = render_intops(e[3], dtypes)
+        return f"({a} {e[1]} {b})", "bool", fa | fb
+    if kind == "logic":
+        a, _, fa = render_intops(e[2], dtypes)
+        b, _, fb = render_intops(e[3], dtypes)
+        return f"({a} {e[1]} {b})", "bool", fa | fb
+    if kind == "not":
+        a, _, fa = render_intops(e[1], dtypes)
+        return f"(not {a})", "bool", fa
+    if kind == "sel":
+        c, _, fc = render_intops(e[1], dtypes)
+        a, da, fa = render_intops(e[2], dtypes)
+        b, db, fb = render_intops(e[3], dtypes)
+        d = promote(da, db) if da and db else (da or db)
+        return f"T.if_then_else({c}, {a}, {b})", d, fc | fa | fb | {"select"}
+    if kind == "bcast":
+        c, _, fc = render_intops(e[1], dtypes)
+        return f"T.cast({c}, \"int32\")", "int32", fc
+    raise ValueError(f"unknown intops node {e!r}")
+
+
+def _build_intops(k: dict) -> "Program":
+    M, N, bindings = _dims(k)
+    dA, dB, dD = k["dtypes"]
+    params = [Param("A", (M, N), dA, "in", -100, 100, "limits"), Param("B", (M, N), dB, "in", -100, 100, "limits"),
+              Param("D", (M, N), dD, "in", 1, 7, "divisor"), Param("S", (M, N), dA, "in", 0, 7, "shift:8")]
+    for p in params[:2]:
+        if p.dtype == "uint8":
+            p.lo = 0
+    w = _Writer()
+    out = Param("Out", (M, N), k["out_dtype"], "out")
+    params.append(out)
+    _header(w, params, ["m"] if k.get("dyn") else [])
+    grid = [_ceildiv_text(N, k["bn"]), _ceildiv_text(M, k["bm"])]
+    _kernel(w, grid, k["threads"])
+    feats = {"parallel"}
+    ri, rj = _guarded_parallel(w, k, M, N, feats)
+    at = f"[{ri}, {rj}]"
+    expr = _bind_leaves(k["expr"], at)
+    text, d, used = render_intops(expr, {p.name: p.dtype for p in params})
+    w(f"Out{at} = {text}")
+    if k.get("dyn"):
+        feats.add("dynamic_shape")
+    feats |= used | _dtype_features(dA, dB, dD, k["out_dtype"], d)
+    tol = Tolerance(0.0, 0.0, "integer operations (wrapping, floor division, shifts) are exact: bit-exact",
+                    signed_zero=is_float(k["out_dtype"]))
+    return _finish(k, w, params, bindings, feats, {"Out": tol}, grid)
+
+
+def _bind_leaves(e, at: str):
+    """Expression leaves ["in", "A"] become ["in", "A[row, col]"]."""
+    if not isinstance(e, list):
+        return e
+    if e[0] == "in":
+        return ["in", f"{e[1]}{at}"]
+    return [e[0]] + [_bind_leaves(c, at) if isinstance(c, list) else c for c in e[1:]]
+
+
+# ----------------------------------------------------------------------------- math sweeps
+
+
+def _build_math(k: dict) -> "Program":
+    M, N, bindings = _dims(k)
+    d, funcs = k["dtype"], k["funcs"]
+    params = [Param(f"X_{f}", (M, N), d, "in", -2.0, 2.0, f"math:{f}") for f in funcs]
+    special = k.get("special_ops", False)
+    if special:
+        params += [Param("P", (M, N), d, "in", -2.0, 2.0, "special"), Param("Q", (M, N), d, "in", -2.0, 2.0, "special")]
+    params += [Param(f"O_{f}", (M, N), d, "out") for f in funcs]
+    if special:
+        params += [Param(f"O_{op}", (M, N), d, "out") for op in SPECIAL_OPS]
+    w = _Writer()
+    _header(w, params, ["m"] if k.get("dyn") else [])
+    grid = [_ceildiv_text(N, k["bn"]), _ceildiv_text(M, k["bm"])]
+    _kernel(w, grid, k["threads"])
+    feats = {"parallel", "math"}
+    ri, rj = _guarded_parallel(w, k, M, N, feats)
+    tols = {}
+    fast = bool(k.get("fast_math"))
+    for f in funcs:
+        w(f"O_{f}[{ri}, {rj}] = T.{f}(X_{f}[{ri}, {rj}])")
+        u = accuracy.ulps(f, d, fast)
+        table = "fast_math table" if fast else "accuracy table"
+        tols[f"O_{f}"] = Tolerance(0.0, 0.0, f"{f} on {d}: {u:g} ulp ({table})" if u else
+                                   f"{f} on {d}: exact", ulps=u)
+        if fast and u:  # fast math may flush subnormal results to zero
+            from .edges import FLOAT_INFO
+
+            tols[f"O_{f}"].atol = 2.0 ** FLOAT_INFO[d][1]
+    if special:
+        feats.add("select")
+        for op, text in SPECIAL_OPS.items():
+            w(f"O_{op}[{ri}, {rj}] = " + text.format(p=f"P[{ri}, {rj}]", q=f"Q[{ri}, {rj}]"))
+            tols[f"O_{op}"] = Tolerance(0.0, 0.0, f"{op} of NaN, infinities, zeros and extremes: exact "
+                                                  "(NaN propagates through max / min; comparisons with NaN are false)")
+    if k.get("dyn"):
+        feats.add("dynamic_shape")
+    feats |= _dtype_features(d)
+    return _finish(k, w, params, bindings, feats, tols, grid)
+
+
+# exact float operations on special values (P, Q: NaN, +-inf, +-0, subnormals, extremes)
+SPECIAL_OPS = {
+    "max": "T.max({p}, {q})",
+    "min": "T.min({p}, {q})",
+    "select_lt": "T.if_then_else({p} < {q}, {p}, {q})",
+    "select_ge": "T.if_then_else({p} >= {q}, {q}, {p})",
+    "select_eq": "T.if_then_else({p} == {q}, {q}, -{p})",
+}
+
+
+EDGE_BUILDERS = {"convert": _build_convert, "intops": _build_intops, "math": _build_math}

@@ -1,0 +1,97 @@
+"""Issue 16 on tile-cpu: a support object planted in the cache is never linked (its constructor would
+run in the user's process), kernel libraries load from a private copy of the verified entry, and the
+cache key follows tile-cpu's own source and toolchain."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tilecore.runtime import cache as C
+
+ATOMIC_KERNEL = """
+import sys
+import numpy as np
+import tilecore, tilecore.language as T
+
+@T.prim_func
+def count(A: T.Tensor((64,), "int32"), C: T.Tensor((1,), "int32")):
+    with T.Kernel(4) as bx:
+        for i in T.Parallel(16):
+            T.atomic_add(C[0], A[bx * 16 + i])
+
+kernel = tilecore.compile(count, target="cpu")
+c = np.zeros(1, np.int32)
+kernel(np.arange(64, dtype=np.int32), c)
+assert int(c[0]) == 2016, c
+import tile_cpu.build as build
+print(build.library_file(kernel.artifact.blobs["kernel.so"]))
+"""
+
+EVIL_C = """
+#include <stdio.h>
+__attribute__((constructor)) static void planted(void) {
+    FILE *f = fopen(MARKER, "w");
+    if (f) { fputs("owned", f); fclose(f); }
+}
+"""
+
+
+def _run(env, code):
+    """Run `code` from a file in a fresh process (the frontend reads kernels from their file)."""
+    script = os.path.join(env["TILECORE_CACHE_DIR"] + "-scripts", "kernel.py")
+    os.makedirs(os.path.dirname(script), exist_ok=True)
+    with open(script, "w") as f:
+        f.write(textwrap.dedent(code))
+    return subprocess.run([sys.executable, script], env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture
+def cpu_env(tmp_path):
+    env = dict(os.environ, TILECORE_CACHE_DIR=str(tmp_path / "cache"), TILECORE_PLUGINS="cpu")
+    env.pop("TILECORE_CACHE", None)
+    return env
+
+
+def test_planted_support_object_is_never_linked(tmp_path, cpu_env):
+    first = _run(cpu_env, ATOMIC_KERNEL)
+    assert first.returncode == 0, first.stderr
+    (obj,) = [p for p in (tmp_path / "cache" / "native" / "cpu-support").iterdir() if p.suffix == ".o"]
+    # someone who can write the cache swaps in an object whose constructor runs at load time
+    marker = tmp_path / "owned.txt"
+    evil = tmp_path / "evil.c"
+    evil.write_text(EVIL_C)
+    subprocess.run(["cc", "-fPIC", "-c", f"-DMARKER=\"{marker}\"", str(evil), "-o", str(obj)], check=True)
+    for entry in C.DiskCache(str(tmp_path / "cache")).entries():
+        os.unlink(entry[2])  # force a new link of the kernel library
+    second = _run(cpu_env, ATOMIC_KERNEL)
+    assert second.returncode == 0, second.stderr
+    assert "fails its check; rebuilding it" in second.stderr
+    assert not marker.exists()
+    assert b"planted" not in obj.read_bytes()  # rebuilt from support.c
+
+
+def test_kernel_library_loads_from_a_private_copy(cpu_env):
+    proc = _run(cpu_env, ATOMIC_KERNEL)
+    assert proc.returncode == 0, proc.stderr
+    path = proc.stdout.strip().splitlines()[-1]
+    assert not path.startswith(cpu_env["TILECORE_CACHE_DIR"])
+    assert not os.path.exists(path)  # the process's private folder is gone with it
+    assert os.path.basename(os.path.dirname(path)).startswith("tilecore-cpu-libs-")
+
+
+def test_cache_key_covers_tile_cpu_source_and_toolchain():
+    from tile_cpu import plugin
+
+    from tilecore.plugin.registry import get_registry
+    from tilecore.runtime.api import _code_fingerprint
+
+    backend = get_registry().get("cpu")
+    assert backend.toolchain_fingerprint is plugin.toolchain_fingerprint
+    fingerprint = plugin.toolchain_fingerprint()
+    assert "libtvm.so" in fingerprint and "libtvm_runtime.so" in fingerprint
+    digest = _code_fingerprint(backend)
+    assert len(digest) == 64 and digest == _code_fingerprint(backend)

@@ -1,0 +1,171 @@
+"""The packed GEMM path: results against the reference interpreter, the ISA's register block,
+and the instructions LLVM selects for CPUs that are not this host (cross-compilation).
+
+The compile-tier tests build `examples/gemm.py`-style kernels for `cpu:znver3` (AVX2 + FMA),
+`cpu:sapphirerapids` (AVX-512) and `cpu:neoverse-v2` (AArch64) with TVM's LLVM and read the
+assembly: the micro-kernel must use the ISA's vector registers, its FMA form, and as many
+distinct accumulator registers as the register block has vectors.
+"""
+from __future__ import annotations
+
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tilecore
+import tilecore.language as T
+from tilecore.diagnostics import TileCompileError, TileRuntimeError
+from tilecore.ir import nodes as N
+from tilecore.ir.visitor import walk_stmts
+from tilecore.runtime.api import lower
+from tilecore.testing import assert_matches_reference
+from tilecore.testing import gemm_kernel as shared_gemm_kernel
+from tile_cpu.fuse import buffer_mentions, fuse_operand_copies
+from tile_cpu.gemm import MicroTile, cache_blocks, micro_tile
+
+RNG = np.random.default_rng(19)
+NP = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
+      "bfloat16": ml_dtypes.bfloat16, "int8": np.int8}
+
+
+def rand(shape, dtype):
+    if dtype == "int8":
+        return RNG.integers(-100, 100, size=shape).astype(np.int8)
+    return RNG.uniform(-1, 1, size=shape).astype(NP[dtype])
+
+
+def gemm(M, N, K, bm, bn, bk, dtype="float32", accum="float32", ta=False, tb=False):
+    return shared_gemm_kernel(M, N, K, dtype, accum, ta, tb, block_M=bm, block_N=bn, block_K=bk)
+
+
+# ------------------------------------------------------------------ results
+# (test_cpu_backend.test_gemm_matches_reference draws shapes, tiles, dtypes and transposes)
+
+
+@pytest.mark.parametrize("dtype,accum", [("float32", "float32"), ("bfloat16", "float32"), ("int8", "int32")])
+def test_cache_blocked_gemm_matches_reference(dtype, accum):
+    """A 600-deep K tile splits into L1-sized chunks (256, 256, 88) and 300 rows into L2-sized ones."""
+    M, N, K = 300, 40, 600
+    f = gemm(M, N, K, 300, 40, 600, dtype, accum)
+    assert_matches_reference(f, [rand((M, K), dtype), rand((K, N), dtype)], backend="cpu", out_idx=[-1])
+
+
+def copies_left_in_main_loop(func):
+    """T.copy statements of the pipelined loop after fuse_operand_copies (the cpu pass pipeline's IR)."""
+    lowered, _ = lower(func, target="cpu")
+    loop = next(st for st in walk_stmts(lowered.body) if isinstance(st, N.For) and st.kind == "pipelined")
+    fused = fuse_operand_copies(loop.body, buffer_mentions(lowered.body))
+    return [st for st in fused if isinstance(st, N.Copy)]
+
+
+@pytest.mark.parametrize("dtype,accum,kept", [("float32", "float32", 1), ("bfloat16", "float32", 0),
+                                              ("int8", "int32", 0)])
+def test_staged_operands_are_read_from_the_tensor(dtype, accum, kept):
+    """Whole-tile copies only the gemm reads: B's always go, A's where A is packed (converted) anyway."""
+    f = gemm(128, 192, 96, 64, 64, 32, dtype, accum)  # every copy proven in bounds
+    assert len(copies_left_in_main_loop(f)) == kept
+    assert_matches_reference(f, [rand((128, 96), dtype), rand((96, 192), dtype)], backend="cpu", out_idx=[-1])
+
+
+@tilecore.jit(out_idx=[-1])
+def gemm_reusing_b_tile(M, N, K, bm=32, bn=32, bk=16):
+    """B_s is read again after the gemm: its staging copy must stay."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float32")
+            B_s = T.alloc_shared((bk, bn), "float32")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_f)
+                for i, j in T.Parallel(bm, bn):
+                    C_f[i, j] = C_f[i, j] + B_s[0, j]
+            T.copy(C_f, C[by * bm, bx * bn])
+    return main
+
+
+def test_staging_tile_read_elsewhere_keeps_its_copy():
+    f = gemm_reusing_b_tile.prim_func(64, 64, 48)
+    assert len(copies_left_in_main_loop(f)) == 2
+    assert_matches_reference(f, [rand((64, 48), "float32"), rand((48, 64), "float32")], backend="cpu",
+                             out_idx=[-1])
+
+
+def test_cache_blocks_follow_the_caches():
+    tile = MicroTile(6, 2, 8)
+    caches = {"l1": 32 * 1024, "l2": 512 * 1024, "l3": 1 << 25}
+    assert cache_blocks(tile, 64, 32, 4, caches) == (32, 64)      # the user's tile fits: no blocking
+    kc, mc = cache_blocks(tile, 1024, 600, 4, caches)
+    assert kc * tile.nr * 4 <= caches["l1"] // 2 < (kc + 1) * tile.nr * 4
+    assert mc % tile.mr == 0 and mc * kc * 4 <= caches["l2"] // 2
+
+
+# ------------------------------------------------------------------ register blocks
+
+
+@pytest.mark.parametrize("bits,regs,acc,mr,nr", [
+    (256, 16, "float32", 6, 16),    # AVX2 + FMA: 12 of 16 ymm accumulate
+    (512, 32, "float32", 12, 32),   # AVX-512: 24 of 32 zmm
+    (128, 32, "float32", 8, 12),    # NEON: 24 of 32 q registers
+    (256, 16, "float64", 6, 8),
+    (512, 32, "int32", 12, 32),
+])
+def test_register_block_fits_the_register_file(bits, regs, acc, mr, nr):
+    tile = micro_tile(bits, regs, acc)
+    assert (tile.mr, tile.nr) == (mr, nr)
+    # accumulators + one k's B vectors + a broadcast A value fit the register file
+    assert tile.mr * tile.nr_vec + tile.nr_vec + 1 <= regs
+
+
+# ------------------------------------------------------------------ cross-compilation
+
+ISAS = {
+    # target: (FMA instruction pattern whose destination is an accumulator, vector register, accumulators)
+    "cpu:znver3": (r"vfmadd231ps\s+%ymm\d+, %ymm\d+, (%ymm\d+)", "ymm", 12),
+    "cpu:sapphirerapids": (r"vfmadd231ps\s+%zmm\d+, %zmm\d+, (%zmm\d+)", "zmm", 24),
+    "cpu:neoverse-v2": (r"fmla\s+(v\d+)\.4s, v\d+\.4s, v\d+\.(?:4s|s\[\d\])", "v", 24),
+}
+
+
+@pytest.mark.parametrize("target", sorted(ISAS))
+def test_micro_kernel_instruction_selection(target):
+    """fp32 64x64x32 tiles: the micro-kernel's FMAs on the ISA's vectors, one accumulator per vector."""
+    fma, reg, accumulators = ISAS[target]
+    kernel = tilecore.compile(gemm(256, 256, 256, 64, 64, 32), target=target, out_idx=[-1], source="asm")
+    asm = kernel.source
+    dests = set(re.findall(fma, asm))
+    assert len(dests) >= accumulators, f"{target}: {len(dests)} accumulator registers in the FMAs"
+    if target == "cpu:znver3":
+        assert "zmm" not in asm  # no AVX-512 on Zen 3
+    if target == "cpu:sapphirerapids":
+        assert "%zmm" in asm
+
+
+def test_cross_compiled_kernel_refuses_to_run_here():
+    kernel = tilecore.compile(gemm(64, 64, 64, 64, 64, 32), target="cpu:neoverse-v2", out_idx=[-1])
+    assert "fmla" in tilecore.compile(gemm(64, 64, 64, 64, 64, 32), target="cpu:neoverse-v2",
+                                      out_idx=[-1], source="asm").source
+    with pytest.raises(TileRuntimeError, match="cpu:neoverse-v2.*cannot run"):
+        kernel(rand((64, 64), "float32"), rand((64, 64), "float32"))
+
+
+@pytest.mark.parametrize("target,message", [
+    ("cpu:pentium-9000", "knows no CPU named 'pentium-9000'"),
+    ("cpu:znver3,avx512f", "must start with \\+ or -"),
+    ("cpu:znver3,+not-a-feature", "does not know the feature"),
+])
+def test_bad_cpu_targets_are_clear_errors(target, message):
+    with pytest.raises(TileCompileError, match=message):
+        tilecore.compile(gemm(64, 64, 64, 64, 64, 32), target=target, out_idx=[-1])
+
+
+def test_explicit_features_change_the_instruction_selection():
+    """x86-64-v3 (AVX2) plus +avx512f: the same kernel on zmm registers."""
+    asm = tilecore.compile(gemm(128, 128, 128, 64, 64, 32), target="cpu:x86-64-v3,+avx512f",
+                           out_idx=[-1], source="asm").source
+    assert re.search(ISAS["cpu:sapphirerapids"][0], asm)

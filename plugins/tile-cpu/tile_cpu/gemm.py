@@ -1,0 +1,250 @@
+"""T.gemm on the CPU: packed panels and a register-blocked micro-kernel chosen for the ISA.
+
+The user's shared/fragment tiles decide the outer blocking (one T.gemm per block
+and K step); inside one T.gemm the speed comes from here, as in BLIS/OpenBLAS:
+
+* B is packed into column panels `[N/NR][K][NR]` in the accumulator dtype, so the
+  micro-kernel streams one contiguous panel (transposes and conversions done once:
+  float16/bfloat16 -> float32, int8 -> int32), unless it is a small block-local tile
+  in the accumulator dtype whose panel rows do not collide in L1 (`b_reads_in_place`);
+* A is read in place when it is already in the accumulator dtype (MR broadcasts
+  per k from MR rows), else packed into converted row panels `[M/MR][K][MR]`;
+* the micro-kernel keeps an MR x NR block of C in vector registers (MR rows of
+  NR/lanes vectors, one fused multiply-add per vector and k). MR and NR follow
+  the ISA's vector width and register count (`micro_tile`): 6 x 16 float32 for
+  AVX2/FMA (12 of 16 ymm), 12 x 32 for AVX-512 (24 of 32 zmm), 8 x 12 for NEON
+  (24 of 32 q registers);
+* cache blocking: K is split so that one B panel (kc x NR) stays in L1, and M so
+  that the A rows one panel meets (mc x kc) stay in half of L2.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict
+
+from tvm import tirx as tx
+
+from tilecore.ir import nodes as N
+from tilecore.ir.types import bits, is_float
+from tilecore.lowering.tir_expr import cast_to, tir_const
+from tilecore.lowering.tir_stmt import accum_dtype, seq
+
+from .prefetch import CACHE_LINE, LOCALITY_L1, prefetch
+
+
+@dataclass(frozen=True)
+class MicroTile:
+    """An MR x NR register block: MR rows of `nr_vec` vectors of `lanes` accumulators."""
+
+    mr: int
+    nr_vec: int
+    lanes: int
+
+    @property
+    def nr(self) -> int:
+        return self.nr_vec * self.lanes
+
+
+def micro_tile(vector_bits: int, vector_regs: int, acc_dtype: str) -> MicroTile:
+    """The register block for an ISA: three quarters of the vector registers hold C.
+
+    The rest hold the B vectors of one k and the broadcast A values. 128-bit
+    units with 32 registers (NEON) take 3 vectors per row (8 x 12 float32);
+    wider units 2 (AVX2 6 x 16, AVX-512 12 x 32).
+    """
+    lanes = max(1, vector_bits // bits(acc_dtype))
+    nr_vec = 3 if vector_bits <= 128 and vector_regs >= 32 else 2
+    mr = max(1, min(12, (vector_regs * 3 // 4) // nr_vec))
+    return MicroTile(mr, nr_vec, lanes)
+
+
+def cache_blocks(tile: MicroTile, M: int, K: int, acc_bytes: int, caches: Dict[str, int]):
+    """(kc, mc): K chunk whose B panel fills at most half of L1; M chunk whose A rows fill half of L2."""
+    kc_cap = max(tile.lanes, (caches["l1"] // 2) // (tile.nr * acc_bytes))
+    kc = K if K <= kc_cap else kc_cap
+    mc_cap = max(tile.mr, ((caches["l2"] // 2) // (kc * acc_bytes)) // tile.mr * tile.mr)
+    mc = M if M <= mc_cap else mc_cap
+    return kc, mc
+
+
+def lower_gemm(low, s: N.Gemm, tile_of, caches: Dict[str, int]):
+    """The TIR of `s` (C += A B) on the packed path, or None when it does not apply.
+
+    low: the CpuLowering (buffers, loads, stores, names); tile_of(acc dtype) the
+    MicroTile for this ISA.
+    """
+    M, Nn, K, a_idx, b_idx, c_idx = low.gemm_operands(s)
+    ta, tb, tc = low.buffer(s.a.buffer), low.buffer(s.b.buffer), low.buffer(s.c.buffer)
+    acc_t = accum_dtype(s.c.buffer.dtype)
+    tile = tile_of(acc_t)
+    if tile.lanes < 2 or Nn < tile.lanes or not (is_float(acc_t) or acc_t in ("int32", "int64")):
+        return None
+    nr_vec = tile.nr_vec if Nn >= tile.nr else max(1, Nn // tile.lanes)
+    NR = nr_vec * tile.lanes
+    MR = min(M, tile.mr)
+    kc, mc = cache_blocks(MicroTile(MR, nr_vec, tile.lanes), M, K, bits(acc_t) // 8, caches)
+    n_full = (Nn // NR) * NR
+    stmts = []
+    if s.clear_accum:
+        stmts.append(low.loop_nest([M, Nn], lambda ij: low.store(tc, tir_const(0, acc_t), c_idx(*ij)),
+                                   dtype=str(tc.dtype)))
+    # B's full column panels [n_full/NR][K][NR] in the accumulator dtype, unless B can be read in place
+    in_place = b_reads_in_place(s, str(tb.dtype), acc_t, NR, K, caches)
+    bp = None
+    if not in_place:
+        bp = low.local_buffer([max(1, n_full // NR), K, NR], acc_t, "Bpack")
+        jo, k = low.fresh("jo"), low.fresh("k")
+        stmts.append(tx.AllocBuffer(bp))
+        stmts.append(tx.For(jo, 0, n_full // NR, tx.ForKind.SERIAL, tx.For(k, 0, K, tx.ForKind.SERIAL,
+                     low.loop_nest([NR], lambda j: tx.BufferStore(
+                         bp, cast_to(low.load(tb, b_idx(k, jo * NR + j[0])), acc_t), [jo, k, j[0]]),
+                         dtype=acc_t))))
+    # A packed (converted) into [ceil(M/MR)][K][MR] only when its dtype is not the accumulator's
+    ap = None
+    if str(ta.dtype) != acc_t:
+        ap = low.local_buffer([-(-M // MR), K, MR], acc_t, "Apack")
+        stmts.append(tx.AllocBuffer(ap))
+        io, k, i = low.fresh("io"), low.fresh("k"), low.fresh("i")
+        # i innermost: contiguous stores of MR values
+        full = M // MR
+        if full:
+            stmts.append(tx.For(io, 0, full, tx.ForKind.SERIAL, tx.For(k, 0, K, tx.ForKind.SERIAL,
+                         tx.For(i, 0, MR, tx.ForKind.UNROLLED, tx.BufferStore(
+                             ap, cast_to(low.load(ta, a_idx(io * MR + i, k)), acc_t), [io, k, i])))))
+        if M > full * MR:
+            k, i = low.fresh("k"), low.fresh("i")
+            stmts.append(tx.For(k, 0, K, tx.ForKind.SERIAL, tx.For(i, 0, M - full * MR, tx.ForKind.UNROLLED,
+                         tx.BufferStore(ap, cast_to(low.load(ta, a_idx(full * MR + i, k)), acc_t), [full, k, i]))))
+
+    def a_val(row, k_):
+        if ap is not None:
+            return tx.BufferLoad(ap, [tx.floordiv(row, MR), k_, tx.floormod(row, MR)])
+        return cast_to(low.load(ta, a_idx(row, k_)), acc_t)
+
+    def b_panel(jo_, col0, nr):
+        def value(k_, j_):
+            return tx.BufferLoad(bp, [jo_, k_, j_])
+        return value
+
+    def b_direct(jo_, col0, nr):
+        def value(k_, j_):
+            return cast_to(low.load(tb, b_idx(k_, col0 + jo_ * nr + j_)), acc_t)
+        return value
+
+    kernel = _MicroKernel(low, acc_t, tc, c_idx, a_val)
+    body = []
+    if n_full:
+        body.append(kernel.sweep(M, mc, MR, 0, n_full, NR, b_direct if in_place else b_panel, K, kc))
+    rest = Nn - n_full
+    n_vec = (rest // tile.lanes) * tile.lanes
+    if n_vec:  # a narrower column strip: B read in place
+        body.append(kernel.sweep(M, mc, MR, n_full, n_vec, tile.lanes, b_direct, K, kc))
+    if Nn > n_full + n_vec:
+        body.append(_scalar_columns(low, acc_t, tc, ta, tb, a_idx, b_idx, c_idx, M, n_full + n_vec, Nn, K))
+    return seq(stmts + body)
+
+
+def b_reads_in_place(s: N.Gemm, b_dtype: str, acc_t: str, NR: int, K: int, caches: Dict[str, int]) -> bool:
+    """Whether the micro-kernel may read B where it is instead of a packed copy.
+
+    Only a block-local B (shared/fragment tile) that is already in the accumulator dtype,
+    not transposed, and whose K rows of one NR-wide panel share L1 without evicting each
+    other: a VIPT L1 has 64 sets of 64-byte lines per way (4 KiB), so rows `stride` bytes
+    apart fall into 64 / gcd(stride / 64, 64) sets; the panel may take half of those ways.
+    Packing then would only add a copy (small user tiles repeat it for every K step).
+    """
+    buf = s.b.buffer
+    if s.transpose_b or b_dtype != acc_t or buf.scope == "global" or buf.static_shape() is None:
+        return False
+    elem = bits(acc_t) // 8
+    stride = int(buf.static_shape()[-1]) * elem
+    ways = max(1, caches["l1"] // 4096)
+    sets = 64 // math.gcd(stride // 64, 64) if stride % 64 == 0 else 64
+    lines_per_row = max(1, NR * elem // 64)
+    return K * lines_per_row <= sets * ways // 2
+
+
+class _MicroKernel:
+    """Emits the register-blocked update of C's rows/columns by A and a B value function."""
+
+    def __init__(self, low, acc_t, tc, c_idx, a_val):
+        self.low, self.acc_t, self.tc, self.c_idx, self.a_val = low, acc_t, tc, c_idx, a_val
+
+    def sweep(self, M, mc, MR, col0, cols, nr, b_of, K, kc):
+        """C[:, col0:col0+cols] += A B: K chunks of kc, M chunks of mc, B panels, MR-row blocks."""
+        low = self.low
+        parts = []
+        for k0, klen, kcount in _chunks(K, kc):
+            kb = low.fresh("kb")
+            row_parts = []
+            for m0, mlen, mcount in _chunks(M, mc):
+                ib = low.fresh("ib")
+                inner = self.panels(m0 + ib * mlen, mlen, MR, col0, cols, nr, b_of, k0 + kb * klen, klen)
+                row_parts.append(tx.For(ib, 0, mcount, tx.ForKind.SERIAL, inner))
+            parts.append(tx.For(kb, 0, kcount, tx.ForKind.SERIAL, seq(row_parts)))
+        return seq(parts)
+
+    def panels(self, row_base, rows, MR, col0, cols, nr, b_of, kstart, klen):
+        """For each B panel (kept in L1), every MR-row block of the rows, then the leftover rows."""
+        low = self.low
+        jo = low.fresh("jo")
+        b_val = b_of(jo, col0, nr)
+        blocks = []
+        full = (rows // MR) * MR
+        if full:
+            io = low.fresh("io")
+            blocks.append(tx.For(io, 0, rows // MR, tx.ForKind.SERIAL,
+                                 self.block(row_base + io * MR, MR, col0 + jo * nr, nr, b_val, kstart, klen)))
+        if rows > full:
+            blocks.append(self.block(row_base + full, rows - full, col0 + jo * nr, nr, b_val, kstart, klen))
+        return tx.For(jo, 0, cols // nr, tx.ForKind.SERIAL, seq(blocks))
+
+    def block(self, row0, mr, col0, nr, b_val, kstart, klen):
+        """C[row0:row0+mr, col0:col0+nr] += A[rows, kstart:kstart+klen] B[same k, cols] in registers."""
+        low, acc_t, tc, c_idx = self.low, self.acc_t, self.tc, self.c_idx
+        # one small accumulator per row: stack arrays LLVM promotes to vector registers
+        accs = [low.local_buffer([nr], acc_t, f"acc{i}") for i in range(mr)]
+        k = low.fresh("k")
+        load_c, fma, store_c = [], [], []
+        for i, acc in enumerate(accs):
+            j1, j2, j3 = low.fresh("j"), low.fresh("j"), low.fresh("j")
+            load_c.append(tx.For(j1, 0, nr, tx.ForKind.VECTORIZED, tx.BufferStore(
+                acc, cast_to(low.load(tc, c_idx(row0 + i, col0 + j1)), acc_t), [j1])))
+            a = self.a_val(row0 + i, kstart + k)
+            fma.append(tx.For(j2, 0, nr, tx.ForKind.VECTORIZED, tx.BufferStore(
+                acc, tx.BufferLoad(acc, [j2]) + a * b_val(kstart + k, j2), [j2])))
+            store_c.append(tx.For(j3, 0, nr, tx.ForKind.VECTORIZED, low.store(
+                tc, tx.BufferLoad(acc, [j3]), c_idx(row0 + i, col0 + j3))))
+        # the next row block's C lines while this one computes: a large C tile (256 x 512 fp32
+        # is all of Zen 3's L2) otherwise waits on L3 at the start of every block
+        per_line = max(1, CACHE_LINE * 8 // bits(acc_t))
+        ahead = [prefetch(tc, c_idx(row0 + mr + i, col0 + j * per_line), LOCALITY_L1)
+                 for i in range(mr) for j in range(-(-nr // per_line))]
+        return seq([tx.AllocBuffer(a) for a in accs] + load_c + ahead
+                   + [tx.For(k, 0, klen, tx.ForKind.SERIAL, seq(fma))] + store_c)
+
+
+def _chunks(total: int, size: int):
+    """[(start, length, count)]: `count` chunks of `length` from `start`, covering [0, total)."""
+    full = total // size
+    out = [(0, size, full)] if full else []
+    if total > full * size:
+        out.append((full * size, total - full * size, 1))
+    return out
+
+
+def _scalar_columns(low, acc_t, tc, ta, tb, a_idx, b_idx, c_idx, M, c0, Nn, K):
+    """The last columns (fewer than a vector): one dot product per element."""
+    i, j, k = low.fresh("i"), low.fresh("j"), low.fresh("k")
+    jj = j + c0
+    cell = low.local_buffer([1], acc_t, "cell")
+    body = seq([
+        tx.AllocBuffer(cell),
+        tx.BufferStore(cell, cast_to(low.load(tc, c_idx(i, jj)), acc_t), [0]),
+        tx.For(k, 0, K, tx.ForKind.SERIAL, tx.BufferStore(
+            cell, tx.BufferLoad(cell, [0]) + cast_to(low.load(ta, a_idx(i, k)), acc_t)
+            * cast_to(low.load(tb, b_idx(k, jj)), acc_t), [0])),
+        low.store(tc, tx.BufferLoad(cell, [0]), c_idx(i, jj)),
+    ])
+    return tx.For(i, 0, M, tx.ForKind.SERIAL, tx.For(j, 0, Nn - c0, tx.ForKind.SERIAL, body))

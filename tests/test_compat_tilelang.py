@@ -1,0 +1,189 @@
+"""tilecore.compat.tilelang: TileLang's host names on tilecore."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import tilecore
+import tilecore.compat.tilelang as tilelang
+import tilecore.compat.tilelang.language as T
+from tilecore.diagnostics import UnsupportedFeatureError
+
+
+def test_language_is_tilecore_language_itself():
+    import tilecore.language
+
+    assert T is tilecore.language
+    assert tilelang.language is tilecore.language
+    assert tilelang.layout.make_swizzled_layout is tilecore.language.make_swizzled_layout
+
+
+@pytest.mark.parametrize("a, b", [(1, 1), (7, 2), (8, 2), (1000, 128), (0, 5)])
+def test_cdiv_rounds_up(a, b):
+    assert tilelang.cdiv(a, b) == -(-a // b)
+
+
+def test_jit_with_pass_configs_and_device_target_compiles_and_runs(monkeypatch):
+    monkeypatch.setenv("TILECORE_TARGET", "reference")
+
+    @tilelang.jit(out_idx=[-1], target="cuda", pass_configs={
+        tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True,
+        tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True, "tl.disable_warp_specialized": True})
+    def double(n, block=4):
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(tilelang.cdiv(n, block)) as bx:
+                t = T.alloc_fragment((block,), "float32")
+                T.copy(A[bx * block], t)
+                for i in T.Parallel(block):
+                    t[i] = t[i] * 2
+                T.copy(t, B[bx * block])
+        return main
+
+    kernel = double(10)
+    assert kernel.target == "reference"   # TILECORE_TARGET wins over TileLang's device name
+    np.testing.assert_array_equal(kernel(np.arange(10, dtype=np.float32)), np.arange(10) * 2)
+
+
+def test_compile_maps_targets_and_names_an_unknown_pass_config():
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1) as bx:
+            T.copy(A, B)
+
+    kernel = tilelang.compile(main, out_idx=-1, target="reference")
+    np.testing.assert_array_equal(kernel(np.ones(4, np.float32)), np.ones(4))
+    with pytest.raises(UnsupportedFeatureError, match="'tl.made_up_switch'"):
+        tilelang.compile(main, out_idx=-1, target="reference", pass_configs={"tl.made_up_switch": 1})
+
+
+@pytest.mark.parametrize("given, expected", [("auto", None), ("cuda", "cuda"), ("hip", "rocm"),
+                                             ("cpu", "cpu"), ("cuda:sm_90a", "cuda:sm_90a"),
+                                             ({"kind": "metal"}, "metal")])
+def test_map_target(monkeypatch, given, expected):
+    monkeypatch.delenv("TILECORE_TARGET", raising=False)
+    assert tilelang.map_target(given) == expected
+
+
+def test_eager_style_through_the_compat_jit(monkeypatch):
+    monkeypatch.setenv("TILECORE_TARGET", "reference")
+
+    @tilelang.jit
+    def add_one(A, block: int):
+        N = T.const("N")
+        A: T.Tensor((N,), T.float32)
+        B = T.empty((N,), T.float32)
+        with T.Kernel(T.ceildiv(N, block), threads=32) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < N:
+                    B[bx * block + i] = A[bx * block + i] + 1
+        return B
+
+    np.testing.assert_array_equal(add_one(np.zeros(5, np.float32), 4), np.ones(5))
+    np.testing.assert_array_equal(add_one.compile(N=3, block=2)(np.ones(3, np.float32)), [2, 2, 2])
+
+
+def test_missing_components_raise_unsupported_feature_errors_naming_them(monkeypatch):
+    import importlib.util
+
+    if importlib.util.find_spec("tilecore.autotune") is None:
+        @tilelang.autotune(configs=[{"block": 4}])      # a file defining a tuned kernel still imports
+        def tuned(block=4):
+            return block
+        with pytest.raises(UnsupportedFeatureError, match="autotune"):
+            tuned()
+    if importlib.util.find_spec("tilecore.profiler") is None:
+        from tilecore.compat.tilelang.profiler import do_bench
+        with pytest.raises(UnsupportedFeatureError, match="profiler"):
+            do_bench(lambda: None)
+    with pytest.raises(UnsupportedFeatureError, match="process_func"):
+        tilelang.testing.process_func(lambda: 0)
+    with pytest.raises(AttributeError, match="tilecore does not provide this part of TileLang"):
+        tilelang.carver
+
+
+def test_testing_helpers():
+    tilelang.testing.set_random_seed(3)
+    first = np.random.rand()
+    tilelang.testing.set_random_seed(3)
+    assert np.random.rand() == first
+    a = np.zeros(1000)
+    b = a.copy()
+    b[0] = 1.0
+    tilelang.testing.torch_assert_close(a, b, max_mismatched_ratio=0.001)   # one mismatch allowed
+    b[1] = 1.0
+    with pytest.raises(AssertionError, match="2 of 1000 elements differ"):
+        tilelang.testing.torch_assert_close(a, b, max_mismatched_ratio=0.001)
+    assert tilelang.math.next_power_of_2(33) == 64 and tilelang.math.next_power_of_2(1) == 1
+
+
+def test_requires_cuda_skips_without_a_cuda_device():
+    ran = []
+
+    @tilelang.testing.requires_cuda
+    def needs_gpu():
+        ran.append(1)
+
+    if tilelang.testing._cuda_capability() is None:
+        with pytest.raises(pytest.skip.Exception):
+            needs_gpu()
+        assert not ran
+
+
+@pytest.mark.parametrize("kind, dtype", [("Auto", "float16"), ("Integer", "int32"), ("Randn", "float32"),
+                                         ("Zero", "int8"), ("One", "bfloat16"), ("Auto", "uint8")])
+def test_get_tensor_supply_makes_tensors_of_the_parameter_type(kind, dtype):
+    pytest.importorskip("torch")
+    from tilecore.compat.tilelang.utils.tensor import get_tensor_supply, map_torch_type
+    from tilecore.ir import nodes as N
+
+    param = N.Buffer("A", (3, 5), dtype, "global")
+    t = get_tensor_supply(tilelang.TensorSupplyType[kind])(param)
+    assert tuple(t.shape) == (3, 5) and t.dtype == map_torch_type(dtype)
+    values = t.float().numpy()
+    if kind == "Zero":
+        assert (values == 0).all()
+    elif kind == "One":
+        assert (values == 1).all()
+    elif dtype == "uint8":
+        assert values.min() >= 0 and values.max() < 3
+    else:
+        assert np.abs(values).max() <= 10
+
+
+def test_autotune_with_every_tuned_parameter_given_runs_that_configuration(monkeypatch):
+    pytest.importorskip("tilecore.autotune")
+    monkeypatch.setenv("TILECORE_TARGET", "reference")
+    calls = []
+
+    @tilelang.autotune(configs=[{"block": 2}, {"block": 4}])
+    @tilelang.jit(out_idx=[-1])
+    def twice(n, block=4):
+        calls.append(block)
+
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(tilelang.cdiv(n, block)) as bx:
+                t = T.alloc_fragment((block,), "float32")
+                T.copy(A[bx * block], t)
+                for i in T.Parallel(block):
+                    t[i] = t[i] * 2
+                T.copy(t, B[bx * block])
+        return main
+
+    kernel = twice(8, block=2)
+    assert calls == [2]                    # no tuning: the given configuration only
+    np.testing.assert_array_equal(kernel(np.arange(8, dtype=np.float32)), np.arange(8) * 2)
+
+
+def test_do_bench_times_a_callable_through_tilecore_profiler():
+    pytest.importorskip("tilecore.profiler")
+    from tilecore.compat.tilelang.profiler import do_bench
+
+    calls = []
+    ms = do_bench(lambda: calls.append(time.sleep(0.002)), warmup=4, rep=10)
+    assert 1.5 <= ms < 200 and len(calls) >= 3
+    low, high = do_bench(lambda: None, quantiles=[0.2, 0.8], _n_warmup=1, _n_repeat=5)
+    assert 0 <= low <= high

@@ -1,0 +1,119 @@
+"""TileLang's spellings accepted by the language: aliases, .astype, T.clamp, loop kinds, no-op hints."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import tilecore
+import tilecore.language as T
+
+BACKENDS = ["reference", "cpu", "npu"]
+
+
+def _backend(name):
+    pytest.importorskip({"reference": "tilecore", "cpu": "tile_cpu", "npu": "tile_npu"}[name])
+    return name
+
+
+@T.prim_func
+def spelled(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), T.dtype("float32")),
+            C: T.Tensor((16,), "int32")):
+    with T.Kernel(1) as bx:
+        T.disable_warp_group_reg_alloc()
+        for i in T.vectorized(16):
+            T.assume(i < 16)
+            B[i] = T.clamp(A[i], -1.0, 1.0) + T.Cast(T.float, T.floordiv(i, 4)) + A[i].astype(T.int32)
+        for i in T.Serial(16):
+            C[i] = T.floormod(i - 5, 3) + T.floordiv(7, 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_aliases_mean_what_their_long_forms_mean(backend):
+    a = np.linspace(-2.5, 2.5, 16).astype(np.float32)
+    b, c = tilecore.compile(spelled, target=_backend(backend), out_idx=[1, 2])(a)
+    np.testing.assert_allclose(b, np.clip(a, -1, 1) + np.arange(16) // 4 + np.trunc(a), rtol=1e-6)
+    np.testing.assert_array_equal(c, (np.arange(16) - 5) % 3 + 3)
+
+
+def test_python_level_values_compute_at_parse_time():
+    assert T.floordiv(-7, 2) == -4 and T.floormod(-7, 2) == 1
+    assert T.float == "float32" and T.dtype("half") == "float16" and T.Serial is T.serial
+
+
+@settings(max_examples=8, deadline=None)
+@given(lo=st.floats(-4, 0, width=32), width=st.floats(0, 4, width=32))
+def test_clamp_against_numpy_on_the_reference(lo, width):
+    hi = np.float32(lo + width)
+
+    @T.prim_func
+    def clamp_k(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(8):
+                B[i] = T.clamp(A[i], lo, hi)
+
+    a = np.array([-5, -1, -0.5, 0, 0.25, 1, 3, np.nan], np.float32)
+    b = tilecore.compile(clamp_k, target="reference", out_idx=[1])(a)
+    np.testing.assert_array_equal(b, np.minimum(np.maximum(a, np.float32(lo)), hi))
+
+
+@pytest.mark.parametrize("name", ["alloc_barrier", "tma_copy", "mbarrier_wait_parity", "tcgen05_gemm"])
+def test_hopper_only_primitives_are_unsupported_at_the_line(name):
+    from tilecore.diagnostics import UnsupportedFeatureError
+
+    source = f'''
+import tilecore.language as T
+
+@T.prim_func
+def k(A: T.Tensor((4,), "float32")):
+    with T.Kernel(1) as bx:
+        bar = T.{name}(1)
+'''
+    from tilecore.frontend.parser import parse_source
+
+    with pytest.raises(UnsupportedFeatureError) as info:
+        parse_source(source)
+    assert f"T.{name}, a Hopper/Blackwell-only TileLang primitive" in str(info.value)
+    assert info.value.span.line == 7
+    with pytest.raises(UnsupportedFeatureError):
+        getattr(T, name)
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        T.not_a_name
+    assert not hasattr(T, "tma_copy")     # still an AttributeError for hasattr/getattr defaults
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "tfloat32", "uint32"])
+def test_tilelang_dtypes_tilecore_lacks_are_unsupported_by_name(name):
+    from tilecore.diagnostics import UnsupportedFeatureError
+
+    with pytest.raises(UnsupportedFeatureError, match=f"the dtype T.{name}"):
+        getattr(T, name)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_atomic_add_memory_order_is_a_hint(backend):
+    @T.prim_func
+    def count(A: T.Tensor((8,), "float32"), S: T.Tensor((1,), "float32")):
+        with T.Kernel(4) as bx:
+            for i in T.serial(2):
+                T.atomic_add(S[0], A[bx * 2 + i], memory_order="relaxed")
+
+    a = np.arange(8, dtype=np.float32)
+    s = np.zeros(1, np.float32)
+    tilecore.compile(count, target=_backend(backend))(a, s)
+    assert s[0] == a.sum()
+
+
+def test_atomic_add_return_prev_is_unsupported_and_a_bad_order_is_named():
+    from tilecore.diagnostics import TileCompileError, UnsupportedFeatureError
+
+    with pytest.raises(UnsupportedFeatureError, match="return_prev=True"):
+        @T.prim_func
+        def prev(S: T.Tensor((1,), "float32")):
+            with T.Kernel(1) as bx:
+                T.atomic_add(S[0], 1.0, return_prev=True)
+    with pytest.raises(TileCompileError, match="memory_order must be one of"):
+        @T.prim_func
+        def bad(S: T.Tensor((1,), "float32")):
+            with T.Kernel(1) as bx:
+                T.atomic_add(S[0], 1.0, memory_order="sometimes")

@@ -1,0 +1,1 @@
+"""`tilelang.utils`: the host helpers TileLang files import from it."""

@@ -1,0 +1,136 @@
+"""`@tilecore.jit` on an eager-style kernel (see tilecore.frontend.eager).
+
+Calling it with arrays and Python values compiles the kernel for those values
+and the sizes read from the arrays' shapes (memoized), runs it and returns its
+`T.empty` outputs; `.compile(**values)` returns the Kernel for given Python
+values and `T.const` sizes, to be called with the tensor arguments.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import threading
+from typing import Any, Dict, Optional, Tuple
+
+from ..diagnostics import TileError, user_facing
+from ..ir import nodes as N
+
+
+def _is_array(value) -> bool:
+    """Arrays (numpy, torch, cupy, DLPack objects) are tensor arguments; the rest are Python values."""
+    if isinstance(value, (str, bytes, int, float, complex, bool)) or value is None:
+        return False
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        return False
+    return hasattr(value, "shape") and hasattr(value, "dtype") or hasattr(value, "__dlpack__")
+
+
+class EagerJITFunction:
+    """An eager-style kernel function: call it with arrays, or `.compile(...)` it."""
+
+    def __init__(self, func, out_idx=None, target: Optional[str] = None, **options):
+        functools.update_wrapper(self, func)
+        self.func = func
+        self.signature = inspect.signature(func)
+        self.target = target
+        self.options = options
+        if out_idx is not None:
+            raise TileError(f"{func.__name__}: an eager-style kernel returns its T.empty outputs; "
+                            "out_idx does not apply to it")
+        self._kernels: Dict[Any, Any] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ compiling
+    def _split(self, values: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, int]]:
+        """Python arguments (signature names, defaults filled) and T.const values (other names)."""
+        params = self.signature.parameters
+        py = {k: v for k, v in values.items() if k in params}
+        consts = {k: int(v) for k, v in values.items() if k not in params}
+        for name, p in params.items():
+            if name not in py and p.default is not inspect.Parameter.empty:
+                py[name] = p.default
+        return py, consts
+
+    def prim_func(self, **values) -> N.PrimFunc:
+        """The PrimFunc for these Python arguments and T.const values (not compiled)."""
+        from ..frontend.eager import parse_eager
+
+        py, consts = self._split(values)
+        return parse_eager(self.func, py, consts)[0]
+
+    @user_facing
+    def compile(self, target: Optional[str] = None, **values):
+        """The Kernel for these Python arguments and T.const values; call it with the tensors."""
+        from ..frontend.eager import parse_eager
+        from .api import _freeze, compile as compile_func
+
+        py, consts = self._split(values)
+        target = target or self.target
+        try:
+            key = (_freeze(py), _freeze(consts), target, os.environ.get("TILECORE_TARGET"))
+        except TypeError:
+            key = None
+        if key is not None:
+            with self._lock:
+                kernel = self._kernels.get(key)
+            if kernel is not None:
+                return kernel
+        prim, parser = parse_eager(self.func, py, consts)
+        n_out = len(parser.outputs)
+        out_idx = list(range(len(prim.params) - n_out, len(prim.params))) or None
+        kernel = compile_func(prim, target=target, out_idx=out_idx, **self.options)
+        if key is not None:
+            with self._lock:
+                self._kernels[key] = kernel
+        return kernel
+
+    # ------------------------------------------------------------------ calling
+    @user_facing
+    def __call__(self, *args, **kwargs):
+        kernel, tensors = self._kernel_for(args, kwargs)
+        return kernel(*[tensors[n] for n in self.signature.parameters if n in tensors])
+
+    @user_facing
+    def get_kernel_source(self, *args, **kwargs) -> str:
+        """The generated code of the kernel a call with these arguments runs (not run); without
+        arrays, the arguments are those of `compile` (Python parameters and T.const sizes)."""
+        if not args and not any(_is_array(v) for v in kwargs.values()):
+            return self.compile(**kwargs).source
+        return self._kernel_for(args, kwargs)[0].source
+
+    def _kernel_for(self, args, kwargs):
+        """(the Kernel for a call with these arguments, {tensor parameter: array})."""
+        from ..frontend.eager import parse_eager
+
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as err:
+            raise TileError(f"{self.__name__}(): {err}") from None
+        bound.apply_defaults()
+        tensors = {k: v for k, v in bound.arguments.items() if _is_array(v)}
+        py = {k: v for k, v in bound.arguments.items() if k not in tensors}
+        _, probe = parse_eager(self.func, py, {}, probe=True)
+        consts: Dict[str, int] = {}
+        for name, ttype in probe.declared_types.items():
+            if name not in tensors:
+                raise TileError(f"{self.__name__}(): the tensor parameter '{name}' needs an array, "
+                                f"got {type(bound.arguments.get(name)).__name__}")
+            shape = tuple(tensors[name].shape)
+            if len(shape) != len(ttype.shape):
+                raise TileError(f"{self.__name__}(): '{name}' is declared with {len(ttype.shape)} "
+                                f"dimension(s), got an array of shape {shape}")
+            for dim, size in zip(ttype.shape, shape):
+                if isinstance(dim, N.Var) and dim.name in probe.const_names:
+                    known = consts.setdefault(dim.name, int(size))
+                    if known != int(size):
+                        raise TileError(f"{self.__name__}(): T.const '{dim.name}' is {known} from "
+                                        f"one argument and {int(size)} from '{name}'")
+        missing = [n for n in probe.const_names if n not in consts]
+        if missing:
+            raise TileError(f"{self.__name__}(): T.const {', '.join(missing)} cannot be read from "
+                            f"the arguments' shapes; use {self.__name__}.compile({missing[0]}=...)")
+        return self.compile(**py, **consts), tensors
+
+    def __repr__(self) -> str:
+        return f"<tilecore.jit eager kernel {self.__name__} target={self.target}>"
