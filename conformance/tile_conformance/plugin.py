@@ -1,6 +1,6 @@
 """The `tile conformance ...` subcommands (registered through the tilecore_cli_commands hook).
 
-    tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--report out.json]
+    tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--report out.json] [--ray [ADDRESS]]
     tile conformance verify REPORT.json [--must-pass FILE]
     tile conformance rerun REPORT.json [--backend NAME] [--all] [--report out.json]
     tile conformance build-bundle BACKEND DIR [--examples N] [--seed S]
@@ -16,7 +16,7 @@ from typing import List, Optional
 from tilecore.plugin import hookimpl
 
 USAGE = """\
-tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--report out.json]
+tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--report out.json] [--ray [ADDRESS]]
 tile conformance verify REPORT.json [--must-pass FILE]
 tile conformance rerun REPORT.json [--backend NAME] [--all] [--report out.json]
 tile conformance build-bundle BACKEND DIR [--examples N] [--seed S]
@@ -65,6 +65,9 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop-after-failures", type=int, default=0, metavar="K",
                    help="end the run after K failed programs (default 0: run them all)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="shard generation, compilation and execution over the Ray cluster at ADDRESS "
+                        "(no ADDRESS: a new local cluster); needs tile-conformance[ray]")
     return p
 
 
@@ -141,6 +144,12 @@ def _run(argv: List[str]) -> int:
     families = [f.strip() for f in args.families.split(",")] if args.families else None
     settings_used = {"examples": args.examples, "seed": args.seed, "tier": args.tier,
                      "families": families or "all"}
+    if args.ray is not None:
+        from functools import partial
+
+        from .ray_shard import run_suite_on_ray
+
+        run_suite = partial(run_suite_on_ray, address=args.ray or None)
     return _finish(args.backend, settings_used, args.report, lambda: run_suite(
         args.backend, examples=args.examples, seed=args.seed, tier=args.tier, families=families,
         shrink=not args.no_shrink, max_shrinks=args.max_shrinks, shrink_runs=args.shrink_runs,

@@ -15,7 +15,7 @@ from .loading import add_kernel_arguments, kernel_from_args, load_object, parse_
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "bench", help="time a kernel on its device (median, spread, TFLOP/s, GB/s, % of peak)",
+        "bench", help="time a kernel on its device (median, spread, TFLOP/s, GB/s, fraction of peak)",
         description="Compile FILE::FUNC (FILE.py:FUNC also works) for a target, run it on random "
                     "inputs and print the median time, its interquartile spread, and the TFLOP/s "
                     "and GB/s that the Tile IR's work implies, against the device's peak when the "
