@@ -29,6 +29,18 @@ def float_math(X: T.Tensor((256,), "float32"), E: T.Tensor((256,), "float32"),
             L[i] = T.log(T.abs(X[i]))
 
 
+@T.prim_func
+def other_math(X: T.Tensor((64,), "float32"), O: T.Tensor((6, 64), "float32")):
+    with T.Kernel(1, threads=64) as bx:
+        for i in T.Parallel(64):
+            O[0, i] = T.tanh(X[i])
+            O[1, i] = T.sigmoid(X[i])
+            O[2, i] = T.sin(X[i])
+            O[3, i] = T.cos(X[i])
+            O[4, i] = T.pow(X[i], X[i])
+            O[5, i] = T.log2(X[i])
+
+
 # seed 12, program 53: ~ of a uint8 converted to float16 gave -1 (C promotes uchar to int)
 @T.prim_func
 def narrow_ints(A: T.Tensor((64,), "uint8"), B: T.Tensor((64,), "uint8"), C: T.Tensor((64,), "int8"),
@@ -67,6 +79,14 @@ def test_float32_math_is_accurate_by_default_and_fast_only_under_fast_math():
     assert "__expf(" not in body and "__logf(" not in body and "fast_exp2(" not in body
     fast = codegen(float_math, fast_math=True).source.split("__global__", 1)[1]
     assert "__expf(" in fast and "__logf(" in fast and "tc::fast_exp2(" in fast
+
+
+@needs_compiler
+def test_other_float32_math_calls_the_accurate_functions_by_default():
+    body = codegen(other_math).source.split("__global__", 1)[1]
+    for name in ("tanhf(", "expf(", "sinf(", "cosf(", "powf(", "log2f("):
+        assert name in body
+    assert not re.search(r"__\w+f\(", body)  # no __sinf, __expf, __powf...
 
 
 @needs_compiler
