@@ -327,8 +327,11 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
             self.touch(s.body)
             self.pending_r |= r | w
             self.pending_w |= w
-        kind = B.unroll if (s.kind == "unroll" or self.in_parallel and isinstance(s.extent, N.Const)
-                            and s.extent.value <= 8) else B.serial
+        # a run-time trip count stays a serial loop even under T.unroll: unrolling is a hint, and
+        # TVM's UnrollLoop refuses a non-constant extent ("Cannot unroll non-constant loop")
+        constant = isinstance(extent, tx.IntImm)
+        kind = B.unroll if constant and (s.kind == "unroll" or self.in_parallel and isinstance(s.extent, N.Const)
+                                         and s.extent.value <= 8) else B.serial
         with kind(begin, begin + extent) as v:
             self.ex.bind(s.var.name, v)
             self.emit_body(s.body)

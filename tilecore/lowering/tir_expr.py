@@ -104,24 +104,35 @@ def cast_to(expr, dtype: str):
     return tx.Cast(dtype, expr)
 
 
-# Signed data types whose + - * are computed on the unsigned bit pattern: TVM's LLVM
-# codegen marks signed arithmetic `nsw` (overflow is poison), and LLVM then folds
-# e.g. min(a + a, 100) as if a + a could not wrap; the language defines wrapping.
+# Narrow integer dtypes whose + - * << ~ are computed in an unsigned type and cast back.
+# Signed ones in the same-width unsigned type: TVM's LLVM codegen marks signed arithmetic
+# `nsw` (overflow is poison), and LLVM then folds e.g. min(a + a, 100) as if a + a could
+# not wrap; the language defines wrapping. Unsigned ones in the next wider unsigned type:
+# C-source codegens promote narrow operands to int, so a uint8 `~a` converted to float16
+# gave -1 - a instead of 255 - a; the explicit cast back to the dtype truncates (a cast
+# to the operands' own dtype would be simplified away).
 # int32 is left alone: it is the index type, whose analysis (vectorization,
 # bounds) must keep seeing plain arithmetic. int64 too, for now: the same rewrite
 # through uint64 lost the else-branch update of an int64 accumulator
 # (O = O - int64(a) * 2 under a run-time if; TVM's unsigned 64-bit handling), so
 # int64 overflow inside an expression remains a known tile-cpu bug.
-_WRAPPING_INTS = {"int8": "uint8", "int16": "uint16"}
+_WRAPPING_INTS = {"int8": "uint8", "int16": "uint16", "uint8": "uint16", "uint16": "uint32"}
+_WRAPPING_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+                 "<<": tx.shift_left}
 
 
 def wrapping_arith(op: str, a, b, dtype: str):
-    """a op b for signed `dtype` with two's complement wrapping (no signed-overflow poison)."""
-    # same-width casts, not reinterpret: TVM's codegen refuses a reinterpret that folding turned into 0
+    """a op b (op in + - * <<) for a narrow integer `dtype`, wrapping to the dtype's bits."""
+    # casts, not reinterpret: TVM's codegen refuses a reinterpret that folding turned into 0
     u = _WRAPPING_INTS[dtype]
-    ua, ub = tx.Cast(u, a), tx.Cast(u, b)
-    r = ua + ub if op == "+" else ua - ub if op == "-" else ua * ub
-    return tx.Cast(dtype, r)
+    return tx.Cast(dtype, _WRAPPING_OPS[op](tx.Cast(u, a), tx.Cast(u, b)))
+
+
+def wrapping_not(a, dtype: str):
+    """~a for an integer `dtype`, its bits complemented within the dtype (see _WRAPPING_INTS)."""
+    if dtype not in _WRAPPING_INTS:
+        return tx.bitwise_not(a)
+    return tx.Cast(dtype, tx.bitwise_not(tx.Cast(_WRAPPING_INTS[dtype], a)))
 
 
 def is_float_dtype(dtype: str) -> bool:
@@ -290,9 +301,9 @@ class ExprLowerer:
         wide = self._compute_dtype(e.dtype)
         a = self.lower_as(e.a, wide)
         if e.op == "neg":
-            r = tir_const(0, wide) - a if wide != "bool" else a
+            r = self.arith("-", tir_const(0, wide), a, wide, e) if wide != "bool" else a
         elif e.op == "~":
-            r = tx.Not(a) if wide == "bool" else tx.bitwise_not(a)
+            r = tx.Not(a) if wide == "bool" else wrapping_not(a, wide)
         else:
             raise UnsupportedFeatureError(self.backend, f"unary operator {e.op}", e.span, self.source)
         return cast_to(r, e.dtype)
@@ -338,7 +349,7 @@ class ExprLowerer:
         if dtype == "bool" and op in ("&", "|", "+", "*", "min", "max"):
             return {"&": tx.And, "*": tx.And, "min": tx.And, "|": tx.Or, "+": tx.Or,
                     "max": tx.Or}[op](a, b)
-        if op in ("+", "-", "*") and dtype in _WRAPPING_INTS:
+        if op in _WRAPPING_OPS and dtype in _WRAPPING_INTS:
             return wrapping_arith(op, a, b, dtype)
         if op == "+":
             return a + b

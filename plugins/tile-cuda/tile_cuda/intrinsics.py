@@ -99,18 +99,18 @@ def _fast(name, extern):
 
     @contextual
     def fast(lowering, args):
-        if not lowering.target.prop("fast_math", True):
+        if not lowering.target.prop("fast_math", False):
             return portable(args)
         return tx.call_pure_extern("float32", extern, args[0])
-    fast.__doc__ = f"{extern} with fast math (the compile option fast_math=False keeps TVM's {name})"
+    fast.__doc__ = f"{extern} under the compile option fast_math=True; by default TVM's accurate {name}"
     return fast
 
 
 @contextual
 def fast_exp2(lowering, args):
-    """ex2.approx.ftz.f32 with fast math. A helper-library call (not an extern name): the call
+    """ex2.approx.ftz.f32 under fast_math=True (default: exp2f). A helper-library call (not an extern name): the call
     carries the kernel's helper source, so a kernel whose only helper is exp2 still gets `tc`."""
-    if not lowering.target.prop("fast_math", True):
+    if not lowering.target.prop("fast_math", False):
         return default_table()[("exp2", "float32")](args)
     return _func_call("tc::fast_exp2", (args[0],), lowering.device_lib, "float32")
 

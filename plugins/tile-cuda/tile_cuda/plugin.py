@@ -111,7 +111,8 @@ def make_backend() -> Backend:
         description="NVIDIA GPUs through TVM's CUDA codegen and nvcc/NVRTC; mma.sync tensor cores, "
                     "cp.async pipelines",
         options=(Option("wgmma", bool, True, "use wgmma tensor-core GEMMs on sm_90a"),
-                 Option("fast_math", bool, True, "fast approximate exp/log/tanh")),
+                 Option("fast_math", bool, False, "fast approximate exp/exp2/log (__expf, ex2.approx, __logf); "
+                        "off by default: the accurate expf/exp2f/logf meet the conformance ULP table")),
         toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + files_fingerprint([toolchain.find_nvcc() or ""]),
     )
 

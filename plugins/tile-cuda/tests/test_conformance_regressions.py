@@ -1,0 +1,155 @@
+"""Regressions from the conformance run on an H200 (cuda:sm_90a, execute tier, seed 12): the generated
+CUDA text at the compile tier here, the values against the reference interpreter on a GPU host."""
+import re
+
+import numpy as np
+import pytest
+
+import tilecore
+import tilecore.language as T
+from tilecore.plugin.backend import TileModule
+from tile_cuda import plugin, toolchain
+
+needs_compiler = pytest.mark.skipif(toolchain.find_nvcc() is None and toolchain.find_nvrtc() is None,
+                                    reason="no nvcc / NVRTC here")
+
+
+def codegen(func, **options):
+    be = plugin.make_backend()
+    return plugin.tilecore_codegen(backend=be, module=TileModule(func, "cuda:sm_90a"), options=options)
+
+
+@T.prim_func
+def float_math(X: T.Tensor((256,), "float32"), E: T.Tensor((256,), "float32"),
+               E2: T.Tensor((256,), "float32"), L: T.Tensor((256,), "float32")):
+    with T.Kernel(1, threads=256) as bx:
+        for i in T.Parallel(256):
+            E[i] = T.exp(X[i])
+            E2[i] = T.exp2(X[i])
+            L[i] = T.log(T.abs(X[i]))
+
+
+@T.prim_func
+def other_math(X: T.Tensor((64,), "float32"), O: T.Tensor((6, 64), "float32")):
+    with T.Kernel(1, threads=64) as bx:
+        for i in T.Parallel(64):
+            O[0, i] = T.tanh(X[i])
+            O[1, i] = T.sigmoid(X[i])
+            O[2, i] = T.sin(X[i])
+            O[3, i] = T.cos(X[i])
+            O[4, i] = T.pow(X[i], X[i])
+            O[5, i] = T.log2(X[i])
+
+
+# seed 12, program 53: ~ of a uint8 converted to float16 gave -1 (C promotes uchar to int)
+@T.prim_func
+def narrow_ints(A: T.Tensor((64,), "uint8"), B: T.Tensor((64,), "uint8"), C: T.Tensor((64,), "int8"),
+                S: T.Tensor((64,), "uint8"), Out: T.Tensor((6, 64), "float16")):
+    with T.Kernel(1, threads=64) as bx:
+        for i in T.Parallel(64):
+            Out[0, i] = ~T.if_then_else(A[i] < B[i], B[i] & A[i], T.min(A[i], B[i]))
+            Out[1, i] = A[i] + B[i]
+            Out[2, i] = A[i] - B[i]
+            Out[3, i] = -C[i]
+            Out[4, i] = C[i] << (S[i] & 7)
+            Out[5, i] = A[i] << (S[i] & 7)
+
+
+m = T.dynamic("m")
+
+
+# seed 12, program 79 verbatim: T.unroll over a run-time trip count failed in TVM's UnrollLoop
+@T.prim_func
+def dynamic_unroll_reduce(A: T.Tensor((m, 5), "bfloat16"), Out: T.Tensor((5,), "float64")):
+    with T.Kernel(3, threads=128) as bx:
+        A_t = T.alloc_shared((32, 2), "bfloat16")
+        R_t = T.alloc_fragment((2,), "bfloat16")
+        T.fill(R_t, 1.0)
+        for k in T.unroll(T.ceildiv(m, 32)):
+            T.copy(A[k * 32, bx * 2], A_t)
+            T.reduce_min(A_t, R_t, dim=0, clear=False)
+        T.copy(R_t, Out[bx * 2])
+
+
+@needs_compiler
+def test_float32_math_is_accurate_by_default_and_fast_only_under_fast_math():
+    # seed 12, programs 32 and 76: __expf was the default, 7 ulp off near overflow (table: 4)
+    body = codegen(float_math).source.split("__global__", 1)[1]
+    assert "expf(" in body and "exp2f(" in body and "logf(" in body
+    assert "__expf(" not in body and "__logf(" not in body and "fast_exp2(" not in body
+    fast = codegen(float_math, fast_math=True).source.split("__global__", 1)[1]
+    assert "__expf(" in fast and "__logf(" in fast and "tc::fast_exp2(" in fast
+
+
+@needs_compiler
+def test_other_float32_math_calls_the_accurate_functions_by_default():
+    body = codegen(other_math).source.split("__global__", 1)[1]
+    for name in ("tanhf(", "expf(", "sinf(", "cosf(", "powf(", "log2f("):
+        assert name in body
+    assert not re.search(r"__\w+f\(", body)  # no __sinf, __expf, __powf...
+
+
+@needs_compiler
+def test_narrow_unsigned_results_are_truncated_before_conversion():
+    art = codegen(narrow_ints)
+    stores = re.findall(r"Out_ptr\[[^\n]*", art.source)
+    assert len(stores) == 6
+    # every 8/16-bit integer result reaches the float16 conversion through a cast to its own type
+    for store in stores:
+        assert re.search(r"\(half\)\(\((uchar|signed char|char|short|ushort)\)", store), store
+    assert art.blobs["cubin"][:4] == b"\x7fELF"
+
+
+@needs_compiler
+def test_unroll_over_a_dynamic_trip_count_compiles_to_a_loop():
+    art = codegen(dynamic_unroll_reduce)
+    assert re.search(r"for \(int \w+ = 0; \w+ < \(\(m \+ 31\) >> 5\)", art.source)
+    assert art.blobs["cubin"][:4] == b"\x7fELF"
+
+
+# ---- execute tier: the values against the reference interpreter
+
+def _run_both(func, arrays, out_idx):
+    import torch
+
+    ref = tilecore.compile(func, target="reference", out_idx=out_idx)(*arrays)
+    got = tilecore.compile(func, target="cuda", out_idx=out_idx)(*[torch.from_numpy(a).cuda() for a in arrays])
+    got = got if isinstance(got, (list, tuple)) else [got]
+    ref = ref if isinstance(ref, (list, tuple)) else [ref]
+    return [np.asarray(r) for r in ref], [g.cpu().numpy() for g in got]
+
+
+@pytest.mark.gpu
+def test_float32_math_within_the_ulp_table_on_the_gpu():
+    from tile_conformance import accuracy
+    from tile_conformance.edges import ulp
+
+    x = np.concatenate([np.linspace(80.0, 88.72, 96), np.linspace(-87.0, 3.0, 96),
+                        np.linspace(100.0, 127.9, 64)]).astype(np.float32)
+    refs, gots = _run_both(float_math, [x], [1, 2, 3])
+    for name, ref, got in zip(("exp", "exp2", "log"), refs, gots):
+        limit = accuracy.ulps(name, "float32") * ulp(ref.astype(np.float64), "float32")
+        err = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+        assert np.all((err <= limit) | (ref == got)), (name, float(np.max(err / limit)))
+
+
+@pytest.mark.gpu
+def test_narrow_integer_results_match_the_interpreter_on_the_gpu():
+    rng = np.random.default_rng(53)
+    edges = np.array([0, 1, 127, 128, 254, 255], np.uint8)
+    a = np.concatenate([edges, rng.integers(0, 256, 58)]).astype(np.uint8)
+    b = np.concatenate([edges[::-1], rng.integers(0, 256, 58)]).astype(np.uint8)
+    c = np.concatenate([np.array([-128, -1, 0, 1, 127, 64], np.int8), rng.integers(-128, 128, 58)]).astype(np.int8)
+    s = rng.integers(0, 8, 64).astype(np.uint8)
+    (ref,), (got,) = _run_both(narrow_ints, [a, b, c, s], -1)
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.gpu
+def test_dynamic_unroll_reduce_matches_the_interpreter_on_the_gpu():
+    import ml_dtypes
+
+    a = np.random.default_rng(79).uniform(-2, 2, (96, 5)).astype(ml_dtypes.bfloat16)
+    a[3, 0], a[50, 4] = -np.inf, np.nan
+    (ref,), (got,) = _run_both(dynamic_unroll_reduce, [a], -1)
+    np.testing.assert_array_equal(got, ref)
