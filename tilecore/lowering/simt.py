@@ -284,9 +284,18 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         pass  # use_swizzle is handled by the launcher's grid mapping; layouts by the plan
 
     def emit_Let(self, s: N.Let):
-        """Bind a Tile IR variable to a value computed once."""
+        """Bind a Tile IR variable to a value computed once.
+
+        A bfloat16 value is held as its (exact) float32 value and converted back at each use:
+        targets whose TVM pipeline legalizes bfloat16 arithmetic into float32 rewrite values but
+        not the type of a bound name, which then fails TVM's structural type check."""
         self.touch((s,))
-        var = B.Bind(self.lower(s.value))
+        value = self.lower(s.value)
+        if s.var.dtype == "bfloat16" and hasattr(value, "ty"):  # (a whole-tile value is not an expression)
+            held = B.Bind(tx.Cast("float32", value))
+            self.ex.bind(s.var.name, tx.Cast("bfloat16", held))
+            return
+        var = B.Bind(value)
         self.ex.bind(s.var.name, var)
 
     def emit_Store(self, s: N.Store):
