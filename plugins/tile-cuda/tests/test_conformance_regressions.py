@@ -113,10 +113,29 @@ def _run_both(func, arrays, out_idx):
     import torch
 
     ref = tilecore.compile(func, target="reference", out_idx=out_idx)(*arrays)
-    got = tilecore.compile(func, target="cuda", out_idx=out_idx)(*[torch.from_numpy(a).cuda() for a in arrays])
+    got = tilecore.compile(func, target="cuda", out_idx=out_idx)(*[_to_torch(a).cuda() for a in arrays])
     got = got if isinstance(got, (list, tuple)) else [got]
     ref = ref if isinstance(ref, (list, tuple)) else [ref]
-    return [np.asarray(r) for r in ref], [g.cpu().numpy() for g in got]
+    return [np.asarray(r) for r in ref], [_to_numpy(g.cpu()) for g in got]
+
+
+def _to_torch(a):
+    """torch.from_numpy, also for ml_dtypes bfloat16 arrays (torch takes only numpy's own dtypes)."""
+    import torch
+
+    if a.dtype.name == "bfloat16":
+        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+def _to_numpy(t):
+    """tensor.numpy(), also for bfloat16 tensors (as ml_dtypes bfloat16)."""
+    import ml_dtypes
+    import torch
+
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
 
 
 @pytest.mark.gpu
