@@ -199,3 +199,21 @@ def test_console_script(env):
     tile = shutil.which("tile", path=os.path.dirname(sys.executable))
     proc = subprocess.run([tile, "backends"], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "reference" in proc.stdout
+
+
+def test_loading_a_file_imports_its_neighbours_and_leaves_sys_path_as_it_was(tmp_path):
+    """A kernel file may import the modules beside it, but its folder must not stay on sys.path:
+    workers started later inherit sys.path, and a `typing.py` there (an editor buffer, say)
+    once shadowed the standard library in every conformance worker."""
+    from tilecore.cli.loading import load_object
+
+    (tmp_path / "typing.py").write_text("broken = (\n")
+    (tmp_path / "helper_mod_for_loading.py").write_text("VALUE = 41\n")
+    (tmp_path / "kern.py").write_text("import helper_mod_for_loading\nANSWER = helper_mod_for_loading.VALUE + 1\n")
+    before = list(sys.path)
+    assert load_object(f"{tmp_path / 'kern.py'}::ANSWER") == 42
+    assert sys.path == before
+    out = subprocess.run([sys.executable, "-c", "import typing; print(typing.Any)"],
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import importlib.util
 import inspect
@@ -36,6 +37,22 @@ def parse_factory_args(positional: List[str], named: List[str]) -> Tuple[list, D
     return args, kwargs
 
 
+@contextlib.contextmanager
+def neighbours_importable(folder: str):
+    """Put `folder` first on sys.path while a file of it runs, so that it can import the modules
+    beside it; taken off again afterwards, because processes started later (conformance and
+    autotune workers) inherit sys.path, where a stray `typing.py` in that folder would shadow
+    the standard library."""
+    added = bool(folder) and folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)
+
+
 def load_object(ref: str):
     """Import the file of `FILE::NAME` as a module and return its attribute NAME."""
     path, sep, name = ref.rpartition("::")
@@ -44,9 +61,6 @@ def load_object(ref: str):
     path = os.path.abspath(path)
     if not os.path.isfile(path):
         raise CommandLineError(f"no such file: {path}")
-    folder = os.path.dirname(path)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)  # so the file can import its neighbours
     stem = os.path.splitext(os.path.basename(path))[0]
     module_name = f"_tile_cli_{stem}_{hashlib.sha1(path.encode()).hexdigest()[:8]}"
     spec = importlib.util.spec_from_file_location(module_name, path)
@@ -54,7 +68,8 @@ def load_object(ref: str):
         raise CommandLineError(f"cannot import {path} as Python")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
-    spec.loader.exec_module(module)  # TileErrors from parsing kernels propagate as they are
+    with neighbours_importable(os.path.dirname(path)):
+        spec.loader.exec_module(module)  # TileErrors from parsing kernels propagate as they are
     obj = module
     for part in name.split("."):
         if not hasattr(obj, part):

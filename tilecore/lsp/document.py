@@ -170,15 +170,15 @@ def load_document(path: str, text: str) -> LoadedDocument:
         return doc
     # The frontend reads the kernel's source through linecache: give it the editor's text.
     linecache.cache[path] = (len(text), None, text.splitlines(keepends=True), path)
-    _importable_neighbours(path)
     flags = _future_flags(doc.tree)
     blocked = {n.name for n in doc.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    for node in doc.tree.body:
-        if not _runnable(node, blocked | set(doc.skipped)):
-            for name in _assigned_names(node) if isinstance(node, (ast.Assign, ast.AnnAssign)) else ():
-                doc.skipped[name] = node.lineno
-            continue
-        _run_statement(doc, node, flags)
+    with _importable_neighbours(path):
+        for node in doc.tree.body:
+            if not _runnable(node, blocked | set(doc.skipped)):
+                for name in _assigned_names(node) if isinstance(node, (ast.Assign, ast.AnnAssign)) else ():
+                    doc.skipped[name] = node.lineno
+                continue
+            _run_statement(doc, node, flags)
     for node in doc.tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in doc.namespace:
             kernel = _kernel_source(doc, node)
@@ -196,11 +196,12 @@ def _module_namespace(path: str) -> Dict[str, Any]:
     return module.__dict__
 
 
-def _importable_neighbours(path: str) -> None:
-    """Put the document's folder on sys.path, so that it can import the modules beside it."""
-    folder = path.rsplit("/", 1)[0] if "/" in path else ""
-    if folder and folder not in sys.path:
-        sys.path.insert(0, folder)
+def _importable_neighbours(path: str):
+    """The document's folder on sys.path while its statements run, so that it can import the
+    modules beside it (taken off afterwards: see neighbours_importable)."""
+    from ..cli.loading import neighbours_importable
+
+    return neighbours_importable(path.rsplit("/", 1)[0] if "/" in path else "")
 
 
 def run_imports(path: str, text: str) -> int:
@@ -212,15 +213,15 @@ def run_imports(path: str, text: str) -> int:
         tree = ast.parse(text, path)
     except SyntaxError:
         return 0
-    _importable_neighbours(path)
     count = 0
-    for node in tree.body:
-        if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and node.module != "__future__"):
-            try:
-                exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), _module_namespace(path))
-            except (Exception, SystemExit):  # reported by the analysis, at the import's line
-                pass
-            count += 1
+    with _importable_neighbours(path):
+        for node in tree.body:
+            if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and node.module != "__future__"):
+                try:
+                    exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), _module_namespace(path))
+                except (Exception, SystemExit):  # reported by the analysis, at the import's line
+                    pass
+                count += 1
     return count
 
 

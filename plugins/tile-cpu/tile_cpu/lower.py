@@ -71,22 +71,19 @@ class CpuLowering(TirLowering):
         return seq([tx.AllocBuffer(cell), tx.BufferStore(cell, value, [0])])
 
     def vectorizable(self, body) -> bool:
-        """The shared rule, no bool names, and no names in a body that touches bfloat16.
+        """The shared rule, and no names bound in the body.
 
-        TVM's vectorizer loses a `Bind` name when the vector body stores to a
-        bfloat16 buffer (`variables (t,) are used, but are not passed in`), and
-        the one-element buffers of lower_Let stay scalar anyway. A bool name in a
-        vector body fails in TVM (`IntImm can only take scalar, but boolx8`).
+        TVM's vectorizer turns a `Bind` into a vector variable, but when some
+        later statement of the body cannot be vectorized (a NaN-propagating
+        min/max, a store to bfloat16) it falls back to a scalar loop that still
+        uses the old scalar variable, which is then unbound (`variables (a_v,)
+        are used, but are not passed in`). A bool name fails outright (`IntImm
+        can only take scalar, but boolx8`). LLVM still vectorizes the scalar
+        loop where it can.
         """
-        from tilecore.ir.visitor import walk, walk_stmts
+        from tilecore.ir.visitor import walk_stmts
 
-        stmts = list(walk_stmts(body))
-        if any(isinstance(st, N.Let) and st.var.dtype == "bool" for st in stmts):
-            return False
-        if any(isinstance(st, N.Let) for st in stmts) and any(
-                getattr(n, "dtype", None) == "bfloat16" or
-                getattr(getattr(n, "buffer", None), "dtype", None) == "bfloat16"
-                for st in stmts for n in walk(st)):
+        if any(isinstance(st, N.Let) for st in walk_stmts(body)):
             return False
         return super().vectorizable(body)
 
