@@ -42,13 +42,13 @@ def faults_plugin():
 def test_crashing_hanging_wrong_and_invalid_candidates_are_skipped_and_named(faults_plugin):
     configs = [{"block": 64, "mode": "hang"}, {"block": 64, "mode": "crash"}, {"block": 128},
                {"block": 64, "mode": "miscompile"}, {"block": 48}, {"block": 64}]
-    tuned = tilecore.autotune(configs=configs, timeout=30, warmup=1, rep=5)(autotune_kernels.vector_add)
+    tuned = tilecore.autotune(configs=configs, timeout=20, warmup=1, rep=5)(autotune_kernels.vector_add)
     kernel = tuned(4096)
     report = tuned.last_report
     status = {c.index: c.status for c in report.candidates}
     assert status == {0: R.TIMEOUT, 1: R.CRASHED, 2: R.OK, 3: R.WRONG, 4: R.INVALID, 5: R.OK}
     messages = {c.index: c.message for c in report.candidates}
-    assert "timeout=30" in messages[0]
+    assert "timeout=20" in messages[0]
     assert "SIGABRT" in messages[1]
     assert "differ from the reference" in messages[3]
     assert "power of two" in messages[4]

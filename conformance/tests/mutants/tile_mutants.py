@@ -229,7 +229,9 @@ def tilecore_codegen(backend, module, options):
         return None
     base = _wrapped_backend()
     func = _plant(mutant, module.func)
-    inner = _pm().hook.tilecore_codegen(backend=base, module=dataclasses.replace(module, func=func),
+    # the wrapped backend compiles for its own target (tile-cpu refuses a target it cannot parse)
+    wrapped_module = dataclasses.replace(module, func=func, target=base.targets[0])
+    inner = _pm().hook.tilecore_codegen(backend=base, module=wrapped_module,
                                         options=options)
     meta = dict(inner.meta)
     meta["mutant"] = {"bug": mutant, "wraps": inner.backend,
