@@ -75,6 +75,17 @@ def test_map_target(monkeypatch, given, expected, package):
 
 # ---------------------------------------------------------------- vendor names come from the plugins
 
+def test_hip_target_compiles_for_the_rocm_backend(monkeypatch):
+    pytest.importorskip("tile_rocm")
+    from tilecore.plugin import get_registry
+
+    backend = get_registry().get("rocm")
+    if not backend.toolchain_status().ok:
+        pytest.skip(f"tile-rocm cannot compile here: {backend.toolchain_status().summary}")
+    monkeypatch.delenv("TILECORE_TARGET", raising=False)
+    kernel = tilelang.compile(_copy4(), out_idx=-1, target="hip:gfx90a")
+    assert kernel.target == "rocm:gfx90a" and kernel.source
+
 @pytest.fixture
 def only_plugins(monkeypatch):
     """Load only the named entry points (as if only those distributions were installed)."""
