@@ -172,6 +172,39 @@ def test_a_third_party_plugin_declares_its_own_tilelang_names(monkeypatch, toy_a
                                   "primitives": ["toy_dma_*", "toy_sync"]}
 
 
+class CudaLikePlugin:
+    """A third party's GPU backend that answers to TileLang's target "cuda" (no tile-cuda loaded)."""
+
+    @hookimpl
+    def tilecore_register_backends(self, register):
+        from tilecore.ir.version import TILE_IR_VERSION
+        from tilecore.plugin import Backend, Capabilities, TileLangNames, ToolchainStatus
+
+        register(Backend(
+            name="cudalike", targets=("cudalike",), ir_versions=(TILE_IR_VERSION,),
+            capabilities=Capabilities(features=frozenset(), dtypes=frozenset({"float32"})),
+            toolchain_status=lambda: ToolchainStatus(ok=True, summary="toy"), device_present=lambda: True,
+            tilelang=TileLangNames(targets=("cuda",), device_version=lambda: (9, 0))))
+
+
+def test_requires_cuda_compute_version_reads_the_declared_device_version(only_plugins):
+    pytest.importorskip("torch")   # TileLang's requires_* also need torch, which its tests use
+    from tilecore.plugin import register_plugin, unregister_plugin
+
+    only_plugins("npu")
+    name = register_plugin(CudaLikePlugin(), "cudalike")
+    try:
+        ran = []
+        tilelang.testing.requires_cuda(lambda: ran.append("any"))()
+        tilelang.testing.requires_cuda_compute_version_ge(9, 0)(lambda: ran.append("ge 9.0"))()
+        tilelang.testing.requires_cuda_compute_version_eq(9)(lambda: ran.append("eq 9.0"))()
+        with pytest.raises(pytest.skip.Exception, match="compute capability ge 10.0"):
+            tilelang.testing.requires_cuda_compute_version_ge(10, 0)(lambda: ran.append("ge 10.0"))()
+        assert ran == ["any", "ge 9.0", "eq 9.0"]
+    finally:
+        unregister_plugin(name)
+
+
 def test_a_third_party_declaration_goes_away_with_its_plugin(monkeypatch):
     from tilecore.plugin import register_plugin, unregister_plugin
 
@@ -277,7 +310,7 @@ def test_requires_cuda_skips_without_a_cuda_device():
     def needs_gpu():
         ran.append(1)
 
-    if tilelang.testing._cuda_capability() is None:
+    if tilelang.testing._device_backend("cuda") is None:
         with pytest.raises(pytest.skip.Exception):
             needs_gpu()
         assert not ran

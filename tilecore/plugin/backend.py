@@ -76,12 +76,16 @@ class TileLangNames:
         exact names, or prefixes written "prefix*". `T.<name>` then raises UnsupportedFeatureError
         at the user's line, naming the backend and `primitive_note`.
     primitive_note: what those primitives program and what to write instead (shown in that error).
+    device_version: a cheap callable giving the present device's version as (major, minor), or
+        None without a device: what `tilelang.testing.requires_<target>_compute_version` compares
+        for the TileLang target that maps to this backend (tile-cuda: the compute capability).
     """
 
     targets: Tuple[str, ...] = ()
     pass_configs: Mapping[str, str] = field(default_factory=dict)
     primitives: Tuple[str, ...] = ()
     primitive_note: str = ""
+    device_version: Optional[Callable[[], Optional[Tuple[int, int]]]] = None
 
     def declares_primitive(self, name: str) -> bool:
         """Whether `T.<name>` is one of `primitives` (exactly, or by a "prefix*" entry)."""

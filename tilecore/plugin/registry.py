@@ -256,6 +256,8 @@ def _validate_tilelang(backend: Backend) -> str:
             or not all(isinstance(x, str) and x for x in strings):
         return f"backend {backend.name!r}: tilelang targets, primitives and pass config keys must be " \
                "tuples / a dict of non-empty strings"
+    if names.device_version is not None and not callable(names.device_version):
+        return f"backend {backend.name!r}: tilelang device_version must be callable or None"
     bad = [m for m in names.pass_configs if not (isinstance(m, str) and m.isidentifier())]
     if bad:
         return f"backend {backend.name!r}: tilelang pass config member names must be identifiers, got {bad!r}"

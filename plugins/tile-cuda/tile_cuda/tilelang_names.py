@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from tilecore.plugin import TileLangNames
 
+from . import toolchain
+
 # TileLang's switches for ptxas, the TMA unit, wgmma and CUDA source dumps: accepted, no effect
 # (tile-cuda chooses its own code generation; `options={"wgmma": False}` is tile-cuda's own switch).
 PASS_CONFIGS = {
@@ -32,4 +34,12 @@ PRIMITIVE_NOTE = ("it programs NVIDIA Hopper/Blackwell hardware directly (mbarri
                   "clusters, warp specialization); write the copy with T.copy inside T.Pipelined, which "
                   "tile-cuda lowers to asynchronous copies where the hardware has them")
 
-TILELANG_NAMES = TileLangNames(pass_configs=PASS_CONFIGS, primitives=PRIMITIVES, primitive_note=PRIMITIVE_NOTE)
+
+def compute_capability():
+    """(major, minor) of GPU 0, for TileLang's `requires_cuda_compute_version*`; None without a GPU."""
+    info = toolchain.gpu_info()
+    return (info[1], info[2]) if info else None
+
+
+TILELANG_NAMES = TileLangNames(pass_configs=PASS_CONFIGS, primitives=PRIMITIVES, primitive_note=PRIMITIVE_NOTE,
+                               device_version=compute_capability)
