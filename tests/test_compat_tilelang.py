@@ -10,6 +10,7 @@ import tilecore
 import tilecore.compat.tilelang as tilelang
 import tilecore.compat.tilelang.language as T
 from tilecore.diagnostics import UnsupportedFeatureError
+from tilecore.plugin import hookimpl
 
 
 def test_language_is_tilecore_language_itself():
@@ -59,12 +60,195 @@ def test_compile_maps_targets_and_names_an_unknown_pass_config():
         tilelang.compile(main, out_idx=-1, target="reference", pass_configs={"tl.made_up_switch": 1})
 
 
-@pytest.mark.parametrize("given, expected", [("auto", None), ("cuda", "cuda"), ("hip", "rocm"),
-                                             ("cpu", "cpu"), ("cuda:sm_90a", "cuda:sm_90a"),
-                                             ({"kind": "metal"}, "metal")])
-def test_map_target(monkeypatch, given, expected):
+@pytest.mark.parametrize("given, expected, package", [
+    ("auto", None, None), ("reference", "reference", None), ("cuda", "cuda", "tile_cuda"),
+    ("hip", "rocm", "tile_rocm"), ("hip:gfx942", "rocm:gfx942", "tile_rocm"), ("llvm", "cpu", "tile_cpu"),
+    ("c", "cpu", "tile_cpu"), ("cpu", "cpu", "tile_cpu"), ("cuda:sm_90a", "cuda:sm_90a", None),
+    ({"kind": "metal"}, "metal", "tile_metal")])
+def test_map_target(monkeypatch, given, expected, package):
+    """Device names other than a backend's own ("hip", "llvm") come from the plugins' declarations."""
+    if package:
+        pytest.importorskip(package)   # the declaring plugin's package, not the registry under test
     monkeypatch.delenv("TILECORE_TARGET", raising=False)
     assert tilelang.map_target(given) == expected
+
+
+# ---------------------------------------------------------------- vendor names come from the plugins
+
+def test_hip_target_compiles_for_the_rocm_backend(monkeypatch):
+    pytest.importorskip("tile_rocm")
+    from tilecore.plugin import get_registry
+
+    backend = get_registry().get("rocm")
+    if not backend.toolchain_status().ok:
+        pytest.skip(f"tile-rocm cannot compile here: {backend.toolchain_status().summary}")
+    monkeypatch.delenv("TILECORE_TARGET", raising=False)
+    kernel = tilelang.compile(_copy4(), out_idx=-1, target="hip:gfx90a")
+    assert kernel.target == "rocm:gfx90a" and kernel.source
+
+@pytest.fixture
+def only_plugins(monkeypatch):
+    """Load only the named entry points (as if only those distributions were installed)."""
+    from tilecore.plugin import reset_plugins
+
+    def load(names):
+        monkeypatch.delenv("TILECORE_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+        monkeypatch.setenv("TILECORE_PLUGINS", names)
+        reset_plugins()
+    yield load
+    reset_plugins()   # rediscovered with the environment monkeypatch restores
+
+
+def test_vendor_pass_configs_are_the_cuda_plugins(monkeypatch):
+    pytest.importorskip("tile_cuda")
+    from tile_cuda.tilelang_names import PASS_CONFIGS
+
+    assert "TL_DISABLE_WGMMA" not in tilelang.host.NEUTRAL_PASS_CONFIGS
+    for member, key in PASS_CONFIGS.items():
+        assert tilelang.PassConfigKey[member].value == key == getattr(tilelang.PassConfigKey, member)
+    monkeypatch.setenv("TILECORE_TARGET", "reference")
+    kernel = tilelang.compile(_copy4(), out_idx=-1, target="cuda", pass_configs={
+        tilelang.PassConfigKey.TL_DISABLE_WGMMA: True, "tl.ptxas_register_usage_level": 10})
+    np.testing.assert_array_equal(kernel(np.ones(4, np.float32)), np.ones(4))
+
+
+def test_without_the_declaring_plugins_vendor_names_are_clear_errors(monkeypatch, only_plugins):
+    from tilecore.plugin.registry import TargetError
+
+    only_plugins("npu")
+    monkeypatch.delenv("TILECORE_TARGET", raising=False)
+    assert not hasattr(tilelang.PassConfigKey, "TL_DISABLE_WGMMA")
+    assert tilelang.PassConfigKey.TL_ENABLE_FAST_MATH.value == "tl.enable_fast_math"   # target-neutral
+    with pytest.raises(UnsupportedFeatureError, match="'tl.disable_wgmma'.*installed backend declares"):
+        tilelang.compile(_copy4(), out_idx=-1, target="reference", pass_configs={"tl.disable_wgmma": True})
+    assert tilelang.map_target("hip") == "hip"   # no longer an alias: the registry names it
+    with pytest.raises(TargetError, match="unknown target 'hip'.*no installed backend"):
+        tilelang.compile(_copy4(), out_idx=-1, target="hip")
+
+
+class ToyAccelPlugin:
+    """A third-party backend that declares its own TileLang spellings, registered at run time."""
+
+    @hookimpl
+    def tilecore_register_backends(self, register):
+        from tilecore.ir.version import TILE_IR_VERSION
+        from tilecore.plugin import Backend, Capabilities, TileLangNames, ToolchainStatus
+
+        register(Backend(
+            name="toyaccel", targets=("toyaccel", "toyaccel:v2"), ir_versions=(TILE_IR_VERSION,),
+            capabilities=Capabilities(features=frozenset(), dtypes=frozenset({"float32"})),
+            toolchain_status=lambda: ToolchainStatus(ok=True, summary="toy"), distribution="tile-toyaccel",
+            tilelang=TileLangNames(targets=("toy_device",), pass_configs={"TL_TOY_FAST_DMA": "toy.fast_dma"},
+                                   primitives=("toy_dma_*", "toy_sync"),
+                                   primitive_note="write the copy with T.copy")))
+
+
+@pytest.fixture
+def toy_accel():
+    from tilecore.plugin import register_plugin, unregister_plugin
+
+    name = register_plugin(ToyAccelPlugin(), "toyaccel")
+    yield
+    unregister_plugin(name)
+
+
+def test_a_third_party_plugin_declares_its_own_tilelang_names(monkeypatch, toy_accel):
+    monkeypatch.delenv("TILECORE_TARGET", raising=False)
+    assert tilelang.map_target("toy_device") == "toyaccel"
+    assert tilelang.map_target("toy_device:v2") == "toyaccel:v2"
+    assert tilelang.PassConfigKey.TL_TOY_FAST_DMA.value == "toy.fast_dma"
+    monkeypatch.setenv("TILECORE_TARGET", "reference")
+    kernel = tilelang.compile(_copy4(), out_idx=-1, target="toy_device",
+                              pass_configs={tilelang.PassConfigKey.TL_TOY_FAST_DMA: 1})
+    np.testing.assert_array_equal(kernel(np.ones(4, np.float32)), np.ones(4))
+    with pytest.raises(UnsupportedFeatureError) as info:
+        T.toy_dma_start
+    assert "specific to the hardware of backend 'toyaccel' (tile-toyaccel)" in str(info.value)
+    assert "write the copy with T.copy" in str(info.value)
+    from tilecore.cli.backends import describe_backends
+
+    listed = {b["name"]: b["tilelang"] for b in describe_backends()["backends"]}   # `tile backends --json`
+    assert listed["toyaccel"] == {"targets": ["toy_device"], "pass_configs": ["toy.fast_dma"],
+                                  "primitives": ["toy_dma_*", "toy_sync"]}
+
+
+class CudaLikePlugin:
+    """A third party's GPU backend that answers to TileLang's target "cuda" (no tile-cuda loaded)."""
+
+    @hookimpl
+    def tilecore_register_backends(self, register):
+        from tilecore.ir.version import TILE_IR_VERSION
+        from tilecore.plugin import Backend, Capabilities, TileLangNames, ToolchainStatus
+
+        register(Backend(
+            name="cudalike", targets=("cudalike",), ir_versions=(TILE_IR_VERSION,),
+            capabilities=Capabilities(features=frozenset(), dtypes=frozenset({"float32"})),
+            toolchain_status=lambda: ToolchainStatus(ok=True, summary="toy"), device_present=lambda: True,
+            tilelang=TileLangNames(targets=("cuda",), device_version=lambda: (9, 0))))
+
+
+def test_requires_cuda_compute_version_reads_the_declared_device_version(only_plugins):
+    pytest.importorskip("torch")   # TileLang's requires_* also need torch, which its tests use
+    from tilecore.plugin import register_plugin, unregister_plugin
+
+    only_plugins("npu")
+    name = register_plugin(CudaLikePlugin(), "cudalike")
+    try:
+        ran = []
+        tilelang.testing.requires_cuda(lambda: ran.append("any"))()
+        tilelang.testing.requires_cuda_compute_version_ge(9, 0)(lambda: ran.append("ge 9.0"))()
+        tilelang.testing.requires_cuda_compute_version_eq(9)(lambda: ran.append("eq 9.0"))()
+        with pytest.raises(pytest.skip.Exception, match="compute capability ge 10.0"):
+            tilelang.testing.requires_cuda_compute_version_ge(10, 0)(lambda: ran.append("ge 10.0"))()
+        assert ran == ["any", "ge 9.0", "eq 9.0"]
+    finally:
+        unregister_plugin(name)
+
+
+def test_a_third_party_declaration_goes_away_with_its_plugin(monkeypatch):
+    from tilecore.plugin import register_plugin, unregister_plugin
+
+    monkeypatch.delenv("TILECORE_TARGET", raising=False)
+    unregister_plugin(register_plugin(ToyAccelPlugin(), "toyaccel"))
+    assert tilelang.map_target("toy_device") == "toy_device"
+    assert not hasattr(tilelang.PassConfigKey, "TL_TOY_FAST_DMA")
+    with pytest.raises(AttributeError, match="no attribute 'toy_sync'"):
+        T.toy_sync
+
+
+@pytest.mark.parametrize("tilelang_names, problem", [
+    (dict(targets="hip"), "tuples / a dict of non-empty strings"),
+    (dict(primitives=("",)), "tuples / a dict of non-empty strings"),
+    (dict(pass_configs={"not an identifier": "x.y"}), "must be identifiers"),
+])
+def test_a_malformed_tilelang_declaration_is_a_registration_error(tilelang_names, problem):
+    from tilecore.ir.version import TILE_IR_VERSION
+    from tilecore.plugin import (Backend, Capabilities, TileLangNames, ToolchainStatus, get_registry,
+                                 register_plugin, unregister_plugin)
+
+    class Malformed:
+        @hookimpl
+        def tilecore_register_backends(self, register):
+            register(Backend(name="malformed", targets=("malformed",), ir_versions=(TILE_IR_VERSION,),
+                             capabilities=Capabilities(features=frozenset(), dtypes=frozenset()),
+                             toolchain_status=lambda: ToolchainStatus(ok=True, summary=""),
+                             tilelang=TileLangNames(**tilelang_names)))
+
+    name = register_plugin(Malformed(), "malformed")
+    try:
+        registry = get_registry()
+        assert "malformed" not in registry.names()
+        assert any(problem in e.error for e in registry.errors if e.name == "malformed")
+    finally:
+        unregister_plugin(name)
+
+
+def _copy4():
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1) as bx:
+            T.copy(A, B)
+    return main
 
 
 def test_eager_style_through_the_compat_jit(monkeypatch):
@@ -126,7 +310,7 @@ def test_requires_cuda_skips_without_a_cuda_device():
     def needs_gpu():
         ran.append(1)
 
-    if tilelang.testing._cuda_capability() is None:
+    if tilelang.testing._device_backend("cuda") is None:
         with pytest.raises(pytest.skip.Exception):
             needs_gpu()
         assert not ran

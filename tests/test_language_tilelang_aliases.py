@@ -60,11 +60,8 @@ def test_clamp_against_numpy_on_the_reference(lo, width):
     np.testing.assert_array_equal(b, np.minimum(np.maximum(a, np.float32(lo)), hi))
 
 
-@pytest.mark.parametrize("name", ["alloc_barrier", "tma_copy", "mbarrier_wait_parity", "tcgen05_gemm"])
-def test_hopper_only_primitives_are_unsupported_at_the_line(name):
-    from tilecore.diagnostics import UnsupportedFeatureError
-
-    source = f'''
+def _kernel_using(name):
+    return f'''
 import tilecore.language as T
 
 @T.prim_func
@@ -72,17 +69,44 @@ def k(A: T.Tensor((4,), "float32")):
     with T.Kernel(1) as bx:
         bar = T.{name}(1)
 '''
+
+
+@pytest.mark.parametrize("name", ["alloc_barrier", "tma_copy", "mbarrier_wait_parity", "tcgen05_gemm", "wgmma_gemm"])
+def test_vendor_primitives_the_cuda_plugin_declares_are_unsupported_at_the_line(name):
+    pytest.importorskip("tile_cuda")
+    from tile_cuda.tilelang_names import TILELANG_NAMES
+    from tilecore.diagnostics import UnsupportedFeatureError
     from tilecore.frontend.parser import parse_source
 
+    assert TILELANG_NAMES.declares_primitive(name)
     with pytest.raises(UnsupportedFeatureError) as info:
-        parse_source(source)
-    assert f"T.{name}, a Hopper/Blackwell-only TileLang primitive" in str(info.value)
+        parse_source(_kernel_using(name))
+    assert f"T.{name}, a TileLang primitive specific to the hardware of backend 'cuda'" in str(info.value)
+    assert TILELANG_NAMES.primitive_note in str(info.value)
     assert info.value.span.line == 7
     with pytest.raises(UnsupportedFeatureError):
         getattr(T, name)
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         T.not_a_name
     assert not hasattr(T, "tma_copy")     # still an AttributeError for hasattr/getattr defaults
+
+
+def test_without_the_declaring_plugin_a_vendor_primitive_is_an_unknown_name_at_the_line(monkeypatch):
+    from tilecore.diagnostics import TileCompileError, UnsupportedFeatureError
+    from tilecore.frontend.parser import parse_source
+    from tilecore.plugin import reset_plugins
+
+    monkeypatch.delenv("TILECORE_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.setenv("TILECORE_PLUGINS", "npu")
+    reset_plugins()
+    try:
+        with pytest.raises(TileCompileError) as info:
+            parse_source(_kernel_using("wgmma_gemm"))
+        assert not isinstance(info.value, UnsupportedFeatureError)
+        assert "has no attribute 'wgmma_gemm'" in str(info.value) and info.value.span.line == 7
+    finally:
+        monkeypatch.undo()
+        reset_plugins()
 
 
 @pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "tfloat32", "uint32"])

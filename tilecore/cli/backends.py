@@ -57,6 +57,8 @@ def describe_backends() -> Dict[str, Any]:
             "tiers": list(caps.tiers),
             "features": sorted(caps.features),
             "dtypes": sorted(caps.dtypes),
+            "tilelang": {"targets": list(b.tilelang.targets), "pass_configs": sorted(b.tilelang.pass_configs.values()),
+                         "primitives": list(b.tilelang.primitives)},
         })
     return {
         "tilecore_version": __version__,
@@ -104,6 +106,9 @@ def run(args) -> int:
         if args.verbose:
             w(f"  features:    {', '.join(b['features'])}\n")
             w(f"  dtypes:      {', '.join(b['dtypes'])}\n")
+            for kind, names in b["tilelang"].items():
+                if names:
+                    w(f"  TileLang {kind}: {', '.join(names)}\n")
     if info["load_errors"]:
         w("\nplugins that failed to load:\n")
         for e in info["load_errors"]:

@@ -247,7 +247,7 @@ class Evaluator:
             raise self.error(f"a kernel value has no attribute '{node.attr}'", node)
         try:
             return getattr(base, node.attr)
-        except UnsupportedFeatureError as err:  # e.g. T.tma_copy: named, at the user's line
+        except UnsupportedFeatureError as err:  # a TileLang primitive a backend declares: named, at the user's line
             raise UnsupportedFeatureError(err.backend, err.feature, self.span(node), self.source) from None
         except AttributeError:
             owner = getattr(base, "__name__", type(base).__name__)

@@ -214,7 +214,7 @@ class TileOps(Evaluator):
     # ------------------------------------------------------------------ print and hints
 
     def stmt_op_disable_warp_group_reg_alloc(self, args, node):
-        return []  # a register-allocation hint of TileLang's Hopper code generation: no effect
+        return []  # a register-allocation hint of TileLang's own code generation: no effect
 
     def stmt_op_assume(self, args, node):
         self.eval(args["cond"])  # still checked for undefined names; not used by tilecore

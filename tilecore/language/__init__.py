@@ -44,8 +44,9 @@ def prim_func(func):
 
 
 def __getattr__(name):
-    from .unsupported import UNSUPPORTED_DTYPES, hopper_only, unsupported_name_error
+    from .unsupported import unsupported_name_error
 
-    if hopper_only(name) or name in UNSUPPORTED_DTYPES:
-        raise unsupported_name_error(name)
+    error = unsupported_name_error(name)  # a TileLang dtype, or a primitive an installed backend declares
+    if error is not None:
+        raise error
     raise AttributeError(f"module 'tilecore.language' has no attribute {name!r}")

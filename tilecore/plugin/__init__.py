@@ -6,7 +6,7 @@ of `tilecore.plugin.backend`; the hooks are documented in
 """
 import pluggy
 
-from .backend import Artifact, Backend, Capabilities, TileModule, ToolchainStatus  # noqa: F401
+from .backend import Artifact, Backend, Capabilities, TileLangNames, TileModule, ToolchainStatus  # noqa: F401
 from .hookspecs import PLUGIN_API_VERSION, PROJECT  # noqa: F401
 from .options import Option, OptionError  # noqa: F401
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,43 @@ class Capabilities:
     index_bits: int = 32
 
 
+@dataclass(frozen=True)
+class TileLangNames:
+    """What a backend recognizes of TileLang's device-specific surface.
+
+    The core names no vendor's device, compiler switch or primitive; a backend declares the
+    TileLang spellings that belong to its hardware here, and `tilecore.compat.tilelang` and
+    `tilecore.language` read them from the registry of installed backends.
+
+    targets: TileLang `target=` device names that mean this backend besides its own name
+        (tile-rocm declares TileLang's name for AMD GPUs); TileLang's "name:variant" keeps the
+        variant ("dev:v2" -> "yourbackend:v2"). An installed backend's own name is never taken.
+    pass_configs: TileLang `pass_configs` switches about this backend's hardware or toolchain,
+        as {`PassConfigKey` member name: key string}, e.g. {"TL_X": "tl.x"} (tile-cuda declares
+        TileLang's switches for its tensor cores and its compiler).
+        They become members of `tilelang.PassConfigKey` and are accepted with no effect (as every
+        TileLang switch: backends choose their own code generation), whatever the target, as long
+        as this backend is installed.
+    primitives: TileLang `T.<name>` primitives of this hardware that the language does not provide:
+        exact names, or prefixes written "prefix*". `T.<name>` then raises UnsupportedFeatureError
+        at the user's line, naming the backend and `primitive_note`.
+    primitive_note: what those primitives program and what to write instead (shown in that error).
+    device_version: a cheap callable giving the present device's version as (major, minor), or
+        None without a device: what `tilelang.testing.requires_<target>_compute_version` compares
+        for the TileLang target that maps to this backend (tile-cuda: the compute capability).
+    """
+
+    targets: Tuple[str, ...] = ()
+    pass_configs: Mapping[str, str] = field(default_factory=dict)
+    primitives: Tuple[str, ...] = ()
+    primitive_note: str = ""
+    device_version: Optional[Callable[[], Optional[Tuple[int, int]]]] = None
+
+    def declares_primitive(self, name: str) -> bool:
+        """Whether `T.<name>` is one of `primitives` (exactly, or by a "prefix*" entry)."""
+        return any(name == p or (p.endswith("*") and name.startswith(p[:-1])) for p in self.primitives)
+
+
 @dataclass
 class Backend:
     """A backend registered by a plugin through `tilecore_register_backends`.
@@ -71,6 +108,8 @@ class Backend:
     toolchain_fingerprint: a cheap string that changes whenever the toolchain that
     generates code changes (compiler versions, library files); part of the cache key
     with a digest of the tilecore and plugin sources. It must not import heavy modules.
+    tilelang: the TileLang target names, pass configs and primitives this backend owns
+    (`TileLangNames`); empty by default.
     """
 
     name: str
@@ -85,6 +124,7 @@ class Backend:
     description: str = ""
     options: Tuple[Any, ...] = ()
     toolchain_fingerprint: Optional[Callable[[], str]] = None
+    tilelang: TileLangNames = field(default_factory=TileLangNames)
 
     def accepts_target(self, target: str) -> bool:
         """Whether `target` names this backend: its name, a listed target, or another

@@ -40,8 +40,15 @@ def tilecore_register_backends(register):
 
     Call `register(backend)` once per `tilecore.plugin.Backend` this plugin
     provides. Must be cheap and must not import heavy toolchains (TVM, CUDA):
-    it runs whenever `tile backends` runs or a target is resolved. Return value
-    is ignored.
+    it runs whenever `tile backends` runs or a target is resolved, and when a
+    TileLang name is looked up. Return value is ignored.
+
+    Besides its capabilities, a Backend declares the TileLang spellings its
+    hardware owns in `Backend.tilelang` (`tilecore.plugin.TileLangNames`): device
+    names for `target=`, `pass_configs` switches and `T.<name>` primitives. The
+    core names none of them; `tilecore.compat.tilelang` and `tilecore.language`
+    read them from the registry of installed backends. A malformed declaration
+    is a registration error shown by `tile backends`.
     """
 
 

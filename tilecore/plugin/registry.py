@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..diagnostics import TileError
 from ..ir.version import TILE_IR_VERSION
-from .backend import Backend
+from .backend import Backend, TileLangNames
 from .manager import PluginLoadError, TilecorePluginManager, get_plugin_manager
 
 
@@ -243,6 +243,24 @@ def _validate(backend) -> str:
     backend.ir_versions = tuple(str(v) for v in backend.ir_versions)
     if not callable(backend.toolchain_status):
         return f"backend {backend.name!r}: toolchain_status must be callable"
+    return _validate_tilelang(backend)
+
+
+def _validate_tilelang(backend: Backend) -> str:
+    """Problems of `backend.tilelang`, the TileLang names it declares ("" when none)."""
+    names = backend.tilelang
+    if not isinstance(names, TileLangNames):
+        return f"backend {backend.name!r}: tilelang must be a tilecore.plugin.TileLangNames"
+    strings = list(names.targets) + list(names.primitives) + list(names.pass_configs.values())
+    if isinstance(names.targets, str) or isinstance(names.primitives, str) \
+            or not all(isinstance(x, str) and x for x in strings):
+        return f"backend {backend.name!r}: tilelang targets, primitives and pass config keys must be " \
+               "tuples / a dict of non-empty strings"
+    if names.device_version is not None and not callable(names.device_version):
+        return f"backend {backend.name!r}: tilelang device_version must be callable or None"
+    bad = [m for m in names.pass_configs if not (isinstance(m, str) and m.isidentifier())]
+    if bad:
+        return f"backend {backend.name!r}: tilelang pass config member names must be identifiers, got {bad!r}"
     return ""
 
 

@@ -4,7 +4,7 @@ A backend built on the lowering toolkit (`tilecore.lowering`) lowers each tile o
 by trying an ordered list of rules: the rules that plugins contributed through
 `tilecore_lowering_rules`, then the toolkit's portable lowering. A rule may decline
 an instance (return `NotImplemented`); the next rule is tried. So the choice
-between, say, a warpgroup MMA, a warp-level MMA and a portable loop is an ordered
+between, say, two tensor-core GEMMs of one vendor and a portable loop is an ordered
 list that a third party can read and extend (`RuleTable.describe()`).
 
 Pure Python: importing this does not import TVM.

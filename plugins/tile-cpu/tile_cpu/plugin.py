@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 from typing import Any, Dict
 
-from tilecore.plugin import Option, hookimpl
+from tilecore.plugin import Option, TileLangNames, hookimpl
 from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus
 
 from . import __version__
@@ -118,6 +118,7 @@ def make_backend() -> Backend:
         description="host CPU through TVM's LLVM code generator; blocks run on TVM's thread pool",
         options=OPTIONS,
         toolchain_fingerprint=toolchain_fingerprint,
+        tilelang=TileLangNames(targets=("c", "llvm")),  # TileLang's host targets mean this backend
     )
 
 

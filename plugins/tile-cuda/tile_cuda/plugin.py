@@ -18,6 +18,7 @@ from tilecore.plugin.backend import (Artifact, Backend, Capabilities, ToolchainS
                                      tvm_fingerprint)
 
 from . import __version__, toolchain
+from .tilelang_names import TILELANG_NAMES
 
 NAME = "cuda"
 PRIORITY = 100  # preferred over cpu where a GPU is present
@@ -114,6 +115,7 @@ def make_backend() -> Backend:
                  Option("fast_math", bool, False, "fast approximate exp/exp2/log (__expf, ex2.approx, __logf); "
                         "off by default: the accurate expf/exp2f/logf meet the conformance ULP table")),
         toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + files_fingerprint([toolchain.find_nvcc() or ""]),
+        tilelang=TILELANG_NAMES,
     )
 
 

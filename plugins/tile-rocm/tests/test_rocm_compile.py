@@ -84,6 +84,7 @@ def test_unknown_target_is_a_clear_error(gemm_func):
 def test_backend_declaration_and_toolchain_status():
     be = plugin.make_backend()
     assert be.capabilities.tiers[-1] == "compile" and "rocm:gfx942" in be.targets
+    assert be.tilelang.targets == ("hip",)   # TileLang's target="hip" means this backend
     st = plugin.toolchain_status()
     assert st.ok and "ld.lld" in dict(st.details)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from tilecore.plugin import hookimpl
+from tilecore.plugin import TileLangNames, hookimpl
 from tilecore.plugin.backend import (Artifact, Backend, Capabilities, ToolchainStatus, files_fingerprint,
                                      tvm_fingerprint)
 
@@ -90,6 +90,7 @@ def make_backend() -> Backend:
                     "HIP runtime",
         toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + files_fingerprint(
             [toolchain.find_lld() or "", toolchain.find_rocm_path() or ""]),
+        tilelang=TileLangNames(targets=("hip",)),  # TileLang's `target="hip"` means this backend
     )
 
 

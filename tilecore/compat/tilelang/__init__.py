@@ -15,7 +15,7 @@ import importlib
 
 from ...diagnostics import UnsupportedFeatureError
 from ...language import ceildiv as cdiv  # noqa: F401  (Python ints at once; kernel values in a kernel)
-from .host import PassConfigKey, TensorSupplyType, compile, jit, map_target  # noqa: F401,A004
+from .host import TensorSupplyType, compile, jit, map_target  # noqa: F401,A004
 from . import language  # noqa: F401  (tilecore.language itself)
 
 _LAZY = {
@@ -25,6 +25,9 @@ _SUBMODULES = ("testing", "layout", "autotuner", "profiler", "math", "utils")
 
 
 def __getattr__(name):
+    if name == "PassConfigKey":  # built from the installed backends' declarations (host.pass_config_enum)
+        from .host import pass_config_enum
+        return pass_config_enum()
     if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
     if name == "autotune":

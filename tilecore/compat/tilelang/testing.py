@@ -1,8 +1,9 @@
 """`tilelang.testing`: the test helpers TileLang's example and test files use, on tilecore.
 
-`requires_cuda` and the `requires_cuda_compute_version*` family skip a test unless a
-`cuda` backend with a device is installed (and, for the version checks, unless that
-device's compute capability qualifies); `main()` runs pytest on the calling file;
+`requires_cuda` and the `requires_cuda_compute_version*` family (TileLang's names) skip a
+test unless the backend that TileLang's target "cuda" maps to is installed with its device
+present (and, for the version checks, unless the version that backend declares in
+`Backend.tilelang.device_version` qualifies); `main()` runs pytest on the calling file;
 `set_random_seed` seeds Python, numpy and torch; `torch_assert_close` compares two
 arrays allowing a fraction of mismatches. The perf-regression helpers of TileLang's
 CI (`process_func`, `regression`) raise UnsupportedFeatureError.
@@ -20,19 +21,28 @@ import numpy as np
 from ...diagnostics import UnsupportedFeatureError
 
 
-def _cuda_capability():
-    """(major, minor) of the CUDA device when tilecore's cuda backend and torch can use one, else None."""
+def _device_backend(tilelang_target: str):
+    """The installed backend TileLang's `tilelang_target` maps to when torch is importable (TileLang's
+    tests make their inputs with it) and that backend's device is present, else None."""
     if importlib.util.find_spec("torch") is None:
         return None
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
     from ...plugin.registry import get_registry
+    from .host import target_aliases
 
-    if "cuda" not in get_registry().names():
+    registry = get_registry()
+    backend = registry.get(target_aliases().get(tilelang_target, ""))
+    return backend if backend is not None and registry.device_present(backend) else None
+
+
+def _device_version(tilelang_target: str):
+    """(major, minor) of that device, from its backend's `tilelang.device_version`, else None."""
+    backend = _device_backend(tilelang_target)
+    probe = backend.tilelang.device_version if backend is not None else None
+    try:
+        version = probe() if probe is not None else None
+    except Exception:  # noqa: BLE001 - a failing probe means "no such device", as device_present does
         return None
-    return tuple(torch.cuda.get_device_capability())
+    return tuple(version) if version is not None else None
 
 
 def _skip_unless(condition_fn, reason: str):
@@ -49,20 +59,21 @@ def _skip_unless(condition_fn, reason: str):
 
 
 def requires_cuda(func):
-    """Skip unless a CUDA device is usable through tilecore's cuda backend."""
-    return _skip_unless(lambda: _cuda_capability() is not None, "needs a CUDA device")(func)
+    """Skip unless the backend TileLang's target "cuda" maps to is installed with its device present."""
+    return _skip_unless(lambda: _device_backend("cuda") is not None, "needs a CUDA device")(func)
 
 
 def requires_cuda_compute_version(major_version, minor_version=0, mode="ge"):
-    """Skip unless the CUDA device's compute capability compares to (major, minor) by `mode`."""
+    """Skip unless the CUDA device's compute capability (its backend's `tilelang.device_version`)
+    compares to (major, minor) by `mode`."""
     ops = {"ge": lambda a, b: a >= b, "gt": lambda a, b: a > b, "eq": lambda a, b: a == b,
            "lt": lambda a, b: a < b, "le": lambda a, b: a <= b}
     if mode not in ops:
         raise ValueError(f"mode must be one of {sorted(ops)}, got {mode!r}")
 
     def ok():
-        cap = _cuda_capability()
-        return cap is not None and ops[mode](tuple(cap), (major_version, minor_version))
+        cap = _device_version("cuda")
+        return cap is not None and ops[mode](cap, (major_version, minor_version))
     return _skip_unless(ok, f"needs a CUDA device with compute capability {mode} "
                             f"{major_version}.{minor_version}")
 
