@@ -13,9 +13,10 @@ SHARED_MEMORY = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 9
 def cuda_target(arch: str, options: Dict[str, Any]):
     """The `TargetDescription` of `arch` ("sm_80", "sm_90a", ...) under the compile `options`.
 
-    `properties`: "sm" (the compute capability as an int), "wgmma" (option wgmma, default on) and "fast_math"
-    (option fast_math, default off:
-    accurate math, as the conformance ULP table requires), read by tile-cuda's rules and intrinsics.
+    `properties`: "sm" (the compute capability as an int), "wgmma" (option wgmma, default on),
+    "wgmma_overlap" (option wgmma_overlap, default off: the overlapped wgmma main loop of
+    `wgmma_pipeline`) and "fast_math" (option fast_math, default off: accurate math, as the
+    conformance ULP table requires), read by tile-cuda's rules and intrinsics.
     """
     from tilecore.lowering.target import TargetDescription
 
@@ -28,7 +29,9 @@ def cuda_target(arch: str, options: Dict[str, Any]):
         max_shared_memory=smem, shared_scope="shared.dyn", shared_pool=True, shared_alignment=128,
         max_vector_lanes=16, max_vector_element_bytes=16, bool_storage="bool", bool_vectors=True,
         device_library=CUDA_DEVICE_LIB,
-        properties={"sm": sm, "wgmma": bool(options.get("wgmma", True)), "fast_math": bool(options.get("fast_math", False))})
+        properties={"sm": sm, "wgmma": bool(options.get("wgmma", True)),
+                    "wgmma_overlap": bool(options.get("wgmma_overlap", False)),
+                    "fast_math": bool(options.get("fast_math", False))})
 
 
 def has_mma_sync(target) -> bool:

@@ -1,0 +1,136 @@
+"""The overlapped wgmma main loop (compile option wgmma_overlap=True, sm_90a; off by default).
+
+The toolkit's cp.async pipeline (`tilecore.lowering.simt_pipeline`) waits for each gemm's wgmma
+group before the next iteration, so the tensor cores idle while a warpgroup crosses the barrier and
+issues the next copies. `WgmmaOverlapPipeline` takes a `T.Pipelined` loop whose body is only the
+stage copies and one wgmma gemm with A in shared memory, and keeps one wgmma group in flight:
+
+    prologue:    issue stages 0 .. S-3                       (prefetch distance S-2, not S-1)
+    iteration k: cp.async wait until stage k has landed; fence.proxy.async; barrier
+                 wgmma on stage k, commit, wgmma.wait_group 1 (retires gemm k-1, gemm k runs on)
+                 issue the copies for k+S-2 into stage (k+S-2) % S = (k-2) % S
+    last k-step: as an iteration, but wgmma.wait_group 0 and no copies; then cp.async wait 0, barrier
+
+Why the stage reuse is safe: the copies issued in iteration k overwrite the stage gemm k-2 read.
+Every warpgroup retired gemm k-2 with its `wait_group 1` in iteration k-1, before it reached
+iteration k's barrier, and every copy of iteration k is issued after that barrier. The stages that
+gemms k-1 and k (possibly still in flight) read, (k-1) % S and k % S, and the stages of the copies in
+flight, (k+1) % S .. (k+S-3) % S, are all distinct from (k-2) % S for S >= 3. The stage gemm k reads
+landed before the barrier: S-2 copy groups were committed before iteration 0 and one per iteration,
+so waiting until at most S-3 are pending completes the group of stage k. The one stage of slack is
+the price of a single barrier per iteration.
+
+Pure Python planning; lowering imports TVM when the rule runs.
+"""
+from __future__ import annotations
+
+from typing import List
+
+from tilecore.ir import nodes as N
+from tilecore.lowering.simt_pipeline import AsyncCopyPipeline
+
+from .gemm_rules import emit_wgmma
+from .target import has_wgmma
+
+
+def overlap_enabled(target) -> bool:
+    """Whether the overlapped wgmma main loop is on: sm_90a with wgmma and option wgmma_overlap."""
+    return has_wgmma(target) and target.prop("wgmma_overlap", False)
+
+
+class WgmmaOverlapPipeline(AsyncCopyPipeline):
+    """A pipelined loop of stage copies + one shared-A wgmma gemm with that gemm kept in flight
+    across iterations (see the module docstring). Other loops go to the plain async-copy pipeline."""
+
+    name = "wgmma_overlap_pipeline"
+
+    def __init__(self):
+        super().__init__(applies_to=overlap_enabled)
+
+    def plan(self, ctx) -> None:
+        """Claim (and multi-buffer, as the async-copy pipeline does) the loops that qualify."""
+        super().plan(ctx)
+        claims = ctx.plan.claims.get(self.name, {})
+        wgmma_gemms = ctx.plan.claims.get("wgmma", {})
+        for loop in ctx.stmts(N.For):
+            info = claims.get(id(loop))
+            if info is None:
+                continue
+            gemm = overlapped_gemm(loop, info[0], wgmma_gemms, ctx.plan.storage)
+            if gemm is None or info[1] < 3:
+                del claims[id(loop)]
+
+    def __call__(self, lowering, loop):
+        info = lowering.claim(self.name, loop)
+        if not info:
+            return NotImplemented
+        copies, stages = info
+        gemm = overlapped_gemm(loop, copies, lowering.plan.claims.get("wgmma", {}), lowering.plan.storage)
+        emit_overlapped_loop(lowering, loop, copies, stages, gemm)
+        return None
+
+
+def overlapped_gemm(loop: N.For, copies: List[N.Copy], wgmma_gemms, storage):
+    """The one gemm of `loop` besides its stage copies when it runs on wgmma from shared A and B
+    (and does not clear its accumulator per iteration), else None."""
+    rest = [s for s in loop.body if s not in copies]
+    if len(rest) != 1 or not isinstance(rest[0], N.Gemm):
+        return None
+    g = rest[0]
+    if id(g) not in wgmma_gemms or storage.get(g.a.buffer.name) != "smem" or g.clear_accum:
+        return None
+    return g
+
+
+def emit_overlapped_loop(lowering, loop: N.For, copies: List[N.Copy], S: int, gemm: N.Gemm) -> None:
+    """The prologue, steady state and last k-step of the overlapped loop (see the module docstring)."""
+    from tvm import tirx as tx
+    from tvm.tirx.script.builder import ir as B
+
+    begin = lowering.lower(loop.begin)
+    n = lowering.lower(loop.extent)
+    ahead = S - 2
+    lowering.touch((loop,))
+    lowering.sync()
+
+    def at_stage(k_rel):
+        for c in copies:
+            lowering.stage[c.dst.buffer.name] = tx.floormod(k_rel, S)
+        lowering.ex.bind(loop.var.name, begin + k_rel)
+
+    def issue(k_rel):
+        at_stage(k_rel)
+        with B.If(k_rel < n):
+            with B.Then():
+                for c in copies:
+                    lowering.emit_copy_async(c)
+        lowering.instruction("async_commit")
+
+    def step(k_rel, pending):
+        lowering.instruction("async_wait", None, ahead - 1)
+        lowering.sync()
+        at_stage(k_rel)
+        emit_wgmma(lowering, gemm, pending=pending)
+        if pending:
+            issue(k_rel + ahead)
+        lowering.pending_r, lowering.pending_w = set(), set()
+
+    with B.unroll(0, ahead) as s0:
+        issue(s0)
+    with B.serial(0, n - 1) as k:
+        step(k, 1)
+    # The last k-step retires every group itself, in straight-line code before the epilogue: with
+    # the wait after the loop instead, ptxas (CUDA 13.0) scheduled the epilogue's accumulator reads
+    # above it, into the still-running last group (the wrong sums of 2026-11-29; see
+    # tests/test_wgmma.py::test_overlapped_loop_reads_accumulators_after_the_last_wait).
+    if isinstance(n, tx.IntImm):
+        if n.value > 0:
+            step(n - 1, 0)
+    else:
+        with B.If(n > 0):
+            with B.Then():
+                step(n - 1, 0)
+    lowering.instruction("async_wait", None, 0)
+    for c in copies:
+        lowering.stage.pop(c.dst.buffer.name, None)
+    lowering.sync()
