@@ -181,22 +181,10 @@ def test_overlapped_main_loop_needs_a_static_trip_count():
     wgmma): such a loop keeps the plain pipeline; the same kernel with a static K overlaps."""
     import tilecore.language as T
 
+    # A transposed: its rows (k) are 256 elements whatever K is, so both copies stay asynchronous
     def kernel(k_dim):
-        @T.prim_func
-        def main(A: T.Tensor((k_dim, 256), "float16"), B: T.Tensor((k_dim, 256), "float16"),
-                 C: T.Tensor((256, 256), "float32")):
-            with T.Kernel(2, 2, threads=256) as (bx, by):
-                A_s = T.alloc_shared((64, 128), "float16")
-                B_s = T.alloc_shared((64, 128), "float16")
-                C_f = T.alloc_fragment((128, 128), "float32")
-                T.clear(C_f)
-                for k in T.Pipelined(T.ceildiv(k_dim, 64), num_stages=4):
-                    T.copy(A[k * 64, by * 128], A_s)
-                    T.copy(B[k * 64, bx * 128], B_s)
-                    T.gemm(A_s, B_s, C_f, transpose_A=True)
-                T.copy(C_f, C[by * 128, bx * 128])
-
-        return main
+        return gemm_kernel(M=256, N=256, K=k_dim, transpose_A=True, block_M=128, block_N=128, block_K=64,
+                           threads=256, num_stages=4)
 
     for k_dim, overlapped in ((T.dynamic("K"), False), (512, True)):
         plan = cuda_plan(kernel(k_dim), "sm_90a", {"wgmma_overlap": True})
