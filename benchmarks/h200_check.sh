@@ -5,8 +5,9 @@
 #   bash benchmarks/h200_check.sh launch  -> launcher/Kernel tests (GPU and not), the overhead section
 #   bash benchmarks/h200_check.sh wgmma   -> wgmma tests (GPU and not), the gemm_quickstart section
 #   bash benchmarks/h200_check.sh autotune  -> benchmarks/autotune_h200.py (quickstart GEMM 8192^3, 108 configs)
-#   bash benchmarks/h200_check.sh overlap -> overlapped wgmma loop: its tests (compile, SASS, GPU; the wgmma
-#                                            and GPU test files), then the gemm_overlap section (off vs on)
+#   bash benchmarks/h200_check.sh overlap -> overlapped wgmma loops: their tests (compile, SASS, GPU), the plain
+#                                            wgmma GPU matrix and test_gpu.py, then the gemm_overlap section
+#                                            (off / slack / release); about 8 minutes at most
 # Logs and JSON go to $OUT (the device tool's result folder), else /tmp/h200.
 set -u
 OUT=${OUT:-/tmp/h200}
@@ -65,10 +66,12 @@ case "${1:-tests}" in
     grep -v '^{"gpu' "$OUT/cuda_bench.log" | cut -c1-260 | tail -60
     ;;
   overlap)
-    timeout 280 python3 -m pytest -q -p no:cacheprovider -rfE plugins/tile-cuda/tests/test_wgmma.py \
-      plugins/tile-cuda/tests/test_wgmma_plan.py plugins/tile-cuda/tests/test_gpu.py > "$OUT/pytest_overlap.txt" 2>&1
+    # 8 workers: most of the time is nvcc, 2-3 s per kernel, about 160 kernels
+    timeout 230 python3 -m pytest -n 8 -q -p no:cacheprovider -rfE -k "overlap or test_gpu or test_wgmma_gemm_matches_torch" \
+      plugins/tile-cuda/tests/test_wgmma.py plugins/tile-cuda/tests/test_wgmma_plan.py plugins/tile-cuda/tests/test_gpu.py \
+      > "$OUT/pytest_overlap.txt" 2>&1
     tail -15 "$OUT/pytest_overlap.txt"
-    timeout 250 python3 benchmarks/cuda_bench.py --only "${2:-gemm_overlap}" --out "$OUT/cuda_bench_overlap.json" \
+    timeout 300 python3 benchmarks/cuda_bench.py --only "${2:-gemm_overlap}" --out "$OUT/cuda_bench_overlap.json" \
       > "$OUT/cuda_bench_overlap.log" 2>&1
     gemm_table "$OUT/cuda_bench_overlap.json"
     ;;

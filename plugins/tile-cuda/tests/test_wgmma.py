@@ -21,7 +21,7 @@ DISASSEMBLER = shutil.which("cuobjdump") or shutil.which("nvdisasm")
 needs_disassembler = pytest.mark.skipif(
     toolchain.find_nvcc() is None or DISASSEMBLER is None,
     reason="no nvcc or no SASS disassembler (cuobjdump / nvdisasm) here; the H200 image has both")
-OVERLAP = {"wgmma_overlap": True}
+SCHEDULES = ("slack", "release")  # the overlapped main loops (tile_cuda/wgmma_pipeline.py)
 
 # (bm, bn, bk, threads, stages, dtype, ta, tb)
 CASES = [
@@ -115,20 +115,25 @@ def test_flash_attention_uses_register_a_wgmma():
         assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16" in ptx
 
 
-# the configurations whose main loop the option wgmma_overlap keeps a wgmma group in flight in
-# (>= 3 stages): one and two warpgroups, one and two m64 instructions per warpgroup, fp16 / bf16 / int8
+# the configurations whose main loop both overlapped schedules take (>= 3 stages): one and two
+# warpgroups, one and two m64 instructions per warpgroup, fp16 / bf16 / int8, all transposes
 OVERLAP_CASES = [c for c in CASES if c[4] >= 3]
 
 
 @needs_nvcc
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("case", [OVERLAP_CASES[i] for i in (6, 8, 9)], ids=_ids)
-def test_overlapped_main_loop_keeps_one_wgmma_group_in_flight(case):
+def test_overlapped_main_loop_keeps_one_wgmma_group_in_flight(case, schedule):
     bm, bn, bk, th, st, dt, ta, tb = case
-    src = _codegen(_kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a", OVERLAP).source
+    src = _codegen(_kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a", {"wgmma_overlap": schedule}).source
     # the loop's gemm leaves its group running, the peeled last k-step retires every group
     calls = re.findall(r"tc::wgmma_ss<[^>]*, (\d)>\(", src)
     assert calls == ["1", "0"], calls
-    assert f"tc::cp_async_wait<{st - 3}>" in src
+    ahead = st - 1 if schedule == "release" else st - 2  # prefetch distance
+    assert f"tc::cp_async_wait<{ahead - 1}>" in src
+    # barriers per k-step ("release" frees the stage of gemm k-1 with a second one), then the last step's
+    loop_and_last_step = src[src.index("for (int v = 0;"):src.index(", 0>(")]
+    assert loop_and_last_step.count("__syncthreads();") == (2 if schedule == "release" else 1) + 1
     ptx = compiler.compile_ptx(src, "sm_90a")
     assert "wgmma.wait_group.sync.aligned 1;" in ptx and "wgmma.wait_group.sync.aligned 0;" in ptx
     plain = _codegen(_kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a").source
@@ -154,14 +159,16 @@ def accumulator_reads_before_last_wait(sass: str):
 
 
 @needs_disassembler
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("case", [OVERLAP_CASES[i] for i in (6, 7, 9)], ids=_ids)
-def test_overlapped_loop_reads_accumulators_after_the_last_wait(case, tmp_path):
+def test_overlapped_loop_reads_accumulators_after_the_last_wait(case, schedule, tmp_path):
     """The cause of the overlapped loop's wrong sums (2026-11-29): with the final wgmma.wait_group
     after the loop, ptxas (CUDA 13.0) scheduled the epilogue's conversions of the accumulators above
     it. The machine code must not touch an accumulator before the last wait, partial tiles too."""
     bm, bn, bk, th, st, dt, ta, tb = case
     for pred in (False, True):
-        art = _codegen(_kernel(case, 2 * bm - 24 * pred, 2 * bn, 12 * bk, pred), "cuda:sm_90a", OVERLAP)
+        art = _codegen(_kernel(case, 2 * bm - 24 * pred, 2 * bn, 12 * bk, pred), "cuda:sm_90a",
+                       {"wgmma_overlap": schedule})
         cubin = tmp_path / "kernel.cubin"
         cubin.write_bytes(art.blobs["cubin"])
         args = ["-sass"] if DISASSEMBLER.endswith("cuobjdump") else ["-c"]
@@ -178,10 +185,15 @@ def test_wgmma_gemm_matches_torch(case):
     _check_against_torch(case, {})
 
 
+# "release" also takes 2-stage loops: two of them (bf16, int8 on 32 rows per warp) besides the others
+OVERLAP_RUNS = ([(c, "slack") for c in OVERLAP_CASES]
+                + [(c, "release") for c in OVERLAP_CASES + [CASES[14], CASES[22]]])
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", OVERLAP_CASES, ids=_ids)
-def test_overlapped_wgmma_gemm_matches_torch(case):
-    _check_against_torch(case, OVERLAP)
+@pytest.mark.parametrize("case,schedule", OVERLAP_RUNS, ids=[f"{_ids(c)}-{s}" for c, s in OVERLAP_RUNS])
+def test_overlapped_wgmma_gemm_matches_torch(case, schedule):
+    _check_against_torch(case, {"wgmma_overlap": schedule})
 
 
 def _check_against_torch(case, options):

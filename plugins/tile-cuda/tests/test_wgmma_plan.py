@@ -136,12 +136,13 @@ OVERLAP = "wgmma_overlap_pipeline"
 
 @settings(max_examples=20, deadline=None)
 @given(stages=st.integers(1, 6), bk=st.sampled_from([32, 64]), warpgroups=st.sampled_from([1, 2]),
-       rows_per_warp=st.sampled_from([16, 32]), option=st.booleans())
-def test_overlapped_main_loop_takes_shared_a_wgmma_loops_of_three_or_more_stages(
+       rows_per_warp=st.sampled_from([16, 32]), option=st.sampled_from([False, True, "slack", "release"]))
+def test_overlapped_main_loop_takes_shared_a_wgmma_loops_with_enough_stages(
         stages, bk, warpgroups, rows_per_warp, option):
-    """Option wgmma_overlap=True: a pipelined loop of stage copies + one wgmma gemm keeps a group in
-    flight when it has >= 3 stages (one stage of slack for the group in flight); its staged tiles
-    are multi-buffered exactly as for the plain async-copy pipeline."""
+    """Option wgmma_overlap: a pipelined loop of stage copies + one wgmma gemm keeps a group in
+    flight when it has >= 3 stages ("slack"/True: one stage of slack for the group in flight) or
+    >= 2 ("release": a second barrier frees the stage instead); its staged tiles are multi-buffered
+    exactly as for the plain async-copy pipeline."""
     threads = 128 * warpgroups
     bm = threads // 32 * rows_per_warp
     func = gemm_kernel(M=2 * bm, N=256, K=8 * bk, block_M=bm, block_N=128, block_K=bk, threads=threads,
@@ -150,7 +151,7 @@ def test_overlapped_main_loop_takes_shared_a_wgmma_loops_of_three_or_more_stages
     (loop,) = [s for s in walk_stmts(func.kernel.body) if isinstance(s, N.For) and s.kind == "pipelined"]
     assert _wgmma(plan)
     claimed = id(loop) in plan.claims.get(OVERLAP, {})
-    assert claimed == (option and stages >= 3)
+    assert claimed == (bool(option) and stages >= (2 if option == "release" else 3))
     plain = cuda_plan(func, "sm_90a", {})
     assert OVERLAP not in plain.claims or not plain.claims[OVERLAP]
     for name in ("A_s", "B_s"):
@@ -163,6 +164,8 @@ def test_overlapped_main_loop_needs_wgmma_and_a_loop_of_copies_and_one_gemm():
     assert cuda_plan(func, "sm_90a", on).claims[OVERLAP]
     for arch, options in (("sm_80", on), ("sm_90a", {**on, "wgmma": False})):
         assert not cuda_plan(func, arch, options).claims.get(OVERLAP)
+    with pytest.raises(ValueError, match="wgmma_overlap must be True, False or one of"):
+        cuda_plan(func, "sm_90a", {"wgmma_overlap": "fast"})
     # FlashAttention's loop holds two gemms and the softmax: the plain pipeline keeps it
     import os
     import sys
