@@ -45,13 +45,13 @@ def bench(fn, warmup=10, iters=50, reps=1):
     return times[len(times) // 2]
 
 
-def build(func, target="cuda"):
+def build(func, target="cuda", options=None):
     from tilecore.plugin.backend import TileModule
     from tile_cuda import plugin
 
     be = plugin.make_backend()
     t0 = time.perf_counter()
-    art = plugin.tilecore_codegen(backend=be, module=TileModule(func, target), options={})
+    art = plugin.tilecore_codegen(backend=be, module=TileModule(func, target), options=dict(options or {}))
     cold = time.perf_counter() - t0
     return art, plugin.tilecore_launcher(backend=be, artifact=art), cold
 
@@ -60,6 +60,16 @@ QUICKSTART = [dict(bm=128, bn=128, bk=32, stages=3, threads=128, swizzle_panel=8
               dict(bm=128, bn=128, bk=64, stages=3, threads=128, swizzle_panel=8),
               dict(bm=128, bn=128, bk=64, stages=4, threads=128, swizzle_panel=8),
               dict(bm=128, bn=128, bk=64, stages=3, threads=256, swizzle_panel=8)]  # best of session 2
+
+# each config with the overlapped wgmma main loop off, "slack" and "release" (compile option
+# wgmma_overlap, tile_cuda/wgmma_pipeline.py; issue #12 item 3)
+OVERLAP = [dict(cfg, options={"wgmma_overlap": mode}) for cfg in (
+    dict(bm=128, bn=128, bk=32, stages=3, threads=128, swizzle_panel=8),  # TileLang's quickstart
+    dict(bm=128, bn=128, bk=64, stages=3, threads=128, swizzle_panel=8),
+    dict(bm=128, bn=128, bk=64, stages=4, threads=128, swizzle_panel=8),
+    dict(bm=128, bn=128, bk=64, stages=3, threads=256, swizzle_panel=8),
+    dict(bm=128, bn=128, bk=64, stages=4, threads=256, swizzle_panel=8),
+    dict(bm=128, bn=256, bk=64, stages=3, threads=256, swizzle_panel=8)) for mode in (False, "slack", "release")]
 
 
 def gemm_rows(results, configs=None):
@@ -91,8 +101,9 @@ def gemm_rows(results, configs=None):
             results.append({"kernel": f"gemm_fp16_{n}_triton", "error": repr(err)[-300:]})
         best = None
         for cfg in configs:
+            shape = {k: v for k, v in cfg.items() if k != "options"}
             try:
-                art, launch, cold = build(K.gemm_kernel(n, n, n, **cfg))
+                art, launch, cold = build(K.gemm_kernel(n, n, n, **shape), options=cfg.get("options"))
             except Exception as err:  # report, keep going
                 results.append({"kernel": f"gemm{n}", "config": cfg, "error": str(err)[-300:]})
                 continue
@@ -104,7 +115,8 @@ def gemm_rows(results, configs=None):
             row = {"kernel": f"gemm_fp16_{n}", "config": cfg, "rel_err": err, "correct": err < 1e-2, "ms": t,
                    "tflops": flops / t / 1e9, "cublas_ms": t_ref, "cublas_tflops": flops / t_ref / 1e9,
                    "ratio_vs_cublas": t_ref / t, "compile_s": cold, "smem": art.meta["dyn_smem_bytes"],
-                   "mma": "wgmma" if "tc::wgmma_ss<" in art.source else "mma.sync"}
+                   "mma": "wgmma" if "tc::wgmma_ss<" in art.source else "mma.sync",
+                   "overlapped": ", 1>(" in art.source}  # a wgmma_ss call leaving its group in flight
             results.append(row)
             print(json.dumps(row), flush=True)
             if err < 1e-2 and (best is None or t < best["ms"]):
@@ -532,7 +544,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="")
     ap.add_argument("--only", default="overhead,cached,softmax,layernorm,attention,gemm",
-                    help="sections, comma-separated; gemm_quickstart: the 128-thread GEMM configs only")
+                    help="sections, comma-separated; gemm_quickstart: the 128-thread GEMM configs only; "
+                         "gemm_overlap: GEMM configs with the overlapped wgmma main loop off, slack, release")
     args = ap.parse_args()
     import torch
 
@@ -555,7 +568,8 @@ def main():
     only = args.only.split(",")
     for name, fn in (("overhead", overhead_rows), ("cached", cached_rows), ("softmax", softmax_rows), ("layernorm", layernorm_rows),
                      ("attention", attention_rows), ("gemm", gemm_rows),
-                     ("gemm_quickstart", lambda results: gemm_rows(results, QUICKSTART))):
+                     ("gemm_quickstart", lambda results: gemm_rows(results, QUICKSTART)),
+                     ("gemm_overlap", lambda results: gemm_rows(results, OVERLAP))):
         if name in only:
             try:
                 fn(results)

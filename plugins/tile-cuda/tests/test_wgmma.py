@@ -5,6 +5,10 @@ The matrix covers every operand layout the descriptors describe: K-major and MN-
 blocks, fp16 / bf16 / int8, N from 32 to 256, one and two warpgroups, pipelined and not, and
 the register-A form (FlashAttention's P @ V).
 """
+import re
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -13,6 +17,11 @@ from tilecore.plugin.backend import TileModule
 from tile_cuda import compiler, plugin, toolchain
 
 needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="no nvcc here")
+DISASSEMBLER = shutil.which("cuobjdump") or shutil.which("nvdisasm")
+needs_disassembler = pytest.mark.skipif(
+    toolchain.find_nvcc() is None or DISASSEMBLER is None,
+    reason="no nvcc or no SASS disassembler (cuobjdump / nvdisasm) here; the H200 image has both")
+SCHEDULES = ("slack", "release")  # the overlapped main loops (tile_cuda/wgmma_pipeline.py)
 
 # (bm, bn, bk, threads, stages, dtype, ta, tb)
 CASES = [
@@ -106,11 +115,88 @@ def test_flash_attention_uses_register_a_wgmma():
         assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16" in ptx
 
 
+# the configurations whose main loop both overlapped schedules take (>= 3 stages): one and two
+# warpgroups, one and two m64 instructions per warpgroup, fp16 / bf16 / int8, all transposes
+OVERLAP_CASES = [c for c in CASES if c[4] >= 3]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("case", [OVERLAP_CASES[i] for i in (6, 8, 9)], ids=_ids)
+def test_overlapped_main_loop_keeps_one_wgmma_group_in_flight(case, schedule):
+    bm, bn, bk, th, st, dt, ta, tb = case
+    src = _codegen(_kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a", {"wgmma_overlap": schedule}).source
+    # the loop's gemm leaves its group running, the peeled last k-step retires every group
+    calls = re.findall(r"tc::wgmma_ss<[^>]*, (\d)>\(", src)
+    assert calls == ["1", "0"], calls
+    ahead = st - 1 if schedule == "release" else st - 2  # prefetch distance
+    assert f"tc::cp_async_wait<{ahead - 1}>" in src
+    # barriers per k-step ("release" frees the stage of gemm k-1 with a second one), then the last step's
+    loop_and_last_step = src[src.index("for (int v = 0;"):src.index(", 0>(")]
+    assert loop_and_last_step.count("__syncthreads();") == (2 if schedule == "release" else 1) + 1
+    ptx = compiler.compile_ptx(src, "sm_90a")
+    assert "wgmma.wait_group.sync.aligned 1;" in ptx and "wgmma.wait_group.sync.aligned 0;" in ptx
+    plain = _codegen(_kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a").source
+    assert re.findall(r"tc::wgmma_ss<[^>]*, (\d)>\(", plain) == ["0"]
+
+
+def accumulator_reads_before_last_wait(sass: str):
+    """SASS instructions other than warpgroup MMAs that touch an MMA accumulator register between
+    the first warpgroup MMA and the last wait for every group (`WARPGROUP.DEPBAR.LE gsb0, 0x0`):
+    reads of registers an MMA may still be writing."""
+    ins = [ln.split("*/", 1)[1].split(";")[0].strip() for ln in sass.splitlines()
+           if re.match(r"\s*/\*[0-9a-f]{4,}\*/", ln)]
+    mma = re.compile(r"^[HIQ]GMMA\.64x(\d+)x\d+[.\w]* R(\d+)")
+    acc = set()
+    for i in ins:
+        m = mma.match(i)
+        if m:
+            acc |= set(range(int(m.group(2)), int(m.group(2)) + int(m.group(1)) // 2))
+    first = next(n for n, i in enumerate(ins) if mma.match(i))
+    last = max(n for n, i in enumerate(ins) if i.startswith("WARPGROUP.DEPBAR.LE gsb0, 0x0"))
+    return [i for i in ins[first:last]
+            if not mma.match(i) and any(int(r) in acc for r in re.findall(r"\bR(\d+)\b", i))]
+
+
+@needs_disassembler
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("case", [OVERLAP_CASES[i] for i in (6, 7, 9)], ids=_ids)
+def test_overlapped_loop_reads_accumulators_after_the_last_wait(case, schedule, tmp_path):
+    """The cause of the overlapped loop's wrong sums (2026-11-29): with the final wgmma.wait_group
+    after the loop, ptxas (CUDA 13.0) scheduled the epilogue's conversions of the accumulators above
+    it. The machine code must not touch an accumulator before the last wait, partial tiles too."""
+    bm, bn, bk, th, st, dt, ta, tb = case
+    for pred in (False, True):
+        art = _codegen(_kernel(case, 2 * bm - 24 * pred, 2 * bn, 12 * bk, pred), "cuda:sm_90a",
+                       {"wgmma_overlap": schedule})
+        cubin = tmp_path / "kernel.cubin"
+        cubin.write_bytes(art.blobs["cubin"])
+        args = ["-sass"] if DISASSEMBLER.endswith("cuobjdump") else ["-c"]
+        sass = subprocess.run([DISASSEMBLER, *args, str(cubin)], capture_output=True, text=True, check=True).stdout
+        assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass  # a group stays in flight in the loop
+        assert accumulator_reads_before_last_wait(sass) == []
+
+
 # ------------------------------------------------------------------------------ execute tier
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", CASES, ids=_ids)
 def test_wgmma_gemm_matches_torch(case):
+    _check_against_torch(case, {})
+
+
+# "release" also takes 2-stage loops: two of them (bf16, int8 on 32 rows per warp) besides the others
+OVERLAP_RUNS = ([(c, "slack") for c in OVERLAP_CASES]
+                + [(c, "release") for c in OVERLAP_CASES + [CASES[14], CASES[22]]])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case,schedule", OVERLAP_RUNS, ids=[f"{_ids(c)}-{s}" for c, s in OVERLAP_RUNS])
+def test_overlapped_wgmma_gemm_matches_torch(case, schedule):
+    _check_against_torch(case, {"wgmma_overlap": schedule})
+
+
+def _check_against_torch(case, options):
     import torch
 
     bm, bn, bk, th, st, dt, ta, tb = case
@@ -118,8 +204,10 @@ def test_wgmma_gemm_matches_torch(case):
         pytest.skip("wgmma needs an sm_90 GPU (H100/H200)")
     # 12 k-tiles: every pipeline stage is refilled while others are read (a racy schedule shows)
     for M, N, Kd, pred in ((2 * bm, 2 * bn, 12 * bk, False), (2 * bm - 24, 2 * bn - 8, 11 * bk + 16, True)):
-        art = _codegen(_kernel(case, M, N, Kd, pred), "cuda")
+        art = _codegen(_kernel(case, M, N, Kd, pred), "cuda", options)
         assert "tc::wgmma_ss<" in art.source
+        if options.get("wgmma_overlap"):
+            assert re.findall(r"tc::wgmma_ss<[^>]*, (\d)>\(", art.source) == ["1", "0"]
         launch = plugin.tilecore_launcher(backend=plugin.make_backend(), artifact=art)
         tdt = {"float16": torch.float16, "bfloat16": torch.bfloat16, "int8": torch.int8}[dt]
         if dt == "int8":

@@ -129,3 +129,67 @@ def test_flash_attention_takes_register_a_wgmma():
     assert set(_wgmma(plan)) == {id(g) for g in gemms}
     pv = [g for g in gemms if plan.storage[g.a.buffer.name] == "reg"]
     assert len(pv) == 1 and plan.layout["V_shared"].blocked
+
+
+OVERLAP = "wgmma_overlap_pipeline"
+
+
+@settings(max_examples=20, deadline=None)
+@given(stages=st.integers(1, 6), bk=st.sampled_from([32, 64]), warpgroups=st.sampled_from([1, 2]),
+       rows_per_warp=st.sampled_from([16, 32]), option=st.sampled_from([False, True, "slack", "release"]))
+def test_overlapped_main_loop_takes_shared_a_wgmma_loops_with_enough_stages(
+        stages, bk, warpgroups, rows_per_warp, option):
+    """Option wgmma_overlap: a pipelined loop of stage copies + one wgmma gemm keeps a group in
+    flight when it has >= 3 stages ("slack"/True: one stage of slack for the group in flight) or
+    >= 2 ("release": a second barrier frees the stage instead); its staged tiles are multi-buffered
+    exactly as for the plain async-copy pipeline."""
+    threads = 128 * warpgroups
+    bm = threads // 32 * rows_per_warp
+    func = gemm_kernel(M=2 * bm, N=256, K=8 * bk, block_M=bm, block_N=128, block_K=bk, threads=threads,
+                       num_stages=stages)
+    plan = cuda_plan(func, "sm_90a", {"wgmma_overlap": option})
+    (loop,) = [s for s in walk_stmts(func.kernel.body) if isinstance(s, N.For) and s.kind == "pipelined"]
+    assert _wgmma(plan)
+    claimed = id(loop) in plan.claims.get(OVERLAP, {})
+    assert claimed == (bool(option) and stages >= (2 if option == "release" else 3))
+    plain = cuda_plan(func, "sm_90a", {})
+    assert OVERLAP not in plain.claims or not plain.claims[OVERLAP]
+    for name in ("A_s", "B_s"):
+        assert plan.layout[name].stages == plain.layout[name].stages == (stages if stages >= 2 else 1)
+
+
+def test_overlapped_main_loop_needs_wgmma_and_a_loop_of_copies_and_one_gemm():
+    func = gemm_kernel(M=256, N=256, K=256, block_M=128, block_N=128, block_K=64, threads=256, num_stages=4)
+    on = {"wgmma_overlap": True}
+    assert cuda_plan(func, "sm_90a", on).claims[OVERLAP]
+    for arch, options in (("sm_80", on), ("sm_90a", {**on, "wgmma": False})):
+        assert not cuda_plan(func, arch, options).claims.get(OVERLAP)
+    with pytest.raises(ValueError, match="wgmma_overlap must be True, False or one of"):
+        cuda_plan(func, "sm_90a", {"wgmma_overlap": "fast"})
+    # FlashAttention's loop holds two gemms and the softmax: the plain pipeline keeps it
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
+    import flash_attention as fa
+
+    fa_func = fa.flashattn.prim_func(1, 2, 256, 128, False, block_M=128, block_N=64, num_stages=3)
+    plan = cuda_plan(fa_func, "sm_90a", on)
+    assert _wgmma(plan) and not plan.claims.get(OVERLAP)
+    assert plan.claims.get("async_copy_pipeline")
+
+
+def test_overlapped_main_loop_needs_a_static_trip_count():
+    """With a dynamic K the peeled last k-step would sit under an `if` (ptxas then serializes every
+    wgmma): such a loop keeps the plain pipeline; the same kernel with a static K overlaps."""
+    import tilecore.language as T
+
+    # A transposed: its rows (k) are 256 elements whatever K is, so both copies stay asynchronous
+    def kernel(k_dim):
+        return gemm_kernel(M=256, N=256, K=k_dim, transpose_A=True, block_M=128, block_N=128, block_K=64,
+                           threads=256, num_stages=4)
+
+    for k_dim, overlapped in ((T.dynamic("K"), False), (512, True)):
+        plan = cuda_plan(kernel(k_dim), "sm_90a", {"wgmma_overlap": True})
+        assert _wgmma(plan) and plan.claims.get("async_copy_pipeline")
+        assert bool(plan.claims.get(OVERLAP)) == overlapped, k_dim

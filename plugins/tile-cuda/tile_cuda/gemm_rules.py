@@ -176,26 +176,34 @@ class WgmmaGemm(LoweringRule):
     def __call__(self, lowering, g):
         if lowering.claim(self.name, g) is None:
             return NotImplemented
-        from tvm.tirx.script.builder import ir as B
-
-        from .intrinsics import CXX_TYPES, helper_call
-
-        lay = lowering.plan.mma_gemms[id(g)]
-        a, b = g.a.buffer, g.b.buffer
-        lb = lowering.plan.layout[b.name]
-        K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
-        _clear_accumulator(lowering, g, lay)
-        T = CXX_TYPES[a.dtype]
-        if lowering.plan.storage[a.name] == "reg":
-            tmpl = f"tc::wgmma_rs<{lay.N}, {K}, {_b(g.transpose_b)}, {T}, {lb.shape[0]}, {lb.shape[1]}>"
-            a_ptr = _first(lowering, a)
-        else:
-            la = lowering.plan.layout[a.name]
-            tmpl = (f"tc::wgmma_ss<{lay.N}, {K}, {_b(g.transpose_a)}, {_b(g.transpose_b)}, {T}, "
-                    f"{la.shape[0]}, {la.shape[1]}, {lb.shape[0]}, {lb.shape[1]}, {lay.MI}>")
-            a_ptr = lowering.stage_base_addr(a)
-        B.evaluate(helper_call(lowering, tmpl, a_ptr, lowering.stage_base_addr(b), _first(lowering, g.c.buffer)))
+        emit_wgmma(lowering, g)
         return None
+
+
+def emit_wgmma(lowering, g: N.Gemm, pending: int = 0) -> None:
+    """The `tc::wgmma_ss` / `tc::wgmma_rs` call of a gemm the wgmma rule claimed; `pending` wgmma
+    groups stay in flight on return (shared A only; a later call with pending=0 retires them
+    before the accumulator is read)."""
+    from tvm.tirx.script.builder import ir as B
+
+    from .intrinsics import CXX_TYPES, helper_call
+
+    lay = lowering.plan.mma_gemms[id(g)]
+    a, b = g.a.buffer, g.b.buffer
+    lb = lowering.plan.layout[b.name]
+    K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
+    _clear_accumulator(lowering, g, lay)
+    T = CXX_TYPES[a.dtype]
+    if lowering.plan.storage[a.name] == "reg":
+        assert pending == 0, "register-A wgmma is always awaited"
+        tmpl = f"tc::wgmma_rs<{lay.N}, {K}, {_b(g.transpose_b)}, {T}, {lb.shape[0]}, {lb.shape[1]}>"
+        a_ptr = _first(lowering, a)
+    else:
+        la = lowering.plan.layout[a.name]
+        tmpl = (f"tc::wgmma_ss<{lay.N}, {K}, {_b(g.transpose_a)}, {_b(g.transpose_b)}, {T}, "
+                f"{la.shape[0]}, {la.shape[1]}, {lb.shape[0]}, {lb.shape[1]}, {lay.MI}, {pending}>")
+        a_ptr = lowering.stage_base_addr(a)
+    B.evaluate(helper_call(lowering, tmpl, a_ptr, lowering.stage_base_addr(b), _first(lowering, g.c.buffer)))
 
 
 def select_wgmma_gemms(plan, gemms, warps, no_swizzle) -> Dict[int, tuple]:

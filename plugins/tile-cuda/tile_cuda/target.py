@@ -13,9 +13,10 @@ SHARED_MEMORY = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 9
 def cuda_target(arch: str, options: Dict[str, Any]):
     """The `TargetDescription` of `arch` ("sm_80", "sm_90a", ...) under the compile `options`.
 
-    `properties`: "sm" (the compute capability as an int), "wgmma" (option wgmma, default on) and "fast_math"
-    (option fast_math, default off:
-    accurate math, as the conformance ULP table requires), read by tile-cuda's rules and intrinsics.
+    `properties`: "sm" (the compute capability as an int), "wgmma" (option wgmma, default on),
+    "wgmma_overlap" (option wgmma_overlap, default off: the overlapped wgmma main loop of
+    `wgmma_pipeline`; "" off, "slack" or "release" on, True = "slack") and "fast_math" (option fast_math, default off: accurate math, as the
+    conformance ULP table requires), read by tile-cuda's rules and intrinsics.
     """
     from tilecore.lowering.target import TargetDescription
 
@@ -28,7 +29,9 @@ def cuda_target(arch: str, options: Dict[str, Any]):
         max_shared_memory=smem, shared_scope="shared.dyn", shared_pool=True, shared_alignment=128,
         max_vector_lanes=16, max_vector_element_bytes=16, bool_storage="bool", bool_vectors=True,
         device_library=CUDA_DEVICE_LIB,
-        properties={"sm": sm, "wgmma": bool(options.get("wgmma", True)), "fast_math": bool(options.get("fast_math", False))})
+        properties={"sm": sm, "wgmma": bool(options.get("wgmma", True)),
+                    "wgmma_overlap": overlap_schedule(options.get("wgmma_overlap", False)),
+                    "fast_math": bool(options.get("fast_math", False))})
 
 
 def has_mma_sync(target) -> bool:
@@ -39,3 +42,19 @@ def has_mma_sync(target) -> bool:
 def has_wgmma(target) -> bool:
     """Warpgroup MMA (wgmma.mma_async): sm_90a only, and not switched off by the option wgmma=False."""
     return target.arch == "sm_90a" and target.prop("wgmma", True)
+
+
+OVERLAP_SCHEDULES = ("slack", "release")
+
+
+def overlap_schedule(value) -> str:
+    """The overlapped wgmma main loop that option wgmma_overlap asks for ("" = off; see
+    `wgmma_pipeline`): False/None -> "", True -> "slack", or one of OVERLAP_SCHEDULES by name."""
+    if value is None or value is False:
+        return ""
+    if value is True:
+        return "slack"
+    if value in OVERLAP_SCHEDULES:
+        return value
+    raise ValueError(f"compile option wgmma_overlap must be True, False or one of {OVERLAP_SCHEDULES}, "
+                     f"got {value!r}")

@@ -127,7 +127,10 @@ template <typename T, int N> struct Wgmma;  // m64nNk16 (k32 for int8), speciali
 // from 64 * MI * g and issues MI m64 instructions per k-step: instruction i reads the physical rows
 // 64i.. of its slab (SharedLayout.row_blocks put warp w's rows 16i.. there) into acc + i * N / 2.
 // A is (M x K) (TA: K x M, MI = 1 only); B is (K x N) (TB: N x K).
-template <int N, int K, bool TA, bool TB, typename T, int AR, int AC, int BR, int BC, int MI>
+// PENDING: wgmma groups left in flight on return (1 in the overlapped main loop of wgmma_pipeline:
+// this call's group still runs, the previous one is retired; 0 elsewhere). With PENDING > 0 the
+// accumulators must not be touched until a call with PENDING = 0 has retired every group.
+template <int N, int K, bool TA, bool TB, typename T, int AR, int AC, int BR, int BC, int MI, int PENDING = 0>
 __device__ __forceinline__ void wgmma_ss(const T* A, const T* B, typename MmaOp<T>::Acc* acc) {
   typedef WgTile<AR, AC, sizeof(T)> TileA;
   typedef WgTile<BR, BC, sizeof(T)> TileB;
@@ -150,9 +153,12 @@ __device__ __forceinline__ void wgmma_ss(const T* A, const T* B, typename MmaOp<
     }
   }
   wgmma_commit();
-  wgmma_wait<0>();
+  wgmma_wait<PENDING>();
+  // the accumulators become readable (fenced against moving above the wait) once no group is left
+  if constexpr (PENDING == 0) {
 #pragma unroll
-  for (int i = 0; i < MI * N / 2; ++i) reg_fence(acc[i]);
+    for (int i = 0; i < MI * N / 2; ++i) reg_fence(acc[i]);
+  }
 }
 
 // Block GEMM with A in registers (a (M x K) fragment in the accumulator layout of the same warp
