@@ -230,7 +230,7 @@ class ExprLowerer:
         self.source = source
         self.narrow_float_via_float32 = narrow_float_via_float32
         self.held_bfloat16: set = set()
-        self.guards: list = []  # conditions under which the expression being lowered is evaluated
+        self.guards: list = []  # (condition, branch taken when it is true) around the expression being lowered
         self._exact: Dict[int, object] = {}  # id -> PrimExpr known to hold a bfloat16 value
 
     # A backend whose TVM pipeline legalizes bfloat16 sets this. TVM's BF16ComputeLegalize
@@ -378,8 +378,8 @@ class ExprLowerer:
         cond = self.lower_as(e.cond, "bool")
         self._speculative += 1
         try:
-            a = self._lower_branch(e.a, e.dtype, cond)
-            b = self._lower_branch(e.b, e.dtype, tx.Not(cond))
+            a = self._lower_branch(e.a, e.dtype, cond, True)
+            b = self._lower_branch(e.b, e.dtype, cond, False)
         finally:
             self._speculative -= 1
         if has_load(e.a) or has_load(e.b):
@@ -387,12 +387,12 @@ class ExprLowerer:
             return tx.if_then_else(cond, a, b)
         return tx.Select(cond, a, b)
 
-    def _lower_branch(self, branch: N.Expr, dtype: str, taken):
-        """A T.if_then_else branch; what it holds (see `hold`) is computed only when `taken`
-        if the branch reads memory (which may be out of bounds when not taken)."""
+    def _lower_branch(self, branch: N.Expr, dtype: str, cond, when: bool):
+        """A T.if_then_else branch, taken when `cond` is `when`; what it holds (see `hold`) is
+        computed only then if the branch reads memory (which may be out of bounds otherwise)."""
         guarded = has_load(branch)
         if guarded:
-            self.guards.append(taken)
+            self.guards.append((cond, when))
         try:
             return self.lower_as(branch, dtype)
         finally:

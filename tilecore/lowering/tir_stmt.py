@@ -188,15 +188,18 @@ class TirLowering:
         """`value` stored into a cell before the current statement; returns the cell's reading.
 
         Inside a vectorized T.Parallel the cell has one element per lane (allocated around
-        the loop); under `expr.guards` the store runs only when the guards hold."""
+        the loop); under `expr.guards` the value is computed only when the branches are taken
+        (a lazy if_then_else: a negated condition would be rewritten by TVM into an ordered
+        float comparison, false for NaN)."""
         if len(self._pending) < 2:
             return value  # not inside a statement: nowhere to put it
         lane = self._lane
         cell = self.local_buffer([lane[1]] if lane else [1], dtype_of(value), "held")
         index = [lane[0]] if lane else [0]
+        zero = tir_const(0, dtype_of(value))
+        for cond, when in reversed(self.expr.guards):
+            value = tx.if_then_else(cond, value, zero) if when else tx.if_then_else(cond, zero, value)
         store = tx.BufferStore(cell, value, index)
-        for cond in reversed(self.expr.guards):
-            store = tx.IfThenElse(cond, store, None)
         if lane:
             self._lane_cells.append(cell)
             self._pending[-1].append(store)

@@ -87,3 +87,21 @@ def test_conformance_seed_4244_program_11(index):
     knobs = generate_knobs(Caps.from_backend(backend), index + 1, seed=4244)
     outcome = run_program(build(knobs[index]), backend)
     assert outcome.status == "pass", getattr(outcome, "message", "")
+
+
+def test_the_else_branch_of_a_nan_comparison_is_computed():
+    # P == Q is false for NaN, so -P (held before the store) must be computed there
+    # (conformance seed 4244 program 21 caught a guard TVM rewrote into an ordered !=)
+    @T.prim_func
+    def select_eq(P: T.Tensor((8, 64), "bfloat16"), Q: T.Tensor((8, 64), "bfloat16"),
+                  O: T.Tensor((8, 64), "bfloat16")):
+        with T.Kernel(1) as bx:
+            for i, j in T.Parallel(8, 64):
+                O[i, j] = T.if_then_else(P[i, j] == Q[i, j], Q[i, j], -P[i, j])
+    p = np.random.default_rng(3).uniform(-2, 2, (8, 64)).astype(BF16)
+    q = p.copy()
+    q[::2] = 1.0
+    p[1, 3], p[2, 5], q[2, 5] = np.nan, np.nan, np.nan
+    got = tilecore.compile(select_eq, target="cpu", out_idx=[-1])(p, q)
+    want = tilecore.compile(select_eq, target="reference", out_idx=[-1])(p, q)
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))  # NaN == NaN here
