@@ -208,6 +208,14 @@ def ieee_mul(a, b):
     return product
 
 
+def involves_bfloat16(let: N.Let) -> bool:
+    """Whether a Let's name or any node of its value is bfloat16 (TVM's bfloat16
+    legalization does not rewrite a bound value: backends hold such names in a buffer)."""
+    from ..ir.visitor import walk
+
+    return let.var.dtype == "bfloat16" or any(getattr(n, "dtype", None) == "bfloat16" for n in walk(let.value))
+
+
 def has_load(expr: N.Expr) -> bool:
     """Whether evaluating `expr` reads memory (so it must not be speculated)."""
     from ..ir.visitor import walk

@@ -36,8 +36,18 @@ from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
 from ..ir.types import is_float, itemsize
 from .intrinsics import IntrinsicTable, dtype_of
-from .tir_expr import (NARROW_FLOATS, ExprLowerer, _small, cast_to, float32_as_bfloat16_bits,
-                       float32_round_to_odd, nan_max, nan_min, round_to_bfloat16, tir_const)
+from .tir_expr import (
+    NARROW_FLOATS,
+    ExprLowerer,
+    _small,
+    cast_to,
+    float32_as_bfloat16_bits,
+    float32_round_to_odd,
+    nan_max,
+    nan_min,
+    round_to_bfloat16,
+    tir_const,
+)
 
 Rule = Callable[["TirLowering", N.Stmt], "tvm.tirx.Stmt"]
 

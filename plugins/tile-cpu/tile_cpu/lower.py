@@ -19,7 +19,7 @@ from tvm import tirx as tx
 from tilecore.ir import nodes as N
 from tilecore.ir.types import bits, is_float
 from tilecore.lowering.intrinsics import IntrinsicTable, dtype_of
-from tilecore.lowering.tir_expr import cast_to, round_to_bfloat16, tir_const
+from tilecore.lowering.tir_expr import cast_to, involves_bfloat16, round_to_bfloat16, tir_const
 from tilecore.lowering.tir_stmt import TirLowering, seq
 
 from .fuse import buffer_mentions, fuse_operand_copies
@@ -64,7 +64,7 @@ class CpuLowering(TirLowering):
         is kept as its exactly rounded float32 value (a held cell, see
         `bfloat16_as_float32`).
         """
-        if not _involves_bfloat16(s):
+        if not involves_bfloat16(s):
             return super().lower_Let(s)
         cell = self.local_buffer([1], s.var.dtype, s.var.name)
         value = self.lower_expr(s.value, s.var.dtype)
@@ -263,14 +263,6 @@ class CpuLowering(TirLowering):
         else:
             fn, arg = "tilecore_cpu_print_int", cast_to(v, "int64")
         return tx.Evaluate(tx.call_extern("int32", fn, msg, *self._block_args(), arg))
-
-
-def _involves_bfloat16(let: N.Let) -> bool:
-    """Whether a Let's name or any node of its value is bfloat16."""
-    from tilecore.ir.visitor import walk
-
-    return let.var.dtype == "bfloat16" or any(
-        getattr(n, "dtype", None) == "bfloat16" for n in walk(let.value))
 
 
 def _float_kind(dtype: str):
