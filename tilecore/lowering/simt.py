@@ -44,7 +44,7 @@ from .simt_reduce import SimtReductions
 from .simt_threads import SimtThreads, _Ctx
 from .simt_tileops import SimtTileOps
 from .target import TargetDescription
-from .tir_expr import ExprLowerer
+from .tir_expr import ExprLowerer, cast_to, involves_bfloat16
 
 
 @dataclass
@@ -286,14 +286,18 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
     def emit_Let(self, s: N.Let):
         """Bind a Tile IR variable to a value computed once.
 
-        A bfloat16 value is held as its (exact) float32 value and converted back at each use:
-        targets whose TVM pipeline legalizes bfloat16 arithmetic into float32 rewrite values but
-        not the type of a bound name, which then fails TVM's structural type check."""
+        A value involving bfloat16 is held in a one-element float32 register buffer and
+        converted back at each use: targets whose TVM pipeline legalizes bfloat16 arithmetic
+        into float32 rewrite stores but neither the type nor the value of a bound name (a
+        bfloat16 name failed TVM's structural type check; a bound value still read a
+        bfloat16 shared tile that the legalization had replaced: "Load/Store of buffer
+        occurred before its declaration")."""
         self.touch((s,))
         value = self.lower(s.value)
-        if s.var.dtype == "bfloat16" and hasattr(value, "ty"):  # (a whole-tile value is not an expression)
-            held = B.Bind(tx.Cast("float32", value))
-            self.ex.bind(s.var.name, tx.Cast("bfloat16", held))
+        if hasattr(value, "ty") and involves_bfloat16(s):  # (a whole-tile value is not an expression)
+            cell = B.alloc_buffer((1,), "float32", scope="local")
+            B.buffer_store(cell, tx.Cast("float32", value), [0])
+            self.ex.bind(s.var.name, cast_to(tx.BufferLoad(cell, [0]), s.var.dtype))
             return
         var = B.Bind(value)
         self.ex.bind(s.var.name, var)

@@ -69,6 +69,20 @@ def round_to_bfloat16(x32):
     return tx.Select(tx.isnan(x32), x32, tx.reinterpret("float32", rounded))
 
 
+def bfloat16_bits_as_float32(value):
+    """A bfloat16 value read from memory as the float32 it denotes (exact: its 16 bits shifted up)."""
+    bits = tx.Cast("uint32", tx.reinterpret("uint16", value))
+    return tx.reinterpret("float32", tx.shift_left(bits, tx.const(16, "uint32")))
+
+
+def float32_as_bfloat16_bits(x32):
+    """A float32 that holds a bfloat16 value exactly, as that bfloat16 (its top 16 bits).
+
+    Storing it this way keeps TVM from rounding `x32` again, which repeats it."""
+    top = tx.shift_right(tx.reinterpret("uint32", x32), tx.const(16, "uint32"))
+    return tx.reinterpret("bfloat16", tx.Cast("uint16", top))
+
+
 def float32_round_to_odd(x64):
     """A float64 value rounded to float32 *to odd* (truncated, low bit set when inexact).
 
@@ -194,6 +208,14 @@ def ieee_mul(a, b):
     return product
 
 
+def involves_bfloat16(let: N.Let) -> bool:
+    """Whether a Let's name or any node of its value is bfloat16 (TVM's bfloat16
+    legalization does not rewrite a bound value: backends hold such names in a buffer)."""
+    from ..ir.visitor import walk
+
+    return let.var.dtype == "bfloat16" or any(getattr(n, "dtype", None) == "bfloat16" for n in walk(let.value))
+
+
 def has_load(expr: N.Expr) -> bool:
     """Whether evaluating `expr` reads memory (so it must not be speculated)."""
     from ..ir.visitor import walk
@@ -215,6 +237,23 @@ class ExprLowerer:
         self.backend = backend
         self.source = source
         self.narrow_float_via_float32 = narrow_float_via_float32
+        self.held_bfloat16: set = set()
+        self.guards: list = []  # (condition, branch taken when it is true) around the expression being lowered
+        self._exact: Dict[int, object] = {}  # id -> PrimExpr known to hold a bfloat16 value
+
+    # A backend whose TVM pipeline legalizes bfloat16 sets this. TVM's BF16ComputeLegalize
+    # turns every cast to bfloat16 into a cast to float32 (so no intermediate result is ever
+    # rounded) and leaves `Let`/`Bind` values alone. With it set, an expression of dtype
+    # bfloat16 lowers to a float32 PrimExpr holding the exactly rounded value (rounded with
+    # integer operations), bfloat16 memory is read by its bits, and no bfloat16-typed node
+    # is left inside an expression. `held_bfloat16` names the buffers whose float32
+    # elements are such exact values.
+    bfloat16_as_float32 = False
+    # `hold(x32) -> PrimExpr`, set by a statement lowering: computes x32 once, before the
+    # current statement, and returns its reading. The rounding repeats its operand, so
+    # without it a chain of roundings grows exponentially; a `Let` does not help (TVM's
+    # codegen analyzer substitutes each let-bound value into the next).
+    hold = None
 
     # -- environment
     def bind(self, name: str, value) -> None:
@@ -231,7 +270,54 @@ class ExprLowerer:
             raise TileCompileError(f"buffer {buffer.name!r} is not available here", buffer.span, self.source)
         if callable(view) and not isinstance(view, tx.Buffer):
             return view(list(indices))
-        return tx.BufferLoad(view, list(indices))
+        return self.read(tx.BufferLoad(view, list(indices)))
+
+    def read(self, load):
+        """A load as it enters an expression: bfloat16 memory by its bits (see bfloat16_as_float32)."""
+        if self.bfloat16_as_float32 and dtype_of(load) == "bfloat16":
+            return bfloat16_bits_as_float32(load)
+        return load
+
+    # -- bfloat16 held in float32 (bfloat16_as_float32)
+    def is_exact_bfloat16(self, value) -> bool:
+        """Whether a float32 `value` is known to hold a bfloat16 value exactly."""
+        if isinstance(value, tvm.ir.TensorLoad):
+            return value.source.name in self.held_bfloat16
+        if self._exact.get(id(value)) is value:
+            return True
+        # bfloat16_bits_as_float32's form
+        return isinstance(value, tvm.ir.Call) and value.op.name == "tirx.reinterpret" and \
+            isinstance(value.args[0], tx.LShift)
+
+    def to_bfloat16(self, value, hold: bool = True):
+        """Any lowered value converted to bfloat16, as the float32 holding it exactly.
+
+        With `hold` (and a `hold` hook) the unrounded value is computed once, before the
+        statement; otherwise it is repeated, so pass small values only."""
+        src = dtype_of(value)
+        if src == "bfloat16":
+            return self._held_bfloat16(value, hold)
+        if src == "float32" and self.is_exact_bfloat16(value):
+            return value
+        x32 = float32_round_to_odd(value) if src == "float64" else cast_to(value, "float32")
+        if hold and self.hold is not None:
+            x32 = self.hold(x32)
+        rounded = round_to_bfloat16(x32)
+        self._exact[id(rounded)] = rounded
+        return rounded
+
+    def _held_bfloat16(self, value, hold: bool = True):
+        """A bfloat16-typed PrimExpr (a constant, a cast, a load) as its exact float32 value."""
+        if isinstance(value, tx.FloatImm):
+            import ml_dtypes
+
+            return tx.const(float(np.float32(ml_dtypes.bfloat16(value.value))), "float32")
+        if isinstance(value, tx.Cast):
+            return self.to_bfloat16(value.value, hold)
+        if isinstance(value, tvm.ir.TensorLoad):
+            return bfloat16_bits_as_float32(value)
+        raise TileCompileError(f"internal error: bfloat16 value {value} cannot be held in float32",
+                               None, self.source)
 
     # -- expressions
     def __call__(self, expr: N.Expr):
@@ -242,11 +328,21 @@ class ExprLowerer:
         if method is None:
             raise UnsupportedFeatureError(self.backend, f"expression {type(expr).__name__}",
                                           getattr(expr, "span", None), self.source)
-        return method(expr)
+        value = method(expr)
+        if self.bfloat16_as_float32 and expr.dtype == "bfloat16" and dtype_of(value) != "float32":
+            return self.to_bfloat16(value)
+        return value
 
     def lower_as(self, expr: N.Expr, dtype: str):
-        """Lower `expr` and convert the result to `dtype`."""
+        """Lower `expr` and convert the result to `dtype` (bfloat16: see bfloat16_as_float32)."""
+        if self.bfloat16_as_float32 and dtype == "bfloat16":
+            value = self.lower(expr)
+            return value if expr.dtype == "bfloat16" else self.to_bfloat16(value)
         return cast_to(self.lower(expr), dtype)
+
+    def value_dtype(self, dtype: str) -> str:
+        """The dtype of a lowered value of Tile IR `dtype` (bfloat16 may be held in float32)."""
+        return "float32" if self.bfloat16_as_float32 and dtype == "bfloat16" else dtype
 
     def _lower_Const(self, e: N.Const):
         return tir_const(e.value, e.dtype)
@@ -271,10 +367,14 @@ class ExprLowerer:
             value = self.checked_load(e, idx, self._speculative > 0)
         else:
             value = self.load(e.buffer, idx)
+        if self.bfloat16_as_float32 and e.dtype == "bfloat16":
+            return value if e.buffer.dtype == "bfloat16" else self.to_bfloat16(value)
         return cast_to(value, e.dtype)
 
     def _lower_Cast(self, e: N.Cast):
         value = self.lower(e.value)
+        if self.bfloat16_as_float32 and e.dtype == "bfloat16":
+            return value if e.value.dtype == "bfloat16" else self.to_bfloat16(value)
         if e.dtype == "bfloat16" and dtype_of(value) != "bfloat16" and _small(e.value):
             # an explicit cast rounds even if the value is widened again (see round_to_bfloat16)
             x32 = value if dtype_of(value) == "float32" else float32_round_to_odd(value) \
@@ -286,14 +386,26 @@ class ExprLowerer:
         cond = self.lower_as(e.cond, "bool")
         self._speculative += 1
         try:
-            a = self.lower_as(e.a, e.dtype)
-            b = self.lower_as(e.b, e.dtype)
+            a = self._lower_branch(e.a, e.dtype, cond, True)
+            b = self._lower_branch(e.b, e.dtype, cond, False)
         finally:
             self._speculative -= 1
         if has_load(e.a) or has_load(e.b):
             # a branch that reads memory may be out of bounds when not taken
             return tx.if_then_else(cond, a, b)
         return tx.Select(cond, a, b)
+
+    def _lower_branch(self, branch: N.Expr, dtype: str, cond, when: bool):
+        """A T.if_then_else branch, taken when `cond` is `when`; what it holds (see `hold`) is
+        computed only then if the branch reads memory (which may be out of bounds otherwise)."""
+        guarded = has_load(branch)
+        if guarded:
+            self.guards.append((cond, when))
+        try:
+            return self.lower_as(branch, dtype)
+        finally:
+            if guarded:
+                self.guards.pop()
 
     def _lower_UnaryOp(self, e: N.UnaryOp):
         if e.op == "not":
@@ -313,7 +425,13 @@ class ExprLowerer:
         args = [self.lower_as(a, wide) for a in e.args]
         if not self.intrinsics.has(e.func, e.dtype):
             raise UnsupportedFeatureError(self.backend, f"T.{e.func} on {e.dtype}", e.span, self.source)
-        return self.intrinsics.lower(e.func, e.dtype, args)
+        return self._narrow_result(self.intrinsics.lower(e.func, e.dtype, args), e.dtype)
+
+    def _narrow_result(self, value, dtype: str):
+        """An intrinsic's result of `dtype`; held bfloat16 is rounded even if the builder returned float32."""
+        if self.bfloat16_as_float32 and dtype == "bfloat16":
+            return self.to_bfloat16(value)
+        return value
 
     def _compute_dtype(self, dtype: str) -> str:
         if self.narrow_float_via_float32 and dtype in NARROW_FLOATS:
@@ -330,8 +448,9 @@ class ExprLowerer:
             common = _common_dtype(e.a.dtype, e.b.dtype)
             if common == "bool":
                 common = "int8"  # TVM's LLVM codegen has no comparison of i1 values
-            a = self.lower_as(e.a, common) if e.a.dtype != "bool" else tx.Cast(common, self.lower(e.a))
-            b = self.lower_as(e.b, common) if e.b.dtype != "bool" else tx.Cast(common, self.lower(e.b))
+            held = self.value_dtype(common)
+            a = self.lower_as(e.a, common) if e.a.dtype != "bool" else tx.Cast(held, self.lower(e.a))
+            b = self.lower_as(e.b, common) if e.b.dtype != "bool" else tx.Cast(held, self.lower(e.b))
             return {"<": tx.LT, "<=": tx.LE, ">": tx.GT, ">=": tx.GE,
                     "==": tx.EQ, "!=": tx.NE}[op](a, b)
         if op == "pow":
@@ -402,8 +521,8 @@ class ExprLowerer:
         if e.dtype.startswith("float") or e.dtype == "bfloat16":
             if not self.intrinsics.has("pow", e.dtype):
                 raise UnsupportedFeatureError(self.backend, f"T.pow on {e.dtype}", e.span, self.source)
-            return self.intrinsics.lower("pow", e.dtype, [self.lower_as(e.a, e.dtype),
-                                                          self.lower_as(e.b, e.dtype)])
+            return self._narrow_result(self.intrinsics.lower("pow", e.dtype, [self.lower_as(e.a, e.dtype),
+                                                                              self.lower_as(e.b, e.dtype)]), e.dtype)
         # exact integer power: only for a constant non-negative exponent
         if isinstance(e.b, N.Const) and int(e.b.value) >= 0:
             base = self.lower_as(e.a, e.dtype)

@@ -36,8 +36,18 @@ from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
 from ..ir.types import is_float, itemsize
 from .intrinsics import IntrinsicTable, dtype_of
-from .tir_expr import (NARROW_FLOATS, ExprLowerer, _small, cast_to, float32_round_to_odd, nan_max, nan_min,
-                       round_to_bfloat16, tir_const)
+from .tir_expr import (
+    NARROW_FLOATS,
+    ExprLowerer,
+    _small,
+    cast_to,
+    float32_as_bfloat16_bits,
+    float32_round_to_odd,
+    nan_max,
+    nan_min,
+    round_to_bfloat16,
+    tir_const,
+)
 
 Rule = Callable[["TirLowering", N.Stmt], "tvm.tirx.Stmt"]
 
@@ -86,6 +96,9 @@ class TirLowering:
     """Lower one Tile IR PrimFunc to a TVM PrimFunc (see the module docstring)."""
 
     backend_name = "tvm"
+    # Hold bfloat16 in float32 (ExprLowerer.bfloat16_as_float32): block-local bfloat16
+    # buffers are then float32 buffers of exactly rounded values, and every store rounds.
+    bfloat16_as_float32 = False
 
     def __init__(self, func: N.PrimFunc, intrinsics: IntrinsicTable,
                  rules: Optional[Dict[str, Rule]] = None, storage_scope: str = "global",
@@ -105,6 +118,10 @@ class TirLowering:
         self.dyn = {v.name: tx.Var(v.name, v.dtype) for v in func.dyn_vars}
         self.tir_buffers: Dict[str, tx.Buffer] = {}
         self.expr = ExprLowerer({}, dict(self.dyn), intrinsics, backend=self.backend_name, source=self.source)
+        self.expr.bfloat16_as_float32 = self.bfloat16_as_float32
+        self.expr.hold = self.hold
+        self._lane: Optional[Tuple[tx.Var, int]] = None  # the vector lane of the T.Parallel being lowered
+        self._lane_cells: List[tx.Buffer] = []
         self._names = 0
         if check_bounds:
             self.expr.checked_load = self.checked_load
@@ -158,7 +175,47 @@ class TirLowering:
     def local_buffer(self, shape, dtype: str, name: str, scope: Optional[str] = None) -> tx.Buffer:
         """A scratch buffer; emit `tx.AllocBuffer(buf)` before use."""
         self._names += 1
-        return tx.decl_buffer(list(shape), dtype, f"{name}_{self._names}", scope=scope or self.storage_scope)
+        return self.declare(list(shape), dtype, f"{name}_{self._names}", scope or self.storage_scope)
+
+    def declare(self, shape, dtype: str, name: str, scope: str) -> tx.Buffer:
+        """A block-local TIR buffer; bfloat16 is held in float32 where `bfloat16_as_float32`."""
+        if self.bfloat16_as_float32 and dtype == "bfloat16":
+            self.expr.held_bfloat16.add(name)
+            dtype = "float32"
+        return tx.decl_buffer(list(shape), dtype, name, scope=scope)
+
+    def logical_dtype(self, tb: tx.Buffer) -> str:
+        """The Tile IR dtype of a TIR buffer's elements (bfloat16 for a held buffer)."""
+        return "bfloat16" if tb.name in self.expr.held_bfloat16 else str(tb.dtype)
+
+    def convert(self, value, dtype: str):
+        """A small lowered value converted to Tile IR `dtype` (bfloat16 may be held in float32)."""
+        if self.bfloat16_as_float32 and dtype == "bfloat16":
+            return self.expr.to_bfloat16(value, hold=False)
+        return cast_to(value, dtype)
+
+    def hold(self, value):
+        """`value` stored into a cell before the current statement; returns the cell's reading.
+
+        Inside a vectorized T.Parallel the cell has one element per lane (allocated around
+        the loop); under `expr.guards` the value is computed only when the branches are taken
+        (a lazy if_then_else: a negated condition would be rewritten by TVM into an ordered
+        float comparison, false for NaN)."""
+        if len(self._pending) < 2:
+            return value  # not inside a statement: nowhere to put it
+        lane = self._lane
+        cell = self.local_buffer([lane[1]] if lane else [1], dtype_of(value), "held")
+        index = [lane[0]] if lane else [0]
+        zero = tir_const(0, dtype_of(value))
+        for cond, when in reversed(self.expr.guards):
+            value = tx.if_then_else(cond, value, zero) if when else tx.if_then_else(cond, zero, value)
+        store = tx.BufferStore(cell, value, index)
+        if lane:
+            self._lane_cells.append(cell)
+            self._pending[-1].append(store)
+        else:
+            self._pending[-1].extend([tx.AllocBuffer(cell), store])
+        return tx.BufferLoad(cell, index)
 
     def lower_expr(self, e: N.Expr, dtype: Optional[str] = None):
         return self.expr(e) if dtype is None else self.expr.lower_as(e, dtype)
@@ -167,7 +224,7 @@ class TirLowering:
         return self.expr.lower_as(e, "int32" if e.dtype != "int64" else "int64")
 
     def load(self, tb: tx.Buffer, indices):
-        return tx.BufferLoad(tb, list(indices))
+        return self.expr.read(tx.BufferLoad(tb, list(indices)))
 
     def store(self, tb: tx.Buffer, value, indices, exact_bfloat16: bool = True):
         """`tb[indices] = value` converted to tb's dtype.
@@ -176,8 +233,12 @@ class TirLowering:
         buffer in a float32 register); `exact_bfloat16=False` skips that for large
         value expressions, which the rounding would repeat three times.
         """
-        dt = str(tb.dtype)
+        dt = self.logical_dtype(tb)
         src = dtype_of(value)
+        if dt == "bfloat16" and self.bfloat16_as_float32:
+            x32 = self.expr.to_bfloat16(value, hold=False)
+            held = str(tb.dtype) == "float32"
+            return tx.BufferStore(tb, x32 if held else float32_as_bfloat16_bits(x32), list(indices))
         if dt == "bfloat16" and exact_bfloat16 and src in ("float32", "float64", "float16"):
             x32 = value if src == "float32" else float32_round_to_odd(value) if src == "float64" \
                 else tx.Cast("float32", value)
@@ -326,12 +387,12 @@ class TirLowering:
         """A load that never leaves its buffer; unless speculative, a failure is reported."""
         tb = self.buffer(e.buffer)
         cond = self._in_bounds_condition(e.buffer, e.indices, lowered)
-        value = tx.BufferLoad(tb, list(lowered))
+        value = self.load(tb, lowered)
         if cond is None:
             return value
         if not speculative:
             self._pending[-1].append(tx.IfThenElse(tx.Not(cond), self._report(e.buffer, e, lowered), None))
-        return tx.if_then_else(cond, value, tir_const(0, str(tb.dtype)))
+        return tx.if_then_else(cond, value, tir_const(0, dtype_of(value)))
 
     def checked_store(self, buf: N.Buffer, nodes, lowered, stmt, node):
         """`stmt` (a store to buf[lowered]) guarded by a bounds check when not proven."""
@@ -347,7 +408,7 @@ class TirLowering:
         b = s.buffer
         if b.static_shape() is None:
             raise self.error(f"{b.scope} buffer {b.name!r} needs a static shape", s)
-        tb = tx.decl_buffer(list(b.shape), b.dtype, b.name, scope=self.storage_scope)
+        tb = self.declare(list(b.shape), b.dtype, b.name, self.storage_scope)
         self.tir_buffers[b.name] = tb
         self.expr.bind_buffer(b.name, tb)
         return tx.AllocBuffer(tb)
@@ -355,7 +416,8 @@ class TirLowering:
     def lower_Store(self, s: N.Store):
         tb = self.buffer(s.buffer)
         idx = [self.index(i) for i in s.indices]
-        value = self.lower_expr(s.value, s.buffer.dtype if s.buffer.dtype != "bfloat16" else None)
+        held = self.bfloat16_as_float32 or s.buffer.dtype != "bfloat16"
+        value = self.lower_expr(s.value, s.buffer.dtype if held else None)
         st = self.store(tb, value, idx, exact_bfloat16=_small(s.value))
         return self.checked_store(s.buffer, s.indices, idx, st, s)
 
@@ -397,18 +459,28 @@ class TirLowering:
         for v, tv, ext in zip(s.vars, tvars, s.extents):
             self.expr.bind(v.name, tv)
             self.set_range(v.name, 0, ext - 1)
+        cells: List[tx.Buffer] = []
         if split:
             vo, vi = self.fresh("vo"), self.fresh("vi")
             self.expr.bind(s.vars[-1].name, vo * lanes + vi)
-            body = self.lower_body(s.body)
+            outer_lane, outer_cells = self._lane, self._lane_cells
+            self._lane, self._lane_cells = (vi, lanes), cells
+            try:
+                body = self.lower_body(s.body)
+            finally:
+                self._lane, self._lane_cells = outer_lane, outer_cells
             body = tx.For(vi, 0, lanes, tx.ForKind.VECTORIZED, body)
             body = tx.For(vo, 0, inner_ext // lanes, tx.ForKind.SERIAL, body)
             loops = loops[:-1]
         else:
-            body = self.lower_body(s.body)
+            outer_lane, self._lane = self._lane, None
+            try:
+                body = self.lower_body(s.body)
+            finally:
+                self._lane = outer_lane
         for v, ext in reversed(loops):
             body = tx.For(v, 0, ext, tx.ForKind.SERIAL, body)
-        return body
+        return seq([tx.AllocBuffer(c) for c in cells] + [body])
 
     def parallel_dtype(self, s: N.Parallel) -> str:
         """The narrowest-lane dtype stored in a T.Parallel body (decides the vector split)."""
@@ -494,7 +566,7 @@ class TirLowering:
                 if not guarded:
                     return self.store(tdst, value, di)
                 sc = self.in_bounds(src, si)
-                value = tx.if_then_else(sc, value, tir_const(0, str(tsrc.dtype)))
+                value = tx.if_then_else(sc, value, tir_const(0, dtype_of(value)))
                 return tx.IfThenElse(self.in_bounds(dst, di), self.store(tdst, value, di), None)
             return self.loop_nest(shape, body, vectorize=vectorize, dtype=dd)
 
@@ -632,8 +704,8 @@ class TirLowering:
             outer_idx, inner_idx = rest[:d], rest[d:]
             here = outer_idx + [pos] + inner_idx
             before = outer_idx + [prev] + inner_idx
-            value = cast_to(self.load(tsrc, here), dd)
-            running = cast_to(cast_to(self.load(tdst, before), wide) + cast_to(value, wide), dd)
+            value = self.convert(self.load(tsrc, here), dd)
+            running = self.convert(cast_to(self.load(tdst, before), wide) + cast_to(value, wide), dd)
             # the first element has no predecessor (if_then_else never reads index -1)
             return self.store(tdst, tx.if_then_else(tx.EQ(k, 0), value, running), here)
 

@@ -19,7 +19,7 @@ from tvm import tirx as tx
 from tilecore.ir import nodes as N
 from tilecore.ir.types import bits, is_float
 from tilecore.lowering.intrinsics import IntrinsicTable, dtype_of
-from tilecore.lowering.tir_expr import cast_to, round_to_bfloat16, tir_const
+from tilecore.lowering.tir_expr import cast_to, involves_bfloat16, round_to_bfloat16, tir_const
 from tilecore.lowering.tir_stmt import TirLowering, seq
 
 from .fuse import buffer_mentions, fuse_operand_copies
@@ -31,6 +31,10 @@ class CpuLowering(TirLowering):
     """Tile IR -> TIR for the LLVM CPU target."""
 
     backend_name = "cpu"
+    # TVM's LLVM pipeline legalizes bfloat16 and drops every intermediate rounding
+    # (a chain of bfloat16 operations kept float32 precision): hold it in float32,
+    # rounded explicitly after each operation (see ExprLowerer.bfloat16_as_float32)
+    bfloat16_as_float32 = True
 
     def __init__(self, func: N.PrimFunc, intrinsics: IntrinsicTable, vector_bits: int = 128,
                  rules: Optional[Dict] = None, vector_regs: int = 16, caches: Optional[Dict[str, int]] = None):
@@ -57,18 +61,16 @@ class CpuLowering(TirLowering):
         16-bit words) in stores but not in `Bind` values: a bfloat16 name failed to
         compile and a float32 name computed from a bfloat16 load read the stored
         bits as an integer. A buffer store is legalized correctly; a bfloat16 name
-        is kept as its exactly rounded float32 value, and each use converts back.
+        is kept as its exactly rounded float32 value (a held cell, see
+        `bfloat16_as_float32`).
         """
-        if not _involves_bfloat16(s):
+        if not involves_bfloat16(s):
             return super().lower_Let(s)
-        dtype = "float32" if s.var.dtype == "bfloat16" else s.var.dtype
-        cell = self.local_buffer([1], dtype, s.var.name)
-        value = self.lower_expr(s.value, dtype)
-        if s.var.dtype == "bfloat16":
-            value = round_to_bfloat16(value)
+        cell = self.local_buffer([1], s.var.dtype, s.var.name)
+        value = self.lower_expr(s.value, s.var.dtype)
         self.expr.bind(s.var.name, tx.BufferLoad(cell, [0]))
         self.set_range(s.var.name, None, None)
-        return seq([tx.AllocBuffer(cell), tx.BufferStore(cell, value, [0])])
+        return seq([tx.AllocBuffer(cell), self.store(cell, value, [0])])
 
     def vectorizable(self, body) -> bool:
         """The shared rule, and no names bound in the body.
@@ -250,7 +252,7 @@ class CpuLowering(TirLowering):
                                                   cast_to(v, "int64"), opened, closed, rank))
             return seq([head, self.loop_nest(shape, elem, vectorize=False)])
         v = self.lower_expr(s.value)
-        dt = dtype_of(v)
+        dt = s.value.dtype  # a bfloat16 value is held in float32 (bfloat16_as_float32)
         if dt == "bool":
             fn, arg = "tilecore_cpu_print_bool", tx.Cast("int32", v)
         elif is_float(dt):
@@ -261,14 +263,6 @@ class CpuLowering(TirLowering):
         else:
             fn, arg = "tilecore_cpu_print_int", cast_to(v, "int64")
         return tx.Evaluate(tx.call_extern("int32", fn, msg, *self._block_args(), arg))
-
-
-def _involves_bfloat16(let: N.Let) -> bool:
-    """Whether a Let's name or any node of its value is bfloat16."""
-    from tilecore.ir.visitor import walk
-
-    return let.var.dtype == "bfloat16" or any(
-        getattr(n, "dtype", None) == "bfloat16" for n in walk(let.value))
 
 
 def _float_kind(dtype: str):

@@ -175,3 +175,24 @@ def test_unused_tensors_are_left_out_of_the_bindings_and_the_launch():
 
     meta = tilecore.compile(copy_a, target="metal").artifact.meta
     assert meta["params"] == ["A", "B", "Out"] and meta["bound_params"] == ["A", "Out"]
+
+
+def test_a_name_read_from_a_bfloat16_fragment_compiles():
+    # the bound value kept reading the bfloat16 fragment that TVM's bfloat16 legalization had
+    # replaced ("Load/Store of buffer A_t occurred before its declaration", conformance 0.2.0
+    # seed 0 programs 66 and 99); the name is now held in a float32 register
+    import tilecore.language as T
+
+    @T.prim_func
+    def named(A: T.Tensor((31, 47), "bfloat16"), Out: T.Tensor((31, 47), "float32")):
+        with T.Kernel(3, 2, threads=128) as (bx, by):
+            A_t = T.alloc_fragment((16, 16), "bfloat16")
+            T.copy(A[by * 16:by * 16 + 16, bx * 16:bx * 16 + 16], A_t)
+            Out_t = T.alloc_fragment((16, 16), "float32")
+            for i, j in T.Parallel(16, 16):
+                a_v = A_t[i, j]
+                Out_t[i, j] = a_v * 3.0
+            T.copy(Out_t, Out[by * 16:by * 16 + 16, bx * 16:bx * 16 + 16])
+
+    src = tilecore.compile(named, target="metal").artifact.source
+    assert "kernel void" in src

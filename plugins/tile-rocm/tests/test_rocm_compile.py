@@ -214,3 +214,30 @@ def test_compile_without_lld_names_the_fix(gemm_func, monkeypatch):
     monkeypatch.setattr(toolchain, "find_lld", lambda: None)
     with pytest.raises(Exception, match=r"ld.lld \(LLVM 22\).*Fix: apt-get install lld-22"):
         tilecore.compile(gemm_func(), target="rocm:gfx942", out_idx=[-1])
+
+
+def _names_over_a_bfloat16_shared_tile(dst_dtype):
+    import tilecore.language as T
+
+    @T.prim_func
+    def names(A: T.Tensor((4, 32), "float64"), C: T.Tensor((4, 32), "bfloat16"), Out: T.Tensor((4, 32), dst_dtype)):
+        with T.Kernel(2, 2, threads=256) as (bx, by):
+            A_t = T.alloc_shared((2, 16), "float64")
+            T.copy(A[by * 2:by * 2 + 2, bx * 16:bx * 16 + 16], A_t)
+            C_t = T.alloc_shared((2, 16), "bfloat16")
+            T.copy(C[by * 2:by * 2 + 2, bx * 16:bx * 16 + 16], C_t)
+            for i, j in T.Parallel(2, 16):
+                a_v = A_t[i, j]
+                c_v = C_t[i, j]
+                w = T.cast(c_v, "float32") * 2.0
+                Out[by * 2 + i, bx * 16 + j] = T.max(T.sin(a_v), T.cast(w, "float64")) + c_v
+    return names
+
+
+@pytest.mark.parametrize("dst_dtype", ["float16", "float32"])
+def test_names_read_from_a_bfloat16_shared_tile_compile(dst_dtype):
+    # a bound value that read a bfloat16 shared tile kept referring to the tile after TVM's
+    # bfloat16 legalization replaced it ("Load/Store of buffer C_t occurred before its
+    # declaration", conformance 0.2.0 seed 0 program 66); names are now held in registers
+    art = tilecore.compile(_names_over_a_bfloat16_shared_tile(dst_dtype), target="rocm:gfx942").artifact
+    assert elf_header(art.blobs["hsaco"])[0] == EM_AMDGPU
