@@ -46,12 +46,27 @@ NARROW_FLOATS = ("float16", "bfloat16")
 
 
 def tir_const(value, dtype: str):
-    """A TIR constant of `dtype` (bool stored as 0/1, inf and nan allowed)."""
+    """A TIR constant of `dtype` (bool stored as 0/1, inf and nan allowed).
+
+    A float constant holds `value` rounded to `dtype` (ties to even, overflow to inf), as
+    in the reference: TVM keeps a FloatImm's value as a double, and its folding of
+    `Cast("float32", FloatImm("float16", 0.3))` gave float32(0.3) instead of the float16
+    0.300048828125, so a float16 `x * 0.3` on cpu came out float16 ulps off."""
     if dtype == "bool":
         return tx.const(bool(value), "bool")
     if dtype.startswith("float") or dtype == "bfloat16":
-        return tx.const(float(value), dtype)
+        with np.errstate(over="ignore"):
+            return tx.const(float(np_float(dtype)(value)), dtype)
     return tx.const(int(value), dtype)
+
+
+def np_float(dtype: str):
+    """The numpy scalar type of float `dtype` (bfloat16 from ml_dtypes)."""
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return np.dtype(dtype).type
 
 
 def round_to_bfloat16(x32):
@@ -309,9 +324,7 @@ class ExprLowerer:
     def _held_bfloat16(self, value, hold: bool = True):
         """A bfloat16-typed PrimExpr (a constant, a cast, a load) as its exact float32 value."""
         if isinstance(value, tx.FloatImm):
-            import ml_dtypes
-
-            return tx.const(float(np.float32(ml_dtypes.bfloat16(value.value))), "float32")
+            return tx.const(float(np_float("bfloat16")(value.value)), "float32")
         if isinstance(value, tx.Cast):
             return self.to_bfloat16(value.value, hold)
         if isinstance(value, tvm.ir.TensorLoad):
