@@ -37,6 +37,7 @@ import tvm
 from tvm import tirx as tx
 
 from ..diagnostics import TileCompileError, UnsupportedFeatureError
+from ..interp.dtypes import scalar
 from ..ir import nodes as N
 from .intrinsics import IntrinsicTable, default_table, dtype_of
 
@@ -51,22 +52,14 @@ def tir_const(value, dtype: str):
     A float constant holds `value` rounded to `dtype` (ties to even, overflow to inf), as
     in the reference: TVM keeps a FloatImm's value as a double, and its folding of
     `Cast("float32", FloatImm("float16", 0.3))` gave float32(0.3) instead of the float16
-    0.300048828125, so a float16 `x * 0.3` on cpu came out float16 ulps off."""
+    0.300048828125, so a float16 `x * 0.3` on cpu came out float16 ulps off. The
+    rounding is the reference's own conversion (`tilecore.interp.dtypes.scalar`)."""
     if dtype == "bool":
         return tx.const(bool(value), "bool")
     if dtype.startswith("float") or dtype == "bfloat16":
         with np.errstate(over="ignore"):
-            return tx.const(float(np_float(dtype)(value)), dtype)
+            return tx.const(float(scalar(dtype, value)), dtype)
     return tx.const(int(value), dtype)
-
-
-def np_float(dtype: str):
-    """The numpy scalar type of float `dtype` (bfloat16 from ml_dtypes)."""
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        return ml_dtypes.bfloat16
-    return np.dtype(dtype).type
 
 
 def round_to_bfloat16(x32):
@@ -324,7 +317,7 @@ class ExprLowerer:
     def _held_bfloat16(self, value, hold: bool = True):
         """A bfloat16-typed PrimExpr (a constant, a cast, a load) as its exact float32 value."""
         if isinstance(value, tx.FloatImm):
-            return tx.const(float(np_float("bfloat16")(value.value)), "float32")
+            return tx.const(float(scalar("bfloat16", value.value)), "float32")
         if isinstance(value, tx.Cast):
             return self.to_bfloat16(value.value, hold)
         if isinstance(value, tvm.ir.TensorLoad):
