@@ -75,6 +75,28 @@ def test_integer_gemm_with_unit_and_pair_tiles_is_exact(tile, dtypes, ta, tb, ex
     assert_matches_reference(f, [a, b], backend="cpu", out_idx=[-1], rtol=0, atol=0)
 
 
+def test_gemm_of_3d_stage_buffers_with_a_unit_axis_is_exact():
+    """(M, 1, K) x (1, K, N) stage buffers multiply over their non-unit axes on cpu and in the
+    reference interpreter alike (the interpreter once required the unit axes to lead)."""
+    M, N, K = 8, 16, 4
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "int16"), B: T.Tensor((K, N), "int16"), C: T.Tensor((M, N), "int32")):
+        with T.Kernel(1, 1, threads=32) as (bx, by):
+            A_s = T.alloc_shared((M, 1, K), "int16")
+            B_s = T.alloc_shared((1, K, N), "int16")
+            C_f = T.alloc_fragment((M, N), "int32")
+            T.copy(A, A_s[:, 0, :])
+            T.copy(B, B_s[0, :, :])
+            T.gemm(A_s, B_s, C_f, clear_accum=True)
+            T.copy(C_f, C)
+
+    a = RNG.integers(-1000, 1001, size=(M, K)).astype(np.int16)
+    b = RNG.integers(-1000, 1001, size=(K, N)).astype(np.int16)
+    got = assert_matches_reference(main, [a, b], backend="cpu", out_idx=[-1], rtol=0, atol=0)
+    np.testing.assert_array_equal(got, a.astype(np.int64) @ b.astype(np.int64))
+
+
 def copies_left_in_main_loop(func):
     """T.copy statements of the pipelined loop after fuse_operand_copies (the cpu pass pipeline's IR)."""
     lowered, _ = lower(func, target="cpu")
