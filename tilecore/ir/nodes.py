@@ -172,7 +172,7 @@ class Region:
         return tuple(e for e in self.extents if e != 1)
 
     def matrix_axes(self) -> Tuple[int, ...]:
-        """The axes a T.gemm operand multiplies over: unit axes dropped from the front while more
+        """The axes a T.gemm operand multiplies over: unit axes dropped, first ones first, while more
         than two remain, so a 2-D tile keeps both axes even when one has extent 1 (a 32 x 1 tile)."""
         axes = list(range(len(self.extents)))
         while len(axes) > 2 and any(self.extents[a] == 1 for a in axes):
