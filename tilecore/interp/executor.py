@@ -580,11 +580,11 @@ class Program:
         regions = []
         for r, label in ((s.a, "A"), (s.b, "B"), (s.c, "C")):
             name, starts, ext = self._region(r, sc)
-            if len(ext) < 2 or any(e != 1 for e in ext[:-2]):
+            if len(r.matrix_shape()) != 2:  # the same matrix axes as the type checker and backends
                 raise self._error(f"T.gemm: {label} must be a 2-D tile, got extents {ext}", s.span)
             regions.append((name, starts, ext))
         (an, ast, aext), (bn, bst, bext), (cn, cst, cext) = regions
-        a2, b2, c2 = aext[-2:], bext[-2:], cext[-2:]
+        a2, b2, c2 = s.a.matrix_shape(), s.b.matrix_shape(), s.c.matrix_shape()
         m, ka = (a2[1], a2[0]) if s.transpose_a else a2
         kb, n = (b2[1], b2[0]) if s.transpose_b else b2
         if ka != kb or (m, n) != tuple(c2):

@@ -171,6 +171,18 @@ class Region:
     def squeezed_shape(self) -> Tuple[int, ...]:
         return tuple(e for e in self.extents if e != 1)
 
+    def matrix_axes(self) -> Tuple[int, ...]:
+        """The axes a T.gemm operand multiplies over: unit axes dropped, first ones first, while more
+        than two remain, so a 2-D tile keeps both axes even when one has extent 1 (a 32 x 1 tile)."""
+        axes = list(range(len(self.extents)))
+        while len(axes) > 2 and any(self.extents[a] == 1 for a in axes):
+            axes.remove(next(a for a in axes if self.extents[a] == 1))
+        return tuple(axes)
+
+    def matrix_shape(self) -> Tuple[int, ...]:
+        """The extents of `matrix_axes` (two for a well-formed T.gemm operand)."""
+        return tuple(self.extents[a] for a in self.matrix_axes())
+
 
 # ----------------------------------------------------------------------------- statements
 

@@ -113,6 +113,13 @@ class SimtThreads:
                 out.append(base)
         return out
 
+    def matrix_index(self, r: N.Region, row_col):
+        """Full buffer indices of T.gemm operand `r` for (row, column) of its `matrix_axes`."""
+        out = [self.lower(st) for st in r.starts]
+        for axis, offset in zip(r.matrix_axes(), row_col):
+            out[axis] = out[axis] + offset
+        return out
+
     def in_bounds(self, r: N.Region, full_idx, vec=1):
         """Whether buffer indices `full_idx` of region `r` lie inside its buffer (a PrimExpr)."""
         b = r.buffer

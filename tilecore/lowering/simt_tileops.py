@@ -141,21 +141,21 @@ class SimtTileOps:
     def emit_simt_gemm(self, g: N.Gemm):
         """Portable gemm: each owner of C[i, j] runs the dot product over K (shared operands)."""
         a, b, c = g.a, g.b, g.c
-        M, Nn = c.squeezed_shape()
-        K = a.squeezed_shape()[0] if g.transpose_a else a.squeezed_shape()[1]
+        M, Nn = c.matrix_shape()  # a unit extent (a 32 x 1 tile) is still an axis
+        K = a.matrix_shape()[0] if g.transpose_a else a.matrix_shape()[1]
         acc_dt = c.buffer.dtype
         wide = "float32" if acc_dt in ("float16", "bfloat16") else acc_dt
 
         def element(idx):
             i, j = idx[0], idx[1]
-            ci = self.region_index(c, [i, j])
+            ci = self.matrix_index(c, [i, j])
             tmp = B.alloc_buffer((1,), wide, scope="local")
             view, cidx = self.access(c.buffer, ci)
             init = tir_const(0, wide) if g.clear_accum else cast_to(tx.BufferLoad(view, cidx), wide)
             B.buffer_store(tmp, init, [0])
             with B.serial(0, K) as k:
-                ai = self.region_index(a, [k, i] if g.transpose_a else [i, k])
-                bi = self.region_index(b, [j, k] if g.transpose_b else [k, j])
+                ai = self.matrix_index(a, [k, i] if g.transpose_a else [i, k])
+                bi = self.matrix_index(b, [j, k] if g.transpose_b else [k, j])
                 va, ia = self.access(a.buffer, ai)
                 vb, ib = self.access(b.buffer, bi)
                 prod_ = cast_to(tx.BufferLoad(va, ia), wide) * cast_to(tx.BufferLoad(vb, ib), wide)
@@ -163,7 +163,8 @@ class SimtTileOps:
             self.store(c.buffer, ci, tmp[0])
 
         if self.plan.storage[c.buffer.name] == "reg":
-            self.iterate_layout(self.plan.layout[c.buffer.name], lambda idx: element(_squeeze(idx, c.buffer.shape)))
+            axes = c.matrix_axes()
+            self.iterate_layout(self.plan.layout[c.buffer.name], lambda idx: element([idx[x] for x in axes]))
         elif self.plan.storage[c.buffer.name] == "rep":
             with B.serial(0, M * Nn) as e:
                 element(unflatten(e, (M, Nn)))

@@ -521,6 +521,13 @@ class TirLowering:
                 k += 1
         return out
 
+    def matrix_access(self, region: N.Region, row_col: Sequence):
+        """Indices into region.buffer for (row, column) of a T.gemm operand (its `matrix_axes`)."""
+        out = [self.index(e) for e in region.starts]
+        for axis, offset in zip(region.matrix_axes(), row_col):
+            out[axis] = out[axis] + offset
+        return out
+
     def in_bounds(self, region: N.Region, indices) -> Optional["tvm.tirx.Expr"]:
         """The condition that `indices` lie inside region.buffer (None when always true)."""
         tb = self.buffer(region.buffer)
@@ -727,7 +734,8 @@ class TirLowering:
     def gemm_operands(self, s: N.Gemm):
         """(M, N, K) and index functions a(i, k), b(k, j), c(i, j) -> buffer indices."""
         a, b, c = s.a, s.b, s.c
-        ash, bsh, csh = a.squeezed_shape(), b.squeezed_shape(), c.squeezed_shape()
+        # the matrix axes, not the squeezed shape: a unit extent (a 32 x 1 tile) is still an axis
+        ash, bsh, csh = a.matrix_shape(), b.matrix_shape(), c.matrix_shape()
         if len(ash) != 2 or len(bsh) != 2 or len(csh) != 2:
             raise self.error(f"T.gemm needs 2-D tiles, got {ash}, {bsh}, {csh}", s)
         M, K = (ash[1], ash[0]) if s.transpose_a else ash
@@ -736,13 +744,13 @@ class TirLowering:
             raise self.error(f"T.gemm shapes do not agree: A {ash}, B {bsh}, C {csh}", s)
 
         def a_idx(i, k):
-            return self.region_access(a, [k, i] if s.transpose_a else [i, k])
+            return self.matrix_access(a, [k, i] if s.transpose_a else [i, k])
 
         def b_idx(k, j):
-            return self.region_access(b, [j, k] if s.transpose_b else [k, j])
+            return self.matrix_access(b, [j, k] if s.transpose_b else [k, j])
 
         def c_idx(i, j):
-            return self.region_access(c, [i, j])
+            return self.matrix_access(c, [i, j])
 
         return M, Nn, K, a_idx, b_idx, c_idx
 

@@ -369,9 +369,7 @@ class _Checker:
         self.expr(s.value, "fill value")
 
     def _gemm_shape(self, r: N.Region, buf: N.Buffer, role: str, s) -> Tuple[int, int]:
-        shape = list(r.extents)
-        while len(shape) > 2 and 1 in shape:  # batch-like unit dims of a 3-D stage buffer
-            shape.remove(1)
+        shape = r.matrix_shape()  # batch-like unit dims of a 3-D stage buffer dropped
         if len(shape) != 2:
             raise self.error(f"T.gemm operand {role} ({buf.name}) must be 2-D, got shape "
                              f"{_fmt_shape(r.extents)}", r, s)

@@ -13,6 +13,8 @@ import re
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tilecore
 import tilecore.language as T
@@ -50,6 +52,49 @@ def test_cache_blocked_gemm_matches_reference(dtype, accum):
     M, N, K = 300, 40, 600
     f = gemm(M, N, K, 300, 40, 600, dtype, accum)
     assert_matches_reference(f, [rand((M, K), dtype), rand((K, N), dtype)], backend="cpu", out_idx=[-1])
+
+
+INT_BOUND = {"int8": 127, "int16": 1000, "int32": 1000}  # K <= 96 products stay inside the accumulator
+
+
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(tile=st.tuples(st.sampled_from([1, 2, 4, 32]), st.sampled_from([1, 2, 32]), st.sampled_from([1, 2, 8]))
+       .filter(lambda t: min(t) <= 2),
+       dtypes=st.sampled_from([("int8", "int32"), ("int16", "int32"), ("int32", "int32"), ("int16", "int64")]),
+       ta=st.booleans(), tb=st.booleans(), extra=st.tuples(*[st.integers(0, 1)] * 3))
+def test_integer_gemm_with_unit_and_pair_tiles_is_exact(tile, dtypes, ta, tb, extra):
+    """Tiles with an extent of 1 or 2 (a 32 x 1 transposed A tile once lost its unit axis: 'T.gemm
+    needs 2-D tiles') compile and match the reference bit-exactly, for every transpose."""
+    bm, bn, bk = tile
+    dtype, accum = dtypes
+    M, N, K = (b * 2 + e for b, e in zip(tile, extra))  # a partial last tile when e == 1 and b > 1
+    f = gemm(M, N, K, bm, bn, bk, dtype, accum, ta, tb)
+    lim = INT_BOUND[dtype]
+    a = RNG.integers(-lim, lim + 1, size=(K, M) if ta else (M, K)).astype(dtype)
+    b = RNG.integers(-lim, lim + 1, size=(N, K) if tb else (K, N)).astype(dtype)
+    assert_matches_reference(f, [a, b], backend="cpu", out_idx=[-1], rtol=0, atol=0)
+
+
+def test_gemm_of_3d_stage_buffers_with_a_unit_axis_is_exact():
+    """(M, 1, K) x (1, K, N) stage buffers multiply over their non-unit axes on cpu and in the
+    reference interpreter alike (the interpreter once required the unit axes to lead)."""
+    M, N, K = 8, 16, 4
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "int16"), B: T.Tensor((K, N), "int16"), C: T.Tensor((M, N), "int32")):
+        with T.Kernel(1, 1, threads=32) as (bx, by):
+            A_s = T.alloc_shared((M, 1, K), "int16")
+            B_s = T.alloc_shared((1, K, N), "int16")
+            C_f = T.alloc_fragment((M, N), "int32")
+            T.copy(A, A_s[:, 0, :])
+            T.copy(B, B_s[0, :, :])
+            T.gemm(A_s, B_s, C_f, clear_accum=True)
+            T.copy(C_f, C)
+
+    a = RNG.integers(-1000, 1001, size=(M, K)).astype(np.int16)
+    b = RNG.integers(-1000, 1001, size=(K, N)).astype(np.int16)
+    got = assert_matches_reference(main, [a, b], backend="cpu", out_idx=[-1], rtol=0, atol=0)
+    np.testing.assert_array_equal(got, a.astype(np.int64) @ b.astype(np.int64))
 
 
 def copies_left_in_main_loop(func):

@@ -64,8 +64,8 @@ def _staged(copy: N.Stmt, mentions: Counter) -> Optional[N.Buffer]:
         return None
     if not _whole(dst) or mentions[dst.buffer.name] != 2:
         return None
-    if src.squeezed_shape() != dst.squeezed_shape():
-        return None
+    if src.squeezed_shape() != dst.squeezed_shape() or src.matrix_shape() != dst.matrix_shape():
+        return None  # the gemm would multiply over other axes of the source region
     return dst.buffer
 
 
