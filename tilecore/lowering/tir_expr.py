@@ -489,7 +489,9 @@ class ExprLowerer:
         if op == "/":
             if is_float:
                 return tx.Div(a, b)
-            return self._int_div(a, b, dtype, tx.floordiv)
+            # the IR's integer `/` is C division, truncating toward zero (docs/semantics.md); the
+            # frontend never writes it, but IR from a pass or a plugin may
+            return self._int_div(a, b, dtype, tx.truncdiv)
         if op == "//":
             if is_float:
                 return tx.floor(tx.Div(a, b))

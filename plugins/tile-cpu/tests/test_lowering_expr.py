@@ -65,6 +65,20 @@ def test_integer_floor_division_and_modulo(a, b):
     np.testing.assert_array_equal(got[3], a % 5)
 
 
+def test_integer_true_division_of_the_ir_truncates_toward_zero():
+    """The IR's integer `/` (never written by the frontend; a pass or plugin may) is C division, as
+    the interpreter defines it: it once lowered as floor division."""
+    from tilecore.interp.executor import _int_truediv
+
+    a = np.array([7, -7, 7, -7, 0, 5, -1, 9] * (N_ELEM // 8), np.int32)
+    b = np.array([2, 2, -2, -2, 3, 0, 4, -4] * (N_ELEM // 8), np.int32)
+    A, B = load("A", "int32"), load("B", "int32")
+    got = run_exprs([lambda x: N.BinOp("/", A(x), B(x), "int32")], {"A": a, "B": b}, "int32")
+    safe = np.where(b == 0, 1, b)
+    np.testing.assert_array_equal(got[0], np.where(b == 0, 0, np.trunc(a / safe).astype(np.int32)))
+    np.testing.assert_array_equal(got[0], np.where(b == 0, 0, _int_truediv(a, safe)))
+
+
 def test_float_floor_ops_and_casts():
     a = np.linspace(-5.5, 5.5, N_ELEM).astype(np.float32)
     A = load("A", "float32")
