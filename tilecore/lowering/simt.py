@@ -297,10 +297,10 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         if hasattr(value, "ty") and involves_bfloat16(s):  # (a whole-tile value is not an expression)
             cell = B.alloc_buffer((1,), "float32", scope="local")
             B.buffer_store(cell, tx.Cast("float32", value), [0])
-            self.ex.bind(s.var.name, cast_to(tx.BufferLoad(cell, [0]), s.var.dtype))
+            self.ex.bind_let(s, cast_to(tx.BufferLoad(cell, [0]), s.var.dtype))
             return
         var = B.Bind(value)
-        self.ex.bind(s.var.name, var)
+        self.ex.bind_let(s, var)
 
     def emit_Store(self, s: N.Store):
         """An element store; outside a thread iteration only thread 0 writes shared or global memory."""

@@ -39,6 +39,8 @@ from tvm import tirx as tx
 from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..interp.dtypes import scalar
 from ..ir import nodes as N
+from ..ir.types import bits as dtype_bits
+from ..ir.visitor import walk
 from .intrinsics import IntrinsicTable, default_table, dtype_of
 
 BufferView = Union["tvm.tirx.Buffer", Callable]
@@ -126,35 +128,51 @@ def cast_to(expr, dtype: str):
     return tx.Cast(dtype, expr)
 
 
-# Narrow integer dtypes whose + - * << ~ are computed in an unsigned type and cast back.
-# Signed ones in the same-width unsigned type: TVM's LLVM codegen marks signed arithmetic
-# `nsw` (overflow is poison), and LLVM then folds e.g. min(a + a, 100) as if a + a could
-# not wrap; the language defines wrapping. Unsigned ones in the next wider unsigned type:
-# C-source codegens promote narrow operands to int, so a uint8 `~a` converted to float16
-# gave -1 - a instead of 255 - a; the explicit cast back to the dtype truncates (a cast
-# to the operands' own dtype would be simplified away).
-# int32 is left alone: it is the index type, whose analysis (vectorization,
-# bounds) must keep seeing plain arithmetic. int64 too, for now: the same rewrite
-# through uint64 lost the else-branch update of an int64 accumulator
-# (O = O - int64(a) * 2 under a run-time if; TVM's unsigned 64-bit handling), so
-# int64 overflow inside an expression remains a known tile-cpu bug.
-_WRAPPING_INTS = {"int8": "uint8", "int16": "uint16", "uint8": "uint16", "uint16": "uint32"}
+# Integer + - * << wrap (two's complement), as the language defines. They are computed
+# exactly in a wider signed type (`_WRAP_WIDE`: no overflow there, so TVM marking signed
+# arithmetic `nsw` is true) and wrapped to the dtype with a mask, which TVM's bound analysis
+# follows soundly; LLVM narrows the arithmetic back to the dtype's width.
+# Why not plain arithmetic: with `nsw` LLVM folds e.g. min(a + a, 100) or not (b + a > b)
+# as if the sum could not wrap. Why not an unsigned type and a cast back (the earlier way):
+# TVM's bound analysis treats unsigned arithmetic as unbounded integers and a cast as
+# preserving the value, so it folded uint32(0) - uint32(b) to 0 and `-b < 0` to false.
+# int8/int16/uint8/uint16 always wrap this way. int32 is also the index type, whose
+# analysis (vectorization, bounds) must keep seeing plain arithmetic: it wraps only where
+# an operand depends on memory (`ExprLowerer.reads_memory`), never in index arithmetic of
+# loop variables (cpu folded `not (B + A > B)` for int32 data, conformance seed 5151
+# program 163). int64 has no wider type and is left alone: int64 overflow inside an
+# expression remains a known tile-cpu bug (an earlier rewrite through uint64 lost the
+# else-branch update of an int64 accumulator under a run-time if).
+_WRAP_WIDE = {"int8": "int32", "int16": "int32", "uint8": "int32", "uint16": "int64"}
+_WRAP_WIDE_DATA = {**_WRAP_WIDE, "int32": "int64"}
 _WRAPPING_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
                  "<<": tx.shift_left}
 
 
+def wrap_to(value, dtype: str):
+    """The low bits of the wider integer `value` as the integer `dtype` (two's complement),
+    written as a mask that TVM's bound analysis follows (see _WRAP_WIDE)."""
+    n, wide = dtype_bits(dtype), dtype_of(value)
+    low = tx.bitwise_and  # (v + 2^(n-1)) mod 2^n - 2^(n-1) for a signed dtype, v mod 2^n otherwise
+    if dtype.startswith("uint"):
+        return tx.Cast(dtype, low(value, tx.const((1 << n) - 1, wide)))
+    half = tx.const(1 << (n - 1), wide)
+    return tx.Cast(dtype, low(value + half, tx.const((1 << n) - 1, wide)) - half)
+
+
 def wrapping_arith(op: str, a, b, dtype: str):
-    """a op b (op in + - * <<) for a narrow integer `dtype`, wrapping to the dtype's bits."""
-    # casts, not reinterpret: TVM's codegen refuses a reinterpret that folding turned into 0
-    u = _WRAPPING_INTS[dtype]
-    return tx.Cast(dtype, _WRAPPING_OPS[op](tx.Cast(u, a), tx.Cast(u, b)))
+    """a op b (op in + - * <<) for an integer `dtype` of _WRAP_WIDE_DATA, wrapping to the dtype's bits."""
+    wide = _WRAP_WIDE_DATA[dtype]
+    return wrap_to(_WRAPPING_OPS[op](tx.Cast(wide, a), tx.Cast(wide, b)), dtype)
 
 
 def wrapping_not(a, dtype: str):
-    """~a for an integer `dtype`, its bits complemented within the dtype (see _WRAPPING_INTS)."""
-    if dtype not in _WRAPPING_INTS:
-        return tx.bitwise_not(a)
-    return tx.Cast(dtype, tx.bitwise_not(tx.Cast(_WRAPPING_INTS[dtype], a)))
+    """~a for an integer `dtype`, its bits complemented within the dtype: C-source codegens
+    promote narrow operands to int, so a uint8 `~a` converted to float16 gave -1 - a
+    instead of 255 - a."""
+    if dtype not in _WRAP_WIDE or dtype.startswith("int"):
+        return tx.bitwise_not(a)  # -a - 1 stays within a signed dtype
+    return wrap_to(tx.bitwise_not(tx.Cast(_WRAP_WIDE[dtype], a)), dtype)
 
 
 def is_float_dtype(dtype: str) -> bool:
@@ -248,6 +266,7 @@ class ExprLowerer:
         self.held_bfloat16: set = set()
         self.guards: list = []  # (condition, branch taken when it is true) around the expression being lowered
         self._exact: Dict[int, object] = {}  # id -> PrimExpr known to hold a bfloat16 value
+        self.memory_names: set = set()  # names bound to values that depend on memory (see reads_memory)
 
     # A backend whose TVM pipeline legalizes bfloat16 sets this. TVM's BF16ComputeLegalize
     # turns every cast to bfloat16 into a cast to float32 (so no intermediate result is ever
@@ -267,6 +286,20 @@ class ExprLowerer:
     def bind(self, name: str, value) -> None:
         """Make Tile IR variable `name` lower to `value` from now on."""
         self.variables[name] = value
+
+    def bind_let(self, let: N.Let, value) -> None:
+        """Make the name a `Let` binds lower to `value`, noting whether it depends on memory."""
+        if self.reads_memory(let.value):
+            self.memory_names.add(let.var.name)
+        else:
+            self.memory_names.discard(let.var.name)
+        self.bind(let.var.name, value)
+
+    def reads_memory(self, e: N.Expr) -> bool:
+        """Whether `e` reads a buffer, directly or through a name bound to such a value: data,
+        whose int32 arithmetic must wrap, unlike the index arithmetic of loop variables."""
+        return any(isinstance(n, N.Load) or (isinstance(n, N.Var) and n.name in self.memory_names)
+                   for n in walk(e))
 
     def bind_buffer(self, name: str, view: BufferView) -> None:
         self.buffers[name] = view
@@ -474,7 +507,8 @@ class ExprLowerer:
         if dtype == "bool" and op in ("&", "|", "+", "*", "min", "max"):
             return {"&": tx.And, "*": tx.And, "min": tx.And, "|": tx.Or, "+": tx.Or,
                     "max": tx.Or}[op](a, b)
-        if op in _WRAPPING_OPS and dtype in _WRAPPING_INTS:
+        if op in _WRAPPING_OPS and (dtype in _WRAP_WIDE or (
+                dtype in _WRAP_WIDE_DATA and node is not None and self.reads_memory(node))):
             return wrapping_arith(op, a, b, dtype)
         if op == "+":
             return a + b

@@ -424,7 +424,7 @@ class TirLowering:
     def lower_Let(self, s: N.Let):
         v = tx.Var(s.var.name, s.var.dtype)
         value = self.lower_expr(s.value, s.var.dtype)
-        self.expr.bind(s.var.name, v)
+        self.expr.bind_let(s, v)
         r = self.index_range(s.value) if s.var.dtype in ("int32", "int64") else None
         self.set_range(s.var.name, *(r or (None, None)))
         return tx.Bind(v, value)

@@ -1,11 +1,14 @@
 """Regressions for the bugs the QA helper found in tile-cpu (/tmp/team/cpu_bugs.md), each against the reference."""
 from __future__ import annotations
 
+import functools
 import os
 
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tilecore
 import tilecore.language as T
@@ -335,7 +338,7 @@ def test_tanh_keeps_relative_accuracy_near_zero(dtype):
 
 def test_signed_overflow_wraps_inside_expressions():
     """int8 / int16 + - * wrap (two's complement) even where LLVM could exploit `nsw` (TVM marks signed
-    arithmetic so); int64 is a known open case (see tilecore/lowering/tir_expr.py, _WRAPPING_INTS)."""
+    arithmetic so); int64 is a known open case (see tilecore/lowering/tir_expr.py, _WRAP_WIDE)."""
     @T.prim_func
     def k(A: T.Tensor((4,), "int16"), O: T.Tensor((4,), "int16"), P: T.Tensor((4,), "int8"),
           Z: T.Tensor((4,), "int8")):
@@ -354,6 +357,44 @@ def test_signed_overflow_wraps_inside_expressions():
     interp.run(k, [a.copy(), ro, rp, np.ones(4, np.int8)])
     assert o.tolist() == ro.tolist() and p.tolist() == rp.tolist()
     assert o[0] < 0
+
+
+@T.prim_func
+def _int32_data_wraps(A: T.Tensor((64,), "uint8"), B: T.Tensor((64,), "int32"), C: T.Tensor((64,), "int8"),
+                      O: T.Tensor((6, 64), "int32")):
+    with T.Kernel(1, threads=64) as bx:
+        for i in T.Parallel(64):
+            O[0, i] = T.cast(not ((B[i] + A[i]) > B[i]), "int32")  # LLVM folded this to A[i] == 0
+            x = B[i] * 2  # a name bound to data: its arithmetic wraps too
+            O[1, i] = T.cast(x + 1 > x, "int32")
+            O[2, i] = T.cast(-B[i] < 0, "int32")
+            O[3, i] = T.min(B[i] + B[i], 100)
+            O[4, i] = T.cast(-C[i] > 0, "int32")  # narrow dtypes: uint8(0) - uint8(c) folded to 0
+            O[5, i] = T.cast(C[i] + C[i] < C[i], "int32")
+
+
+@functools.lru_cache(maxsize=1)
+def _int32_data_wraps_kernel():
+    return tilecore.compile(_int32_data_wraps, target="cpu")
+
+
+int32s = st.one_of(st.integers(-2 ** 31, 2 ** 31 - 1), st.sampled_from([2 ** 31 - 1, -2 ** 31, 2 ** 30, -(2 ** 30) - 1]))
+
+
+@settings(max_examples=15, deadline=None)
+@given(b=st.lists(int32s, min_size=64, max_size=64), a=st.lists(st.integers(0, 255), min_size=64, max_size=64),
+       c=st.lists(st.integers(-128, 127), min_size=64, max_size=64))
+def test_integer_arithmetic_on_data_wraps(a, b, c):
+    """int32 + - * of values read from memory wrap like the reference (conformance seed 5151, program
+    163: TVM marks signed arithmetic `nsw`, and LLVM folded `not (B + A > B)` to `A == 0`); int32 index
+    arithmetic of loop variables stays plain (tilecore/lowering/tir_expr.py, _WRAP_WIDE_DATA)."""
+    from tilecore import interp
+
+    a, b, c = np.array(a, np.uint8), np.array(b, np.int32), np.array(c, np.int8)
+    got, want = np.zeros((6, 64), np.int32), np.zeros((6, 64), np.int32)
+    _int32_data_wraps_kernel()(a, b, c, got)
+    interp.run(_int32_data_wraps, [a, b, c, want])
+    np.testing.assert_array_equal(got, want)
 
 
 def test_int64_accumulator_update_under_runtime_if():

@@ -68,7 +68,7 @@ class CpuLowering(TirLowering):
             return super().lower_Let(s)
         cell = self.local_buffer([1], s.var.dtype, s.var.name)
         value = self.lower_expr(s.value, s.var.dtype)
-        self.expr.bind(s.var.name, tx.BufferLoad(cell, [0]))
+        self.expr.bind_let(s, tx.BufferLoad(cell, [0]))
         self.set_range(s.var.name, None, None)
         return seq([tx.AllocBuffer(cell), self.store(cell, value, [0])])
 
