@@ -136,7 +136,7 @@ def test_overlapped_main_loop_keeps_one_wgmma_group_in_flight(case, schedule):
     assert loop_and_last_step.count("__syncthreads();") == (2 if schedule == "release" else 1) + 1
     ptx = compiler.compile_ptx(src, "sm_90a")
     assert "wgmma.wait_group.sync.aligned 1;" in ptx and "wgmma.wait_group.sync.aligned 0;" in ptx
-    plain = _codegen(_kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a").source
+    plain = _codegen(_kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a", {"wgmma_overlap": False}).source
     assert re.findall(r"tc::wgmma_ss<[^>]*, (\d)>\(", plain) == ["0"]
 
 
@@ -182,18 +182,20 @@ def test_overlapped_loop_reads_accumulators_after_the_last_wait(case, schedule, 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", CASES, ids=_ids)
 def test_wgmma_gemm_matches_torch(case):
-    _check_against_torch(case, {})
+    """The plain wgmma loop (each k-step waits for its group); the default schedule runs below."""
+    _check_against_torch(case, {"wgmma_overlap": False})
 
 
 # "release" also takes 2-stage loops: two of them (bf16, int8 on 32 rows per warp) besides the others
 OVERLAP_RUNS = ([(c, "slack") for c in OVERLAP_CASES]
-                + [(c, "release") for c in OVERLAP_CASES + [CASES[14], CASES[22]]])
+                + [(c, "release") for c in OVERLAP_CASES + [CASES[14], CASES[22]]]
+                + [(c, None) for c in OVERLAP_CASES[:2]])  # None: no option given, the default
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case,schedule", OVERLAP_RUNS, ids=[f"{_ids(c)}-{s}" for c, s in OVERLAP_RUNS])
 def test_overlapped_wgmma_gemm_matches_torch(case, schedule):
-    _check_against_torch(case, {"wgmma_overlap": schedule})
+    _check_against_torch(case, {} if schedule is None else {"wgmma_overlap": schedule})
 
 
 def _check_against_torch(case, options):
@@ -206,7 +208,7 @@ def _check_against_torch(case, options):
     for M, N, Kd, pred in ((2 * bm, 2 * bn, 12 * bk, False), (2 * bm - 24, 2 * bn - 8, 11 * bk + 16, True)):
         art = _codegen(_kernel(case, M, N, Kd, pred), "cuda", options)
         assert "tc::wgmma_ss<" in art.source
-        if options.get("wgmma_overlap"):
+        if options.get("wgmma_overlap", True):
             assert re.findall(r"tc::wgmma_ss<[^>]*, (\d)>\(", art.source) == ["1", "0"]
         launch = plugin.tilecore_launcher(backend=plugin.make_backend(), artifact=art)
         tdt = {"float16": torch.float16, "bfloat16": torch.bfloat16, "int8": torch.int8}[dt]

@@ -152,8 +152,10 @@ def test_overlapped_main_loop_takes_shared_a_wgmma_loops_with_enough_stages(
     assert _wgmma(plan)
     claimed = id(loop) in plan.claims.get(OVERLAP, {})
     assert claimed == (bool(option) and stages >= (2 if option == "release" else 3))
-    plain = cuda_plan(func, "sm_90a", {})
+    plain = cuda_plan(func, "sm_90a", {"wgmma_overlap": False})
     assert OVERLAP not in plain.claims or not plain.claims[OVERLAP]
+    default = cuda_plan(func, "sm_90a", {})  # no option: schedule "release"
+    assert (id(loop) in default.claims.get(OVERLAP, {})) == (stages >= 2)
     for name in ("A_s", "B_s"):
         assert plan.layout[name].stages == plain.layout[name].stages == (stages if stages >= 2 else 1)
 

@@ -14,8 +14,8 @@ def cuda_target(arch: str, options: Dict[str, Any]):
     """The `TargetDescription` of `arch` ("sm_80", "sm_90a", ...) under the compile `options`.
 
     `properties`: "sm" (the compute capability as an int), "wgmma" (option wgmma, default on),
-    "wgmma_overlap" (option wgmma_overlap, default off: the overlapped wgmma main loop of
-    `wgmma_pipeline`; "" off, "slack" or "release" on, True = "slack") and "fast_math" (option fast_math, default off: accurate math, as the
+    "wgmma_overlap" (option wgmma_overlap, default "release": the overlapped wgmma main loop of
+    `wgmma_pipeline`; False/"" off, "slack" or "release" on, True = "slack") and "fast_math" (option fast_math, default off: accurate math, as the
     conformance ULP table requires), read by tile-cuda's rules and intrinsics.
     """
     from tilecore.lowering.target import TargetDescription
@@ -30,7 +30,7 @@ def cuda_target(arch: str, options: Dict[str, Any]):
         max_vector_lanes=16, max_vector_element_bytes=16, bool_storage="bool", bool_vectors=True,
         device_library=CUDA_DEVICE_LIB,
         properties={"sm": sm, "wgmma": bool(options.get("wgmma", True)),
-                    "wgmma_overlap": overlap_schedule(options.get("wgmma_overlap", False)),
+                    "wgmma_overlap": overlap_schedule(options.get("wgmma_overlap", DEFAULT_OVERLAP)),
                     "fast_math": bool(options.get("fast_math", False))})
 
 
@@ -45,12 +45,14 @@ def has_wgmma(target) -> bool:
 
 
 OVERLAP_SCHEDULES = ("slack", "release")
+# measured fastest on the H200 (benchmarks/results/h200-session5) and checked by its GPU test matrix
+DEFAULT_OVERLAP = "release"
 
 
 def overlap_schedule(value) -> str:
     """The overlapped wgmma main loop that option wgmma_overlap asks for ("" = off; see
     `wgmma_pipeline`): False/None -> "", True -> "slack", or one of OVERLAP_SCHEDULES by name."""
-    if value is None or value is False:
+    if value is None or value is False or value == "":
         return ""
     if value is True:
         return "slack"

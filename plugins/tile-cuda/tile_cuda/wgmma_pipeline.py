@@ -1,4 +1,4 @@
-"""The overlapped wgmma main loop (compile option wgmma_overlap, sm_90a; off by default).
+"""The overlapped wgmma main loop (compile option wgmma_overlap, sm_90a; schedule "release" by default).
 
 The toolkit's cp.async pipeline (`tilecore.lowering.simt_pipeline`) waits for each gemm's wgmma
 group before the next iteration, so the tensor cores idle while a warpgroup crosses the barrier and
