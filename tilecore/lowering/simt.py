@@ -33,6 +33,7 @@ from tvm.tirx.script.builder import ir as B
 
 from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
+from ..ir.visitor import walk_stmts
 from ..plugin.rules import SIMT_OPS, RuleTable
 from .intrinsics import IntrinsicTable, default_table
 from .simt_barriers import SimtBarriers
@@ -222,11 +223,17 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
 
     def rasterize(self, k: N.Kernel):
         """T.use_swizzle: visit 2-D grid blocks in panels of `panel_size` block rows, so that
-        blocks running at the same time share operand tiles in L2 (results are unchanged)."""
+        blocks running at the same time share operand tiles in L2 (results are unchanged).
+        Without the hint, a kernel with a gemm takes the target's `gemm_block_panel`."""
         hints = [s for s in k.body if isinstance(s, N.Hint) and s.kind == "use_swizzle"]
-        if not hints or len(k.grid) < 2:
+        if len(k.grid) < 2:
             return
-        params = dict(hints[0].params)
+        if hints:
+            params = dict(hints[0].params)
+        elif self.target.gemm_block_panel and any(isinstance(s, N.Gemm) for s in walk_stmts(k.body)):
+            params = {"panel_size": self.target.gemm_block_panel}
+        else:
+            return
         if not params.get("enable", True):
             return
         panel = int(params.get("panel_size", 8))

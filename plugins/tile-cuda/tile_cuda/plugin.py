@@ -18,6 +18,7 @@ from tilecore.plugin.backend import (Artifact, Backend, Capabilities, ToolchainS
                                      tvm_fingerprint)
 
 from . import __version__, toolchain
+from .target import DEFAULT_OVERLAP, GEMM_BLOCK_PANEL, OVERLAP_SCHEDULES
 from .tilelang_names import TILELANG_NAMES
 
 NAME = "cuda"
@@ -112,6 +113,11 @@ def make_backend() -> Backend:
         description="NVIDIA GPUs through TVM's CUDA codegen and nvcc/NVRTC; mma.sync tensor cores, "
                     "cp.async pipelines",
         options=(Option("wgmma", bool, True, "use wgmma tensor-core GEMMs on sm_90a"),
+                 Option("wgmma_overlap", object, DEFAULT_OVERLAP, "the overlapped wgmma main loop on sm_90a: "
+                        "False off, \"slack\" (or True) or \"release\"", choices=(False, True) + OVERLAP_SCHEDULES),
+                 Option("gemm_block_panel", int, GEMM_BLOCK_PANEL, "kernels with a gemm and a 2-D grid visit blocks "
+                        "in panels of this many block rows (L2 reuse) unless T.use_swizzle says otherwise; 0: "
+                        "launch order"),
                  Option("fast_math", bool, False, "fast approximate exp/exp2/log (__expf, ex2.approx, __logf); "
                         "off by default: the accurate expf/exp2f/logf meet the conformance ULP table")),
         toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + files_fingerprint([toolchain.find_nvcc() or ""]),

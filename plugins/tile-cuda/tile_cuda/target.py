@@ -28,7 +28,7 @@ def cuda_target(arch: str, options: Dict[str, Any]):
         name="cuda", arch=arch, tvm_target={"kind": "cuda", "arch": arch}, warp_size=32,
         max_shared_memory=smem, shared_scope="shared.dyn", shared_pool=True, shared_alignment=128,
         max_vector_lanes=16, max_vector_element_bytes=16, bool_storage="bool", bool_vectors=True,
-        device_library=CUDA_DEVICE_LIB,
+        device_library=CUDA_DEVICE_LIB, gemm_block_panel=gemm_block_panel(options.get("gemm_block_panel")),
         properties={"sm": sm, "wgmma": bool(options.get("wgmma", True)),
                     "wgmma_overlap": overlap_schedule(options.get("wgmma_overlap", DEFAULT_OVERLAP)),
                     "fast_math": bool(options.get("fast_math", False))})
@@ -45,6 +45,9 @@ def has_wgmma(target) -> bool:
 
 
 OVERLAP_SCHEDULES = ("slack", "release")
+# panel of the L2-friendly block order of gemm kernels (TargetDescription.gemm_block_panel): a
+# panel of 8 block rows is what the fastest hand-tuned GEMM of benchmarks/results used
+GEMM_BLOCK_PANEL = 8
 # measured fastest on the H200 (benchmarks/results/h200-session5) and checked by its GPU test matrix
 DEFAULT_OVERLAP = "release"
 
@@ -60,3 +63,12 @@ def overlap_schedule(value) -> str:
         return value
     raise ValueError(f"compile option wgmma_overlap must be True, False or one of {OVERLAP_SCHEDULES}, "
                      f"got {value!r}")
+
+
+def gemm_block_panel(value) -> int:
+    """Option gemm_block_panel: None -> GEMM_BLOCK_PANEL, else a panel size >= 0 (0: launch order)."""
+    if value is None:
+        return GEMM_BLOCK_PANEL
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"compile option gemm_block_panel must be an int >= 0, got {value!r}")
+    return value
