@@ -30,9 +30,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
-import tilecore  # noqa: E402
 from gemm import matmul  # noqa: E402
 from results_file import utc_stamp, write_record  # noqa: E402
+
+import tilecore  # noqa: E402
 
 # block_M x block_N x block_K around the hand-picked 256x512x128 of benchmarks/cpu_vs_numpy.py
 CONFIGS = [{"block_M": m, "block_N": n, "block_K": k}

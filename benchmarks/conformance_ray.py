@@ -4,8 +4,8 @@
 
 Runs `tile conformance BACKEND` twice with the same seed: once on this machine's worker
 pool, once sharded over a local Ray cluster of `workers` CPUs (`--ray`: each shard
-generates program i from (seed, i), compiles and runs it). Bar: the same verdict and program digest (and the same totals, per-family and
-per-feature counts and failing programs).
+generates program i from (seed, i), compiles and runs it). Bar: the same verdict and
+program digest (and the same totals, per-family and per-feature counts and failing programs).
 Writes benchmarks/results/conformance_ray-<date>.json (machine, versions, command, both
 reports' totals, digests, verdicts and durations). Results (npu, 400, seed 0): 12:41, per-index generation: the same
 (digest 5ac55db5..., certified, 55 s vs 66 s); 12:23, the runner before it: not the same (see

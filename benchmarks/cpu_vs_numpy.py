@@ -162,8 +162,8 @@ def gemm_runs(args, rng, n, record):
 
 
 def run(args):
-    from softmax import softmax
     from layernorm import layernorm
+    from softmax import softmax
 
     rng = np.random.default_rng()
     results = []

@@ -46,8 +46,8 @@ def bench(fn, warmup=10, iters=50, reps=1):
 
 
 def build(func, target="cuda", options=None):
-    from tilecore.plugin.backend import TileModule
     from tile_cuda import plugin
+    from tilecore.plugin.backend import TileModule
 
     be = plugin.make_backend()
     t0 = time.perf_counter()
@@ -73,8 +73,8 @@ OVERLAP = [dict(cfg, options={"wgmma_overlap": mode}) for cfg in (
 
 
 def gemm_rows(results, configs=None):
-    import torch
     import kernels as K
+    import torch
 
     # threads = 2 * bm: 16 rows per warp, the shape Hopper's wgmma took first (on sm_90a); threads =
     # bm (32 rows per warp, TileLang's quickstart) takes it too since session 3: two m64 instructions
@@ -170,8 +170,8 @@ def triton_matmul(a, b):
 def attention_rows(results):
     import torch
     import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     from examples_util import example
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     fa = example("flash_attention")
     B, H, S, D = 4, 32, 4096, 128
@@ -231,8 +231,9 @@ def layernorm_rows(results):
     pct_of_copy compares back-to-back device times (kernel, torch and the copy alike);
     call_pct_of_copy is the older per-call figure (host launch work included)."""
     import torch
-    import tilecore
     from examples_util import example
+
+    import tilecore
 
     ln = example("layernorm")
     sm = example("softmax")
@@ -309,8 +310,8 @@ def layernorm_rows(results):
 
 
 def softmax_rows(results):
-    import torch
     import kernels as K
+    import torch
 
     M, Nn = 16384, 8192
     x = torch.randn(M, Nn, device="cuda", dtype=torch.float16)
@@ -329,7 +330,8 @@ def softmax_rows(results):
         torch.cuda.synchronize()
         ok = torch.allclose(y.float(), torch.softmax(x.float(), -1), atol=2e-3, rtol=2e-2)
         t = bench(lambda: launch([x, y], {}))
-        row = {"kernel": "softmax_fp16_16384x8192", "rows": rows, "threads": threads, "tile_dtype": fd, "correct": ok, "ms": t,
+        row = {"kernel": "softmax_fp16_16384x8192", "rows": rows, "threads": threads, "tile_dtype": fd,
+               "correct": ok, "ms": t,
                "GBps": byts / t / 1e6, "copy_GBps": bw, "pct_of_copy": (byts / t / 1e6) / bw * 100,
                "torch_ms": t_torch, "torch_pct_of_copy": (byts / t_torch / 1e6) / bw * 100,
                "storage": art.meta["storage"]}
@@ -342,6 +344,7 @@ def _per_call_us(fns, n=2000, rounds=7):
     each function in turn (interleaved, so drift hits all alike); the GPU is synchronized between
     rounds, not inside them, so this is the launch cost a Python caller sees."""
     import statistics
+
     import torch
 
     for fn in fns.values():
@@ -383,8 +386,8 @@ def overhead_rows(results):
     """Host overhead per call of a trivial kernel (y = 2x + 1, 1024 floats, one block): the raw
     tile-cuda launcher, its per-signature specialized run, tilecore Kernel calls (outputs passed in,
     and allocated through out_idx), Triton and torch.add; a cProfile of Kernel calls."""
-    import torch
     import kernels as K
+    import torch
 
     art, launch, _ = build(K.elementwise_kernel(1024, block=1024, threads=256))
     x = torch.randn(1024, device="cuda")
@@ -422,6 +425,7 @@ def overhead_rows(results):
     fns["torch_empty_1024_us"] = lambda: torch.empty(1024, device="cuda")
     try:  # a cheaper zero-filled output? torch.empty + the driver's memset on the current stream
         import ctypes
+
         from tile_cuda import toolchain
 
         memset = toolchain.libcuda()["cuMemsetD8Async"]
@@ -566,7 +570,8 @@ def main():
     results = []
     print(json.dumps(env), flush=True)
     only = args.only.split(",")
-    for name, fn in (("overhead", overhead_rows), ("cached", cached_rows), ("softmax", softmax_rows), ("layernorm", layernorm_rows),
+    for name, fn in (("overhead", overhead_rows), ("cached", cached_rows), ("softmax", softmax_rows),
+                     ("layernorm", layernorm_rows),
                      ("attention", attention_rows), ("gemm", gemm_rows),
                      ("gemm_quickstart", lambda results: gemm_rows(results, QUICKSTART)),
                      ("gemm_overlap", lambda results: gemm_rows(results, OVERLAP))):

@@ -12,14 +12,12 @@ the interpreter's (the interpreter runs the tiled kernel, numpy one fused call).
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import platform
+import sys
 import time
 
 import numpy as np
-
-import sys
 
 from tilecore.interp import compile_program, np_dtype, run
 

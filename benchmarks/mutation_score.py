@@ -40,6 +40,7 @@ def install_mutants(wrap: str) -> str:
 def score(wrap: str, seeds, only=None, examples=None, jobs=1):
     """[(bug, seed, rejected, programs run, seconds, first failure)] for every bug and seed."""
     import tile_mutants
+
     from tile_conformance.pool import WorkerPool
     from tile_conformance.runner import DEFAULT_EXAMPLES, run_suite
 

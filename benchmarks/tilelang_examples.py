@@ -120,7 +120,6 @@ print("EXAMPLE-PASSED")
 
 def classify(text: str, folder: str):
     """'hopper', 'tvm-fork', 'missing:NAME' or None (the example counts towards the rate)."""
-    import importlib.util
 
     if os.path.basename(folder) == "autodd":
         return "not-an-example"  # deliberately broken inputs of TileLang's bug minimizer

@@ -97,8 +97,8 @@ def check(target=None):
         w = random_array(rng, (N,), dtype, 0.5, 1.5)
         b = random_array(rng, (N,), dtype, -0.5, 0.5)
         y = kernel(x, w, b)
-        results.append(compare(f"layernorm {M}x{N} block_M={block_M} {dtype} wb_early={wb_early}", y, reference(x, w, b),
-                               tolerance_for(dtype), kernel))
+        results.append(compare(f"layernorm {M}x{N} block_M={block_M} {dtype} wb_early={wb_early}", y,
+                               reference(x, w, b), tolerance_for(dtype), kernel))
     return results
 
 

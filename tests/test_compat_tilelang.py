@@ -6,7 +6,6 @@ import time
 import numpy as np
 import pytest
 
-import tilecore
 import tilecore.compat.tilelang as tilelang
 import tilecore.compat.tilelang.language as T
 from tilecore.diagnostics import UnsupportedFeatureError
@@ -223,8 +222,15 @@ def test_a_third_party_declaration_goes_away_with_its_plugin(monkeypatch):
 ])
 def test_a_malformed_tilelang_declaration_is_a_registration_error(tilelang_names, problem):
     from tilecore.ir.version import TILE_IR_VERSION
-    from tilecore.plugin import (Backend, Capabilities, TileLangNames, ToolchainStatus, get_registry,
-                                 register_plugin, unregister_plugin)
+    from tilecore.plugin import (
+        Backend,
+        Capabilities,
+        TileLangNames,
+        ToolchainStatus,
+        get_registry,
+        register_plugin,
+        unregister_plugin,
+    )
 
     class Malformed:
         @hookimpl

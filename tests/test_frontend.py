@@ -361,9 +361,8 @@ def test_one_kernel_per_function():
         parse_source(text)
 
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-
 from dsl_strategies import dsl_programs  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

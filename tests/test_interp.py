@@ -14,8 +14,25 @@ from tilecore.ir import nodes as N
 
 sys.path.insert(0, os.path.dirname(__file__))
 from test_interp_support import (  # noqa: E402
-    FILE, add, binop, buf, const, func, gemm_ir, kernel, load, lt, mul,
-                                 parallel, region, serial, span, store, var, whole)
+    FILE,
+    add,
+    binop,
+    buf,
+    const,
+    func,
+    gemm_ir,
+    kernel,
+    load,
+    lt,
+    mul,
+    parallel,
+    region,
+    serial,
+    span,
+    store,
+    var,
+    whole,
+)
 
 RNG = np.random.default_rng(1234)
 

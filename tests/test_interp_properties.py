@@ -14,8 +14,7 @@ from tilecore.ir import nodes as N
 from tilecore.ir.types import promote
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_interp_support import (  # noqa: E402
-    add, binop, buf, const, func, kernel, load, lt, parallel, region, store, var, whole)
+from test_interp_support import add, binop, buf, const, func, kernel, load, lt, parallel, region, store, var, whole  # noqa: E402
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

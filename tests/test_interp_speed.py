@@ -19,8 +19,7 @@ from tilecore.interp import compile_program, run
 from tilecore.ir import nodes as N
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_interp_support import (  # noqa: E402
-    binop, buf, func, gemm_ir, kernel, load, mul, parallel, store, var)
+from test_interp_support import binop, buf, func, gemm_ir, kernel, load, mul, parallel, store, var  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.environ.get("TILECORE_SKIP_SPEED") == "1",
                                 reason="TILECORE_SKIP_SPEED=1")

@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tilecore.lsp.analysis import analyze
 from tilecore.lsp.document import load_document
@@ -160,7 +161,8 @@ def test_user_code_that_exits_or_raises_is_a_diagnostic_at_its_line(tmp_path):
 
 
 def test_module_level_classes_and_dataclasses_work(tmp_path):
-    text = KERNEL.replace("BLOCK = 64\n", "BLOCK = 64\n\n\n@dataclasses.dataclass\nclass Config:\n    block: int = 64\n")
+    config = "\n\n@dataclasses.dataclass\nclass Config:\n    block: int = 64\n"
+    text = KERNEL.replace("BLOCK = 64\n", "BLOCK = 64\n" + config)
     text = text.replace("import tilecore\n", "import dataclasses\n\nimport tilecore\n", 1)
     model = analyze(str(tmp_path / "k.py"), text)
     assert model["diagnostics"] == [] and len(model["kernels"]) == 1

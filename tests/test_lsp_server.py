@@ -262,6 +262,7 @@ def test_completion_signature_help_and_documentation_of_language_ops(lsp):
     targets = [(loc.uri.rsplit("/", 1)[-1], loc.range.start.line) for loc in locations]
     assert targets[-1][0] == "ops.py"
     import inspect
+
     import tilecore.language.ops as ops
     assert targets[-1][1] == inspect.getsourcelines(inspect.unwrap(ops.copy))[1] - 1
 

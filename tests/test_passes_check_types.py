@@ -13,8 +13,7 @@ from tilecore.passes.check_types import check, check_types
 from tilecore.passes.pipeline import PassContext
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_passes_support import (FILE, SOURCE_LINES, add, c, gemm_func, kernel_func, mul, region,  # noqa: E402
-                                 span, v)
+from test_passes_support import FILE, SOURCE_LINES, c, gemm_func, kernel_func, mul, region, span, v  # noqa: E402
 
 
 def error_of(func) -> TileCompileError:

@@ -30,11 +30,10 @@ def line_of(marker: str, fn) -> int:
 @pytest.fixture
 def tiny_backend():
     """A backend declaring 16 KiB of shared memory and no T.cumsum, registered as a real plugin."""
-    from tilecore.language.features import ALL_FEATURES
-    from tilecore.plugin import (Backend, Capabilities, ToolchainStatus, hookimpl, register_plugin,
-                                 unregister_plugin)
     from tilecore.ir.types import DTYPES
     from tilecore.ir.version import TILE_IR_VERSION
+    from tilecore.language.features import ALL_FEATURES
+    from tilecore.plugin import Backend, Capabilities, ToolchainStatus, hookimpl, register_plugin, unregister_plugin
 
     class TinyPlugin:
         @hookimpl

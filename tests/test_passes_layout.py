@@ -8,8 +8,13 @@ import pytest
 
 from tilecore.diagnostics import TileCompileError
 from tilecore.ir import nodes as N
-from tilecore.passes.layout_inference import (FragmentLayout, LayoutInferencePass, infer_layouts,
-                                              layout_inference, merge_layouts)
+from tilecore.passes.layout_inference import (
+    FragmentLayout,
+    LayoutInferencePass,
+    infer_layouts,
+    layout_inference,
+    merge_layouts,
+)
 from tilecore.passes.pipeline import PassContext
 
 sys.path.insert(0, os.path.dirname(__file__))

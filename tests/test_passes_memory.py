@@ -16,7 +16,7 @@ from tilecore.passes.memory_plan import buffer_bytes, memory_plan, plan_memory
 from tilecore.passes.pipeline import PassContext
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_passes_support import FILE, SOURCE, c, gemm_func, kernel_func, make_backend, mul, region, span, v  # noqa: E402
+from test_passes_support import FILE, SOURCE, c, gemm_func, kernel_func, make_backend, mul, region, v  # noqa: E402
 
 
 def test_gemm_buffers_are_live_across_the_whole_loop():

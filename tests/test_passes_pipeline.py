@@ -14,7 +14,7 @@ from tilecore.language.features import ALL_FEATURES
 from tilecore.passes.pipeline import POINTS, PassContext, Pipeline, default_pipeline
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_passes_support import SOURCE, c, gemm_func, make_backend, region  # noqa: E402
+from test_passes_support import SOURCE, gemm_func, make_backend  # noqa: E402
 
 CORE = ["check_types", "simplify", "bounds", "check_features", "loops", "memory_plan", "layout_inference"]
 

@@ -105,8 +105,8 @@ def kernel_func(params, body, grid=(1,), threads=(128,), dyn_vars=(), block_name
 
 def make_backend(name="testhw", features=None, dtypes=None, gemm_dtypes=frozenset(), max_shared=None,
                  max_fragment=None, max_threads=None):
-    from tilecore.language.features import ALL_FEATURES
     from tilecore.ir.types import DTYPES
+    from tilecore.language.features import ALL_FEATURES
     from tilecore.plugin.backend import Backend, Capabilities, ToolchainStatus
 
     caps = Capabilities(features=frozenset(ALL_FEATURES if features is None else features),

@@ -10,12 +10,16 @@ import pytest
 
 from tilecore.plugin import Backend, Capabilities, ToolchainStatus, hookimpl
 from tilecore.plugin.manager import TilecorePluginManager
-from tilecore.plugin.registry import (BackendRegistry, IRVersionMismatchError, TargetError,
-                                      check_ir_version, ir_version_accepted)
+from tilecore.plugin.registry import (
+    BackendRegistry,
+    IRVersionMismatchError,
+    TargetError,
+    check_ir_version,
+    ir_version_accepted,
+)
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_plugin_support import (clean_env, install_toy_and_broken, last_json,  # noqa: E402
-                                 run_python)
+from test_plugin_support import clean_env, install_toy_and_broken, last_json, run_python  # noqa: E402
 
 LIST_BACKENDS = """
 import json
@@ -66,7 +70,8 @@ def test_allowlist_loads_only_named_plugins_and_reference(tmp_path, site):
 
 
 def test_allowlist_without_toy_keeps_only_reference(tmp_path, site):
-    out = last_json(run_python(LIST_BACKENDS, clean_env(tmp_path, site, TILECORE_PLUGINS=" no-such-backend , x")).stdout)
+    env = clean_env(tmp_path, site, TILECORE_PLUGINS=" no-such-backend , x")
+    out = last_json(run_python(LIST_BACKENDS, env).stdout)
     assert out["backends"] == ["reference"]
     # a name nothing declares (a typo, a plugin not installed) is reported
     assert [e["name"] for e in out["errors"]] == ["no-such-backend", "x"]

@@ -1,7 +1,8 @@
 """The rule table: ordered rules per tile op, priorities, dict-style replacement, and the hooks
 that fill it (pure Python: no TVM)."""
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tilecore.plugin import hookimpl, register_plugin, unregister_plugin
 from tilecore.plugin.registry import get_registry

@@ -69,9 +69,8 @@ def test_expr_to_source_parenthesizes_by_precedence():
 
 # ----------------------------------------------------------------------------- properties
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-
 from dsl_strategies import dsl_programs  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
 from ir_strategies import prim_funcs  # noqa: E402
 
 PROPERTY = settings(max_examples=150, deadline=None,

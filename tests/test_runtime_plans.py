@@ -34,7 +34,8 @@ class RecordingLauncher:
     def _bind_call(self, args, bindings, input_positions, outputs, fallback):
         """The whole call for one signature (numpy arrays of the first call's dtypes and shapes);
         anything else goes to `fallback`, as tile-cuda's C FastCall does."""
-        self.events.append(("bind_call", tuple(input_positions), [(i, uninitialised) for i, _, uninitialised in outputs]))
+        self.events.append(("bind_call", tuple(input_positions),
+                            [(i, uninitialised) for i, _, uninitialised in outputs]))
         expected = [(args[i].dtype, args[i].shape) for i in input_positions]
         fixed = dict(bindings)
 

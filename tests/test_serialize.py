@@ -52,9 +52,8 @@ def test_non_finite_constants():
 
 # ----------------------------------------------------------------------------- properties
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-
 from dsl_strategies import dsl_programs  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
 from ir_strategies import prim_funcs  # noqa: E402
 
 from tilecore.frontend import parse_source  # noqa: E402

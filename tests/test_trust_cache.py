@@ -320,7 +320,8 @@ def test_unknown_cpu_option_is_an_error_before_any_codegen():
 
 # ---------------------------------------------------------------------- properties
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 _scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2, allow_nan=False),
                      st.sampled_from(["", "1", "a"]))

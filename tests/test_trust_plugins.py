@@ -13,8 +13,7 @@ from tilecore.plugin import hookimpl
 from tilecore.plugin.manager import register_plugin, unregister_plugin
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_plugin_support import (clean_env, install_plugin, install_toy_and_broken, run_python,  # noqa: E402
-                                 simple_add_func)
+from test_plugin_support import clean_env, install_plugin, install_toy_and_broken, run_python, simple_add_func  # noqa: E402
 
 FAULTY_PASSES = '''
 from tilecore.plugin import hookimpl

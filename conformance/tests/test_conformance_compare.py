@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from tile_conformance import exprs as X
 from tile_conformance.compare import compare
-from tile_conformance.programs import Tolerance
 from tile_conformance.gen import as_hypothesis
+from tile_conformance.programs import Tolerance
 from tile_conformance.strategies import Caps, float_expr
 
 EXACT = Tolerance()

@@ -1,13 +1,12 @@
 """The generator: reproducible, parsed by the real frontend, restricted by capabilities."""
 from __future__ import annotations
 
-from tilecore.interp.plugin import make_backend
-from tilecore.language.features import features_used
-
 from tile_conformance.execute import load_source, run_program
 from tile_conformance.programs import FAMILIES, build
-from tile_conformance.runner import generate_knobs, family_quota
+from tile_conformance.runner import family_quota, generate_knobs
 from tile_conformance.strategies import Caps
+from tilecore.interp.plugin import make_backend
+from tilecore.language.features import features_used
 
 REF = make_backend()
 ALL = Caps.from_backend(REF)

@@ -74,4 +74,5 @@ def test_rerun_runs_the_failing_programs_again(on_reference, tmp_path):
     assert main(["rerun", path, "--jobs", "1"]) == 1
     assert main(["rerun", path, "--backend", "reference", "--jobs", "1", "--report", str(tmp_path / "again.json")]) == 0
     again = json.loads((tmp_path / "again.json").read_text())
-    assert again["totals"]["programs"] == len(report["failures"]) and again["totals"]["pass"] == again["totals"]["programs"]
+    assert again["totals"]["programs"] == len(report["failures"])
+    assert again["totals"]["pass"] == again["totals"]["programs"]

@@ -6,15 +6,13 @@ bound names, so certification could not see it.
 """
 from __future__ import annotations
 
-
 import pytest
-
-from tilecore.interp.plugin import make_backend
 
 from tile_conformance.execute import load_source, run_program
 from tile_conformance.programs import build
 from tile_conformance.runner import generate_knobs
 from tile_conformance.strategies import Caps
+from tilecore.interp.plugin import make_backend
 
 ALL = Caps.from_backend(make_backend())
 

@@ -111,12 +111,12 @@ def test_planted_ir_bugs_keep_programs_well_formed(mutant_path, mutant, family, 
     """IR-level mutants must give wrong answers, never inconsistent IR: a native backend given shapes
     that do not match would run undefined code (it once hung CI) instead of the planted bug."""
     import numpy as np
-
     import tile_mutants
+
     import tilecore.interp as interp
     from tile_conformance.execute import load_source, make_inputs
-    from tile_conformance.runner import Caps, generate_knobs, resolve_backend
     from tile_conformance.programs import build
+    from tile_conformance.runner import Caps, generate_knobs, resolve_backend
     from tilecore.passes.check_types import check
 
     caps = Caps.from_backend(resolve_backend("reference"))

@@ -11,16 +11,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tilecore import interp
-from tilecore.interp.plugin import make_backend
-from tilecore.ir.types import is_float
-
 from tile_conformance import exprs as X
 from tile_conformance.compare import compare
 from tile_conformance.execute import load_source, make_inputs, np_dtype
 from tile_conformance.programs import build, chain_leaves
 from tile_conformance.runner import generate_knobs
 from tile_conformance.strategies import Caps
+from tilecore import interp
+from tilecore.interp.plugin import make_backend
+from tilecore.ir.types import is_float
 
 CAPS = Caps.from_backend(make_backend())
 F64 = np.float64

@@ -34,8 +34,21 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 
 from . import __version__
-from .execute import (check_with_core_pipeline, fresh_compile_cache, FAIL, SUITE_ERROR, UNSUPPORTED, Outcome, call_on_device, compare_outputs,
-                      load_source, make_inputs, np_dtype, program_features, reference_outputs)
+from .execute import (
+    FAIL,
+    SUITE_ERROR,
+    UNSUPPORTED,
+    Outcome,
+    call_on_device,
+    check_with_core_pipeline,
+    compare_outputs,
+    fresh_compile_cache,
+    load_source,
+    make_inputs,
+    np_dtype,
+    program_features,
+    reference_outputs,
+)
 from .programs import build
 from .repro import program_from_record, program_record
 

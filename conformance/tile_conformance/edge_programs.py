@@ -18,8 +18,20 @@ from typing import List
 from tilecore.ir.types import is_float, promote
 
 from . import accuracy
-from .programs import (Param, Tolerance, _ceildiv_text, _dim, _dims, _dtype_features, _finish, _header,
-                       _kernel, _partial, _Writer)
+from .programs import (
+    Param,
+    Program,
+    Tolerance,
+    _ceildiv_text,
+    _dim,
+    _dims,
+    _dtype_features,
+    _finish,
+    _header,
+    _kernel,
+    _partial,
+    _Writer,
+)
 
 
 def _guarded_parallel(w: _Writer, k: dict, M, N, feats: set) -> tuple:
@@ -56,7 +68,7 @@ def accuracy_bits(d: str) -> int:
     return {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}[d]
 
 
-def _build_convert(k: dict) -> "Program":
+def _build_convert(k: dict) -> Program:
     M, N, bindings = _dims(k)
     src, dst, mode = k["src"], k["dst"], k["mode"]
     A = Param("A", (M, N), src, "in", -2.0 if is_float(src) else -100, 2.0 if is_float(src) else 100,
@@ -140,7 +152,7 @@ def render_intops(e, dtypes: dict) -> tuple:
     raise ValueError(f"unknown intops node {e!r}")
 
 
-def _build_intops(k: dict) -> "Program":
+def _build_intops(k: dict) -> Program:
     M, N, bindings = _dims(k)
     dA, dB, dD = k["dtypes"]
     params = [Param("A", (M, N), dA, "in", -100, 100, "limits"), Param("B", (M, N), dB, "in", -100, 100, "limits"),
@@ -180,7 +192,7 @@ def _bind_leaves(e, at: str):
 # ----------------------------------------------------------------------------- math sweeps
 
 
-def _build_math(k: dict) -> "Program":
+def _build_math(k: dict) -> Program:
     M, N, bindings = _dims(k)
     d, funcs = k["dtype"], k["funcs"]
     params = [Param(f"X_{f}", (M, N), d, "in", -2.0, 2.0, f"math:{f}") for f in funcs]

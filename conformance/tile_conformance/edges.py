@@ -141,7 +141,8 @@ def _limits(rng, n: int, dtype: str) -> np.ndarray:
 
 def _divisor(rng, n: int, dtype: str) -> np.ndarray:
     lo, hi = INT_RANGES[dtype]
-    small = np.array([v for v in (1, 2, 3, 5, 7, -2, -3, -5, -7, 16, -16, lo, hi) if lo <= v <= hi and v not in (0, -1)])
+    small = np.array([v for v in (1, 2, 3, 5, 7, -2, -3, -5, -7, 16, -16, lo, hi)
+                      if lo <= v <= hi and v not in (0, -1)])
     return rng.choice(small, n)
 
 

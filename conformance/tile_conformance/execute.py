@@ -23,7 +23,6 @@ PASS, FAIL, UNSUPPORTED, SUITE_ERROR = "pass", "fail", "unsupported", "suite_err
 
 from .edges import np_dtype  # noqa: E402  (re-exported: bundles and repro scripts use it)
 
-
 OUTPUT_SENTINEL = 77  # what "out" tensors hold before the kernel runs (same on both sides)
 
 

@@ -127,7 +127,6 @@ def render_float(e, leaves: Sequence[Leaf]) -> Rendered:
     if kind == "cast":
         x = render_float(e[2], leaves)
         d = e[1]
-        xd = x.dtype or "float32"
         text = f"T.cast({x.text}, \"{d}\")"
         # converting an exactly known value is itself exact (round to nearest even)
         err = 0.0 if x.err == 0 else x.err + _round_err(d, x.mag)
@@ -238,7 +237,6 @@ def _render_unary(f: str, x: Rendered, x_tree) -> Rendered:
 def _render_binary(op: str, a: Rendered, b: Rendered) -> Rendered:
     d = _promote_opt(a.dtype, b.dtype)
     dd = d or "float32"
-    u = unit_roundoff(dd)
     # operands of a lower precision are converted exactly (float widening)
     if op in ("+", "-"):
         if op == "+":

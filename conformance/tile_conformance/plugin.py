@@ -98,9 +98,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             return _rerun(argv[1:])
         return _run(argv)
     except Exception as err:
-        from .runner import ConformanceError
-
         from tilecore.diagnostics import TileError
+
+        from .runner import ConformanceError
 
         if isinstance(err, (ConformanceError, TileError, FileNotFoundError, ValueError)):
             print(f"tile conformance: error: {err}", file=sys.stderr)
@@ -164,10 +164,10 @@ def _finish(backend: str, settings_used: dict, path: Optional[str], run):
     anything else that stops the run (a bug of the suite, Ctrl-C, a SystemExit
     from a plugin loaded here) still leaves a NOT CERTIFIED report.
     """
+    from tilecore.diagnostics import TileError
+
     from .report import aborted_report, write_report
     from .runner import ConformanceError
-
-    from tilecore.diagnostics import TileError
 
     try:
         report = run()

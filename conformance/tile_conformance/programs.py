@@ -11,7 +11,6 @@ follows from the error analysis documented in the README.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
@@ -611,7 +610,7 @@ def _build_control(k: dict) -> Program:
     head = {"serial": f"T.serial({N})", "range": f"range({N})", "unroll": f"T.unroll({N})"}[loop]
     w(f"for j in {head}:")
     w.indent()
-    val = f"A_s[i, j]" if d == acc else f"T.cast(A_s[i, j], \"{acc}\")"
+    val = "A_s[i, j]" if d == acc else f"T.cast(A_s[i, j], \"{acc}\")"
     w(f"if A_s[i, j] > {thr!r}:")
     w.indent()
     w(f"{acc_ref} = {acc_ref} + {val}")
@@ -667,7 +666,6 @@ def _build_chain(k: dict) -> Program:
     bm, bn, bk = k["bm"], k["bn"], k["bk"]
     d_in, acc = k["in_dtype"], k["acc_dtype"]
     lo, hi = _input_bounds(d_in)
-    bound = max(abs(lo), abs(hi))
     A = Param("A", (M, K), d_in, "in", lo, hi)
     B = Param("B", (K, N), d_in, "in", lo, hi)
     bias = Param("Bias", (N,), "float32", "in", -FLOAT_BOUND, FLOAT_BOUND)
@@ -754,7 +752,8 @@ def shared_bytes(k: dict) -> int:
     """Shared + fragment bytes a program allocates per block (checked against the backend's limit)."""
     fam = k["family"]
     if fam in ("gemm", "chain"):
-        return (k["bm"] * k["bk"] + k["bk"] * k["bn"]) * itemsize(k["in_dtype"]) + k["bm"] * k["bn"] * itemsize(k["acc_dtype"])
+        operands = (k["bm"] * k["bk"] + k["bk"] * k["bn"]) * itemsize(k["in_dtype"])
+        return operands + k["bm"] * k["bn"] * itemsize(k["acc_dtype"])
     if fam == "control":
         return k["bm"] * k["N"] * itemsize(k["dtype"])
     return 3 * k.get("bm", 1) * k.get("bn", 1) * 8

@@ -218,7 +218,8 @@ def to_markdown(report: dict) -> str:
     for feat, row in sorted(report["features"].items()):
         lines.append(f"| {feat} | {row['status']} | {row['pass']} | {row['fail']} | "
                      f"{row['unsupported'] if row['declared'] else 'undeclared'} |")
-    lines += ["", "## Families", "", "| family | pass | fail | unsupported | suite errors |", "|---|---:|---:|---:|---:|"]
+    lines += ["", "## Families", "", "| family | pass | fail | unsupported | suite errors |",
+              "|---|---:|---:|---:|---:|"]
     for fam, row in sorted(report["families"].items()):
         lines.append(f"| {fam} | {row['pass']} | {row['fail']} | {row['unsupported']} | {row['suite_error']} |")
     lines += coverage_markdown(report)

@@ -8,6 +8,7 @@ backend and the reference interpreter, and prints the comparison.
 from __future__ import annotations
 
 import json
+
 from .programs import Param, Program, Tolerance
 
 

@@ -7,9 +7,9 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .execute import FAIL, PASS, SUITE_ERROR, UNSUPPORTED, Outcome
+from .pool import DEFAULT_TIMEOUT, WorkerPool
 from .programs import FAMILIES, Program, build
 from .repro import program_record, repro_script
-from .pool import DEFAULT_TIMEOUT, WorkerPool
 from .shrink import Shrinker, program_size
 from .strategies import Caps, family_requirements, knobs_at
 
@@ -81,7 +81,7 @@ def _feature_table(outcomes: List[Outcome], declared: frozenset) -> Dict[str, di
                     row["unsupported"] += 1
             else:
                 row[o.status] += 1
-    for f, row in table.items():
+    for row in table.values():
         if not row["declared"]:
             row["status"] = "unsupported"
         elif row["fail"]:
@@ -275,13 +275,15 @@ def _failures(programs, outcomes, indices, table, pool, shrink, max_shrinks, shr
 
 def _shrink_one(entry, prog, out, pool, shrink_runs, shrink_seconds, seed):
     """Shrink one failure through the worker pool; record how; return (minimal program, its outcome)."""
-    def still_fails(knobs, _sig=out.signature()):
+    signature = out.signature()
+
+    def still_fails(knobs):
         try:
             candidate = build(knobs)
         except Exception:
             return False
         res = pool.run_one(candidate)
-        return res.status == FAIL and res.signature() == _sig
+        return res.status == FAIL and res.signature() == signature
 
     shrinker = Shrinker(still_fails, max_runs=shrink_runs, max_seconds=shrink_seconds, seed=seed)
     knobs = shrinker.shrink(prog.knobs)

@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import FrozenSet, Optional, Tuple
 
-from . import gen as st
-
 from tilecore.ir.types import FLOAT_DTYPES, INT_DTYPES, bits, is_float
 
 from . import exprs as X
+from . import gen as st
 from .programs import FAMILIES, shared_bytes
 
 TILES = (1, 2, 4, 8, 16, 32)
@@ -525,7 +524,8 @@ def convert_knobs(draw, caps: Caps, slot: int = 0):
     M, N = draw(_extent(caps, bm, guard_ok)), draw(_extent(caps, bn, guard_ok))
     edges = convert_edges(src, dst)
     return {"family": "convert", "M": M, "N": N, "bm": bm, "bn": bn, "src": src, "dst": dst, "mode": mode,
-            "edges": edges[0] if kind == "f>f" else draw(st.sampled_from(edges)), "dyn": _dyn(draw, caps, guard_ok, slot),
+            "edges": edges[0] if kind == "f>f" else draw(st.sampled_from(edges)),
+            "dyn": _dyn(draw, caps, guard_ok, slot),
             "threads": _threads(draw, caps)}
 
 

@@ -23,10 +23,10 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from ..diagnostics import TileError, user_facing
+from ..runtime.cache import canonical_encoding
 from . import report as R
 from .measure import MeasureSettings
 from .progress import progress
-from ..runtime.cache import canonical_encoding
 from .store import TuningStore, tuning_key
 
 Configs = Union[Sequence[Dict[str, Any]], Callable[..., Sequence[Dict[str, Any]]]]
@@ -330,7 +330,8 @@ def autotune(fn=None, *, configs: Configs = None, warmup: float = 25, rep: float
     taking the factory's other arguments and returning them); stack it above `@tilecore.jit`.
 
     warmup: warm-up budget in ms before each timing round; rep: timing budget in ms per candidate,
-    split over `rounds` interleaved rounds; timeout: seconds a candidate may take to compile; key: the arguments whose values select a tuning entry (Triton's `key`); ref_prog: the
+    split over `rounds` interleaved rounds; timeout: seconds a candidate may take to compile;
+    key: the arguments whose values select a tuning entry (Triton's `key`); ref_prog: the
     reference `ref_prog(*inputs) -> outputs` (default: the reference interpreter); supply_prog:
     `supply_prog(params) -> inputs`; executor: "process" (this machine) or "ray" (a Ray cluster at
     `ray_address`, default: a local one); cache: use the on-disk tuning cache.

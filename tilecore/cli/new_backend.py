@@ -276,7 +276,8 @@ def test_vector_add_matches_reference():
     assert out.shape == (100,)
 '''
 
-_TEST_CONFORMANCE = '''"""Conformance of @NAME@ against the reference interpreter (the same suite as `tile conformance @NAME@`).
+_TEST_CONFORMANCE = '''"""Conformance of @NAME@ against the reference interpreter
+(the same suite as `tile conformance @NAME@`).
 
 TILE_CONFORMANCE_EXAMPLES sets how many programs are generated (default 30
 here; use the suite's default or more before a release).

@@ -205,7 +205,8 @@ def test_gemm_compiles_through_the_rules():
     assert "__global__" in art.source
 '''
 
-_TEST_CONFORMANCE = '''"""Compile-tier conformance of @NAME@ (the same suite as `tile conformance @NAME@ --tier compile`).
+_TEST_CONFORMANCE = '''"""Compile-tier conformance of @NAME@
+(the same suite as `tile conformance @NAME@ --tier compile`).
 
 TILE_CONFORMANCE_EXAMPLES sets how many programs are generated (default 30 here).
 """

@@ -27,9 +27,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..runtime import api
-
     from ..diagnostics import TileError
+    from ..runtime import api
 
     func, out_idx = kernel_from_args(args)
     failure = None

@@ -102,7 +102,8 @@ class Parser(InlineCalls, TileOps):
             raise self.error(f"the parameter '{arg.arg}' needs a type: `{arg.arg}: "
                              "T.Tensor(shape, dtype)`", arg)
         ttype = evaluated
-        if not isinstance(ttype, (TensorType, InvalidTensorType)):  # a string annotation (from __future__ import annotations)
+        # a string annotation (from __future__ import annotations)
+        if not isinstance(ttype, (TensorType, InvalidTensorType)):
             self.in_signature = True
             try:
                 ttype = self.eval(arg.annotation)

@@ -7,8 +7,8 @@ from ..diagnostics import UnsupportedFeatureError
 from ..ir import nodes as N
 from ..language.tensor import normalize_policy
 from . import exprs as E
-from .evaluator import Evaluator
 from .affine import constant_difference
+from .evaluator import Evaluator
 from .regions import RegionArg, RegionError, pair
 
 REDUCE_OPS = {"reduce_" + kind: kind for kind in N.REDUCE_KINDS}

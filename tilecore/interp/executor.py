@@ -246,7 +246,7 @@ class Program:
         def run_body(fr):
             k = 0
             try:
-                for k, c in enumerate(compiled):
+                for k, c in enumerate(compiled):  # noqa: B007 (k names the failing statement below)
                     c(fr)
             except (TileRuntimeError, KeyboardInterrupt):
                 raise

@@ -10,20 +10,79 @@ from __future__ import annotations
 
 import sys
 
-from .dtypes import (DType, bfloat16, bool, dtype, float, float16, float32, float64, int8,  # noqa: F401,A004
-                     int16, int32, int64, uint8)
-from .ops import (Kernel, KernelOnlyError, Parallel, Pipelined, abs, alloc_fragment,  # noqa: F401,A004
-                  alloc_local, alloc_shared, alloc_var, annotate_layout, atomic_add,
-                  atomic_max, atomic_min, cast, ceil, ceildiv, clear, const, copy, cos, cumsum,
-                  empty, exp, exp2, fill, floor, gemm, if_then_else, infinity, log, log2,
-                  make_swizzled_layout, max, min, pow, print, reduce_absmax, reduce_abssum,
-                  reduce_max, reduce_min, reduce_sum, rsqrt, serial, sigmoid, sin, sqrt,
-                  tanh, unroll, use_swizzle)
-from .ops import (Cast, Serial, assume, macro, clamp, disable_warp_group_reg_alloc, floordiv,  # noqa: F401
-                  floormod, vectorized)
+from .dtypes import DType, bfloat16, bool, dtype, float, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: F401,A004
 from .layout import Fragment, Layout  # noqa: F401
-from .tensor import (Buffer, FragmentBuffer, GemmWarpPolicy, LocalBuffer,  # noqa: F401
-                     SharedBuffer, Tensor, TensorType, dynamic, symbolic)
+from .ops import (  # noqa: F401,A004  # noqa: F401
+    Cast,
+    Kernel,
+    KernelOnlyError,
+    Parallel,
+    Pipelined,
+    Serial,
+    abs,
+    alloc_fragment,
+    alloc_local,
+    alloc_shared,
+    alloc_var,
+    annotate_layout,
+    assume,
+    atomic_add,
+    atomic_max,
+    atomic_min,
+    cast,
+    ceil,
+    ceildiv,
+    clamp,
+    clear,
+    const,
+    copy,
+    cos,
+    cumsum,
+    disable_warp_group_reg_alloc,
+    empty,
+    exp,
+    exp2,
+    fill,
+    floor,
+    floordiv,
+    floormod,
+    gemm,
+    if_then_else,
+    infinity,
+    log,
+    log2,
+    macro,
+    make_swizzled_layout,
+    max,
+    min,
+    pow,
+    print,
+    reduce_absmax,
+    reduce_abssum,
+    reduce_max,
+    reduce_min,
+    reduce_sum,
+    rsqrt,
+    serial,
+    sigmoid,
+    sin,
+    sqrt,
+    tanh,
+    unroll,
+    use_swizzle,
+    vectorized,
+)
+from .tensor import (  # noqa: F401
+    Buffer,
+    FragmentBuffer,
+    GemmWarpPolicy,
+    LocalBuffer,
+    SharedBuffer,
+    Tensor,
+    TensorType,
+    dynamic,
+    symbolic,
+)
 
 
 def prim_func(func):

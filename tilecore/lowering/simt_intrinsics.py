@@ -14,7 +14,8 @@ Every entry is called as `impl(lowering, args)`, `lowering` being the
 |---|---|---|---|
 | shuffle_xor | value's | [value, mask] | value of lane (lane ^ mask) in the warp |
 | barrier | None | [] | emits a block-wide barrier |
-| vector_copy | None | [dst, src or None, lanes] | emits one vector copy (None: zero fill); dst/src are BufferLoads of the first element |
+| vector_copy | None | [dst, src or None, lanes] | emits one vector copy (None: zero fill); dst/src: |
+|  |  |  | BufferLoads of the first element |
 | async_copy | None | [dst, src, in_bounds, lanes] | emits an asynchronous copy (zero fill when not in_bounds) |
 | async_commit | None | [] | emits: close the group of async copies issued so far |
 | async_wait | None | [pending] | emits: wait until at most `pending` groups are in flight |

@@ -18,7 +18,6 @@ from tvm.tirx.script.builder import ir as B
 from ..diagnostics import TileCompileError
 from ..ir import nodes as N
 from ..ir.visitor import walk_stmts
-
 from .simt_layout import MmaLayout, RowLayout, SharedLayout, StridedLayout, StridedRowLayout
 from .simt_reduce import REDUCE_LANES
 from .tir_expr import cast_to, tir_const
@@ -54,7 +53,7 @@ class SimtMemory:
         pool = self.target.shared_pool
         align = (self.plan.shared_alignment or self.target.shared_alignment) if pool else 1
         total, offsets = 0, {}
-        for name, b, lay in smem:
+        for name, _buffer, lay in smem:
             total = _align(total, align)
             offsets[name] = total
             total += lay.numel * lay.stages * lay.elem_bytes

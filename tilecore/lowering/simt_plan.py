@@ -367,7 +367,7 @@ def _assign(plan, live, parallels, gemms, reduces, body, threads, accumulator_la
             if not known:
                 continue
             lay = known[0]
-            for b, i in full:
+            for b, _ in full:
                 if b.name not in layouts:
                     layouts[b.name] = lay
                     changed = True
@@ -429,7 +429,7 @@ def choose_anchor(p: N.Parallel, layouts, live):
                 best = (b, i, is_store)
     if best is None:
         # a row vector over the loop's only variable
-        for b, i, is_store in acc:
+        for b, i, _ in acc:
             if b.name in live and isinstance(layouts.get(b.name), (RowLayout, StridedRowLayout)) \
                     and _is_loop_vars(i[:1], p.vars) \
                     and len(p.vars) == 1 and b.shape[0] == p.extents[0]:

@@ -15,11 +15,9 @@ from tvm.tirx.script.builder import ir as B
 
 from ..ir import nodes as N
 from ..ir.types import is_float
-
 from .simt_layout import MmaLayout, RowLayout, StridedLayout, StridedRowLayout
 from .simt_threads import unflatten
 from .tir_expr import cast_to, nan_max, nan_min, tir_const
-
 
 # Lanes one shuffle reduction spans; a wider warp (a 64-lane wave) reduces as groups of 32 (taking
 # the target's warp_size here would change ROCm code that no AMD GPU here can check).

@@ -14,7 +14,6 @@ from tvm import tirx as tx
 from tvm.tirx.script.builder import ir as B
 
 from ..ir import nodes as N
-
 from .simt_layout import MmaLayout, RowLayout, StridedLayout, StridedRowLayout
 from .tir_expr import tir_const
 
@@ -124,7 +123,7 @@ class SimtThreads:
         """Whether buffer indices `full_idx` of region `r` lie inside its buffer (a PrimExpr)."""
         b = r.buffer
         conds = []
-        for d, (i, s) in enumerate(zip(full_idx, b.shape)):
+        for i, s in zip(full_idx, b.shape):
             lim = self.lower(s) if isinstance(s, N.Var) else tir_const(s, "int32")
             conds.append(tx.And(i >= 0, i < lim))
         c = conds[0]

@@ -15,7 +15,6 @@ from tvm.tirx.script.builder import ir as B
 
 from ..ir import nodes as N
 from ..ir.types import itemsize
-
 from .simt_copy import contiguous_run, vector_width
 from .simt_layout import StridedLayout
 from .simt_threads import _squeeze, unflatten

@@ -660,11 +660,13 @@ class TirLowering:
                     vi2 = self.fresh("vi")
                     upd = tx.For(vo, 0, n // lanes, tx.ForKind.SERIAL,
                                  tx.For(vi2, 0, lanes, tx.ForKind.VECTORIZED,
-                                        tx.BufferStore(part, combine(tx.BufferLoad(part, [vi2]),
-                                                                     element(list(out_idx) + [vo * lanes + vi2])), [vi2])))
+                                        tx.BufferStore(part, combine(
+                                            tx.BufferLoad(part, [vi2]),
+                                            element(list(out_idx) + [vo * lanes + vi2])), [vi2])))
                     fold = [tx.BufferStore(acc, tx.BufferLoad(part, [0]), [0])]
                     fold.append(tx.For(k, 1, lanes - 1, tx.ForKind.UNROLLED,
-                                       tx.BufferStore(acc, combine(tx.BufferLoad(acc, [0]), tx.BufferLoad(part, [k])), [0])))
+                                       tx.BufferStore(acc, combine(tx.BufferLoad(acc, [0]),
+                                                                   tx.BufferLoad(part, [k])), [0])))
                     return seq([tx.AllocBuffer(part), tx.AllocBuffer(acc), init_s, upd, fold,
                                 finish(out_idx, tx.BufferLoad(acc, [0]))])
                 acc = self.local_buffer([1], acc_t, "acc")

@@ -24,8 +24,16 @@ from ..ir import nodes as N
 from ..ir.span import Span
 from ..ir.visitor import walk_stmts
 from . import facts as F
-from .document import (ARGS_COMMENT, KernelSource, LoadedDocument, Problem, def_span,
-                       explain_skipped_names, load_document, problem_from_exception)
+from .document import (
+    ARGS_COMMENT,
+    KernelSource,
+    LoadedDocument,
+    Problem,
+    def_span,
+    explain_skipped_names,
+    load_document,
+    problem_from_exception,
+)
 from .language_help import aliases_in
 from .positions import lsp_range, span_range
 

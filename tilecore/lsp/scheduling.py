@@ -54,7 +54,6 @@ class WorkerProcess:
         asyncio.TimeoutError raised. A worker that is not running is started (and warmed up
         for the request's target) first, outside the timeout."""
         async with self.lock:
-            target = request.get("target")
             if self.proc is None or self.proc.returncode is not None:
                 extra = ["--nice", str(self.niceness)] if self.niceness else []
                 self.proc = await asyncio.create_subprocess_exec(

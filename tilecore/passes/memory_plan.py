@@ -107,7 +107,8 @@ def plan_storage(storage: str, names: List[str], live: _liveness.Liveness,
     # each stage copy starts aligned, so a multi-buffered buffer spans stages * aligned size
     sizes = {n: buffer_bytes(live.buffers[n]) if stages[n] == 1
              else stages[n] * _align(buffer_bytes(live.buffers[n]), align) for n in names}
-    plan = StoragePlan(storage, align, sizes=sizes, stages=stages, unshared_bytes=sum(_align(s, align) for s in sizes.values()))
+    plan = StoragePlan(storage, align, sizes=sizes, stages=stages,
+                       unshared_bytes=sum(_align(s, align) for s in sizes.values()))
     best = None
     for order in (list(names), sorted(names, key=lambda n: (-sizes[n], names.index(n)))):
         offsets = _first_fit(order, sizes, live, align)

@@ -20,6 +20,7 @@ function's `__name__` is used when it has none).
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -105,9 +106,8 @@ class Pipeline:
 
     def run(self, func: N.PrimFunc, ctx: Optional[PassContext] = None) -> N.PrimFunc:
         """Run every pass in order and return the final function."""
-        for _, func in self._run(func, ctx, keep=False):
-            pass
-        return func
+        # the last step's function (or `func` when there is no pass)
+        return functools.reduce(lambda _, step: step[1], self._run(func, ctx, keep=False), func)
 
     def trace(self, func: N.PrimFunc, ctx: Optional[PassContext] = None) -> List[Tuple[str, N.PrimFunc]]:
         """[("input", func), (pass_name, func_after_pass), ...] for `tile trace`.

@@ -309,7 +309,8 @@ def _fold_const_binop(op: str, a: N.Const, b: N.Const, dt: str, span: N.Span) ->
     if op in N.COMPARE_OPS:
         if a.dtype != b.dtype:
             return None
-        if a.dtype in FLOAT_DTYPES and not (_finite(_rounded(a.value, a.dtype)) and _finite(_rounded(b.value, b.dtype))):
+        if a.dtype in FLOAT_DTYPES and not (_finite(_rounded(a.value, a.dtype))
+                                            and _finite(_rounded(b.value, b.dtype))):
             return None
         if a.dtype == b.dtype and (_is_int_dtype(a.dtype) or a.dtype == "bool"):
             return _const(_compare(op, int(a.value), int(b.value)), "bool", span)

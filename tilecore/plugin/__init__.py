@@ -12,7 +12,5 @@ from .options import Option, OptionError  # noqa: F401
 
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
-from .manager import (  # noqa: E402,F401
-    PluginLoadError, get_plugin_manager, register_plugin, reset_plugins, unregister_plugin)
-from .registry import (  # noqa: E402,F401
-    IRVersionMismatchError, TargetError, get_registry, resolve)
+from .manager import PluginLoadError, get_plugin_manager, register_plugin, reset_plugins, unregister_plugin  # noqa: E402,F401
+from .registry import IRVersionMismatchError, TargetError, get_registry, resolve  # noqa: E402,F401

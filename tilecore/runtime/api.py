@@ -23,7 +23,6 @@ from ..plugin.backend import Artifact, Backend, TileModule
 from . import cache as _cache
 from .kernel import Kernel, normalize_out_idx
 
-
 _lock = threading.RLock()
 _MEMO_SIZE = 256  # artifacts kept in memory (shared libraries can be megabytes each)
 _memo: "OrderedDict[str, Artifact]" = OrderedDict()  # cache key -> artifact, least recent first

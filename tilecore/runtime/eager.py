@@ -63,7 +63,8 @@ class EagerJITFunction:
     def compile(self, target: Optional[str] = None, **values):
         """The Kernel for these Python arguments and T.const values; call it with the tensors."""
         from ..frontend.eager import parse_eager
-        from .api import _freeze, compile as compile_func
+        from .api import _freeze
+        from .api import compile as compile_func
 
         py, consts = self._split(values)
         target = target or self.target

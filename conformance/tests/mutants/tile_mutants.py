@@ -25,13 +25,12 @@ import dataclasses
 import os
 
 import numpy as np
+import tile_mutant_bugs as bugs
 
 from tilecore.ir import nodes as N
 from tilecore.ir.visitor import Transformer, walk
 from tilecore.plugin import hookimpl
 from tilecore.plugin.backend import Artifact
-
-import tile_mutant_bugs as bugs
 
 # backends that end the process, raise SystemExit or hang on every program with a reduction
 CRASHES = ("exit", "segv", "sysexit", "hang")

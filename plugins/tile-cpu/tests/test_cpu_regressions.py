@@ -378,7 +378,8 @@ def _int32_data_wraps_kernel():
     return tilecore.compile(_int32_data_wraps, target="cpu")
 
 
-int32s = st.one_of(st.integers(-2 ** 31, 2 ** 31 - 1), st.sampled_from([2 ** 31 - 1, -2 ** 31, 2 ** 30, -(2 ** 30) - 1]))
+int32s = st.one_of(st.integers(-2 ** 31, 2 ** 31 - 1),
+                   st.sampled_from([2 ** 31 - 1, -2 ** 31, 2 ** 30, -(2 ** 30) - 1]))
 
 
 @settings(max_examples=15, deadline=None)

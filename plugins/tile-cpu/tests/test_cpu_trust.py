@@ -85,7 +85,6 @@ def test_kernel_library_loads_from_a_private_copy(cpu_env):
 
 def test_cache_key_covers_tile_cpu_source_and_toolchain():
     from tile_cpu import plugin
-
     from tilecore.plugin.registry import get_registry
     from tilecore.runtime.api import _code_fingerprint
 

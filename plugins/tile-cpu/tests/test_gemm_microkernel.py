@@ -18,14 +18,14 @@ from hypothesis import strategies as st
 
 import tilecore
 import tilecore.language as T
+from tile_cpu.fuse import buffer_mentions, fuse_operand_copies
+from tile_cpu.gemm import MicroTile, cache_blocks, micro_tile
 from tilecore.diagnostics import TileCompileError, TileRuntimeError
 from tilecore.ir import nodes as N
 from tilecore.ir.visitor import walk_stmts
 from tilecore.runtime.api import lower
 from tilecore.testing import assert_matches_reference
 from tilecore.testing import gemm_kernel as shared_gemm_kernel
-from tile_cpu.fuse import buffer_mentions, fuse_operand_copies
-from tile_cpu.gemm import MicroTile, cache_blocks, micro_tile
 
 RNG = np.random.default_rng(19)
 NP = {"float32": np.float32, "float64": np.float64, "float16": np.float16,

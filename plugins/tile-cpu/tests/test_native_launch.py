@@ -17,11 +17,10 @@ import pytest
 
 import tilecore
 import tilecore.language as T
-from tilecore.diagnostics import TileRuntimeError
-
 from tile_cpu import native
 from tile_cpu.build import load_library
 from tile_cpu.runtime import make_launch
+from tilecore.diagnostics import TileRuntimeError
 
 RNG = np.random.default_rng(5)
 NP = {"float32": np.float32, "float64": np.float64, "float16": np.float16,

@@ -10,8 +10,8 @@ between that touches the tensor, the gemm takes the copy's source region and the
 copy is dropped: for B (always packed from a tensor), and for A where it is packed
 anyway (converted to the accumulator dtype). An A tile already in the accumulator
 dtype keeps its staging copy: the micro-kernel reads it in place, and the rows of
-a large tensor, a power of two apart, would collide in L1 where the tile's do not. Results are the same: the gemm reads the values the copy would
-have stored.
+a large tensor, a power of two apart, would collide in L1 where the tile's do not.
+Results are the same: the gemm reads the values the copy would have stored.
 """
 from __future__ import annotations
 

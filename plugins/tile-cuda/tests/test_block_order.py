@@ -1,13 +1,13 @@
 """The L2-friendly block order of gemm kernels (TargetDescription.gemm_block_panel, option
 gemm_block_panel): compile tier here, execute tier on a GPU."""
+import kernels as K
 import numpy as np
 import pytest
 
-import kernels as K
-from tilecore.ir import nodes as N
-from tilecore.plugin.backend import TileModule
 from tile_cuda import plugin, toolchain
 from tile_cuda.target import GEMM_BLOCK_PANEL, cuda_target
+from tilecore.ir import nodes as N
+from tilecore.plugin.backend import TileModule
 
 needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="no nvcc here")
 

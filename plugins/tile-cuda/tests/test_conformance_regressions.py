@@ -7,8 +7,8 @@ import pytest
 
 import tilecore
 import tilecore.language as T
-from tilecore.plugin.backend import TileModule
 from tile_cuda import plugin, toolchain
+from tilecore.plugin.backend import TileModule
 
 needs_compiler = pytest.mark.skipif(toolchain.find_nvcc() is None and toolchain.find_nvrtc() is None,
                                     reason="no nvcc / NVRTC here")
@@ -110,7 +110,6 @@ def test_unroll_over_a_dynamic_trip_count_compiles_to_a_loop():
 # ---- execute tier: the values against the reference interpreter
 
 def _run_both(func, arrays, out_idx):
-    import torch
 
     ref = tilecore.compile(func, target="reference", out_idx=out_idx)(*arrays)
     got = tilecore.compile(func, target="cuda", out_idx=out_idx)(*[_to_torch(a).cuda() for a in arrays])

@@ -1,10 +1,10 @@
 """Execute tier on a GPU host (skipped where no NVIDIA GPU is present)."""
+import kernels as K
 import numpy as np
 import pytest
 
-import kernels as K
-from tilecore.plugin.backend import TileModule
 from tile_cuda import plugin
+from tilecore.plugin.backend import TileModule
 
 pytestmark = pytest.mark.gpu
 
@@ -88,11 +88,11 @@ def test_softmax_group_reduce_fp16_tiles():
 @pytest.mark.parametrize("case", range(8))
 def test_examples_match_reference(case):
     """Every example kernel on the GPU against the example's own float64 numpy reference."""
-    import math
 
     import torch
-    import tilecore
     from examples_util import CASES, example, prim_func
+
+    import tilecore
 
     mod_name, fac, args, kwargs = CASES[case]
     func, out_idx = prim_func(*CASES[case])
@@ -182,6 +182,7 @@ def test_kernel_plans_launch_on_the_current_stream():
 
 def test_kernel_checks_after_a_remembered_call():
     import torch
+
     from tilecore.diagnostics import TileRuntimeError
 
     kern, _ = _axpb_kernels()
@@ -262,6 +263,7 @@ def test_kernel_call_from_a_thread_that_never_touched_cuda():
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 def test_misaligned_views_are_refused_and_the_context_stays_usable(dtype):
     import torch
+
     import tilecore
     from tilecore.diagnostics import TileRuntimeError
 

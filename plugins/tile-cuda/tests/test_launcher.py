@@ -8,10 +8,11 @@ import ctypes
 import gc
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tilecore.plugin.backend import Artifact
 from tile_cuda import launcher as L
+from tilecore.plugin.backend import Artifact
 
 torch = pytest.importorskip("torch")
 

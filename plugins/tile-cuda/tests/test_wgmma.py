@@ -9,12 +9,11 @@ import re
 import shutil
 import subprocess
 
-import numpy as np
+import kernels as K
 import pytest
 
-import kernels as K
-from tilecore.plugin.backend import TileModule
 from tile_cuda import compiler, plugin, toolchain
+from tilecore.plugin.backend import TileModule
 
 needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="no nvcc here")
 DISASSEMBLER = shutil.which("cuobjdump") or shutil.which("nvdisasm")

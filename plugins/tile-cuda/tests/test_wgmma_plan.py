@@ -3,13 +3,14 @@ warpgroup MMA, and that the shared-tile layout the lowering writes is the one wg
 import itertools
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tile_cuda.rules import cuda_plan
 from tilecore.ir import nodes as N
 from tilecore.ir.visitor import walk_stmts
 from tilecore.lowering.simt_layout import MmaLayout, SharedLayout
 from tilecore.testing import gemm_kernel
-from tile_cuda.rules import cuda_plan
 
 
 def _plan(func, has_wgmma=True):

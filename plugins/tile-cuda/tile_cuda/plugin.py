@@ -14,8 +14,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from tilecore.plugin import Option, hookimpl
-from tilecore.plugin.backend import (Artifact, Backend, Capabilities, ToolchainStatus, files_fingerprint,
-                                     tvm_fingerprint)
+from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus, files_fingerprint, tvm_fingerprint
 
 from . import __version__, toolchain
 from .target import DEFAULT_OVERLAP, GEMM_BLOCK_PANEL, OVERLAP_SCHEDULES
@@ -191,7 +190,6 @@ def tilecore_codegen(backend, module, options):
     if backend.name != NAME:
         return None
     from tilecore.diagnostics import TileCompileError
-
     from tilecore.plugin.rules import collect_lowering_tables
 
     from .compiler import compile_cubin, generate_source

@@ -15,8 +15,9 @@ def cuda_target(arch: str, options: Dict[str, Any]):
 
     `properties`: "sm" (the compute capability as an int), "wgmma" (option wgmma, default on),
     "wgmma_overlap" (option wgmma_overlap, default "release": the overlapped wgmma main loop of
-    `wgmma_pipeline`; False/"" off, "slack" or "release" on, True = "slack") and "fast_math" (option fast_math, default off: accurate math, as the
-    conformance ULP table requires), read by tile-cuda's rules and intrinsics.
+    `wgmma_pipeline`; False/"" off, "slack" or "release" on, True = "slack") and "fast_math"
+    (option fast_math, default off: accurate math, as the conformance ULP table requires), read by
+    tile-cuda's rules and intrinsics.
     """
     from tilecore.lowering.target import TargetDescription
 

@@ -206,7 +206,8 @@ def _instruction(dtype: str, n: int) -> str:
         ss_in = '"l"(da), "l"(db), "r"(1)'
     else:
         ss_asm = (f'"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s + 2}, 0;\\n'
-                  f'wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, %{s}, %{s + 1}, p, 1, 1, %{s + 3}, %{s + 4};\\n}}\\n"')
+                  f'wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, %{s}, %{s + 1}, p, 1, 1, '
+                  f'%{s + 3}, %{s + 4};\\n}}\\n"')
         ss_in = '"l"(da), "l"(db), "r"(1), "n"(TRANS_A), "n"(TRANS_B)'
     guard = f"TILECORE_WGMMA_{ptx.upper()}_N{n}"  # TVM repeats the source at every call site
     out = [f"#ifndef {guard}", f"#define {guard}", f"template <> struct Wgmma<{ctype}, {n}> {{",

@@ -14,7 +14,7 @@ import sys
 from typing import Any, Dict
 
 from tilecore.plugin import hookimpl
-from tilecore.plugin.backend import (Artifact, Backend, Capabilities, ToolchainStatus, tvm_fingerprint)
+from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus, tvm_fingerprint
 
 from . import __version__
 from .launcher import device_present
@@ -119,7 +119,6 @@ def tilecore_codegen(backend, module, options):
     if backend.name != NAME:
         return None
     from tilecore.diagnostics import TileCompileError
-
     from tilecore.plugin.rules import collect_lowering_tables
 
     from . import compiler
@@ -133,7 +132,8 @@ def tilecore_codegen(backend, module, options):
                                func.span, func.source)
     name = compiler.kernels(src)[0][0]
     meta: Dict[str, Any] = {
-        "kernel_symbol": name, "params": params, "bound_params": compiler.bound_tensors(src), "scalar_params": [v.name for v in func.dyn_vars],
+        "kernel_symbol": name, "params": params, "bound_params": compiler.bound_tensors(src),
+        "scalar_params": [v.name for v in func.dyn_vars],
         "threads": lk.threads, "threadgroup_memory": compiler.threadgroup_memory(src),
         "grid_py": [_grid_py(g) for g in lk.grid], "compile_seconds": round(secs, 3),
         "simdgroup_matrix": "simdgroup_multiply_accumulate" in src,

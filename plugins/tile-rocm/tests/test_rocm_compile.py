@@ -8,8 +8,9 @@ import pytest
 import tilecore
 from tile_rocm import plugin, toolchain
 
-pytestmark = pytest.mark.skipif(toolchain.find_lld() is None or toolchain.find_rocm_path() is None,
-                                reason="ld.lld-22 or rocm-device-libs missing (apt-get install lld-22 rocm-device-libs)")
+pytestmark = pytest.mark.skipif(
+    toolchain.find_lld() is None or toolchain.find_rocm_path() is None,
+    reason="ld.lld-22 or rocm-device-libs missing (apt-get install lld-22 rocm-device-libs)")
 
 EM_AMDGPU = 224
 # e_flags EF_AMDGPU_MACH values (LLVM's ELF.h)

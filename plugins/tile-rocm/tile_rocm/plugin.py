@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from tilecore.plugin import TileLangNames, hookimpl
-from tilecore.plugin.backend import (Artifact, Backend, Capabilities, ToolchainStatus, files_fingerprint,
-                                     tvm_fingerprint)
+from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus, files_fingerprint, tvm_fingerprint
 
 from . import __version__, toolchain
 
@@ -136,7 +135,6 @@ def tilecore_codegen(backend, module, options):
     if backend.name != NAME:
         return None
     from tilecore.diagnostics import TileCompileError
-
     from tilecore.plugin.rules import collect_lowering_tables
 
     from . import compiler

@@ -5,7 +5,7 @@ import ctypes
 import os
 import shutil
 from functools import lru_cache
-from typing import Optional, Tuple
+from typing import Optional
 
 # apache-tvm 0.27 wheels are built against LLVM 22: the code object linker must match it
 LLVM_MAJOR = 22

@@ -15,8 +15,8 @@ import importlib
 
 from ...diagnostics import UnsupportedFeatureError
 from ...language import ceildiv as cdiv  # noqa: F401  (Python ints at once; kernel values in a kernel)
-from .host import TensorSupplyType, compile, jit, map_target  # noqa: F401,A004
 from . import language  # noqa: F401  (tilecore.language itself)
+from .host import TensorSupplyType, compile, jit, map_target  # noqa: F401,A004
 
 _LAZY = {
     "AutoTuner": ("tilecore.autotune", "AutoTuner", "TileLang's autotuner (tilelang.autotuner.AutoTuner)"),

@@ -19,7 +19,6 @@ from typing import Dict, Optional
 
 from ...diagnostics import UnsupportedFeatureError
 
-
 # TileLang's target-neutral compiler switches (PassConfigKey member -> key); the
 # hardware-specific ones come from the installed backends' `tilelang.pass_configs`.
 NEUTRAL_PASS_CONFIGS = {
