@@ -10,37 +10,24 @@ from __future__ import annotations
 
 import re
 
-import ml_dtypes
 import numpy as np
 import pytest
+from cpu_gemm_cases import gemm, operand_maker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tilecore
 import tilecore.language as T
+from tile_cpu.fuse import buffer_mentions, fuse_operand_copies
+from tile_cpu.gemm import MicroTile, cache_blocks, micro_tile
 from tilecore.diagnostics import TileCompileError, TileRuntimeError
 from tilecore.ir import nodes as N
 from tilecore.ir.visitor import walk_stmts
 from tilecore.runtime.api import lower
 from tilecore.testing import assert_matches_reference
-from tilecore.testing import gemm_kernel as shared_gemm_kernel
-from tile_cpu.fuse import buffer_mentions, fuse_operand_copies
-from tile_cpu.gemm import MicroTile, cache_blocks, micro_tile
 
 RNG = np.random.default_rng(19)
-NP = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
-      "bfloat16": ml_dtypes.bfloat16, "int8": np.int8}
-
-
-def rand(shape, dtype):
-    if dtype == "int8":
-        return RNG.integers(-100, 100, size=shape).astype(np.int8)
-    return RNG.uniform(-1, 1, size=shape).astype(NP[dtype])
-
-
-def gemm(M, N, K, bm, bn, bk, dtype="float32", accum="float32", ta=False, tb=False):
-    return shared_gemm_kernel(M, N, K, dtype, accum, ta, tb, block_M=bm, block_N=bn, block_K=bk)
-
+rand = operand_maker(RNG)
 
 # ------------------------------------------------------------------ results
 # (test_cpu_backend.test_gemm_matches_reference draws shapes, tiles, dtypes and transposes)
