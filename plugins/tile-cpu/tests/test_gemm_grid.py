@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cpu_gemm_cases import gemm, operand_maker
+from cpu_gemm_cases import gemm, gemm_with_epilogue, operand_maker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -44,25 +44,6 @@ def gemm_grid_swapped(M, N, K, bm, bn, bk):
     return main
 
 
-def gemm_with_epilogue(M, N, K, bm, bn, bk):
-    """The matmul with a ReLU on the accumulator before it is stored: not a plain GEMM."""
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), "float32")
-            B_s = T.alloc_shared((bk, bn), "float32")
-            C_f = T.alloc_fragment((bm, bn), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
-                T.copy(A[by * bm, k * bk], A_s)
-                T.copy(B[k * bk, bx * bn], B_s)
-                T.gemm(A_s, B_s, C_f)
-            for i, j in T.Parallel(bm, bn):
-                C_f[i, j] = T.max(C_f[i, j], 0.0)
-            T.copy(C_f, C[by * bm, bx * bn])
-    return main
-
-
 # ------------------------------------------------------------------ what is recognized
 
 
@@ -84,7 +65,8 @@ def test_grid_axes_and_copy_order_do_not_matter():
     (gemm(128, 128, 64, 64, 64, 32, "float16", "float16"), "C in float16, accumulated in float32"),
     (gemm(128, 128, 64, 64, 64, 32, ta=True), "transposed A"),
     (gemm(128, 128, 64, 64, 64, 32, tb=True), "transposed B"),
-    (gemm_with_epilogue(128, 128, 64, 64, 64, 32), "an epilogue on the accumulator"),
+    (gemm_with_epilogue(128, 128, 64, 64, 64, 32, in_loop=False), "an epilogue on the accumulator"),
+    (gemm_with_epilogue(128, 128, 64, 64, 64, 32, in_loop=True), "a statement in the K loop"),
 ])
 def test_other_kernels_lower_block_by_block(func, why):
     assert match(kernel_of(func)) is None, why

@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 import pytest
-from cpu_gemm_cases import gemm, operand_maker
+from cpu_gemm_cases import gemm, gemm_with_epilogue, operand_maker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -101,28 +101,9 @@ def test_staged_operands_are_read_from_the_tensor(dtype, accum, kept):
     assert_matches_reference(f, [rand((128, 96), dtype), rand((96, 192), dtype)], backend="cpu", out_idx=[-1])
 
 
-@tilecore.jit(out_idx=[-1])
-def gemm_reusing_b_tile(M, N, K, bm=32, bn=32, bk=16):
-    """B_s is read again after the gemm: its staging copy must stay."""
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), "float32")
-            B_s = T.alloc_shared((bk, bn), "float32")
-            C_f = T.alloc_fragment((bm, bn), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
-                T.copy(A[by * bm, k * bk], A_s)
-                T.copy(B[k * bk, bx * bn], B_s)
-                T.gemm(A_s, B_s, C_f)
-                for i, j in T.Parallel(bm, bn):
-                    C_f[i, j] = C_f[i, j] + B_s[0, j]
-            T.copy(C_f, C[by * bm, bx * bn])
-    return main
-
-
 def test_staging_tile_read_elsewhere_keeps_its_copy():
-    f = gemm_reusing_b_tile.prim_func(64, 64, 48)
+    """B_s is read again after the gemm (an epilogue in the K loop): its staging copy must stay."""
+    f = gemm_with_epilogue(64, 64, 48, 32, 32, 16, in_loop=True)
     assert len(copies_left_in_main_loop(f)) == 2
     assert_matches_reference(f, [rand((64, 48), "float32"), rand((48, 64), "float32")], backend="cpu",
                              out_idx=[-1])
