@@ -145,6 +145,22 @@ def gemm_kernel(n, tiles=GEMM_TILES + (3,)):
     return matmul(n, n, n, bm, bn, bk, dtype="float32", accum="float32", num_stages=stages)
 
 
+def gemm_lowering(n, tiles):
+    """How tile-cpu lowers the matmul at these tiles: as one whole cache-blocked GEMM or block by block."""
+    from gemm import matmul
+    from tilecore.ir import nodes as N
+    from tilecore.ir.visitor import walk_stmts
+    from tilecore.runtime.api import lower
+
+    from tile_cpu.gemm_grid import match
+
+    bm, bn, bk, stages = tiles
+    lowered, _ = lower(matmul.prim_func(n, n, n, bm, bn, bk, dtype="float32", accum="float32",
+                                        num_stages=stages), target="cpu")
+    kernel = next(st for st in walk_stmts(lowered.body) if isinstance(st, N.Kernel))
+    return "whole grid" if match(kernel) is not None else "block by block"
+
+
 def gemm_runs(args, rng, n, record):
     """examples/gemm.py's matmul at every tile size, checked, then timed against a @ b."""
     a = rng.standard_normal((n, n), dtype=np.float32)
@@ -158,7 +174,7 @@ def gemm_runs(args, rng, n, record):
         tt, nt = side_by_side(lambda: k(a, b), lambda: a @ b, args.repeat)
         bm, bn, bk, stages = tiles
         record(f"gemm fp32 {bm}x{bn}x{bk}" + (f" {stages} stages" if stages != 3 else ""), f"{n}^3",
-               GEMM_BAR, tt, nt, err, tiles=list(tiles))
+               GEMM_BAR, tt, nt, err, tiles=list(tiles), lowering=gemm_lowering(n, tiles))
 
 
 def run(args):
