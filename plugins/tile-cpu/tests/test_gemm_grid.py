@@ -27,14 +27,17 @@ def kernel_of(func):
     return next(st for st in walk_stmts(lowered.body) if isinstance(st, N.Kernel))
 
 
-def gemm_grid_swapped(M, N, K, bm, bn, bk):
-    """examples/gemm.py's matmul with the grid's axes the other way round (rows first)."""
+def matmul_rows_first(M, N, K, bm, bn, bk, dtype="float32", c_dtype="float32"):
+    """examples/gemm.py's matmul (C in `c_dtype`, accumulated in float32 or int32) with the grid's
+    axes the other way round (rows first) and the copies in the other order."""
+    accum = "int32" if dtype == "int8" else "float32"
+
     @T.prim_func
-    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), c_dtype)):
         with T.Kernel(T.ceildiv(M, bm), T.ceildiv(N, bn)) as (by, bx):
-            A_s = T.alloc_shared((bm, bk), "float32")
-            B_s = T.alloc_shared((bk, bn), "float32")
-            C_f = T.alloc_fragment((bm, bn), "float32")
+            A_s = T.alloc_shared((bm, bk), dtype)
+            B_s = T.alloc_shared((bk, bn), dtype)
+            C_f = T.alloc_fragment((bm, bn), accum)
             T.clear(C_f)
             for k in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
                 T.copy(B[k * bk, bx * bn], B_s)
@@ -56,13 +59,31 @@ def test_examples_gemm_grid_is_one_whole_gemm(dtype, accum):
 
 
 def test_grid_axes_and_copy_order_do_not_matter():
-    plan = match(kernel_of(gemm_grid_swapped(128, 64, 64, 32, 32, 16)))
+    plan = match(kernel_of(matmul_rows_first(128, 64, 64, 32, 32, 16)))
     assert plan is not None and (plan.M, plan.N, plan.K) == (128, 64, 64)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_narrow_c_sums_all_of_k_in_registers_and_rounds_once(dtype):
+    """examples/gemm.py's default: float16 in and out, float32 accumulation. K (544) is more than one
+    L1 chunk, yet the sums must not pass through C: one chunk, rounded to C's dtype once."""
+    M, N, K = 96, 64, 544
+    f = matmul_rows_first(M, N, K, 32, 32, 32, dtype, dtype)
+    plan = match(kernel_of(f))
+    assert plan is not None and plan.acc == "float32" and plan.c.dtype == dtype
+    a, b = rand((M, K), dtype), rand((K, N), dtype)
+    got = assert_matches_reference(f, [a, b], backend="cpu", out_idx=[-1]).astype(np.float64)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    # rounded once: within half an ulp of C's dtype (plus float32 summation error); a partial sum
+    # rounded to C's dtype at each of the 3 K chunks would be off by more
+    ulp = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(got), 1e-30))) - {"float16": 10, "bfloat16": 7}[dtype])
+    assert np.all(np.abs(got - exact) <= 0.5 * ulp + 1e-4)
 
 
 @pytest.mark.parametrize("func,why", [
     (gemm(200, 200, 200, 64, 64, 32), "partial tiles: copies are predicated"),
-    (gemm(128, 128, 64, 64, 64, 32, "float16", "float16"), "C in float16, accumulated in float32"),
+    (gemm(128, 128, 64, 64, 64, 32, "float16", "float16"), "the accumulator tile in float16"),
+    (matmul_rows_first(128, 128, 64, 64, 64, 32, "int8", "int8"), "int32 sums stored into int8"),
     (gemm(128, 128, 64, 64, 64, 32, ta=True), "transposed A"),
     (gemm(128, 128, 64, 64, 64, 32, tb=True), "transposed B"),
     (gemm_with_epilogue(128, 128, 64, 64, 64, 32, in_loop=False), "an epilogue on the accumulator"),

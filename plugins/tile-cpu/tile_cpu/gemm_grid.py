@@ -15,8 +15,11 @@ and the ISA's register-blocked micro-kernel (tile_cpu.gemm). Each element of C
 still sums its products in ascending k from 0 in the accumulator dtype, so the
 results are the ones the block-by-block lowering gives.
 
-The match is strict; anything else (partial tiles, transposes, an epilogue, a
-C dtype other than the accumulator's, dynamic shapes) lowers block by block.
+A C narrower than a float32 accumulator (float16, bfloat16: `examples/gemm.py`'s default)
+cannot hold partial sums, so there K is one chunk: the sums stay in registers and are rounded
+to C's dtype once, as the block-by-block fragment copy does (B's panels are then K deep and
+live in L2 rather than L1). The match is strict; anything else (partial tiles, transposes, an
+epilogue, other dtypes, dynamic shapes) lowers block by block.
 """
 from __future__ import annotations
 
@@ -33,10 +36,13 @@ from tilecore.lowering.tir_stmt import accum_dtype, seq
 
 from .gemm import MicroKernel, MicroTile, cache_blocks, chunks, pack_a, pack_b
 
+# C dtypes narrower than a float32 accumulator: the sums are rounded to them once, at the end
+NARROW_C = ("float16", "bfloat16")
+
 
 @dataclass(frozen=True)
 class WholeGemm:
-    """C (M x N) = A (M x K) @ B (K x N), accumulated in `acc` (C's dtype)."""
+    """C (M x N) = A (M x K) @ B (K x N), accumulated in `acc` (C's dtype, or wider: NARROW_C)."""
 
     a: N.Buffer
     b: N.Buffer
@@ -124,7 +130,7 @@ def match(kernel: N.Kernel) -> Optional[WholeGemm]:
     acc = accum_dtype(acc_buf.dtype)
     if (any(sh is None or len(sh) != 2 for sh in shapes) or len({A.name, B.name, C.name}) != 3
             or A.dtype != ca.dst.buffer.dtype or B.dtype != cb.dst.buffer.dtype
-            or acc_buf.dtype != acc or C.dtype != acc):
+            or acc_buf.dtype != acc or not (C.dtype == acc or (acc == "float32" and C.dtype in NARROW_C))):
         return None
     (M, K), (Kb, Nn), (Mc, Nc) = shapes
     (bm, bk), (bk2, bn) = ca.dst.buffer.static_shape(), cb.dst.buffer.static_shape()
@@ -163,6 +169,8 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
     if tile.lanes < 2 or plan.N % tile.nr or not (is_float(acc) or acc in ("int32", "int64")):
         return None
     kc, _ = cache_blocks(tile, plan.M, plan.K, bits(acc) // 8, caches)
+    if plan.c.dtype != acc:  # a narrow C holds no partial sums: all of K in one chunk, rounded once
+        kc = plan.K
     mc, nc = task_shape(tile, plan, kc, caches, os.cpu_count() or 1)
     ta, tb, tc = low.buffer(plan.a), low.buffer(plan.b), low.buffer(plan.c)
     task = low.fresh("task")
