@@ -145,11 +145,15 @@ ISAS = {
 }
 
 
+@pytest.mark.parametrize("shape", [(256, 256, 256, 64, 64, 32), (192, 96, 256, 64, 32, 32)])
 @pytest.mark.parametrize("target", sorted(ISAS))
-def test_micro_kernel_instruction_selection(target):
-    """fp32 64x64x32 tiles: the micro-kernel's FMAs on the ISA's vectors, one accumulator per vector."""
+def test_micro_kernel_instruction_selection(target, shape):
+    """fp32 GEMMs: the micro-kernel's FMAs on the ISA's vectors, one accumulator per vector. Both
+    grids are whole GEMMs (tile_cpu.gemm_grid); N = 96 is a multiple of every ISA's register block
+    width (12, 16, 32), so the second lowers as one whole GEMM on all three; N = 256 is not one of
+    NEON's 12 and lowers block by block there."""
     fma, reg, accumulators = ISAS[target]
-    kernel = tilecore.compile(gemm(256, 256, 256, 64, 64, 32), target=target, out_idx=[-1], source="asm")
+    kernel = tilecore.compile(gemm(*shape), target=target, out_idx=[-1], source="asm")
     asm = kernel.source
     dests = set(re.findall(fma, asm))
     assert len(dests) >= accumulators, f"{target}: {len(dests)} accumulator registers in the FMAs"
