@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
-import ml_dtypes
 import numpy as np
 import pytest
+from cpu_gemm_cases import gemm, gemm_with_epilogue, operand_maker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,22 +25,9 @@ from tilecore.ir import nodes as N
 from tilecore.ir.visitor import walk_stmts
 from tilecore.runtime.api import lower
 from tilecore.testing import assert_matches_reference
-from tilecore.testing import gemm_kernel as shared_gemm_kernel
 
 RNG = np.random.default_rng(19)
-NP = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
-      "bfloat16": ml_dtypes.bfloat16, "int8": np.int8}
-
-
-def rand(shape, dtype):
-    if dtype == "int8":
-        return RNG.integers(-100, 100, size=shape).astype(np.int8)
-    return RNG.uniform(-1, 1, size=shape).astype(NP[dtype])
-
-
-def gemm(M, N, K, bm, bn, bk, dtype="float32", accum="float32", ta=False, tb=False):
-    return shared_gemm_kernel(M, N, K, dtype, accum, ta, tb, block_M=bm, block_N=bn, block_K=bk)
-
+rand = operand_maker(RNG)
 
 # ------------------------------------------------------------------ results
 # (test_cpu_backend.test_gemm_matches_reference draws shapes, tiles, dtypes and transposes)
@@ -114,28 +101,9 @@ def test_staged_operands_are_read_from_the_tensor(dtype, accum, kept):
     assert_matches_reference(f, [rand((128, 96), dtype), rand((96, 192), dtype)], backend="cpu", out_idx=[-1])
 
 
-@tilecore.jit(out_idx=[-1])
-def gemm_reusing_b_tile(M, N, K, bm=32, bn=32, bk=16):
-    """B_s is read again after the gemm: its staging copy must stay."""
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), "float32")
-            B_s = T.alloc_shared((bk, bn), "float32")
-            C_f = T.alloc_fragment((bm, bn), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
-                T.copy(A[by * bm, k * bk], A_s)
-                T.copy(B[k * bk, bx * bn], B_s)
-                T.gemm(A_s, B_s, C_f)
-                for i, j in T.Parallel(bm, bn):
-                    C_f[i, j] = C_f[i, j] + B_s[0, j]
-            T.copy(C_f, C[by * bm, bx * bn])
-    return main
-
-
 def test_staging_tile_read_elsewhere_keeps_its_copy():
-    f = gemm_reusing_b_tile.prim_func(64, 64, 48)
+    """B_s is read again after the gemm (an epilogue in the K loop): its staging copy must stay."""
+    f = gemm_with_epilogue(64, 64, 48, 32, 32, 16, in_loop=True)
     assert len(copies_left_in_main_loop(f)) == 2
     assert_matches_reference(f, [rand((64, 48), "float32"), rand((48, 64), "float32")], backend="cpu",
                              out_idx=[-1])
@@ -177,11 +145,15 @@ ISAS = {
 }
 
 
+@pytest.mark.parametrize("shape", [(256, 256, 256, 64, 64, 32), (192, 96, 256, 64, 32, 32)])
 @pytest.mark.parametrize("target", sorted(ISAS))
-def test_micro_kernel_instruction_selection(target):
-    """fp32 64x64x32 tiles: the micro-kernel's FMAs on the ISA's vectors, one accumulator per vector."""
+def test_micro_kernel_instruction_selection(target, shape):
+    """fp32 GEMMs: the micro-kernel's FMAs on the ISA's vectors, one accumulator per vector. Both
+    grids are whole GEMMs (tile_cpu.gemm_grid); N = 96 is a multiple of every ISA's register block
+    width (12, 16, 32), so the second lowers as one whole GEMM on all three; N = 256 is not one of
+    NEON's 12 and lowers block by block there."""
     fma, reg, accumulators = ISAS[target]
-    kernel = tilecore.compile(gemm(256, 256, 256, 64, 64, 32), target=target, out_idx=[-1], source="asm")
+    kernel = tilecore.compile(gemm(*shape), target=target, out_idx=[-1], source="asm")
     asm = kernel.source
     dests = set(re.findall(fma, asm))
     assert len(dests) >= accumulators, f"{target}: {len(dests)} accumulator registers in the FMAs"

@@ -94,28 +94,14 @@ def lower_gemm(low, s: N.Gemm, tile_of, caches: Dict[str, int]):
     bp = None
     if not in_place:
         bp = low.local_buffer([max(1, n_full // NR), K, NR], acc_t, "Bpack")
-        jo, k = low.fresh("jo"), low.fresh("k")
         stmts.append(tx.AllocBuffer(bp))
-        stmts.append(tx.For(jo, 0, n_full // NR, tx.ForKind.SERIAL, tx.For(k, 0, K, tx.ForKind.SERIAL,
-                     low.loop_nest([NR], lambda j: tx.BufferStore(
-                         bp, cast_to(low.load(tb, b_idx(k, jo * NR + j[0])), acc_t), [jo, k, j[0]]),
-                         dtype=acc_t))))
+        stmts.append(pack_b(low, bp, lambda k_, j_: cast_to(low.load(tb, b_idx(k_, j_)), acc_t), n_full // NR, K))
     # A packed (converted) into [ceil(M/MR)][K][MR] only when its dtype is not the accumulator's
     ap = None
     if str(ta.dtype) != acc_t:
         ap = low.local_buffer([-(-M // MR), K, MR], acc_t, "Apack")
         stmts.append(tx.AllocBuffer(ap))
-        io, k, i = low.fresh("io"), low.fresh("k"), low.fresh("i")
-        # i innermost: contiguous stores of MR values
-        full = M // MR
-        if full:
-            stmts.append(tx.For(io, 0, full, tx.ForKind.SERIAL, tx.For(k, 0, K, tx.ForKind.SERIAL,
-                         tx.For(i, 0, MR, tx.ForKind.UNROLLED, tx.BufferStore(
-                             ap, cast_to(low.load(ta, a_idx(io * MR + i, k)), acc_t), [io, k, i])))))
-        if M > full * MR:
-            k, i = low.fresh("k"), low.fresh("i")
-            stmts.append(tx.For(k, 0, K, tx.ForKind.SERIAL, tx.For(i, 0, M - full * MR, tx.ForKind.UNROLLED,
-                         tx.BufferStore(ap, cast_to(low.load(ta, a_idx(full * MR + i, k)), acc_t), [full, k, i]))))
+        stmts.append(pack_a(low, ap, lambda i_, k_: cast_to(low.load(ta, a_idx(i_, k_)), acc_t), M, K))
 
     def a_val(row, k_):
         if ap is not None:
@@ -132,7 +118,7 @@ def lower_gemm(low, s: N.Gemm, tile_of, caches: Dict[str, int]):
             return cast_to(low.load(tb, b_idx(k_, col0 + jo_ * nr + j_)), acc_t)
         return value
 
-    kernel = _MicroKernel(low, acc_t, tc, c_idx, a_val)
+    kernel = MicroKernel(low, acc_t, tc, c_idx, a_val)
     body = []
     if n_full:
         body.append(kernel.sweep(M, mc, MR, 0, n_full, NR, b_direct if in_place else b_panel, K, kc))
@@ -143,6 +129,30 @@ def lower_gemm(low, s: N.Gemm, tile_of, caches: Dict[str, int]):
     if Nn > n_full + n_vec:
         body.append(_scalar_columns(low, acc_t, tc, ta, tb, a_idx, b_idx, c_idx, M, n_full + n_vec, Nn, K))
     return seq(stmts + body)
+
+
+def pack_b(low, bp, b_value, panels: int, K: int):
+    """bp[jo, k, j] = b_value(k, jo * NR + j) for `panels` column panels of NR = bp's last extent."""
+    NR = int(bp.shape[2])
+    jo, k = low.fresh("jo"), low.fresh("k")
+    return tx.For(jo, 0, panels, tx.ForKind.SERIAL, tx.For(k, 0, K, tx.ForKind.SERIAL, low.loop_nest(
+        [NR], lambda j: tx.BufferStore(bp, b_value(k, jo * NR + j[0]), [jo, k, j[0]]), dtype=str(bp.dtype))))
+
+
+def pack_a(low, ap, a_value, M: int, K: int):
+    """ap[io, k, i] = a_value(io * MR + i, k) for M rows, MR = ap's last extent (the last block partial)."""
+    MR = int(ap.shape[2])
+    full = M // MR
+    stmts = []
+    if full:  # i innermost: contiguous stores of MR values
+        io, k, i = low.fresh("io"), low.fresh("k"), low.fresh("i")
+        stmts.append(tx.For(io, 0, full, tx.ForKind.SERIAL, tx.For(k, 0, K, tx.ForKind.SERIAL, tx.For(
+            i, 0, MR, tx.ForKind.UNROLLED, tx.BufferStore(ap, a_value(io * MR + i, k), [io, k, i])))))
+    if M > full * MR:
+        k, i = low.fresh("k"), low.fresh("i")
+        stmts.append(tx.For(k, 0, K, tx.ForKind.SERIAL, tx.For(i, 0, M - full * MR, tx.ForKind.UNROLLED,
+                     tx.BufferStore(ap, a_value(full * MR + i, k), [full, k, i]))))
+    return seq(stmts)
 
 
 def b_reads_in_place(s: N.Gemm, b_dtype: str, acc_t: str, NR: int, K: int, caches: Dict[str, int]) -> bool:
@@ -165,42 +175,51 @@ def b_reads_in_place(s: N.Gemm, b_dtype: str, acc_t: str, NR: int, K: int, cache
     return K * lines_per_row <= sets * ways // 2
 
 
-class _MicroKernel:
+class MicroKernel:
     """Emits the register-blocked update of C's rows/columns by A and a B value function."""
 
-    def __init__(self, low, acc_t, tc, c_idx, a_val):
+    def __init__(self, low, acc_t, tc, c_idx, a_val, zero_c: bool = False):
         self.low, self.acc_t, self.tc, self.c_idx, self.a_val = low, acc_t, tc, c_idx, a_val
+        self.zero_c = zero_c  # accumulators start at 0 instead of C's values (C not yet written)
 
     def sweep(self, M, mc, MR, col0, cols, nr, b_of, K, kc):
         """C[:, col0:col0+cols] += A B: K chunks of kc, M chunks of mc, B panels, MR-row blocks."""
         low = self.low
         parts = []
-        for k0, klen, kcount in _chunks(K, kc):
+        for k0, klen, kcount in chunks(K, kc):
             kb = low.fresh("kb")
             row_parts = []
-            for m0, mlen, mcount in _chunks(M, mc):
+            for m0, mlen, mcount in chunks(M, mc):
                 ib = low.fresh("ib")
                 inner = self.panels(m0 + ib * mlen, mlen, MR, col0, cols, nr, b_of, k0 + kb * klen, klen)
                 row_parts.append(tx.For(ib, 0, mcount, tx.ForKind.SERIAL, inner))
             parts.append(tx.For(kb, 0, kcount, tx.ForKind.SERIAL, seq(row_parts)))
         return seq(parts)
 
-    def panels(self, row_base, rows, MR, col0, cols, nr, b_of, kstart, klen):
-        """For each B panel (kept in L1), every MR-row block of the rows, then the leftover rows."""
+    def panels(self, row_base, rows, MR, col0, cols, nr, b_of, kstart, klen, rows_outer: bool = False):
+        """For each B panel (kept in L1), every MR-row block of the rows, then the leftover rows.
+
+        rows_outer: for each MR-row block (its A values kept in L1), every B panel (B in L2),
+        so that C is walked along its rows.
+        """
         low = self.low
         jo = low.fresh("jo")
         b_val = b_of(jo, col0, nr)
         blocks = []
         full = (rows // MR) * MR
+
+        def across(row0, mr):
+            stmt = self.block(row0, mr, col0 + jo * nr, nr, b_val, kstart, klen, rows_outer)
+            return tx.For(jo, 0, cols // nr, tx.ForKind.SERIAL, stmt) if rows_outer else stmt
+
         if full:
             io = low.fresh("io")
-            blocks.append(tx.For(io, 0, rows // MR, tx.ForKind.SERIAL,
-                                 self.block(row_base + io * MR, MR, col0 + jo * nr, nr, b_val, kstart, klen)))
+            blocks.append(tx.For(io, 0, rows // MR, tx.ForKind.SERIAL, across(row_base + io * MR, MR)))
         if rows > full:
-            blocks.append(self.block(row_base + full, rows - full, col0 + jo * nr, nr, b_val, kstart, klen))
-        return tx.For(jo, 0, cols // nr, tx.ForKind.SERIAL, seq(blocks))
+            blocks.append(across(row_base + full, rows - full))
+        return seq(blocks) if rows_outer else tx.For(jo, 0, cols // nr, tx.ForKind.SERIAL, seq(blocks))
 
-    def block(self, row0, mr, col0, nr, b_val, kstart, klen):
+    def block(self, row0, mr, col0, nr, b_val, kstart, klen, along_rows: bool = False):
         """C[row0:row0+mr, col0:col0+nr] += A[rows, kstart:kstart+klen] B[same k, cols] in registers."""
         low, acc_t, tc, c_idx = self.low, self.acc_t, self.tc, self.c_idx
         # one small accumulator per row: stack arrays LLVM promotes to vector registers
@@ -209,23 +228,24 @@ class _MicroKernel:
         load_c, fma, store_c = [], [], []
         for i, acc in enumerate(accs):
             j1, j2, j3 = low.fresh("j"), low.fresh("j"), low.fresh("j")
-            load_c.append(tx.For(j1, 0, nr, tx.ForKind.VECTORIZED, tx.BufferStore(
-                acc, cast_to(low.load(tc, c_idx(row0 + i, col0 + j1)), acc_t), [j1])))
+            start = tir_const(0, acc_t) if self.zero_c else cast_to(low.load(tc, c_idx(row0 + i, col0 + j1)), acc_t)
+            load_c.append(tx.For(j1, 0, nr, tx.ForKind.VECTORIZED, tx.BufferStore(acc, start, [j1])))
             a = self.a_val(row0 + i, kstart + k)
             fma.append(tx.For(j2, 0, nr, tx.ForKind.VECTORIZED, tx.BufferStore(
                 acc, tx.BufferLoad(acc, [j2]) + a * b_val(kstart + k, j2), [j2])))
             store_c.append(tx.For(j3, 0, nr, tx.ForKind.VECTORIZED, low.store(
                 tc, tx.BufferLoad(acc, [j3]), c_idx(row0 + i, col0 + j3))))
-        # the next row block's C lines while this one computes: a large C tile (256 x 512 fp32
-        # is all of Zen 3's L2) otherwise waits on L3 at the start of every block
+        # the next block's C lines (below, or to the right along_rows) while this one computes:
+        # a large C tile (256 x 512 fp32 is all of Zen 3's L2) otherwise waits on L3 every block
         per_line = max(1, CACHE_LINE * 8 // bits(acc_t))
-        ahead = [prefetch(tc, c_idx(row0 + mr + i, col0 + j * per_line), LOCALITY_L1)
+        r1, c1 = (row0, col0 + nr) if along_rows else (row0 + mr, col0)
+        ahead = [prefetch(tc, c_idx(r1 + i, c1 + j * per_line), LOCALITY_L1)
                  for i in range(mr) for j in range(-(-nr // per_line))]
         return seq([tx.AllocBuffer(a) for a in accs] + load_c + ahead
                    + [tx.For(k, 0, klen, tx.ForKind.SERIAL, seq(fma))] + store_c)
 
 
-def _chunks(total: int, size: int):
+def chunks(total: int, size: int):
     """[(start, length, count)]: `count` chunks of `length` from `start`, covering [0, total)."""
     full = total // size
     out = [(0, size, full)] if full else []

@@ -22,6 +22,7 @@ from tilecore.lowering.intrinsics import IntrinsicTable, dtype_of
 from tilecore.lowering.tir_expr import cast_to, involves_bfloat16, round_to_bfloat16, tir_const
 from tilecore.lowering.tir_stmt import TirLowering, seq
 
+from . import gemm_grid
 from .fuse import buffer_mentions, fuse_operand_copies
 from .gemm import lower_gemm, micro_tile
 from .prefetch import global_copies, prefetch_next
@@ -91,6 +92,10 @@ class CpuLowering(TirLowering):
 
     # ----------------------------------------------------------------- grid
     def lower_Kernel(self, s: N.Kernel):
+        plan = gemm_grid.match(s)  # a grid that is one whole GEMM: one cache-blocked GEMM
+        whole = gemm_grid.lower(self, plan, self.micro_tile(plan.acc), self.caches) if plan else None
+        if whole is not None:
+            return whole
         grid = [self.index(g) for g in s.grid]
         tvars = [tx.Var(v.name, "int32") for v in s.block_vars]
         for v, tv, g in zip(s.block_vars, tvars, s.grid):

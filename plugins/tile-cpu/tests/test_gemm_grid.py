@@ -1,0 +1,142 @@
+"""A kernel grid that is one whole GEMM (tile_cpu.gemm_grid): which kernels it recognizes, and
+its results against the reference interpreter for every operand dtype and every remainder
+(rows per task, row blocks, K chunks, column blocks)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cpu_gemm_cases import gemm, gemm_with_epilogue, operand_maker
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tilecore.language as T
+from tile_cpu.gemm import MicroTile
+from tile_cpu.gemm_grid import WholeGemm, match, task_shape
+from tilecore.ir import nodes as N
+from tilecore.ir.visitor import walk_stmts
+from tilecore.runtime.api import lower
+from tilecore.testing import assert_matches_reference
+
+RNG = np.random.default_rng(23)
+rand = operand_maker(RNG)
+
+
+def kernel_of(func):
+    """The T.Kernel of `func` after the cpu pass pipeline (bounds proven, copies marked)."""
+    lowered, _ = lower(func, target="cpu")
+    return next(st for st in walk_stmts(lowered.body) if isinstance(st, N.Kernel))
+
+
+def matmul_rows_first(M, N, K, bm, bn, bk, dtype="float32", c_dtype="float32"):
+    """examples/gemm.py's matmul (C in `c_dtype`, accumulated in float32 or int32) with the grid's
+    axes the other way round (rows first) and the copies in the other order."""
+    accum = "int32" if dtype == "int8" else "float32"
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), c_dtype)):
+        with T.Kernel(T.ceildiv(M, bm), T.ceildiv(N, bn)) as (by, bx):
+            A_s = T.alloc_shared((bm, bk), dtype)
+            B_s = T.alloc_shared((bk, bn), dtype)
+            C_f = T.alloc_fragment((bm, bn), accum)
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.copy(A[by * bm, k * bk], A_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * bm, bx * bn])
+    return main
+
+
+# ------------------------------------------------------------------ what is recognized
+
+
+@pytest.mark.parametrize("dtype,accum", [("float32", "float32"), ("bfloat16", "float32"), ("int8", "int32")])
+def test_examples_gemm_grid_is_one_whole_gemm(dtype, accum):
+    plan = match(kernel_of(gemm(256, 192, 96, 64, 64, 32, dtype, accum)))
+    assert plan is not None
+    assert (plan.M, plan.N, plan.K, plan.acc) == (256, 192, 96, accum)
+    assert (plan.a.name, plan.b.name, plan.c.name) == ("A", "B", "C")
+
+
+def test_grid_axes_and_copy_order_do_not_matter():
+    plan = match(kernel_of(matmul_rows_first(128, 64, 64, 32, 32, 16)))
+    assert plan is not None and (plan.M, plan.N, plan.K) == (128, 64, 64)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_narrow_c_sums_all_of_k_in_registers_and_rounds_once(dtype):
+    """examples/gemm.py's default: float16 in and out, float32 accumulation. K (544) is more than one
+    L1 chunk, yet the sums must not pass through C: one chunk, rounded to C's dtype once."""
+    M, N, K = 96, 64, 544
+    f = matmul_rows_first(M, N, K, 32, 32, 32, dtype, dtype)
+    plan = match(kernel_of(f))
+    assert plan is not None and plan.acc == "float32" and plan.c.dtype == dtype
+    a, b = rand((M, K), dtype), rand((K, N), dtype)
+    got = assert_matches_reference(f, [a, b], backend="cpu", out_idx=[-1]).astype(np.float64)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    # rounded once: within half an ulp of C's dtype (plus float32 summation error); a partial sum
+    # rounded to C's dtype at each of the 3 K chunks would be off by more
+    ulp = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(got), 1e-30))) - {"float16": 10, "bfloat16": 7}[dtype])
+    assert np.all(np.abs(got - exact) <= 0.5 * ulp + 1e-4)
+
+
+@pytest.mark.parametrize("func,why", [
+    (gemm(200, 200, 200, 64, 64, 32), "partial tiles: copies are predicated"),
+    (gemm(128, 128, 64, 64, 64, 32, "float16", "float16"), "the accumulator tile in float16"),
+    (matmul_rows_first(128, 128, 64, 64, 64, 32, "int8", "int8"), "int32 sums stored into int8"),
+    (gemm(128, 128, 64, 64, 64, 32, ta=True), "transposed A"),
+    (gemm(128, 128, 64, 64, 64, 32, tb=True), "transposed B"),
+    (gemm_with_epilogue(128, 128, 64, 64, 64, 32, in_loop=False), "an epilogue on the accumulator"),
+    (gemm_with_epilogue(128, 128, 64, 64, 64, 32, in_loop=True), "a statement in the K loop"),
+])
+def test_other_kernels_lower_block_by_block(func, why):
+    assert match(kernel_of(func)) is None, why
+
+
+def test_tasks_are_even_and_b_blocks_fit_l2():
+    tile = MicroTile(6, 2, 8)
+    caches = {"l1": 32 * 1024, "l2": 512 * 1024, "l3": 1 << 25}
+    plan = WholeGemm(*(N.Buffer(n, (2048, 2048), "float32") for n in "ABC"), 2048, 2048, 2048, "float32")
+    mc, nc = task_shape(tile, plan, 256, caches, cores=2)
+    assert (mc, nc) == (516, 256)  # 4 tasks (516, 516, 516, 500 rows); 256 x 256 fp32 = half of L2
+    mc, nc = task_shape(tile, plan, 256, caches, cores=64)
+    assert mc % 6 == 0 and mc >= 8 * 6 and 32 <= -(-2048 // mc) <= 64  # a task per core, >= 8 blocks each
+
+
+# ------------------------------------------------------------------ results
+
+
+def test_every_remainder_matches_reference():
+    """100 rows: 2 tasks of 54 and 46 rows (a 4-row block); K 600: chunks of 256, 256 and 88;
+    96 columns: one B block of 6 panels."""
+    M, N, K = 100, 96, 600
+    f = gemm(M, N, K, 20, 32, 40)
+    assert match(kernel_of(f)) is not None
+    assert_matches_reference(f, [rand((M, K), "float32"), rand((K, N), "float32")], backend="cpu", out_idx=[-1])
+
+
+@pytest.mark.parametrize("dtype,accum", [("float32", "float32"), ("float16", "float32"), ("bfloat16", "float32"),
+                                         ("int8", "int32"), ("float64", "float64")])
+@settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(tiles=st.tuples(st.sampled_from([8, 16, 48]), st.sampled_from([16, 32]), st.sampled_from([8, 32])),
+       counts=st.tuples(st.integers(1, 4), st.integers(1, 3), st.integers(1, 3)))
+def test_whole_gemm_matches_reference(dtype, accum, tiles, counts):
+    """Converted panels (float16/bfloat16 -> float32, int8 -> int32 exactly) through the same kernel."""
+    (bm, bn, bk), (gm, gn, gk) = tiles, counts
+    M, N, K = bm * gm, bn * gn, bk * gk
+    f = gemm(M, N, K, bm, bn, bk, dtype, accum)
+    assert match(kernel_of(f)) is not None
+    exact = {"rtol": 0, "atol": 0} if dtype == "int8" else {}
+    assert_matches_reference(f, [rand((M, K), dtype), rand((K, N), dtype)], backend="cpu", out_idx=[-1], **exact)
+
+
+def test_c_is_written_before_it_is_read():
+    """The first K chunk starts the accumulators at 0: C's old contents (NaN here) never leak in."""
+    import tilecore
+
+    M, N, K = 96, 64, 544  # three K chunks
+    kernel = tilecore.compile(gemm(M, N, K, 32, 32, 32), target="cpu")
+    a, b = rand((M, K), "float32"), rand((K, N), "float32")
+    c = np.full((M, N), np.nan, dtype=np.float32)
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)

@@ -1,0 +1,220 @@
+"""A T.Kernel grid that is one whole GEMM, lowered as one cache-blocked GEMM (BLIS's loops).
+
+`examples/gemm.py`'s matmul, as TileLang users write it, gives every block one
+bm x bn tile of C: clear a fragment, for each K step copy an A and a B tile and
+T.gemm them, copy the fragment out. Lowered block by block, every block packs
+its own A rows and B columns, so A is packed N/bn times and B M/bm times (with
+64 x 64 tiles 32 times each: a fifth of the time went to packing B alone on
+Zen 3), and the accumulators go to memory after every K step. When the grid's
+blocks together compute exactly C = A B (`match`), the cpu backend lowers the
+whole kernel as one GEMM whose blocking comes from the host's caches instead:
+parallel tasks of mc rows x nc columns of C; per K chunk of kc, A's mc x kc
+block packed into MR-row panels (it stays in L2), B's kc x nc block packed into
+NR-column panels (one panel stays in L1 while every row block of A meets it),
+and the ISA's register-blocked micro-kernel (tile_cpu.gemm). Each element of C
+still sums its products in ascending k from 0 in the accumulator dtype, so the
+results are the ones the block-by-block lowering gives.
+
+A C narrower than a float32 accumulator (float16, bfloat16: `examples/gemm.py`'s default)
+cannot hold partial sums, so there K is one chunk: the sums stay in registers and are rounded
+to C's dtype once, as the block-by-block fragment copy does (B's panels are then K deep and
+live in L2 rather than L1). The match is strict; anything else (partial tiles, transposes, an
+epilogue, other dtypes, dynamic shapes) lowers block by block.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+from tvm import tirx as tx
+
+from tilecore.ir import nodes as N
+from tilecore.ir.types import bits, is_float
+from tilecore.lowering.tir_expr import cast_to
+from tilecore.lowering.tir_stmt import accum_dtype, seq
+
+from .gemm import MicroKernel, MicroTile, cache_blocks, chunks, pack_a, pack_b
+
+# C dtypes narrower than a float32 accumulator: the sums are rounded to them once, at the end
+NARROW_C = ("float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class WholeGemm:
+    """C (M x N) = A (M x K) @ B (K x N), accumulated in `acc` (C's dtype, or wider: NARROW_C)."""
+
+    a: N.Buffer
+    b: N.Buffer
+    c: N.Buffer
+    M: int
+    N: int
+    K: int
+    acc: str
+
+
+def _affine(e: N.Expr) -> Optional[Dict[str, int]]:
+    """{var name: coefficient, "": constant} of an integer expression built from + and *, else None."""
+    if isinstance(e, N.Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return {"": int(e.value)}
+    if isinstance(e, N.Var):
+        return {e.name: 1}
+    if isinstance(e, N.BinOp) and e.op in ("+", "*"):
+        a, b = _affine(e.a), _affine(e.b)
+        if a is None or b is None:
+            return None
+        if e.op == "+":
+            return {k: a.get(k, 0) + b.get(k, 0) for k in set(a) | set(b)}
+        for const, other in ((a, b), (b, a)):
+            if set(const) == {""}:
+                return {k: const[""] * v for k, v in other.items()}
+    return None
+
+
+def _is(e: N.Expr, var: str, coef: int) -> bool:
+    """Whether `e` is exactly var * coef."""
+    form = _affine(e)
+    return form is not None and {k: v for k, v in form.items() if v} == {var: coef}
+
+
+def _whole(region: N.Region) -> bool:
+    shape = region.buffer.static_shape()
+    return (shape is not None and len(shape) == 2 and tuple(region.extents) == tuple(shape)
+            and all(_affine(s) == {"": 0} for s in region.starts))
+
+
+def _loop_parts(loop: N.Stmt):
+    """(copy of A, copy of B, gemm) of a K loop `for k: copy A tile; copy B tile; gemm`, else None."""
+    if not isinstance(loop, N.For) or _affine(loop.begin) != {"": 0} or _affine(loop.extent) is None:
+        return None
+    if len(loop.body) != 3 or not isinstance(loop.body[2], N.Gemm):
+        return None
+    gemm = loop.body[2]
+    copies = {st.dst.buffer.name: st for st in loop.body[:2] if isinstance(st, N.Copy)}
+    ca, cb = copies.get(gemm.a.buffer.name), copies.get(gemm.b.buffer.name)
+    if ca is None or cb is None or ca is cb:
+        return None
+    return ca, cb, gemm
+
+
+def match(kernel: N.Kernel) -> Optional[WholeGemm]:
+    """The whole GEMM a kernel computes, when its grid is exactly `examples/gemm.py`'s matmul.
+
+    Body: allocations of the A/B stage tiles and the accumulator, T.clear of the
+    accumulator, one K loop from 0 of {copy A tile, copy B tile, T.gemm} with both
+    copies proven in bounds, the accumulator copied to C; tile origins (by*bm, k*bk),
+    (k*bk, bx*bn), (by*bm, bx*bn) over a grid that covers A, B and C exactly.
+    """
+    if len(kernel.block_vars) != 2 or not all(isinstance(g, N.Const) for g in kernel.grid):
+        return None
+    allocs = [st for st in kernel.body if isinstance(st, N.Alloc)]
+    rest = [st for st in kernel.body if not isinstance(st, N.Alloc)]
+    if len(allocs) != 3 or len(rest) != 3:
+        return None
+    clear, loop, out = rest
+    parts = _loop_parts(loop)
+    if parts is None or not isinstance(clear, N.Fill) or not isinstance(out, N.Copy):
+        return None
+    ca, cb, gemm = parts
+    acc_buf = gemm.c.buffer
+    if (gemm.transpose_a or gemm.transpose_b or gemm.clear_accum or ca.predicated or cb.predicated
+            or out.predicated or {a.buffer.name for a in allocs} != {ca.dst.buffer.name, cb.dst.buffer.name,
+                                                                      acc_buf.name}):
+        return None
+    if not (all(_whole(r) for r in (gemm.a, gemm.b, gemm.c, ca.dst, cb.dst, clear.dst, out.src))
+            and clear.dst.buffer.name == acc_buf.name and out.src.buffer.name == acc_buf.name
+            and isinstance(clear.value, N.Const) and clear.value.value == 0):
+        return None
+    A, B, C = ca.src.buffer, cb.src.buffer, out.dst.buffer
+    shapes = [buf.static_shape() for buf in (A, B, C)]
+    acc = accum_dtype(acc_buf.dtype)
+    if (any(sh is None or len(sh) != 2 for sh in shapes) or len({A.name, B.name, C.name}) != 3
+            or A.dtype != ca.dst.buffer.dtype or B.dtype != cb.dst.buffer.dtype
+            or acc_buf.dtype != acc or not (C.dtype == acc or (acc == "float32" and C.dtype in NARROW_C))):
+        return None
+    (M, K), (Kb, Nn), (Mc, Nc) = shapes
+    (bm, bk), (bk2, bn) = ca.dst.buffer.static_shape(), cb.dst.buffer.static_shape()
+    if (Kb, Mc, Nc) != (K, M, Nn) or bk2 != bk or acc_buf.static_shape() != (bm, bn):
+        return None
+    grid = {v.name: int(g.value) for v, g in zip(kernel.block_vars, kernel.grid)}
+    k = loop.var.name
+    for row, col in (tuple(grid), tuple(grid)[::-1]):
+        if (_is(ca.src.starts[0], row, bm) and _is(ca.src.starts[1], k, bk) and _is(cb.src.starts[0], k, bk)
+                and _is(cb.src.starts[1], col, bn) and _is(out.dst.starts[0], row, bm)
+                and _is(out.dst.starts[1], col, bn) and grid[row] * bm == M and grid[col] * bn == Nn
+                and _affine(loop.extent) == {"": K // bk} and K % bk == 0 and K > 0):
+            return WholeGemm(A, B, C, M, Nn, K, acc)
+    return None
+
+
+def task_shape(tile: MicroTile, plan: WholeGemm, kc: int, caches: Dict[str, int], cores: int):
+    """(mc, nc): rows of C per parallel task, columns per packed B block.
+
+    Tasks of nearly equal rows, at least 4 and as many as the host has cores, none shorter than
+    8 register blocks (every task packs all of B, so fewer tasks pack less); nc the largest
+    divisor of N in NR panels whose kc x nc B block fills at most half of L2.
+    """
+    tasks = max(1, min(max(4, cores), plan.M // (8 * tile.mr)))
+    rows = -(-plan.M // tasks)
+    mc = -(-rows // tile.mr) * tile.mr
+    panels = plan.N // tile.nr
+    cap = max(1, (caches["l2"] // 2) // (kc * tile.nr * (bits(plan.acc) // 8)))
+    nc_panels = max(d for d in range(1, panels + 1) if panels % d == 0 and d <= cap)
+    return min(mc, plan.M), nc_panels * tile.nr
+
+
+def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
+    """The TIR of the whole GEMM, or None when the register block does not fit N."""
+    acc = plan.acc
+    if tile.lanes < 2 or plan.N % tile.nr or not (is_float(acc) or acc in ("int32", "int64")):
+        return None
+    kc, _ = cache_blocks(tile, plan.M, plan.K, bits(acc) // 8, caches)
+    if plan.c.dtype != acc:  # a narrow C holds no partial sums: all of K in one chunk, rounded once
+        kc = plan.K
+    mc, nc = task_shape(tile, plan, kc, caches, os.cpu_count() or 1)
+    ta, tb, tc = low.buffer(plan.a), low.buffer(plan.b), low.buffer(plan.c)
+    task = low.fresh("task")
+    row0 = task * mc
+    full_rows = plan.M // mc
+    body = _task(low, plan, tile, ta, tb, tc, row0, mc, nc, kc)
+    if plan.M > full_rows * mc:  # the last task has fewer rows
+        short = _task(low, plan, tile, ta, tb, tc, row0, plan.M - full_rows * mc, nc, kc)
+        body = tx.IfThenElse(tx.LT(task, full_rows), body, short) if full_rows else short
+    return tx.For(task, 0, -(-plan.M // mc), tx.ForKind.PARALLEL, body)
+
+
+def _task(low, plan: WholeGemm, tile: MicroTile, ta, tb, tc, row0, rows: int, nc: int, kc: int):
+    """C[row0:+rows, :] = A[rows, :] B: per K chunk of kc, A's rows packed once, then per block of
+    nc columns B's kc x nc block packed (it stays in L2) and every MR-row block of A (its panel in
+    L1) run across the block's NR-column panels, walking C along its rows."""
+    acc, MR, NR = plan.acc, min(tile.mr, rows), tile.nr
+    ap = low.local_buffer([-(-rows // MR), kc, MR], acc, "Apack")
+    bp = low.local_buffer([nc // NR, kc, NR], acc, "Bpack")
+
+    def a_val(row, k):
+        return tx.BufferLoad(ap, [tx.floordiv(row, MR), k, tx.floormod(row, MR)])
+
+    def b_panel(jo, _col0, _nr):
+        return lambda k, j: tx.BufferLoad(bp, [jo, k, j])
+
+    def chunk(k0, klen: int, first: bool):
+        jb = low.fresh("jb")
+        col0 = jb * nc
+        a_value = lambda i, k: cast_to(low.load(ta, [row0 + i, k0 + k]), acc)  # noqa: E731
+        b_value = lambda k, j: cast_to(low.load(tb, [k0 + k, col0 + j]), acc)  # noqa: E731
+        kernel = MicroKernel(low, acc, tc, lambda i, j: [row0 + i, col0 + j], a_val, zero_c=first)
+        block = seq([pack_b(low, bp, b_value, nc // NR, klen),
+                     kernel.panels(0, rows, MR, 0, nc, NR, b_panel, 0, klen, rows_outer=True)])
+        return seq([pack_a(low, ap, a_value, rows, klen),
+                    tx.For(jb, 0, plan.N // nc, tx.ForKind.SERIAL, block)])
+
+    parts = []
+    for start, length, count in chunks(plan.K, kc):
+        if start == 0:  # the first chunk starts the accumulators at 0: C is not read before it is written
+            parts.append(chunk(0, length, True))
+            count -= 1
+            start = length
+        if count:
+            kb = low.fresh("kb")
+            parts.append(tx.For(kb, 0, count, tx.ForKind.SERIAL, chunk(start + kb * length, length, False)))
+    return seq([tx.AllocBuffer(ap), tx.AllocBuffer(bp)] + parts)
