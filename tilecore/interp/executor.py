@@ -39,7 +39,7 @@ import numpy as np
 from ..diagnostics import TileRuntimeError
 from ..ir import nodes as N
 from ..ir.types import is_float, promote
-from ..ir.visitor import walk
+from ..ir.visitor import Dispatcher, walk
 from .dtypes import convert, fill_value, np_dtype, scalar, tile_dtype
 from .regions import read_tile, tile_view, write_tile
 
@@ -153,7 +153,7 @@ def _acc_dtype(*dtypes: str) -> np.dtype:
 # ----------------------------------------------------------------------------- compiled program
 
 
-class Program:
+class Program(Dispatcher):
     """A PrimFunc compiled into closures; `run(args, bindings)` executes it in place."""
 
     def __init__(self, func: N.PrimFunc):
@@ -255,7 +255,7 @@ class Program:
         return run_body
 
     def _stmt(self, s, sc: _Scope) -> Optional[Closure]:
-        method = getattr(self, "_s_" + type(s).__name__, None)
+        method = self.handler("_s_", s)
         if method is None:
             raise self._error(f"the interpreter does not know the statement {type(s).__name__}", s.span)
         tile_ops = (N.Copy, N.Fill, N.Gemm, N.Reduce, N.Cumsum, N.Alloc, N.Kernel, N.Parallel)
@@ -266,7 +266,7 @@ class Program:
         if sc.in_parallel and isinstance(s, N.Atomic) and isinstance(s.value, N.Region):
             raise self._error("a tile atomic cannot appear inside a T.Parallel loop; "
                               "use the element form", s.span)
-        return method(s, sc)
+        return method(self, s, sc)
 
     def _s_Hint(self, s, sc):
         return None  # hints change speed, never results
@@ -761,11 +761,11 @@ class Program:
         return self._expr(e, sc)
 
     def _expr(self, e, sc: _Scope) -> Closure:
-        method = getattr(self, "_e_" + type(e).__name__, None)
+        method = self.handler("_e_", e)
         if method is None:
             raise self._error(f"the interpreter does not know the expression {type(e).__name__}",
                               getattr(e, "span", None))
-        return method(e, sc)
+        return method(self, e, sc)
 
     def _e_Const(self, e: N.Const, sc):
         v = scalar(e.dtype, e.value)

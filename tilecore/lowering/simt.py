@@ -35,7 +35,7 @@ from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
 from ..ir.visitor import walk_stmts
 from ..plugin.rules import SIMT_OPS, RuleTable
-from .intrinsics import IntrinsicTable, default_table
+from .intrinsics import IntrinsicTable, default_table, dtype_of
 from .simt_barriers import SimtBarriers
 from .simt_intrinsics import DEVICE_INSTRUCTIONS, portable_device_table
 from .simt_layout import RowLayout, StridedRowLayout
@@ -103,6 +103,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         table = intrinsics if isinstance(intrinsics, IntrinsicTable) else build_intrinsics(intrinsics)
         self.intrinsics = table.bound(self, always=DEVICE_INSTRUCTIONS)
         self.ex = ExprLowerer(intrinsics=self.intrinsics, backend=target.name, source=self.source)
+        self.ex.hold = self.hold_in_register
         self.views: Dict[str, object] = {}      # name -> tirx Buffer (global / smem view / local array)
         self.stage: Dict[str, object] = {}      # smem name -> current stage index expr
         self.ctx = _Ctx()
@@ -289,6 +290,13 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
     def emit_Hint(self, s):
         """Hints act through the plan and the grid mapping; nothing to emit."""
         pass  # use_swizzle is handled by the launcher's grid mapping; layouts by the plan
+
+    def hold_in_register(self, value):
+        """`value` computed once, before the statement being lowered, into a one-element register
+        buffer; returns its reading (`ExprLowerer.hold`)."""
+        cell = B.alloc_buffer((1,), dtype_of(value), scope="local")
+        B.buffer_store(cell, value, [0])
+        return tx.BufferLoad(cell, [0])
 
     def emit_Let(self, s: N.Let):
         """Bind a Tile IR variable to a value computed once.

@@ -40,7 +40,7 @@ from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..interp.dtypes import scalar
 from ..ir import nodes as N
 from ..ir.types import bits as dtype_bits
-from ..ir.visitor import walk
+from ..ir.visitor import Dispatcher, walk
 from .intrinsics import IntrinsicTable, default_table, dtype_of
 
 BufferView = Union["tvm.tirx.Buffer", Callable]
@@ -249,7 +249,7 @@ def has_load(expr: N.Expr) -> bool:
     return any(isinstance(n, N.Load) for n in walk(expr))
 
 
-class ExprLowerer:
+class ExprLowerer(Dispatcher):
     """Lower Tile IR expressions for one function (see the module docstring)."""
 
     def __init__(self, buffers: Optional[Mapping[str, BufferView]] = None,
@@ -363,11 +363,11 @@ class ExprLowerer:
         return self.lower(expr)
 
     def lower(self, expr: N.Expr):
-        method = getattr(self, "_lower_" + type(expr).__name__, None)
+        method = self.handler("_lower_", expr)
         if method is None:
             raise UnsupportedFeatureError(self.backend, f"expression {type(expr).__name__}",
                                           getattr(expr, "span", None), self.source)
-        value = method(expr)
+        value = method(self, expr)
         if self.bfloat16_as_float32 and expr.dtype == "bfloat16" and dtype_of(value) != "float32":
             return self.to_bfloat16(value)
         return value
@@ -377,7 +377,19 @@ class ExprLowerer:
         if self.bfloat16_as_float32 and dtype == "bfloat16":
             value = self.lower(expr)
             return value if expr.dtype == "bfloat16" else self.to_bfloat16(value)
-        return cast_to(self.lower(expr), dtype)
+        return cast_to(self.float64_operand(self.lower(expr), dtype), dtype)
+
+    def float64_operand(self, value, dtype: str):
+        """`value`, held by the `hold` hook when it is a float64 computation about to be rounded
+        to bfloat16: that rounding (`float32_round_to_odd`) binds its operand with a `Let`, and
+        TVM's bfloat16 legalization (rocm) rewrites no cast to bfloat16 inside a `Let` value
+        ("BF16 needs to be storaged lowered first"). Not inside a `T.if_then_else` branch,
+        whose reads may only be valid when it is taken."""
+        if (dtype == "bfloat16" and dtype_of(value) == "float64" and self.hold is not None
+                and not self.bfloat16_as_float32 and not self._speculative
+                and not isinstance(value, (tx.Var, tvm.ir.TensorLoad))):
+            return self.hold(value)
+        return value
 
     def value_dtype(self, dtype: str) -> str:
         """The dtype of a lowered value of Tile IR `dtype` (bfloat16 may be held in float32)."""
@@ -411,7 +423,7 @@ class ExprLowerer:
         return cast_to(value, e.dtype)
 
     def _lower_Cast(self, e: N.Cast):
-        value = self.lower(e.value)
+        value = self.float64_operand(self.lower(e.value), e.dtype)
         if self.bfloat16_as_float32 and e.dtype == "bfloat16":
             return value if e.value.dtype == "bfloat16" else self.to_bfloat16(value)
         if e.dtype == "bfloat16" and dtype_of(value) != "bfloat16" and _small(e.value):

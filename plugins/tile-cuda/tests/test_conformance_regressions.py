@@ -55,6 +55,23 @@ def narrow_ints(A: T.Tensor((64,), "uint8"), B: T.Tensor((64,), "uint8"), C: T.T
             Out[5, i] = A[i] << (S[i] & 7)
 
 
+# session 6: int32 data arithmetic wraps (cpu seed 5151 program 163 folded it under nsw), and a
+# bfloat16 name converted through float64 back to bfloat16 (held in a register for rocm)
+@T.prim_func
+def data_wraps_and_bfloat16_through_float64(A: T.Tensor((64,), "uint8"), B: T.Tensor((64,), "int32"),
+                                            H: T.Tensor((64,), "bfloat16"), D: T.Tensor((64,), "float64"),
+                                            Out: T.Tensor((4, 64), "int32"), Hb: T.Tensor((64,), "bfloat16")):
+    with T.Kernel(1, threads=64) as bx:
+        for i in T.Parallel(64):
+            Out[0, i] = T.cast(not ((B[i] + A[i]) > B[i]), "int32")
+            x = B[i] * 2
+            Out[1, i] = T.cast(x + 1 > x, "int32")
+            Out[2, i] = T.cast(-B[i] < 0, "int32")
+            Out[3, i] = T.min(B[i] + B[i], 100)
+            h = H[i] * 3
+            Hb[i] = T.cast(T.cast(h, "float64") + D[i], "bfloat16")
+
+
 m = T.dynamic("m")
 
 
@@ -171,3 +188,18 @@ def test_dynamic_unroll_reduce_matches_the_interpreter_on_the_gpu():
     a[3, 0], a[50, 4] = -np.inf, np.nan
     (ref,), (got,) = _run_both(dynamic_unroll_reduce, [a], -1)
     np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.gpu
+def test_int32_data_wraps_and_bfloat16_through_float64_on_the_gpu():
+    import ml_dtypes
+
+    rng = np.random.default_rng(61)
+    a = rng.integers(0, 256, 64).astype(np.uint8)
+    b = np.concatenate([np.array([2 ** 31 - 1, -2 ** 31, 2 ** 30, -(2 ** 30) - 1], np.int64),
+                        rng.integers(-2 ** 31, 2 ** 31, 60)]).astype(np.int32)
+    h = rng.uniform(-3, 3, 64).astype(ml_dtypes.bfloat16)
+    d = rng.uniform(-1, 1, 64) * 10.0 ** rng.integers(-6, 2, 64)
+    ref, got = _run_both(data_wraps_and_bfloat16_through_float64, [a, b, h, d], [-2, -1])
+    for r, g in zip(ref, got):
+        np.testing.assert_array_equal(g, r)

@@ -242,3 +242,21 @@ def test_names_read_from_a_bfloat16_shared_tile_compile(dst_dtype):
     # declaration", conformance 0.2.0 seed 0 program 66); names are now held in registers
     art = tilecore.compile(_names_over_a_bfloat16_shared_tile(dst_dtype), target="rocm:gfx942").artifact
     assert elf_header(art.blobs["hsaco"])[0] == EM_AMDGPU
+
+
+def test_a_bfloat16_name_rounded_through_float64_compiles():
+    """A bfloat16 name (held in float32) widened to float64 and rounded back: the rounding binds
+    its operand with a Let, and TVM's bfloat16 legalization left the cast to bfloat16 inside it
+    ("BF16 needs to be storaged lowered first"); the operand is now held in a register."""
+    import tilecore.language as T
+
+    @T.prim_func
+    def k(A: T.Tensor((64,), "bfloat16"), D: T.Tensor((64,), "float64"), O: T.Tensor((2, 64), "bfloat16")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                x = A[i] * 2
+                O[0, i] = T.cast(T.cast(x, "float64"), "bfloat16")
+                O[1, i] = T.cast(T.cast(x, "float64") + D[i], "bfloat16")
+
+    art = tilecore.compile(k, target="rocm:gfx942").artifact
+    assert elf_header(art.blobs["hsaco"])[0] == EM_AMDGPU
