@@ -42,9 +42,9 @@ def model_copy(k, A):
     d_in, d1, d2, d_out = k["dtypes"]
     chain = _conv(_conv(A, d1), d2)
     if k["sub_rows"] and k["sub_rows"] < bm:
-        rows = (np.arange(A.shape[0]) % bm) >= k["sub_rows"]
+        rows = (np.arange(A.shape[-2]) % bm) >= k["sub_rows"]  # (a rank-3 A: the batch leads)
         chain = chain.copy()
-        chain[rows, :] = _conv(k["fill_value"], d2)
+        chain[..., rows, :] = _conv(k["fill_value"], d2)
     return _conv(chain, d_out)
 
 

@@ -303,8 +303,10 @@ def _build_copy(k: dict) -> Program:
         # int chains stay inside every dtype of the chain (no wrap-around)
         for d in (d1, d2, d_out):
             lo, hi = max(lo, _input_bounds(d)[0]), min(hi, _input_bounds(d)[1])
-    A = Param("A", (M, N), d_in, "in", lo, hi, edges)
-    out = Param("Out", (M, N), d_out, "out")
+    batch = k.get("batch", 0)
+    lead = (batch,) if batch else ()
+    A = Param("A", lead + (M, N), d_in, "in", lo, hi, edges)
+    out = Param("Out", lead + (M, N), d_out, "out")
     params = [A, out]
     dyn = ["m"] if k.get("dyn") else []
     w = _Writer()
@@ -315,7 +317,16 @@ def _build_copy(k: dict) -> Program:
     starts = [_offset("by", bm), _offset("bx", bn)]
     w(f"S1 = T.alloc_{s1}(({bm}, {bn}), \"{d1}\")")
     w(f"S2 = T.alloc_{s2}(({bm}, {bn}), \"{d2}\")")
-    w(f"T.copy({_region('A', starts, [bm, bn], k['forms'][0])}, S1)")
+
+    def region(name, form):  # the tile's region of A or Out, at batch index z in a rank-3 tensor
+        text = _region(name, starts, [bm, bn], form)
+        return text.replace(f"{name}[", f"{name}[z, ", 1) if batch else text
+
+    if batch:
+        feats.add("serial")
+        w(f"for z in T.serial({batch}):")
+        w.indent()
+    w(f"T.copy({region('A', k['forms'][0])}, S1)")
     rows = k.get("sub_rows") or 0
     if rows and rows < bm:
         feats.add("fill")
@@ -327,7 +338,7 @@ def _build_copy(k: dict) -> Program:
         w(f"T.copy(S1[0:{rows}, 0:{bn}], S2[0:{rows}, 0:{bn}])")
     else:
         w("T.copy(S1, S2)")
-    w(f"T.copy(S2, {_region('Out', starts, [bm, bn], k['forms'][1])})")
+    w(f"T.copy(S2, {region('Out', k['forms'][1])})")
     if _partial(M, bm) or _partial(N, bn):
         feats.add("partial_tiles")
     if k.get("dyn"):

@@ -252,9 +252,15 @@ def copy_knobs(draw, caps: Caps, slot: int = 0):
             fill = draw(st.sampled_from((0, 1)))
         if dtypes[2] == "uint8" and fill < 0:
             fill = 0
-    return {"family": "copy", "M": M, "N": N, "bm": bm, "bn": bn, "dtypes": dtypes, "scopes": scopes,
-            "forms": [draw(st.sampled_from(("point", "slice"))) for _ in range(2)], "dyn": dyn,
-            "sub_rows": sub_rows, "fill_value": fill, "threads": _threads(draw, caps), "edges": edges}
+    knobs = {"family": "copy", "M": M, "N": N, "bm": bm, "bn": bn, "dtypes": dtypes, "scopes": scopes,
+             "forms": [draw(st.sampled_from(("point", "slice"))) for _ in range(2)], "dyn": dyn,
+             "sub_rows": sub_rows, "fill_value": fill, "threads": _threads(draw, caps), "edges": edges}
+    # drawn last, so that the knobs above stay what they were for every seed: 3-D tensors whose
+    # leading (batch) dimension a serial loop walks (strides of a rank-3 tensor, a point index
+    # in a region)
+    if caps.has("serial") and not big:
+        knobs["batch"] = draw(st.sampled_from((0, 0, 2, 3)))
+    return knobs
 
 
 def _loops(caps: Caps):
