@@ -225,13 +225,15 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
     def rasterize(self, k: N.Kernel):
         """T.use_swizzle: visit 2-D grid blocks in panels of `panel_size` block rows, so that
         blocks running at the same time share operand tiles in L2 (results are unchanged).
-        Without the hint, a kernel with a gemm takes the target's `gemm_block_panel`."""
+        Without the hint, a kernel with a gemm and a 2-D grid takes the target's `gemm_block_panel`
+        (a 3-D grid, such as attention's over heads and batch, keeps the launch order)."""
         hints = [s for s in k.body if isinstance(s, N.Hint) and s.kind == "use_swizzle"]
         if len(k.grid) < 2:
             return
         if hints:
             params = dict(hints[0].params)
-        elif self.target.gemm_block_panel and any(isinstance(s, N.Gemm) for s in walk_stmts(k.body)):
+        elif self.target.gemm_block_panel and len(k.grid) == 2 \
+                and any(isinstance(s, N.Gemm) for s in walk_stmts(k.body)):
             params = {"panel_size": self.target.gemm_block_panel}
         else:
             return

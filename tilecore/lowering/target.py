@@ -35,10 +35,10 @@ class TargetDescription:
     :param bool_storage: dtype that holds a bool tile ("bool" or "int8").
     :param bool_vectors: whether the codegen has bool vectors.
     :param device_library: helper source that every helper call carries (empty if none).
-    :param gemm_block_panel: for a kernel with a `T.gemm`, a 2-D grid and no `T.use_swizzle`,
-        visit blocks in panels of this many block rows, as `T.use_swizzle(panel)` does, so that
-        blocks running together share operand tiles in the L2 cache (0: launch order).
-        `T.use_swizzle(enable=False)` keeps the launch order.
+    :param gemm_block_panel: for a kernel with a `T.gemm`, a grid of exactly 2 dimensions and no
+        `T.use_swizzle`, visit blocks in panels of this many block rows, as `T.use_swizzle(panel)`
+        does, so that blocks running together share operand tiles in the L2 cache (0: launch
+        order). `T.use_swizzle(enable=False)` keeps the launch order.
     :param properties: plugin-private facts for the plugin's own rules and intrinsics.
     """
 

@@ -87,3 +87,18 @@ def test_cuda_options_are_declared_for_compile():
         validate_options("cuda", declared, {"wgmma_overlap": "fast"})
     with pytest.raises(OptionError, match="gemm_block_panel"):
         validate_options("cuda", declared, {"gemm_block_panel": "8"})
+
+
+@needs_nvcc
+def test_three_dimensional_grids_keep_the_launch_order():
+    """Attention's grid (query blocks, heads, batch) reads K and V per head in launch order
+    already; the default panel order applies to 2-D grids only."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples"))
+    import flash_attention as fa
+
+    func = fa.flashattn.prim_func(1, 2, 256, 64, False, block_M=64, block_N=64, num_stages=2)
+    assert len(func.body[0].grid) == 3
+    assert _source(func) == _source(func, {"gemm_block_panel": 0})
