@@ -395,3 +395,52 @@ def test_autotune_with_some_tuned_parameters_given_tunes_the_others(monkeypatch)
     assert tried and all("block" not in c and c["copies"] in (1, 2) for c in tried)  # only copies tuned
     x = np.arange(8, dtype=np.float32)
     assert any(np.array_equal(kernel(x), x * k) for k in (2, 3))
+
+
+def test_autotuned_eager_kernel_compiles_a_given_configuration(monkeypatch):
+    pytest.importorskip("tilecore.autotune")
+    monkeypatch.setenv("TILECORE_TARGET", "reference")
+
+    @tilelang.autotune(configs=[{"block": 2}, {"block": 4}])
+    @tilelang.jit
+    def triple(A, block: int):
+        N = T.const("N")
+        A: T.Tensor((N,), T.float32)
+        B = T.empty((N,), T.float32)
+        with T.Kernel(T.ceildiv(N, block)) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < N:
+                    B[bx * block + i] = A[bx * block + i] * 3
+        return B
+
+    kernel = triple.compile(N=7, block=4)
+    x = np.random.default_rng(0).random(7).astype(np.float32)
+    np.testing.assert_allclose(kernel(x), x * 3, rtol=1e-6)
+    with pytest.raises(UnsupportedFeatureError, match="block"):
+        triple.compile(N=7)                # tuning through .compile is not offered
+
+
+def test_profiler_of_a_tilelang_kernel_hands_torch_tensors_to_the_reference(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("TILECORE_TARGET", "reference")
+
+    @tilelang.jit(out_idx=[-1])
+    def negate(n):
+        @T.prim_func
+        def main(A: T.Tensor((n, 4), "float32"), B: T.Tensor((n, 4), "float32")):
+            with T.Kernel(1) as bx:
+                for i, j in T.Parallel(n, 4):
+                    B[i, j] = -A[i, j]
+        return main
+
+    seen = []
+
+    def reference(a):
+        seen.append(type(a))
+        assert a.size(-1) == 4             # torch's size(): what TileLang reference programs call
+        return -a
+
+    negate(3).get_profiler().assert_allclose(reference)
+    assert seen == [torch.Tensor]
+    native = tilecore.compile(negate.prim_func(3), target="reference", out_idx=[-1])
+    assert isinstance(native.get_profiler().inputs[0], np.ndarray)

@@ -82,6 +82,7 @@ def _codegen_options(target: str, out_idx, options: Dict[str, Any],
     names and mistyped values raise OptionError), defaults filled in, target and out_idx added."""
     from ..plugin.options import validate_options
 
+    options = {k: v for k, v in options.items() if k != "profiler_inputs"}  # the Kernel's, not codegen's
     merged = validate_options(backend.name, backend.options, options) if backend is not None else dict(options)
     merged["target"] = target
     merged["out_idx"] = list(out_idx) if out_idx else []
@@ -209,10 +210,14 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
     """Compile a PrimFunc for `target` (None: the default target) and return a Kernel.
 
     out_idx: parameter indices (negative allowed) of outputs the kernel
-    allocates and returns. Extra keyword options go to the backend's codegen
+    allocates and returns. `profiler_inputs="torch"` makes `kernel.get_profiler()` draw
+    torch tensors (default "numpy"). Other keyword options go to the backend's codegen
     and into the cache key.
     """
     func = _check_func(func)
+    profiler_inputs = options.pop("profiler_inputs", "numpy")
+    if profiler_inputs not in ("numpy", "torch"):
+        raise TileError(f"profiler_inputs must be 'numpy' or 'torch', got {profiler_inputs!r}")
     backend, full = resolve_target(target)
     _check_index_range(func, backend)
     out = normalize_out_idx(out_idx, len(func.params), func.name)
@@ -238,7 +243,8 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
             key = key or _key(func, backend, full, opts)
             _cache.DiskCache().put(key, artifact)
             _remember(key, artifact)
-    return Kernel(func, backend, full, artifact, out, _launcher_factory(key, backend, artifact), opts)
+    return Kernel(func, backend, full, artifact, out, _launcher_factory(key, backend, artifact), opts,
+                  profiler_inputs)
 
 
 def _key(func: N.PrimFunc, backend: Backend, target: str, options: Dict[str, Any]) -> str:

@@ -4,6 +4,7 @@ Without tilecore.autotune installed, `@autotune(...)` still decorates (so a file
 defines tuned variants imports), and calling the decorated function raises
 UnsupportedFeatureError naming the autotuner.
 """
+from ...diagnostics import UnsupportedFeatureError
 from . import deferred, optional_import
 
 _FEATURE = "TileLang's autotuner (tilelang.autotune)"
@@ -57,6 +58,22 @@ class _GivenValuesNarrowTuning:
             return self._func(*args, **kwargs)
         self._last = tuned
         return tuned(*args, **kwargs)
+
+    def compile(self, *args, **kwargs):
+        """TileLang's `tuned.compile(**values)` of an eager-style kernel: with every tuned
+        parameter given, that configuration's Kernel (the function's own `.compile`); tuning
+        the others through `.compile` is an UnsupportedFeatureError."""
+        missing = sorted(self._keys - set(kwargs))
+        if missing:
+            raise UnsupportedFeatureError(
+                "tilecore", f"tuning {getattr(self._func, '__name__', 'a kernel')}.compile(...) over "
+                f"{', '.join(missing)} (give every tuned parameter to .compile, or call the tuned "
+                "factory-style function)")
+        own = getattr(self._func, "compile", None)
+        if own is None:
+            raise UnsupportedFeatureError("tilecore", f"{getattr(self._func, '__name__', 'this')} has no "
+                                          ".compile: it is not an eager-style @tilelang.jit kernel")
+        return own(*args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self._last, name)
