@@ -17,7 +17,8 @@ example's own check decides pass or fail. Files are classified before running:
 
 Examples that read the CUDA device's properties to pick their configuration, or refuse
 to start without CUDA, run too: the harness reports an emulated A100 (sm_80, 108 SMs),
-so they take their Ampere paths; the kernels run on tilecore's target.
+so they take their Ampere paths; the kernels run on tilecore's target. CUDA streams and
+events become host no-ops (work is synchronous; events read the wall clock).
 
 Two rates are printed: the bar's (passes among all files but hopper, tvm-fork and
 not-an-example; files that cannot be imported count as failures) and the rate among
@@ -119,6 +120,23 @@ torch.cuda.get_device_properties = lambda *a, **k: _Props()
 torch.cuda.get_device_name = lambda *a, **k: _Props.name
 torch.cuda.manual_seed = torch.cuda.manual_seed_all = lambda seed: None  # torch.manual_seed seeds the CPU
 torch.cuda.empty_cache = lambda: None
+# CUDA streams and events on the host: work is synchronous, events read the wall clock.
+import contextlib, time as _time
+class _Stream:
+    def __init__(self, *a, **k): pass
+    def synchronize(self): pass
+    def wait_stream(self, other): pass
+    def wait_event(self, event): pass
+    def record_event(self, event=None): return event or _Event()
+class _Event:
+    def __init__(self, *a, **k): self.t = None
+    def record(self, stream=None): self.t = _time.perf_counter()
+    def synchronize(self): pass
+    def wait(self, stream=None): pass
+    def elapsed_time(self, end): return (end.t - self.t) * 1e3
+torch.cuda.Stream, torch.cuda.Event = _Stream, _Event
+torch.cuda.default_stream = torch.cuda.current_stream = lambda *a, **k: _Stream()
+torch.cuda.stream = lambda *a, **k: contextlib.nullcontext()
 _TorchGenerator = torch.Generator
 class _Generator(_TorchGenerator):
     """torch.Generator(device="cuda") -> a CPU generator."""

@@ -13,7 +13,7 @@ import sys
 from .dtypes import (DType, bfloat16, bool, dtype, float, float16, float32, float64, int8,  # noqa: F401,A004
                      int16, int32, int64, uint8)
 from .ops import (Kernel, KernelOnlyError, Parallel, Pipelined, abs, alloc_fragment,  # noqa: F401,A004
-                  alloc_local, alloc_shared, alloc_var, annotate_layout, atomic_add,
+                  alloc_global, alloc_local, alloc_shared, alloc_var, annotate_layout, atomic_add,
                   atomic_max, atomic_min, cast, ceil, ceildiv, clear, const, copy, cos, cumsum,
                   empty, exp, exp2, fill, floor, gemm, if_then_else, infinity, log, log2,
                   make_swizzled_layout, max, min, pow, print, reduce_absmax, reduce_abssum,

@@ -76,6 +76,15 @@ def _check_func(func) -> N.PrimFunc:
                     f"got {type(func).__name__}")
 
 
+def _single_stage(func: N.PrimFunc, what: str) -> N.PrimFunc:
+    """`func` when it has one T.Kernel block; the pass pipeline runs on one stage at a time."""
+    if func.is_multi_stage:
+        count = len(func.split_stages())
+        raise TileError(f"{func.name} has {count} T.Kernel stage(s) and T.alloc_global scratch: "
+                        f"{what} one stage at a time ({func.name}.split_stages()[k])")
+    return func
+
+
 def _codegen_options(target: str, out_idx, options: Dict[str, Any],
                      backend: Optional[Backend] = None) -> Dict[str, Any]:
     """The options codegen receives: validated against the backend's declared options (unknown
@@ -149,7 +158,7 @@ def lower(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **option
 
     This is what the backend's codegen receives (`tile compile --emit ir`).
     """
-    func = _check_func(func)
+    func = _single_stage(_check_func(func), "lower")
     backend, full = resolve_target(target)
     out = normalize_out_idx(out_idx, len(func.params), func.name)
     opts = _codegen_options(full, out, options, backend)
@@ -160,7 +169,7 @@ def lower(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **option
 @user_facing
 def trace(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **options) -> List[Tuple[str, N.PrimFunc]]:
     """[("input", func), (pass name, func after it), ...] for `target` (`tile trace`)."""
-    func = _check_func(func)
+    func = _single_stage(_check_func(func), "trace")
     backend, full = resolve_target(target)
     out = normalize_out_idx(out_idx, len(func.params), func.name)
     opts = _codegen_options(full, out, options, backend)
@@ -221,6 +230,8 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
     backend, full = resolve_target(target)
     _check_index_range(func, backend)
     out = normalize_out_idx(out_idx, len(func.params), func.name)
+    if func.is_multi_stage:
+        return _compile_stages(func, backend, full, out, profiler_inputs, options)
     opts = _codegen_options(full, out, options, backend)
     use_cache = _cache.cache_enabled()
     # Asking for the IR dumps means the passes must run: a cached artifact would skip them.
@@ -245,6 +256,22 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
             _remember(key, artifact)
     return Kernel(func, backend, full, artifact, out, _launcher_factory(key, backend, artifact), opts,
                   profiler_inputs)
+
+
+def _compile_stages(func: N.PrimFunc, backend: Backend, target: str, out, profiler_inputs: str,
+                    options: Dict[str, Any]) -> Kernel:
+    """A function with several T.Kernel blocks or T.alloc_global scratch: each stage compiled as
+    its own PrimFunc (tilecore.runtime.stages), one Kernel launching them in order."""
+    from . import stages as S
+
+    from ..passes.check_types import check
+
+    check(func)  # every top-level statement is a stage or scratch, each stage well typed
+    S.check_scratch(func)
+    parts = [compile(stage, target=target, **options) for stage in func.split_stages()]
+    opts = _codegen_options(target, out, options, backend)
+    return Kernel(func, backend, target, S.stage_artifact(func, parts), out, S.stage_launcher(func, parts),
+                  opts, profiler_inputs)
 
 
 def _key(func: N.PrimFunc, backend: Backend, target: str, options: Dict[str, Any]) -> str:
