@@ -62,6 +62,9 @@ SMALL = {
     "attention_sink/example_mha_sink_bwd_bhsd.py": {"N_CTX": 128, "D_HEAD": 64},
     "linear_attention/example_retention_fwd.py": {"argv": ["--B", "1", "--S", "256", "--H", "2", "--D", "64"]},
     "topk/example_topk.py": {"argv": ["--M", "128"]},
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py": {
+        "argv": ["--batch", "1", "--heads", "8", "--heads_kv", "2", "--max_cache_seqlen", "1024",
+                 "--dim", "64", "--dim_v", "64", "--num_pages", "16"]},
     "blocksparse_gemm/example_blocksparse_gemm.py": {"argv": ["--m", "256", "--n", "256", "--k", "256"]},
     "convolution/example_convolution.py": {"argv": ["--n", "2", "--c", "32", "--h", "16", "--w", "16",
                                                     "--f", "128"]},
@@ -120,6 +123,8 @@ torch.cuda.get_device_properties = lambda *a, **k: _Props()
 torch.cuda.get_device_name = lambda *a, **k: _Props.name
 torch.cuda.manual_seed = torch.cuda.manual_seed_all = lambda seed: None  # torch.manual_seed seeds the CPU
 torch.cuda.empty_cache = lambda: None
+torch.cuda.get_rng_state = lambda *a, **k: torch.get_rng_state()  # the device generator is the CPU one
+torch.cuda.set_rng_state = lambda *a, **k: None
 # CUDA streams and events on the host: work is synchronous, events read the wall clock.
 import contextlib, time as _time
 class _Stream:
@@ -150,9 +155,13 @@ kwargs = dict(@@KWARGS@@)
 sys.argv = [@@FILE@@] + kwargs.pop("argv", [])
 mod = runpy.run_path(@@FILE@@, run_name="tilelang_example")
 import inspect
-if "argv" in inspect.signature(mod["main"]).parameters:
-    kwargs.setdefault("argv", sys.argv[1:])
-mod["main"](**kwargs)
+params = inspect.signature(mod["main"]).parameters
+if "args" in params and params["args"].default is inspect.Parameter.empty:
+    runpy.run_path(@@FILE@@, run_name="__main__")  # main(args): its own __main__ block parses sys.argv
+else:
+    if "argv" in params:
+        kwargs.setdefault("argv", sys.argv[1:])
+    mod["main"](**kwargs)
 print("EXAMPLE-PASSED")
 '''
 

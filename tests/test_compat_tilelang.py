@@ -416,8 +416,35 @@ def test_autotuned_eager_kernel_compiles_a_given_configuration(monkeypatch):
     kernel = triple.compile(N=7, block=4)
     x = np.random.default_rng(0).random(7).astype(np.float32)
     np.testing.assert_allclose(kernel(x), x * 3, rtol=1e-6)
-    with pytest.raises(UnsupportedFeatureError, match="block"):
-        triple.compile(N=7)                # tuning through .compile is not offered
+    tuned = triple.compile(N=7)            # block left out: tuned over the configs
+    np.testing.assert_allclose(tuned(x), x * 3, rtol=1e-6)
+    assert triple.last_report.best_config["block"] in (2, 4)
+    np.testing.assert_allclose(triple(x), x * 3, rtol=1e-6)   # called with its array: tuned too
+
+
+def test_autotuned_eager_call_tunes_the_parameters_it_leaves_out(monkeypatch):
+    pytest.importorskip("tilecore.autotune")
+    monkeypatch.setenv("TILECORE_TARGET", "reference")
+
+    @tilelang.autotune(configs=[{"rows": r, "threads": t} for r in (2, 4) for t in (32, 64)])
+    @tilelang.jit
+    def row_max(X, rows, threads=32):
+        M, N = T.const("M, N")
+        X: T.Tensor((M, N), T.float32)
+        Y = T.empty((M,), T.float32)
+        with T.Kernel(T.ceildiv(M, rows), threads=threads) as bx:
+            tile = T.alloc_fragment((rows, N), T.float32)
+            best = T.alloc_fragment((rows,), T.float32)
+            T.copy(X[bx * rows, 0], tile)
+            T.reduce_max(tile, best, dim=1)
+            for i in T.Parallel(rows):
+                if bx * rows + i < M:
+                    Y[bx * rows + i] = best[i]
+        return Y
+
+    x = np.random.default_rng(1).standard_normal((6, 5)).astype(np.float32)
+    np.testing.assert_array_equal(row_max(x, rows=4), x.max(axis=1))    # threads tuned, rows given
+    assert row_max.last_report.best_config.keys() == {"threads"}
 
 
 def test_profiler_of_a_tilelang_kernel_hands_torch_tensors_to_the_reference(monkeypatch):
