@@ -84,6 +84,9 @@ class Evaluator:
         self.scopes = Scopes(env)
         self.dyn_vars: dict = {}
         self.in_signature = False  # evaluating parameter annotations: dims are being declared
+        # Let-bound names whose value reads no memory -> that value, names inside it expanded:
+        # slice extents such as `kv_start:kv_end` of two such names simplify through them
+        self.pure_lets: dict = {}
 
     # ------------------------------------------------------------------ diagnostics
 

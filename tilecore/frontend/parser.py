@@ -18,6 +18,7 @@ from typing import List
 
 from ..diagnostics import TileCompileError
 from ..ir import nodes as N
+from ..ir.visitor import substitute, walk
 from ..language.tensor import InvalidTensorType, TensorType
 from . import exprs as E
 from .evaluator import BIN_OPS, Evaluated, is_ir
@@ -277,6 +278,8 @@ class Parser(InlineCalls, TileOps):
                              "changes", target)
         if isinstance(value, N.Expr) and self.in_kernel:
             var = self.new_var(name, value.dtype, target)
+            if not any(isinstance(e, N.Load) for e in walk(value)):
+                self.pure_lets[var.name] = substitute(value, self.pure_lets)
             return [N.Let(var, value, self.span(node))]
         self.scopes.bind(name, value, self.span(target))
         return []
