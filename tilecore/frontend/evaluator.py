@@ -476,7 +476,8 @@ class Evaluator:
             raise self.error(f"a kernel cannot call another kernel ({func.name} is a @T.prim_func): "
                              "inline its body, or write the shared part as Python code that runs "
                              "at parse time", node)
-        if any(is_ir(v) for v in list(args) + list(kwargs.values())):
+        if any(is_ir(v) and not (getattr(func, "__tile_type__", False) and isinstance(v, N.Var))
+               for v in list(args) + list(kwargs.values())):
             fname = getattr(func, "__name__", None) or f"a {type(func).__name__} object"
             raise self.error(f"cannot pass kernel values to the Python function {fname}(): only "
                              "T.* operations run in the kernel; Python functions run at parse "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from .dtypes import (DType, bfloat16, bool, dtype, float, float16, float32, float64, int8,  # noqa: F401,A004
+from .dtypes import (DType, bfloat16, bool, dtype, float, float16, float32, float64, int8, tfloat32,  # noqa: F401,A004
                      int16, int32, int64, uint8)
 from .ops import (Kernel, KernelOnlyError, Parallel, Pipelined, abs, alloc_fragment,  # noqa: F401,A004
                   alloc_global, alloc_local, alloc_shared, alloc_var, annotate_layout, atomic_add,
