@@ -6,6 +6,7 @@ import time
 import numpy as np
 import pytest
 
+import tilecore
 import tilecore.compat.tilelang as tilelang
 import tilecore.compat.tilelang.language as T
 from tilecore.diagnostics import UnsupportedFeatureError
@@ -401,3 +402,79 @@ def test_autotune_with_some_tuned_parameters_given_tunes_the_others(monkeypatch)
     assert tried and all("block" not in c and c["copies"] in (1, 2) for c in tried)  # only copies tuned
     x = np.arange(8, dtype=np.float32)
     assert any(np.array_equal(kernel(x), x * k) for k in (2, 3))
+
+
+def test_autotuned_eager_kernel_compiles_a_given_configuration(monkeypatch):
+    pytest.importorskip("tilecore.autotune")
+    monkeypatch.setenv("TILECORE_TARGET", "reference")
+
+    @tilelang.autotune(configs=[{"block": 2}, {"block": 4}])
+    @tilelang.jit
+    def triple(A, block: int):
+        N = T.const("N")
+        A: T.Tensor((N,), T.float32)
+        B = T.empty((N,), T.float32)
+        with T.Kernel(T.ceildiv(N, block)) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < N:
+                    B[bx * block + i] = A[bx * block + i] * 3
+        return B
+
+    kernel = triple.compile(N=7, block=4)
+    x = np.random.default_rng(0).random(7).astype(np.float32)
+    np.testing.assert_allclose(kernel(x), x * 3, rtol=1e-6)
+    tuned = triple.compile(N=7)            # block left out: tuned over the configs
+    np.testing.assert_allclose(tuned(x), x * 3, rtol=1e-6)
+    assert triple.last_report.best_config["block"] in (2, 4)
+    np.testing.assert_allclose(triple(x), x * 3, rtol=1e-6)   # called with its array: tuned too
+
+
+def test_autotuned_eager_call_tunes_the_parameters_it_leaves_out(monkeypatch):
+    pytest.importorskip("tilecore.autotune")
+    monkeypatch.setenv("TILECORE_TARGET", "reference")
+
+    @tilelang.autotune(configs=[{"rows": r, "threads": t} for r in (2, 4) for t in (32, 64)])
+    @tilelang.jit
+    def row_max(X, rows, threads=32):
+        M, N = T.const("M, N")
+        X: T.Tensor((M, N), T.float32)
+        Y = T.empty((M,), T.float32)
+        with T.Kernel(T.ceildiv(M, rows), threads=threads) as bx:
+            tile = T.alloc_fragment((rows, N), T.float32)
+            best = T.alloc_fragment((rows,), T.float32)
+            T.copy(X[bx * rows, 0], tile)
+            T.reduce_max(tile, best, dim=1)
+            for i in T.Parallel(rows):
+                if bx * rows + i < M:
+                    Y[bx * rows + i] = best[i]
+        return Y
+
+    x = np.random.default_rng(1).standard_normal((6, 5)).astype(np.float32)
+    np.testing.assert_array_equal(row_max(x, rows=4), x.max(axis=1))    # threads tuned, rows given
+    assert row_max.last_report.best_config.keys() == {"threads"}
+
+
+def test_profiler_of_a_tilelang_kernel_hands_torch_tensors_to_the_reference(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("TILECORE_TARGET", "reference")
+
+    @tilelang.jit(out_idx=[-1])
+    def negate(n):
+        @T.prim_func
+        def main(A: T.Tensor((n, 4), "float32"), B: T.Tensor((n, 4), "float32")):
+            with T.Kernel(1) as bx:
+                for i, j in T.Parallel(n, 4):
+                    B[i, j] = -A[i, j]
+        return main
+
+    seen = []
+
+    def reference(a):
+        seen.append(type(a))
+        assert a.size(-1) == 4             # torch's size(): what TileLang reference programs call
+        return -a
+
+    negate(3).get_profiler().assert_allclose(reference)
+    assert seen == [torch.Tensor]
+    native = tilecore.compile(negate.prim_func(3), target="reference", out_idx=[-1])
+    assert isinstance(native.get_profiler().inputs[0], np.ndarray)

@@ -110,7 +110,7 @@ def test_without_the_declaring_plugin_a_vendor_primitive_is_an_unknown_name_at_t
         reset_plugins()
 
 
-@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "tfloat32", "uint32"])
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "uint32"])
 def test_tilelang_dtypes_tilecore_lacks_are_unsupported_by_name(name):
     from tilecore.diagnostics import UnsupportedFeatureError
 
@@ -145,3 +145,54 @@ def test_atomic_add_return_prev_is_unsupported_and_a_bad_order_is_named():
         def bad(S: T.Tensor((1,), "float32")):
             with T.Kernel(1) as bx:
                 T.atomic_add(S[0], 1.0, memory_order="sometimes")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tfloat32_tensors_are_float32_computed_in_full_precision(backend):
+    """TileLang's T.tfloat32 (float32 storage, TF32 tensor-core GEMMs there) is float32 here."""
+    assert T.tfloat32 == "float32" and T.dtype("tfloat32") == "float32"
+
+    @T.prim_func
+    def mm(A: T.Tensor((16, 8), T.tfloat32), B: T.Tensor((8, 16), "tfloat32"), C: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((16, 8), T.tfloat32)
+            b = T.alloc_shared((8, 16), T.tfloat32)
+            c = T.alloc_fragment((16, 16), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, c, clear_accum=True)
+            T.copy(c, C)
+
+    rng = np.random.default_rng(3)
+    x, y = rng.random((16, 8), np.float32), rng.random((8, 16), np.float32)
+    out = tilecore.compile(mm, target=backend, out_idx=[-1])(x, y)
+    np.testing.assert_allclose(out, x.astype(np.float64) @ y, rtol=1e-5)  # not TF32's 10-bit mantissa
+
+
+def test_tensor_subscript_spelling_and_a_bare_dynamic_dim():
+    """TileLang's `T.Tensor[shape, dtype]` and `T.Tensor((n), dtype)` (a bare dim, not a tuple)."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def scale(A: T.Tensor[[n, 4], T.float32], S: T.Tensor((n), "float32")):
+        with T.Kernel(T.ceildiv(n, 8)) as bx:
+            for i in T.Parallel(8):
+                if bx * 8 + i < n:
+                    S[bx * 8 + i] = A[bx * 8 + i, 0] + A[bx * 8 + i, 3]
+
+    assert [p.shape for p in scale.params] == [(scale.dyn_vars[0], 4), (scale.dyn_vars[0],)]
+    a = np.random.default_rng(5).random((11, 4)).astype(np.float32)
+    out = tilecore.compile(scale, target="reference", out_idx=[-1])(a)
+    np.testing.assert_allclose(out, a[:, 0] + a[:, 3], rtol=1e-6)
+
+    @tilecore.jit(target="reference")
+    def eager_sum(X):
+        m = T.const("m")
+        X: T.Tensor[(m, 2), "float32"]  # noqa: F821 (a dtype string, not a forward reference)
+        Y = T.empty((m,), "float32")
+        with T.Kernel(m) as bx:
+            Y[bx] = X[bx, 0] + X[bx, 1]
+        return Y
+
+    x = np.arange(10, dtype=np.float32).reshape(5, 2)
+    np.testing.assert_array_equal(eager_sum(x), x.sum(axis=1))

@@ -96,3 +96,23 @@ def test_dynamic_shapes_need_given_inputs():
         kernel.get_profiler().do_bench()
     result = tilecore.bench(kernel, np.ones(1024, np.float32), n_warmup=1, n_repeat=3)
     assert result.work.bytes == 2 * 1024 * 4 and len(result.times_ms) == 3
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+def test_profiler_inputs_come_in_the_asked_library(library):
+    torch = pytest.importorskip("torch")
+    import tilecore.language as TL
+
+    @TL.prim_func
+    def scale(A: TL.Tensor((8,), "float32"), B: TL.Tensor((8,), "float32")):
+        with TL.Kernel(1) as bx:
+            for i in TL.Parallel(8):
+                B[i] = A[i] * 2
+
+    kernel = tilecore.compile(scale, target="reference", out_idx=[-1], profiler_inputs=library)
+    profiler = kernel.get_profiler()
+    (a,) = profiler.inputs
+    assert isinstance(a, torch.Tensor if library == "torch" else np.ndarray)
+    profiler.assert_allclose(lambda x: x * 2)
+    with pytest.raises(TileError, match="profiler_inputs"):
+        tilecore.compile(scale, target="reference", profiler_inputs="jax")

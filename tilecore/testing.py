@@ -59,25 +59,26 @@ def to_numpy(array) -> np.ndarray:
 _TORCH_DEVICES = {"cuda": "cuda", "rocm": "cuda", "metal": "mps"}  # torch's device name per memory space
 
 
-def to_device(array: np.ndarray, memory_space: str):
+def to_device(array: np.ndarray, memory_space: str, library: str = "numpy"):
     """`array` (numpy) placed where a backend of `memory_space` takes its arguments.
 
-    CPU memory: the array itself. Device memory: a torch tensor on that device
-    (bfloat16 through its bits), else a cupy array for CUDA/ROCm.
+    CPU memory: the array itself, or a torch tensor sharing it with `library="torch"`.
+    Device memory: a torch tensor on that device (bfloat16 through its bits), else a
+    cupy array for CUDA/ROCm.
     """
-    if memory_space == "cpu":
+    if memory_space == "cpu" and library != "torch":
         return array
     try:
         import torch
     except ImportError:
         torch = None
-    if torch is not None and memory_space in _TORCH_DEVICES:
+    if torch is not None and (memory_space in _TORCH_DEVICES or memory_space == "cpu"):
         host = np.ascontiguousarray(array)
         if host.dtype.name == "bfloat16":
             tensor = torch.from_numpy(host.view(np.int16)).view(torch.bfloat16)
         else:
             tensor = torch.from_numpy(host)
-        return tensor.to(_TORCH_DEVICES[memory_space])
+        return tensor.to(_TORCH_DEVICES.get(memory_space, "cpu"))
     if memory_space in ("cuda", "rocm"):
         import cupy
 

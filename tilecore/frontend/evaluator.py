@@ -84,6 +84,9 @@ class Evaluator:
         self.scopes = Scopes(env)
         self.dyn_vars: dict = {}
         self.in_signature = False  # evaluating parameter annotations: dims are being declared
+        # Let-bound names whose value reads no memory -> that value, names inside it expanded:
+        # slice extents such as `kv_start:kv_end` of two such names simplify through them
+        self.pure_lets: dict = {}
 
     # ------------------------------------------------------------------ diagnostics
 
@@ -473,7 +476,8 @@ class Evaluator:
             raise self.error(f"a kernel cannot call another kernel ({func.name} is a @T.prim_func): "
                              "inline its body, or write the shared part as Python code that runs "
                              "at parse time", node)
-        if any(is_ir(v) for v in list(args) + list(kwargs.values())):
+        if any(is_ir(v) and not (getattr(func, "__tile_type__", False) and isinstance(v, N.Var))
+               for v in list(args) + list(kwargs.values())):
             fname = getattr(func, "__name__", None) or f"a {type(func).__name__} object"
             raise self.error(f"cannot pass kernel values to the Python function {fname}(): only "
                              "T.* operations run in the kernel; Python functions run at parse "

@@ -27,7 +27,8 @@ MAX_DEPTH = 32
 
 
 def _is_inlinable(func) -> bool:
-    return inspect.isfunction(func) and not getattr(func, "__tile_intrinsic__", None)
+    return inspect.isfunction(func) and not getattr(func, "__tile_intrinsic__", None) \
+        and not getattr(func, "__tile_type__", False)
 
 
 class InlineCalls:

@@ -18,6 +18,7 @@ from typing import List
 
 from ..diagnostics import TileCompileError
 from ..ir import nodes as N
+from ..ir.visitor import substitute, walk
 from ..language.tensor import InvalidTensorType, TensorType
 from . import exprs as E
 from .evaluator import BIN_OPS, Evaluated, is_ir
@@ -25,7 +26,7 @@ from .inline import InlineCalls
 from .tileops import TileOps
 
 ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment",
-                "alloc_local": "local", "alloc_var": "var"}
+                "alloc_local": "local", "alloc_var": "var", "alloc_global": "global"}
 LOOP_KINDS = {"serial": "serial", "unroll": "unroll", "Pipelined": "pipelined",
               "vectorized": "serial"}  # T.vectorized: a hint; its meaning is the sequential loop
 
@@ -64,10 +65,9 @@ class Parser(InlineCalls, TileOps):
     def parse(self) -> N.PrimFunc:
         params = self.parse_params()
         body = self.body(self.fn_node.body)
-        kernels = [s for s in body if isinstance(s, N.Kernel)]
-        if len(kernels) != 1 or len(body) != 1:
-            raise self.error(f"a prim_func must contain exactly one `with T.Kernel(...)` block "
-                             f"(found {len(kernels)})", self.fn_node)
+        if not any(isinstance(s, N.Kernel) for s in body):
+            raise self.error("a prim_func must contain a `with T.Kernel(...)` block (found none)",
+                             self.fn_node)
         return N.PrimFunc(self.fn_node.name, params, body, tuple(self.dyn_vars.values()),
                           self.source, self.def_span())
 
@@ -156,7 +156,7 @@ class Parser(InlineCalls, TileOps):
             stmts = self.flush_pending(method, node)
         except E.ExprTypeError as exc:
             raise self.error(str(exc), node) from None
-        if stmts and not self.in_kernel and not all(isinstance(s, N.Kernel) for s in stmts):
+        if stmts and not self.in_kernel and not all(N.is_stage_stmt(s) for s in stmts):
             raise self.error("this statement must be inside `with T.Kernel(...)`: only Python-level "
                              "code may come before the kernel", node)
         return stmts
@@ -279,6 +279,8 @@ class Parser(InlineCalls, TileOps):
                              "changes", target)
         if isinstance(value, N.Expr) and self.in_kernel:
             var = self.new_var(name, value.dtype, target)
+            if not any(isinstance(e, N.Load) for e in walk(value)):
+                self.pure_lets[var.name] = substitute(value, self.pure_lets)
             return [N.Let(var, value, self.span(node))]
         self.scopes.bind(name, value, self.span(target))
         return []
@@ -333,11 +335,14 @@ class Parser(InlineCalls, TileOps):
     def alloc(self, target: ast.Name, call: ast.Call, node):
         func = self.eval(call.func)
         name = func.__tile_intrinsic__
-        if not self.in_kernel:
+        scope = ALLOC_SCOPES[name]
+        if scope == "global" and self.in_kernel:
+            raise self.error("T.alloc_global must come before the `with T.Kernel(...)` blocks: it is "
+                             "scratch memory the kernels of this prim_func share", node)
+        if scope != "global" and not self.in_kernel:
             raise self.error(f"T.{name} must be inside `with T.Kernel(...)`: shared, fragment, local "
                              "and var buffers belong to one block", node)
         args = self.bind_arguments(func, call, name)
-        scope = ALLOC_SCOPES[name]
         dtype = self.dtype(args["dtype"])
         shape = (1,) if scope == "var" else self.shape(args["shape"], "the shape of " + name)
         buf = N.Buffer(self.fresh(target.id), shape, dtype, scope, self.span(node))

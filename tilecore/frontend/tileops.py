@@ -5,6 +5,7 @@ import ast
 
 from ..diagnostics import UnsupportedFeatureError
 from ..ir import nodes as N
+from ..ir.visitor import substitute
 from ..language.tensor import normalize_policy
 from . import exprs as E
 from .affine import constant_difference
@@ -68,7 +69,7 @@ class TileOps(Evaluator):
             stop = E.const(dim, "int32", self.span(item))
         else:
             stop = self.index(item.upper)
-        extent = constant_difference(stop, start)
+        extent = constant_difference(substitute(stop, self.pure_lets), substitute(start, self.pure_lets))
         if extent is None:
             raise self.error(f"the extent of the slice {ast.unparse(item)} does not simplify to a "
                              "constant; region extents must be known at parse time", item)

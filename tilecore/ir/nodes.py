@@ -380,7 +380,13 @@ class Hint(Stmt):
 
 @dataclass(frozen=True)
 class PrimFunc:
-    """A kernel: tensor parameters, the dynamic dims they use, and a body holding one Kernel."""
+    """A kernel: tensor parameters, the dynamic dims they use, and a body holding one Kernel.
+
+    A body may also hold several Kernels (launched one after the other, each seeing the
+    global writes of those before it), preceded by Allocs of scope "global" (`T.alloc_global`
+    scratch they share). Passes and backends only ever see one Kernel: `split_stages`
+    makes one single-Kernel PrimFunc per stage, the scratch buffers added as parameters.
+    """
 
     name: str
     params: Tuple[Buffer, ...]
@@ -390,11 +396,36 @@ class PrimFunc:
     span: Span = _span()
 
     @property
+    def is_multi_stage(self) -> bool:
+        """Whether the body holds `T.alloc_global` scratch or more than one Kernel."""
+        return bool(self.scratch) or sum(isinstance(s, Kernel) for s in self.body) > 1
+
+    @property
+    def scratch(self) -> Tuple[Buffer, ...]:
+        """The `T.alloc_global` scratch buffers of the body, in order."""
+        return tuple(s.buffer for s in self.body if isinstance(s, Alloc) and s.buffer.scope == "global")
+
+    def split_stages(self) -> Tuple["PrimFunc", ...]:
+        """One single-Kernel PrimFunc per Kernel of the body, in launch order, each taking the
+        parameters and then the scratch buffers (`name__stage<k>`)."""
+        params = self.params + self.scratch
+        kernels = [s for s in self.body if isinstance(s, Kernel)]
+        if len(kernels) == 1 and not self.scratch:
+            return (self,)
+        return tuple(PrimFunc(f"{self.name}__stage{k}", params, (kernel,), self.dyn_vars, self.source,
+                              self.span) for k, kernel in enumerate(kernels))
+
+    @property
     def kernel(self) -> Kernel:
         for s in self.body:
             if isinstance(s, Kernel):
                 return s
         raise ValueError(f"{self.name} has no T.Kernel")
+
+
+def is_stage_stmt(stmt: Stmt) -> bool:
+    """Whether `stmt` may stand in a PrimFunc's body: a Kernel, or a global scratch Alloc."""
+    return isinstance(stmt, Kernel) or (isinstance(stmt, Alloc) and stmt.buffer.scope == "global")
 
 
 EXPR_TYPES = (Const, Var, BinOp, UnaryOp, Call, Cast, Select, Load)

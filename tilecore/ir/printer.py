@@ -29,7 +29,8 @@ PRECEDENCE = {
 }
 ATOM = 12
 CALL_OPS = ("min", "max", "pow")
-ALLOC_FUNCS = {"shared": "alloc_shared", "fragment": "alloc_fragment", "local": "alloc_local"}
+ALLOC_FUNCS = {"shared": "alloc_shared", "fragment": "alloc_fragment", "local": "alloc_local",
+               "global": "alloc_global"}
 
 
 def adopted_dtype(value: object, other: str) -> str:

@@ -22,7 +22,7 @@ _BITS = {
 # Aliases users write (TileLang / numpy / torch spellings).
 ALIASES = {
     "half": "float16", "fp16": "float16", "f16": "float16",
-    "bf16": "bfloat16", "float": "float32", "fp32": "float32", "f32": "float32",
+    "bf16": "bfloat16", "float": "float32", "fp32": "float32", "f32": "float32", "tfloat32": "float32",
     "double": "float64", "fp64": "float64", "f64": "float64",
     "int": "int32", "long": "int64", "char": "int8", "byte": "uint8", "bool_": "bool",
 }

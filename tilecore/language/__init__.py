@@ -10,7 +10,22 @@ from __future__ import annotations
 
 import sys
 
-from .dtypes import DType, bfloat16, bool, dtype, float, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: F401,A004
+from .dtypes import (  # noqa: F401,A004
+    DType,
+    bfloat16,
+    bool,
+    dtype,
+    float,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    tfloat32,
+    uint8,
+)
 from .layout import Fragment, Layout  # noqa: F401
 from .ops import (  # noqa: F401,A004  # noqa: F401
     Cast,
@@ -21,6 +36,7 @@ from .ops import (  # noqa: F401,A004  # noqa: F401
     Serial,
     abs,
     alloc_fragment,
+    alloc_global,
     alloc_local,
     alloc_shared,
     alloc_var,

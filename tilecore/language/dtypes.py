@@ -43,6 +43,9 @@ bool = DType("bool")  # noqa: A001  (TileLang spells it T.bool)
 
 DTYPE_OBJECTS = {name: globals()[name] for name in DTYPES}
 float = float32  # noqa: A001  (TileLang's T.float is float32)
+# TileLang's T.tfloat32: float32 storage whose GEMMs may round products to TF32 on tensor cores;
+# here it is float32, computed in full float32 (more accurate, never less)
+tfloat32 = float32
 
 
 class dtype(str):  # noqa: N801  (TileLang's name; a class, so `T.dtype | None` annotations work)

@@ -89,6 +89,11 @@ def alloc_var(dtype, init=None, scope="local.var"):
     """A scalar variable: read as `v`, written as `v = ...` (shape (1,))."""
 
 
+@_kernel_only
+def alloc_global(shape, dtype, scope="global"):
+    """Scratch global memory shared by the T.Kernel blocks of one prim_func (before them)."""
+
+
 # ----------------------------------------------------------------------------- tile operations
 
 

@@ -85,11 +85,29 @@ def _is_integer(value) -> bool:
     return True
 
 
-def Tensor(shape, dtype="float32"):  # noqa: N802  (TileLang spelling)
-    """Annotate a global tensor parameter: `A: T.Tensor((M, K), "float16")`."""
-    return _tensor_type(shape, dtype, "global")
+class _TensorAnnotation:
+    """`T.Tensor(shape, dtype)` / `T.Tensor[shape, dtype]`: the type of a global tensor parameter.
+
+    Built at parse time, even from a bare T.dynamic dim (`T.Tensor((n), dtype)` is `(n,)`)."""
+
+    __tile_type__ = True
+    __name__ = __qualname__ = "Tensor"
+
+    def __call__(self, shape, dtype="float32"):
+        """Annotate a global tensor parameter: `A: T.Tensor((M, K), "float16")`."""
+        return _tensor_type(shape, dtype, "global")
+
+    def __getitem__(self, key):
+        """TileLang's subscript spelling `T.Tensor[(M, K), "float16"]` (dtype defaults to float32)."""
+        shape, dtype = key if isinstance(key, tuple) and len(key) == 2 and not _is_integer(key[1]) \
+            and not isinstance(key[1], N.Var) else (key, "float32")
+        return self(shape, dtype)
+
+    def __repr__(self) -> str:
+        return "T.Tensor"
 
 
+Tensor = _TensorAnnotation()
 Buffer = Tensor
 
 

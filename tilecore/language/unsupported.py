@@ -17,7 +17,7 @@ from ..diagnostics import UnsupportedFeatureError
 
 # dtypes TileLang has and tilecore's language does not (yet)
 UNSUPPORTED_DTYPES = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e8m0fnu", "float4_e2m1fn",
-                      "float6_e2m3fn", "float6_e3m2fn", "tfloat32", "int4", "uint4", "uint16", "uint32",
+                      "float6_e2m3fn", "float6_e3m2fn", "int4", "uint4", "uint16", "uint32",
                       "uint64", "int2", "uint2", "int1")
 
 _looking_up = threading.local()  # a plugin being loaded may itself probe `T.<name>`: no recursion

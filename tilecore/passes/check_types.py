@@ -518,8 +518,9 @@ class _Checker:
         if not kernels:
             raise self.error(f"{f.name} has no `with T.Kernel(...)` block", f)
         if len(kernels) > 1:
-            raise self.error(f"{f.name} has {len(kernels)} T.Kernel blocks; a prim_func holds one",
-                             kernels[1])
+            raise self.error(f"{f.name} has {len(kernels)} T.Kernel blocks and other statements "
+                             "outside them; beside several T.Kernel blocks only T.alloc_global "
+                             "scratch may stand", kernels[1])
         self.body(f.body, new_scope=False)
 
 
@@ -625,7 +626,11 @@ def check_structure(func: N.PrimFunc) -> None:
 def check(func: N.PrimFunc) -> None:
     """Raise TileCompileError at the culprit if `func` is malformed, ill-typed or ill-shaped."""
     check_structure(func)
-    _Checker(func).function()
+    if func.is_multi_stage and all(N.is_stage_stmt(s) for s in func.body):
+        for stage in func.split_stages():  # several T.Kernel blocks: each checked as its own function
+            _Checker(stage).function()
+    else:
+        _Checker(func).function()
 
 
 class CheckTypesPass:

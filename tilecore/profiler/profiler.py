@@ -108,7 +108,8 @@ class BenchResult:
 
 
 def random_inputs(kernel, seed: int = 0) -> List[Any]:
-    """Fresh random inputs for every input parameter of `kernel`, in its backend's memory.
+    """Fresh random inputs for every input parameter of `kernel`, in its backend's memory
+    (torch tensors where the kernel's `profiler_inputs` is "torch", as TileLang's profiler).
 
     Floats are uniform in [-1, 1), integers small (so integer GEMMs do not
     overflow), bools random. A dynamic dimension has no size to draw: pass the
@@ -134,7 +135,7 @@ def random_inputs(kernel, seed: int = 0) -> List[Any]:
             host = rng.integers(low, 5, size=shape).astype(numpy_dtype(param.dtype))
         else:
             host = rng.uniform(-1.0, 1.0, size=shape).astype(numpy_dtype(param.dtype))
-        arrays.append(to_device(host, space))
+        arrays.append(to_device(host, space, getattr(kernel, "profiler_inputs", "numpy")))
     return arrays
 
 

@@ -75,12 +75,22 @@ def _check_func(func) -> N.PrimFunc:
                     f"got {type(func).__name__}")
 
 
+def _single_stage(func: N.PrimFunc, what: str) -> N.PrimFunc:
+    """`func` when it has one T.Kernel block; the pass pipeline runs on one stage at a time."""
+    if func.is_multi_stage:
+        count = len(func.split_stages())
+        raise TileError(f"{func.name} has {count} T.Kernel stage(s) and T.alloc_global scratch: "
+                        f"{what} one stage at a time ({func.name}.split_stages()[k])")
+    return func
+
+
 def _codegen_options(target: str, out_idx, options: Dict[str, Any],
                      backend: Optional[Backend] = None) -> Dict[str, Any]:
     """The options codegen receives: validated against the backend's declared options (unknown
     names and mistyped values raise OptionError), defaults filled in, target and out_idx added."""
     from ..plugin.options import validate_options
 
+    options = {k: v for k, v in options.items() if k != "profiler_inputs"}  # the Kernel's, not codegen's
     merged = validate_options(backend.name, backend.options, options) if backend is not None else dict(options)
     merged["target"] = target
     merged["out_idx"] = list(out_idx) if out_idx else []
@@ -147,7 +157,7 @@ def lower(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **option
 
     This is what the backend's codegen receives (`tile compile --emit ir`).
     """
-    func = _check_func(func)
+    func = _single_stage(_check_func(func), "lower")
     backend, full = resolve_target(target)
     out = normalize_out_idx(out_idx, len(func.params), func.name)
     opts = _codegen_options(full, out, options, backend)
@@ -158,7 +168,7 @@ def lower(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **option
 @user_facing
 def trace(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **options) -> List[Tuple[str, N.PrimFunc]]:
     """[("input", func), (pass name, func after it), ...] for `target` (`tile trace`)."""
-    func = _check_func(func)
+    func = _single_stage(_check_func(func), "trace")
     backend, full = resolve_target(target)
     out = normalize_out_idx(out_idx, len(func.params), func.name)
     opts = _codegen_options(full, out, options, backend)
@@ -208,13 +218,19 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
     """Compile a PrimFunc for `target` (None: the default target) and return a Kernel.
 
     out_idx: parameter indices (negative allowed) of outputs the kernel
-    allocates and returns. Extra keyword options go to the backend's codegen
+    allocates and returns. `profiler_inputs="torch"` makes `kernel.get_profiler()` draw
+    torch tensors (default "numpy"). Other keyword options go to the backend's codegen
     and into the cache key.
     """
     func = _check_func(func)
+    profiler_inputs = options.pop("profiler_inputs", "numpy")
+    if profiler_inputs not in ("numpy", "torch"):
+        raise TileError(f"profiler_inputs must be 'numpy' or 'torch', got {profiler_inputs!r}")
     backend, full = resolve_target(target)
     _check_index_range(func, backend)
     out = normalize_out_idx(out_idx, len(func.params), func.name)
+    if func.is_multi_stage:
+        return _compile_stages(func, backend, full, out, profiler_inputs, options)
     opts = _codegen_options(full, out, options, backend)
     use_cache = _cache.cache_enabled()
     # Asking for the IR dumps means the passes must run: a cached artifact would skip them.
@@ -237,7 +253,23 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
             key = key or _key(func, backend, full, opts)
             _cache.DiskCache().put(key, artifact)
             _remember(key, artifact)
-    return Kernel(func, backend, full, artifact, out, _launcher_factory(key, backend, artifact), opts)
+    return Kernel(func, backend, full, artifact, out, _launcher_factory(key, backend, artifact), opts,
+                  profiler_inputs)
+
+
+def _compile_stages(func: N.PrimFunc, backend: Backend, target: str, out, profiler_inputs: str,
+                    options: Dict[str, Any]) -> Kernel:
+    """A function with several T.Kernel blocks or T.alloc_global scratch: each stage compiled as
+    its own PrimFunc (tilecore.runtime.stages), one Kernel launching them in order."""
+    from ..passes.check_types import check
+    from . import stages as S
+
+    check(func)  # every top-level statement is a stage or scratch, each stage well typed
+    S.check_scratch(func)
+    parts = [compile(stage, target=target, **options) for stage in func.split_stages()]
+    opts = _codegen_options(target, out, options, backend)
+    return Kernel(func, backend, target, S.stage_artifact(func, parts), out, S.stage_launcher(func, parts),
+                  opts, profiler_inputs)
 
 
 def _key(func: N.PrimFunc, backend: Backend, target: str, options: Dict[str, Any]) -> str:

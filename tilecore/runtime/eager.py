@@ -90,7 +90,24 @@ class EagerJITFunction:
     @user_facing
     def __call__(self, *args, **kwargs):
         kernel, tensors = self._kernel_for(args, kwargs)
-        return kernel(*[tensors[n] for n in self.signature.parameters if n in tensors])
+        return kernel(*self.in_order(tensors))
+
+    def in_order(self, tensors: Dict[str, Any]) -> list:
+        """The arrays of a call in the order the Kernel takes them."""
+        return [tensors[n] for n in self.signature.parameters if n in tensors]
+
+    def as_factory(self, names, sample: Dict[str, Any]):
+        """This kernel as a `@tilecore.jit` factory over the Python parameters and T.const sizes
+        `names` (what tilecore.autotune tunes); `sample` (values of every name) fixes the outputs."""
+        from ..frontend.eager import parse_eager
+        from .api import JITFunction
+
+        py, consts = self._split(sample)
+        prim, parser = parse_eager(self.func, py, consts)
+        n_params, n_out = len(prim.params), len(parser.outputs)
+        factory = _EagerFactory(self, tuple(names))
+        return JITFunction(factory, out_idx=list(range(n_params - n_out, n_params)) or None,
+                           target=self.target, **self.options)
 
     @user_facing
     def get_kernel_source(self, *args, **kwargs) -> str:
@@ -102,12 +119,22 @@ class EagerJITFunction:
 
     def _kernel_for(self, args, kwargs):
         """(the Kernel for a call with these arguments, {tensor parameter: array})."""
+        values, tensors = self.bind_call(args, kwargs)
+        return self.compile(**values), tensors
+
+    def bind_call(self, args, kwargs, leave_out=frozenset()) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        """({Python parameter or T.const size: value}, {tensor parameter: array}) of a call with
+        arrays: sizes read from the arrays' shapes, defaults applied; the Python parameters in
+        `leave_out` (tuned ones) may be missing."""
         from ..frontend.eager import parse_eager
 
         try:
-            bound = self.signature.bind(*args, **kwargs)
+            bound = self.signature.bind_partial(*args, **kwargs)
         except TypeError as err:
             raise TileError(f"{self.__name__}(): {err}") from None
+        for name, p in self.signature.parameters.items():
+            if name not in bound.arguments and p.default is inspect.Parameter.empty and name not in leave_out:
+                raise TileError(f"{self.__name__}(): missing a required argument: {name!r}")
         bound.apply_defaults()
         tensors = {k: v for k, v in bound.arguments.items() if _is_array(v)}
         py = {k: v for k, v in bound.arguments.items() if k not in tensors}
@@ -131,7 +158,24 @@ class EagerJITFunction:
         if missing:
             raise TileError(f"{self.__name__}(): T.const {', '.join(missing)} cannot be read from "
                             f"the arguments' shapes; use {self.__name__}.compile({missing[0]}=...)")
-        return self.compile(**py, **consts), tensors
+        return {**py, **consts}, tensors
 
     def __repr__(self) -> str:
         return f"<tilecore.jit eager kernel {self.__name__} target={self.target}>"
+
+
+class _EagerFactory:
+    """An eager kernel seen as a factory of keyword values (EagerJITFunction.as_factory). It
+    carries the kernel's `__code__`, so the autotuner's cache key names this kernel's code."""
+
+    def __init__(self, eager: EagerJITFunction, names: Tuple[str, ...]):
+        self.eager = eager
+        self.__name__ = self.__qualname__ = eager.__name__
+        self.__doc__ = eager.func.__doc__
+        self.__module__ = eager.func.__module__
+        self.__code__ = eager.func.__code__
+        self.__signature__ = inspect.Signature(
+            [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in names])
+
+    def __call__(self, **values) -> N.PrimFunc:
+        return self.eager.prim_func(**values)

@@ -123,8 +123,12 @@ class Kernel:
     """
 
     def __init__(self, func: N.PrimFunc, backend, target: str, artifact, out_idx,
-                 launcher_factory: Callable[[], Callable], options: Optional[Dict[str, Any]] = None):
+                 launcher_factory: Callable[[], Callable], options: Optional[Dict[str, Any]] = None,
+                 profiler_inputs: str = "numpy"):
         self.ir = func
+        # the array library of the inputs get_profiler() draws: "numpy" (device arrays off the
+        # cpu) or "torch" (what TileLang's profiler hands a reference program)
+        self.profiler_inputs = profiler_inputs
         self.backend = backend
         self.target = target
         self.artifact = artifact

@@ -417,3 +417,31 @@ def test_int64_accumulator_update_under_runtime_if():
 
     _, out = _cpu_run(k, np.array([[37, -8]], np.int32), np.zeros(1, np.int64))
     assert out.tolist() == [53]
+
+
+@settings(max_examples=3, deadline=None)
+@given(stages=st.integers(0, 3), first=st.integers(0, 3), steps=st.integers(1, 4), seed=st.integers(0, 99))
+def test_pipelined_copy_from_a_tile_chosen_by_a_name_bound_in_the_loop(stages, first, steps, seed):
+    """A T.Pipelined loop whose copy starts at a name bound inside the loop (TileLang's block-causal
+    backward): the prefetch of the next tile ran before the name was bound ('t used before definition')."""
+    rows = 8 * (first + steps)
+
+    @T.prim_func
+    def pick(A: T.Tensor((rows, 8), "float32"), B: T.Tensor((8, 8), "float32")):
+        with T.Kernel(1) as bx:
+            s = T.alloc_shared((8, 8), "float32")
+            acc = T.alloc_fragment((8, 8), "float32")
+            T.clear(acc)
+            for step in T.Pipelined(steps, num_stages=stages):
+                t = T.if_then_else(bx < 1, first + step, step)
+                T.copy(A[t * 8:(t + 1) * 8, :], s)
+                late = t >= first + 1
+                for i, j in T.Parallel(8, 8):
+                    acc[i, j] += T.if_then_else(late, s[i, j] * 2, s[i, j])
+            T.copy(acc, B)
+
+    a = np.random.default_rng(seed).random((rows, 8)).astype(np.float32)
+    want = sum(a[(first + k) * 8:(first + k + 1) * 8] * (2 if k >= 1 else 1) for k in range(steps))
+    out = tilecore.compile(pick, target="cpu", out_idx=[-1])(a)
+    np.testing.assert_allclose(out, want, rtol=1e-5)
+    assert_matches_reference(pick, [a], backend="cpu", out_idx=[-1])

@@ -16,6 +16,7 @@ from tvm import tirx as tx
 
 from tilecore.ir import nodes as N
 from tilecore.ir.types import bits
+from tilecore.ir.visitor import walk, walk_stmts
 from tilecore.lowering.tir_expr import tir_const
 from tilecore.lowering.tir_stmt import seq
 
@@ -25,9 +26,12 @@ LOCALITY_L2 = 2
 
 
 def global_copies(body) -> List[N.Copy]:
-    """The T.copy statements directly in `body` whose source is a global tensor."""
+    """The T.copy statements directly in `body` whose source is a global tensor and whose start
+    depends on no name bound inside `body` (the prefetch runs before the body binds it)."""
     stmts = body.stmts if hasattr(body, "stmts") else (body if isinstance(body, (list, tuple)) else [body])
-    return [s for s in stmts if isinstance(s, N.Copy) and s.src.buffer.scope == "global"]
+    bound = {s.var.name for s in walk_stmts(stmts) if isinstance(s, N.Let)}
+    return [s for s in stmts if isinstance(s, N.Copy) and s.src.buffer.scope == "global"
+            and not any(isinstance(v, N.Var) and v.name in bound for e in s.src.starts for v in walk(e))]
 
 
 def prefetch_next(low, loop: N.For, var, copies: List[N.Copy], max_bytes: int):

@@ -9,11 +9,14 @@ and the hardware-specific ones installed backends declare (`Backend.tilelang.pas
 tilecore's backends choose their own code generation, so every known key is accepted and
 has no effect (fast math included: results stay as accurate as without it). An unknown
 key is an UnsupportedFeatureError. `execution_backend`, `verbose`, `target_host`,
-`compile_flags` and `debug_root_path` are accepted and ignored.
+`compile_flags` and `debug_root_path` are accepted and ignored. Kernels compiled here
+give TileLang's profiler inputs: `kernel.get_profiler()` draws torch tensors (when torch
+is installed), which TileLang reference programs expect.
 """
 from __future__ import annotations
 
 import enum
+import importlib.util
 import os
 from typing import Dict, Optional
 
@@ -153,6 +156,9 @@ def _options(kwargs):
     check_pass_configs(kwargs.pop("pass_configs", None))
     for name in _IGNORED:
         kwargs.pop(name, None)
+    if importlib.util.find_spec("torch") is not None:
+        # TileLang's profiler hands the reference program torch tensors (`Q.size(-1)`, ...)
+        kwargs.setdefault("profiler_inputs", "torch")
     return kwargs
 
 
