@@ -68,3 +68,16 @@ def test_undeclared_features_reported_unsupported(monkeypatch):
             break
     else:
         raise AssertionError("no math program generated")
+
+
+def test_selects_of_an_unsigned_dtype_get_literals_that_fit():
+    """A select between a uint8 value and the literal -3 (the literal adopts uint8) was refused by
+    the frontend, a suite error that left cpu NOT CERTIFIED at seed 9393 (program 33)."""
+    from tile_conformance.runner import resolve_backend
+
+    caps = Caps.from_backend(resolve_backend("cpu"))
+    knobs = generate_knobs(caps, 34, seed=9393)[33]
+    assert knobs["in_dtypes"] == ["uint8"] and ["const", -3] in knobs["expr"][2]
+    prog = build(knobs)
+    load_source(prog.source)  # the frontend accepts it
+    assert "-3" not in prog.source  # the literal became 3

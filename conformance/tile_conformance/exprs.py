@@ -300,6 +300,8 @@ def render_int(e, leaves: Sequence[Leaf]) -> Rendered:
         cond_leaf = leaves[e[1] % len(leaves)]
         a, b = render_int(e[3], leaves), render_int(e[4], leaves)
         d = _promote_opt(a.dtype, b.dtype)
+        if d.startswith("uint"):  # a literal adopts the unsigned dtype: -3 would not fit (frontend error)
+            a, b = _non_negative_literal(a), _non_negative_literal(b)
         cond = cond_leaf.text if cond_leaf.dtype == "bool" else f"{cond_leaf.text} > {int(round(float(e[2])))}"
         return Rendered(f"T.if_then_else({cond}, {a.text}, {b.text})", d, min(a.lo, b.lo),
                         max(a.hi, b.hi), 0.0, max(a.ops, b.ops))
@@ -308,6 +310,14 @@ def render_int(e, leaves: Sequence[Leaf]) -> Rendered:
         if isinstance(child, list):
             return render_int(child, leaves)
     return render_int(["in", 0], leaves)
+
+
+def _non_negative_literal(r: Rendered) -> Rendered:
+    """A negative integer literal as its magnitude (for an unsigned context); anything else as is."""
+    if r.dtype or r.lo >= 0:
+        return r
+    v = -int(r.lo)
+    return Rendered(repr(v), "", v, v, 0.0, 0)
 
 
 def _int_checked(text: str, dtype: str, lo: float, hi: float, *operands: Rendered) -> Rendered:
