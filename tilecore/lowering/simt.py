@@ -312,9 +312,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         self.touch((s,))
         value = self.lower(s.value)
         if hasattr(value, "ty") and involves_bfloat16(s):  # (a whole-tile value is not an expression)
-            cell = B.alloc_buffer((1,), "float32", scope="local")
-            B.buffer_store(cell, tx.Cast("float32", value), [0])
-            self.ex.bind_let(s, cast_to(tx.BufferLoad(cell, [0]), s.var.dtype))
+            self.ex.bind_let(s, cast_to(self.hold_in_register(tx.Cast("float32", value)), s.var.dtype))
             return
         var = B.Bind(value)
         self.ex.bind_let(s, var)
