@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterable, Mapping, Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ def package_file(package: str, *parts: str) -> str:
     return os.path.join(list(spec.submodule_search_locations)[0], *parts)
 
 
-def files_fingerprint(paths) -> str:
+def files_fingerprint(paths: Iterable[str]) -> str:
     """`path:size:mtime` of each file (or `path:missing`): a cheap toolchain fingerprint that
     changes whenever a compiler or library is reinstalled or replaced."""
     import os

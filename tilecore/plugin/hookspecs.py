@@ -20,12 +20,16 @@ kernel's first call, once per process and artifact.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Tuple
+import argparse
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
 import pluggy
 
 if TYPE_CHECKING:  # documentation types only: importing them must stay cheap
-    from .backend import Backend
+    from ..passes.layout_inference import Rule as LayoutRuleFn
+    from ..passes.pipeline import Pipeline
+    from ..profiler.timer import Timer
+    from .backend import Artifact, Backend, TileModule
     from .rules import RuleTable
 
 PROJECT = "tilecore"
@@ -35,7 +39,7 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 
 
 @hookspec
-def tilecore_register_backends(register):
+def tilecore_register_backends(register: Callable[[Backend], None]) -> None:
     """Declare backends.
 
     Call `register(backend)` once per `tilecore.plugin.Backend` this plugin
@@ -53,7 +57,7 @@ def tilecore_register_backends(register):
 
 
 @hookspec
-def tilecore_passes(backend, pipeline):
+def tilecore_passes(backend: Backend, pipeline: Pipeline) -> None:
     """Add backend passes to the core pass pipeline.
 
     `backend` is the Backend being compiled for (check `backend.name` and
@@ -64,7 +68,7 @@ def tilecore_passes(backend, pipeline):
 
 
 @hookspec
-def tilecore_layout_rules(backend, rules):
+def tilecore_layout_rules(backend: Backend, rules: Dict[str, LayoutRuleFn]) -> None:
     """Contribute per-op rules to the layout inference fixpoint engine.
 
     `rules` maps a Tile IR statement class name ("Gemm", "Copy", "Reduce",
@@ -77,7 +81,7 @@ def tilecore_layout_rules(backend, rules):
 
 
 @hookspec
-def tilecore_lowering_rules(backend: "Backend", rules: "RuleTable") -> None:
+def tilecore_lowering_rules(backend: Backend, rules: RuleTable) -> None:
     """Contribute lowering rules per tile op for `backend`.
 
     Called by the backend's codegen for every compile that misses the cache, once
@@ -120,7 +124,7 @@ def tilecore_lowering_rules(backend: "Backend", rules: "RuleTable") -> None:
 
 
 @hookspec
-def tilecore_intrinsics(backend: "Backend", table: Dict[Tuple[str, Any], Any]) -> None:
+def tilecore_intrinsics(backend: Backend, table: Dict[Tuple[str, Any], Any]) -> None:
     """Contribute entries of the intrinsic table for `backend`.
 
     Called next to `tilecore_lowering_rules` (all results; the return value is
@@ -150,7 +154,7 @@ def tilecore_intrinsics(backend: "Backend", table: Dict[Tuple[str, Any], Any]) -
 
 
 @hookspec(firstresult=True)
-def tilecore_codegen(backend, module, options):
+def tilecore_codegen(backend: Backend, module: TileModule, options: Dict[str, Any]) -> Optional[Artifact]:
     """Generate code for `module` (a TileModule) on `backend`.
 
     `options` is a dict of compile options (target, out_idx, user flags). Return
@@ -162,7 +166,7 @@ def tilecore_codegen(backend, module, options):
 
 
 @hookspec(firstresult=True)
-def tilecore_launcher(backend, artifact):
+def tilecore_launcher(backend: Backend, artifact: Artifact) -> Optional[Callable[..., None]]:
     """Return a callable that runs `artifact`, or None if not handled here.
 
     The callable is invoked as `launch(args, bindings)`: `args` are the
@@ -179,7 +183,7 @@ def tilecore_launcher(backend, artifact):
 
 
 @hookspec
-def tilecore_cli_commands(subparsers):
+def tilecore_cli_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add subcommands to the `tile` command.
 
     `subparsers` is an argparse subparsers object; add a parser and set its
@@ -191,7 +195,7 @@ def tilecore_cli_commands(subparsers):
 
 
 @hookspec(firstresult=True)
-def tilecore_timer(backend):
+def tilecore_timer(backend: Backend) -> Optional[Timer]:
     """Return a `tilecore.profiler.Timer` that measures kernels of `backend`, or None.
 
     The profiler (`kernel.get_profiler()`, `tilecore.bench`, `tilecore.autotune`)

@@ -35,7 +35,7 @@ import sys
 import threading
 import traceback as _traceback
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Pattern, Protocol, Tuple
 
 import pluggy
 
@@ -62,7 +62,8 @@ class PluginLoadError:
     traceback: str = ""
 
     @classmethod
-    def from_exception(cls, name, dist, version, target, err: BaseException) -> "PluginLoadError":
+    def from_exception(cls, name: str, dist: str, version: str, target: str,
+                       err: BaseException) -> "PluginLoadError":
         tb = "".join(_traceback.format_exception(type(err), err, err.__traceback__))
         return cls(name, dist, version, target, _one_line(err), tb)
 
@@ -100,7 +101,8 @@ class TilecorePluginManager:
         self.allowlist = plugin_allowlist() if allowlist is None else allowlist
 
     @property
-    def hook(self):
+    def hook(self) -> pluggy.HookRelay:
+        """pluggy's hook relay (`manager.hook.tilecore_x(...)`), for callers that need pluggy's own loop."""
         return self.pm.hook
 
     # ------------------------------------------------------------------ loading
@@ -162,7 +164,8 @@ class TilecorePluginManager:
         if info is not None:
             self.pm.unregister(name=name)
 
-    def _register(self, obj, name, dist, version, target, builtin=False, record=True):
+    def _register(self, obj: Any, name: str, dist: str, version: str, target: str,
+                  builtin: bool = False, record: bool = True) -> Optional[str]:
         try:
             self.pm.register(obj, name=name)
         except Exception as err:  # duplicate name, or a hookimpl whose arguments the spec lacks
@@ -188,7 +191,7 @@ class TilecorePluginManager:
         where = ", ".join(p for p in (dist, f"entry point {info.target}" if info.target else "") if p)
         return f"plugin {name!r}{f' ({where})' if where else ''}"
 
-    def call(self, hook_name: str, firstresult: bool = False, what: str = "", **kwargs):
+    def call(self, hook_name: str, firstresult: bool = False, what: str = "", **kwargs: Any) -> Any:
         """Call hook `hook_name` as pluggy would (same order; the first non-None result when
         `firstresult`, else the list of results), but one implementation at a time, so a
         failure raises PluginHookError naming the plugin and the hook. `what` says what was
@@ -197,7 +200,7 @@ class TilecorePluginManager:
         impls = caller.get_hookimpls()
         if any(getattr(i, "hookwrapper", False) or getattr(i, "wrapper", False) for i in impls):
             return caller(**kwargs)  # wrappers need pluggy's own call loop
-        results = []
+        results: List[Any] = []
         for impl in reversed(impls):  # pluggy calls the last registered (and tryfirst) first
             try:
                 result = impl.function(*[kwargs[a] for a in impl.argnames])
@@ -216,7 +219,7 @@ class TilecorePluginManager:
                 results.append(result)
         return None if firstresult else results
 
-    def _record(self, name, dist, version, target, err) -> None:
+    def _record(self, name: str, dist: str, version: str, target: str, err: BaseException) -> None:
         self.errors.append(PluginLoadError.from_exception(name, dist, version, target, err))
 
 
@@ -225,7 +228,7 @@ def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def _entry_points():
+def _entry_points() -> Iterable[_EntryPointLike]:
     """The entry points of the group "tilecore": a plain folder scan where it gives
     importlib.metadata's answer, else importlib.metadata itself."""
     found = _scan_entry_points(ENTRY_POINT_GROUP)
@@ -234,7 +237,7 @@ def _entry_points():
     return _metadata_entry_points()
 
 
-def _metadata_entry_points():
+def _metadata_entry_points() -> List[_EntryPointLike]:
     from importlib.metadata import entry_points
 
     try:
@@ -243,16 +246,31 @@ def _metadata_entry_points():
         return list(entry_points().get(ENTRY_POINT_GROUP, ()))
 
 
+class _EntryPointLike(Protocol):
+    """What discovery reads of an entry point: ours (`_EntryPoint`) or importlib.metadata's."""
+
+    @property
+    def name(self) -> str:
+        """The entry point's name."""
+
+    @property
+    def value(self) -> str:
+        """`module` or `module:attr`."""
+
+    def load(self) -> Any:
+        """The object the entry point names."""
+
+
 class _EntryPoint:
     """One entry point read from a distribution's entry_points.txt (importlib.metadata's
     EntryPoint subset that discovery uses: name, value, group, dist, load())."""
 
-    _PATTERN = None
+    _PATTERN: Optional[Pattern[str]] = None
 
     def __init__(self, name: str, value: str, group: str, dist: "_Distribution"):
         self.name, self.value, self.group, self.dist = name, value, group, dist
 
-    def load(self):
+    def load(self) -> Any:
         """The module (or the `module:attr` object) the entry point names."""
         import re
         from functools import reduce
@@ -361,7 +379,7 @@ def _scan_entry_points(group: str) -> Optional[List[_EntryPoint]]:
     return found
 
 
-def _dist_of(ep):
+def _dist_of(ep: _EntryPointLike) -> Tuple[str, str]:
     dist = getattr(ep, "dist", None)
     if dist is None:
         return "", ""
@@ -395,7 +413,7 @@ def plugin_allowlist() -> Optional[List[str]]:
 
 _lock = threading.RLock()
 _manager: Optional[TilecorePluginManager] = None
-_explicit: List[tuple] = []  # (plugin, name, distribution, version), re-applied after a reset
+_explicit: List[Tuple[Any, str, str, str]] = []  # (plugin, name, distribution, version), re-applied after a reset
 
 
 def get_plugin_manager() -> TilecorePluginManager:

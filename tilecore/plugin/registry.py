@@ -13,13 +13,17 @@ before the colon picks the backend. The default target is, in order:
 from __future__ import annotations
 
 import os
+import sys
 import threading
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ..diagnostics import TileError
 from ..ir.version import TILE_IR_VERSION
 from .backend import Backend, TileLangNames
 from .manager import PluginLoadError, TilecorePluginManager, get_plugin_manager
+
+# A backend's declaration: (plugin name, distribution, version, entry point, backend).
+_Provider = Tuple[str, str, str, str, Backend]
 
 
 class TargetError(TileError):
@@ -47,7 +51,7 @@ class ConfigError(TileError):
     """The tilecore config file cannot be read."""
 
 
-def ir_version_accepted(declared, ir_version: str = TILE_IR_VERSION) -> bool:
+def ir_version_accepted(declared: Iterable[object], ir_version: str = TILE_IR_VERSION) -> bool:
     """Whether a backend's declared versions include `ir_version`.
 
     A declared entry is an exact "major.minor", a bare "major", or "major.*"
@@ -79,7 +83,7 @@ class BackendRegistry:
 
     def _collect(self) -> None:
         hook = self.manager.hook.tilecore_register_backends
-        declared_by: Dict[str, List[tuple]] = {}  # backend name -> [(plugin name, dist, version, target, backend)]
+        declared_by: Dict[str, List[_Provider]] = {}  # backend name -> [(plugin name, dist, version, target, backend)]
         # Call each plugin's hookimpl on its own so one failing plugin is recorded, not fatal.
         for impl in hook.get_hookimpls():
             info = self.manager.plugins.get(impl.plugin_name)
@@ -108,7 +112,7 @@ class BackendRegistry:
         for name in sorted(declared_by):
             self._adopt(name, declared_by[name])
 
-    def _adopt(self, name: str, providers: List[tuple]) -> None:
+    def _adopt(self, name: str, providers: List[_Provider]) -> None:
         """Register backend `name`, or refuse it when several plugins declare it (whatever the
         order of sys.path): a backend of tilecore itself (the built-in reference) is kept and the
         others refused; between plugins, none is used and the error names every distribution."""
@@ -230,7 +234,7 @@ def _device_present(backend: Backend) -> bool:
         return False
 
 
-def _validate(backend) -> str:
+def _validate(backend: object) -> str:
     if not isinstance(backend, Backend):
         return f"expected tilecore.plugin.Backend, got {type(backend).__name__}"
     if not isinstance(backend.name, str) or not backend.name or ":" in backend.name:
@@ -275,7 +279,7 @@ def config_path() -> str:
     return os.path.join(base, "tilecore", "config.toml")
 
 
-def read_config() -> Tuple[str, dict]:
+def read_config() -> Tuple[str, Dict[str, Any]]:
     """(path, parsed table); an absent file is an empty table, a malformed one a ConfigError."""
     path = config_path()
     try:
@@ -285,9 +289,9 @@ def read_config() -> Tuple[str, dict]:
         return path, {}
     except OSError as err:
         raise ConfigError(f"cannot read config file {path}: {err}") from None
-    try:
-        import tomllib  # Python >= 3.11
-    except ImportError:  # pragma: no cover
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
         import tomli as tomllib
     try:
         return path, tomllib.loads(data.decode("utf-8"))

@@ -12,7 +12,17 @@ Pure Python: importing this does not import TVM.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+if TYPE_CHECKING:  # documentation types only: importing them must not import TVM
+    from ..ir import nodes as N
+    from ..lowering.simt_plan import PlanContext
+    from ..lowering.target import TargetDescription
+    from .backend import Backend
+    from .manager import TilecorePluginManager
+
+# `rule(lowering, stmt)`: emits the statement and returns None, or returns NotImplemented.
+Rule = Callable[[Any, Any], Any]
 
 # The ops the SIMT toolkit dispatches through the rule table (statement class names, plus
 # "Pipelined" for a `T.Pipelined` loop and "Kernel" for the grid / thread binding).
@@ -30,7 +40,8 @@ class LoweringRule:
     #: shown by `RuleTable.describe()`; defaults to the class name
     name: str = ""
 
-    def accumulator_layout(self, gemm, warps: int, prefer_rows: bool, existing, target):
+    def accumulator_layout(self, gemm: N.Gemm, warps: int, prefer_rows: bool, existing: Any,
+                           target: TargetDescription) -> Any:
         """The register layout this rule wants for `gemm`'s accumulator, or None.
 
         :param gemm: a `tilecore.ir.nodes.Gemm` whose accumulator is a register fragment.
@@ -44,7 +55,7 @@ class LoweringRule:
         """
         return None
 
-    def plan(self, ctx) -> None:
+    def plan(self, ctx: PlanContext) -> None:
         """Refine the kernel plan before code is emitted (optional).
 
         :param ctx: a `tilecore.lowering.simt_plan.PlanContext` (`ctx.plan`, `ctx.kernel`,
@@ -53,7 +64,7 @@ class LoweringRule:
         :returns: None.
         """
 
-    def __call__(self, lowering, stmt):
+    def __call__(self, lowering: Any, stmt: Any) -> Any:
         """Emit `stmt` with `lowering`'s IR builder, or return `NotImplemented` to decline.
 
         A rule must decide before it emits anything: a rule that declines leaves no trace.
@@ -66,7 +77,7 @@ class _Entry:
     priority: int
     order: int
     name: str
-    rule: Callable
+    rule: Rule
 
 
 class RuleTable:
@@ -81,7 +92,7 @@ class RuleTable:
         self._entries: Dict[str, List[_Entry]] = {}
         self._order = 0
 
-    def add(self, op: str, rule: Callable, *, priority: int = 0, name: Optional[str] = None) -> None:
+    def add(self, op: str, rule: Rule, *, priority: int = 0, name: Optional[str] = None) -> None:
         """Add `rule` for tile op `op` (e.g. "Gemm"); vendors use priority 0, overrides a higher one."""
         if not callable(rule):
             raise TypeError(f"a lowering rule for {op!r} must be callable, got {rule!r}")
@@ -91,20 +102,20 @@ class RuleTable:
         entries.append(_Entry(-priority, self._order, label, rule))
         entries.sort(key=lambda e: (e.priority, e.order))
 
-    def __setitem__(self, op: str, rule: Callable) -> None:
+    def __setitem__(self, op: str, rule: Rule) -> None:
         self._entries.pop(op, None)
         self.add(op, rule)
 
-    def __getitem__(self, op: str) -> Tuple[Callable, ...]:
+    def __getitem__(self, op: str) -> Tuple[Rule, ...]:
         return tuple(e.rule for e in self._entries.get(op, ()))
 
-    def get(self, op: str, default=None):
+    def get(self, op: str, default: Optional[Rule] = None) -> Optional[Rule]:
         """The op's single highest-priority rule (the dict-style view), or `default`."""
         entries = self._entries.get(op)
         return entries[0].rule if entries else default
 
     def __contains__(self, op: object) -> bool:
-        return bool(self._entries.get(op))  # type: ignore[arg-type]
+        return isinstance(op, str) and bool(self._entries.get(op))
 
     def __iter__(self) -> Iterator[str]:
         return iter(op for op, entries in self._entries.items() if entries)
@@ -117,9 +128,10 @@ class RuleTable:
             raise KeyError(f"no lowering rule {name!r} for {op!r}; rules: {[e.name for e in entries]}")
         self._entries[op] = kept
 
-    def all_rules(self) -> List[Callable]:
+    def all_rules(self) -> List[Rule]:
         """Every rule once, in op order then rule order (what planning walks)."""
-        seen, out = set(), []
+        seen: set[int] = set()
+        out: List[Rule] = []
         for op in sorted(self._entries, key=lambda o: (SIMT_OPS + (o,)).index(o)):
             for e in self._entries[op]:
                 if id(e.rule) not in seen:
@@ -132,7 +144,8 @@ class RuleTable:
         return {op: [e.name for e in entries] for op, entries in self._entries.items() if entries}
 
 
-def collect_lowering_tables(backend, manager=None) -> Tuple[RuleTable, Dict[Tuple[str, Any], Any]]:
+def collect_lowering_tables(backend: Backend, manager: Optional[TilecorePluginManager] = None,
+                            ) -> Tuple[RuleTable, Dict[Tuple[str, Any], Any]]:
     """Run `tilecore_lowering_rules` and `tilecore_intrinsics` for `backend`.
 
     :param backend: the `tilecore.plugin.Backend` being compiled for.
