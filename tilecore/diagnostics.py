@@ -4,13 +4,17 @@ from __future__ import annotations
 import functools
 import linecache
 import os
-from typing import Optional
+from typing import Any, Callable, Optional, TypeVar, cast
 
 from .ir.span import NO_SPAN, Span
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class TileError(Exception):
     """Base of every error tilecore raises about a user's program or call."""
+
+    internal_cause: Optional[BaseException] = None  # the cause hide_internal_frames dropped
 
 
 class TileCompileError(TileError):
@@ -97,10 +101,10 @@ def hide_internal_frames(err: TileError) -> TileError:
     return err.with_traceback(None)
 
 
-def user_facing(func):
+def user_facing(func: _F) -> _F:
     """Decorate a public entry point so the TileErrors it raises show no internal traceback."""
     @functools.wraps(func)
-    def entry_point(*args, **kwargs):
+    def entry_point(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except TileError as err:
@@ -113,4 +117,4 @@ def user_facing(func):
             raise TileCompileError(f"{func.__name__}: the kernel is nested too deeply for tilecore "
                                    f"(Python's recursion limit was reached); split deep expressions or "
                                    f"loop nests into several statements") from None
-    return entry_point
+    return cast(_F, entry_point)

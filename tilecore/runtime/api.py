@@ -15,7 +15,7 @@ import functools
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..diagnostics import BackendError, TileError, user_facing  # noqa: F401 (BackendError: public here)
 from ..ir import nodes as N
@@ -23,10 +23,19 @@ from ..plugin.backend import Artifact, Backend, TileModule
 from . import cache as _cache
 from .kernel import Kernel, normalize_out_idx
 
+if TYPE_CHECKING:
+    import hashlib
+
+    from ..passes.pipeline import PassContext, Pipeline
+    from ..plugin.manager import TilecorePluginManager
+    from .eager import EagerJITFunction
+
+OutIdx = Union[None, int, Sequence[int]]
+
 _lock = threading.RLock()
 _MEMO_SIZE = 256  # artifacts kept in memory (shared libraries can be megabytes each)
 _memo: "OrderedDict[str, Artifact]" = OrderedDict()  # cache key -> artifact, least recent first
-_launchers: Dict[str, Any] = {}  # cache key -> launch callable (this process)
+_launchers: Dict[str, Callable[..., Any]] = {}  # cache key -> launch callable (this process)
 _toolchain_ok: Dict[str, bool] = {}  # backend name -> toolchain checked and ok
 _fingerprints: Dict[str, str] = {}  # backend name -> _code_fingerprint
 
@@ -52,7 +61,7 @@ def default_target() -> str:
     return get_registry().default_target()
 
 
-def _manager():
+def _manager() -> TilecorePluginManager:
     from ..plugin.manager import get_plugin_manager
 
     return get_plugin_manager()
@@ -65,7 +74,7 @@ def resolve_target(target: Optional[str] = None) -> Tuple[Backend, str]:
     return get_registry().resolve(target)
 
 
-def _check_func(func) -> N.PrimFunc:
+def _check_func(func: object) -> N.PrimFunc:
     if isinstance(func, N.PrimFunc):
         return func
     if isinstance(func, JITFunction):
@@ -84,7 +93,7 @@ def _single_stage(func: N.PrimFunc, what: str) -> N.PrimFunc:
     return func
 
 
-def _codegen_options(target: str, out_idx, options: Dict[str, Any],
+def _codegen_options(target: str, out_idx: Sequence[int], options: Dict[str, Any],
                      backend: Optional[Backend] = None) -> Dict[str, Any]:
     """The options codegen receives: validated against the backend's declared options (unknown
     names and mistyped values raise OptionError), defaults filled in, target and out_idx added."""
@@ -134,7 +143,7 @@ def _check_toolchain(backend: Backend) -> None:
     _toolchain_ok[backend.name] = True
 
 
-def build_pipeline(backend: Optional[Backend]):
+def build_pipeline(backend: Optional[Backend]) -> Pipeline:
     """The core pass pipeline plus the passes `backend`'s plugins add."""
     from ..passes.pipeline import default_pipeline
 
@@ -145,14 +154,15 @@ def build_pipeline(backend: Optional[Backend]):
     return pipeline
 
 
-def _context(func: N.PrimFunc, backend, target, options):
+def _context(func: N.PrimFunc, backend: Backend, target: str, options: Dict[str, Any]) -> PassContext:
     from ..passes.pipeline import PassContext
 
     return PassContext(backend=backend, target=target, options=dict(options), source=func.source)
 
 
 @user_facing
-def lower(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **options):
+def lower(func: N.PrimFunc, target: Optional[str] = None, out_idx: OutIdx = None,
+          **options: Any) -> Tuple[N.PrimFunc, PassContext]:
     """Run the pass pipeline for `target`; return (function after the passes, PassContext).
 
     This is what the backend's codegen receives (`tile compile --emit ir`).
@@ -166,7 +176,8 @@ def lower(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **option
 
 
 @user_facing
-def trace(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **options) -> List[Tuple[str, N.PrimFunc]]:
+def trace(func: N.PrimFunc, target: Optional[str] = None, out_idx: OutIdx = None,
+          **options: Any) -> List[Tuple[str, N.PrimFunc]]:
     """[("input", func), (pass name, func after it), ...] for `target` (`tile trace`)."""
     func = _single_stage(_check_func(func), "trace")
     backend, full = resolve_target(target)
@@ -192,10 +203,10 @@ def _codegen(func: N.PrimFunc, backend: Backend, target: str, options: Dict[str,
     return artifact
 
 
-def _launcher_factory(key: str, backend: Backend, artifact: Artifact):
-    def make():
+def _launcher_factory(key: str, backend: Backend, artifact: Artifact) -> Callable[[], Callable[..., Any]]:
+    def make() -> Callable[..., Any]:
         with _lock:
-            launch = _launchers.get(key)
+            launch: Optional[Callable[..., Any]] = _launchers.get(key)
         if launch is not None:
             return launch
         launch = _manager().call("tilecore_launcher", firstresult=True,
@@ -214,7 +225,7 @@ def _launcher_factory(key: str, backend: Backend, artifact: Artifact):
 
 
 @user_facing
-def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **options) -> Kernel:
+def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx: OutIdx = None, **options: Any) -> Kernel:
     """Compile a PrimFunc for `target` (None: the default target) and return a Kernel.
 
     out_idx: parameter indices (negative allowed) of outputs the kernel
@@ -236,7 +247,7 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
     # Asking for the IR dumps means the passes must run: a cached artifact would skip them.
     dumping = bool(opts.get("dump_ir") or os.environ.get("TILECORE_DUMP_IR"))
     key = ""
-    artifact = None
+    artifact: Optional[Artifact] = None
     if use_cache and not dumping:
         key = _key(func, backend, full, opts)
         with _lock:
@@ -257,7 +268,7 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
                   profiler_inputs)
 
 
-def _compile_stages(func: N.PrimFunc, backend: Backend, target: str, out, profiler_inputs: str,
+def _compile_stages(func: N.PrimFunc, backend: Backend, target: str, out: Tuple[int, ...], profiler_inputs: str,
                     options: Dict[str, Any]) -> Kernel:
     """A function with several T.Kernel blocks or T.alloc_global scratch: each stage compiled as
     its own PrimFunc (tilecore.runtime.stages), one Kernel launching them in order."""
@@ -277,7 +288,8 @@ def _key(func: N.PrimFunc, backend: Backend, target: str, options: Dict[str, Any
                             _plugin_fingerprint(), _code_fingerprint(backend))
 
 
-def compile_cache_key(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **options) -> str:
+def compile_cache_key(func: N.PrimFunc, target: Optional[str] = None, out_idx: OutIdx = None,
+                      **options: Any) -> str:
     """The compile-cache key under which `compile` with these arguments stores its artifact
     (the autotuner moves artifacts compiled on other machines into this process's cache)."""
     func = _check_func(func)
@@ -292,7 +304,7 @@ def _plugin_fingerprint() -> str:
     return ";".join(sorted(f"{p.name}={p.distribution}@{p.version}" for p in plugins))
 
 
-def _package_digest(folder: str, h) -> None:
+def _package_digest(folder: str, h: hashlib._Hash) -> None:
     """Feed every source file under `folder` (sorted paths and contents) into `h`."""
     for dirpath, dirnames, files in os.walk(folder):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and d != "tests")
@@ -322,7 +334,7 @@ def _code_fingerprint(backend: Backend) -> str:
     folders = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]  # the tilecore package
     provider = get_registry().provider.get(backend.name)
     info = _manager().plugins.get(provider) if provider else None
-    module = sys.modules.get(getattr(info.plugin, "__module__", None) or getattr(info.plugin, "__name__", "")) \
+    module = sys.modules.get(str(getattr(info.plugin, "__module__", None) or getattr(info.plugin, "__name__", ""))) \
         if info is not None else None
     top = sys.modules.get((getattr(module, "__name__", "") or "").split(".")[0])
     top_file = getattr(top, "__file__", None)
@@ -358,7 +370,7 @@ def _remember(key: str, artifact: Artifact) -> None:
 # ---------------------------------------------------------------------- jit
 
 
-def _freeze(value):
+def _freeze(value: Any) -> Tuple[Any, ...]:
     """A hashable stand-in for a factory argument (lists become tuples, dicts sorted items)."""
     if isinstance(value, (list, tuple)):
         return (type(value).__name__,) + tuple(_freeze(v) for v in value)
@@ -374,7 +386,10 @@ class JITFunction:
     `prim_func(*args, **kwargs)` returns the factory's PrimFunc without compiling.
     """
 
-    def __init__(self, factory, out_idx=None, target: Optional[str] = None, **options):
+    __name__: str  # the factory's, copied by functools.update_wrapper
+
+    def __init__(self, factory: Callable[..., Any], out_idx: OutIdx = None, target: Optional[str] = None,
+                 **options: Any):
         functools.update_wrapper(self, factory)
         self.factory = factory
         self.out_idx = out_idx
@@ -383,7 +398,7 @@ class JITFunction:
         self._kernels: Dict[Any, Kernel] = {}
         self._lock = threading.Lock()
 
-    def prim_func(self, *args, **kwargs) -> N.PrimFunc:
+    def prim_func(self, *args: Any, **kwargs: Any) -> N.PrimFunc:
         """Call the factory and check it returned a PrimFunc."""
         func = self.factory(*args, **kwargs)
         if not isinstance(func, N.PrimFunc):
@@ -392,7 +407,7 @@ class JITFunction:
         return func
 
     @user_facing
-    def __call__(self, *args, **kwargs) -> Kernel:
+    def __call__(self, *args: Any, **kwargs: Any) -> Kernel:
         try:
             key = (_freeze(args), _freeze(kwargs), os.environ.get("TILECORE_TARGET"))
         except TypeError:  # an unhashable argument: compile() still memoizes by IR
@@ -416,19 +431,20 @@ class JITFunction:
 class LazyKernel:
     """`@tilecore.jit` applied to a PrimFunc: compiled on first use, then behaves as the Kernel."""
 
-    def __init__(self, func: N.PrimFunc, out_idx=None, target=None, **options):
+    def __init__(self, func: N.PrimFunc, out_idx: OutIdx = None, target: Optional[str] = None, **options: Any):
         self.func = func
         self._args = (out_idx, target, options)
         self._kernel: Optional[Kernel] = None
 
     @user_facing
     def compiled(self) -> Kernel:
+        """The Kernel, compiled on the first call."""
         if self._kernel is None:
             out_idx, target, options = self._args
             self._kernel = compile(self.func, target=target, out_idx=out_idx, **options)
         return self._kernel
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.compiled()(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -436,13 +452,14 @@ class LazyKernel:
         state = "compiled" if self._kernel is not None else "compiled on first use"
         return f"<tilecore.jit {self.func.name} ({state}) out_idx={out_idx} target={target}>"
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.compiled(), name)
 
 
-def jit(func=None, *, out_idx=None, target: Optional[str] = None, **options):
+def jit(func: Optional[Callable[..., Any]] = None, *, out_idx: OutIdx = None, target: Optional[str] = None,
+        **options: Any) -> Any:
     """Decorate a kernel factory (a function returning a @T.prim_func) to compile on call.
 
     A function whose own body holds the `with T.Kernel(...)` block is an eager-style
@@ -452,7 +469,7 @@ def jit(func=None, *, out_idx=None, target: Optional[str] = None, **options):
     Kernels are memoized per factory arguments; compiled artifacts are also
     cached on disk (see tilecore.runtime.cache).
     """
-    def wrap(f):
+    def wrap(f: Any) -> Union[LazyKernel, JITFunction, EagerJITFunction]:
         if isinstance(f, N.PrimFunc):
             return LazyKernel(f, out_idx=out_idx, target=target, **options)
         if not callable(f):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -20,7 +20,7 @@ _DLPACK_SPACES = {1: "cpu", 2: "cuda", 3: "cpu", 4: "opencl", 7: "vulkan", 8: "m
                   9: "vpi", 10: "rocm", 11: "cpu", 13: "cuda", 14: "oneapi"}
 
 
-def _dlpack_device_type(obj) -> Optional[int]:
+def _dlpack_device_type(obj: Any) -> Optional[int]:
     """The DLPack device type code of an array, or None where it cannot say (e.g. torch on mps)."""
     try:
         return int(obj.__dlpack_device__()[0])
@@ -55,10 +55,10 @@ class ArrayInfo:
     negated: bool = False  # a torch tensor whose negative bit is set (its memory holds -value)
 
 
-_DTYPE_NAMES: dict = {}  # library dtype object -> name; str(numpy dtype) is slow per call
+_DTYPE_NAMES: Dict[Any, str] = {}  # library dtype object -> name; str(numpy dtype) is slow per call
 
 
-def _dtype_name(raw) -> str:
+def _dtype_name(raw: Any) -> str:
     try:
         return _DTYPE_NAMES[raw]
     except (KeyError, TypeError):
@@ -74,25 +74,26 @@ def _dtype_name(raw) -> str:
     return name
 
 
-def _is_torch(obj) -> bool:
+def _is_torch(obj: Any) -> bool:
     return "torch" in sys.modules and type(obj).__module__.startswith("torch") and \
         isinstance(obj, sys.modules["torch"].Tensor)
 
 
-def _is_cupy(obj) -> bool:
+def _is_cupy(obj: Any) -> bool:
     return "cupy" in sys.modules and type(obj).__module__.startswith("cupy") and \
         isinstance(obj, sys.modules["cupy"].ndarray)
 
 
-def _c_contiguous_strides(shape) -> Tuple[int, ...]:
-    strides, step = [], 1
+def _c_contiguous_strides(shape: Sequence[int]) -> Tuple[int, ...]:
+    strides: list[int] = []
+    step = 1
     for n in reversed(shape):
         strides.append(step)
         step *= max(int(n), 1)
     return tuple(reversed(strides))
 
 
-def describe(obj) -> ArrayInfo:
+def describe(obj: Any) -> ArrayInfo:
     """An ArrayInfo for `obj`; raises NotAnArray for anything that is not an array."""
     if isinstance(obj, np.ndarray):
         item = obj.dtype.itemsize or 1
@@ -102,7 +103,9 @@ def describe(obj) -> ArrayInfo:
         dev = obj.device
         space = dev.type
         if space != "cpu":  # torch names several runtimes "cuda"; DLPack's device type tells them apart
-            space = _DLPACK_SPACES.get(_dlpack_device_type(obj), "metal" if space == "mps" else space)
+            code = _dlpack_device_type(obj)
+            fallback = "metal" if space == "mps" else space
+            space = _DLPACK_SPACES.get(code, fallback) if code is not None else fallback
         device = space if dev.index is None and space == "cpu" else f"{space}:{dev.index or 0}"
         if obj.is_conj():  # only complex tensors have one, and no tilecore dtype is complex
             raise NotAnArray("got a torch tensor with its conjugate bit set; pass tensor.resolve_conj()")
@@ -135,7 +138,7 @@ def describe(obj) -> ArrayInfo:
                      "(expected numpy, torch, cupy or an object with __dlpack__)")
 
 
-def memory_range(array) -> Optional[Tuple[int, int]]:
+def memory_range(array: Any) -> Optional[Tuple[int, int]]:
     """(first byte address, end address) of a dense array's memory, or None when unknown."""
     try:
         if isinstance(array, np.ndarray):
@@ -152,17 +155,18 @@ def memory_range(array) -> Optional[Tuple[int, int]]:
     return None
 
 
-def numpy_dtype(dtype: str):
+def numpy_dtype(dtype: str) -> np.dtype[Any]:
     """The numpy dtype of a tilecore dtype (bfloat16 through ml_dtypes)."""
     if dtype == "bfloat16":
         import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
+        bfloat16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+        return bfloat16
     return np.dtype(dtype)
 
 
 def allocate(like: Optional[ArrayInfo], shape: Tuple[int, ...], dtype: str, memory_space: str = "cpu",
-             zeroed: bool = True):
+             zeroed: bool = True) -> Any:
     """An array of `shape` and `dtype` in `like`'s library and on its device, zero-filled unless
     `zeroed` is False (the Kernel passes False only for outputs the kernel provably writes in full).
 
@@ -182,14 +186,13 @@ def allocator(like: Optional[ArrayInfo], shape: Tuple[int, ...], dtype: str,
     allocates without looking the library and dtype up again. It keeps the
     device of `like`, never the array itself.
     """
-    library = like.library if like is not None else None
     shape = tuple(int(n) for n in shape)
-    if library == "torch":
+    if like is not None and like.library == "torch":
         import torch
 
         make = torch.zeros if zeroed else torch.empty
         return functools.partial(make, shape, dtype=getattr(torch, dtype), device=like.array.device)
-    if library == "cupy":
+    if like is not None and like.library == "cupy":
         return _cupy_allocator(like.array.device.id, shape, dtype, zeroed)
     if memory_space == "cpu":
         return functools.partial(np.zeros if zeroed else np.empty, shape, numpy_dtype(dtype))
@@ -197,7 +200,7 @@ def allocator(like: Optional[ArrayInfo], shape: Tuple[int, ...], dtype: str,
 
 
 def _cupy_allocator(device_id: int, shape: Tuple[int, ...], dtype: str, zeroed: bool) -> Callable[[], Any]:
-    def cupy_array():
+    def cupy_array() -> Any:
         import cupy
 
         with cupy.cuda.Device(device_id):
@@ -207,7 +210,7 @@ def _cupy_allocator(device_id: int, shape: Tuple[int, ...], dtype: str, zeroed: 
 
 def _device_allocator(shape: Tuple[int, ...], dtype: str, memory_space: str, zeroed: bool) -> Callable[[], Any]:
     """Device memory with no array to copy the library from: torch, else cupy."""
-    def device_array():
+    def device_array() -> Any:
         try:
             import torch
         except ImportError:
@@ -223,7 +226,7 @@ def _device_allocator(shape: Tuple[int, ...], dtype: str, memory_space: str, zer
     return device_array
 
 
-def as_numpy(array) -> np.ndarray:
+def as_numpy(array: Any) -> np.ndarray[Any, Any]:
     """A zero-copy numpy view of a CPU array (numpy, torch CPU tensor, CPU DLPack object).
 
     Writes through the view reach the original, so launchers can run in place.
@@ -236,8 +239,10 @@ def as_numpy(array) -> np.ndarray:
         t = array.detach()
         torch = sys.modules["torch"]
         if t.dtype == torch.bfloat16:  # numpy has no bfloat16: view the bits, then reinterpret
-            return t.view(torch.int16).numpy().view(numpy_dtype("bfloat16"))
-        return t.numpy()
+            view: np.ndarray[Any, Any] = t.view(torch.int16).numpy().view(numpy_dtype("bfloat16"))
+            return view
+        host: np.ndarray[Any, Any] = t.numpy()
+        return host
     if _is_cupy(array):
         raise TypeError("as_numpy needs a CPU array, got a cupy array")
     return np.from_dlpack(array)

@@ -231,14 +231,15 @@ def _pid_running(pid: int) -> bool:
 
 def _atomic_write(folder: str, name: str, data: bytes) -> str:
     """Write `folder/name` through a `.tc-<pid>-*.tmp` file and os.replace; return the path."""
-    fd, tmp = tempfile.mkstemp(prefix=f".tc-{os.getpid()}-", suffix=".tmp", dir=folder)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".tc-{os.getpid()}-", suffix=".tmp", dir=folder)
+    tmp: Optional[str] = tmp_name  # None once renamed into place
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         path = os.path.join(folder, name)
-        os.replace(tmp, path)
+        os.replace(tmp_name, path)
         tmp = None
         return path
     finally:
@@ -456,7 +457,7 @@ class DiskCache:
                 found.append((what, st.st_mtime, st.st_size, path))
         return found
 
-    def entries(self):
+    def entries(self) -> List[Tuple[float, int, str]]:
         """[(modification time, size, path)] of every entry."""
         return [(mtime, size, path) for kind, mtime, size, path in self.managed_files() if kind == "entry"]
 
@@ -469,7 +470,8 @@ class DiskCache:
         removed, total, candidates = 0, 0, []
         for kind, mtime, size, path in files:
             if kind == "temp":
-                pid = int(_TEMP_FILE.match(os.path.basename(path)).group(1))
+                temp = _TEMP_FILE.match(os.path.basename(path))
+                pid = int(temp.group(1)) if temp else -1  # managed_files matched it: never -1
                 if now - mtime > ORPHAN_SECONDS or (pid != os.getpid() and not _pid_running(pid)):
                     removed += _unlink(path)
                     continue
@@ -510,8 +512,8 @@ class DiskCache:
             pass
         return removed
 
-    def _subfolders(self) -> set:
-        out = set()
+    def _subfolders(self) -> set[str]:
+        out: set[str] = set()
         try:
             out |= {os.path.join(self.root, n) for n in os.listdir(self.root) if _ENTRY_DIR.match(n)}
             native = os.path.join(self.root, NATIVE)

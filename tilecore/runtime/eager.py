@@ -11,13 +11,17 @@ import functools
 import inspect
 import os
 import threading
-from typing import Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..diagnostics import TileError, user_facing
 from ..ir import nodes as N
 
+if TYPE_CHECKING:
+    from .api import JITFunction
+    from .kernel import Kernel
 
-def _is_array(value) -> bool:
+
+def _is_array(value: Any) -> bool:
     """Arrays (numpy, torch, cupy, DLPack objects) are tensor arguments; the rest are Python values."""
     if isinstance(value, (str, bytes, int, float, complex, bool)) or value is None:
         return False
@@ -29,7 +33,10 @@ def _is_array(value) -> bool:
 class EagerJITFunction:
     """An eager-style kernel function: call it with arrays, or `.compile(...)` it."""
 
-    def __init__(self, func, out_idx=None, target: Optional[str] = None, **options):
+    __name__: str  # the kernel function's, copied by functools.update_wrapper
+
+    def __init__(self, func: Callable[..., Any], out_idx: Union[None, int, Sequence[int]] = None,
+                 target: Optional[str] = None, **options: Any):
         functools.update_wrapper(self, func)
         self.func = func
         self.signature = inspect.signature(func)
@@ -38,7 +45,7 @@ class EagerJITFunction:
         if out_idx is not None:
             raise TileError(f"{func.__name__}: an eager-style kernel returns its T.empty outputs; "
                             "out_idx does not apply to it")
-        self._kernels: Dict[Any, Any] = {}
+        self._kernels: Dict[Any, Kernel] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ compiling
@@ -52,15 +59,16 @@ class EagerJITFunction:
                 py[name] = p.default
         return py, consts
 
-    def prim_func(self, **values) -> N.PrimFunc:
+    def prim_func(self, **values: Any) -> N.PrimFunc:
         """The PrimFunc for these Python arguments and T.const values (not compiled)."""
         from ..frontend.eager import parse_eager
 
         py, consts = self._split(values)
-        return parse_eager(self.func, py, consts)[0]
+        prim: N.PrimFunc = parse_eager(self.func, py, consts)[0]
+        return prim
 
     @user_facing
-    def compile(self, target: Optional[str] = None, **values):
+    def compile(self, target: Optional[str] = None, **values: Any) -> Kernel:
         """The Kernel for these Python arguments and T.const values; call it with the tensors."""
         from ..frontend.eager import parse_eager
         from .api import _freeze
@@ -69,7 +77,7 @@ class EagerJITFunction:
         py, consts = self._split(values)
         target = target or self.target
         try:
-            key = (_freeze(py), _freeze(consts), target, os.environ.get("TILECORE_TARGET"))
+            key: Optional[Tuple[Any, ...]] = (_freeze(py), _freeze(consts), target, os.environ.get("TILECORE_TARGET"))
         except TypeError:
             key = None
         if key is not None:
@@ -88,15 +96,15 @@ class EagerJITFunction:
 
     # ------------------------------------------------------------------ calling
     @user_facing
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         kernel, tensors = self._kernel_for(args, kwargs)
         return kernel(*self.in_order(tensors))
 
-    def in_order(self, tensors: Dict[str, Any]) -> list:
+    def in_order(self, tensors: Dict[str, Any]) -> List[Any]:
         """The arrays of a call in the order the Kernel takes them."""
         return [tensors[n] for n in self.signature.parameters if n in tensors]
 
-    def as_factory(self, names, sample: Dict[str, Any]):
+    def as_factory(self, names: Sequence[str], sample: Dict[str, Any]) -> JITFunction:
         """This kernel as a `@tilecore.jit` factory over the Python parameters and T.const sizes
         `names` (what tilecore.autotune tunes); `sample` (values of every name) fixes the outputs."""
         from ..frontend.eager import parse_eager
@@ -110,19 +118,20 @@ class EagerJITFunction:
                            target=self.target, **self.options)
 
     @user_facing
-    def get_kernel_source(self, *args, **kwargs) -> str:
+    def get_kernel_source(self, *args: Any, **kwargs: Any) -> str:
         """The generated code of the kernel a call with these arguments runs (not run); without
         arrays, the arguments are those of `compile` (Python parameters and T.const sizes)."""
         if not args and not any(_is_array(v) for v in kwargs.values()):
             return self.compile(**kwargs).source
         return self._kernel_for(args, kwargs)[0].source
 
-    def _kernel_for(self, args, kwargs):
+    def _kernel_for(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[Kernel, Dict[str, Any]]:
         """(the Kernel for a call with these arguments, {tensor parameter: array})."""
         values, tensors = self.bind_call(args, kwargs)
         return self.compile(**values), tensors
 
-    def bind_call(self, args, kwargs, leave_out=frozenset()) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    def bind_call(self, args: Sequence[Any], kwargs: Dict[str, Any], leave_out: Collection[str] = frozenset(),
+                  ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         """({Python parameter or T.const size: value}, {tensor parameter: array}) of a call with
         arrays: sizes read from the arrays' shapes, defaults applied; the Python parameters in
         `leave_out` (tuned ones) may be missing."""
@@ -177,5 +186,5 @@ class _EagerFactory:
         self.__signature__ = inspect.Signature(
             [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in names])
 
-    def __call__(self, **values) -> N.PrimFunc:
+    def __call__(self, **values: Any) -> N.PrimFunc:
         return self.eager.prim_func(**values)

@@ -18,7 +18,7 @@ import shutil
 import stat
 import tempfile
 import threading
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from ..diagnostics import TileError
 from ..envflags import env_flag
@@ -62,7 +62,7 @@ def folder_trusted() -> bool:
     return config.get("cache_trusted") is True
 
 
-_checked: Dict[str, tuple] = {}  # path -> (dev, inode, mode, uid) found private in this process
+_checked: Dict[str, Tuple[int, int, int, int]] = {}  # path -> (dev, inode, mode, uid) found private in this process
 _lock = threading.Lock()
 
 
@@ -91,7 +91,7 @@ def private_folder(path: str, what: str, setting: str) -> str:
     return path
 
 
-_process_dirs: Dict[tuple, str] = {}  # (purpose, pid) -> folder
+_process_dirs: Dict[Tuple[str, int], str] = {}  # (purpose, pid) -> folder
 
 
 def process_tempdir(purpose: str) -> str:

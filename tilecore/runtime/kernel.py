@@ -6,7 +6,7 @@ import operator
 import os
 import sys
 import threading
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -14,14 +14,24 @@ from ..diagnostics import TileError, TileRuntimeError, hide_internal_frames
 from ..ir import nodes as N
 from . import arrays
 
+if TYPE_CHECKING:
+    from ..plugin.backend import Artifact, Backend
+    from ..profiler import Profiler
 
-def normalize_out_idx(out_idx, nparams: int, func_name: str = "kernel") -> Tuple[int, ...]:
+Args = Tuple[Any, ...]  # a call's arrays
+Signature = Tuple[Any, ...]  # _signature of each argument (hashable)
+Plan = Callable[[Args], Any]  # runs a call of a remembered signature, returns its outputs
+Allocators = Tuple[Tuple[int, Callable[[], Any]], ...]  # (parameter index, allocate) per output
+
+
+def normalize_out_idx(out_idx: Union[None, int, Sequence[int]], nparams: int,
+                      func_name: str = "kernel") -> Tuple[int, ...]:
     """Sorted, non-negative parameter indices of the outputs (None -> no outputs)."""
     if out_idx is None:
         return ()
     if isinstance(out_idx, int):
         out_idx = [out_idx]
-    result = []
+    result: List[int] = []
     for i in out_idx:
         if not isinstance(i, int) or isinstance(i, bool):
             raise TileError(f"out_idx entries must be ints, got {i!r}")
@@ -35,11 +45,11 @@ def normalize_out_idx(out_idx, nparams: int, func_name: str = "kernel") -> Tuple
     return tuple(sorted(result))
 
 
-def written_buffer_names(func: N.PrimFunc) -> frozenset:
+def written_buffer_names(func: N.PrimFunc) -> FrozenSet[str]:
     """Names of the global buffers (parameters) that the kernel writes."""
     from ..ir.visitor import walk_stmts
 
-    names = set()
+    names: set[str] = set()
     for stmt in walk_stmts(func.body):
         if isinstance(stmt, N.Store):
             names.add(stmt.buffer.name)
@@ -52,14 +62,14 @@ def written_buffer_names(func: N.PrimFunc) -> frozenset:
     return frozenset(n for n in names if any(p.name == n for p in func.params))
 
 
-def _elements(shape) -> int:
+def _elements(shape: Sequence[int]) -> int:
     count = 1
     for n in shape:
         count *= int(n)
     return count
 
 
-def _writeable(array) -> bool:
+def _writeable(array: Any) -> bool:
     """False only for arrays that say they are read-only (numpy's writeable flag)."""
     flags = getattr(array, "flags", None)
     return bool(getattr(flags, "writeable", True)) if flags is not None else True
@@ -71,7 +81,7 @@ _ndarray = np.ndarray
 _torch_tensor: Optional[type] = None  # torch.Tensor once torch is imported (tilecore never imports it)
 
 
-def _signature(value) -> Optional[tuple]:
+def _signature(value: Any) -> Optional[Signature]:
     """What check_arguments looks at in `value`, as a hashable key; None: always check fully.
 
     numpy: dtype, shape, C-contiguity and writability; torch: dtype, shape,
@@ -96,20 +106,21 @@ def _find_torch_tensor() -> Optional[type]:
     return _torch_tensor
 
 
-def _generic_run(launch: Callable, bindings: Dict[str, int]) -> Callable[[tuple], None]:
+def _generic_run(launch: Callable[[List[Any], Dict[str, int]], None],
+                 bindings: Dict[str, int]) -> Callable[[Args], None]:
     """`run(args)` through the launcher's plain `launch(args, bindings)` contract (each call gets its
     own list and dict, so a launcher that changes them cannot change the remembered plan)."""
     if not bindings:
-        def run(call_args):
+        def run_unbound(call_args: Args) -> None:
             launch(list(call_args), {})
-        return run
+        return run_unbound
 
-    def run(call_args):
+    def run(call_args: Args) -> None:
         launch(list(call_args), dict(bindings))
     return run
 
 
-def _shape_text(shape) -> str:
+def _shape_text(shape: Sequence[Union[int, N.Var]]) -> str:
     items = [s.name if isinstance(s, N.Var) else str(s) for s in shape]
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
@@ -122,9 +133,9 @@ class Kernel:
     full target it was compiled for.
     """
 
-    def __init__(self, func: N.PrimFunc, backend, target: str, artifact, out_idx,
-                 launcher_factory: Callable[[], Callable], options: Optional[Dict[str, Any]] = None,
-                 profiler_inputs: str = "numpy"):
+    def __init__(self, func: N.PrimFunc, backend: Backend, target: str, artifact: Artifact,
+                 out_idx: Union[None, int, Sequence[int]], launcher_factory: Callable[[], Callable[..., Any]],
+                 options: Optional[Dict[str, Any]] = None, profiler_inputs: str = "numpy"):
         self.ir = func
         # the array library of the inputs get_profiler() draws: "numpy" (device arrays off the
         # cpu) or "torch" (what TileLang's profiler hands a reference program)
@@ -135,7 +146,7 @@ class Kernel:
         self.options = dict(options or {})
         self.out_idx = normalize_out_idx(out_idx, len(func.params), func.name)
         self._launcher_factory = launcher_factory
-        self._launch: Optional[Callable] = None
+        self._launch: Optional[Callable[..., Any]] = None
         self._lock = threading.Lock()
         outs = set(self.out_idx)
         self.inputs: Tuple[N.Buffer, ...] = tuple(p for i, p in enumerate(func.params) if i not in outs)
@@ -145,31 +156,33 @@ class Kernel:
         self._outputs_last = self.out_idx == tuple(range(len(self.inputs), len(func.params)))
         # (inputs + outputs) -> parameter order, for out_idx that are not the last parameters
         positions = {p: k for k, p in enumerate(self._input_index + self.out_idx)}
-        self._param_order = operator.itemgetter(*[positions[i] for i in range(len(func.params))]) \
-            if len(func.params) > 1 else tuple
+        self._param_order: Callable[[Args], Args] = \
+            operator.itemgetter(*[positions[i] for i in range(len(func.params))]) if len(func.params) > 1 else tuple
         # argument signatures of calls that passed check_arguments -> plan (see _make_plan)
-        self._plans: Dict[tuple, Callable[[tuple], Any]] = {}
+        self._plans: Dict[Signature, Plan] = {}
         # the same signatures -> the launcher's bind_call (see _remember_fast_call); _fast: the latest
-        self._fast_calls: Dict[tuple, Callable[[tuple], Any]] = {}
-        self._fast: Optional[Callable[[tuple], Any]] = None
+        self._fast_calls: Dict[Signature, Plan] = {}
+        self._fast: Optional[Plan] = None
         self._index_limit = (1 << (int(getattr(backend.capabilities, "index_bits", 32)) - 1)) - 1
         # inputs the kernel writes: such an argument must not share memory with another one
         self._written_inputs = tuple(k for k, p in enumerate(self.inputs) if p.name in self._written)
 
     @property
     def name(self) -> str:
+        """The PrimFunc's name."""
         return self.ir.name
 
     @property
     def source(self) -> str:
         """The generated code (CUDA C++, LLVM IR, NPU assembly, ...) as text."""
-        return self.artifact.source
+        return str(self.artifact.source)
 
     def get_kernel_source(self) -> str:
         """The generated code (TileLang's spelling of `source`, for ported code)."""
-        return self.artifact.source
+        return self.source
 
-    def get_profiler(self, inputs=None, seed: int = 0, tensor_supply_type=None):
+    def get_profiler(self, inputs: Optional[Sequence[Any]] = None, seed: int = 0,
+                     tensor_supply_type: Any = None) -> Profiler:
         """A `tilecore.profiler.Profiler` timing this kernel (TileLang's spelling):
         `kernel.get_profiler().do_bench()` is the median run time in ms; `inputs` default to
         random arrays drawn from `seed` (TileLang's `tensor_supply_type` is accepted and ignored)."""
@@ -193,14 +206,14 @@ class Kernel:
     # bind_call for the latest signature (see _remember_fast_call), which checks the signature
     # itself and hands everything else to _checked_call.
 
-    def _launcher(self) -> Callable:
+    def _launcher(self) -> Callable[..., Any]:
         if self._launch is None:
             with self._lock:
                 if self._launch is None:
                     self._launch = self._launcher_factory()
         return self._launch
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fast = self._fast
         try:
             if fast is not None and not kwargs:
@@ -211,7 +224,7 @@ class Kernel:
                 raise
             raise err.with_traceback(None) from None
 
-    def _checked_call(self, args: tuple, kwargs: Dict[str, Any] = _NO_KEYWORDS):
+    def _checked_call(self, args: Args, kwargs: Dict[str, Any] = _NO_KEYWORDS) -> Any:
         """A call through the remembered plans, or the full check (_call) for a new signature."""
         try:
             if not kwargs:
@@ -234,9 +247,10 @@ class Kernel:
                 raise
             raise hide_internal_frames(err) from None
 
-    def _call(self, args, kwargs):
+    def _call(self, args: Args, kwargs: Dict[str, Any]) -> Any:
         """The full path: match and check the arguments, allocate, launch, remember the plan."""
-        signature = None
+        signature: Optional[Signature] = None
+        inputs: Sequence[Any]
         if not kwargs and len(args) == len(self._input_index):
             inputs = args
             try:
@@ -260,7 +274,7 @@ class Kernel:
         launch = self._launch or self._launcher()
         outputs = self._allocate(allocators)
         call_args = self._arrange(checked, outputs)
-        run = None
+        run: Optional[Callable[[Args], Any]] = None
         try:
             specialize = getattr(launch, "specialize", None) if cacheable else None
             if specialize is not None:
@@ -272,7 +286,7 @@ class Kernel:
             raise
         except Exception as err:  # a backend failure becomes one clear error, cause chained
             raise self._launch_failure(err) from err
-        if cacheable:
+        if cacheable and signature is not None:
             if len(self._plans) >= _MAX_PLANS:
                 self._plans.clear()
                 self._fast_calls.clear()
@@ -294,13 +308,14 @@ class Kernel:
 
         return writes_every_element(self.ir, self.ir.params[param_index], bindings or {})
 
-    def _remember_fast_call(self, signature: tuple, launch, call_args: tuple, bindings: Dict[str, int],
-                            outputs: tuple) -> None:
+    def _remember_fast_call(self, signature: Signature, launch: Callable[..., Any], call_args: Args,
+                            bindings: Dict[str, int], outputs: Tuple[Tuple[int, Callable[[], Any], bool], ...],
+                            ) -> None:
         """Ask the launcher for `bind_call`: the whole call for this signature as one callable that
         checks the signature itself and hands any other call to `_checked_call`; it becomes the
         first thing __call__ tries. `outputs`: (parameter index, allocate, uninitialised) triples."""
         bind_call = getattr(launch, "bind_call", None)
-        fast = None
+        fast: Optional[Plan] = None
         if bind_call is not None:
             try:
                 fast = bind_call(call_args, dict(bindings), self._input_index, outputs, self._checked_call)
@@ -312,13 +327,13 @@ class Kernel:
             self._fast_calls[signature] = fast
         self._fast = fast
 
-    def _with_alias_check(self, plan: Callable[[tuple], Any]) -> Callable[[tuple], Any]:
+    def _with_alias_check(self, plan: Plan) -> Plan:
         """`plan` preceded by the check that no written input shares memory with another input
         (a signature says nothing about which memory the arrays are in)."""
         check = self._check_aliasing
 
         @functools.wraps(plan)  # keeps the wrapped callable visible as __wrapped__
-        def checked(inputs):
+        def checked(inputs: Args) -> Any:
             check(inputs)
             return plan(inputs)
         return checked
@@ -328,9 +343,10 @@ class Kernel:
         would depend on the order the backend happens to read and write in."""
         ranges = [arrays.memory_range(a) for a in inputs]
         for k in self._written_inputs:
-            if ranges[k] is None:
+            span = ranges[k]
+            if span is None:
                 continue
-            start, end = ranges[k]
+            start, end = span
             for j, other in enumerate(ranges):
                 if j == k or other is None or end <= other[0] or other[1] <= start or start == end:
                     continue
@@ -340,7 +356,7 @@ class Kernel:
                     f"would depend on the order of reads and writes; pass a separate array (e.g. a copy)",
                     self.inputs[k])
 
-    def _make_plan(self, run: Callable[[tuple], Any], allocators: tuple) -> Callable[[tuple], Any]:
+    def _make_plan(self, run: Callable[[Args], Any], allocators: Allocators) -> Plan:
         """`plan(inputs)` for a remembered signature: allocate the outputs, `run` all arguments, return
         the outputs. Written out per case, as this is the whole per-call cost above the launch; a
         failure of `run` that is not a TileError is wrapped by __call__."""
@@ -350,22 +366,22 @@ class Kernel:
         if len(allocators) == 1 and self._outputs_last:
             (param_index, allocate_one), = allocators
 
-            def plan(inputs):
+            def plan_one(inputs: Args) -> Any:
                 try:
                     out = allocate_one()
                 except Exception as err:
                     raise allocation_failure(param_index, err) from err
                 run(inputs + (out,))
                 return out
-            return plan
+            return plan_one
 
-        def plan(inputs):
+        def plan(inputs: Args) -> Any:
             outputs = allocate(allocators)
             run(arrange(inputs, outputs))
             return outputs[0] if len(outputs) == 1 else outputs
         return plan
 
-    def _allocate(self, allocators: tuple) -> tuple:
+    def _allocate(self, allocators: Allocators) -> Args:
         outputs = []
         for i, allocate in allocators:
             try:
@@ -380,7 +396,7 @@ class Kernel:
         return TileRuntimeError(f"{self._who()}: cannot allocate output "
                                 f"{self.ir.params[param_index].name!r}: {what}")
 
-    def _arrange(self, inputs: tuple, outputs: tuple) -> tuple:
+    def _arrange(self, inputs: Args, outputs: Args) -> Args:
         """All arguments in parameter order."""
         if self._outputs_last:  # the usual layout: inputs, then outputs
             return inputs + outputs
@@ -416,7 +432,7 @@ class Kernel:
             raise TileRuntimeError(f"{self._who()}: missing input(s) {', '.join(missing)}")
         return [values[n] for n in names]
 
-    def check_arguments(self, inputs: Sequence[Any]):
+    def check_arguments(self, inputs: Sequence[Any]) -> Tuple[List[Tuple[int, arrays.ArrayInfo]], Dict[str, int]]:
         """Validate every input; return ([(param index, ArrayInfo)], dynamic-dim bindings).
 
         Raises TileRuntimeError naming the parameter and the expected vs given value.
@@ -426,7 +442,7 @@ class Kernel:
         bound_by: Dict[str, Tuple[str, int]] = {}  # dim name -> (parameter, axis) that bound it
         where = self._where  # messages are built only when raising
         first_device: Optional[Tuple[str, str]] = None
-        infos = []
+        infos: List[Tuple[int, arrays.ArrayInfo]] = []
         for param, param_index, value in zip(self.inputs, self._input_index, inputs):
             try:
                 info = arrays.describe(value)

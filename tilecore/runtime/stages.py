@@ -9,7 +9,7 @@ sees every global write of the stages before it (semantics.md, "Several kernels"
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence
 
 import numpy as np
 
@@ -17,6 +17,12 @@ from ..diagnostics import TileCompileError
 from ..ir import nodes as N
 from ..plugin.backend import Artifact
 from . import arrays
+
+if TYPE_CHECKING:
+    from .kernel import Kernel
+
+# `launch(args, bindings)`, as a backend's tilecore_launcher returns it.
+Launch = Callable[[List[Any], Dict[str, int]], None]
 
 
 def check_scratch(func: N.PrimFunc) -> None:
@@ -27,7 +33,7 @@ def check_scratch(func: N.PrimFunc) -> None:
                                    f"{buf.shape}", buf.span, func.source)
 
 
-def stage_artifact(func: N.PrimFunc, stages: Sequence[Any]) -> Artifact:
+def stage_artifact(func: N.PrimFunc, stages: Sequence[Kernel]) -> Artifact:
     """One Artifact describing the stage kernels (their sources, in launch order)."""
     first = stages[0].artifact
     source = "\n\n".join(f"// ---- stage {k}: {s.name}\n{s.artifact.source}" for k, s in enumerate(stages))
@@ -35,10 +41,10 @@ def stage_artifact(func: N.PrimFunc, stages: Sequence[Any]) -> Artifact:
                     meta={"stages": [s.artifact.entry for s in stages]})
 
 
-def _scratch_allocator(buf: N.Buffer, like) -> Callable[[], Any]:
+def _scratch_allocator(buf: N.Buffer, like: Any) -> Callable[[], Any]:
     """Allocate `buf` where `like` (the first argument) lives. On the host, floats start as
     NaN so that reading scratch no stage wrote shows up (semantics.md: undefined)."""
-    shape = tuple(int(d) for d in buf.shape)
+    shape = tuple(d for d in buf.shape if isinstance(d, int))  # static: check_scratch
     if isinstance(like, np.ndarray) or like is None:
         dtype = arrays.numpy_dtype(buf.dtype)
         fill = np.nan if np.issubdtype(dtype, np.floating) or buf.dtype == "bfloat16" else 0
@@ -47,14 +53,14 @@ def _scratch_allocator(buf: N.Buffer, like) -> Callable[[], Any]:
     return arrays.allocator(info, shape, buf.dtype, info.memory_space, zeroed=True)
 
 
-def stage_launcher(func: N.PrimFunc, stages: Sequence[Any]) -> Callable[[], Callable]:
+def stage_launcher(func: N.PrimFunc, stages: Sequence[Kernel]) -> Callable[[], Launch]:
     """The launcher factory of the whole function: scratch per call, then each stage's launch."""
     scratch = func.scratch
 
-    def make():
+    def make() -> Launch:
         launches = [s._launcher() for s in stages]
 
-        def launch(args: List[Any], bindings):
+        def launch(args: List[Any], bindings: Dict[str, int]) -> None:
             like = args[0] if args else None
             full = list(args) + [_scratch_allocator(buf, like)() for buf in scratch]
             for run in launches:
