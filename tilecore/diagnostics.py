@@ -33,6 +33,8 @@ class TileCompileError(TileError):
 class UnsupportedFeatureError(TileCompileError):
     """The chosen backend does not support a feature the kernel uses."""
 
+    feature_key: str = ""  # the vocabulary name ("cumsum"), set by the check_features pass
+
     def __init__(self, backend: str, feature: str, span: Optional[Span] = None, source: str = ""):
         self.backend = backend
         self.feature = feature

@@ -124,10 +124,10 @@ def _tree_interval(e: N.Expr, env: Dict[str, Interval]) -> Interval:
         return (min(a[0], b[0]), max(a[1], b[1]))
     if isinstance(e, N.Cast):
         if e.value.dtype in INT_DTYPES + ("bool",):
-            v = _tree_interval(e.value, env)
+            inner = _tree_interval(e.value, env)
             lo, hi = _dtype_range(e.dtype)
-            if lo <= v[0] and v[1] <= hi:
-                return v
+            if lo <= inner[0] and inner[1] <= hi:
+                return inner
         return _dtype_range(e.dtype)
     if isinstance(e, N.Call) and e.func == "abs" and e.args[0].dtype == e.dtype:
         a = _tree_interval(e.args[0], env)

@@ -23,10 +23,11 @@ The frontend calls `check(func)` at the end of parsing.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, TypeGuard
 
 from ..diagnostics import TileCompileError
 from ..ir import nodes as N
+from ..ir.span import Span
 from ..ir.types import DTYPES, FLOAT_DTYPES, INT_DTYPES
 from .simplify import as_int
 
@@ -51,7 +52,7 @@ _ALLOC_NAMES = {"shared": "T.alloc_shared", "fragment": "T.alloc_fragment",
                 "local": "T.alloc_local", "var": "T.alloc_var", "global": "a global allocation"}
 
 
-def _has_line(span) -> bool:
+def _has_line(span: object) -> TypeGuard[Span]:
     return span is not None and getattr(span, "line", 0) > 0
 
 

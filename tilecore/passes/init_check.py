@@ -40,7 +40,6 @@ def _region_index_loads(region: N.Region) -> Iterator[N.Buffer]:
 
 def _reads(s: N.Stmt) -> Iterator[Tuple[N.Buffer, str]]:
     """(buffer, what reads it) for the reads `s` itself makes (not its nested bodies)."""
-    name = type(s).__name__
     if isinstance(s, N.Store):
         for b in _loads(s.value, *s.indices):
             yield b, "this expression"
@@ -83,7 +82,7 @@ def _reads(s: N.Stmt) -> Iterator[Tuple[N.Buffer, str]]:
     elif isinstance(s, N.For):
         for b in _loads(s.begin, s.extent):
             yield b, "this loop's bounds"
-    elif name == "Kernel":
+    elif isinstance(s, N.Kernel):
         for b in _loads(*s.grid):
             yield b, "the grid"
 

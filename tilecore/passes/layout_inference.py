@@ -69,8 +69,9 @@ class FragmentLayout(Layout):
 
         mapping = {v.name: N.Const(int(i), v.dtype) for v, i in zip(self.vars, indices)}
         thread = as_int(substitute(self.thread, mapping))
-        local = tuple(as_int(substitute(e, mapping)) for e in self.local)
-        if thread is None or any(x is None for x in local):
+        found = [as_int(substitute(e, mapping)) for e in self.local]
+        local = tuple(x for x in found if x is not None)
+        if thread is None or len(local) != len(found):
             raise ValueError(f"layout index map does not evaluate to integers at {tuple(indices)}")
         return thread, local
 
@@ -185,13 +186,10 @@ def collect_rules(backend, options: Optional[Mapping[str, Any]] = None,
     """Rules from the plugin hook, then ctx options, then `extra` (later wins)."""
     rules: Dict[str, Rule] = {}
     if backend is not None:
-        try:
-            from ..plugin.manager import get_plugin_manager
-        except ImportError:
-            get_plugin_manager = None
-        if get_plugin_manager is not None:
-            get_plugin_manager().call("tilecore_layout_rules", what=f"for backend {backend.name!r}",
-                                      backend=backend, rules=rules)
+        from ..plugin.manager import get_plugin_manager
+
+        get_plugin_manager().call("tilecore_layout_rules", what=f"for backend {backend.name!r}",
+                                  backend=backend, rules=rules)
     if options and options.get("layout_rules"):
         rules.update(options["layout_rules"])
     if extra:

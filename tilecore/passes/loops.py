@@ -39,9 +39,9 @@ class LoopInfo:
         return self.kind == "pipelined" and self.num_stages > 1 and bool(self.stage_buffers)
 
 
-def _own_loads(s: N.Stmt) -> set:
+def _own_loads(s: N.Stmt) -> set[str]:
     """Buffers loaded by the expressions of `s` itself (not its nested bodies)."""
-    names = set()
+    names: set[str] = set()
     for name in ("indices", "value", "cond", "begin", "extent", "src", "dst", "a", "b", "c"):
         value = getattr(s, name, None)
         for item in (value if isinstance(value, tuple) else (value,)):

@@ -20,7 +20,7 @@ software-pipeline T.Pipelined loops), each stage buffer of a pipelined loop
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from ..diagnostics import TileCompileError
 from ..ir import nodes as N
@@ -37,7 +37,9 @@ def buffer_bytes(buf: N.Buffer) -> int:
     """Bytes a static block-local buffer occupies."""
     n = 1
     for s in buf.shape:
-        n *= int(s)
+        if not isinstance(s, int):
+            raise TypeError(f"block-local buffer {buf.name!r} has a dynamic shape {buf.shape}")
+        n *= s
     return n * itemsize(buf.dtype)
 
 
@@ -109,13 +111,13 @@ def plan_storage(storage: str, names: List[str], live: _liveness.Liveness,
              else stages[n] * _align(buffer_bytes(live.buffers[n]), align) for n in names}
     plan = StoragePlan(storage, align, sizes=sizes, stages=stages,
                        unshared_bytes=sum(_align(s, align) for s in sizes.values()))
-    best = None
+    best: Optional[Tuple[int, Dict[str, int]]] = None
     for order in (list(names), sorted(names, key=lambda n: (-sizes[n], names.index(n)))):
         offsets = _first_fit(order, sizes, live, align)
         total = max((offsets[n] + sizes[n] for n in names), default=0)
         if best is None or total < best[0]:
             best = (total, offsets)
-    plan.total_bytes, offsets = best
+    plan.total_bytes, offsets = best if best is not None else (0, {})
     plan.offsets = {n: offsets[n] for n in names}
     return plan
 

@@ -16,14 +16,15 @@ then observable.
 from __future__ import annotations
 
 import operator
-from typing import Dict, Iterator, Mapping, Optional, Tuple
+from typing import Callable, Dict, Iterator, Mapping, Optional, Tuple
 
 from ..frontend.affine import linear
 from ..ir import nodes as N
 from ..ir.visitor import walk, walk_stmts
 
-_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
-          "%": operator.mod, "min": min, "max": max}
+_ARITH: Dict[str, Callable[[int, int], int]] = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
+    "%": operator.mod, "min": min, "max": max}
 
 
 def writes_every_element(func: N.PrimFunc, output: N.Buffer, bindings: Mapping[str, int]) -> bool:
@@ -81,8 +82,9 @@ def _unconditional_writes(body, name: str, loops: Dict[N.Expr, int],
         elif isinstance(stmt, N.Store) and stmt.buffer.name == name:
             yield stmt.indices, (1,) * len(stmt.indices), loops
         elif isinstance(stmt, N.Kernel):
-            extents = [_value(g, bindings) for g in stmt.grid]
-            if None not in extents:
+            grid = [_value(g, bindings) for g in stmt.grid]
+            extents = [n for n in grid if n is not None]
+            if len(extents) == len(grid):
                 yield from _unconditional_writes(stmt.body, name, {**loops, **dict(zip(stmt.block_vars, extents))},
                                                  bindings)
         elif isinstance(stmt, N.For):
@@ -97,7 +99,7 @@ def _unconditional_writes(body, name: str, loops: Dict[N.Expr, int],
 def _covers(starts, extents, loops: Dict[N.Expr, int], sizes) -> bool:
     """Whether {starts + offsets : loop variables in range, 0 <= offsets < extents} holds every index
     below `sizes`, each loop variable used in one dimension at most."""
-    used = set()
+    used: set[N.Expr] = set()
     for start, extent, size in zip(starts, extents, sizes):
         terms, constant = linear(start)
         if constant != 0 or any(atom not in loops or coeff <= 0 or atom in used for atom, coeff in terms.items()):

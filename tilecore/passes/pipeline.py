@@ -61,7 +61,7 @@ def pass_name(pass_) -> str:
 class Pipeline:
     """An ordered list of passes with named insertion points for backend passes."""
 
-    def __init__(self, core: Optional[List[Tuple[str, Pass]]] = None):
+    def __init__(self, core: Optional[List[Tuple[str, Any]]] = None):
         # entries: ("point", name) markers and ("pass", callable), in order
         self._entries: List[Tuple[str, Any]] = []
         if core is not None:
@@ -120,7 +120,7 @@ class Pipeline:
             for step in self._run(func, ctx, keep=True):
                 steps.append(step)
         except Exception as err:
-            err.partial_trace = steps
+            err.partial_trace = steps  # type: ignore[attr-defined]  # any exception a pass raises
             raise
         return steps
 

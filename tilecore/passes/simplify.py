@@ -22,7 +22,7 @@ Helpers for other passes: `simplify_expr`, `as_int`, `linearize`, `eval_int_bino
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple, TypeGuard
 
 from ..ir import nodes as N
 from ..ir.types import FLOAT_DTYPES, INT_DTYPES, bits
@@ -242,7 +242,7 @@ def _const(value, dtype: str, span: N.Span) -> N.Const:
     return N.Const(value, dtype, span=span)
 
 
-def _is_const(e: N.Expr, value=None) -> bool:
+def _is_const(e: N.Expr, value: object = None) -> TypeGuard[N.Const]:
     if not isinstance(e, N.Const):
         return False
     if value is None:
@@ -319,14 +319,14 @@ def _fold_const_binop(op: str, a: N.Const, b: N.Const, dt: str, span: N.Span) ->
         return None
     if op in ("and", "or"):
         if a.dtype == b.dtype == dt == "bool":
-            r = bool(a.value) and bool(b.value) if op == "and" else bool(a.value) or bool(b.value)
-            return _const(r, "bool", span)
+            both = bool(a.value) and bool(b.value) if op == "and" else bool(a.value) or bool(b.value)
+            return _const(both, "bool", span)
         return None
     if a.dtype != dt or b.dtype != dt:
         return None
     if _is_int_dtype(dt):
-        r = eval_int_binop(op, int(a.value), int(b.value), dt)
-        return None if r is None else _const(r, dt, span)
+        folded = eval_int_binop(op, int(a.value), int(b.value), dt)
+        return None if folded is None else _const(folded, dt, span)
     if dt in FLOAT_DTYPES and _finite(_rounded(a.value, dt)) and _finite(_rounded(b.value, dt)):
         x, y = Fraction(_rounded(a.value, dt)), Fraction(_rounded(b.value, dt))
         if op == "+":
@@ -343,8 +343,8 @@ def _fold_const_binop(op: str, a: N.Const, b: N.Const, dt: str, span: N.Span) ->
             return None
         if exact == 0:
             return None  # the sign of a zero result (-0.0 or +0.0) is not in the rational value
-        r = _exact_float(exact, dt)
-        return None if r is None else _const(r, dt, span)
+        rounded = _exact_float(exact, dt)
+        return None if rounded is None else _const(rounded, dt, span)
     return None
 
 
@@ -407,10 +407,10 @@ def _fold_call(e: N.Call) -> N.Expr:
             return _const(r, e.dtype, e.span) if fits(r, e.dtype) else e
         return _const(abs(float(x)), e.dtype, e.span)
     if e.func in ("floor", "ceil") and e.dtype in FLOAT_DTYPES:
-        r = float(math.floor(x) if e.func == "floor" else math.ceil(x))
-        if r == 0.0 and (x < 0 or str(float(x)) == "-0.0"):
+        whole = float(math.floor(x) if e.func == "floor" else math.ceil(x))
+        if whole == 0.0 and (x < 0 or str(float(x)) == "-0.0"):
             return e  # -0.0 results: leave to the backend
-        exact = _exact_float(Fraction(r), e.dtype)
+        exact = _exact_float(Fraction(whole), e.dtype)
         return e if exact is None else _const(exact, e.dtype, e.span)
     return e
 
@@ -425,8 +425,8 @@ def _fold_select(e: N.Select) -> N.Expr:
     return e
 
 
-_FOLDERS = {N.BinOp: _fold_binop, N.UnaryOp: _fold_unary, N.Cast: _fold_cast,
-            N.Call: _fold_call, N.Select: _fold_select}
+_FOLDERS: Dict[type, Callable[[Any], Optional[N.Expr]]] = {
+    N.BinOp: _fold_binop, N.UnaryOp: _fold_unary, N.Cast: _fold_cast, N.Call: _fold_call, N.Select: _fold_select}
 
 
 class _ExprSimplifier(Transformer):
