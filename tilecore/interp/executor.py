@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import operator
 import sys
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -55,7 +55,7 @@ def _free_memory() -> int:
     except (ValueError, OSError, AttributeError):
         return 1 << 62
 
-Closure = Callable[["Frame"], object]
+Closure = Callable[["Frame"], Any]  # a numpy array or scalar (or an index)
 
 
 class Frame:
@@ -118,14 +118,14 @@ def _int_pow(a, b):
     return _scalarize(out)
 
 
-_ARITH = {
+_ARITH: Dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul,
     "//": np.floor_divide, "%": np.mod, "min": np.minimum, "max": np.maximum,
     "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor,
     "<<": np.left_shift, ">>": np.right_shift,
 }
-_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-            "==": operator.eq, "!=": operator.ne}
+_COMPARE: Dict[str, Callable[[Any, Any], Any]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
 
 
 def _sigmoid(x):
@@ -136,7 +136,7 @@ def _rsqrt(x):
     return 1 / np.sqrt(x)
 
 
-_MATH = {
+_MATH: Dict[str, Callable[[Any], Any]] = {
     "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
     "rsqrt": _rsqrt, "tanh": np.tanh, "sigmoid": _sigmoid, "sin": np.sin, "cos": np.cos,
     "floor": np.floor, "ceil": np.ceil, "abs": np.abs,
@@ -328,8 +328,9 @@ class Program(Dispatcher):
             except MemoryError:
                 raise error(f"out of memory allocating {name} of shape {shape} ({buf.dtype}, "
                             f"{nbytes / 2**30:.2f} GiB)", span) from None
-        if all(isinstance(d, int) for d in buf.shape):
-            shape = tuple(buf.shape)
+        static = tuple(d for d in buf.shape if isinstance(d, int))
+        if len(static) == len(buf.shape):
+            shape = static
             check(shape)  # once; every block then allocates directly
 
             def alloc(fr):
@@ -535,8 +536,9 @@ class Program(Dispatcher):
     def _region(self, r: N.Region, sc: _Scope):
         """(buffer name, starts closure returning a list of ints, extents)."""
         fns = [self._as_index(s, sc) for s in r.starts]
-        if all(isinstance(s, N.Const) for s in r.starts):
-            const = [int(s.value) for s in r.starts]
+        consts = [s for s in r.starts if isinstance(s, N.Const)]
+        if len(consts) == len(r.starts):
+            const = [int(s.value) for s in consts]
 
             def starts(fr):
                 return const
@@ -799,6 +801,7 @@ class Program(Dispatcher):
         if bool_arith:
             work = "int32"
         fa, fb = self._as(e.a, work, sc), self._as(e.b, work, sc)
+        fn: Callable[[Any, Any], Any]
         if op in _COMPARE:
             fn = _COMPARE[op]
         elif op == "/":
@@ -942,7 +945,7 @@ class Program(Dispatcher):
 
         def gather(fr):
             arr = fr.bufs[name]
-            parts = np.broadcast_arrays(*[f(fr) for f in index_fns])
+            parts = list(np.broadcast_arrays(*[f(fr) for f in index_fns]))
             mask = fr.mask
             bad = _bad_indices(arr, parts)
             if bad is not None:
@@ -1001,6 +1004,8 @@ class Program(Dispatcher):
 
     def _affine(self, ix, sc: _Scope):
         axes = sc.axes
+        if axes is None:  # not inside a T.Parallel: no axis to map to
+            return None, None
         if isinstance(ix, N.Var) and ix.name in axes:
             return axes[ix.name], None
         if isinstance(ix, N.BinOp) and ix.op in ("+", "-"):
@@ -1020,7 +1025,7 @@ class Program(Dispatcher):
         steps = [(axis, off, extents[axis] if axis >= 0 else 1) for axis, off in plan]
 
         def slicer(fr, shape):
-            key = []
+            key: List[Union[int, slice]] = []
             for (axis, off, ext), n in zip(steps, shape):
                 o = int(off(fr)) if off is not None else 0
                 if axis >= 0:

@@ -119,7 +119,6 @@ def tilecore_launcher(backend, artifact):
         for original, result in write_back:
             _copy_back(original, result)
 
-    launch.program = program  # for tests and `tile` tooling
     return launch
 
 
