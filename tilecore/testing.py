@@ -202,10 +202,12 @@ def pytest_addoption(parser):
 
 try:
     import pytest
-except ImportError:  # pragma: no cover - helpers above work without pytest
-    pytest = None
 
-if pytest is not None:
+    _HAVE_PYTEST = True
+except ImportError:  # pragma: no cover - helpers above work without pytest
+    _HAVE_PYTEST = False
+
+if _HAVE_PYTEST:
     @pytest.fixture
     def tile_target(request) -> str:
         """The target under test: --tilecore-target, $TILECORE_TEST_TARGET, or the default."""
@@ -245,8 +247,10 @@ def gemm_kernel(M=128, N=128, K=64, dtype="float16", accum="float32", transpose_
     bm, bn, bk = block_M, block_N, block_K
 
     @T.prim_func
-    def main(A: T.Tensor((K, M) if ta else (M, K), dtype), B: T.Tensor((N, K) if tb else (K, N), dtype),
-             C: T.Tensor((M, N), accum)):
+    # T.Tensor(...) annotations are tile types the frontend reads, not Python types
+    def main(A: T.Tensor((K, M) if ta else (M, K), dtype),  # type: ignore[valid-type]
+             B: T.Tensor((N, K) if tb else (K, N), dtype),  # type: ignore[valid-type]
+             C: T.Tensor((M, N), accum)):  # type: ignore[valid-type]
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
             A_s = T.alloc_shared((bk, bm) if ta else (bm, bk), dtype)
             B_s = T.alloc_shared((bn, bk) if tb else (bk, bn), dtype)

@@ -208,6 +208,8 @@ def _assign(worker: _Worker, task: CompileTask, timeout: float) -> None:
 def _collect(worker: _Worker, ready) -> Optional[CompileOutcome]:
     """The outcome of `worker`'s task if it finished, died or ran out of time; else None."""
     task = worker.task
+    if task is None:  # an idle worker has nothing to report
+        return None
     if worker.conn in ready:
         try:
             outcome = worker.conn.recv()

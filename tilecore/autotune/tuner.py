@@ -113,7 +113,7 @@ class AutoTuner:
             if record is None:
                 report = self.tune(*args, _configs=configs, _key=tkey, **kwargs)
                 record = {"config": report.best_config, "kernel": report.kernel,
-                          "median_ms": report.best.median_ms, "device": report.device,
+                          "median_ms": report.best.median_ms if report.best else None, "device": report.device,
                           "target": report.target, "key": canonical_encoding(key_parts),
                           "ir": report.best_ir, "ir_arguments": call}
                 if self.use_cache:
@@ -245,7 +245,7 @@ class AutoTuner:
         if not timed:
             raise TileError(f"autotune {self.__name__}: no configuration compiled, ran and matched the "
                             f"reference, so there is nothing to choose from:\n{report.summary()}")
-        report.best_index = min(timed, key=lambda c: c.median_ms).index
+        report.best_index = min(timed, key=lambda c: c.median_ms if c.median_ms is not None else float("inf")).index
         report.best_ir = next(t.ir_json for t in tasks if t.index == report.best_index)
         if _terminal():
             print(report.summary(), file=sys.stderr)
@@ -321,7 +321,7 @@ def _error_text(err: Exception) -> str:
     return str(err) if isinstance(err, TileError) else f"{type(err).__name__}: {err}"
 
 
-def autotune(fn=None, *, configs: Configs = None, warmup: float = 25, rep: float = 100,
+def autotune(fn=None, *, configs: Optional[Configs] = None, warmup: float = 25, rep: float = 100,
              timeout: float = 100, key: Optional[Sequence[str]] = None, ref_prog=None,
              supply_prog=None, rtol=None, atol=None, skip_check: bool = False,
              executor: str = "process", workers: Optional[int] = None, cache: bool = True,

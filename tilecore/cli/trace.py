@@ -37,9 +37,10 @@ def run(args) -> int:
     except TileError as err:
         # Show how far the pipeline got, then the error (main prints it): the failing pass
         # is the one after the last step shown.
-        steps = getattr(err, "partial_trace", None)
-        if not steps:
+        partial = getattr(err, "partial_trace", None)
+        if not partial:
             raise
+        steps = partial
         failure = err
     texts = [(name, traced_text(f)) for name, f in steps]
     out = sys.stdout

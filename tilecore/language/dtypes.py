@@ -51,7 +51,8 @@ tfloat32 = float32
 class dtype(str):  # noqa: N801  (TileLang's name; a class, so `T.dtype | None` annotations work)
     """`T.dtype("float16")`: the dtype object (a DType) of a name in any accepted spelling."""
 
-    def __new__(cls, name) -> DType:
+    # TileLang's T.dtype(...) makes the dtype object, which is our DType (not a `dtype`)
+    def __new__(cls, name) -> DType:  # type: ignore[misc]
         from ..ir.types import normalize_dtype
 
         return DType(normalize_dtype(name))

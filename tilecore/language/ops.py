@@ -11,9 +11,21 @@ from __future__ import annotations
 
 import builtins
 import functools
+import typing
+from typing import Any, Callable, Protocol
 
 from ..diagnostics import TileError
 from .tensor import GemmWarpPolicy
+
+
+class _Intrinsic(Protocol):
+    """A kernel-body operation: what the frontend reads from the function object."""
+
+    __tile_intrinsic__: str  # the operation's name ("copy")
+    __tile_python__: Callable[..., Any]  # only where plain Python numbers compute at once
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Raise KernelOnlyError (or compute on plain numbers)."""
 
 
 class KernelOnlyError(TileError, RuntimeError):
@@ -30,8 +42,9 @@ def _kernel_only(func):
             f"T.{name}(...) can only be used inside the body of a @T.prim_func function; "
             "tilecore translates that body to Tile IR instead of running it as Python")
 
-    outside.__tile_intrinsic__ = name
-    return outside
+    intrinsic = typing.cast(_Intrinsic, outside)
+    intrinsic.__tile_intrinsic__ = name
+    return intrinsic
 
 
 def _is_python_number(value) -> bool:
@@ -56,9 +69,10 @@ def _kernel_or_python(func):
             return func(*(_plain_number(a) for a in args))
         return marked(*args)
 
-    on_python_values.__tile_intrinsic__ = func.__name__
-    on_python_values.__tile_python__ = func
-    return on_python_values
+    intrinsic = typing.cast(_Intrinsic, on_python_values)
+    intrinsic.__tile_intrinsic__ = func.__name__
+    intrinsic.__tile_python__ = func
+    return intrinsic
 
 
 # ----------------------------------------------------------------------------- kernel and memory

@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 import operator
 from dataclasses import dataclass
-from typing import Tuple, Union
+from typing import List, Tuple, Union
 
 from ..ir import nodes as N
 from ..ir.types import INT_DTYPES, normalize_dtype
@@ -57,7 +57,7 @@ def _dims(shape) -> Tuple[Union[int, N.Var], ...]:
         shape = (shape,)
     if not isinstance(shape, (tuple, list)):
         raise TypeError(f"a tensor shape must be a tuple of ints or T.dynamic dims, got {shape!r}")
-    dims = []
+    dims: List[Union[int, N.Var]] = []
     for dim in shape:
         if isinstance(dim, N.Var):
             dims.append(dim)

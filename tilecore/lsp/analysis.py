@@ -251,9 +251,11 @@ def _clear_fixes(doc: LoadedDocument, func: N.PrimFunc) -> Dict[int, Dict]:
 def _shrink_fixes(doc: LoadedDocument, source: KernelSource, func: N.PrimFunc, span: Span) -> List[Dict]:
     """Halving the largest dimension of the allocation that overflowed block-local memory."""
     alloc = next((s for s in walk_stmts(func.body) if isinstance(s, N.Alloc) and s.span == span), None)
-    if alloc is None or alloc.buffer.static_shape() is None:
+    if alloc is None:
         return []
     shape = alloc.buffer.static_shape()
+    if shape is None or doc.tree is None:
+        return []
     elts = _shape_elements(doc.tree, span)
     if elts is None or len(elts) != len(shape):
         return []
@@ -275,7 +277,8 @@ def _threads_fixes(doc: LoadedDocument, run: _KernelRun, span: Span) -> List[Dic
     """Setting `threads=` of a T.Kernel that asks for more threads than the backend has."""
     limit = getattr(getattr(run.ctx.backend, "capabilities", None), "max_threads", None)
     kernel = next((s for s in run.func.body if isinstance(s, N.Kernel) and s.span == span), None)
-    if limit is None or kernel is None or len(kernel.threads) != 1 or kernel.threads[0] <= limit:
+    if limit is None or kernel is None or len(kernel.threads) != 1 or kernel.threads[0] <= limit \
+            or doc.tree is None:
         return []
     call = next((n for n in ast.walk(doc.tree) if isinstance(n, ast.Call) and n.lineno == span.line
                  and any(k.arg == "threads" for k in n.keywords)), None)
@@ -324,7 +327,7 @@ def _edit_for_value(doc: LoadedDocument, source: KernelSource, node: ast.expr, o
     defaults = dict(zip(params[len(params) - len(source.node.args.defaults):], source.node.args.defaults))
     if node.id in defaults and literal(defaults[node.id]):
         return f"the default of `{node.id}`", rng(defaults[node.id])
-    for stmt in doc.tree.body:
+    for stmt in doc.tree.body if doc.tree is not None else ():
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
                 isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == node.id and literal(stmt.value):
             return f"`{node.id}`", rng(stmt.value)
@@ -335,13 +338,17 @@ def _comment_argument(doc: LoadedDocument, source: KernelSource, name: str, posi
     """The LSP range of argument `name` (or positional `position`) in the `# tile: args=` comment."""
     text = doc.lines[source.args_line - 1]
     match = ARGS_COMMENT.match(text)
+    if match is None:
+        return None
     start = match.start("args")
-    call = ast.parse(f"_({match.group('args')})", mode="eval").body
+    call = ast.parse(f"_({match.group('args')})", "<tile: args>", "eval").body
+    if not isinstance(call, ast.Call):
+        return None
     node = next((k.value for k in call.keywords if k.arg == name), None)
     if node is None and position < len(call.args):
         node = call.args[position]
     if not isinstance(node, ast.Constant):
         return None
     shift = len(text[:start].encode("utf-8")) - 2  # the parsed text starts with "_("
-    return lsp_range(doc.lines, source.args_line, node.col_offset + shift, source.args_line,
-                     node.end_col_offset + shift)
+    end = node.end_col_offset if node.end_col_offset is not None else node.col_offset
+    return lsp_range(doc.lines, source.args_line, node.col_offset + shift, source.args_line, end + shift)

@@ -21,7 +21,7 @@ import sys
 import traceback
 import types
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..ir.span import Span
 
@@ -47,7 +47,7 @@ class KernelSource:
     name: str
     node: ast.FunctionDef
     obj: Any
-    args: Tuple[list, dict] = ((), {})
+    args: Tuple[Sequence[Any], Dict[str, Any]] = ((), {})
     args_line: int = 0               # line of the `# tile: args=` comment (0: defaults)
 
 
@@ -117,9 +117,10 @@ def exception_span(err: BaseException, path: str, fallback: Span) -> Span:
     span = fallback
     for frame in traceback.extract_tb(err.__traceback__):
         if frame.filename == path and frame.lineno:
-            col = frame.colno or 0
-            end_line = frame.end_lineno or frame.lineno
-            span = Span(path, frame.lineno, col, end_line, frame.end_colno or 0)
+            # Python 3.10's frames have no columns (3.11 added colno, end_lineno, end_colno)
+            col = getattr(frame, "colno", None) or 0
+            end_line = getattr(frame, "end_lineno", None) or frame.lineno
+            span = Span(path, frame.lineno, col, end_line, getattr(frame, "end_colno", None) or 0)
     return span
 
 

@@ -40,12 +40,13 @@ def source_name(lines: List[str], span: N.Span, fallback: str) -> str:
 
 def registers_per_thread(buf: N.Buffer, layout, threads: int) -> Optional[Dict[str, Any]]:
     """32-bit registers each thread needs for `buf`, and how that was derived; None off registers."""
-    if buf.scope not in ("fragment",) + PER_THREAD_SCOPES or buf.static_shape() is None:
+    shape = buf.static_shape()
+    if buf.scope not in ("fragment",) + PER_THREAD_SCOPES or shape is None:
         return None
-    numel = prod(buf.static_shape())
+    numel = prod(shape)
     elements = getattr(layout, "local_size", None)
     how = "from the inferred layout"
-    if elements is None and getattr(layout, "thread_extent", 0):
+    if elements is None and getattr(layout, "thread_extent", None):
         elements = -(-numel * layout.replicate // layout.thread_extent)
     if elements is None:
         if buf.scope in PER_THREAD_SCOPES:

@@ -88,6 +88,8 @@ def open_call(text_before: str, aliases) -> Optional[Tuple[str, int, str]]:
 def parameters(name: str) -> List[str]:
     """Parameter labels of op `name` as they appear in its signature text."""
     obj = getattr(language_names().get(name), "__wrapped__", language_names().get(name))
+    if not callable(obj):
+        return []
     try:
         return [str(p) for p in inspect.signature(obj).parameters.values()]
     except (TypeError, ValueError):
@@ -134,7 +136,8 @@ def documentation_locations(name: str) -> List[Tuple[str, int]]:
     try:
         file = inspect.getsourcefile(target or type(obj))
         _, first = inspect.getsourcelines(target or type(obj))
-        found.append((file, max(first - 1, 0)))
+        if file is not None:  # None: no source file (a built-in or compiled object)
+            found.append((file, max(first - 1, 0)))
     except (TypeError, OSError):
         pass
     return found

@@ -77,11 +77,14 @@ class WorkerProcess:
             self.imported.add(imports)
 
     async def _call(self, request: Dict[str, Any], timeout: float) -> Any:
+        proc = self.proc
+        if proc is None or proc.stdin is None or proc.stdout is None:
+            raise WorkerError("the analysis worker is not running")
         self._ids += 1
-        self.proc.stdin.write((json.dumps(dict(request, id=self._ids)) + "\n").encode("utf-8"))
-        await self.proc.stdin.drain()
+        proc.stdin.write((json.dumps(dict(request, id=self._ids)) + "\n").encode("utf-8"))
+        await proc.stdin.drain()
         try:
-            line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+            line = await asyncio.wait_for(proc.stdout.readline(), timeout)
         except asyncio.TimeoutError:
             await self.stop()
             raise
@@ -117,17 +120,17 @@ class Lane:
 
     def submit(self, uri: str) -> None:
         """Queue `uri` (an older queued request for it is replaced)."""
-        if self._task is None:
+        if self._task is None or self._wake is None:
             self._wake = asyncio.Event()
-            self._task = asyncio.ensure_future(self._run())
+            self._task = asyncio.ensure_future(self._run(self._wake))
         self.pending.pop(uri, None)
         self.pending[uri] = None
         self._wake.set()
 
-    async def _run(self) -> None:
+    async def _run(self, wake: asyncio.Event) -> None:
         while True:
-            await self._wake.wait()
-            self._wake.clear()
+            await wake.wait()
+            wake.clear()
             while self.pending:
                 uri = next(reversed(self.pending))  # the document edited last
                 del self.pending[uri]
@@ -234,7 +237,8 @@ class Scheduler:
         if uri not in self.server.workspace.text_documents:
             return
         self.models[uri] = carry_over_facts(self.models.get(uri), model)
-        self._updated.set()
+        if self._updated is not None:  # submit() made it before any model could arrive
+            self._updated.set()
         self._updated = asyncio.Event()
 
     async def model(self, uri: str, timeout: float) -> Optional[Dict]:

@@ -226,27 +226,28 @@ def serve_tcp(server: TileLanguageServer, host: str, port: int, announce=None) -
     from pygls.io_ import run_async
 
     stop = threading.Event()
+    tcp: Optional[asyncio.Server] = None  # the listening socket, once main() opened it
 
     async def connection(reader, writer):
         server.protocol.set_writer(writer)
         await run_async(stop_event=stop, reader=reader, protocol=server.protocol, logger=log,
                         error_handler=server.report_server_error)
-        tcp.close()
+        if tcp is not None:
+            tcp.close()
 
     async def main():
         nonlocal tcp
-        tcp = await asyncio.start_server(connection, host, port)
-        bound = tcp.sockets[0].getsockname()
+        listening = tcp = await asyncio.start_server(connection, host, port)
+        bound = listening.sockets[0].getsockname()
         if announce is not None:
             announce(bound[0], bound[1])
-        async with tcp:
+        async with listening:
             try:
-                await tcp.serve_forever()
+                await listening.serve_forever()
             except asyncio.CancelledError:
                 pass
         await server.scheduler.stop()
 
-    tcp = None
     try:
         asyncio.run(main())
     except (KeyboardInterrupt, SystemExit):

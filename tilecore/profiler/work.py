@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 from ..ir import nodes as N
 from ..runtime.arrays import numpy_dtype
 
-_INT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
-            "%": operator.mod, "min": min, "max": max}
+_INT_OPS: Dict[str, Callable[[int, int], int]] = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
+    "%": operator.mod, "min": min, "max": max}
 
 
 @dataclass(frozen=True)
@@ -62,10 +63,10 @@ def _body_flops(body, bindings: Dict[str, int]) -> Optional[int]:
             total += _gemm_flops(stmt)
             continue
         if isinstance(stmt, N.If):
-            branches = [_body_flops(stmt.then_body, bindings), _body_flops(stmt.else_body, bindings)]
-            if None in branches:
+            then_flops, else_flops = _body_flops(stmt.then_body, bindings), _body_flops(stmt.else_body, bindings)
+            if then_flops is None or else_flops is None:
                 return None
-            total += max(branches)
+            total += max(then_flops, else_flops)
             continue
         body_of = getattr(stmt, "body", None)
         if not isinstance(body_of, tuple):
@@ -92,8 +93,8 @@ def _trip_count(stmt, bindings: Dict[str, int]) -> Optional[int]:
         return count
     if isinstance(stmt, N.Kernel):
         count = 1
-        for extent in stmt.grid:
-            value = _value(extent, bindings)
+        for grid_extent in stmt.grid:
+            value = _value(grid_extent, bindings)
             if value is None:
                 return None
             count *= value

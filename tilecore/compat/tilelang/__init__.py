@@ -12,6 +12,7 @@ are not defined (an AttributeError), never silent stand-ins.
 from __future__ import annotations
 
 import importlib
+from typing import Any, Protocol, cast
 
 from ...diagnostics import UnsupportedFeatureError
 from ...language import ceildiv as cdiv  # noqa: F401  (Python ints at once; kernel values in a kernel)
@@ -42,6 +43,15 @@ def __getattr__(name):
                          "tilecore does not provide this part of TileLang")
 
 
+class _Unavailable(Protocol):
+    """What `deferred` returns for a component that is not installed."""
+
+    unavailable: bool  # True: calling it raises UnsupportedFeatureError
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Raise UnsupportedFeatureError."""
+
+
 def deferred(module: str, attr: str, feature: str):
     """`module.attr` when that tilecore component is installed, else a function that raises
     UnsupportedFeatureError naming `feature` when it is called (so a file that imports the name
@@ -54,9 +64,10 @@ def deferred(module: str, attr: str, feature: str):
     def unavailable(*args, **kwargs):
         raise reason
     unavailable.__name__ = attr
-    unavailable.unavailable = True
-    unavailable.__doc__ = f"Unavailable: {reason.message}"
-    return unavailable
+    stand_in = cast(_Unavailable, unavailable)
+    stand_in.unavailable = True
+    stand_in.__doc__ = f"Unavailable: {reason.message}"
+    return stand_in
 
 
 def optional_import(module: str, attr: str, feature: str):

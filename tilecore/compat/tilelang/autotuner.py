@@ -4,6 +4,8 @@ Without tilecore.autotune installed, `@autotune(...)` still decorates (so a file
 defines tuned variants imports), and calling the decorated function raises
 UnsupportedFeatureError naming the autotuner.
 """
+from typing import Any, Callable, Protocol, cast
+
 from ...diagnostics import UnsupportedFeatureError
 from . import deferred, optional_import
 
@@ -107,14 +109,24 @@ class _GivenValuesNarrowTuning:
         return getattr(self._last, name)
 
 
+class _Tuned(Protocol):
+    """A tuned kernel whose autotuner is not installed: calling or compiling it raises."""
+
+    compile: Callable[..., Any]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Raise UnsupportedFeatureError."""
+
+
 def _unavailable_wrapper(func, raiser):
     import functools
 
     @functools.wraps(func)
     def tuned(*args, **kwargs):
         raiser()
-    tuned.compile = raiser
-    return tuned
+    stand_in = cast(_Tuned, tuned)
+    stand_in.compile = raiser
+    return stand_in
 
 
 def __getattr__(name):

@@ -18,9 +18,12 @@ from __future__ import annotations
 import enum
 import importlib.util
 import os
-from typing import Dict, Optional
+from typing import TYPE_CHECKING, Dict, Optional, Tuple, Type
 
 from ...diagnostics import UnsupportedFeatureError
+
+if TYPE_CHECKING:
+    from ...plugin.registry import BackendRegistry
 
 # TileLang's target-neutral compiler switches (PassConfigKey member -> key); the
 # hardware-specific ones come from the installed backends' `tilelang.pass_configs`.
@@ -114,7 +117,8 @@ def pass_config_keys() -> Dict[str, str]:
     return keys
 
 
-_pass_config_enum = (None, None)  # (the registry it was built from, the enum)
+# (the registry it was built from, the enum)
+_pass_config_enum: Tuple[Optional[BackendRegistry], Optional[Type[enum.Enum]]] = (None, None)
 
 
 def pass_config_enum():
@@ -126,7 +130,9 @@ def pass_config_enum():
     registry = get_registry()
     if _pass_config_enum[0] is not registry:
         members = pass_config_keys()
-        made = enum.Enum("PassConfigKey", members, type=str, module=__name__, qualname="PassConfigKey")
+        # the members are the installed plugins' switches: mypy reads only literal member lists
+        made = enum.Enum("PassConfigKey", members, type=str, module=__name__,  # type: ignore[misc]
+                         qualname="PassConfigKey")
         made.__doc__ = "TileLang's compiler switches (`pass_configs={PassConfigKey.X: value}`): no effect here."
         _pass_config_enum = (registry, made)
     return _pass_config_enum[1]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from typing import Any, Callable, Dict, List
 
 from . import optional_import
 
@@ -41,8 +42,8 @@ def do_bench(fn, warmup: float = 25, rep: float = 100, _n_warmup: int = 0, _n_re
         ordered = sorted(times)
         picks = [ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in quantiles]
         return picks[0] if len(picks) == 1 else picks
-    summary = {"mean": statistics.fmean, "median": statistics.median, "min": min, "max": max,
-               "all": list}
+    summary: Dict[str, Callable[[List[float]], Any]] = {
+        "mean": statistics.fmean, "median": statistics.median, "min": min, "max": max, "all": list}
     if return_mode not in summary:
         raise ValueError(f"return_mode must be one of {sorted(summary)}, got {return_mode!r}")
     return summary[return_mode](times)
