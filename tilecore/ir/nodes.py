@@ -146,9 +146,18 @@ class Buffer:
         return len(self.shape)
 
     def static_shape(self) -> Optional[Tuple[int, ...]]:
+        """The shape as ints, or None when a dimension is dynamic (a `T.dynamic` Var)."""
         if all(isinstance(s, int) for s in self.shape):
             return tuple(int(d) for d in self.shape if isinstance(d, int))
         return None
+
+    def static_dims(self) -> Tuple[int, ...]:
+        """The shape of a buffer known to be static (block-local tiles always are); a dynamic
+        dimension here is an internal error (ValueError)."""
+        shape = self.static_shape()
+        if shape is None:
+            raise ValueError(f"buffer {self.name!r} has a dynamic shape {self.shape} where a static one is needed")
+        return shape
 
 
 @dataclass(frozen=True)

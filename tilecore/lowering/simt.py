@@ -104,11 +104,11 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         self.intrinsics = table.bound(self, always=DEVICE_INSTRUCTIONS)
         self.ex = ExprLowerer(intrinsics=self.intrinsics, backend=target.name, source=self.source)
         self.ex.hold = self.hold_in_register
-        self.views: Dict[str, object] = {}      # name -> tirx Buffer (global / smem view / local array)
-        self.stage: Dict[str, object] = {}      # smem name -> current stage index expr
+        self.views = {}  # name -> tirx Buffer (global / smem view / local array)
+        self.stage = {}  # smem name -> current stage index expr
         self.ctx = _Ctx()
-        self.pending_r: set = set()
-        self.pending_w: set = set()
+        self.pending_r = set()
+        self.pending_w = set()
         self.lib_used = False
         self.smem_bytes = 0
         self.scratch_count = 0

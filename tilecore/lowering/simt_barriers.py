@@ -7,18 +7,20 @@ A mixin of `simt.SimtLowering`. Imports TVM: use it from backend code only.
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Set, Tuple
 
 from ..ir import nodes as N
 from ..ir.visitor import walk, walk_stmts
+from .simt_host import SimtHost
 
 
-class SimtBarriers:
+class SimtBarriers(SimtHost):
     """Barrier placement: which shared tiles a statement reads and writes, and when a block barrier is due."""
 
-    def smem_sets(self, stmts) -> Tuple[set, set]:
+    def smem_sets(self, stmts) -> Tuple[Set[str], Set[str]]:
         """Shared buffers read and written by statements (tile operands and elements)."""
-        reads, writes = set(), set()
+        reads: Set[str] = set()
+        writes: Set[str] = set()
         sm = {n for n, s in self.plan.storage.items() if s == "smem"}
 
         def region_rw(r, is_w):

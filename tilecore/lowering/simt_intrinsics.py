@@ -25,6 +25,8 @@ Imports TVM: use it from backend code only.
 """
 from __future__ import annotations
 
+from typing import Any, Callable, Dict, Optional, Tuple
+
 from tvm import tirx as tx
 from tvm.tirx import op as top
 from tvm.tirx.script.builder import ir as B
@@ -94,9 +96,10 @@ def tvm_atomic_add(lowering, args):
     B.evaluate(tx.call_intrin(buf.dtype, "tirx.atomic_add", lowering.addr(buf, idx), value))
 
 
-def portable_device_table() -> dict:
+def portable_device_table() -> Dict[Tuple[str, Optional[str]], Callable[..., Any]]:
     """The portable device instructions (see the module docstring)."""
-    table = {("barrier", None): storage_barrier, ("vector_copy", None): ramp_vector_copy}
+    table: Dict[Tuple[str, Optional[str]], Callable[..., Any]] = {
+        ("barrier", None): storage_barrier, ("vector_copy", None): ramp_vector_copy}
     for dt in ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint32"):
         table[("shuffle_xor", dt)] = warp_shuffle_xor
     for dt in ("float32", "int32"):

@@ -18,12 +18,13 @@ from tvm.tirx.script.builder import ir as B
 from ..diagnostics import TileCompileError
 from ..ir import nodes as N
 from ..ir.visitor import walk_stmts
+from .simt_host import SimtHost
 from .simt_layout import MmaLayout, RowLayout, SharedLayout, StridedLayout, StridedRowLayout
 from .simt_reduce import REDUCE_LANES
 from .tir_expr import cast_to, tir_const
 
 
-class SimtMemory:
+class SimtMemory(SimtHost):
     """Where a SIMT kernel's buffers live and how an element is addressed."""
 
     def alloc_all(self):
@@ -98,7 +99,7 @@ class SimtMemory:
         rows = 1
         for s in walk_stmts(self.kernel.body):
             if isinstance(s, N.Reduce):
-                rows = max(rows, prod(s.dst.shape))
+                rows = max(rows, prod(s.dst.static_dims()))
         return 4 * max(1, self.threads // REDUCE_LANES) * rows
 
     def smem_offset(self, name, indices):

@@ -14,7 +14,7 @@ Planning is pure Python; lowering imports TVM when the rule runs.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ..ir import nodes as N
 from ..ir.visitor import walk, walk_stmts
@@ -40,7 +40,7 @@ class AsyncCopyPipeline(LoweringRule):
         if not self.applies_to(ctx.target):
             return
         claims = ctx.plan.claimed(self.name)
-        stages = {}
+        stages: Dict[str, int] = {}
         for loop in ctx.stmts(N.For):
             if loop.kind != "pipelined":
                 continue

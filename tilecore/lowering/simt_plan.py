@@ -40,7 +40,7 @@ class KernelPlan:
 
     threads: int
     storage: Dict[str, str] = field(default_factory=dict)
-    layout: Dict[str, object] = field(default_factory=dict)
+    layout: Dict[str, Any] = field(default_factory=dict)  # buffer name -> a simt_layout layout
     buffers: Dict[str, N.Buffer] = field(default_factory=dict)
     mma_gemms: Dict[int, object] = field(default_factory=dict)  # id(Gemm) -> accumulator layout from a rule
     demoted: Set[str] = field(default_factory=set)

@@ -15,6 +15,7 @@ from tvm.tirx.script.builder import ir as B
 
 from ..ir import nodes as N
 from ..ir.types import is_float
+from .simt_host import SimtHost
 from .simt_layout import MmaLayout, RowLayout, StridedLayout, StridedRowLayout
 from .simt_threads import unflatten
 from .tir_expr import cast_to, nan_max, nan_min, tir_const
@@ -25,7 +26,7 @@ REDUCE_LANES = 32
 MMA_WARP = 32  # lanes of the warp that owns an m16n8 `MmaLayout` tile (the layout's definition)
 
 
-class SimtReductions:
+class SimtReductions(SimtHost):
     """The portable lowering of T.reduce_*: thread-local rows, shuffles, shared memory across warps."""
 
     def _identity(self, kind, dtype):
@@ -71,12 +72,12 @@ class SimtReductions:
             return self.emit_strided_row_reduce(r, src_l, dst_l, wide)
         src = r.src
         keep = len(r.dst.shape) == len(src.shape)
-        dshape = tuple(r.dst.shape)
+        dshape = r.dst.static_dims()
 
         def element(idx):
             tmp = B.alloc_buffer((1,), wide, scope="local")
             B.buffer_store(tmp, self._identity(r.kind, wide), [0])
-            with B.serial(0, src.shape[r.dim]) as k:
+            with B.serial(0, src.static_dims()[r.dim]) as k:
                 v = self._reduce_input(r, idx, k, keep, wide)
                 if r.kind in ("abssum", "absmax"):
                     v = tx.abs(v) if is_float(wide) else tx.Select(v < tir_const(0, wide), tir_const(0, wide) - v, v)
@@ -90,7 +91,7 @@ class SimtReductions:
         st = self.plan.storage[r.dst.name]
         rows = prod(dshape)
         group = 1
-        while group * 2 <= min(REDUCE_LANES, self.threads // max(rows, 1)) and group * 2 <= src.shape[r.dim]:
+        while group * 2 <= min(REDUCE_LANES, self.threads // max(rows, 1)) and group * 2 <= src.static_dims()[r.dim]:
             group *= 2
         if st == "smem" and self.plan.storage[src.name] == "smem" and group > 1 and self.threads % REDUCE_LANES == 0:
             return self.emit_group_reduce(r, dshape, keep, wide, group)

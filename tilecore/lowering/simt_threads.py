@@ -14,6 +14,7 @@ from tvm import tirx as tx
 from tvm.tirx.script.builder import ir as B
 
 from ..ir import nodes as N
+from .simt_host import SimtHost
 from .simt_layout import MmaLayout, RowLayout, StridedLayout, StridedRowLayout
 from .tir_expr import tir_const
 
@@ -25,7 +26,7 @@ class _Ctx:
         self.layout, self.it, self.local = layout, it, local
 
 
-class SimtThreads:
+class SimtThreads(SimtHost):
     """Thread mapping: how an index space or a register layout is spread over the threads of a block."""
 
     def iterate_layout(self, lay, body, vectorize=False):

@@ -16,12 +16,13 @@ from tvm.tirx.script.builder import ir as B
 from ..ir import nodes as N
 from ..ir.types import itemsize
 from .simt_copy import contiguous_run, vector_width
+from .simt_host import SimtHost
 from .simt_layout import StridedLayout
 from .simt_threads import _squeeze, unflatten
 from .tir_expr import cast_to, tir_const
 
 
-class SimtTileOps:
+class SimtTileOps(SimtHost):
     """The portable lowering of the tile ops Copy, Fill, Gemm, Cumsum, Atomic and Print."""
 
     def emit_Copy(self, c: N.Copy, async_copy=False):
@@ -172,7 +173,7 @@ class SimtTileOps:
 
     def emit_Cumsum(self, s: N.Cumsum):
         """Portable scan: one thread per line, sequential along `dim`."""
-        shape = tuple(s.src.shape)
+        shape = s.src.static_dims()
         other = tuple(e for d, e in enumerate(shape) if d != s.dim) or (1,)
         wide = "float32" if s.dst.dtype in ("float16", "bfloat16") else s.dst.dtype
         n = shape[s.dim]

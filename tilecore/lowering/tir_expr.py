@@ -30,7 +30,7 @@ This module imports TVM at top level: import it only from backend code.
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Union
 
 import numpy as np
 import tvm
@@ -227,7 +227,10 @@ def ieee_mul(a, b):
     zero_a, zero_b = _zero_constant(a), _zero_constant(b)
     if zero_a is None and zero_b is None:
         return tx.Mul(a, b)
-    x, zero = (a, zero_b) if zero_b is not None else (b, zero_a)
+    if zero_b is not None:
+        x, zero = a, zero_b
+    else:
+        x, zero = b, zero_a if zero_a is not None else 0.0  # one of them is a zero constant
     product = tx.Mul(x, _opaque_negative_zero(dtype))    # x * -0.0
     if math.copysign(1.0, zero) > 0:
         product = tx.Mul(product, tir_const(-1.0, dtype))  # x * +0.0 == -(x * -0.0), exactly
@@ -280,7 +283,7 @@ class ExprLowerer(Dispatcher):
     # current statement, and returns its reading. The rounding repeats its operand, so
     # without it a chain of roundings grows exponentially; a `Let` does not help (TVM's
     # codegen analyzer substitutes each let-bound value into the next).
-    hold = None
+    hold: Optional[Callable[[Any], Any]] = None
 
     # -- environment
     def bind(self, name: str, value) -> None:
@@ -409,7 +412,7 @@ class ExprLowerer(Dispatcher):
     # A backend that checks element indices sets `checked_load(node, indices, speculative)`:
     # it returns the guarded load (and records the check); `speculative` is True inside a
     # T.if_then_else branch, which may be evaluated without being taken.
-    checked_load = None
+    checked_load: Optional[Callable[..., Any]] = None
     _speculative = 0
 
     def _lower_Load(self, e: N.Load):

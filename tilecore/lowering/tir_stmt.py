@@ -604,9 +604,10 @@ class TirLowering:
     # ----------------------------------------------------------------- reductions and scans
     def lower_Reduce(self, s: N.Reduce):
         src, dst = s.src, s.dst
-        if src.static_shape() is None:
+        static = src.static_shape()
+        if static is None:
             raise self.error("T.reduce needs a source with a static shape", s)
-        shape = list(src.shape)
+        shape = list(static)
         d = s.dim if s.dim >= 0 else s.dim + len(shape)
         tsrc, tdst = self.buffer(src), self.buffer(dst)
         acc_t = accum_dtype(dst.dtype)
@@ -696,9 +697,10 @@ class TirLowering:
 
     def lower_Cumsum(self, s: N.Cumsum):
         src, dst = s.src, s.dst
-        if src.static_shape() is None:
+        static = src.static_shape()
+        if static is None:
             raise self.error("T.cumsum needs a source with a static shape", s)
-        shape = list(src.shape)
+        shape = list(static)
         d = s.dim if s.dim >= 0 else s.dim + len(shape)
         tsrc, tdst = self.buffer(src), self.buffer(dst)
         dd = dst.dtype
