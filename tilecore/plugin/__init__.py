@@ -14,3 +14,9 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 from .manager import PluginLoadError, get_plugin_manager, register_plugin, reset_plugins, unregister_plugin  # noqa: E402,F401
 from .registry import IRVersionMismatchError, TargetError, get_registry, resolve  # noqa: E402,F401
+
+__all__ = [
+    "Artifact", "Backend", "Capabilities", "TileLangNames", "TileModule", "ToolchainStatus", "PLUGIN_API_VERSION",
+    "PROJECT", "Option", "OptionError", "hookimpl", "PluginLoadError", "get_plugin_manager", "register_plugin",
+    "reset_plugins", "unregister_plugin", "IRVersionMismatchError", "TargetError", "get_registry", "resolve",
+]

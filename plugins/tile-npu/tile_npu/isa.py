@@ -31,7 +31,7 @@ import json
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Type, Union
 
 MAGIC = b"TNPU"
 FORMAT_VERSION = 1
@@ -239,7 +239,8 @@ class Extents:
         return Extents(tuple(w[2:2 + w[1]]))
 
 
-_DESC_CLASSES = {D_ACCESS: Access, D_RED: Reduction, D_MMA: MatMul, D_DMA: Transfer, D_EXT: Extents}
+_DESC_CLASSES: Dict[int, Type[Union[Access, Reduction, MatMul, Transfer, Extents]]] = {
+    D_ACCESS: Access, D_RED: Reduction, D_MMA: MatMul, D_DMA: Transfer, D_EXT: Extents}
 
 
 def decode_desc(words: Sequence[int]):
@@ -523,7 +524,7 @@ def parse_instr(text: str) -> Instr:
         tok = ops[oi]
         oi += 1
         regs[j] = NO_REG if tok == "-" else int(tok[1:])
-    ins.r = tuple(regs)
+    ins.r = (regs[0], regs[1], regs[2], regs[3])
     if info.imm:
         tok = ops[oi]
         oi += 1
@@ -573,6 +574,8 @@ def assemble(text: str) -> Program:
                 prog.debug = json.loads(line[len(".debug"):].strip())
             else:
                 m = _LINE.match(line)
+                if m is None:  # never: the pattern matches any line
+                    raise ValueError("not an instruction")
                 prog.instrs.append(parse_instr(m.group(2)))
         except (ValueError, IndexError, KeyError) as e:
             raise AsmError(f"line {lineno}: cannot assemble {raw.strip()!r}: {e}") from None

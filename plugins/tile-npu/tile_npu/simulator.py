@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NoReturn, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -73,8 +73,8 @@ class _CoreState:
     end: float = 0.0
     free: Dict[str, float] = field(default_factory=lambda: {e: 0.0 for e in ENGINES})
     busy: Dict[str, float] = field(default_factory=lambda: {e: 0.0 for e in ENGINES})
-    wr_done: np.ndarray = None
-    rd_done: np.ndarray = None
+    wr_done: np.ndarray = field(init=False)  # per scratchpad line: when its last write ends
+    rd_done: np.ndarray = field(init=False)  # per line: when its last read ends
     blocks: int = 0
     instructions: int = 0
 
@@ -148,7 +148,7 @@ class Simulator:
             return Span(self.file, ln[0], ln[1])
         return None
 
-    def trap(self, kind, message, pc=None):
+    def trap(self, kind, message, pc=None) -> NoReturn:
         pc = self.pc if pc is None else pc
         raise NPUTrap(kind, message, pc, self._span(pc), self.source)
 
@@ -377,7 +377,7 @@ class Simulator:
         grid = tuple(int(self.regs[i]) for i in range(prog.grid_rank))
         if any(g < 0 for g in grid):
             raise TileRuntimeError(f"negative grid size {grid}")
-        cores[0].__init__(nlines)
+        _CoreState.__init__(cores[0], nlines)  # reset in place: the grid program's timing does not count
         nblocks = math.prod(grid) if grid else 1
         if nblocks > self.steps_left:  # every block runs at least one instruction
             raise TileRuntimeError(f"npu: the grid {grid} has {nblocks} blocks, more than the simulator's "

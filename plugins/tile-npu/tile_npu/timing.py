@@ -24,6 +24,8 @@ class SimulatedCyclesTimer(Timer):
         for _ in range(n_repeat):
             run()
             report = last_report()
+            if report is None:
+                raise RuntimeError("the NPU simulator recorded no launch for this run")
             times.append(report.cycles / (report.clock_ghz * 1e9))
         return times
 

@@ -1,7 +1,7 @@
 """The NPU code generator: one PrimFunc -> one Program (grid program, then kernel program)."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 from tilecore.ir import nodes as N
 from tilecore.ir.visitor import Dispatcher
@@ -16,7 +16,7 @@ from .placement import MemoryPlacement
 from .registers import ZERO, RegisterAllocation, all_free_registers
 from .scalar import ScalarCodegen
 from .tiles import TileOps
-from .vector import VectorCodegen, VectorContext
+from .vector import VectorCodegen
 
 _RULE_OPS = ("Alloc", "Hint", "Kernel", "Let", "Store", "If", "For", "Copy", "Fill", "Gemm", "Reduce",
              "Cumsum", "Atomic", "Print", "Parallel")
@@ -47,7 +47,7 @@ class Codegen(Dispatcher, Emitter, RegisterAllocation, MemoryPlacement, DmaSync,
         self.pending: List[PendingDMA] = []
         self.slot_free: List[int] = []
         self.slots: List[int] = []                 # segment ids of vector slots
-        self.vctx: Optional[VectorContext] = None
+        self.vctx = None
         self.lines: Dict[str, List[int]] = {}
         self.cur_span: N.Span = func.span
         self.strings: Dict[str, int] = {}

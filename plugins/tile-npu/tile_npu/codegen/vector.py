@@ -36,6 +36,14 @@ class VectorContext:
 class VectorCodegen:
     """Compiles T.Parallel (`s_Parallel`), its statements (`v_*`) and per-lane expressions (`vx`)."""
 
+    vctx: Optional[VectorContext]  # the T.Parallel chunk being compiled (None outside one)
+
+    def vector_context(self) -> VectorContext:
+        """The T.Parallel chunk being compiled; outside one this is an internal error."""
+        if self.vctx is None:
+            raise AssertionError("a per-lane statement outside T.Parallel")
+        return self.vctx
+
     def s_Parallel(self, s: N.Parallel):
         """T.Parallel strip-mined in chunks of at most `vector_chunk` lanes."""
         self.sync_all()
@@ -122,7 +130,7 @@ class VectorCodegen:
             self.s_Let(s)
             return
         val = self.materialize(self.vx(s.value), s.value.dtype)
-        self.vctx.vlets[s.var.name] = val
+        self.vector_context().vlets[s.var.name] = val
 
     def v_If(self, s: N.If):
         """A branch for uniform conditions, lane masks for per-lane ones."""
@@ -139,7 +147,7 @@ class VectorCodegen:
             else:
                 self.patch(jz, self.here())
             return
-        ctx = self.vctx
+        ctx = self.vector_context()
         cond = self.materialize(self.vx(s.cond), "bool", convert_to="bool")
         saved = ctx.mask
         then_mask = self._and_mask(saved, cond.slot)
@@ -165,7 +173,7 @@ class VectorCodegen:
 
     def _mask(self):
         """The active-lane mask slot, or NO_REG for all lanes."""
-        return self.vctx.mask if self.vctx.mask is not None else NO_REG
+        return self.vector_context().mask if self.vector_context().mask is not None else NO_REG
 
     def v_For(self, s: N.For):
         """A serial loop inside T.Parallel; its bounds must be uniform."""
@@ -185,11 +193,11 @@ class VectorCodegen:
         jz = self.emit("bz", r=(c,))
         self.release(c)
         self.env[s.var.name] = i
-        lets = dict(self.vctx.vlets)
+        lets = dict(self.vector_context().vlets)
         self.body(s.body)
-        for k in list(self.vctx.vlets):
+        for k in list(self.vector_context().vlets):
             if k not in lets:
-                self.free_slot(self.vctx.vlets.pop(k).slot)
+                self.free_slot(self.vector_context().vlets.pop(k).slot)
         one = self.li(1)
         self.emit("sop", func=BINOP_INDEX["+"], dt="int32", r=(i, i, one))
         self.release(one)
@@ -204,12 +212,12 @@ class VectorCodegen:
             return self.s_Print(s)
         val = self.materialize(self.vx(s.value), s.value.dtype)
         self.emit("vprint", dt=val.dtype, dt2=min(self.string(s.msg) + 1, 255), r=(val.slot, self._mask()),
-                  imm=self.desc(Extents(self.vctx.extents)))
+                  imm=self.desc(Extents(self.vector_context().extents)))
         self.free_slot(val.slot)
 
     def is_uniform(self, e) -> bool:
         """Whether `e` has the same value in every lane (no parallel index, no per-lane Let)."""
-        ctx = self.vctx
+        ctx = self.vector_context()
         if ctx is None:
             return True
         for n in walk(e):
@@ -236,7 +244,7 @@ class VectorCodegen:
 
     def _own(self, v: Vec) -> Vec:
         """A copy of `v` that may be freed (Let values and iotas are shared)."""
-        ctx = self.vctx
+        ctx = self.vector_context()
         if v.slot in ctx.iota.values() or any(v.slot == x.slot for x in ctx.vlets.values()):
             out = self.slot()
             self.emit("vun", func=UNOP_INDEX["mov"], dt=v.dtype, r=(out, v.slot))
@@ -254,7 +262,7 @@ class VectorCodegen:
 
     def _vx_Var(self, e: N.Var):
         """A parallel index or a per-lane Let value (as a slot the caller may free)."""
-        ctx = self.vctx
+        ctx = self.vector_context()
         if e.name in ctx.iota:
             return self._own(Vec(ctx.iota[e.name], "int32"))
         return self._own(ctx.vlets[e.name])
@@ -279,7 +287,7 @@ class VectorCodegen:
 
     def _vector_logic(self, e: N.BinOp) -> Vec:
         """`and` / `or` per lane: the right side is evaluated only in the lanes that need it."""
-        ctx = self.vctx
+        ctx = self.vector_context()
         a = self.materialize(self.vx(e.a), e.a.dtype, "bool")
         saved = ctx.mask
         live = a.slot
@@ -315,7 +323,7 @@ class VectorCodegen:
 
     def _vx_Select(self, e: N.Select):
         """T.if_then_else per lane; each side is evaluated under its own mask."""
-        ctx = self.vctx
+        ctx = self.vector_context()
         c = self.materialize(self.vx(e.cond), e.cond.dtype, "bool")
         saved = ctx.mask
         m1 = self._and_mask(saved, c.slot)
@@ -362,7 +370,7 @@ class VectorCodegen:
 
     def _affine(self, e):
         """(uniform base expr or None, {parallel var: coeff}) when `e` is affine in the parallel vars."""
-        ctx = self.vctx
+        ctx = self.vector_context()
         if self.is_uniform(e):
             return e, {}
         if isinstance(e, N.Var) and e.name in ctx.iota:
@@ -396,7 +404,7 @@ class VectorCodegen:
 
     def access_vector(self, buf: N.Buffer, indices):
         """Access descriptor over the Parallel's space; affine indices need no index vectors."""
-        ctx = self.vctx
+        ctx = self.vector_context()
         if len(indices) != buf.ndim:
             raise self.error(f"{buf.name} has {buf.ndim} dims, indexed with {len(indices)}")
         space, sid = self._space(buf)
