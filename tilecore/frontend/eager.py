@@ -20,7 +20,8 @@ order, then the `T.empty` outputs in the order `return` lists them.
 from __future__ import annotations
 
 import ast
-from typing import Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple, Union
 
 from ..ir import nodes as N
 from ..language.tensor import InvalidTensorType, TensorType
@@ -74,6 +75,14 @@ def _top_level(stmts):
             yield from _top_level(s.orelse)
 
 
+@dataclass(frozen=True)
+class ProbedType:
+    """A tensor parameter's declared shape as the probe reads it before the sizes are known:
+    each dimension an int, a T.const name (a Var), or None (a size computed from others)."""
+
+    shape: Tuple[Union[int, N.Var, None], ...]
+
+
 class EagerParser(Parser):
     """Parses an eager-style function for given Python arguments and T.const values."""
 
@@ -84,7 +93,7 @@ class EagerParser(Parser):
         self.consts = consts
         self.probe = probe  # only the statements before the first kernel (to learn the shapes)
         self.declared: Dict[str, N.Buffer] = {}
-        self.declared_types: Dict[str, TensorType] = {}
+        self.declared_types: Dict[str, Union[TensorType, ProbedType]] = {}
         self.outputs: List[Tuple[str, N.Buffer]] = []
         self.returned: Optional[List[str]] = None
         self.const_names: List[str] = []
@@ -92,15 +101,7 @@ class EagerParser(Parser):
     # ------------------------------------------------------------------ function
 
     def parse(self) -> N.PrimFunc:
-        for arg in self.fn_node.args.args + self.fn_node.args.kwonlyargs:
-            if arg.arg in self.py_args:
-                self.scopes.bind(arg.arg, self.py_args[arg.arg], self.span(arg))
-        stmts = self.fn_node.body
-        if self.probe:
-            stmts = stmts[:next((i for i, s in enumerate(stmts) if kernel_call_name(s)), len(stmts))]
-        body = self.body(stmts)
-        if self.probe:
-            return None
+        body = self._parse_body()
         if not any(isinstance(s, N.Kernel) for s in body):
             raise self.error("a kernel must contain a `with T.Kernel(...)` block (found none)",
                              self.fn_node)
@@ -113,6 +114,20 @@ class EagerParser(Parser):
         params += [buf for _, buf in self.ordered_outputs()]
         return N.PrimFunc(self.fn_node.name, tuple(params), body, tuple(self.dyn_vars.values()),
                           self.source, self.def_span())
+
+    def run_probe(self) -> None:
+        """Probe mode: run the statements before the first kernel, which declare the tensor
+        parameters (`declared_types`) and the T.const names."""
+        self._parse_body()
+
+    def _parse_body(self) -> N.Body:
+        for arg in self.fn_node.args.args + self.fn_node.args.kwonlyargs:
+            if arg.arg in self.py_args:
+                self.scopes.bind(arg.arg, self.py_args[arg.arg], self.span(arg))
+        stmts = self.fn_node.body
+        if self.probe:
+            stmts = stmts[:next((i for i, s in enumerate(stmts) if kernel_call_name(s)), len(stmts))]
+        return self.body(stmts)
 
     def ordered_outputs(self) -> List[Tuple[str, N.Buffer]]:
         """The T.empty outputs, in the order `return` lists them (the others after)."""
@@ -146,13 +161,12 @@ class EagerParser(Parser):
         self.declared[name] = self.global_buffer(name, ttype, node)
         return []
 
-    def probe_type(self, annotation) -> TensorType:
+    def probe_type(self, annotation) -> ProbedType:
         """The declared shape with every dimension that is not a plain size or name as None."""
         shape = self.eval(annotation.args[0]) if isinstance(annotation, ast.Call) and annotation.args \
             else ()
         dims = shape if isinstance(shape, (tuple, list)) else (shape,)
-        kept = tuple(d if isinstance(d, (int, N.Var)) else None for d in dims)
-        return TensorType(kept, "float32")
+        return ProbedType(tuple(d if isinstance(d, (int, N.Var)) else None for d in dims))
 
     def global_buffer(self, name: str, ttype: TensorType, node) -> N.Buffer:
         for dim in ttype.shape:
@@ -176,7 +190,7 @@ class EagerParser(Parser):
 
     def declare_consts(self, node: ast.Assign):
         call = node.value
-        if len(call.args) != 1 or call.keywords:
+        if not isinstance(call, ast.Call) or len(call.args) != 1 or call.keywords:
             raise self.error('T.const takes one string of names: T.const("M, N, K")', call)
         text = self.py_value(call.args[0], "the names of T.const")
         names = [n.strip() for n in str(text).split(",") if n.strip()]
@@ -188,16 +202,17 @@ class EagerParser(Parser):
             values.append(self.consts[n] if n in self.consts else N.Var(n, "int32"))
         target = node.targets[0]
         elts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
-        if len(elts) != len(values) or not all(isinstance(t, ast.Name) for t in elts):
+        targets = [t for t in elts if isinstance(t, ast.Name)]
+        if len(elts) != len(values) or len(targets) != len(elts):
             raise self.error(f"T.const declares {len(values)} name(s); unpack them into as many names",
                              target)
-        for t, v in zip(elts, values):
+        for t, v in zip(targets, values):
             self.scopes.bind(t.id, v, self.span(t))
         return []
 
     def declare_output(self, node: ast.Assign):
         target = node.targets[0]
-        if not isinstance(target, ast.Name):
+        if not isinstance(target, ast.Name) or not isinstance(node.value, ast.Call):
             raise self.error("T.empty must be assigned to a single name", target)
         func = self.eval(node.value.func)
         args = self.bind_arguments(func, node.value, "empty")
@@ -237,7 +252,9 @@ def parse_eager(func, py_args: Dict, consts: Dict[str, int], probe: bool = False
     """
     node, filename, source = function_node(func)
     parser = EagerParser(node, filename, source, _environment(func, None), py_args, consts, probe)
+    if probe:
+        parser.run_probe()
+        return None, parser
     prim = parser.parse()
-    if prim is not None:
-        _run_type_check(prim)
+    _run_type_check(prim)
     return prim, parser

@@ -11,7 +11,7 @@ import builtins
 import inspect
 import operator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable, Dict, List, Union
 
 from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
@@ -57,6 +57,14 @@ class Evaluated:
 
     value: Any
     node: ast.AST
+
+
+# f-string conversions (`!s`, `!r`, `!a`) by ast.FormattedValue.conversion code
+_CONVERSIONS: Dict[int, Callable[[Any], str]] = {115: str, 114: repr, 97: ascii}
+
+
+def _unchanged(value: Any) -> Any:
+    return value
 
 
 def python_scalar(value):
@@ -220,7 +228,9 @@ class Evaluator:
         if isinstance(value, N.Var) and self.scopes.find(name) is None and not self.in_signature:
             value = self.dynamic_var(value, node)
         if isinstance(value, N.Expr):
-            return replace(value, span=self.span(node))
+            # every Expr subclass is a frozen dataclass (the base is not, so that each keeps its
+            # own field order); typeshed's replace() accepts only a statically known dataclass
+            return replace(value, span=self.span(node))  # type: ignore[type-var]
         return value
 
     def dynamic_var(self, var: N.Var, node) -> N.Var:
@@ -307,7 +317,7 @@ class Evaluator:
 
     def eval_Compare(self, node: ast.Compare):
         left = self.scalar(self.eval(node.left), node.left)
-        result = True
+        result: Any = True  # True, then a Python bool or a kernel value
         for op_node, right_node in zip(node.ops, node.comparators):
             right = self.scalar(self.eval(right_node), right_node)
             op, fn = COMPARE_OPS[type(op_node)]
@@ -361,13 +371,15 @@ class Evaluator:
         return slice(*parts)
 
     def eval_JoinedStr(self, node: ast.JoinedStr) -> str:
-        out = []
+        out: List[str] = []
         for part in node.values:
             if isinstance(part, ast.Constant):
-                out.append(part.value)
+                out.append(str(part.value))
                 continue
+            if not isinstance(part, ast.FormattedValue):
+                raise self.error("unsupported f-string part", part)
             value = self.py_value(part.value, "a value in an f-string")
-            value = {115: str, 114: repr, 97: ascii}.get(part.conversion, lambda v: v)(value)
+            value = _CONVERSIONS.get(part.conversion, _unchanged)(value)
             spec = self.eval(part.format_spec) if part.format_spec else ""
             out.append(self.python_op(format, (value, spec), part))
         return "".join(out)
@@ -414,13 +426,13 @@ class Evaluator:
 
     def bind_arguments(self, func, node: ast.Call, name: str) -> dict:
         """Bind a call's AST arguments to `func`'s signature (defaults applied)."""
-        args = []
+        args: List[Union[ast.expr, Evaluated]] = []
         for arg in node.args:
             if isinstance(arg, ast.Starred):
                 args.extend(Evaluated(v, arg) for v in self.py_value(arg.value, "a starred argument"))
             else:
                 args.append(arg)
-        kwargs = {}
+        kwargs: Dict[str, Union[ast.expr, Evaluated]] = {}
         for kw in node.keywords:
             if kw.arg is None:
                 extra = self.py_value(kw.value, "a ** argument")
@@ -578,7 +590,7 @@ class Evaluator:
 
     def astype_call(self, node: ast.Call):
         """`value.astype(dtype)` on a kernel value: a cast (TileLang's method spelling)."""
-        if len(node.args) != 1 or node.keywords:
+        if not isinstance(node.func, ast.Attribute) or len(node.args) != 1 or node.keywords:
             raise self.error("astype takes one argument: value.astype(dtype)", node)
         value = self.scalar(self.eval(node.func.value), node)
         return E.cast(value, self.dtype(node.args[0]), self.span(node))

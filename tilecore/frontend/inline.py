@@ -21,6 +21,7 @@ import inspect
 
 from ..diagnostics import TileCompileError
 from ..ir import nodes as N
+from .evaluator import Evaluator
 from .scope import Scopes
 
 MAX_DEPTH = 32
@@ -31,11 +32,20 @@ def _is_inlinable(func) -> bool:
         and not getattr(func, "__tile_type__", False)
 
 
-class InlineCalls:
+class InlineCalls(Evaluator):
     """Parser mixin: inline macros and helpers called with kernel values."""
 
     pending: list  # statements that must run before the current statement
     inline_depth: int = 0
+
+    # What this mixin uses of the Parser (declarations; parser.Parser defines them).
+    def fresh(self, base: str) -> str:
+        """A new name starting with `base`."""
+        raise NotImplementedError
+
+    def body(self, stmts, scope_kind=None) -> N.Body:
+        """The statements `stmts`, translated in a new scope."""
+        raise NotImplementedError
 
     def python_call(self, func, node: ast.Call):
         if not _is_inlinable(func):
@@ -85,10 +95,10 @@ class InlineCalls:
                 self.scopes.bind(name, value, self.span(node))
             stmts = list(fn_node.body)
             result = None
-            if stmts and isinstance(stmts[-1], ast.Return):
-                ret = stmts.pop()
-            else:
-                ret = None
+            last = stmts[-1] if stmts else None
+            ret = last if isinstance(last, ast.Return) else None
+            if ret is not None:
+                stmts.pop()
             for s in (n for st in stmts for n in ast.walk(st)):
                 if isinstance(s, ast.Return):
                     raise self.error(f"{func.__name__}(): only a final `return` can be inlined into "

@@ -205,7 +205,7 @@ class Parser(InlineCalls, TileOps):
         if len(node.targets) != 1:
             return self.chained_assign(node)
         target = node.targets[0]
-        if isinstance(target, ast.Name) and self.alloc_call(node.value):
+        if isinstance(target, ast.Name) and isinstance(node.value, ast.Call) and self.alloc_call(node.value):
             return self.alloc(target, node.value, node)
         if isinstance(target, ast.Name):
             return self.assign_name(target, node.value, node)
@@ -213,8 +213,8 @@ class Parser(InlineCalls, TileOps):
             return self.store(target, self.eval(node.value), node)
         if isinstance(target, (ast.Tuple, ast.List)):
             values = self.py_value(node.value, "a value unpacked into several names")
-            names = target.elts
-            if not all(isinstance(t, ast.Name) for t in names):
+            names = [t for t in target.elts if isinstance(t, ast.Name)]
+            if len(names) != len(target.elts):
                 raise self.error("only names can be unpacked into", target)
             try:
                 values = list(values)
@@ -232,11 +232,12 @@ class Parser(InlineCalls, TileOps):
     def chained_assign(self, node: ast.Assign):
         """`a = b = value` of a Python value binds every name (parse time); kernel values cannot."""
         value = self.eval(node.value)
-        if is_ir(value) or not all(isinstance(t, ast.Name) for t in node.targets):
+        targets = [t for t in node.targets if isinstance(t, ast.Name)]
+        if is_ir(value) or len(targets) != len(node.targets):
             raise self.error("chained assignment (a = b = ...) is only supported for Python values "
                              "bound to names", node)
         out = []
-        for target in node.targets:
+        for target in targets:
             out.extend(self.bind_value(target, Evaluated(value, node.value), node))
         return out
 
@@ -271,7 +272,8 @@ class Parser(InlineCalls, TileOps):
             value = self.eval(value_node)
         kind = self.scopes.outer_runtime_kind(name)
         if kind is not None:
-            line = self.scopes.binding_span(name).line
+            span = self.scopes.binding_span(name)
+            line = span.line if span is not None else "?"
             raise self.error(f"'{name}' is assigned inside a {kind} body but was defined outside it "
                              f"(line {line}); kernel values are immutable, so this would not change "
                              f"'{name}' in the next iteration or after the {kind}: use a new name, or "
@@ -368,7 +370,7 @@ class Parser(InlineCalls, TileOps):
         item = node.items[0]
         call = item.context_expr
         func = self.eval(call.func) if isinstance(call, ast.Call) else None
-        if getattr(func, "__tile_intrinsic__", None) != "Kernel":
+        if not isinstance(call, ast.Call) or getattr(func, "__tile_intrinsic__", None) != "Kernel":
             raise self.error("the only `with` in a kernel is `with T.Kernel(...) as ...`", node)
         if self.in_kernel:
             raise self.error("T.Kernel cannot be nested", node)
@@ -408,12 +410,13 @@ class Parser(InlineCalls, TileOps):
         if target is None:
             return [(n, node) for n in ("bx", "by", "bz")[:ndim]]
         elts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
-        if not all(isinstance(t, ast.Name) for t in elts):
+        names = [t for t in elts if isinstance(t, ast.Name)]
+        if len(names) != len(elts):
             raise self.error("the block indices must be names: `as bx` or `as (bx, by)`", target)
         if len(elts) != ndim:
             raise self.error(f"T.Kernel has {ndim} grid dimension(s) but {len(elts)} block "
                              "index name(s)", target)
-        return [(t.id, t) for t in elts]
+        return [(t.id, t) for t in names]
 
     # ------------------------------------------------------------------ loops
 
@@ -481,8 +484,9 @@ class Parser(InlineCalls, TileOps):
         extents = tuple(self.py_int(e, "a T.Parallel extent", minimum=1) for e in args["extents"])
         if not extents:
             raise self.error("T.Parallel needs at least one extent", node.iter)
-        targets = node.target.elts if isinstance(node.target, (ast.Tuple, ast.List)) else [node.target]
-        if not all(isinstance(t, ast.Name) for t in targets) or len(targets) != len(extents):
+        elts = node.target.elts if isinstance(node.target, (ast.Tuple, ast.List)) else [node.target]
+        targets = [t for t in elts if isinstance(t, ast.Name)]
+        if len(targets) != len(elts) or len(targets) != len(extents):
             raise self.error(f"T.Parallel with {len(extents)} extent(s) needs {len(extents)} loop "
                              "variable name(s)", node.target)
         self.scopes.push("parallel")

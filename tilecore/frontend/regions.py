@@ -69,30 +69,34 @@ def squeezed(extents) -> Tuple[int, ...]:
 
 def pair(a: RegionArg, b: RegionArg, what: str, names=("source", "destination")) -> Tuple[N.Region, N.Region]:
     """Resolve two operands that must cover the same tile (copy, atomic tile form)."""
-    if a.is_start_point and b.is_start_point:
-        raise RegionError(f"{what}: both operands are start points, so the extent is unknown; "
-                          "give one side as a whole buffer or with slices (A[i:i+64, :])")
-    if a.is_start_point:
-        a = RegionArg(a.buffer, a.starts, fit_extents(b.extents, len(a.starts)), a.span)
-    if b.is_start_point:
-        b = RegionArg(b.buffer, b.starts, fit_extents(a.extents, len(b.starts)), b.span)
-    if squeezed(a.extents) != squeezed(b.extents):
+    ext_a, ext_b = a.extents, b.extents
+    if ext_a is None:
+        if ext_b is None:
+            raise RegionError(f"{what}: both operands are start points, so the extent is unknown; "
+                              "give one side as a whole buffer or with slices (A[i:i+64, :])")
+        ext_a = fit_extents(ext_b, len(a.starts))
+    elif ext_b is None:
+        ext_b = fit_extents(ext_a, len(b.starts))
+    a = RegionArg(a.buffer, a.starts, ext_a, a.span)
+    b = RegionArg(b.buffer, b.starts, ext_b, b.span)
+    if squeezed(ext_a) != squeezed(ext_b):
         raise RegionError(f"{what} shape mismatch: {names[0]} {describe(a)} vs "
                           f"{names[1]} {describe(b)} (unit dimensions ignored)")
-    return a.region(), b.region()
+    return a.with_extents(ext_a), b.with_extents(ext_b)
 
 
 def describe(arg: RegionArg) -> str:
     """`A has shape (4,)` for a whole buffer; `A[0:5] has shape (5,)` for a part of one."""
-    shape = "(" + ", ".join(str(e) for e in arg.extents) + ("," if len(arg.extents) == 1 else "") + ")"
-    whole = tuple(arg.extents) == tuple(arg.buffer.shape) and all(
+    extents = arg.extents or ()  # a start point (no extents) is described by its starts
+    shape = "(" + ", ".join(str(e) for e in extents) + ("," if len(extents) == 1 else "") + ")"
+    whole = tuple(extents) == tuple(arg.buffer.shape) and all(
         isinstance(s, N.Const) and s.value == 0 for s in arg.starts)
     if whole:
         return f"{arg.buffer.name} has shape {shape}"
     from ..ir.printer import expr_to_source
 
     items = []
-    for start, extent in zip(arg.starts, arg.extents):
+    for start, extent in zip(arg.starts, extents):
         text = expr_to_source(start)
         if extent == 1:
             items.append(text)

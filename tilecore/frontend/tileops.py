@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+from typing import Tuple, Union
 
 from ..diagnostics import UnsupportedFeatureError
 from ..ir import nodes as N
@@ -66,7 +67,7 @@ class TileOps(Evaluator):
             if not isinstance(dim, int):
                 raise self.error(f"dimension {axis} of {buffer.name} is dynamic ({dim.name}); "
                                  "an open slice needs a constant extent", item)
-            stop = E.const(dim, "int32", self.span(item))
+            stop: N.Expr = E.const(dim, "int32", self.span(item))
         else:
             stop = self.index(item.upper)
         extent = constant_difference(substitute(stop, self.pure_lets), substitute(start, self.pure_lets))
@@ -190,9 +191,9 @@ class TileOps(Evaluator):
                              f"{dst.buffer.scope} buffer", args["dst"])
         value_node = args["value"]
         if self.is_tile_operand(value_node):
-            value = self.region_arg(value_node, f"the value of T.atomic_{kind}")
+            value_arg = self.region_arg(value_node, f"the value of T.atomic_{kind}")
             dst_region, value_region = self.pair_regions(
-                dst, value, f"T.atomic_{kind}", node, ("destination", "value"))
+                dst, value_arg, f"T.atomic_{kind}", node, ("destination", "value"))
             return [N.Atomic(kind, dst_region, value_region, self.span(node))]
         if not dst.is_start_point:
             raise self.error(f"T.atomic_{kind} of a scalar needs an element destination like "
@@ -236,7 +237,7 @@ class TileOps(Evaluator):
         if order not in ("row", "col", "column"):
             raise self.error(f"order must be 'row' or 'col', got {order!r}", args["order"])
         enable = self.py_bool(args["enable"], "enable")
-        params = (("panel_size", panel), ("enable", enable))
+        params: Tuple[Tuple[str, Union[int, float, bool, str]], ...] = (("panel_size", panel), ("enable", enable))
         if order != "row":
             params += (("order", "col"),)
         return [N.Hint("use_swizzle", (), params, self.span(node))]
