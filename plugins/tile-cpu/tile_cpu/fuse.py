@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Optional
+from typing import List, Optional, Set
 
 from tilecore.ir import nodes as N
 from tilecore.ir.visitor import walk, walk_stmts
@@ -35,9 +35,11 @@ def buffer_mentions(body: N.Body) -> Counter:
     return counts
 
 
-def _own_buffers(st: N.Stmt) -> set:
+def _own_buffers(st: N.Stmt) -> Set[str]:
     """Names of the buffers a statement mentions outside its nested bodies."""
-    names = set()
+    names: Set[str] = set()
+    if not dataclasses.is_dataclass(st):  # every statement class is one
+        return names
     for field in dataclasses.fields(st):
         if field.name in _BODIES or field.name == "span":
             continue
@@ -71,10 +73,10 @@ def _staged(copy: N.Stmt, mentions: Counter) -> Optional[N.Buffer]:
 
 def fuse_operand_copies(body: N.Body, mentions: Counter) -> N.Body:
     """`body` with staged GEMM operands read from their global source (see the module docstring)."""
-    out = list(body)
+    out: List[Optional[N.Stmt]] = list(body)
     for i, copy in enumerate(body):
         staged = _staged(copy, mentions)
-        if staged is None:
+        if staged is None or not isinstance(copy, N.Copy):  # _staged takes only copies
             continue
         for j in range(i + 1, len(out)):
             st = out[j]
@@ -84,7 +86,7 @@ def fuse_operand_copies(body: N.Body, mentions: Counter) -> N.Body:
                     break
                 if operand == "a" and accum_dtype(st.c.buffer.dtype) == staged.dtype:
                     break  # A read in place: the staged tile's short rows share L1, a tensor's may not
-                out[j] = dataclasses.replace(st, **{operand: copy.src})
+                out[j] = dataclasses.replace(st, a=copy.src) if operand == "a" else dataclasses.replace(st, b=copy.src)
                 out[i] = None
                 break
             if st is not None and copy.src.buffer.name in _all_buffers(st):

@@ -168,7 +168,7 @@ def b_reads_in_place(s: N.Gemm, b_dtype: str, acc_t: str, NR: int, K: int, cache
     if s.transpose_b or b_dtype != acc_t or buf.scope == "global" or buf.static_shape() is None:
         return False
     elem = bits(acc_t) // 8
-    stride = int(buf.static_shape()[-1]) * elem
+    stride = buf.static_dims()[-1] * elem
     ways = max(1, caches["l1"] // 4096)
     sets = 64 // math.gcd(stride // 64, 64) if stride % 64 == 0 else 64
     lines_per_row = max(1, NR * elem // 64)

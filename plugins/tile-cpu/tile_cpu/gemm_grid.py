@@ -126,17 +126,19 @@ def match(kernel: N.Kernel) -> Optional[WholeGemm]:
             and isinstance(clear.value, N.Const) and clear.value.value == 0):
         return None
     A, B, C = ca.src.buffer, cb.src.buffer, out.dst.buffer
-    shapes = [buf.static_shape() for buf in (A, B, C)]
+    shapes = [sh for sh in (buf.static_shape() for buf in (A, B, C)) if sh is not None and len(sh) == 2]
     acc = accum_dtype(acc_buf.dtype)
-    if (any(sh is None or len(sh) != 2 for sh in shapes) or len({A.name, B.name, C.name}) != 3
+    if (len(shapes) != 3 or len({A.name, B.name, C.name}) != 3
             or A.dtype != ca.dst.buffer.dtype or B.dtype != cb.dst.buffer.dtype
             or acc_buf.dtype != acc or not (C.dtype == acc or (acc == "float32" and C.dtype in NARROW_C))):
         return None
     (M, K), (Kb, Nn), (Mc, Nc) = shapes
-    (bm, bk), (bk2, bn) = ca.dst.buffer.static_shape(), cb.dst.buffer.static_shape()
+    (bm, bk), (bk2, bn) = ca.dst.buffer.static_dims(), cb.dst.buffer.static_dims()
     if (Kb, Mc, Nc) != (K, M, Nn) or bk2 != bk or acc_buf.static_shape() != (bm, bn):
         return None
-    grid = {v.name: int(g.value) for v, g in zip(kernel.block_vars, kernel.grid)}
+    grid = {v.name: int(g.value) for v, g in zip(kernel.block_vars, kernel.grid) if isinstance(g, N.Const)}
+    if not isinstance(loop, N.For):
+        return None
     k = loop.var.name
     for row, col in (tuple(grid), tuple(grid)[::-1]):
         if (_is(ca.src.starts[0], row, bm) and _is(ca.src.starts[1], k, bk) and _is(cb.src.starts[0], k, bk)

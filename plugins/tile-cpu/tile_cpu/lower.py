@@ -12,7 +12,7 @@
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from tvm import tirx as tx
 
@@ -44,7 +44,7 @@ class CpuLowering(TirLowering):
         self.vector_regs = vector_regs
         self.caches = caches or {"l1": 32 * 1024, "l2": 512 * 1024, "l3": 8 * 1024 * 1024}
         self.mentions = buffer_mentions(func.body)  # for fuse_operand_copies
-        self.block_vars = []  # lowered block indices, for T.print
+        self.block_vars: List[Any] = []  # lowered block indices, for T.print
         self.needs_support = False  # calls into support.c (atomics, print): link it in
         self.dynamic_schedule = True  # blocks taken from an atomic counter (see lower_Kernel)
         self.max_tasks = 64

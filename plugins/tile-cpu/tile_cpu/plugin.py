@@ -166,8 +166,11 @@ def _collect(hook_name: str, backend) -> Dict:
     from tilecore.plugin import get_plugin_manager
 
     out: Dict = {}
-    get_plugin_manager().call(hook_name, what=f"for backend {backend.name!r}", backend=backend,
-                              **({"table": out} if hook_name == "tilecore_intrinsics" else {"rules": out}))
+    what = f"for backend {backend.name!r}"
+    if hook_name == "tilecore_intrinsics":
+        get_plugin_manager().call(hook_name, what=what, backend=backend, table=out)
+    else:
+        get_plugin_manager().call(hook_name, what=what, backend=backend, rules=out)
     return out
 
 
@@ -214,15 +217,15 @@ def _compile_only_launch(artifact):
     """A launch that explains why a cross-compiled kernel does not run on this host."""
     from tilecore.diagnostics import TileRuntimeError
 
+    from .runtime import as_cpu_launch
+
     info = artifact.meta.get("host", {})
 
     def launch(args, bindings=None):
         raise TileRuntimeError(f"kernel {artifact.entry!r} was compiled for {artifact.target} ({info.get('cpu')}, "
                                f"{info.get('triple')}), which this host cannot run; its code is in "
                                f"kernel.source (compile with source='asm' for assembly)")
-    launch.native = None
-    launch.function = None
-    return launch
+    return as_cpu_launch(launch, None, None)
 
 
 @hookimpl

@@ -7,7 +7,7 @@ is installed, else through a TVM tensor that is copied in and back.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Protocol, Tuple, cast
 
 import numpy as np
 
@@ -63,13 +63,13 @@ def raise_index_error(artifact, check, error, args) -> None:
     shape = list(check["shape"])
     if check.get("param") is not None:
         shape = list(np.shape(args[check["param"]])) if hasattr(args[check["param"]], "shape") else shape
-    shape = tuple(shape)
-    idx = [int(v) for v in error[1:1 + len(shape)]]
-    axis = next((k for k, (i, n) in enumerate(zip(idx, shape)) if n is not None and not 0 <= i < n), 0)
+    dims = tuple(shape)
+    idx = [int(v) for v in error[1:1 + len(dims)]]
+    axis = next((k for k, (i, n) in enumerate(zip(idx, dims)) if n is not None and not 0 <= i < n), 0)
     span = Span(*check["span"])
     raise TileRuntimeError(
-        f"index out of bounds: {name}[{', '.join(map(str, idx))}] but {name} has shape {shape} "
-        f"(dimension {axis} index {idx[axis]} is outside [0, {shape[axis]}))",
+        f"index out of bounds: {name}[{', '.join(map(str, idx))}] but {name} has shape {dims} "
+        f"(dimension {axis} index {idx[axis]} is outside [0, {dims[axis]}))",
         span, artifact.meta.get("user_source", ""))
 
 
@@ -95,6 +95,9 @@ def make_launch(artifact, native=None, tvm_function: Optional[Callable[[], Any]]
 
     def function():
         if not cell:
+            if tvm_function is None:
+                raise RuntimeError(f"kernel {entry!r}: no TVM loader was given for the arguments the native "
+                                   f"caller does not take")
             cell.append(tvm_function())
         return cell[0]
 
@@ -131,6 +134,22 @@ def make_launch(artifact, native=None, tvm_function: Optional[Callable[[], Any]]
                 return
             raise_index_error(artifact, checks[error[0] - 1], error, args)
 
-    launch.native = native
-    launch.function = function if native is None else None
-    return launch
+    return as_cpu_launch(launch, native, function if native is None else None)
+
+
+class CpuLaunch(Protocol):
+    """What the cpu backend's launcher returns: `launch(args, bindings)` and how it runs kernels."""
+
+    native: Any  # the tile_cpu.native.Caller, or None where TVM's loader runs the kernel
+    function: Optional[Callable[[], Any]]  # the TVM PackedFunc's getter when there is no native caller
+
+    def __call__(self, args: List[Any], bindings: Any = None) -> None:
+        """Run the kernel on `args`."""
+
+
+def as_cpu_launch(launch: Callable[..., None], native: Any, function: Optional[Callable[[], Any]]) -> CpuLaunch:
+    """`launch` with the attributes of a CpuLaunch (for tests and `tile` tooling)."""
+    typed = cast(CpuLaunch, launch)
+    typed.native = native
+    typed.function = function
+    return typed

@@ -135,6 +135,8 @@ def _errors_only(stderr: str) -> str:
 def compile_ptx(src: str, arch: str) -> str:
     """PTX of the kernel (for inspection and tests)."""
     nvcc = toolchain.find_nvcc()
+    if nvcc is None:
+        raise RuntimeError(f"no nvcc found. Fix: {toolchain.NVCC_FIX}")
     sm = arch[3:]
     with tempfile.TemporaryDirectory(prefix="tile_cuda_") as d:
         cu = os.path.join(d, "kernel.cu")

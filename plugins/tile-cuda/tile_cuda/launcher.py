@@ -20,6 +20,7 @@ copies, and a misaligned one is a CUDA error that poisons the context for the re
 from __future__ import annotations
 
 import ctypes
+import importlib
 import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -239,7 +240,8 @@ class CudaKernelLauncher:
         make_current = self._make_current
         kernel_name, param_names = self.name, self.param_names
 
-        def run(args):
+        # argv holds bare addresses into `block`: run keeps it alive (a default value) as long as run lives
+        def run(args, _param_block=block):
             with lock:
                 for value, i in pointers:
                     ptr = args[i].data_ptr()
@@ -252,7 +254,6 @@ class CudaKernelLauncher:
                 if rc == CUDA_ERROR_INVALID_CONTEXT and make_current(device):
                     return run(args)
                 _check(rc, "cuLaunchKernel")
-        run.param_block = block  # argv holds bare addresses: the block must live as long as run
         return run
 
     def bind_call(self, args: Sequence[Any], bindings: Dict[str, int], input_positions: Sequence[int],
@@ -287,10 +288,9 @@ class CudaKernelLauncher:
 def _fastcall_module():
     """tile_cuda._fastcall, or None where the optional extension was not built."""
     try:
-        from . import _fastcall
+        return importlib.import_module("tile_cuda._fastcall")
     except ImportError:
         return None
-    return _fastcall
 
 
 def _launch_nothing(args) -> None:
@@ -309,8 +309,8 @@ def _cupy_stream(device: int) -> int:
 
 def _array_info(a, name):
     """(device pointer, device ordinal, `stream(device)`) of a torch / cupy / DLPack CUDA array."""
-    torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")  # imported by the caller, if used
-    if torch is not None and isinstance(a, torch.Tensor):
+    torch_module, cupy = sys.modules.get("torch"), sys.modules.get("cupy")  # imported by the caller, if used
+    if torch_module is not None and isinstance(a, torch_module.Tensor):
         if not a.is_cuda:
             raise TileRuntimeError(f"argument {name!r} is on {a.device}, expected a CUDA tensor")
         if not a.is_contiguous():

@@ -8,7 +8,7 @@ import re
 import shutil
 import subprocess
 from functools import lru_cache
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 NVCC_FIX = "pip install nvidia-cuda-nvcc  (or put the CUDA toolkit's bin/ on PATH, or set CUDA_HOME)"
 NVRTC_FIX = "pip install nvidia-cuda-nvrtc cuda-bindings"
@@ -70,7 +70,7 @@ def find_nvrtc() -> Optional[str]:
     return None
 
 
-_libcuda = None
+_libcuda: Union[ctypes.CDLL, bool, None] = None  # None: not looked for yet; False: not installed
 
 
 def libcuda():
@@ -85,7 +85,7 @@ def libcuda():
                 continue
         else:
             _libcuda = False
-    return _libcuda or None
+    return _libcuda if isinstance(_libcuda, ctypes.CDLL) else None
 
 
 @lru_cache(maxsize=1)
@@ -138,4 +138,7 @@ def parse_target(target: str) -> str:
 
 
 def arch_number(arch: str) -> int:
-    return int(re.match(r"sm_(\d+)", arch).group(1))
+    match = re.match(r"sm_(\d+)", arch)
+    if match is None:
+        raise ValueError(f"not a CUDA architecture: {arch!r} (expected sm_<number>)")
+    return int(match.group(1))

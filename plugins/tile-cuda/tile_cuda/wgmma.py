@@ -63,7 +63,7 @@ def candidate(g: N.Gemm, warps: int) -> bool:
 
 def row_blocks(g: N.Gemm, warps: int) -> int:
     """m64 instructions per warpgroup and k-step (1 or 2) of a candidate gemm on `warps` warps."""
-    return g.c.buffer.shape[0] // (16 * warps)
+    return g.c.buffer.static_dims()[0] // (16 * warps)
 
 
 def operands_ok(g: N.Gemm, storage, a_in_registers: bool) -> bool:

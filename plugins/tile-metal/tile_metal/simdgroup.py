@@ -25,7 +25,7 @@ Planning is pure Python; lowering imports TVM when the rule runs.
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from tilecore.ir import nodes as N
 from tilecore.ir.types import itemsize
@@ -49,7 +49,10 @@ def _eligible(g: N.Gemm, plan) -> bool:
         return False
     if plan.storage.get(a.name) != "smem" or plan.storage.get(b.name) != "smem" or c.name in (a.name, b.name):
         return False
-    M, Nn = c.shape
+    shape = c.static_shape()
+    if shape is None:
+        return False
+    M, Nn = shape
     K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
     return not (M % 8 or Nn % 8 or K % 8)
 
@@ -85,7 +88,7 @@ def register_uses(kernel: N.Kernel, c: N.Buffer, plan):
     """{id(stmt): ("gemm" | "fill" | "store", stmt)} when every statement touching accumulator `c`
     is an eligible gemm into it, a fill of all of it, or a copy of all of it to a 2-D global
     tensor region of its shape; else None."""
-    uses = {}
+    uses: Dict[int, Tuple[str, N.Stmt]] = {}
     for s in walk_stmts(kernel.body):
         if isinstance(s, N.Alloc) or not _touches(s, c.name):
             continue
@@ -141,7 +144,8 @@ class SimdgroupGemm(LoweringRule):
         """Hold accumulator `c` in simdgroup matrices when its uses and shape allow; claim its
         statements and give the plan a 64-element staging tile per simdgroup for the copy out."""
         plan = ctx.plan
-        grid = simdgroup_grid(c.shape[0], c.shape[1], ctx.threads // ctx.target.warp_size)
+        shape = c.static_shape()
+        grid = simdgroup_grid(shape[0], shape[1], ctx.threads // ctx.target.warp_size) if shape else None
         uses = register_uses(ctx.kernel, c, plan) if grid else None
         if not uses:
             return False
@@ -153,7 +157,7 @@ class SimdgroupGemm(LoweringRule):
             stage = N.Buffer(f"{c.name}_stage", (ctx.threads // ctx.target.warp_size * 64,), c.dtype, "shared")
             plan.buffers[stage.name] = stage
             plan.storage[stage.name] = "smem"
-            plan.layout[stage.name] = SharedLayout(stage.shape, itemsize(c.dtype))
+            plan.layout[stage.name] = SharedLayout(stage.static_dims(), itemsize(c.dtype))
         return True
 
     def allocate(self, lowering, buf: N.Buffer) -> None:
@@ -184,8 +188,12 @@ class SimdgroupGemm(LoweringRule):
 
 def _tiles(lowering, buf: N.Buffer) -> Tuple[int, int]:
     """(TM, TN): 8x8 matrices per simdgroup along rows and columns of accumulator `buf`."""
-    wm, wn = simdgroup_grid(buf.shape[0], buf.shape[1], lowering.threads // lowering.target.warp_size)
-    return buf.shape[0] // wm // 8, buf.shape[1] // wn // 8
+    rows, cols = buf.static_dims()[:2]
+    grid = simdgroup_grid(rows, cols, lowering.threads // lowering.target.warp_size)
+    if grid is None:  # planning keeps an accumulator in registers only where it has a grid
+        raise AssertionError(f"accumulator {buf.name!r} has no simdgroup grid")
+    wm, wn = grid
+    return rows // wm // 8, cols // wn // 8
 
 
 def _origin(lowering, buf: N.Buffer, grid):
@@ -300,10 +308,10 @@ def emit_simdgroup_gemm(lowering, g: N.Gemm):
     from tilecore.lowering.tir_expr import tir_const
 
     a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
-    M, Nn = c.shape
+    M, Nn = c.static_dims()
     K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
     av, bv, cv = lowering.views[a.name], lowering.views[b.name], lowering.views[c.name]
-    lda, ldb, ldc = a.shape[1], b.shape[1], Nn
+    lda, ldb, ldc = a.static_dims()[1], b.static_dims()[1], Nn
     groups = lowering.threads // lowering.target.warp_size
     tiles_n = Nn // 8
     tiles = (M // 8) * tiles_n

@@ -7,7 +7,10 @@ import os
 import re
 import threading
 import time
-from typing import Any, Dict, List, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Tuple, Union
+
+if TYPE_CHECKING:
+    import subprocess
 
 from tilecore.diagnostics import TileCompileError
 
@@ -49,7 +52,7 @@ for line in sys.stdin.buffer:
         sys.stderr.buffer.write(line)
         sys.stderr.buffer.flush()
 """
-_filter = None
+_filter: Union["subprocess.Popen[bytes]", bool, None] = None  # None: not started; False: unavailable
 
 
 def _stderr_filter_fd():
@@ -67,7 +70,9 @@ def _stderr_filter_fd():
                 if sys.executable else False
         except (OSError, ValueError, TypeError):
             _filter = False
-    return _filter.stdin.fileno() if _filter else None
+    if isinstance(_filter, bool) or _filter is None or _filter.stdin is None:
+        return None
+    return _filter.stdin.fileno()
 
 
 @contextlib.contextmanager

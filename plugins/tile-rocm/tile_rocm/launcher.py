@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from tilecore.diagnostics import TileRuntimeError
 
@@ -39,13 +39,13 @@ class RocmKernelLauncher:
         self.grid = _grid_fn(meta["grid_py"])
         self.arch = meta["arch"]
         self.functions: Dict[int, Any] = {}
-        self.hip = None
+        self.hip: Optional[ctypes.CDLL] = None
         self.index = {n: i for i, n in enumerate(self.param_names)}
 
-    def _ensure_runtime(self):
+    def _ensure_runtime(self) -> ctypes.CDLL:
         """The HIP runtime, checked at the first launch (compiling never needs it)."""
         if self.hip is not None:
-            return
+            return self.hip
         hip = toolchain.libhip()
         if hip is None:
             raise TileRuntimeError(
@@ -58,11 +58,13 @@ class RocmKernelLauncher:
             ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
             ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self.hip = hip
+        return hip
 
     def _check(self, rc, what):
         if rc != 0:
-            self.hip.hipGetErrorString.restype = ctypes.c_char_p
-            msg = self.hip.hipGetErrorString(rc)
+            hip = self._ensure_runtime()
+            hip.hipGetErrorString.restype = ctypes.c_char_p
+            msg = hip.hipGetErrorString(rc)
             hint = ""
             if rc == 209:  # hipErrorNoBinaryForGpu
                 hint = f" (the kernel was compiled for {self.arch}; compile for this GPU's gfx target)"
@@ -72,18 +74,19 @@ class RocmKernelLauncher:
         fn = self.functions.get(device)
         if fn is not None:
             return fn
-        self._check(self.hip.hipSetDevice(device), "hipSetDevice")
+        hip = self._ensure_runtime()
+        self._check(hip.hipSetDevice(device), "hipSetDevice")
         mod = ctypes.c_void_p()
-        self._check(self.hip.hipModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(self.code_object)),
+        self._check(hip.hipModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(self.code_object)),
                     "hipModuleLoadData")
         fn = ctypes.c_void_p()
-        self._check(self.hip.hipModuleGetFunction(ctypes.byref(fn), mod, self.entry.encode()),
+        self._check(hip.hipModuleGetFunction(ctypes.byref(fn), mod, self.entry.encode()),
                     "hipModuleGetFunction")
         self.functions[device] = fn
         return fn
 
     def __call__(self, args, bindings):
-        self._ensure_runtime()
+        hip = self._ensure_runtime()
         ptrs, device, stream = {}, None, None
         for name, a in zip(self.param_names, args):
             ptr, dev, st = _array_info(a, name)
@@ -103,8 +106,8 @@ class RocmKernelLauncher:
         size = ctypes.c_size_t(len(buf))
         extra = (ctypes.c_void_p * 5)(HIP_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(cbuf),
                                        HIP_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(size), HIP_LAUNCH_PARAM_END)
-        self._check(self.hip.hipModuleLaunchKernel(fn, gx, gy, gz, self.threads, 1, 1, self.dyn_lds, stream,
-                                                   None, extra), "hipModuleLaunchKernel")
+        self._check(hip.hipModuleLaunchKernel(fn, gx, gy, gz, self.threads, 1, 1, self.dyn_lds, stream,
+                                              None, extra), "hipModuleLaunchKernel")
         return None
 
 

@@ -287,7 +287,10 @@ def emit_mfma_gemm(lowering, g: N.Gemm, lay: MfmaLayout):
     from tilecore.lowering.tir_expr import tir_const
 
     a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
-    intrin, kstep, opnd = mfma_op(lowering.target.arch, a.dtype, c.dtype)
+    op = mfma_op(lowering.target.arch, a.dtype, c.dtype)
+    if op is None:  # planning claimed this gemm only where mfma_op has an instruction
+        raise lowering.unsupported(f"MFMA for {a.dtype} -> {c.dtype} on {lowering.target.arch}", g)
+    intrin, kstep, opnd = op
     kw = kstep // 4                     # operand elements per lane
     K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
     acc = lowering.views[c.name]

@@ -5,7 +5,7 @@ import ctypes
 import os
 import shutil
 from functools import lru_cache
-from typing import Optional
+from typing import Optional, Union
 
 # apache-tvm 0.27 wheels are built against LLVM 22: the code object linker must match it
 LLVM_MAJOR = 22
@@ -73,7 +73,7 @@ def configure_environment() -> Optional[str]:
     return root
 
 
-_hip = None
+_hip: Union[ctypes.CDLL, bool, None] = None  # None: not looked for yet; False: not installed
 
 
 def libhip():
@@ -91,7 +91,7 @@ def libhip():
                 continue
         else:
             _hip = False
-    return _hip or None
+    return _hip if isinstance(_hip, ctypes.CDLL) else None
 
 
 @lru_cache(maxsize=1)
