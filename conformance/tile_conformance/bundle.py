@@ -29,7 +29,7 @@ import hashlib
 import json
 import os
 import time
-from typing import Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
@@ -57,7 +57,7 @@ BUNDLE_FORMAT = 1
 
 def _save_arrays(path: str, arrays: Dict[str, np.ndarray]) -> None:
     stored = {k: (a.view(np.uint16) if a.dtype == np_dtype("bfloat16") else a) for k, a in arrays.items()}
-    np.savez(path, **stored)
+    np.savez(path, **stored)  # type: ignore[arg-type]  # numpy's stub types **kwds as savez's own flags
 
 
 def build_bundle(backend_name: str, folder: str, examples: int = 100, seed: int = 0,
@@ -83,7 +83,9 @@ def _build_bundle(backend_name, folder, examples, seed, families) -> dict:
     for sub in ("programs", "data", "artifacts"):
         os.makedirs(os.path.join(folder, sub), exist_ok=True)
     records = []
-    summary = {"programs": 0, "compiled": 0, "compile_failures": 0, "unsupported": 0, "suite_errors": 0}
+    # counts, then the manifest's digest (a JSON record)
+    summary: Dict[str, Any] = {"programs": 0, "compiled": 0, "compile_failures": 0, "unsupported": 0,
+                               "suite_errors": 0}
     for i, knobs in enumerate(generate_knobs(caps, examples, seed, families)):
         prog = build(knobs)
         pid = f"{i:04d}"

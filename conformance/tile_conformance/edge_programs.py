@@ -13,7 +13,7 @@
 """
 from __future__ import annotations
 
-from typing import List
+from typing import Any, Callable, Dict, List
 
 from tilecore.ir.types import is_float, promote
 
@@ -242,4 +242,4 @@ SPECIAL_OPS = {
 }
 
 
-EDGE_BUILDERS = {"convert": _build_convert, "intops": _build_intops, "math": _build_math}
+EDGE_BUILDERS: Dict[str, Callable[..., Any]] = {"convert": _build_convert, "intops": _build_intops, "math": _build_math}

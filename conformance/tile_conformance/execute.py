@@ -110,6 +110,8 @@ def load_source(source: str, name_hint: str = "prog"):
     path = write_private_file(workdir(), f"{name_hint}_{digest}.py", source.encode())
     mod_name = f"_tile_conformance_{name_hint}_{digest}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the generated program {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     try:
@@ -165,7 +167,7 @@ class quiet_stdout:
     def __enter__(self):
         sys.stdout.flush()
         try:
-            self.saved = os.dup(1)
+            self.saved: Optional[int] = os.dup(1)
         except OSError:
             self.saved = None
             return self

@@ -354,8 +354,8 @@ def _int_binary_in(op: str, a: Rendered, b: Rendered, d: str) -> Rendered:
         elif op == "-":
             lo, hi = a.lo - b.hi, a.hi - b.lo
         else:
-            c = [a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi]
-            lo, hi = min(c), max(c)
+            corners = [a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi]
+            lo, hi = min(corners), max(corners)
         return _int_checked(f"({a.text} {op} {b.text})", d, lo, hi, a, b)
     if op in ("//", "%"):
         # divisor: a positive constant (floor division semantics, Python's)

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, List, Optional, Sequence
+from typing import IO, Callable, List, Optional, Protocol, Sequence
 
 from .execute import FAIL, Outcome
 from .programs import Program
@@ -45,6 +45,32 @@ def _describe_exit(code: Optional[int]) -> str:
     return f"exited with status {code}"
 
 
+def _pipe(stream: Optional[IO[bytes]]) -> IO[bytes]:
+    """A worker's stdin or stdout (always a pipe: the workers are started with both)."""
+    if stream is None:
+        raise AssertionError("the conformance worker was started without a pipe")
+    return stream
+
+
+class ProgramPool(Protocol):
+    """What the runner needs of a pool of program runners (WorkerPool, ray_shard.RayShardPool)."""
+
+    backend: str
+    tier: str
+    jobs: int
+    timeout: float
+
+    def run(self, programs: Sequence[Program], on_result: Optional[Callable[[int, Outcome], bool]] = None
+            ) -> List[Optional[Outcome]]:
+        """Outcomes of `programs` in their order (None: not run, after on_result stopped the run)."""
+
+    def run_one(self, program: Program) -> Outcome:
+        """The outcome of one program (a shrinking candidate)."""
+
+    def close(self) -> None:
+        """Stop the pool's workers."""
+
+
 class _Worker:
     """One worker process; `stderr` goes to a file whose tail explains crashes."""
 
@@ -61,10 +87,10 @@ class _Worker:
         self.ready = False
 
     def fileno(self) -> int:
-        return self.proc.stdout.fileno()
+        return _pipe(self.proc.stdout).fileno()
 
     def send(self, message) -> None:
-        write_message(self.proc.stdin.fileno(), message)
+        write_message(_pipe(self.proc.stdin).fileno(), message)
 
     def receive(self):
         return read_message(self.fileno())
@@ -90,14 +116,15 @@ class _Worker:
     def close_files(self) -> None:
         for f in (self.proc.stdin, self.proc.stdout, self.err):
             try:
-                f.close()
+                if f is not None:
+                    f.close()
             except OSError:
                 pass
 
     def stop(self) -> None:
         """Close the pipe (the worker exits at EOF); kill it if it does not."""
         try:
-            self.proc.stdin.close()
+            _pipe(self.proc.stdin).close()
             self.proc.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             pass
@@ -130,7 +157,10 @@ class WorkerPool:
 
     def run_one(self, program: Program) -> Outcome:
         """Run a single program (used while shrinking)."""
-        return self.run([program])[0]
+        outcome = self.run([program])[0]
+        if outcome is None:  # run() leaves None only where on_result stopped it, and there is none
+            raise AssertionError("the worker pool returned no outcome for a single program")
+        return outcome
 
     def run(self, programs: Sequence[Program], on_result: Optional[Callable[[int, Outcome], bool]] = None
             ) -> List[Optional[Outcome]]:
@@ -212,6 +242,8 @@ class WorkerPool:
         readable, _, _ = select.select(busy, [], [], wait)
         for w in readable:
             i = w.job
+            if i is None:  # busy workers have a job
+                continue
             try:
                 msg = w.receive()
             except (EOFError, OSError):
@@ -229,6 +261,8 @@ class WorkerPool:
         now = time.monotonic()
         for w in [w for w in busy if w.job is not None and w not in readable and now >= w.deadline]:
             i = w.job
+            if i is None:
+                continue
             self._discard(w)
             yield i, Outcome(FAIL, sorted(programs[i].features),
                              f"run failed: timed out after {self.timeout:g} s (the worker was killed: the "

@@ -107,7 +107,7 @@ class RayShardPool:
         """One program (a shrinking candidate), on this machine's isolated worker."""
         return self.local.run_one(program)
 
-    def run(self, programs: Sequence[Program], on_result=None) -> List[Outcome]:
+    def run(self, programs: Sequence[Program], on_result=None) -> List[Optional[Outcome]]:
         """Outcomes of the run's programs in index order; `on_result(i, outcome)` sees each as it comes."""
         from ray.util import ActorPool
 

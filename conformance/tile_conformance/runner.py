@@ -7,7 +7,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .execute import FAIL, PASS, SUITE_ERROR, UNSUPPORTED, Outcome
-from .pool import DEFAULT_TIMEOUT, WorkerPool
+from .pool import DEFAULT_TIMEOUT, ProgramPool, WorkerPool
 from .programs import FAMILIES, Program, build
 from .repro import program_record, repro_script
 from .shrink import Shrinker, program_size
@@ -70,8 +70,8 @@ def run_families(caps: Caps, families: Optional[Sequence[str]] = None) -> Tuple[
 def _feature_table(outcomes: List[Outcome], declared: frozenset) -> Dict[str, dict]:
     from tilecore.language.features import FEATURES
 
-    table = {f: {"declared": f in declared, "pass": 0, "fail": 0, "unsupported": 0, "suite_error": 0}
-             for f in FEATURES}
+    table: Dict[str, dict] = {f: {"declared": f in declared, "pass": 0, "fail": 0, "unsupported": 0, "suite_error": 0}
+                              for f in FEATURES}
     for o in outcomes:
         for f in o.features:
             row = table.setdefault(f, {"declared": f in declared, "pass": 0, "fail": 0, "unsupported": 0,
@@ -132,7 +132,10 @@ class _Progress:
 
     def describe(self, text: str, total: Optional[int] = None):
         if self.bar is not None:
-            self.bar.update(self.task, description=text, **({"total": total, "completed": 0} if total else {}))
+            if total:
+                self.bar.update(self.task, description=text, total=total, completed=0)
+            else:
+                self.bar.update(self.task, description=text)
 
     def stop(self):
         if self.bar is not None:
@@ -144,7 +147,7 @@ def run_suite(backend_name: str, examples: int = DEFAULT_EXAMPLES, seed: int = 0
               shrink_runs: int = 60, shrink_seconds: float = 90.0, progress: bool = False,
               must_pass: Optional[dict] = None, jobs: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT,
               stop_after_failures: int = 0, programs: Optional[Sequence[Program]] = None,
-              pool: Optional[WorkerPool] = None) -> dict:
+              pool: Optional[ProgramPool] = None) -> dict:
     """Run the suite on one backend and return the report (a JSON-serialisable dict).
 
     Programs run in `jobs` isolated worker processes (pool.py), each with
@@ -208,7 +211,7 @@ def _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks
             results = pool.run(programs, on_result)
             ran = [i for i, o in enumerate(results) if o is not None]
             run_programs = [programs[i] for i in ran]
-            outcomes = [results[i] for i in ran]
+            outcomes = [o for o in results if o is not None]
             table = _feature_table(outcomes, frozenset(backend.capabilities.features))
             failures = _failures(run_programs, outcomes, ran, table, pool, shrink, max_shrinks, shrink_runs,
                                  shrink_seconds, seed, bar)
@@ -237,7 +240,8 @@ def _shrink_targets(failed, table, max_shrinks) -> List[int]:
     """One failure per distinct (family, kind of failure, most suspicious feature): distinct bugs get a
     minimal program each; repeats of the same one are listed unshrunk. Timeouts are not shrunk (every
     candidate could take the whole timeout)."""
-    to_shrink, seen = [], set()
+    to_shrink: List[int] = []
+    seen: set = set()
     for pos, prog, out in failed:
         if out.error_kind == "timeout":
             continue

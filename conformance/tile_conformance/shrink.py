@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
@@ -24,7 +24,7 @@ from hypothesis.errors import NoSuchExample, Unsatisfiable
 from . import exprs as X
 from .programs import Unbuildable
 
-_SIMPLER_CHOICES = {
+_SIMPLER_CHOICES: Dict[str, List[object]] = {
     "loop": ["serial"],
     "stage": ["fragment", "direct"],
     "out_stage": ["fragment", "direct"],
@@ -146,7 +146,7 @@ class Shrinker:
         self.runs = 0
         self.method = ""
         self.seconds = 0.0
-        self._memo = {}
+        self._memo: Dict[str, bool] = {}
         self._deadline = 0.0
 
     def _key(self, knobs: dict) -> str:

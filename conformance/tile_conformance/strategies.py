@@ -239,7 +239,7 @@ def copy_knobs(draw, caps: Caps, slot: int = 0):
     dyn = caps.has("dynamic_shape", "partial_tiles") and (slot % 4 == 3 or draw(st.integers(0, 4)) == 0)
     edges = ""
     if is_float(dtypes[0]):
-        narrowest = min(dtypes[1:], key=_PRECISION.get)
+        narrowest = min(dtypes[1:], key=lambda d: _PRECISION.get(d, 0))
         narrower = _PRECISION[narrowest] < _PRECISION[dtypes[0]]
         edges = draw(st.sampled_from(["special", "", f"ties:{narrowest}"] if narrower else ["special", ""]))
     elif dtypes[0] != "bool":
