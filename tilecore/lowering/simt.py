@@ -74,7 +74,8 @@ def build_intrinsics(hooked=None) -> IntrinsicTable:
 class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReductions):
     """Lower one Tile IR PrimFunc (one T.Kernel) to a tvm.tirx.PrimFunc.
 
-    The concerns live in mixins, one module each: `simt_memory` (allocation, element
+    The concerns live in mixins, one module each (each derives from `simt_host.SimtHost`, which
+    declares what they share): `simt_memory` (allocation, element
     access), `simt_barriers` (barrier placement), `simt_threads` (thread mapping),
     `simt_tileops` and `simt_reduce` (the portable lowering of the tile ops). This class
     holds the dispatch, the kernel binding and the control-flow statements.

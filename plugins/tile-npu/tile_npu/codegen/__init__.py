@@ -5,7 +5,8 @@ Modules: `driver` (the Codegen class, statement dispatch, grid/kernel programs),
 registers and vector slots), `placement` (scratchpad segments), `dma_sync`
 (pending DMAs and their waits), `pipelining` (T.Pipelined), `scalar` (uniform
 expressions and statements), `tiles` (copy/fill/gemm/reduce/atomic), `vector`
-(T.Parallel).
+(T.Parallel). Each concern is a mixin of Codegen deriving from `host.NpuHost`, which
+declares the state they share and the methods one calls on another.
 
 Mapping (README.md "Compiler" has the long form):
 * shared / fragment / local / var buffers -> scratchpad segments, placed

@@ -8,6 +8,7 @@ from tilecore.ir import nodes as N
 from tilecore.ir.visitor import walk
 
 from ..isa import SPACE_PARAM, SPACE_SEG
+from .host import NpuHost
 
 
 @dataclass
@@ -21,7 +22,7 @@ class PendingDMA:
     dram_reads: Set[int] = field(default_factory=set)
 
 
-class DmaSync:
+class DmaSync(NpuHost):
     """Tracks pending DMAs; `sync` waits exactly for those that conflict with an access."""
 
     def sync(self, reads=(), writes=()):

@@ -6,6 +6,7 @@ from tilecore.ir.types import promote
 
 from .. import isa
 from ..isa import Instr
+from .host import NpuHost
 
 BINOP_INDEX = {op: i for i, op in enumerate(isa.BINOPS)}
 UNOP_INDEX = {op: i for i, op in enumerate(isa.UNOPS)}
@@ -30,7 +31,7 @@ def binop_work_dtype(e) -> tuple:
     return work, bool_arith
 
 
-class Emitter:
+class Emitter(NpuHost):
     """Appends instructions to `self.prog`, recording each one's source line for the debugger."""
 
     def error(self, message, span=None):

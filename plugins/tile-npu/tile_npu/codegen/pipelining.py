@@ -8,6 +8,7 @@ from tilecore.ir import nodes as N
 from tilecore.ir.visitor import walk, walk_stmts
 
 from .emitter import BINOP_INDEX
+from .host import NpuHost
 from .registers import FIRST_FREE_REG
 
 
@@ -26,7 +27,7 @@ class _PipelineState:
     kreg: int                       # register: the loop variable of the iteration being prefetched
 
 
-class Pipelining:
+class Pipelining(NpuHost):
     """Plans prefetchable copies per pipelined loop and emits the S-stage software pipeline."""
 
     def _plan_pipelines(self, body):

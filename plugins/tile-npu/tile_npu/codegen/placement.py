@@ -8,11 +8,12 @@ from tilecore.ir import nodes as N
 
 from ..arch import VECTOR_DTYPES
 from ..isa import SPACE_PARAM, SPACE_SEG, Segment
+from .host import NpuHost
 
 SEGMENT_ALIGN = 64
 
 
-class MemoryPlacement:
+class MemoryPlacement(NpuHost):
     """Creates one segment per buffer (per stage when pipelined) and gives each a base address."""
 
     def _make_segments(self, body):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..isa import NO_REG, Segment
+from .host import NpuHost
 
 FIRST_FREE_REG = 8
 ZERO = 0            # r0 holds 0 in kernel code
@@ -12,7 +13,7 @@ def all_free_registers() -> list:
     return list(range(254, FIRST_FREE_REG - 1, -1))
 
 
-class RegisterAllocation:
+class RegisterAllocation(NpuHost):
     """Hands out and takes back scalar registers and vector slots; bound variables stay reserved."""
 
     def reg(self) -> int:

@@ -7,10 +7,11 @@ from tilecore.ir import nodes as N
 
 from ..isa import NO_REG, Access
 from .emitter import BINOP_INDEX, UNOP_INDEX, binop_work_dtype
+from .host import NpuHost
 from .registers import ZERO
 
 
-class ScalarCodegen:
+class ScalarCodegen(NpuHost):
     """Compiles uniform expressions (`sx`) and the scalar statements (`s_Let`, `s_Store`, `s_If`, ...)."""
 
     def s_Alloc(self, s):

@@ -9,10 +9,11 @@ from .. import isa
 from ..arch import MATRIX_FORMATS
 from ..isa import NO_REG, Access, MatMul, Reduction, Transfer
 from .emitter import ATOMIC, BINOP_INDEX, prod
+from .host import NpuHost
 from .registers import ZERO
 
 
-class TileOps:
+class TileOps(NpuHost):
     """Lowers the tile statements that work on whole regions (`s_Copy`, `s_Fill`, `s_Gemm`, ...)."""
 
     def _region_access(self, region: N.Region, iter_ext, pairing) -> Tuple[int, List[int]]:

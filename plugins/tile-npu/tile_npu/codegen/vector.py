@@ -10,6 +10,7 @@ from tilecore.ir.visitor import walk
 from ..arch import VECTOR_DTYPES
 from ..isa import NO_REG, Access, Extents
 from .emitter import ATOMIC, BINOP_INDEX, COMPARES, UNOP_INDEX, binop_work_dtype, prod
+from .host import NpuHost
 from .registers import ZERO
 
 
@@ -33,10 +34,8 @@ class VectorContext:
         self.mask: Optional[int] = None      # slot of the active-lane mask (None: all lanes)
 
 
-class VectorCodegen:
+class VectorCodegen(NpuHost):
     """Compiles T.Parallel (`s_Parallel`), its statements (`v_*`) and per-lane expressions (`vx`)."""
-
-    vctx: Optional[VectorContext]  # the T.Parallel chunk being compiled (None outside one)
 
     def vector_context(self) -> VectorContext:
         """The T.Parallel chunk being compiled; outside one this is an internal error."""
