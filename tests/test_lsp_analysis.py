@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import traceback
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tilecore.lsp.analysis import analyze
-from tilecore.lsp.document import load_document
+from tilecore.lsp.document import frame_span, load_document
 from tilecore.lsp.positions import byte_to_index, lsp_range
 
 KERNEL = '''import tilecore
@@ -158,6 +159,17 @@ def test_user_code_that_exits_or_raises_is_a_diagnostic_at_its_line(tmp_path):
     [d] = analyze(str(tmp_path / "k.py"), text)["diagnostics"]
     assert d["severity"] == 1 and d["message"] == "SystemExit: 3"
     assert d["range"]["start"]["line"] == text.splitlines().index("        raise SystemExit(3)")
+
+
+def test_a_frame_without_columns_still_gives_its_line(tmp_path):
+    """Python 3.10's traceback frames have no colno / end_lineno / end_colno (3.11 added them): the
+    diagnostic of a Python error in the document reading them crashed there (found by mypy)."""
+    path = str(tmp_path / "k.py")
+    frame = traceback.FrameSummary(path, 7, "main", line="x = 1")
+    for name in ("colno", "end_lineno", "end_colno"):  # the frame as Python 3.10 makes it
+        delattr(frame, name)
+    span = frame_span(frame, path)
+    assert (span.file, span.line, span.col, span.end_line, span.end_col) == (path, 7, 0, 7, 0)
 
 
 def test_module_level_classes_and_dataclasses_work(tmp_path):

@@ -117,11 +117,17 @@ def exception_span(err: BaseException, path: str, fallback: Span) -> Span:
     span = fallback
     for frame in traceback.extract_tb(err.__traceback__):
         if frame.filename == path and frame.lineno:
-            # Python 3.10's frames have no columns (3.11 added colno, end_lineno, end_colno)
-            col = getattr(frame, "colno", None) or 0
-            end_line = getattr(frame, "end_lineno", None) or frame.lineno
-            span = Span(path, frame.lineno, col, end_line, getattr(frame, "end_colno", None) or 0)
+            span = frame_span(frame, path)
     return span
+
+
+def frame_span(frame: traceback.FrameSummary, path: str) -> Span:
+    """The Span of a traceback frame; Python 3.10's frames have a line but no columns (3.11
+    added colno, end_lineno and end_colno)."""
+    line = frame.lineno or 0
+    col = getattr(frame, "colno", None) or 0
+    end_line = getattr(frame, "end_lineno", None) or line
+    return Span(path, line, col, end_line, getattr(frame, "end_colno", None) or 0)
 
 
 def problem_from_exception(err: BaseException, path: str, fallback: Span) -> Problem:
