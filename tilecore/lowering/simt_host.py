@@ -48,7 +48,7 @@ class SimtHost:
     scratch_count: int
     lib_used: bool
     scratch: Any  # the cross-warp reduction partials (a tirx Buffer), when the kernel reduces
-    scratch_off: int  # its byte offset in the shared pool
+    scratch_off: Optional[int]  # its byte offset in the shared pool (None: the kernel does not reduce)
 
     # ------------------------------------------------------------------ simt.SimtLowering
     def lower(self, e: N.Expr) -> Any:
