@@ -22,7 +22,7 @@ from tilecore.runtime import cache as C
 from tilecore.runtime.folders import UnsafeFolderError
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_plugin_support import clean_env, install_toy_and_broken, run_python, simple_add_func  # noqa: E402
+from test_plugin_support import clean_env, install_toy_and_broken, run_python, run_tile, simple_add_func  # noqa: E402
 
 
 def _artifact():
@@ -301,6 +301,9 @@ def test_environment_switches_accept_only_documented_values(tmp_path):
     assert proc.returncode != 0
     assert "TILECORE_DISABLE_PLUGIN_AUTOLOAD='2' is not a valid setting" in proc.stderr
     assert "1, true, yes, on" in proc.stderr
+    cli = run_tile(["backends"], env)  # the `tile` command says so too, without a traceback
+    assert cli.returncode == 1 and "Traceback" not in cli.stderr
+    assert cli.stderr.startswith("error: TILECORE_DISABLE_PLUGIN_AUTOLOAD='2' is not a valid setting")
     with pytest.raises(EnvSettingError, match="TILECORE_CACHE='maybe'"):
         os.environ["TILECORE_CACHE"] = "maybe"
         try:
