@@ -365,3 +365,30 @@ def test_any_damaged_entry_is_corruption_never_another_error(data):
         assert C.decode_entry(bytes(damaged), KEY, secret) == _artifact()
     except C.CorruptEntry:
         pass
+
+
+# ---------------------------------------------------------------------- temp folders after a SIGKILL
+
+def test_orphaned_tempdirs_are_removed_and_nothing_else(tmp_path):
+    """Only `process_tempdir` folders of this purpose, of your own, whose process is gone."""
+    from tilecore.runtime.folders import process_tempdir, remove_orphaned_tempdirs
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    orphan = tmp_path / f"tilecore-libs-{dead}-abc123"
+    alive = tmp_path / "tilecore-libs-1-abc123"  # pid 1 always runs
+    other_purpose = tmp_path / f"tilecore-other-{dead}-abc123"
+    lookalike = tmp_path / f"tilecore-libs-{dead}-abc123.txt"
+    for folder in (orphan, alive, other_purpose):
+        folder.mkdir()
+        (folder / "lib.so").write_bytes(b"x")
+    lookalike.write_text("the user's file")
+    made = process_tempdir("libs", str(tmp_path))
+    assert not orphan.exists() and os.stat(made).st_mode & 0o777 == 0o700
+    assert alive.exists() and other_purpose.exists() and lookalike.exists()
+    if os.geteuid() == 0:  # a folder of another uid is never yours to remove
+        uid, gid = _other_user()
+        theirs = tmp_path / f"tilecore-libs-{dead}-theirs"
+        theirs.mkdir()
+        os.chown(theirs, uid, gid)
+        assert remove_orphaned_tempdirs(str(tmp_path), "libs") == 0 and theirs.exists()

@@ -67,6 +67,16 @@ def test_torch_negative_bit_is_resolved_for_inputs_and_refused_for_outputs(kerne
         kernel(a, torch._neg_view(torch.zeros(40, dtype=torch.int8)))
 
 
+def test_torch_conjugate_bit_is_refused(kernel):
+    """A lazily conjugated view's memory does not hold its values; tilecore has no complex dtype,
+    so such a tensor is refused by name before its dtype is even looked at."""
+    torch = pytest.importorskip("torch")
+    conj = torch.arange(40, dtype=torch.float32).to(torch.complex64).conj()
+    assert conj.is_conj()
+    with pytest.raises(TileRuntimeError, match="argument 'A': got a torch tensor with its conjugate bit set"):
+        kernel(conj, torch.zeros(40, dtype=torch.int8))
+
+
 def test_output_sharing_memory_with_an_input_is_refused(kernel):
     """The same array as input and output gave an order-dependent result."""
     a = np.arange(64, dtype=np.int8)

@@ -94,3 +94,20 @@ def test_cache_key_covers_tile_cpu_source_and_toolchain():
     assert "libtvm.so" in fingerprint and "libtvm_runtime.so" in fingerprint
     digest = _code_fingerprint(backend)
     assert len(digest) == 64 and digest == _code_fingerprint(backend)
+
+
+def test_library_folder_of_a_killed_process_is_removed_by_the_next(cpu_env, tmp_path):
+    """A process killed with SIGKILL runs no exit handler: its private folder of kernel libraries
+    stayed in the temp folder for good. The next process that loads a kernel removes it."""
+    temp = tmp_path / "tmp"
+    temp.mkdir(mode=0o700)
+    cpu_env["TMPDIR"] = str(temp)
+    killed = _run(cpu_env, ATOMIC_KERNEL + "sys.stdout.flush()\nimport os, signal\n"
+                                           "os.kill(os.getpid(), signal.SIGKILL)\n")
+    assert killed.returncode == -9, killed.stderr
+    orphan = os.path.dirname(killed.stdout.strip().splitlines()[-1])
+    assert os.path.isfile(os.path.join(orphan, os.listdir(orphan)[0]))  # left behind
+    done = _run(cpu_env, ATOMIC_KERNEL)
+    assert done.returncode == 0, done.stderr
+    assert not os.path.exists(orphan)
+    assert not [name for name in os.listdir(temp) if name.startswith("tilecore-cpu-libs-")]
