@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from tilecore.plugin import Option, hookimpl
-from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus, files_fingerprint, tvm_fingerprint
+from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus, tvm_fingerprint
 
 from . import __version__, toolchain
 from .target import DEFAULT_OVERLAP, GEMM_BLOCK_PANEL, OVERLAP_SCHEDULES
@@ -119,7 +119,7 @@ def make_backend() -> Backend:
                         "launch order"),
                  Option("fast_math", bool, False, "fast approximate exp/exp2/log (__expf, ex2.approx, __logf); "
                         "off by default: the accurate expf/exp2f/logf meet the conformance ULP table")),
-        toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + files_fingerprint([toolchain.find_nvcc() or ""]),
+        toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + toolchain.compiler_fingerprint(),
         tilelang=TILELANG_NAMES,
     )
 
