@@ -9,6 +9,7 @@ import pytest
 import tilecore
 import tilecore.language as T
 from tilecore.diagnostics import TileCompileError, TileRuntimeError
+from tilecore.ir import nodes as N
 
 M = T.dynamic("M")
 
@@ -175,3 +176,26 @@ def test_dynamic_array_with_more_than_int32_elements_is_refused():
     a = np.empty((2 ** 15 + 2, 65536), np.int8)  # 2^31 + 2^17 elements, never touched
     with pytest.raises(TileRuntimeError, match=r"has 2147614720 elements \(shape \(32770, 65536\)\)"):
         kernel(a, np.empty_like(a))
+
+
+def _inc(x):
+    """A plain helper, inlined where it is called with a kernel value."""
+    return x + 1.0
+
+
+@T.prim_func
+def nested_helpers(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+    with T.Kernel(1) as bx:
+        for i in T.Parallel(16):
+            B[i] = _inc(_inc(_inc(_inc(_inc(_inc(_inc(_inc(A[i]))))))))
+
+
+def test_nested_helper_calls_are_translated_once_each():
+    """Each nested helper call evaluated its argument twice, so the work (and the statements made)
+    doubled per level: 14 nested calls of a one-line helper ran for minutes. Now one `Let` per call."""
+    from tilecore.ir.visitor import walk_stmts
+
+    lets = [s for s in walk_stmts(nested_helpers.body) if isinstance(s, N.Let)]
+    assert len(lets) == 8
+    kernel = tilecore.compile(nested_helpers, target="reference", out_idx=[-1])
+    np.testing.assert_array_equal(kernel(np.arange(16, dtype=np.float32)), np.arange(16) + 8.0)
