@@ -112,6 +112,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         self.lib_used = False
         self.smem_bytes = 0
         self.scratch_count = 0
+        self.launch_threads = self.threads  # threads per block at launch (`launch`)
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -192,7 +193,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
                     self.ex.bind_buffer(b.name, self.make_view_fn(b))
                 self.emit_kernel()
         prim = ib.get()
-        lk = LoweredKernel(prim, func.name, tuple(self.kernel.grid), self.threads, self.smem_bytes,
+        lk = LoweredKernel(prim, func.name, tuple(self.kernel.grid), self.launch_threads, self.smem_bytes,
                            self.plan, list(self.plan.notes), self.device_lib if self.lib_used else "",
                            {op: names + ["portable"] for op, names in self.rules.describe().items()})
         return lk
@@ -204,6 +205,17 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
 
     def emit_Kernel(self, k: N.Kernel):
         """Blocks as blockIdx.x/y/z, one thread axis; then allocations and the body."""
+        frames = self.launch(k, self.threads)
+        self.rasterize(k)
+        self.alloc_all()
+        self.emit_body(k.body)
+        for fr in reversed(frames):
+            fr.__exit__(None, None, None)
+
+    def launch(self, k: N.Kernel, threads: int) -> list:
+        """Open the launch frames: the grid as blockIdx.x/y/z and `threads` threads per block
+        (a "Kernel" rule may launch more than the kernel's own threads, e.g. a producer warp);
+        returns the frames for the caller to exit in reverse order."""
         axes = ["blockIdx.x", "blockIdx.y", "blockIdx.z"]
         if len(k.grid) > 3:
             raise self.err("T.Kernel supports at most 3 grid dimensions on GPUs", k)
@@ -213,14 +225,11 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
             var = fr.__enter__()
             frames.append(fr)
             self.ex.bind(v.name, var)
-        fr = B.launch_thread("threadIdx.x", self.threads)
+        fr = B.launch_thread("threadIdx.x", threads)
         self.t = fr.__enter__()
         frames.append(fr)
-        self.rasterize(k)
-        self.alloc_all()
-        self.emit_body(k.body)
-        for fr in reversed(frames):
-            fr.__exit__(None, None, None)
+        self.launch_threads = threads
+        return frames
 
     def rasterize(self, k: N.Kernel):
         """T.use_swizzle: visit 2-D grid blocks in panels of `panel_size` block rows, so that

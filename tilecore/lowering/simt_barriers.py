@@ -18,42 +18,7 @@ class SimtBarriers:
 
     def smem_sets(self, stmts) -> Tuple[set, set]:
         """Shared buffers read and written by statements (tile operands and elements)."""
-        reads, writes = set(), set()
-        sm = {n for n, s in self.plan.storage.items() if s == "smem"}
-
-        def region_rw(r, is_w):
-            if r.buffer.name in sm:
-                (writes if is_w else reads).add(r.buffer.name)
-
-        for s in walk_stmts(stmts):
-            if isinstance(s, N.Copy):
-                region_rw(s.src, False)
-                region_rw(s.dst, True)
-            elif isinstance(s, N.Fill):
-                region_rw(s.dst, True)
-            elif isinstance(s, N.Gemm):
-                region_rw(s.a, False)
-                region_rw(s.b, False)
-                region_rw(s.c, True)
-                region_rw(s.c, False)
-            elif isinstance(s, (N.Reduce, N.Cumsum)):
-                if s.src.name in sm:
-                    reads.add(s.src.name)
-                if s.dst.name in sm:
-                    writes.add(s.dst.name)
-                    reads.add(s.dst.name)
-            elif isinstance(s, N.Atomic):
-                if isinstance(s.value, N.Region):
-                    region_rw(s.value, False)
-            elif isinstance(s, N.Print) and isinstance(s.value, N.Buffer) and s.value.name in sm:
-                reads.add(s.value.name)
-            if isinstance(s, N.Store) and s.buffer.name in sm:
-                writes.add(s.buffer.name)
-            for e in _exprs_of(s):
-                for n in walk(e):
-                    if isinstance(n, N.Load) and n.buffer.name in sm:
-                        reads.add(n.buffer.name)
-        return reads, writes
+        return shared_accesses(stmts, self.plan.storage)
 
     def touch(self, stmts):
         """Insert a barrier before `stmts` if they conflict with unsynchronized shared accesses."""
@@ -69,6 +34,47 @@ class SimtBarriers:
     def touch_expr_only(self, e):
         """`touch` for the shared loads of expression `e` alone (an if condition)."""
         self.touch((N.Let(N.Var("_"), e),))
+
+
+def shared_accesses(stmts, storage) -> Tuple[set, set]:
+    """(reads, writes): the shared buffers (`storage` name -> "smem") that statements read and
+    write, as tile operands and as elements; pure Python (also used while planning)."""
+    reads, writes = set(), set()
+    sm = {n for n, s in storage.items() if s == "smem"}
+
+    def region_rw(r, is_w):
+        if r.buffer.name in sm:
+            (writes if is_w else reads).add(r.buffer.name)
+
+    for s in walk_stmts(stmts):
+        if isinstance(s, N.Copy):
+            region_rw(s.src, False)
+            region_rw(s.dst, True)
+        elif isinstance(s, N.Fill):
+            region_rw(s.dst, True)
+        elif isinstance(s, N.Gemm):
+            region_rw(s.a, False)
+            region_rw(s.b, False)
+            region_rw(s.c, True)
+            region_rw(s.c, False)
+        elif isinstance(s, (N.Reduce, N.Cumsum)):
+            if s.src.name in sm:
+                reads.add(s.src.name)
+            if s.dst.name in sm:
+                writes.add(s.dst.name)
+                reads.add(s.dst.name)
+        elif isinstance(s, N.Atomic):
+            if isinstance(s.value, N.Region):
+                region_rw(s.value, False)
+        elif isinstance(s, N.Print) and isinstance(s.value, N.Buffer) and s.value.name in sm:
+            reads.add(s.value.name)
+        if isinstance(s, N.Store) and s.buffer.name in sm:
+            writes.add(s.buffer.name)
+        for e in _exprs_of(s):
+            for n in walk(e):
+                if isinstance(n, N.Load) and n.buffer.name in sm:
+                    reads.add(n.buffer.name)
+    return reads, writes
 
 
 def _exprs_of(s):

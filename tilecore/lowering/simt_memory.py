@@ -28,12 +28,9 @@ class SimtMemory:
 
     def alloc_all(self):
         """Declare register and replicated arrays, then the shared tiles (see `alloc_shared`)."""
-        smem = []
         for name, st in self.plan.storage.items():
             b = self.plan.buffers[name]
-            if st == "smem":
-                smem.append((name, b, self.plan.layout[name]))
-            elif st in ("reg", "rep"):
+            if st in ("reg", "rep"):
                 size = self.plan.layout[name].local_size if st == "reg" else max(1, prod(b.static_shape() or (1,)))
                 arr = B.alloc_buffer((size,), self.storage_dtype(b.dtype), scope="local")
                 IRBuilder.name(name, arr)
@@ -41,7 +38,37 @@ class SimtMemory:
                 self.ex.bind_buffer(name, self.make_view_fn(b))
             elif st == "owned":
                 self.plan.owners[name].allocate(self, b)
-        self.alloc_shared(smem)
+        self.alloc_shared(self.shared_tiles())
+
+    def shared_tiles(self):
+        """(name, buffer, layout) of every shared tile, in plan order."""
+        return [(name, self.plan.buffers[name], self.plan.layout[name])
+                for name, st in self.plan.storage.items() if st == "smem"]
+
+    def shared_offsets(self, smem):
+        """(byte offset of each shared tile, total bytes): the tiles, the cross-warp reduction
+        scratch when the kernel reduces (`scratch_off`), then `shared_tail` bytes that a rule
+        reserved (`tail_off`, 8-byte aligned: e.g. a backend's synchronization objects)."""
+        pool = self.target.shared_pool
+        align = (self.plan.shared_alignment or self.target.shared_alignment) if pool else 1
+        total, offsets = 0, {}
+        self.scratch_off = None
+        for name, _buffer, lay in smem:
+            total = _align(total, align)
+            offsets[name] = total
+            total += lay.numel * lay.stages * lay.elem_bytes
+        if any(isinstance(s, N.Reduce) for s in walk_stmts(self.kernel.body)):
+            total = _align(total, 128) if pool else total
+            self.scratch_off = total
+            total += self._scratch_size()
+        if self.shared_tail:
+            total = _align(total, 8)
+            self.tail_off = total
+            total += self.shared_tail
+        return offsets, total
+
+    shared_tail = 0  # bytes a rule reserves after the tiles (`shared_offsets`)
+    scratch_off = None  # byte offset of the reduction scratch, when the kernel reduces
 
     def storage_dtype(self, dtype: str) -> str:
         """The dtype that holds a `dtype` tile on this target (bool may live in int8)."""
@@ -49,19 +76,10 @@ class SimtMemory:
 
     def alloc_shared(self, smem):
         """Shared tiles: typed views of one byte pool (`target.shared_pool`), or one static
-        allocation each; plus the cross-warp reduction scratch when the kernel reduces."""
+        allocation each; plus the cross-warp reduction scratch when the kernel reduces and the
+        bytes a rule reserved (`shared_tail`)."""
         pool = self.target.shared_pool
-        align = (self.plan.shared_alignment or self.target.shared_alignment) if pool else 1
-        total, offsets = 0, {}
-        for name, _buffer, lay in smem:
-            total = _align(total, align)
-            offsets[name] = total
-            total += lay.numel * lay.stages * lay.elem_bytes
-        needs_scratch = any(isinstance(s, N.Reduce) for s in walk_stmts(self.kernel.body))
-        if needs_scratch:
-            total = _align(total, 128) if pool else total
-            self.scratch_off = total
-            total += self._scratch_size()
+        offsets, total = self.shared_offsets(smem)
         if total > self.target.max_shared_memory:
             span = smem[0][1].span if smem else self.kernel.span
             raise TileCompileError(
@@ -87,7 +105,7 @@ class SimtMemory:
             IRBuilder.name(name, view)
             self.views[name] = view
             self.ex.bind_buffer(name, self.make_view_fn(b))
-        if needs_scratch:
+        if self.scratch_off is not None:
             n = self._scratch_size() // 4
             self.scratch = (B.decl_buffer((n,), "float32", data=data, elem_offset=self.scratch_off // 4, scope=scope)
                             if pool else B.alloc_buffer((n,), "float32", scope=scope))

@@ -17,7 +17,7 @@ from ..ir import nodes as N
 from ..ir.types import is_float
 from .simt_layout import MmaLayout, RowLayout, StridedLayout, StridedRowLayout
 from .simt_threads import unflatten
-from .tir_expr import cast_to, nan_max, nan_min, tir_const
+from .tir_expr import cast_to, tir_const
 
 # Lanes one shuffle reduction spans; a wider warp (a 64-lane wave) reduces as groups of 32 (taking
 # the target's warp_size here would change ROCm code that no AMD GPU here can check).
@@ -44,8 +44,17 @@ class SimtReductions:
         if kind in ("sum", "abssum"):
             return a + b
         if kind in ("max", "absmax"):
-            return nan_max(a, b)  # NaN propagates (docs/semantics.md)
-        return nan_min(a, b)
+            return self.ex.nan_minmax("max", a, b)  # NaN propagates (docs/semantics.md)
+        return self.ex.nan_minmax("min", a, b)
+
+    def _combine_tree(self, kind, values):
+        """`values` combined pairwise as a balanced tree, each partial result bound once: a
+        dependency chain of log2(n) operations instead of n (the row reductions of attention's
+        softmax were latency-bound), and no operand repeated by a NaN-propagating select."""
+        while len(values) > 1:
+            paired = [B.Bind(self._combine(kind, a, b)) for a, b in zip(values[::2], values[1::2])]
+            values = paired + values[len(values) - len(values) % 2:]
+        return values[0]
 
     def _reduce_input(self, r: N.Reduce, idx, k, keep: bool, wide: str):
         """Element `k` along `r.dim` of the source line that ends at output `idx`, in `wide`."""
@@ -211,13 +220,12 @@ class SimtReductions:
         part = B.alloc_buffer((src_l.MI * 2,), wide, scope="local")
         with B.unroll(0, src_l.MI) as mi:
             with B.unroll(0, 2) as h:
-                B.buffer_store(part, self._identity(r.kind, wide), [mi * 2 + h])
-                with B.unroll(0, src_l.NI) as ni:
-                    with B.unroll(0, 2) as cc:
+                values = []
+                for ni in range(src_l.NI):
+                    for cc in range(2):
                         v = cast_to(src_v[((mi * src_l.NI + ni) * 2 + h) * 2 + cc], wide)
-                        if r.kind in ("abssum", "absmax"):
-                            v = tx.abs(v)
-                        B.buffer_store(part, self._combine(r.kind, part[mi * 2 + h], v), [mi * 2 + h])
+                        values.append(tx.abs(v) if r.kind in ("abssum", "absmax") else v)
+                B.buffer_store(part, self._combine_tree(r.kind, values), [mi * 2 + h])
                 for m in (1, 2):
                     sh = B.Bind(self.shuffle_xor(part[mi * 2 + h], tir_const(m, "int32")))  # once: _combine repeats
                     B.buffer_store(part, self._combine(r.kind, part[mi * 2 + h], sh), [mi * 2 + h])

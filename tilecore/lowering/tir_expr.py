@@ -295,6 +295,14 @@ class ExprLowerer(Dispatcher):
             self.memory_names.discard(let.var.name)
         self.bind(let.var.name, value)
 
+    def nan_minmax(self, op: str, a, b):
+        """min or max (`op`) where a NaN operand gives NaN: the target's single instruction when its
+        intrinsic table has ("nan_min" / "nan_max", dtype), else the portable select (`nan_max`)."""
+        key, dt = "nan_" + op, str(dtype_of(a))
+        if self.intrinsics.has(key, dt):
+            return self.intrinsics.lower(key, dt, [a, b])
+        return (nan_max if op == "max" else nan_min)(a, b)
+
     def reads_memory(self, e: N.Expr) -> bool:
         """Whether `e` reads a buffer, directly or through a name bound to such a value: data,
         whose int32 arithmetic must wrap, unlike the index arithmetic of loop variables."""
@@ -528,10 +536,8 @@ class ExprLowerer(Dispatcher):
             return a - b
         if op == "*":
             return ieee_mul(a, b) if is_float else a * b
-        if op == "min":
-            return nan_min(a, b)
-        if op == "max":
-            return nan_max(a, b)
+        if op in ("min", "max"):
+            return self.nan_minmax(op, a, b)
         if op == "/":
             if is_float:
                 return tx.Div(a, b)

@@ -124,7 +124,8 @@ OVERLAP_CASES = [c for c in CASES if c[4] >= 3]
 @pytest.mark.parametrize("case", [OVERLAP_CASES[i] for i in (6, 8, 9)], ids=_ids)
 def test_overlapped_main_loop_keeps_one_wgmma_group_in_flight(case, schedule):
     bm, bn, bk, th, st, dt, ta, tb = case
-    src = _codegen(_kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a", {"wgmma_overlap": schedule}).source
+    src = _codegen(_kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a",
+                   {"wgmma_overlap": schedule, "warp_specialize": False}).source
     # the loop's gemm leaves its group running, the peeled last k-step retires every group
     calls = re.findall(r"tc::wgmma_ss<[^>]*, (\d)>\(", src)
     assert calls == ["1", "0"], calls
@@ -136,7 +137,8 @@ def test_overlapped_main_loop_keeps_one_wgmma_group_in_flight(case, schedule):
     assert loop_and_last_step.count("__syncthreads();") == (2 if schedule == "release" else 1) + 1
     ptx = compiler.compile_ptx(src, "sm_90a")
     assert "wgmma.wait_group.sync.aligned 1;" in ptx and "wgmma.wait_group.sync.aligned 0;" in ptx
-    plain = _codegen(_kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a", {"wgmma_overlap": False}).source
+    plain = _codegen(_kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a",
+                     {"wgmma_overlap": False, "warp_specialize": False}).source
     assert re.findall(r"tc::wgmma_ss<[^>]*, (\d)>\(", plain) == ["0"]
 
 
@@ -168,7 +170,7 @@ def test_overlapped_loop_reads_accumulators_after_the_last_wait(case, schedule, 
     bm, bn, bk, th, st, dt, ta, tb = case
     for pred in (False, True):
         art = _codegen(_kernel(case, 2 * bm - 24 * pred, 2 * bn, 12 * bk, pred), "cuda:sm_90a",
-                       {"wgmma_overlap": schedule})
+                       {"wgmma_overlap": schedule, "warp_specialize": False})
         cubin = tmp_path / "kernel.cubin"
         cubin.write_bytes(art.blobs["cubin"])
         args = ["-sass"] if DISASSEMBLER.endswith("cuobjdump") else ["-c"]
@@ -183,19 +185,32 @@ def test_overlapped_loop_reads_accumulators_after_the_last_wait(case, schedule, 
 @pytest.mark.parametrize("case", CASES, ids=_ids)
 def test_wgmma_gemm_matches_torch(case):
     """The plain wgmma loop (each k-step waits for its group); the default schedule runs below."""
-    _check_against_torch(case, {"wgmma_overlap": False})
+    _check_against_torch(case, {"wgmma_overlap": False, "warp_specialize": False})
+
+
+# every other pipelined case (1-stage loops have no stages to fill)
+WS_CASES = [c for c in CASES if c[4] >= 2][::2]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", WS_CASES, ids=_ids)
+def test_warp_specialized_wgmma_gemm_matches_torch(case):
+    """The producer-warpgroup pipeline (tile_cuda/warp_specialize.py), one-warpgroup blocks included
+    (option True), every dtype and transpose, partial tiles and 12 k-tiles as below."""
+    _check_against_torch(case, {"warp_specialize": True})
 
 
 # "release" also takes 2-stage loops: two of them (bf16, int8 on 32 rows per warp) besides the others
 OVERLAP_RUNS = ([(c, "slack") for c in OVERLAP_CASES]
                 + [(c, "release") for c in OVERLAP_CASES + [CASES[14], CASES[22]]]
-                + [(c, None) for c in OVERLAP_CASES[:2]])  # None: no option given, the default
+                + [(c, None) for c in OVERLAP_CASES[:2]])  # None: wgmma_overlap's default ("release")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case,schedule", OVERLAP_RUNS, ids=[f"{_ids(c)}-{s}" for c, s in OVERLAP_RUNS])
 def test_overlapped_wgmma_gemm_matches_torch(case, schedule):
-    _check_against_torch(case, {} if schedule is None else {"wgmma_overlap": schedule})
+    _check_against_torch(case, {"warp_specialize": False} if schedule is None
+                         else {"wgmma_overlap": schedule, "warp_specialize": False})
 
 
 def _check_against_torch(case, options):
@@ -208,7 +223,9 @@ def _check_against_torch(case, options):
     for M, N, Kd, pred in ((2 * bm, 2 * bn, 12 * bk, False), (2 * bm - 24, 2 * bn - 8, 11 * bk + 16, True)):
         art = _codegen(_kernel(case, M, N, Kd, pred), "cuda", options)
         assert "tc::wgmma_ss<" in art.source
-        if options.get("wgmma_overlap", True):
+        if options.get("warp_specialize"):
+            assert "tc::mbar_wait" in art.source
+        elif options.get("wgmma_overlap", True):
             assert re.findall(r"tc::wgmma_ss<[^>]*, (\d)>\(", art.source) == ["1", "0"]
         launch = plugin.tilecore_launcher(backend=plugin.make_backend(), artifact=art)
         tdt = {"float16": torch.float16, "bfloat16": torch.bfloat16, "int8": torch.int8}[dt]

@@ -287,6 +287,18 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// min / max where a NaN operand gives NaN (the language's semantics) in one instruction (sm_80+)
+__device__ __forceinline__ float max_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+__device__ __forceinline__ float min_nan(float a, float b) {
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
 // Atomic read-modify-write for every dtype; Op 0 add, 1 max, 2 min. 16-bit types go through
 // a CAS on the enclosing aligned 32-bit word.
 template <int Op, typename T> __device__ __forceinline__ T combine(T a, T b) {

@@ -182,8 +182,8 @@ class WgmmaGemm(LoweringRule):
 
 def emit_wgmma(lowering, g: N.Gemm, pending: int = 0) -> None:
     """The `tc::wgmma_ss` / `tc::wgmma_rs` call of a gemm the wgmma rule claimed; `pending` wgmma
-    groups stay in flight on return (shared A only; a later call with pending=0 retires them
-    before the accumulator is read)."""
+    groups stay in flight on return (a later call with pending=0, or `emit_wgmma_retire`, retires
+    them before the accumulator, or a register A operand, is touched)."""
     from tvm.tirx.script.builder import ir as B
 
     from .intrinsics import CXX_TYPES, helper_call
@@ -195,8 +195,7 @@ def emit_wgmma(lowering, g: N.Gemm, pending: int = 0) -> None:
     _clear_accumulator(lowering, g, lay)
     T = CXX_TYPES[a.dtype]
     if lowering.plan.storage[a.name] == "reg":
-        assert pending == 0, "register-A wgmma is always awaited"
-        tmpl = f"tc::wgmma_rs<{lay.N}, {K}, {_b(g.transpose_b)}, {T}, {lb.shape[0]}, {lb.shape[1]}>"
+        tmpl = f"tc::wgmma_rs<{lay.N}, {K}, {_b(g.transpose_b)}, {T}, {lb.shape[0]}, {lb.shape[1]}, {pending}>"
         a_ptr = _first(lowering, a)
     else:
         la = lowering.plan.layout[a.name]
@@ -204,6 +203,16 @@ def emit_wgmma(lowering, g: N.Gemm, pending: int = 0) -> None:
                 f"{la.shape[0]}, {la.shape[1]}, {lb.shape[0]}, {lb.shape[1]}, {lay.MI}, {pending}>")
         a_ptr = lowering.stage_base_addr(a)
     B.evaluate(helper_call(lowering, tmpl, a_ptr, lowering.stage_base_addr(b), _first(lowering, g.c.buffer)))
+
+
+def emit_wgmma_retire(lowering, g: N.Gemm) -> None:
+    """Retire the wgmma groups still in flight after `emit_wgmma(..., pending=1)` of gemm `g`."""
+    from tvm.tirx.script.builder import ir as B
+
+    from .intrinsics import helper_call
+
+    lay = lowering.plan.mma_gemms[id(g)]
+    B.evaluate(helper_call(lowering, f"tc::wgmma_retire<{lay.MI * lay.N // 2}>", _first(lowering, g.c.buffer)))
 
 
 def select_wgmma_gemms(plan, gemms, warps, no_swizzle) -> Dict[int, tuple]:

@@ -115,13 +115,25 @@ def fast_exp2(lowering, args):
     return _func_call("tc::fast_exp2", (args[0],), lowering.device_lib, "float32")
 
 
+def _nan_minmax(op):
+    @contextual
+    def minmax(lowering, args):
+        if lowering.target.prop("sm", 0) < 80:  # max.NaN is PTX ISA 7.0, sm_80
+            from tilecore.lowering.tir_expr import nan_max, nan_min
+            return (nan_max if op == "max" else nan_min)(*args)
+        return helper_call(lowering, f"tc::{op}_nan", *args, ret="float32")
+    minmax.__doc__ = f"{op} of two float32 values, NaN if either is NaN: {op}.NaN.f32 (sm_80+)"
+    return minmax
+
+
 def cuda_intrinsics() -> Dict:
     """Every entry tile-cuda contributes (added with setdefault: a third party's entry wins)."""
     table: Dict = {("exp", "float32"): _fast("exp", "__expf"), ("log", "float32"): _fast("log", "__logf"),
                    ("exp2", "float32"): fast_exp2,
                    ("vector_copy", None): copy16, ("async_copy", None): cp_async16,
                    ("async_commit", None): cp_async_commit, ("async_wait", None): cp_async_wait,
-                   ("async_proxy_fence", None): async_proxy_fence}
+                   ("async_proxy_fence", None): async_proxy_fence,
+                   ("nan_max", "float32"): _nan_minmax("max"), ("nan_min", "float32"): _nan_minmax("min")}
     for dt in CXX_TYPES:
         table[("shuffle_xor", dt)] = shuffle_xor
         for kind in ATOMIC_OPS:

@@ -17,7 +17,7 @@ from tilecore.plugin import Option, hookimpl
 from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus, tvm_fingerprint
 
 from . import __version__, toolchain
-from .target import DEFAULT_OVERLAP, GEMM_BLOCK_PANEL, OVERLAP_SCHEDULES
+from .target import DEFAULT_OVERLAP, DEFAULT_WARP_SPECIALIZE, GEMM_BLOCK_PANEL, OVERLAP_SCHEDULES
 from .tilelang_names import TILELANG_NAMES
 
 NAME = "cuda"
@@ -118,7 +118,11 @@ def make_backend() -> Backend:
                         "in panels of this many block rows (L2 reuse) unless T.use_swizzle says otherwise; 0: "
                         "launch order"),
                  Option("fast_math", bool, False, "fast approximate exp/exp2/log (__expf, ex2.approx, __logf); "
-                        "off by default: the accurate expf/exp2f/logf meet the conformance ULP table")),
+                        "off by default: the accurate expf/exp2f/logf meet the conformance ULP table"),
+                 Option("warp_specialize", bool, DEFAULT_WARP_SPECIALIZE, "sm_90a: a producer warpgroup "
+                        "fills the stages of the T.Pipelined loop (mbarriers) and two warpgroups take turns at "
+                        "their gemms (ping-pong); None (default): blocks of two or more warpgroups, True: every "
+                        "block, False: off", optional=True)),
         toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + toolchain.compiler_fingerprint(),
         tilelang=TILELANG_NAMES,
     )

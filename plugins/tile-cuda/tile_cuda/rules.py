@@ -1,8 +1,9 @@
 """tile-cuda's lowering rules, in the order they are tried (the toolkit's portable lowering last).
 
     Gemm       wgmma (sm_90a) -> mma_sync (sm_80+) -> portable
-    Pipelined  wgmma_overlap_pipeline (sm_90a, option wgmma_overlap) -> async_copy_pipeline
-               (cp.async, sm_80+) -> portable (a serial loop)
+    Kernel     warp_specialized_kernel (sm_90a, option warp_specialize) -> portable
+    Pipelined  warp_specialized (sm_90a, option warp_specialize) -> wgmma_overlap_pipeline (sm_90a,
+               option wgmma_overlap) -> async_copy_pipeline (cp.async, sm_80+) -> portable (a serial loop)
     Print      printf -> portable (refused)
 
 `add_cuda_rules(rules)` is what the plugin's `tilecore_lowering_rules` hook runs;
@@ -70,10 +71,13 @@ def add_cuda_rules(rules) -> None:
     from tilecore.lowering.simt_pipeline import AsyncCopyPipeline
 
     from .gemm_rules import MmaSyncGemm, WgmmaGemm
+    from .warp_specialize import WarpSpecializedKernel, WarpSpecializedPipeline
     from .wgmma_pipeline import WgmmaOverlapPipeline
 
+    rules.add("Kernel", WarpSpecializedKernel())
     rules.add("Gemm", WgmmaGemm())
     rules.add("Gemm", MmaSyncGemm())
+    rules.add("Pipelined", WarpSpecializedPipeline())
     rules.add("Pipelined", WgmmaOverlapPipeline())
     rules.add("Pipelined", AsyncCopyPipeline(applies_to=has_mma_sync))
     rules.add("Print", PrintfRule())

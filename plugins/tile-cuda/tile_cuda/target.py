@@ -16,7 +16,9 @@ def cuda_target(arch: str, options: Dict[str, Any]):
     `properties`: "sm" (the compute capability as an int), "wgmma" (option wgmma, default on),
     "wgmma_overlap" (option wgmma_overlap, default "release": the overlapped wgmma main loop of
     `wgmma_pipeline`; False/"" off, "slack" or "release" on, True = "slack") and "fast_math"
-    (option fast_math, default off: accurate math, as the conformance ULP table requires), read by
+    (option fast_math, default off: accurate math, as the conformance ULP table requires) and
+    "warp_specialize" (option warp_specialize, `warp_specialize_mode`: the producer-warpgroup pipeline of
+    `warp_specialize`), read by
     tile-cuda's rules and intrinsics.
     """
     from tilecore.lowering.target import TargetDescription
@@ -32,7 +34,8 @@ def cuda_target(arch: str, options: Dict[str, Any]):
         device_library=CUDA_DEVICE_LIB, gemm_block_panel=gemm_block_panel(options.get("gemm_block_panel")),
         properties={"sm": sm, "wgmma": bool(options.get("wgmma", True)),
                     "wgmma_overlap": overlap_schedule(options.get("wgmma_overlap", DEFAULT_OVERLAP)),
-                    "fast_math": bool(options.get("fast_math", False))})
+                    "fast_math": bool(options.get("fast_math", False)),
+                    "warp_specialize": warp_specialize_mode(options.get("warp_specialize"))})
 
 
 def has_mma_sync(target) -> bool:
@@ -51,6 +54,20 @@ OVERLAP_SCHEDULES = ("slack", "release")
 GEMM_BLOCK_PANEL = 8
 # measured fastest on the H200 (benchmarks/results/h200-session5) and checked by its GPU test matrix
 DEFAULT_OVERLAP = "release"
+# the producer-warpgroup pipeline (`warp_specialize`): by default for blocks of two or more
+# warpgroups (faster on the H200 for attention and large GEMMs, benchmarks/results/h200-session7);
+# one-warpgroup blocks keep the overlapped wgmma loop unless the option asks for it
+DEFAULT_WARP_SPECIALIZE = None
+
+
+def warp_specialize_mode(value) -> str:
+    """Option warp_specialize: None -> "auto" (blocks of two or more warpgroups), True -> "on"
+    (every block), False -> "" (off)."""
+    if value is None:
+        return "auto"
+    if isinstance(value, bool):
+        return "on" if value else ""
+    raise ValueError(f"compile option warp_specialize must be True, False or None, got {value!r}")
 
 
 def overlap_schedule(value) -> str:

@@ -162,8 +162,9 @@ __device__ __forceinline__ void wgmma_ss(const T* A, const T* B, typename MmaOp<
 }
 
 // Block GEMM with A in registers (a (M x K) fragment in the accumulator layout of the same warp
-// rows, e.g. softmax probabilities cast to half), B in shared memory as in wgmma_ss.
-template <int N, int K, bool TB, typename T, int BR, int BC>
+// rows, e.g. softmax probabilities cast to half), B in shared memory as in wgmma_ss; PENDING as
+// there (the A registers must not change either until the group is retired).
+template <int N, int K, bool TB, typename T, int BR, int BC, int PENDING = 0>
 __device__ __forceinline__ void wgmma_rs(const T* Areg, const T* B, float* acc) {
   typedef WgTile<BR, BC, sizeof(T)> TileB;
   const u64 db = TB ? TileB::desc_k(B) : TileB::desc_mn(B);
@@ -177,9 +178,20 @@ __device__ __forceinline__ void wgmma_rs(const T* Areg, const T* B, float* acc) 
     Wgmma<T, N>::template rs<TB ? 0 : 1>(acc, a, db + (bo >> 4));
   }
   wgmma_commit();
+  wgmma_wait<PENDING>();
+  if constexpr (PENDING == 0) {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) reg_fence(acc[i]);
+  }
+}
+
+// Retire every wgmma group of this warpgroup (after a call with PENDING > 0): the NACC
+// accumulator registers become readable, fenced against moving above the wait.
+template <int NACC, typename A>
+__device__ __forceinline__ void wgmma_retire(A* acc) {
   wgmma_wait<0>();
 #pragma unroll
-  for (int i = 0; i < N / 2; ++i) reg_fence(acc[i]);
+  for (int i = 0; i < NACC; ++i) reg_fence(acc[i]);
 }
 }  // namespace tc
 #endif

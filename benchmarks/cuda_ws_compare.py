@@ -1,0 +1,96 @@
+"""One attention or GEMM configuration on an NVIDIA GPU, compiled with tile-cuda's warp-specialized
+pipeline (option warp_specialize=True, "ws") and as the default build ("base"): each checked against
+torch on fresh random data, then timed (with "t"), with cuDNN SDPA / cuBLAS in the same process.
+Prints one JSON line. A deadlock would show as the caller's timeout, so run each configuration in its
+own process (benchmarks/results/h200-session7/README.md).
+
+    python benchmarks/cuda_ws_compare.py attn CAUSAL BM BN STAGES SEQ BATCH HEADS DTYPE [t|ws|base]
+    python benchmarks/cuda_ws_compare.py gemm N BM BN BK STAGES THREADS [t]
+
+With "ws" or "base" only that build runs, once (for a profiler); with "t" both are timed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_bench import bench, build  # noqa: E402  (also puts plugins/tile-cuda/tests on the path)
+
+VARIANTS = (("ws", {"warp_specialize": True}), ("base", {}))
+
+
+def attention(argv):
+    import torch
+    import torch.nn.functional as F
+    from examples_util import example
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import tilecore
+
+    causal, bm, bn, st, S, B, H = (int(a) for a in argv[:7])
+    dt, mode = argv[7], (argv[8] if len(argv) > 8 else "")
+    fa, D = example("flash_attention"), 128
+    q, k, v = (torch.randn(B, S, H, D, device="cuda", dtype=getattr(torch, dt)) for _ in range(3))
+    heads_first = [x.transpose(1, 2) for x in (q, k, v)]
+    ref = F.scaled_dot_product_attention(*(x.float() for x in heads_first), is_causal=bool(causal)).transpose(1, 2)
+    row = {"kind": "attn", "causal": causal, "cfg": [bm, bn, st], "S": S, "B": B, "H": H, "dtype": dt}
+    flops = 4 * B * H * S * S * D * (0.5 if causal else 1.0)
+    for name, opts in VARIANTS:
+        if mode in ("ws", "base") and name != mode or not mode and name == "base":
+            continue
+        t0 = time.perf_counter()
+        func = fa.flashattn.prim_func(B, H, S, D, bool(causal), block_M=bm, block_N=bn, num_stages=st, dtype=dt)
+        kern = tilecore.compile(func, target="cuda", out_idx=[3], **opts)
+        row[name + "_compile_s"] = time.perf_counter() - t0
+        row[name + "_is_ws"] = "mbar_wait" in kern.artifact.source
+        out = kern(q, k, v)
+        torch.cuda.synchronize()
+        row[name + "_rel_err"] = ((out.float() - ref).norm() / ref.norm()).item()
+        if mode == "t":
+            row[name + "_ms"] = t = bench(lambda: kern(q, k, v), warmup=3, iters=10)
+            row[name + "_tflops"] = flops / t / 1e9
+    if mode == "t":
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            row["cudnn_ms"] = bench(lambda: F.scaled_dot_product_attention(*heads_first, is_causal=bool(causal)),
+                                    warmup=3, iters=10)
+        for name, _ in VARIANTS:
+            row[name + "_vs_cudnn"] = row["cudnn_ms"] / row[name + "_ms"]
+    return row
+
+
+def gemm(argv):
+    import kernels as K
+    import torch
+
+    n, bm, bn, bk, stages, threads = (int(a) for a in argv[:6])
+    timing = len(argv) > 6
+    a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
+    ref = torch.matmul(a.float(), b.float())
+    row = {"kind": "gemm", "n": n, "cfg": [bm, bn, bk, stages, threads]}
+    for name, opts in VARIANTS:
+        if name == "base" and not timing:
+            continue
+        func = K.gemm_kernel(n, n, n, bm=bm, bn=bn, bk=bk, stages=stages, threads=threads, swizzle_panel=8,
+                             predicated=n % bm != 0 or n % bn != 0 or n % bk != 0)
+        art, launch, _ = build(func, options=opts)
+        row[name + "_is_ws"] = "mbar_wait" in art.source
+        c = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float16)
+        launch([a, b, c], {})
+        torch.cuda.synchronize()
+        row[name + "_rel_err"] = ((c.float() - ref).norm() / ref.norm()).item()
+        if timing:
+            row[name + "_ms"] = t = bench(lambda: launch([a, b, c], {}))
+            row[name + "_tflops"] = 2 * n ** 3 / t / 1e9
+    if timing:
+        row["cublas_ms"] = t = bench(lambda: torch.matmul(a, b))
+        for name, _ in VARIANTS:
+            row[name + "_vs_cublas"] = t / row[name + "_ms"]
+    return row
+
+
+if __name__ == "__main__":
+    kind = sys.argv[1]
+    print(json.dumps(attention(sys.argv[2:]) if kind == "attn" else gemm(sys.argv[2:])), flush=True)

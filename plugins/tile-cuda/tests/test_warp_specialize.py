@@ -1,0 +1,160 @@
+"""Warp-specialized pipelines (tile_cuda/warp_specialize.py, option warp_specialize): which loops
+qualify (planning, pure Python), what the generated code does (compile tier), and results on a GPU."""
+import kernels as K
+import numpy as np
+import pytest
+from examples_util import example
+
+import tilecore
+import tilecore.language as T
+from tile_cuda import plugin, toolchain
+from tile_cuda.rules import cuda_plan
+from tile_cuda.warp_specialize import WarpSpecializedPipeline, register_split
+from tilecore.plugin.backend import TileModule
+
+needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="no nvcc here")
+WS = {"warp_specialize": True}
+
+
+def _attention(causal, block_M=128, block_N=128, stages=2, seq_len=512):
+    return example("flash_attention").flashattn.prim_func(1, 2, seq_len, 128, causal, block_M=block_M,
+                                                         block_N=block_N, num_stages=stages)
+
+
+def _claim(func, options):
+    claims = cuda_plan(func, "sm_90a", options).claims.get(WarpSpecializedPipeline.name, {})
+    return next(iter(claims.values()), None)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_is_warp_specialized_with_gemms_taking_turns(causal):
+    """Two warpgroups and two gemms: ping-pong; the causal trip count (a name bound to block
+    indices before the loop) is recomputed by the producer."""
+    info = _claim(_attention(causal), WS)
+    assert info is not None and info.pingpong and info.stages == 2
+    assert [c.dst.buffer.name for c in info.copies] == ["K_shared", "V_shared"]
+    assert [let.var.name for let in info.lets] == (["loop_range"] if causal else [])
+
+
+def test_one_warpgroup_and_plain_gemms_are_specialized_without_turns():
+    assert not _claim(_attention(False, block_M=64, block_N=64), WS).pingpong  # 128 threads
+    assert not _claim(K.gemm_kernel(1024, 1024, 1024, bm=128, bn=256, bk=64, stages=3, threads=256), WS).pingpong
+
+
+def test_option_off_and_other_targets_keep_the_async_copy_pipeline():
+    assert _claim(_attention(False), {"warp_specialize": False}) is None
+    assert _claim(_attention(False), {}) is not None  # by default for two warpgroups
+    assert _claim(_attention(False, block_M=64, block_N=64), {}) is None  # one warpgroup: only when asked
+    claims = cuda_plan(_attention(False), "sm_80", WS).claims
+    assert not claims.get(WarpSpecializedPipeline.name)
+
+
+def _gemm_writing_shared_in_the_loop():
+    @T.prim_func
+    def main(A: T.Tensor((256, 256), "float16"), B: T.Tensor((256, 256), "float16"),
+             C: T.Tensor((256, 256), "float16")):
+        with T.Kernel(2, 2, threads=256) as (bx, by):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_s = T.alloc_shared((128, 128), "float16")
+            C_f = T.alloc_fragment((128, 128), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[by * 128, k * 64], A_s)
+                T.copy(B[k * 64, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_f)
+                T.copy(C_f, C_s)  # a shared write in the body: the consumers would need a barrier
+            T.copy(C_s, C[by * 128, bx * 128])
+    return main
+
+
+def test_a_body_that_needs_a_barrier_is_not_specialized():
+    assert _claim(_gemm_writing_shared_in_the_loop(), WS) is None
+
+
+def test_register_split_fits_the_register_file():
+    consumer, launch = register_split(256)
+    assert (consumer, launch) == (232, 168)
+    assert 256 * consumer + 128 * 40 <= 65536
+    consumer, launch = register_split(128)
+    assert consumer <= launch  # one warpgroup already has all it can use: no setmaxnreg
+
+
+def _source(func, options):
+    be = plugin.make_backend()
+    art = plugin.tilecore_codegen(backend=be, module=TileModule(func, "cuda:sm_90a"), options=options)
+    return art
+
+
+@needs_nvcc
+def test_attention_source_has_the_producer_and_the_turns():
+    """One codegen: 384 threads (T + the producer warpgroup), registers handed over, stage
+    mbarriers, named barriers instead of __syncthreads in the consumer part, gemms issued with one
+    group in flight and retired after the turn is passed, row maxima as max.NaN."""
+    art = _source(_attention(True), WS)
+    src = art.source
+    assert art.meta["threads"] == 384 and "__launch_bounds__(384)" in src
+    for needle in ("tc::regs_increase<232>", "tc::regs_decrease<40>", "tc::mbar_wait", "tc::cp_async_arrive",
+                   "tc::mbar_arrive_warp", "tc::named_arrive(2, 256)", "tc::wgmma_retire<64>", "tc::max_nan("):
+        assert needle in src, needle
+    body = src[src.index("__launch_bounds__(384) main_kernel"):]
+    assert body.count("__syncthreads()") == 1  # once, after the mbarriers are initialized
+    assert ", 1>((&(acc_s_cast_ptr[0]))" in body  # the second gemm (A in registers) left in flight
+
+
+@needs_nvcc
+def test_switched_off_the_kernel_keeps_the_block_barriers():
+    src = _source(_attention(False), {"warp_specialize": False}).source
+    assert "mbar_wait" not in src and "__launch_bounds__(256)" in src
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [(False, 128, 128, 2, 512), (True, 128, 128, 2, 200), (True, 128, 64, 3, 512),
+                                  (False, 64, 64, 2, 320)])
+def test_warp_specialized_attention_matches_numpy(case):
+    causal, bm, bn, stages, seq = case
+    fa = example("flash_attention")
+    kern = tilecore.compile(fa.flashattn.prim_func(1, 2, seq, 128, causal, block_M=bm, block_N=bn,
+                                                   num_stages=stages), target="cuda", out_idx=[3], **WS)
+    assert "mbar_wait" in kern.artifact.source
+    import torch
+
+    q, k, v = (torch.randn(1, seq, 2, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+    out = kern(q, k, v).double().cpu().numpy()
+    ref = fa.reference(*(x.cpu().numpy() for x in (q, k, v)), causal)
+    assert np.abs(out - ref).max() < 2e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,bn,stages", [(1000, 128, 3), (1024, 256, 4)])
+def test_warp_specialized_gemm_matches_numpy(n, bn, stages):
+    import torch
+
+    art = _source(K.gemm_kernel(n, n, n, bm=128, bn=bn, bk=64, stages=stages, threads=256, predicated=True), WS)
+    assert "mbar_wait" in art.source
+    launch = plugin.tilecore_launcher(backend=plugin.make_backend(), artifact=art)
+    a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
+    c = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float16)
+    launch([a, b, c], {})
+    ref = a.float() @ b.float()
+    assert ((c.float() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+@pytest.mark.gpu
+def test_row_max_propagates_nan_on_the_gpu():
+    """max.NaN.f32 in the tree reduction: a NaN anywhere in a row gives NaN, other rows exact."""
+    @T.prim_func
+    def rowmax(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128):
+            x = T.alloc_fragment((64, 64), "float32")
+            m = T.alloc_fragment((64,), "float32")
+            T.copy(X, x)
+            T.reduce_max(x, m, dim=1)
+            T.copy(m, Y)
+    import torch
+
+    x = np.random.default_rng(3).standard_normal((64, 64)).astype(np.float32)
+    x[5, 17] = np.nan
+    y = tilecore.compile(rowmax, target="cuda", out_idx=[1])(torch.from_numpy(x).cuda()).cpu().numpy()
+    ref = np.max(x, axis=1)
+    assert np.isnan(y[5]) and np.array_equal(np.delete(y, 5), np.delete(ref, 5))

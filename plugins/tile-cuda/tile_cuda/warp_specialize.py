@@ -1,0 +1,424 @@
+"""Warp-specialized pipelines on sm_90a (compile option warp_specialize): a producer warpgroup fills the
+stages of a `T.Pipelined` loop while the kernel's own warpgroups only compute.
+
+The toolkit's pipeline (`tilecore.lowering.simt_pipeline`) has every thread issue its share of the
+stage copies and meet at a block barrier once per iteration, so the warpgroups of a block run in
+lockstep: in FlashAttention both run their softmax at the same time and the tensor cores idle.
+Here the kernel launches one extra warpgroup (threads T .. T+127), which gives most of its
+registers to the others (setmaxnreg):
+
+    producer:       for j, for each stage copy: wait until the copy's buffer of stage j % S is
+                    empty (mbarrier: every consumer warp is done with it), issue the copy as cp.async
+                    and let its completion arrive on the buffer's "full" mbarrier
+                    (cp.async.mbarrier.arrive.noinc)
+    warpgroups:     for k: run the body; before the first statement that reads a staged buffer,
+                    wait until it is full; after the last one, each warp arrives on its "empty"
+                    mbarrier (attention's K is free again after the first gemm, while the
+                    softmax and the second gemm still run: the producer refills it early)
+
+Everything else the kernel does runs on the T consumer threads only; their block barriers become
+the named barrier 1 over T threads. With two warpgroups and two or more gemms per iteration the
+gemms also take turns ("ping-pong", named barriers 2 and 3): warpgroup w waits on barrier 2+w
+before each gemm, issues it, arrives on the other's barrier and only then waits for its gemm, so
+the tensor cores run one warpgroup's gemm while the other computes its softmax, and the other's
+next gemm is queued behind it (these gemms are emitted by the wgmma rule's `emit_wgmma`
+directly). Warpgroup 1 pre-arrives once and skips its last arrival, so every barrier generation
+completes.
+
+Which loops qualify (`ws_loop`): the kernel's only pipelined loop, at the top level of the kernel,
+with async stage copies (the toolkit's `pipeline_copies`), every gemm of its body on wgmma, a body
+that writes no shared memory and needs no barrier (register-only copies, row reductions inside a
+warp), and a trip count and copy regions that name only block indices, dynamic dimensions, the
+loop variable and names bound before the loop to expressions of those (the producer recomputes
+them). Other loops keep the other pipelines.
+
+Planning is pure Python; lowering imports TVM when the rules run.
+"""
+from __future__ import annotations
+
+from typing import List, NamedTuple, Optional
+
+from tilecore.ir import nodes as N
+from tilecore.ir.visitor import walk, walk_stmts
+from tilecore.lowering.simt_barriers import shared_accesses
+from tilecore.lowering.simt_layout import MmaLayout, RowLayout
+from tilecore.lowering.simt_pipeline import pipeline_copies
+from tilecore.plugin.rules import LoweringRule
+
+from .target import has_wgmma
+
+WARPGROUP = 128
+PRODUCER_THREADS = WARPGROUP  # a warpgroup, so that it can hand its registers over (setmaxnreg)
+PRODUCER_REGISTERS = 40       # enough for the copy loops' addresses
+REGISTER_FILE = 65536         # 32-bit registers per SM (sm_90)
+CONSUMER_BARRIER = 1  # named barrier of the consumer threads (0 is the whole block's)
+TURN_BARRIER = 2      # warpgroup w waits on TURN_BARRIER + w before each gemm (ping-pong)
+
+WS_LIB = r"""
+#ifndef TILECORE_WS_LIB
+#define TILECORE_WS_LIB
+namespace tc {
+__device__ __forceinline__ void mbar_init(void* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(u32 addr, int parity) {
+  u32 done;
+  asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+               "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(addr), "r"(parity) : "memory");
+  return done != 0;
+}
+// wait until the phase of parity `parity` of the mbarrier has completed
+__device__ __forceinline__ void mbar_wait(void* bar, int parity) {
+  const u32 a = smem_addr(bar);
+  while (!mbar_try_wait(a, parity)) {}
+}
+// one arrival per warp, after every lane's accesses (__syncwarp orders them before lane 0's release)
+__device__ __forceinline__ void mbar_arrive_warp(void* bar) {
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0)
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(smem_addr(bar)) : "memory");
+}
+// arrive on the mbarrier once this thread's earlier cp.async copies have landed
+__device__ __forceinline__ void cp_async_arrive(void* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(smem_addr(bar)) : "memory");
+}
+// hand registers between warpgroups (the producer needs few, the consumers many)
+template <int N> __device__ __forceinline__ void regs_decrease() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(N));
+}
+template <int N> __device__ __forceinline__ void regs_increase() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(N));
+}
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
+}
+}  // namespace tc
+#endif
+"""
+
+
+class WsLoop(NamedTuple):
+    """What the planner recorded for a warp-specialized loop."""
+
+    loop: N.For
+    copies: List[N.Copy]
+    stages: int
+    pingpong: bool
+    lets: List[N.Let]  # names bound before the loop that the producer evaluates again
+
+
+def ws_enabled(target, threads: int) -> bool:
+    """Whether option warp_specialize asks for it on a target with wgmma (sm_90a): "on", or "auto"
+    (the default) with two or more warpgroups (one warpgroup keeps the overlapped wgmma loop)."""
+    mode = target.prop("warp_specialize", "")
+    return has_wgmma(target) and (mode == "on" or mode == "auto" and threads >= 2 * WARPGROUP)
+
+
+def ws_loop(func: N.PrimFunc, plan, threads: int, target) -> Optional[WsLoop]:
+    """The kernel's loop that runs warp-specialized (see the module docstring), else None."""
+    kernel = func.kernel
+    if threads % WARPGROUP or threads + PRODUCER_THREADS > 1024:
+        return None
+    loops = [s for s in walk_stmts(kernel.body) if isinstance(s, N.For) and s.kind == "pipelined"]
+    if len(loops) != 1 or all(s is not loops[0] for s in kernel.body):
+        return None
+    loop = loops[0]
+    info = pipeline_copies(loop, kernel, plan, target)
+    if info is None:
+        return None
+    copies, stages = info
+    body = _body(loop, copies)
+    if _readers(body, copies, plan.storage) is None:
+        return None
+    known = {v.name for v in kernel.block_vars} | {loop.var.name} | {v.name for v in func.dyn_vars}
+    lets = []
+    for s in kernel.body[:[id(t) for t in kernel.body].index(id(loop))]:
+        # a name of block indices alone (causal attention's trip count): the producer recomputes it
+        if isinstance(s, N.Let) and all(not isinstance(n, N.Load) and (not isinstance(n, N.Var) or n.name in known)
+                                        for n in walk(s.value)):
+            lets.append(s)
+            known.add(s.var.name)
+    exprs = [loop.begin, loop.extent] + [st for c in copies for st in c.src.starts + c.dst.starts]
+    if any(isinstance(n, N.Var) and n.name not in known for e in exprs for n in walk(e)):
+        return None
+    if not _barrier_free(body, plan):
+        return None
+    wgmma = plan.claims.get("wgmma", {})
+    gemms = [s for s in walk_stmts(body) if isinstance(s, N.Gemm)]
+    if not gemms or any(id(g) not in wgmma for g in gemms):
+        return None
+    top = {id(s) for s in body}
+    pingpong = threads == 2 * WARPGROUP and len(gemms) >= 2 and all(id(g) in top for g in gemms)
+    return WsLoop(loop, copies, stages, pingpong, lets)
+
+
+def _body(info_or_loop, copies=None):
+    """The loop body without its stage copies (by identity)."""
+    loop, copies = (info_or_loop.loop, info_or_loop.copies) if copies is None else (info_or_loop, copies)
+    ids = {id(c) for c in copies}
+    return [s for s in loop.body if id(s) not in ids]
+
+
+def _readers(body, copies, storage):
+    """(first, last) index of the body statements that read each copy's staged buffer; None when
+    some staged buffer is not read at the body's top level."""
+    out = []
+    for c in copies:
+        at = [i for i, s in enumerate(body) if c.dst.buffer.name in shared_accesses([s], storage)[0]]
+        if not at:
+            return None
+        out.append((at[0], at[-1]))
+    return out
+
+
+def _barrier_free(body, plan) -> bool:
+    """Whether lowering `body` emits no block barrier: it writes no shared memory, copies only
+    between register fragments of one layout, and reduces only rows held inside a warp."""
+    if shared_accesses(body, plan.storage)[1]:
+        return False
+    storage, layout = plan.storage, plan.layout
+    for s in walk_stmts(body):
+        if isinstance(s, N.Copy) and not (storage.get(s.src.buffer.name) == storage.get(s.dst.buffer.name) == "reg"
+                                          and layout.get(s.src.buffer.name) == layout.get(s.dst.buffer.name)):
+            return False
+        if isinstance(s, N.Reduce):
+            src_l = layout.get(s.src.name)
+            if not (storage.get(s.src.name) == "reg" and isinstance(src_l, MmaLayout) and src_l.wn == 1
+                    and s.dim == 1 and isinstance(layout.get(s.dst.name), RowLayout)):
+                return False
+        if isinstance(s, (N.Cumsum, N.Atomic, N.Print)):
+            return False
+    return True
+
+
+class WarpSpecializedPipeline(LoweringRule):
+    """The consumer side of a warp-specialized loop (plans the kernel; see the module docstring)."""
+
+    name = "warp_specialized"
+
+    def plan(self, ctx) -> None:
+        """Claim the loop that runs warp-specialized; give the module the mbarrier helpers."""
+        if not ws_enabled(ctx.target, ctx.threads):
+            return
+        found = ws_loop(ctx.func, ctx.plan, ctx.threads, ctx.target)
+        if found is None:
+            return
+        ctx.plan.claimed(self.name)[id(found.loop)] = found
+        ctx.plan.device_sources.append(WS_LIB)
+        ctx.plan.notes.append(f"warp-specialized pipeline: {found.stages} stages, producer warpgroup"
+                              + (", ping-pong gemms" if found.pingpong else ""))
+
+    def __call__(self, lowering, loop):
+        info = lowering.claim(self.name, loop)
+        state = getattr(lowering, "warp_specialized", None)
+        if not info or state is None:
+            return NotImplemented
+        emit_consumer_loop(lowering, info, state)
+        return None
+
+
+class WarpSpecializedKernel(LoweringRule):
+    """The kernel of a warp-specialized loop: T consumer threads plus the producer warpgroup."""
+
+    name = "warp_specialized_kernel"
+
+    def __call__(self, lowering, kernel):
+        claims = lowering.plan.claims.get(WarpSpecializedPipeline.name)
+        if not claims or not lowering.target.shared_pool:
+            return NotImplemented
+        (info,) = claims.values()
+        lowering.shared_tail = 8 * 2 * len(info.copies) * info.stages  # the mbarriers
+        if lowering.shared_offsets(lowering.shared_tiles())[1] > lowering.target.max_shared_memory:
+            lowering.shared_tail = 0  # no room for the mbarriers: the other pipelines take the loop
+            return NotImplemented
+        emit_ws_kernel(lowering, kernel, info)
+        return None
+
+
+def _call(lowering, name, *args):
+    from tvm.tirx.script.builder import ir as B
+
+    from .intrinsics import helper_call
+
+    B.evaluate(helper_call(lowering, name, *args))
+
+
+def _full(barriers, C, S, c, stage):
+    """The mbarrier of copy c's stage buffer `stage` that the producer's copies arrive on."""
+    from tvm import tirx as tx
+
+    return tx.address_of(tx.BufferLoad(barriers, [c * S + stage]))
+
+
+def _empty(barriers, C, S, c, stage):
+    """The mbarrier of copy c's stage buffer `stage` that each consumer warp arrives on once it
+    has read the buffer for the last time in an iteration."""
+    from tvm import tirx as tx
+
+    return tx.address_of(tx.BufferLoad(barriers, [(C + c) * S + stage]))
+
+
+def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
+    """Launch T + one producer warpgroup; initialize the stage mbarriers; consumers run the kernel body (block
+    barriers as named barrier CONSUMER_BARRIER), the producer warpgroup the stage copies."""
+    from tvm import tirx as tx
+    from tvm.tirx.script.builder import ir as B
+
+    T, S = lowering.threads, info.stages
+    frames = lowering.launch(kernel, T + PRODUCER_THREADS)
+    lowering.rasterize(kernel)
+    lowering.alloc_all()
+    C = len(info.copies)
+    # in the dynamic pool, after the tiles (shared_tail): see _full and _empty
+    barriers = B.decl_buffer((2 * C * S,), "uint64", data=lowering.pool.data, elem_offset=lowering.tail_off // 8,
+                             scope=lowering.target.shared_scope)
+    lowering.warp_specialized = barriers
+    with B.If(lowering.thread == 0):
+        with B.Then():
+            for c in range(C):
+                for s in range(S):
+                    _call(lowering, "tc::mbar_init", _full(barriers, C, S, c, s), tx.IntImm("int32", PRODUCER_THREADS))
+                    _call(lowering, "tc::mbar_init", _empty(barriers, C, S, c, s), tx.IntImm("int32", T // 32))
+    lowering.instruction("barrier")  # the whole block, producer included
+    whole_block = lowering.intrinsics[("barrier", None)]
+    consumer_regs, launch_regs = register_split(T)
+    with B.If(lowering.thread < T):
+        with B.Then():
+            if consumer_regs > launch_regs:
+                _call(lowering, f"tc::regs_increase<{consumer_regs}>")
+            lowering.intrinsics[("barrier", None)] = \
+                lambda args: _call(lowering, "tc::named_sync", tx.IntImm("int32", CONSUMER_BARRIER),
+                                   tx.IntImm("int32", T))
+            lowering.emit_body(kernel.body)
+        with B.Else():
+            if consumer_regs > launch_regs:
+                _call(lowering, f"tc::regs_decrease<{PRODUCER_REGISTERS}>")
+            lowering.intrinsics[("barrier", None)] = whole_block
+            emit_producer(lowering, info, barriers)
+    for fr in reversed(frames):
+        fr.__exit__(None, None, None)
+
+
+def register_split(consumer_threads: int):
+    """(registers per consumer thread after setmaxnreg, registers per thread at launch): the
+    launch gives every thread of the T + 128 an equal share; the producer keeps
+    PRODUCER_REGISTERS and the consumers share the rest (a multiple of 8, at most 240)."""
+    per_thread_launch = REGISTER_FILE // (consumer_threads + PRODUCER_THREADS) // 8 * 8
+    spare = REGISTER_FILE // WARPGROUP - PRODUCER_REGISTERS
+    consumer = min(240, spare // (consumer_threads // WARPGROUP) // 8 * 8)
+    return consumer, min(per_thread_launch, 255)
+
+
+def emit_producer(lowering, info: WsLoop, barriers) -> None:
+    """The producer warpgroup: for each iteration j and each copy, wait until the copy's buffer of
+    stage j % S is empty, issue the copy, let its completion arrive on the buffer's "full" mbarrier."""
+    from tvm import tirx as tx
+    from tvm.tirx.script.builder import ir as B
+
+    loop, S = info.loop, info.stages
+    saved = lowering.t, lowering.threads
+    lowering.t, lowering.threads = lowering.t - saved[1], PRODUCER_THREADS  # the copies' thread map
+    try:
+        for let in info.lets:
+            lowering.ex.bind_let(let, B.Bind(lowering.lower(let.value)))
+        begin, n = lowering.lower(loop.begin), lowering.lower(loop.extent)
+        C = len(info.copies)
+        with B.serial(0, n) as j:
+            stage = tx.floormod(j, S)
+            for c in info.copies:
+                lowering.stage[c.dst.buffer.name] = stage
+            lowering.ex.bind(loop.var.name, begin + j)
+            for ci, c in enumerate(info.copies):
+                with B.If(j >= S):
+                    with B.Then():  # the buffer's previous use (phase j/S - 1) is over
+                        _call(lowering, "tc::mbar_wait", _empty(barriers, C, S, ci, stage),
+                              tx.floormod(tx.floordiv(j, S) + 1, 2))
+                lowering.emit_copy_async(c)
+                # arrives once every earlier cp.async of the thread has landed (this copy's included)
+                _call(lowering, "tc::cp_async_arrive", _full(barriers, C, S, ci, stage))
+        lowering.instruction("async_commit")
+        lowering.instruction("async_wait", None, 0)
+    finally:
+        lowering.t, lowering.threads = saved
+        for c in info.copies:
+            lowering.stage.pop(c.dst.buffer.name, None)
+
+
+def emit_consumer_loop(lowering, info: WsLoop, barriers) -> None:
+    """The warpgroups' loop: each staged buffer is awaited before its first reader and released
+    after its last one (attention's K before the first gemm and free after it, V for the second),
+    the gemms taking turns when ping-pong."""
+    from tvm import tirx as tx
+    from tvm.tirx.script.builder import ir as B
+
+    from .gemm_rules import emit_wgmma, emit_wgmma_retire
+
+    loop, S, T = info.loop, info.stages, lowering.threads
+    body = _body(info)
+    readers = _readers(body, info.copies, lowering.plan.storage)
+    C = len(info.copies)
+    gemms = [i for i, s in enumerate(body) if isinstance(s, N.Gemm)] if info.pingpong else []
+    begin, n = lowering.lower(loop.begin), lowering.lower(loop.extent)
+    lowering.touch((loop,))
+    lowering.sync()
+    wg = tx.floordiv(lowering.thread, WARPGROUP)
+    threads = tx.IntImm("int32", T)
+    if gemms:
+        with B.If(tx.And(wg == 1, n > 0)):
+            with B.Then():  # warpgroup 0 takes the first turn
+                _call(lowering, "tc::named_arrive", tx.IntImm("int32", TURN_BARRIER), threads)
+    consumer_barrier = lowering.intrinsics[("barrier", None)]
+    lowering.intrinsics[("barrier", None)] = _no_barrier(lowering, loop)
+    with B.serial(0, n) as k:
+        stage = tx.floormod(k, S)
+        parity = tx.floormod(tx.floordiv(k, S), 2)
+        for c in info.copies:
+            lowering.stage[c.dst.buffer.name] = stage
+        lowering.ex.bind(loop.var.name, begin + k)
+        lowering.pending_r, lowering.pending_w = set(), set()
+        for i, s in enumerate(body):
+            for ci, (first, _last) in enumerate(readers):
+                if first == i:  # the copy's buffer of this stage has landed
+                    _call(lowering, "tc::mbar_wait", _full(barriers, C, S, ci, stage), parity)
+            if i in gemms:  # this warpgroup's turn: issue the gemm, pass the turn, then wait for it
+                lowering.before_tile_op(s)
+                _call(lowering, "tc::named_sync", TURN_BARRIER + wg, threads)
+                emit_wgmma(lowering, s, pending=1)
+                _pass_turn(lowering, wg, threads, last=(i == gemms[-1]), more=k + 1 < n)
+                emit_wgmma_retire(lowering, s)
+            else:
+                lowering.emit_stmt(s)
+            for ci, (_first, last) in enumerate(readers):
+                if last == i:  # this warp is done with the buffer for this iteration
+                    _call(lowering, "tc::mbar_arrive_warp", _empty(barriers, C, S, ci, stage))
+    lowering.intrinsics[("barrier", None)] = consumer_barrier
+    for c in info.copies:
+        lowering.stage.pop(c.dst.buffer.name, None)
+    lowering.sync()
+
+
+def _pass_turn(lowering, wg, threads, last: bool, more) -> None:
+    """Arrive on the other warpgroup's turn barrier; warpgroup 1 skips its very last arrival
+    (it pre-arrived once, so the counts match and no barrier is left half-arrived)."""
+    from tvm import tirx as tx
+    from tvm.tirx.script.builder import ir as B
+
+    def arrive():
+        _call(lowering, "tc::named_arrive", TURN_BARRIER + 1 - wg, threads)
+    if not last:
+        arrive()
+        return
+    with B.If(tx.Or(wg == 0, more)):
+        with B.Then():
+            arrive()
+
+
+def _no_barrier(lowering, loop):
+    def refuse(args):
+        raise lowering.err("internal: the warp-specialized loop body asked for a block barrier "
+                           "(compile with warp_specialize=False)", loop)
+    return refuse
+
