@@ -22,7 +22,7 @@ from tilecore.runtime import cache as C
 from tilecore.runtime.folders import UnsafeFolderError
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_plugin_support import clean_env, install_toy_and_broken, run_python, simple_add_func  # noqa: E402
+from test_plugin_support import clean_env, install_toy_and_broken, run_python, run_tile, simple_add_func  # noqa: E402
 
 
 def _artifact():
@@ -301,6 +301,9 @@ def test_environment_switches_accept_only_documented_values(tmp_path):
     assert proc.returncode != 0
     assert "TILECORE_DISABLE_PLUGIN_AUTOLOAD='2' is not a valid setting" in proc.stderr
     assert "1, true, yes, on" in proc.stderr
+    cli = run_tile(["backends"], env)  # the `tile` command says so too, without a traceback
+    assert cli.returncode == 1 and "Traceback" not in cli.stderr
+    assert cli.stderr.startswith("error: TILECORE_DISABLE_PLUGIN_AUTOLOAD='2' is not a valid setting")
     with pytest.raises(EnvSettingError, match="TILECORE_CACHE='maybe'"):
         os.environ["TILECORE_CACHE"] = "maybe"
         try:
@@ -362,3 +365,30 @@ def test_any_damaged_entry_is_corruption_never_another_error(data):
         assert C.decode_entry(bytes(damaged), KEY, secret) == _artifact()
     except C.CorruptEntry:
         pass
+
+
+# ---------------------------------------------------------------------- temp folders after a SIGKILL
+
+def test_orphaned_tempdirs_are_removed_and_nothing_else(tmp_path):
+    """Only `process_tempdir` folders of this purpose, of your own, whose process is gone."""
+    from tilecore.runtime.folders import process_tempdir, remove_orphaned_tempdirs
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    orphan = tmp_path / f"tilecore-libs-{dead}-abc123"
+    alive = tmp_path / "tilecore-libs-1-abc123"  # pid 1 always runs
+    other_purpose = tmp_path / f"tilecore-other-{dead}-abc123"
+    lookalike = tmp_path / f"tilecore-libs-{dead}-abc123.txt"
+    for folder in (orphan, alive, other_purpose):
+        folder.mkdir()
+        (folder / "lib.so").write_bytes(b"x")
+    lookalike.write_text("the user's file")
+    made = process_tempdir("libs", str(tmp_path))
+    assert not orphan.exists() and os.stat(made).st_mode & 0o777 == 0o700
+    assert alive.exists() and other_purpose.exists() and lookalike.exists()
+    if os.geteuid() == 0:  # a folder of another uid is never yours to remove
+        uid, gid = _other_user()
+        theirs = tmp_path / f"tilecore-libs-{dead}-theirs"
+        theirs.mkdir()
+        os.chown(theirs, uid, gid)
+        assert remove_orphaned_tempdirs(str(tmp_path), "libs") == 0 and theirs.exists()

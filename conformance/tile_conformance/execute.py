@@ -61,7 +61,10 @@ class fresh_compile_cache:
         from tilecore.runtime import api
 
         self.saved = os.environ.get("TILECORE_CACHE_DIR")
-        self.folder = tempfile.mkdtemp(prefix="tile-conformance-cache-")
+        from tilecore.runtime.folders import process_tempdir
+
+        # inside this process's private folder: removed at exit, or by the next run after a SIGKILL
+        self.folder = tempfile.mkdtemp(prefix="cache-", dir=process_tempdir("conformance"))
         os.environ["TILECORE_CACHE_DIR"] = self.folder
         api.clear_memory_cache()
         return self
@@ -80,26 +83,20 @@ class fresh_compile_cache:
         return False
 
 
-_WORKDIR: Optional[str] = None
-
-
 def workdir() -> str:
     """Folder holding the generated programs' .py files (so spans point at real lines).
 
     Always a fresh private folder (mkdtemp, 0700) made by this process, inside
     TILE_CONFORMANCE_WORKDIR when set (which must itself be private: it is refused
     when others can write it): programs are executed from it, so a file that was
-    there before the run must never be imported.
+    there before the run must never be imported. Removed when the process exits.
     """
-    global _WORKDIR
-    if _WORKDIR is None:
-        base = os.environ.get("TILE_CONFORMANCE_WORKDIR")
-        if base:
-            from tilecore.runtime.folders import private_folder
+    from tilecore.runtime.folders import private_folder, process_tempdir
 
-            private_folder(base, "conformance working folder", "TILE_CONFORMANCE_WORKDIR")
-        _WORKDIR = tempfile.mkdtemp(prefix="tile-conformance-", dir=base or None)
-    return _WORKDIR
+    base = os.environ.get("TILE_CONFORMANCE_WORKDIR") or None
+    if base:
+        private_folder(base, "conformance working folder", "TILE_CONFORMANCE_WORKDIR")
+    return process_tempdir("conformance", base)
 
 
 def load_source(source: str, name_hint: str = "prog"):

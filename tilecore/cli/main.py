@@ -47,12 +47,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Run the `tile` command; return its exit status."""
     from ..diagnostics import TileError
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
     try:
+        parser = build_parser()  # loads the plugins: a bad environment switch is reported here
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
         return int(args.func(args) or 0)
     except TileError as err:
         if os.environ.get("TILECORE_TRACEBACK"):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+from typing import Optional
 
 from ..diagnostics import TileCompileError
 from ..ir import nodes as N
@@ -52,7 +53,12 @@ class InlineCalls(Evaluator):
             return super().python_call(func, node)
         values = self._argument_values(node)
         if getattr(func, "__tile_macro__", False) or any(isinstance(v, N.Expr) for v in values):
-            return self.inline_call(func, node)
+            # the values just computed are reused: evaluating each argument again doubled the work
+            # (and the pending statements) per nesting level, so 14 nested helper calls took minutes
+            plain = [a for a in node.args if not isinstance(a, ast.Starred)] + \
+                [k.value for k in node.keywords if k.arg is not None]
+            known = {id(a): v for a, v in zip(plain, values)} if len(plain) == len(values) else {}
+            return self.inline_call(func, node, known)
         if any(isinstance(v, N.Buffer) for v in values):
             # buffers only: a helper that reads .shape/.dtype runs in Python; one that uses
             # T.* operations on them (KernelOnlyError) is inlined
@@ -74,8 +80,9 @@ class InlineCalls(Evaluator):
         values = [self.eval(a.value if isinstance(a, ast.Starred) else a) for a in node.args]
         return values + [self.eval(k.value) for k in node.keywords if k.arg is not None]
 
-    def inline_call(self, func, node: ast.Call):
-        """Translate `func`'s body here; its statements go to `self.pending`, its value is returned."""
+    def inline_call(self, func, node: ast.Call, known: Optional[dict] = None):
+        """Translate `func`'s body here; its statements go to `self.pending`, its value is returned.
+        known: {id(argument AST node): its value} for arguments the caller already evaluated."""
         from .eager import function_node
 
         if self.inline_depth >= MAX_DEPTH:
@@ -83,7 +90,9 @@ class InlineCalls(Evaluator):
                              "be inlined into a kernel", node)
         fn_node, filename, source = function_node(func)
         bound = self.bind_arguments(func, node, func.__name__)
-        values = {name: self.eval(value) for name, value in bound.items()}  # in the caller's scope
+        known = known or {}
+        values = {name: known[id(value)] if id(value) in known else self.eval(value)  # in the caller's scope
+                  for name, value in bound.items()}
         from .parser import _environment
 
         saved = (self.scopes, self.filename, self.source)

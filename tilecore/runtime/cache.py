@@ -58,7 +58,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..envflags import env_flag, env_number
 from ..plugin.backend import Artifact
-from .folders import folder_trusted, private_folder
+from .folders import folder_trusted, pid_running, private_folder
 
 MAGIC = b"TILECORE-CACHE 2\n"
 SUFFIX = ".tcc"
@@ -217,16 +217,6 @@ def _mac(secret: bytes, header: Dict[str, Any], payload: bytes) -> str:
     h = hmac.new(secret, json.dumps(header, sort_keys=True).encode("utf-8"), hashlib.sha256)
     h.update(payload)
     return h.hexdigest()
-
-
-def _pid_running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists, owned by someone else
-        return True
-    return True
 
 
 def _atomic_write(folder: str, name: str, data: bytes) -> str:
@@ -472,7 +462,7 @@ class DiskCache:
             if kind == "temp":
                 temp = _TEMP_FILE.match(os.path.basename(path))
                 pid = int(temp.group(1)) if temp else -1  # managed_files matched it: never -1
-                if now - mtime > ORPHAN_SECONDS or (pid != os.getpid() and not _pid_running(pid)):
+                if now - mtime > ORPHAN_SECONDS or (pid != os.getpid() and not pid_running(pid)):
                     removed += _unlink(path)
                     continue
             total += size

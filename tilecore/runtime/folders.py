@@ -8,17 +8,19 @@ replace it: its parent must not be writable by others unless it is sticky, like
 /tmp). A folder shared on purpose between users who trust each other is allowed
 with ``TILECORE_CACHE_TRUSTED=1`` (or ``cache_trusted = true`` in the config
 file). Temporary files live in private `tempfile.mkdtemp` folders, never at a
-fixed path in the temp folder.
+fixed path in the temp folder, removed at exit (or, after a SIGKILL, by the
+next process that makes a folder for the same purpose).
 """
 from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import stat
 import tempfile
 import threading
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ..diagnostics import TileError
 from ..envflags import env_flag
@@ -91,18 +93,60 @@ def private_folder(path: str, what: str, setting: str) -> str:
     return path
 
 
-_process_dirs: Dict[Tuple[str, int], str] = {}  # (purpose, pid) -> folder
+_process_dirs: Dict[Tuple[str, Optional[str], int], str] = {}  # (purpose, base, pid) -> folder
 
 
-def process_tempdir(purpose: str) -> str:
-    """A private folder (tempfile.mkdtemp, 0700) for this process, removed when it exits."""
+def pid_running(pid: int) -> bool:
+    """Whether process `pid` exists on this host (someone else's counts too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def process_tempdir(purpose: str, base: Optional[str] = None) -> str:
+    """A private folder (tempfile.mkdtemp, 0700) for this process inside `base` (default: the
+    temp folder), named ``tilecore-<purpose>-<pid>-*`` and removed when the process exits.
+    Folders of the same purpose that your processes which no longer run left behind (killed
+    with SIGKILL: no exit handler ran) are removed before a new one is made."""
     with _lock:
-        folder = _process_dirs.get((purpose, os.getpid()))
+        key = (purpose, base, os.getpid())
+        folder = _process_dirs.get(key)
         if folder is None or not os.path.isdir(folder):
-            folder = tempfile.mkdtemp(prefix=f"tilecore-{purpose}-")
-            _process_dirs[(purpose, os.getpid())] = folder
+            parent = base or tempfile.gettempdir()
+            remove_orphaned_tempdirs(parent, purpose)
+            folder = tempfile.mkdtemp(prefix=f"tilecore-{purpose}-{os.getpid()}-", dir=parent)
+            _process_dirs[key] = folder
             atexit.register(_remove_if_mine, folder, os.getpid())
         return folder
+
+
+def remove_orphaned_tempdirs(parent: str, purpose: str) -> int:
+    """Remove the `process_tempdir(purpose)` folders in `parent` that belong to you and whose
+    process no longer runs; return how many were removed. Nothing else is touched."""
+    pattern = re.compile(rf"^tilecore-{re.escape(purpose)}-(\d+)-[A-Za-z0-9_]+$")
+    removed = 0
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return 0
+    prefix = f"tilecore-{purpose}-"
+    for name in names:
+        found = pattern.match(name) if name.startswith(prefix) else None
+        if not found or int(found.group(1)) == os.getpid() or pid_running(int(found.group(1))):
+            continue
+        path = os.path.join(parent, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed
 
 
 def _remove_if_mine(folder: str, pid: int) -> None:

@@ -164,6 +164,9 @@ class Kernel:
         self._fast_calls: Dict[Signature, Plan] = {}
         self._fast: Optional[Plan] = None
         self._index_limit = (1 << (int(getattr(backend.capabilities, "index_bits", 32)) - 1)) - 1
+        # a dynamic dimension must also fit its own declared dtype (the code computes with it: an
+        # int32 M past 2^31 - 1 wrapped to a negative grid on the interpreter)
+        self._dim_limits = {v.name: min(self._index_limit, int(np.iinfo(v.dtype).max)) for v in func.dyn_vars}
         # inputs the kernel writes: such an argument must not share memory with another one
         self._written_inputs = tuple(k for k, p in enumerate(self.inputs) if p.name in self._written)
 
@@ -476,9 +479,8 @@ class Kernel:
                             f"(dimension {bound_by[want.name][1]}); expected shape "
                             f"{_shape_text(param.shape)} with {want.name} = {bindings[want.name]}, "
                             f"got {tuple(info.shape)}", param)
-                    if got > self._index_limit:
-                        raise self._param_error(self._index_message(param, f"dimension {axis} ({want.name}) "
-                                                                    f"is {got}"), param)
+                    if got > self._dim_limits.get(want.name, self._index_limit):
+                        raise self._param_error(self._dimension_message(param, axis, want, got), param)
                     bindings.setdefault(want.name, int(got))
                     bound_by.setdefault(want.name, (param.name, axis))
                 elif want != got:
@@ -523,6 +525,14 @@ class Kernel:
                 f"kernels use {bits}-bit signed indices, at most {self._index_limit} per dimension, and per "
                 f"array when its shape is dynamic); "
                 f"split the work into smaller calls or use a backend with 64-bit indexing")
+
+    def _dimension_message(self, param: N.Buffer, axis: int, var: N.Var, got: int) -> str:
+        if got > self._index_limit:
+            return self._index_message(param, f"dimension {axis} ({var.name}) is {got}")
+        limit = self._dim_limits[var.name]
+        return (f"{self._where(param)}: dimension {axis} ({var.name}) is {got}, more than its declared "
+                f"dtype {var.dtype} can hold (at most {limit}); declare it "
+                f"T.dynamic({var.name!r}, \"int64\") or split the work into smaller calls")
 
     def _where(self, param: N.Buffer) -> str:
         return f"{self._who()}, argument {param.name!r}"

@@ -94,3 +94,60 @@ def test_cache_key_covers_tile_cpu_source_and_toolchain():
     assert "libtvm.so" in fingerprint and "libtvm_runtime.so" in fingerprint
     digest = _code_fingerprint(backend)
     assert len(digest) == 64 and digest == _code_fingerprint(backend)
+
+
+def test_library_folder_of_a_killed_process_is_removed_by_the_next(cpu_env, tmp_path):
+    """A process killed with SIGKILL runs no exit handler: its private folder of kernel libraries
+    stayed in the temp folder for good. The next process that loads a kernel removes it."""
+    temp = tmp_path / "tmp"
+    temp.mkdir(mode=0o700)
+    cpu_env["TMPDIR"] = str(temp)
+    killed = _run(cpu_env, ATOMIC_KERNEL + "sys.stdout.flush()\nimport os, signal\n"
+                                           "os.kill(os.getpid(), signal.SIGKILL)\n")
+    assert killed.returncode == -9, killed.stderr
+    orphan = os.path.dirname(killed.stdout.strip().splitlines()[-1])
+    assert os.path.isfile(os.path.join(orphan, os.listdir(orphan)[0]))  # left behind
+    done = _run(cpu_env, ATOMIC_KERNEL)
+    assert done.returncode == 0, done.stderr
+    assert not os.path.exists(orphan)
+    assert not [name for name in os.listdir(temp) if name.startswith("tilecore-cpu-libs-")]
+
+
+def test_grid_past_int32_blocks_is_refused_never_wrapped():
+    """Finding 11: a static 65536 x 65536 grid leaked TVM's "Literal value 4294967296 exceeds range
+    of int32"; the same grid from dynamic dimensions wrapped to 0 blocks and returned untouched
+    outputs with no error. The cpu numbers blocks with one int32 (the flattened grid)."""
+    import numpy as np
+
+    import tilecore
+    import tilecore.language as T
+    from tilecore.diagnostics import TileCompileError, TileRuntimeError
+
+    @T.prim_func
+    def static_grid(A: T.Tensor((16,), "int32"), C: T.Tensor((1,), "int32")):
+        with T.Kernel(65536, 65536) as (bx, by):
+            if bx + by == 0:
+                C[0] = A[0] + 7
+
+    with pytest.raises(TileCompileError, match=r"the grid \(65536, 65536\) has 4294967296 blocks, more than "
+                                               r"backend cpu can number \(2147483647") as info:
+        tilecore.compile(static_grid, target="cpu")
+    assert "T.Kernel(65536, 65536)" in str(info.value) and "Literal value" not in str(info.value)
+
+    M, N = T.dynamic("M"), T.dynamic("N")
+
+    @T.prim_func
+    def dynamic_grid(A: T.Tensor((M,), "int32"), B: T.Tensor((N,), "int32"), C: T.Tensor((1,), "int32")):
+        with T.Kernel(M, N) as (bx, by):
+            if bx + by == 0:
+                C[0] = A[0] + B[0] + 7
+
+    kernel = tilecore.compile(dynamic_grid, target="cpu")
+    c = np.zeros(1, np.int32)
+    kernel(np.ones(300, np.int32), np.ones(200, np.int32), c)
+    assert c[0] == 9
+    c[0] = 0
+    with pytest.raises(TileRuntimeError, match=r"test_cpu_trust.py:\d+:\d+: the grid of this T.Kernel has more than "
+                                               r"2147483647 blocks"):
+        kernel(np.ones(65536, np.int32), np.ones(65536, np.int32), c)
+    assert c[0] == 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+import tvm
 from tvm import tirx as tx
 
 from tilecore.ir import nodes as N
@@ -110,6 +111,7 @@ class CpuLowering(TirLowering):
         total = grid[0]
         for g in grid[1:]:
             total = total * g
+        guard = self.grid_guard(s, grid)
 
         def block_body(blk):
             binds = []
@@ -129,7 +131,7 @@ class CpuLowering(TirLowering):
         long_blocks = any(isinstance(st, (N.Gemm, N.For)) for st in walk_stmts(s.body))
         if not (self.dynamic_schedule and long_blocks):
             blk = tx.Var("block", "int32")
-            return tx.For(blk, 0, total, tx.ForKind.PARALLEL, block_body(blk))
+            return seq(guard + [tx.For(blk, 0, total, tx.ForKind.PARALLEL, block_body(blk))])
         # Dynamic schedule: a few parallel tasks, each taking block numbers from a shared
         # atomic counter until the grid is done (TVM's pool splits a loop statically).
         self.needs_support = True
@@ -145,9 +147,36 @@ class CpuLowering(TirLowering):
         loop = tx.While(tx.LT(tx.BufferLoad(current, [0]), total),
                         seq([tx.Bind(blk, tx.BufferLoad(current, [0])), block_body(blk), take()]))
         tasks = tx.Min(total, tir_const(self.max_tasks, "int32"))
-        return seq([tx.AllocBuffer(counter), tx.BufferStore(counter, tir_const(0, "int32"), [0]),
+        return seq(guard + [tx.AllocBuffer(counter), tx.BufferStore(counter, tir_const(0, "int32"), [0]),
                     tx.For(task, 0, tasks, tx.ForKind.PARALLEL,
                            seq([tx.AllocBuffer(current), take(), loop]))])
+
+    def grid_guard(self, s: N.Kernel, grid) -> list:
+        """The blocks of a launch are numbered with one int32 (the flattened grid): a static grid
+        with more blocks is a compile error at its line; a dynamic one is checked at launch
+        (every dimension >= 0, the product <= 2^31 - 1), never wrapped into a short grid."""
+        limit = (1 << 31) - 1
+        consts = [g for g in s.grid if isinstance(g, N.Const)]
+        if len(consts) == len(s.grid):
+            count = 1
+            for g in consts:
+                count *= int(g.value)
+            if count > limit:
+                raise self.error(f"the grid {tuple(int(g.value) for g in consts)} has {count} blocks, more than "
+                                 f"backend cpu can number ({limit}, 32-bit block indices): give each block more "
+                                 f"work", s)
+            return []
+        total = tir_const(1, "int64")
+        fits = tir_const(True, "bool")
+        for g in grid:
+            wide = tx.Cast("int64", g)
+            fits = tx.And(fits, tx.GE(wide, tir_const(0, "int64")))
+            total = total * wide
+        fits = tx.And(fits, tx.LE(total, tir_const(limit, "int64")))
+        where = f"{s.span}: " if s.span is not None and s.span.line > 0 else ""
+        return [tx.AssertStmt(fits, tvm.ir.StringImm("RuntimeError"), [tvm.ir.StringImm(
+            f"{where}the grid of this T.Kernel has more than {limit} blocks for these dynamic dimensions, "
+            f"more than backend cpu can number (32-bit block indices): split the work into smaller calls")])]
 
     def lower_body(self, body: N.Body) -> tx.Stmt:
         """Statements as the shared lowering does, GEMM operands taken from global where staged."""

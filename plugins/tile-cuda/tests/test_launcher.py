@@ -370,3 +370,16 @@ def test_bind_call_launches_exactly_the_calls_of_its_signature(fastcall, n, othe
     assert (result is None and len(drv.launches) == 1) if fits else (result == "fallback" and not drv.launches)
     if fits:
         assert drv.launches[0]["params"] == (a.data_ptr(), b.data_ptr(), n)
+
+
+def test_grid_larger_than_cuda_launches_is_refused_never_wrapped(driver, launcher):
+    """Issue 16: cuLaunchKernel's grid sizes are 32-bit unsigned; a grid of 2^32 + 1 blocks passed
+    as ctypes.c_uint became a 1-block launch. No launch happens; the message names the grid."""
+    x, y = cuda_marked(16), cuda_marked(16)
+    n = (2 ** 32 + 1) * 1024  # the bindings alone (the arrays are never read)
+    with pytest.raises(L.TileRuntimeError, match=r"kernel 'axpb': the grid \(4294967297, 1, 1\) .* larger than "
+                                                 r"CUDA launches \(at most 2147483647 x 65535 x 65535"):
+        launcher([x, y], {"n": n})
+    with pytest.raises(L.TileRuntimeError, match=r"the grid \(2147483648, 1, 1\)"):
+        launcher.specialize((x, y), {"n": 2 ** 31 * 1024})  # the per-signature run is refused too
+    assert driver.launches == []

@@ -81,6 +81,9 @@ class _ParamBlock:
             value.value = int(bindings[name])
 
 
+MAX_GRID = ((1 << 31) - 1, 65535, 65535)  # gridDim.x, .y, .z limits of every CUDA GPU since sm_30
+
+
 class CudaKernelLauncher:
     """`launch(args, bindings)` for one compiled kernel (see tilecore_launcher)."""
 
@@ -157,6 +160,12 @@ class CudaKernelLauncher:
         gz = rest[1] if len(rest) > 1 else 1
         if gx <= 0 or gy <= 0 or gz <= 0:
             return None
+        if gx > MAX_GRID[0] or gy > MAX_GRID[1] or gz > MAX_GRID[2]:
+            # cuLaunchKernel takes 32-bit unsigned sizes: a larger one would wrap into a short grid
+            raise TileRuntimeError(
+                f"kernel {self.name!r}: the grid ({gx}, {gy}, {gz}) for these dynamic dimensions is larger than "
+                f"CUDA launches (at most {MAX_GRID[0]} x {MAX_GRID[1]} x {MAX_GRID[2]} blocks): split the work "
+                f"into smaller calls or give each block more work")
         return int(gx), int(gy), int(gz)
 
     def _fixed_arguments(self, fn, grid: Tuple[int, int, int]) -> tuple:

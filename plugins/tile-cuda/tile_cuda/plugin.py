@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from tilecore.plugin import Option, hookimpl
-from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus, files_fingerprint, tvm_fingerprint
+from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus, tvm_fingerprint
 
 from . import __version__, toolchain
 from .target import DEFAULT_OVERLAP, DEFAULT_WARP_SPECIALIZE, GEMM_BLOCK_PANEL, OVERLAP_SCHEDULES
@@ -123,7 +123,7 @@ def make_backend() -> Backend:
                         "fills the stages of the T.Pipelined loop (mbarriers) and two warpgroups take turns at "
                         "their gemms (ping-pong); None (default): blocks of two or more warpgroups, True: every "
                         "block, False: off", optional=True)),
-        toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + files_fingerprint([toolchain.find_nvcc() or ""]),
+        toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + toolchain.compiler_fingerprint(),
         tilelang=TILELANG_NAMES,
     )
 

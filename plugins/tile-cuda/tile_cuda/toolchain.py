@@ -38,7 +38,10 @@ def find_nvcc() -> Optional[str]:
 
 
 @lru_cache(maxsize=1)
-def nvcc_version() -> Optional[str]:
+def nvcc_identity() -> Optional[str]:
+    """The last lines of `nvcc --version` ("release 13.0, V13.0.88" and its build), or None. Run,
+    not read from the file: nvcc on PATH is often a wrapper script whose bytes never change when
+    the toolkit it calls is upgraded."""
     nvcc = find_nvcc()
     if not nvcc:
         return None
@@ -46,8 +49,16 @@ def nvcc_version() -> Optional[str]:
         out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
     except Exception:
         return None
+    return " ".join(out.strip().splitlines()[-2:]) or None
+
+
+def nvcc_version() -> Optional[str]:
+    """nvcc's release ("13.0"), or None."""
+    out = nvcc_identity()
+    if not out:
+        return None
     m = re.search(r"release (\d+\.\d+)", out)
-    return m.group(1) if m else out.strip().splitlines()[-1] if out else None
+    return m.group(1) if m else out
 
 
 @lru_cache(maxsize=1)
@@ -68,6 +79,25 @@ def find_nvrtc() -> Optional[str]:
         except OSError:
             continue
     return None
+
+
+def nvrtc_version() -> Optional[str]:
+    """NVRTC's version ("13.0") from nvrtcVersion, or None when there is no NVRTC."""
+    name = find_nvrtc()
+    if name is None:
+        return None
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    if ctypes.CDLL(name).nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)) != 0:
+        return None
+    return f"{major.value}.{minor.value}"
+
+
+def compiler_fingerprint() -> str:
+    """What makes the cubins (part of the cache key): nvcc's exact version and build when nvcc is
+    used, else NVRTC's version (compile_cubin prefers nvcc)."""
+    if find_nvcc():
+        return f"nvcc {nvcc_identity()}"
+    return f"nvrtc {nvrtc_version()}"
 
 
 _libcuda: Union[ctypes.CDLL, bool, None] = None  # None: not looked for yet; False: not installed
