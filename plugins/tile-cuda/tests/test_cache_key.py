@@ -1,6 +1,7 @@
 """Issue 16, finding 9: the cache key follows the CUDA compiler that makes the cubins. nvcc on PATH
 is often a wrapper script (`exec /usr/local/cuda-13.0/bin/nvcc "$@"`) whose bytes, size and date do
-not change when the toolkit behind it does, so the key holds what nvcc itself reports."""
+not change when the toolkit behind it does, so for a script the key holds what nvcc itself reports;
+a real nvcc binary is fingerprinted by its files (no process started on a cache hit)."""
 from __future__ import annotations
 
 import os
@@ -31,3 +32,22 @@ def test_fingerprint_names_the_toolkit_behind_a_wrapper_script(tmp_path):
     assert out.returncode == 0, out.stderr
     assert build in out.stdout  # e.g. "Build cuda_13.0.r13.0/compiler.36424714_0"
     assert "release" in out.stdout
+
+
+def test_a_real_nvcc_binary_is_fingerprinted_without_running_it(tmp_path, monkeypatch):
+    """A compiled nvcc: its file, its ptxas and the toolkit's version.json, by stat; replacing any of
+    them changes the key."""
+    home = tmp_path / "cuda"
+    (home / "bin").mkdir(parents=True)
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_bytes(b"\x7fELF" + b"\0" * 60)
+    nvcc.chmod(0o755)
+    (home / "bin" / "ptxas").write_bytes(b"\x7fELF")
+    (home / "version.json").write_text('{"cuda": {"version": "13.0.0"}}')
+    monkeypatch.setattr(toolchain, "find_nvcc", lambda: str(nvcc))
+    ran = []
+    monkeypatch.setattr(toolchain, "nvcc_identity", lambda: ran.append(1) or "never")
+    before = toolchain.compiler_fingerprint()
+    assert not ran and str(nvcc) in before and "version.json" in before
+    (home / "version.json").write_text('{"cuda": {"version": "13.1.0"}}  ')
+    assert toolchain.compiler_fingerprint() != before

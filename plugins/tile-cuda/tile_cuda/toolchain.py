@@ -93,11 +93,31 @@ def nvrtc_version() -> Optional[str]:
 
 
 def compiler_fingerprint() -> str:
-    """What makes the cubins (part of the cache key): nvcc's exact version and build when nvcc is
-    used, else NVRTC's version (compile_cubin prefers nvcc)."""
-    if find_nvcc():
+    """What makes the cubins (part of the cache key), cheaply enough for every cache hit: a real
+    nvcc binary by its file and its toolkit's version.json and ptxas (stat only); an nvcc that is a
+    script (a wrapper that execs some toolkit's nvcc: its bytes say nothing about that toolkit) by
+    what `nvcc --version` reports (one run per process, ~30 ms); NVRTC by its version
+    (compile_cubin prefers nvcc)."""
+    from tilecore.plugin.backend import files_fingerprint
+
+    nvcc = find_nvcc()
+    if not nvcc:
+        return f"nvrtc {nvrtc_version()}"
+    if _is_script(nvcc):
         return f"nvcc {nvcc_identity()}"
-    return f"nvrtc {nvrtc_version()}"
+    real = os.path.realpath(nvcc)
+    bin_dir = os.path.dirname(real)
+    return "nvcc " + files_fingerprint([real, os.path.join(bin_dir, "ptxas"),
+                                        os.path.join(os.path.dirname(bin_dir), "version.json")])
+
+
+def _is_script(path: str) -> bool:
+    """Whether the file starts with "#!" (an interpreter script, not a compiled program)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"#!"
+    except OSError:
+        return False
 
 
 _libcuda: Union[ctypes.CDLL, bool, None] = None  # None: not looked for yet; False: not installed
