@@ -23,7 +23,7 @@ Pure Python (no TVM). The same plan serves every SIMT backend.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..ir import nodes as N
 from ..ir.types import itemsize
@@ -153,26 +153,11 @@ def _stmt_exprs(s):
     return []
 
 
-def plan_kernel(func: N.PrimFunc, threads: int, accumulator_layout: Optional[AccumulatorChooser] = None,
-                warp_size: int = 32) -> KernelPlan:
-    """Decide storage and layouts for every buffer of `func` (see the module docstring).
-
-    `accumulator_layout(gemm, warps, prefer_rows, existing)` gives a gemm accumulator its
-    register layout (None: the default strided layout); without it no gemm gets one.
-    """
-    kernel = func.kernel
-    plan = KernelPlan(threads=threads)
-    for b in func.params:
-        plan.buffers[b.name] = b
-        plan.storage[b.name] = "global"
-    allocs = [s.buffer for s in walk_stmts(kernel.body) if isinstance(s, N.Alloc)]
-    for b in allocs:
-        plan.buffers[b.name] = b
-
-    parallels = [s for s in walk_stmts(kernel.body) if isinstance(s, N.Parallel)]
-    gemms = [s for s in walk_stmts(kernel.body) if isinstance(s, N.Gemm)]
-    reduces = [s for s in walk_stmts(kernel.body) if isinstance(s, N.Reduce)]
-
+def _fragment_candidates(body, allocs, parallels) -> Tuple[Set[str], Set[str]]:
+    """(buffers that behave like fragments, the ones of them that must live in shared memory):
+    fragments and the local buffers a T.Parallel indexes by its variables (and local tiles copied
+    from them); forced to shared memory when some statement reads or writes them at block level,
+    in part, or as a gemm operand that registers cannot hold."""
     # local buffers indexed by a Parallel's variables behave like fragments
     frag_like: Set[str] = {b.name for b in allocs if b.scope == "fragment"}
     forced: Set[str] = set()
@@ -185,12 +170,12 @@ def plan_kernel(func: N.PrimFunc, threads: int, accumulator_layout: Optional[Acc
                 forced.add(buf.name)  # one scalar written by many iterations: keep it shared
     # a local tile written from a fragment holds per-thread pieces: it is a fragment too
     for _ in range(3):
-        for s in walk_stmts(kernel.body):
+        for s in walk_stmts(body):
             if isinstance(s, N.Copy) and s.src.buffer.name in frag_like and s.dst.buffer.scope == "local":
                 frag_like.add(s.dst.buffer.name)
     # block-level element access to a fragment: only shared memory lets every thread see it
-    forced |= _block_level_fragment_access(kernel.body, frag_like)
-    for s in walk_stmts(kernel.body):
+    forced |= _block_level_fragment_access(body, frag_like)
+    for s in walk_stmts(body):
         if isinstance(s, (N.Cumsum,)):
             forced |= {s.src.name, s.dst.name} & frag_like
         if isinstance(s, N.Print) and isinstance(s.value, N.Buffer):
@@ -211,6 +196,30 @@ def plan_kernel(func: N.PrimFunc, threads: int, accumulator_layout: Optional[Acc
             if s.value.buffer.name in frag_like and not whole_region(s.value):
                 forced.add(s.value.buffer.name)
 
+    return frag_like, forced
+
+
+def plan_kernel(func: N.PrimFunc, threads: int, accumulator_layout: Optional[AccumulatorChooser] = None,
+                warp_size: int = 32) -> KernelPlan:
+    """Decide storage and layouts for every buffer of `func` (see the module docstring).
+
+    `accumulator_layout(gemm, warps, prefer_rows, existing)` gives a gemm accumulator its
+    register layout (None: the default strided layout); without it no gemm gets one.
+    """
+    kernel = func.kernel
+    plan = KernelPlan(threads=threads)
+    for b in func.params:
+        plan.buffers[b.name] = b
+        plan.storage[b.name] = "global"
+    allocs = [s.buffer for s in walk_stmts(kernel.body) if isinstance(s, N.Alloc)]
+    for b in allocs:
+        plan.buffers[b.name] = b
+
+    parallels = [s for s in walk_stmts(kernel.body) if isinstance(s, N.Parallel)]
+    gemms = [s for s in walk_stmts(kernel.body) if isinstance(s, N.Gemm)]
+    reduces = [s for s in walk_stmts(kernel.body) if isinstance(s, N.Reduce)]
+
+    frag_like, forced = _fragment_candidates(kernel.body, allocs, parallels)
     demoted = set(forced)
     row_reduced = {r.src.name for r in reduces if r.dim == len(r.src.shape) - 1}
     for _ in range(8):

@@ -647,41 +647,43 @@ class TirLowering:
             return self.store(tdst, combine(old, acc), di)
 
         out_shape = shape[:d] + shape[d + 1:]
-        n = shape[d]
-        lanes = self.vector_lanes(acc_t)
+        parts = (shape[d], acc_t, init, element, combine, finish)
         if d == len(shape) - 1:
-            # reduce along the contiguous axis: `lanes` partial results in a vector,
-            # then a tree over the lanes (reassociation is allowed: order is unspecified)
             def row(out_idx):
-                if lanes > 1 and n % lanes == 0 and n >= lanes:
-                    part = self.local_buffer([lanes], acc_t, "part")
-                    acc = self.local_buffer([1], acc_t, "acc")
-                    vi, vo, k = self.fresh("vi"), self.fresh("vo"), self.fresh("k")
-                    init_s = tx.For(vi, 0, lanes, tx.ForKind.VECTORIZED, tx.BufferStore(part, init, [vi]))
-                    vi2 = self.fresh("vi")
-                    upd = tx.For(vo, 0, n // lanes, tx.ForKind.SERIAL,
-                                 tx.For(vi2, 0, lanes, tx.ForKind.VECTORIZED,
-                                        tx.BufferStore(part, combine(
-                                            tx.BufferLoad(part, [vi2]),
-                                            element(list(out_idx) + [vo * lanes + vi2])), [vi2])))
-                    fold = [tx.BufferStore(acc, tx.BufferLoad(part, [0]), [0])]
-                    fold.append(tx.For(k, 1, lanes - 1, tx.ForKind.UNROLLED,
-                                       tx.BufferStore(acc, combine(tx.BufferLoad(acc, [0]),
-                                                                   tx.BufferLoad(part, [k])), [0])))
-                    return seq([tx.AllocBuffer(part), tx.AllocBuffer(acc), init_s, upd, fold,
-                                finish(out_idx, tx.BufferLoad(acc, [0]))])
-                acc = self.local_buffer([1], acc_t, "acc")
-                k = self.fresh("k")
-                upd = tx.For(k, 0, n, tx.ForKind.SERIAL,
-                             tx.BufferStore(acc, combine(tx.BufferLoad(acc, [0]), element(list(out_idx) + [k])), [0]))
-                return seq([tx.AllocBuffer(acc), tx.BufferStore(acc, init, [0]), upd,
-                            finish(out_idx, tx.BufferLoad(acc, [0]))])
+                return self._reduce_row(list(out_idx), *parts)
+            return row([]) if not out_shape else self.loop_nest(out_shape, row, vectorize=False)
+        return self._reduce_outer(out_shape, d, *parts)
 
-            if not out_shape:
-                return row([])
-            return self.loop_nest(out_shape, row, vectorize=False)
+    def _reduce_row(self, out_idx, n, acc_t, init, element, combine, finish):
+        """One output of a reduction along the contiguous axis: `lanes` partial results in a
+        vector, then a tree over the lanes (reassociation is allowed: the order is unspecified)."""
+        lanes = self.vector_lanes(acc_t)
+        if lanes > 1 and n % lanes == 0 and n >= lanes:
+            part = self.local_buffer([lanes], acc_t, "part")
+            acc = self.local_buffer([1], acc_t, "acc")
+            vi, vo, k = self.fresh("vi"), self.fresh("vo"), self.fresh("k")
+            init_s = tx.For(vi, 0, lanes, tx.ForKind.VECTORIZED, tx.BufferStore(part, init, [vi]))
+            vi2 = self.fresh("vi")
+            upd = tx.For(vo, 0, n // lanes, tx.ForKind.SERIAL,
+                         tx.For(vi2, 0, lanes, tx.ForKind.VECTORIZED,
+                                tx.BufferStore(part, combine(
+                                    tx.BufferLoad(part, [vi2]),
+                                    element(out_idx + [vo * lanes + vi2])), [vi2])))
+            fold = [tx.BufferStore(acc, tx.BufferLoad(part, [0]), [0])]
+            fold.append(tx.For(k, 1, lanes - 1, tx.ForKind.UNROLLED,
+                               tx.BufferStore(acc, combine(tx.BufferLoad(acc, [0]),
+                                                           tx.BufferLoad(part, [k])), [0])))
+            return seq([tx.AllocBuffer(part), tx.AllocBuffer(acc), init_s, upd, fold,
+                        finish(out_idx, tx.BufferLoad(acc, [0]))])
+        acc = self.local_buffer([1], acc_t, "acc")
+        k = self.fresh("k")
+        upd = tx.For(k, 0, n, tx.ForKind.SERIAL,
+                     tx.BufferStore(acc, combine(tx.BufferLoad(acc, [0]), element(out_idx + [k])), [0]))
+        return seq([tx.AllocBuffer(acc), tx.BufferStore(acc, init, [0]), upd,
+                    finish(out_idx, tx.BufferLoad(acc, [0]))])
 
-        # reduce along an outer axis: accumulate whole rows of the remaining axes
+    def _reduce_outer(self, out_shape, d, n, acc_t, init, element, combine, finish):
+        """A reduction along an outer axis: whole rows of the remaining axes accumulated at once."""
         tmp = self.local_buffer(out_shape, acc_t, "red")
         init_nest = self.loop_nest(out_shape, lambda o: tx.BufferStore(tmp, init, list(o)), dtype=acc_t)
         k = self.fresh("k")
