@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import prod
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import tvm
 from tvm import tirx as tx
@@ -33,7 +33,7 @@ from tvm.tirx.script.builder import ir as B
 
 from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
-from ..ir.visitor import walk_stmts
+from ..ir.visitor import Dispatcher, walk_stmts
 from ..plugin.rules import SIMT_OPS, RuleTable
 from .intrinsics import IntrinsicTable, default_table, dtype_of
 from .simt_barriers import SimtBarriers
@@ -71,7 +71,7 @@ def build_intrinsics(hooked=None) -> IntrinsicTable:
     return table
 
 
-class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReductions):
+class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReductions, Dispatcher):
     """Lower one Tile IR PrimFunc (one T.Kernel) to a tvm.tirx.PrimFunc.
 
     The concerns live in mixins, one module each (each derives from `simt_host.SimtHost`, which
@@ -159,7 +159,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         self.pending_r.clear()
         self.pending_w.clear()
 
-    def dispatch(self, op: str, stmt) -> bool:
+    def apply_rules(self, op: str, stmt) -> bool:
         """Try the rules for `op` in order; True when one of them lowered `stmt`."""
         for rule in self.rules[op]:
             if rule(self, stmt) is not NotImplemented:
@@ -201,7 +201,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
 
     def emit_kernel(self):
         """The kernel's grid and thread binding: a "Kernel" rule, else the portable one."""
-        if not self.dispatch("Kernel", self.kernel):
+        if not self.apply_rules("Kernel", self.kernel):
             self.emit_Kernel(self.kernel)
 
     def emit_Kernel(self, k: N.Kernel):
@@ -277,16 +277,17 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         """Lower one statement: a tile op through its rules, then the portable `emit_<op>`."""
         op = type(s).__name__
         if isinstance(s, N.For) and s.kind == "pipelined" and not self.in_parallel:
-            if self.dispatch("Pipelined", s):
+            if self.apply_rules("Pipelined", s):
                 return
         elif op in SIMT_OPS:
             self.before_tile_op(s)
-            if self.dispatch(op, s):
+            if self.apply_rules(op, s):
                 return
-        m = getattr(self, "emit_" + op, None)
-        if m is None:
-            raise self.unsupported(f"statement {op}", s)
-        m(s)
+        self.dispatch("emit_", s)
+
+    def no_handler(self, prefix: str, node: object, *args: Any) -> Any:
+        """A statement class without a rule or an `emit_` method: unsupported on this backend."""
+        raise self.unsupported(f"statement {type(node).__name__}", node)
 
     def before_tile_op(self, s):
         """The barrier a tile op needs before it touches shared memory (placed before any rule

@@ -27,7 +27,7 @@ This module imports TVM at top level: import it only from backend code.
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import tvm
 from tvm import tirx as tx
@@ -35,6 +35,7 @@ from tvm import tirx as tx
 from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
 from ..ir.types import is_float, itemsize
+from ..ir.visitor import Dispatcher
 from .intrinsics import IntrinsicTable, dtype_of
 from .tir_expr import (
     NARROW_FLOATS,
@@ -92,8 +93,9 @@ def highest(dtype: str):
     return tx.max_value(dtype)
 
 
-class TirLowering:
-    """Lower one Tile IR PrimFunc to a TVM PrimFunc (see the module docstring)."""
+class TirLowering(Dispatcher):
+    """Lower one Tile IR PrimFunc to a TVM PrimFunc (see the module docstring); statement class `C`
+    is lowered by the backend's rule for it, else by `lower_C` (`Dispatcher`)."""
 
     backend_name = "tvm"
     # Hold bfloat16 in float32 (ExprLowerer.bfloat16_as_float32): block-local bfloat16
@@ -285,6 +287,10 @@ class TirLowering:
         f = tx.PrimFunc(params, body)
         return f.with_attr("global_symbol", self.func.name).with_attr("tir.noalias", True)
 
+    def no_handler(self, prefix: str, node: object, *args: Any) -> Any:
+        """A statement class this lowering has no method for: unsupported on this backend."""
+        raise self.unsupported(f"statement {type(node).__name__}", node)
+
     def lower_body(self, body: N.Body) -> tx.Stmt:
         return seq([self.lower_stmt(s) for s in body])
 
@@ -293,13 +299,7 @@ class TirLowering:
         rule = self.rules.get(name)
         self._pending.append([])
         try:
-            if rule is not None:
-                out = rule(self, s)
-            else:
-                method = getattr(self, "lower_" + name, None)
-                if method is None:
-                    raise self.unsupported(f"statement {name}", s)
-                out = method(s)
+            out = rule(self, s) if rule is not None else self.dispatch("lower_", s)
         finally:
             checks = self._pending.pop()
         if checks:
