@@ -21,7 +21,7 @@ from ..diagnostics import BackendError, TileError, user_facing  # noqa: F401 (Ba
 from ..ir import nodes as N
 from ..plugin.backend import Artifact, Backend, TileModule
 from . import cache as _cache
-from .kernel import Kernel, normalize_out_idx
+from .kernel import Kernel, output_params
 
 _lock = threading.RLock()
 _MEMO_SIZE = 256  # artifacts kept in memory (shared libraries can be megabytes each)
@@ -159,7 +159,7 @@ def lower(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **option
     """
     func = _single_stage(_check_func(func), "lower")
     backend, full = resolve_target(target)
-    out = normalize_out_idx(out_idx, len(func.params), func.name)
+    out = output_params(func, out_idx)
     opts = _codegen_options(full, out, options, backend)
     ctx = _context(func, backend, full, opts)
     return build_pipeline(backend).run(func, ctx), ctx
@@ -170,7 +170,7 @@ def trace(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **option
     """[("input", func), (pass name, func after it), ...] for `target` (`tile trace`)."""
     func = _single_stage(_check_func(func), "trace")
     backend, full = resolve_target(target)
-    out = normalize_out_idx(out_idx, len(func.params), func.name)
+    out = output_params(func, out_idx)
     opts = _codegen_options(full, out, options, backend)
     return build_pipeline(backend).trace(func, _context(func, backend, full, opts))
 
@@ -228,7 +228,7 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
         raise TileError(f"profiler_inputs must be 'numpy' or 'torch', got {profiler_inputs!r}")
     backend, full = resolve_target(target)
     _check_index_range(func, backend)
-    out = normalize_out_idx(out_idx, len(func.params), func.name)
+    out = output_params(func, out_idx)
     if func.is_multi_stage:
         return _compile_stages(func, backend, full, out, profiler_inputs, options)
     opts = _codegen_options(full, out, options, backend)
@@ -282,7 +282,7 @@ def compile_cache_key(func: N.PrimFunc, target: Optional[str] = None, out_idx=No
     (the autotuner moves artifacts compiled on other machines into this process's cache)."""
     func = _check_func(func)
     backend, full = resolve_target(target)
-    out = normalize_out_idx(out_idx, len(func.params), func.name)
+    out = output_params(func, out_idx)
     return _key(func, backend, full, _codegen_options(full, out, options, backend))
 
 

@@ -133,4 +133,18 @@ def make_launch(artifact, native=None, tvm_function: Optional[Callable[[], Any]]
 
     launch.native = native
     launch.function = function if native is None else None
-    return launch
+    scalars = artifact.meta.get("scalars")
+    return with_scalar_arguments(launch, scalars) if scalars else launch
+
+
+def with_scalar_arguments(launch: Callable, names) -> Callable:
+    """`launch` for a kernel with scalar parameters: their values (from the bindings) follow the
+    tensors, as in the lowered function's parameters. Python ints are not DLTensors, so such a
+    call takes TVM's packed-function path (the ctypes caller hands it on)."""
+
+    def launch_with_scalars(args, bindings=None):
+        launch(list(args) + [int(bindings[name]) for name in names], bindings)
+
+    launch_with_scalars.native = launch.native
+    launch_with_scalars.function = launch.function
+    return launch_with_scalars
