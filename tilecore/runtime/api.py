@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..diagnostics import BackendError, TileError, user_facing  # noqa: F401 (BackendError: public here)
+from ..diagnostics import BackendError, TileError, UnsupportedFeatureError, user_facing  # noqa: F401 (BackendError: public here)
 from ..ir import nodes as N
 from ..plugin.backend import Artifact, Backend, TileModule
 from . import cache as _cache
@@ -230,6 +230,10 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx=None, **opti
     _check_index_range(func, backend)
     out = output_params(func, out_idx)
     if func.is_multi_stage:
+        if func.scalar_params:
+            raise UnsupportedFeatureError(
+                backend.name, "scalar parameters in a prim_func with several T.Kernel stages or "
+                "T.alloc_global scratch", func.scalar_params[0][1].span, func.source)
         return _compile_stages(func, backend, full, out, profiler_inputs, options)
     opts = _codegen_options(full, out, options, backend)
     use_cache = _cache.cache_enabled()

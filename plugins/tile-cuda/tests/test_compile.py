@@ -177,3 +177,19 @@ def test_helper_library_is_emitted_once():
         src = codegen(fa, arch).source
         assert src.count("#define TILECORE_CUDA_LIB") == 1
         assert src.count("#define TILECORE_WGMMA_LIB") == (1 if arch == "sm_90a" else 0)
+
+
+def test_scalar_parameter_is_a_kernel_argument_and_sizes_the_grid():
+    import tilecore.language as T
+
+    @T.prim_func
+    def head_scaled(A: T.Tensor((64,), "float32"), count: T.int32, B: T.Tensor((64,), "float32")):
+        with T.Kernel(T.ceildiv(count, 16), threads=16) as bx:
+            for i in T.Parallel(16):
+                if bx * 16 + i < count:
+                    B[bx * 16 + i] = A[bx * 16 + i] * count
+
+    art = codegen(head_scaled, "sm_90a")
+    assert art.meta["kernel_params"] == [("ptr", "A"), ("ptr", "B"), ("int", "count")]
+    assert "b['count']" in art.meta["grid_py"][0]   # the launch reads it from the call's bindings
+    assert "int count" in art.source and art.blobs["cubin"][:4] == b"\x7fELF"
