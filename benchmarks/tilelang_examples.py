@@ -75,6 +75,7 @@ SMALL = {
     "blocksparse_gemm/example_blocksparse_gemm.py": {"argv": ["--m", "256", "--n", "256", "--k", "256"]},
     "convolution/example_convolution.py": {"argv": ["--n", "2", "--c", "32", "--h", "16", "--w", "16",
                                                     "--f", "128"]},
+    "convolution/example_convolution_autotune.py": {"n": 2, "c": 32, "h": 16, "w": 16, "f": 128},
 }
 
 RUNNER = r'''
