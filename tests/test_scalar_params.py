@@ -54,7 +54,7 @@ def kernels(request):
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(size=st.integers(1, 40), data=st.data())
 def test_scalar_sizes_the_grid_and_scales(kernels, size, data):
-    count = data.draw(st.integers(-5, size), label="count")  # a grid of <= 0 blocks runs none
+    count = data.draw(st.integers(0, size), label="count")  # 0: a grid of no blocks
     a = np.random.default_rng(size).standard_normal(size).astype(np.float32)
     expected = np.where(np.arange(size) < count, a * np.float32(count), 0).astype(np.float32)
     np.testing.assert_array_equal(kernels[0](a, count), expected)
@@ -132,3 +132,10 @@ def test_npu_runs_scalar_parameters():
     pytest.importorskip("tile_npu")
     kernel = tilecore.compile(head_scaled, target="npu", out_idx=[-1])
     np.testing.assert_array_equal(kernel(np.arange(6, dtype=np.float32), 3), [0, 3, 6, 0, 0, 0])
+
+
+def test_a_negative_grid_extent_is_an_error_at_the_kernel_line():
+    kernel = tilecore.compile(head_scaled, target="reference", out_idx=[-1])
+    with pytest.raises(TileRuntimeError, match=r"negative grid size \(-1,\)") as info:
+        kernel(np.ones(4, np.float32), -5)
+    assert "test_scalar_params.py:" in str(info.value)
