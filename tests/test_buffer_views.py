@@ -139,3 +139,12 @@ def bad(A: T.Tensor((4, 6), "float32")):
     with pytest.raises(TileCompileError, match=message) as info:
         runpy.run_path(str(path))
     assert "bad_kernel.py:" in str(info.value)
+
+
+def test_a_view_annotation_on_a_parameter_is_a_located_error():
+    with pytest.raises(TileCompileError, match="annotated as a view") as info:
+        @T.prim_func
+        def bad(A: T.Tensor((4,), "float32", "A.data")):
+            with T.Kernel(1) as _:
+                A[0] = 1
+    assert "test_buffer_views.py:" in str(info.value)

@@ -129,6 +129,9 @@ class Parser(InlineCalls, TileOps):
         if not isinstance(ttype, TensorType):
             raise self.error(f"the parameter '{arg.arg}' must be a T.Tensor(shape, dtype) or an integer "
                              f"scalar (`{arg.arg}: T.int32`), got {E.describe(ttype)}", arg.annotation)
+        if ttype.data is not None:
+            raise self.error(f"the parameter '{arg.arg}' is annotated as a view (T.Tensor(shape, dtype, "
+                             "data)); a view is made inside the kernel from a parameter's .data", arg.annotation)
         if ttype.scope != "global":
             raise self.error(f"the parameter '{arg.arg}' is a {ttype.scope} buffer, but a kernel "
                              "parameter must be a global T.Tensor: declare it as T.Tensor and "
