@@ -95,6 +95,7 @@ def test_bad_scalar_arguments_name_the_parameter(value, message):
 
 def test_missing_scalar_argument():
     kernel = tilecore.compile(head_scaled, target="reference", out_idx=[-1])
+    assert repr(kernel) == "<tilecore.Kernel head_scaled(A, count) -> (B) on reference>"
     with pytest.raises(TileRuntimeError, match=r"takes 2 input\(s\) \(A, count\) but 1 were given"):
         kernel(np.ones(4, np.float32))
 

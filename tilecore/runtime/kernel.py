@@ -231,7 +231,8 @@ class Kernel:
         return Profiler(self, inputs, seed)
 
     def __repr__(self) -> str:
-        ins = ", ".join(p.name for p in self.inputs)
+        ins = ", ".join(name for name, _ in self._call_slots) if self._call_slots else \
+            ", ".join(p.name for p in self.inputs)
         outs = ", ".join(p.name for p in self.outputs)
         return f"<tilecore.Kernel {self.name}({ins}) -> ({outs}) on {self.target}>"
 
