@@ -44,6 +44,9 @@ TVM_FORK = re.compile(r"^\s*(import tvm|from tvm)|tilelang\.(cuda|rocm)\.intrins
                       r"T\.call_extern|tilelang\.intrinsics|from tilelang\.(carver|tileop|engine|"
                       r"transform|tools|contrib|cuda|intrinsics)|T\.call_intrin", re.M)
 IMPORTS = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+# `sys.path.append(os.path.join(os.path.dirname(__file__), "../flash_attention"))`: a sibling
+# folder the file imports local modules from
+SYS_PATH_DIRS = re.compile(r"sys\.path\.(?:append|insert)\([^\n]*?dirname\(__file__\)\s*\)?\s*,\s*[\"']([^\"']+)[\"']")
 
 # Smaller problems for examples whose defaults are too large to interpret: main() keyword
 # arguments, or "argv" for the command line of examples that parse one in main().
@@ -60,6 +63,10 @@ SMALL = {
     "cast/example_group_per_split_token_cast_to_fp8.py": {"M": 256, "N": 256},
     "attention_sink/example_mha_sink_fwd_bhsd.py": {"seq_q": 128, "seq_kv": 128, "dim": 64},
     "attention_sink/example_mha_sink_bwd_bhsd.py": {"N_CTX": 128, "D_HEAD": 64},
+    "attention_sink/example_gqa_sink_fwd_varlen.py": {"heads": 4, "groups": 2, "q_seqlen": 128, "k_seqlen": 128,
+                                                      "dim": 64},
+    "attention_sink/example_gqa_sink_bwd_varlen.py": {"heads": 4, "groups": 2, "q_seqlen": 128, "k_seqlen": 128,
+                                                      "dim": 64},
     "linear_attention/example_retention_fwd.py": {"argv": ["--B", "1", "--S", "256", "--H", "2", "--D", "64"]},
     "topk/example_topk.py": {"argv": ["--M", "128"]},
     "blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py": {
@@ -68,6 +75,7 @@ SMALL = {
     "blocksparse_gemm/example_blocksparse_gemm.py": {"argv": ["--m", "256", "--n", "256", "--k", "256"]},
     "convolution/example_convolution.py": {"argv": ["--n", "2", "--c", "32", "--h", "16", "--w", "16",
                                                     "--f", "128"]},
+    "convolution/example_convolution_autotune.py": {"n": 2, "c": 32, "h": 16, "w": 16, "f": 128},
 }
 
 RUNNER = r'''
@@ -182,8 +190,11 @@ def _missing_import(text: str, folder: str, seen: set):
     """'missing:NAME' for the first package the file, or a local module it imports, lacks."""
     import importlib.util
 
+    folders = [folder] + [os.path.normpath(os.path.join(folder, d)) for d in SYS_PATH_DIRS.findall(text)]
     for name in sorted(set(IMPORTS.findall(text))):
-        local = os.path.join(folder, name)
+        local = next((os.path.join(f, name) for f in folders
+                      if os.path.exists(os.path.join(f, name + ".py")) or os.path.isdir(os.path.join(f, name))),
+                     os.path.join(folder, name))
         paths = [local + ".py"] if os.path.exists(local + ".py") else \
             sorted(os.path.join(local, f) for f in os.listdir(local) if f.endswith(".py")) \
             if os.path.isdir(local) else []

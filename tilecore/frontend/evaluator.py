@@ -254,8 +254,11 @@ class Evaluator:
         if isinstance(base, N.Buffer):
             if node.attr in ("shape", "dtype", "ndim", "name", "scope"):
                 return getattr(base, node.attr)
+            if node.attr == "data" and base.scope == "global":
+                from .views import BufferData
+                return BufferData(base)
             raise self.error(f"a buffer has no attribute '{node.attr}' in a kernel "
-                             "(use .shape, .dtype, .ndim)", node)
+                             "(use .shape, .dtype, .ndim; .data of a global tensor for a view)", node)
         if isinstance(base, N.Expr):
             raise self.error(f"a kernel value has no attribute '{node.attr}'", node)
         try:

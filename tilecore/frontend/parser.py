@@ -19,6 +19,7 @@ from typing import List
 from ..diagnostics import TileCompileError
 from ..ir import nodes as N
 from ..ir.visitor import substitute, walk
+from ..language.dtypes import DType
 from ..language.tensor import InvalidTensorType, TensorType
 from . import exprs as E
 from .evaluator import BIN_OPS, Evaluated, is_ir
@@ -27,6 +28,9 @@ from .tileops import TileOps
 
 ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment",
                 "alloc_local": "local", "alloc_var": "var", "alloc_global": "global"}
+# scalar parameters are integers, read wherever a T.dynamic dimension may stand (grid extents,
+# loop bounds, indices); the 32-bit width is what every backend's launch passes
+SCALAR_PARAM_DTYPES = ("int32",)
 LOOP_KINDS = {"serial": "serial", "unroll": "unroll", "Pipelined": "pipelined",
               "vectorized": "serial"}  # T.vectorized: a hint; its meaning is the sequential loop
 
@@ -69,7 +73,7 @@ class Parser(InlineCalls, TileOps):
             raise self.error("a prim_func must contain a `with T.Kernel(...)` block (found none)",
                              self.fn_node)
         return N.PrimFunc(self.fn_node.name, params, body, tuple(self.dyn_vars.values()),
-                          self.source, self.def_span())
+                          self.source, self.def_span(), tuple(self.scalar_params))
 
     def def_span(self) -> N.Span:
         node = self.fn_node
@@ -81,23 +85,32 @@ class Parser(InlineCalls, TileOps):
         if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
             raise self.error("kernel parameters must be plain `name: T.Tensor(shape, dtype)`", self.fn_node)
         params = []
+        self.scalar_params = []
         for arg in args.args:
             ttype = self.param_type(arg, self.annotations.get(arg.arg))
-            for dim in ttype.shape:
-                if isinstance(dim, N.Var):
-                    self.add_dynamic(dim, arg)
+            if not isinstance(ttype, str):  # a str: the dtype of a scalar parameter
+                for dim in ttype.shape:
+                    if isinstance(dim, N.Var):
+                        self.add_dynamic(dim, arg)
             params.append((arg, ttype))
         buffers = []
-        for arg, ttype in params:
+        for position, (arg, ttype) in enumerate(params):
             if arg.arg in self.used_names:
                 raise self.error(f"the parameter '{arg.arg}' has the name of a T.dynamic dimension", arg)
+            if isinstance(ttype, str):
+                var = N.Var(self.fresh(arg.arg), ttype, self.span(arg))
+                self.dyn_vars[var.name] = var
+                self.scopes.bind(arg.arg, var, self.span(arg))
+                self.scalar_params.append((position, var))
+                continue
             shape = tuple(self.dyn_vars[d.name] if isinstance(d, N.Var) else d for d in ttype.shape)
             buf = N.Buffer(self.fresh(arg.arg), shape, ttype.dtype, "global", self.span(arg))
             self.scopes.bind(arg.arg, buf, self.span(arg))
             buffers.append(buf)
         return tuple(buffers)
 
-    def param_type(self, arg: ast.arg, evaluated) -> TensorType:
+    def param_type(self, arg: ast.arg, evaluated):
+        """The TensorType of a tensor parameter, or the dtype (a str) of a scalar one."""
         if arg.annotation is None:
             raise self.error(f"the parameter '{arg.arg}' needs a type: `{arg.arg}: "
                              "T.Tensor(shape, dtype)`", arg)
@@ -111,15 +124,27 @@ class Parser(InlineCalls, TileOps):
                 self.in_signature = False
         if isinstance(ttype, InvalidTensorType):
             raise self.error(f"the parameter '{arg.arg}': {ttype.error}", arg.annotation)
+        if isinstance(ttype, DType):
+            return self.scalar_param_dtype(arg, ttype)
         if not isinstance(ttype, TensorType):
-            raise self.error(f"the parameter '{arg.arg}' must be a T.Tensor(shape, dtype), got "
-                             f"{E.describe(ttype)}; scalar parameters are not supported (use "
-                             "T.dynamic dimensions or closure values)", arg.annotation)
+            raise self.error(f"the parameter '{arg.arg}' must be a T.Tensor(shape, dtype) or an integer "
+                             f"scalar (`{arg.arg}: T.int32`), got {E.describe(ttype)}", arg.annotation)
+        if ttype.data is not None:
+            raise self.error(f"the parameter '{arg.arg}' is annotated as a view (T.Tensor(shape, dtype, "
+                             "data)); a view is made inside the kernel from a parameter's .data", arg.annotation)
         if ttype.scope != "global":
             raise self.error(f"the parameter '{arg.arg}' is a {ttype.scope} buffer, but a kernel "
                              "parameter must be a global T.Tensor: declare it as T.Tensor and "
                              f"copy it into a T.alloc_{ttype.scope} inside T.Kernel", arg.annotation)
         return ttype
+
+    def scalar_param_dtype(self, arg: ast.arg, dtype) -> str:
+        """The dtype of a scalar parameter `n: T.int32` (a value passed at each call)."""
+        if str(dtype) not in SCALAR_PARAM_DTYPES:
+            raise self.error(f"the scalar parameter '{arg.arg}' has dtype {dtype}; scalar parameters "
+                             f"must be {' or '.join(SCALAR_PARAM_DTYPES)} (pass other values as a "
+                             "one-element T.Tensor, or as a closure value when fixed)", arg.annotation)
+        return str(dtype)
 
     def add_dynamic(self, var: N.Var, node) -> None:
         known = self.dyn_vars.get(var.name)

@@ -7,18 +7,18 @@ from typing import Tuple, Union
 from ..diagnostics import UnsupportedFeatureError
 from ..ir import nodes as N
 from ..ir.visitor import substitute
-from ..language.tensor import normalize_policy
+from ..language.tensor import TensorType, normalize_policy
 from . import exprs as E
 from .affine import constant_difference
-from .evaluator import Evaluator
 from .regions import RegionArg, RegionError, pair
+from .views import BufferData, BufferViews
 
 REDUCE_OPS = {"reduce_" + kind: kind for kind in N.REDUCE_KINDS}
 ATOMIC_OPS = {"atomic_" + kind: kind for kind in N.ATOMIC_KINDS}
 MEMORY_ORDERS = ("relaxed", "consume", "acquire", "release", "acq_rel", "seq_cst")
 
 
-class TileOps(Evaluator):
+class TileOps(BufferViews):
     """Handlers `stmt_op_<name>(args, node) -> [Stmt]` for tile-operation calls."""
 
     # ------------------------------------------------------------------ operands
@@ -26,13 +26,19 @@ class TileOps(Evaluator):
     def region_arg(self, node, what: str) -> RegionArg:
         """A whole buffer, a start point `A[i, j]` or a slice region `A[a:b, :]`."""
         if isinstance(node, ast.Subscript):
-            base = self.eval_raw(node.value)
+            base = self.as_view_buffer(self.eval_raw(node.value), node.value)
             if isinstance(base, N.Buffer):
                 return self.subscript_region(base, node)
-        value = self.eval_raw(node)
+        value = self.as_view_buffer(self.eval_raw(node), node)
         if isinstance(value, N.Buffer):
             return self.whole_region(value, node)
         raise self.error(f"{what} must be a buffer or a region of one, got {E.describe(value)}", node)
+
+    def as_view_buffer(self, value, node):
+        """A `T.Tensor(shape, dtype, A.data)` view as its stand-in buffer; other values unchanged."""
+        if isinstance(value, TensorType) and isinstance(value.data, BufferData):
+            return self.view_buffer(value, node)
+        return value
 
     def whole_region(self, buffer: N.Buffer, node) -> RegionArg:
         if buffer.static_shape() is None:
@@ -86,6 +92,7 @@ class TileOps(Evaluator):
 
     def full_region(self, node, what: str) -> N.Region:
         arg = self.region_arg(node, what)
+        self.check_not_a_view(arg.buffer, what, node)
         if arg.is_start_point:
             raise self.error(f"{what} needs a whole buffer or a slice region, not a start point", node)
         return arg.region()
@@ -96,7 +103,27 @@ class TileOps(Evaluator):
         src = self.region_arg(args["src"], "the source of T.copy")
         dst = self.region_arg(args["dst"], "the destination of T.copy")
         src_region, dst_region = self.pair_regions(src, dst, "T.copy", node)
+        if self.viewed_base(src.buffer) is not None or self.viewed_base(dst.buffer) is not None:
+            return self.copy_through_view(src_region, dst_region, node)
         return [N.Copy(src_region, dst_region, True, self.span(node))]
+
+    def stmt_op_im2col(self, args, node):
+        img = self.buffer(args["img"], "the image of T.im2col")
+        self.check_not_a_view(img, "the image of T.im2col", node)
+        if img.scope != "global":
+            raise self.error(f"the image of T.im2col must be a global tensor, got the {img.scope} "
+                             f"buffer {img.name}", args["img"])
+        col = self.full_region(args["col"], "the tile of T.im2col")
+        if col.buffer.scope == "global":
+            raise self.error("the tile of T.im2col must be a shared, fragment or local buffer", args["col"])
+        window = (self.py_int(args["kernel"], "the kernel size of T.im2col", 1),
+                  self.py_int(args["stride"], "the stride of T.im2col", 1),
+                  self.py_int(args["dilation"], "the dilation of T.im2col", 1),
+                  self.py_int(args["pad"], "the padding of T.im2col", 0))
+        return self.im2col_stmts(img, col, self.index(args["nhw_step"]), self.index(args["c_step"]),
+                                 window, node)
+
+    stmt_op_c2d_im2col = stmt_op_im2col
 
     def stmt_op_fill(self, args, node):
         dst = self.full_region(args["buffer"], "the buffer of T.fill")

@@ -403,6 +403,9 @@ class PrimFunc:
     dyn_vars: Tuple[Var, ...] = ()
     source: str = field(default="", compare=False, repr=False)  # the user's file text, for diagnostics
     span: Span = _span()
+    # scalar parameters (`n: T.int32`), as (position among all parameters, the Var): each Var is
+    # also one of `dyn_vars`, bound from the call's argument instead of from a tensor's shape
+    scalar_params: Tuple[Tuple[int, Var], ...] = ()
 
     @property
     def is_multi_stage(self) -> bool:
@@ -422,7 +425,12 @@ class PrimFunc:
         if len(kernels) == 1 and not self.scratch:
             return (self,)
         return tuple(PrimFunc(f"{self.name}__stage{k}", params, (kernel,), self.dyn_vars, self.source,
-                              self.span) for k, kernel in enumerate(kernels))
+                              self.span, self.scalar_params) for k, kernel in enumerate(kernels))
+
+    @property
+    def scalar_names(self) -> Tuple[str, ...]:
+        """The names of the scalar parameters, in parameter order."""
+        return tuple(v.name for _, v in self.scalar_params)
 
     @property
     def kernel(self) -> Kernel:

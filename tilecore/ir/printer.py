@@ -70,13 +70,16 @@ class _Printer(Dispatcher):
         if f is None:
             raise TypeError("the printer was made for one expression, not a PrimFunc")
         out = [f"import tilecore.language as {self.T}", ""]
-        for v in f.dyn_vars:
+        scalars = set(f.scalar_names)
+        dims = [v for v in f.dyn_vars if v.name not in scalars]
+        for v in dims:
             out.append(f'{v.name} = {self.T}.dynamic("{v.name}", "{v.dtype}")')
-        if f.dyn_vars:
+        if dims:
             out.append("")
-        params = ", ".join(f"{p.name}: {self.T}.Tensor({self.shape(p.shape)}, \"{p.dtype}\")"
-                           for p in f.params)
-        out += [f"@{self.T}.prim_func", f"def {f.name}({params}):"]
+        params = [f"{p.name}: {self.T}.Tensor({self.shape(p.shape)}, \"{p.dtype}\")" for p in f.params]
+        for position, v in f.scalar_params:
+            params.insert(position, f"{v.name}: {self.T}.{v.dtype}")
+        out += [f"@{self.T}.prim_func", f"def {f.name}({', '.join(params)}):"]
         self.body(f.body, 1)
         return "\n".join(out + self.lines) + "\n"
 

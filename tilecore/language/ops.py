@@ -122,6 +122,22 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
 
 
 @_kernel_only
+def im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_policy=None,
+           annotations=None):
+    """Fill the 2-D tile `col` with the im2col patches of the NHWC image `img` for a 2-D
+    convolution (square `kernel`, `stride`, `dilation`, `pad`): row i is output pixel
+    nhw_step * rows + i, column j is patch element (kh * kernel + kw) * C + c with
+    c_step * cols + j; zero where the window lies in the padding or past the image.
+    `eviction_policy` and `annotations` are hints with no effect on the result."""
+
+
+@_kernel_only
+def c2d_im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_policy=None,
+               annotations=None):
+    """TileLang's older name of `T.im2col`."""
+
+
+@_kernel_only
 def fill(buffer, value):
     """Set every element of a buffer or region to `value`."""
 

@@ -21,6 +21,7 @@ class TensorType:
     shape: Tuple[Union[int, N.Var], ...]
     dtype: str
     scope: str = "global"
+    data: object = None  # `A.data` of another tensor: a view of its elements (inside a kernel only)
 
     def __repr__(self) -> str:
         return f"T.Tensor({self.shape}, {self.dtype!r})"
@@ -93,9 +94,15 @@ class _TensorAnnotation:
     __tile_type__ = True
     __name__ = __qualname__ = "Tensor"
 
-    def __call__(self, shape, dtype="float32"):
-        """Annotate a global tensor parameter: `A: T.Tensor((M, K), "float16")`."""
-        return _tensor_type(shape, dtype, "global")
+    def __call__(self, shape, dtype="float32", data=None):
+        """Annotate a global tensor parameter: `A: T.Tensor((M, K), "float16")`.
+
+        Inside a kernel, `T.Tensor(shape, dtype, A.data)` is a view of tensor A's elements
+        with another shape (see docs/semantics.md, "Buffer views")."""
+        ttype = _tensor_type(shape, dtype, "global")
+        if data is not None and isinstance(ttype, TensorType):
+            return TensorType(ttype.shape, ttype.dtype, ttype.scope, data)
+        return ttype
 
     def __getitem__(self, key):
         """TileLang's subscript spelling `T.Tensor[(M, K), "float16"]` (dtype defaults to float32)."""

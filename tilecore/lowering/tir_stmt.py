@@ -282,6 +282,7 @@ class TirLowering(Dispatcher):
     def lower_function(self) -> tx.PrimFunc:
         body = self.lower_body(self.func.body)
         params = [self.tir_buffers[p.name] for p in self.func.params]
+        params += [self.dyn[name] for name in self.func.scalar_names]  # passed by value, after the tensors
         if self.check_bounds:
             params.append(self.error_buffer)
         f = tx.PrimFunc(params, body)

@@ -348,6 +348,8 @@ def analyze(func: N.PrimFunc) -> Tuple[N.PrimFunc, List[BoundsFact]]:
     env: Dict[str, Interval] = {}
     for v in func.dyn_vars:
         env[v.name] = (0, _dtype_range(v.dtype)[1])
+    for _, v in func.scalar_params:  # an argument, not a size: any value of its dtype
+        env[v.name] = _dtype_range(v.dtype)
     analyzer = _Analyzer()
     body = analyzer.body(func.body, env, {})
     new = func if body == func.body else dataclasses.replace(func, body=body)

@@ -489,6 +489,19 @@ class _Checker:
 
     # -- function
 
+    def scalar_params(self, f: N.PrimFunc, dyn) -> None:
+        """Each scalar parameter: an int32 dynamic variable at its own place among the parameters."""
+        positions = set()
+        count = len(f.params) + len(f.scalar_params)
+        for position, v in f.scalar_params:
+            if dyn.get(v.name) != v or v.dtype != "int32":
+                raise self.error(f"scalar parameter {v.name} must be an int32 variable listed in "
+                                 f"{f.name}'s dynamic variables", v, f)
+            if not 0 <= position < count or position in positions:
+                raise self.error(f"scalar parameter {v.name} has the position {position}, not a free "
+                                 f"place among the {count} parameters", v, f)
+            positions.add(position)
+
     def function(self) -> None:
         f = self.func
         dyn = {}
@@ -515,6 +528,7 @@ class _Checker:
                     raise self.error(f"dimension {d} of {p.name} must be a positive int or a T.dynamic "
                                      f"dimension, got {size!r}", p, f)
             self.define_buffer(p, p)
+        self.scalar_params(f, dyn)
         kernels = [s for s in f.body if isinstance(s, N.Kernel)]
         if not kernels:
             raise self.error(f"{f.name} has no `with T.Kernel(...)` block", f)
@@ -554,7 +568,8 @@ _SCHEMA = {
     N.Atomic: {"kind": _STR, "dst": _REG, "value": "expression or Region"},
     N.Print: {"value": "expression or Buffer", "msg": _STR},
     N.Hint: {"kind": _STR, "buffers": "tuple of Buffers", "params": "tuple of (name, value) pairs"},
-    N.PrimFunc: {"name": _STR, "params": "tuple of Buffers", "body": _BODY, "dyn_vars": _VARS},
+    N.PrimFunc: {"name": _STR, "params": "tuple of Buffers", "body": _BODY, "dyn_vars": _VARS,
+                 "scalar_params": "tuple of (position, Var) pairs"},
 }
 
 
@@ -597,6 +612,8 @@ def _fits(kind: str, x) -> bool:
         return all(_is_int(i) or isinstance(i, N.Var) for i in x)
     if kind == "tuple of Buffers":
         return all(isinstance(i, N.Buffer) for i in x)
+    if kind == "tuple of (position, Var) pairs":
+        return all(isinstance(i, tuple) and len(i) == 2 and _is_int(i[0]) and isinstance(i[1], N.Var) for i in x)
     if kind == "tuple of (name, value) pairs":
         return all(isinstance(i, tuple) and len(i) == 2 and isinstance(i[0], str) for i in x)
     raise AssertionError(kind)

@@ -17,11 +17,11 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..diagnostics import BackendError, TileError, user_facing  # noqa: F401 (BackendError: public here)
+from ..diagnostics import BackendError, TileError, UnsupportedFeatureError, user_facing  # noqa: F401 (BackendError: public here)
 from ..ir import nodes as N
 from ..plugin.backend import Artifact, Backend, TileModule
 from . import cache as _cache
-from .kernel import Kernel, normalize_out_idx
+from .kernel import Kernel, output_params
 
 if TYPE_CHECKING:
     import hashlib
@@ -169,7 +169,7 @@ def lower(func: N.PrimFunc, target: Optional[str] = None, out_idx: OutIdx = None
     """
     func = _single_stage(_check_func(func), "lower")
     backend, full = resolve_target(target)
-    out = normalize_out_idx(out_idx, len(func.params), func.name)
+    out = output_params(func, out_idx)
     opts = _codegen_options(full, out, options, backend)
     ctx = _context(func, backend, full, opts)
     return build_pipeline(backend).run(func, ctx), ctx
@@ -181,7 +181,7 @@ def trace(func: N.PrimFunc, target: Optional[str] = None, out_idx: OutIdx = None
     """[("input", func), (pass name, func after it), ...] for `target` (`tile trace`)."""
     func = _single_stage(_check_func(func), "trace")
     backend, full = resolve_target(target)
-    out = normalize_out_idx(out_idx, len(func.params), func.name)
+    out = output_params(func, out_idx)
     opts = _codegen_options(full, out, options, backend)
     return build_pipeline(backend).trace(func, _context(func, backend, full, opts))
 
@@ -239,8 +239,12 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx: OutIdx = No
         raise TileError(f"profiler_inputs must be 'numpy' or 'torch', got {profiler_inputs!r}")
     backend, full = resolve_target(target)
     _check_index_range(func, backend)
-    out = normalize_out_idx(out_idx, len(func.params), func.name)
+    out = output_params(func, out_idx)
     if func.is_multi_stage:
+        if func.scalar_params:
+            raise UnsupportedFeatureError(
+                backend.name, "scalar parameters in a prim_func with several T.Kernel stages or "
+                "T.alloc_global scratch", func.scalar_params[0][1].span, func.source)
         return _compile_stages(func, backend, full, out, profiler_inputs, options)
     opts = _codegen_options(full, out, options, backend)
     use_cache = _cache.cache_enabled()
@@ -294,7 +298,7 @@ def compile_cache_key(func: N.PrimFunc, target: Optional[str] = None, out_idx: O
     (the autotuner moves artifacts compiled on other machines into this process's cache)."""
     func = _check_func(func)
     backend, full = resolve_target(target)
-    out = normalize_out_idx(out_idx, len(func.params), func.name)
+    out = output_params(func, out_idx)
     return _key(func, backend, full, _codegen_options(full, out, options, backend))
 
 

@@ -45,6 +45,45 @@ def normalize_out_idx(out_idx: Union[None, int, Sequence[int]], nparams: int,
     return tuple(sorted(result))
 
 
+def output_params(func: N.PrimFunc, out_idx: Any) -> Tuple[int, ...]:
+    """Indices into `func.params` (the tensors) of the outputs `out_idx` names.
+
+    out_idx counts every parameter in the order written, scalar ones included (as TileLang's
+    does); naming a scalar parameter is an error, as an output is a tensor the kernel allocates.
+    """
+    scalars = {position for position, _ in func.scalar_params}
+    full = normalize_out_idx(out_idx, len(func.params) + len(scalars), func.name)
+    for j in full:
+        if j in scalars:
+            name = next(v.name for position, v in func.scalar_params if position == j)
+            raise TileError(f"out_idx names parameter {j} of {func.name!r}, the scalar parameter {name!r}; "
+                            f"outputs are tensors the kernel allocates")
+    return tuple(j - sum(position < j for position in scalars) for j in full)
+
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def scalar_argument(value: Any, var: N.Var, who: str) -> int:
+    """The int a scalar parameter's argument passes (a Python or numpy integer, or a 0-d integer
+    tensor); TileRuntimeError naming the parameter for anything else or a value out of range."""
+    kind = type(value).__name__
+    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__") or \
+            getattr(value, "ndim", 0) != 0 or isinstance(value, float):
+        raise TileRuntimeError(f"{who}, argument {var.name!r}: expected an integer for the scalar "
+                               f"parameter {var.name}: T.{var.dtype}, got {kind} {value!r}"[:400])
+    try:
+        number = int(value.__index__())
+    except TypeError:  # a 0-d float tensor defines __index__ but refuses it
+        raise TileRuntimeError(f"{who}, argument {var.name!r}: expected an integer for the scalar "
+                               f"parameter {var.name}: T.{var.dtype}, got {kind} {value!r}"[:400]) from None
+    low, high = _INT32
+    if not low <= number <= high:
+        raise TileRuntimeError(f"{who}, argument {var.name!r}: {number} does not fit the scalar "
+                               f"parameter's dtype {var.dtype} ([{low}, {high}])")
+    return number
+
+
 def written_buffer_names(func: N.PrimFunc) -> FrozenSet[str]:
     """Names of the global buffers (parameters) that the kernel writes."""
     from ..ir.visitor import walk_stmts
@@ -144,7 +183,7 @@ class Kernel:
         self.target = target
         self.artifact = artifact
         self.options = dict(options or {})
-        self.out_idx = normalize_out_idx(out_idx, len(func.params), func.name)
+        self.out_idx = normalize_out_idx(out_idx, len(func.params), func.name)  # tensor indices
         self._launcher_factory = launcher_factory
         self._launch: Optional[Callable[..., Any]] = None
         self._lock = threading.Lock()
@@ -169,6 +208,20 @@ class Kernel:
         self._dim_limits = {v.name: min(self._index_limit, int(np.iinfo(v.dtype).max)) for v in func.dyn_vars}
         # inputs the kernel writes: such an argument must not share memory with another one
         self._written_inputs = tuple(k for k, p in enumerate(self.inputs) if p.name in self._written)
+        # the call's arguments in order: (name, None) for an input tensor, (name, Var) for a scalar
+        self._call_slots: Tuple[Tuple[str, Optional[N.Var]], ...] = ()
+        if func.scalar_params:
+            scalar_at = dict(func.scalar_params)
+            tensors = iter(enumerate(func.params))
+            slots: List[Tuple[str, Optional[N.Var]]] = []
+            for position in range(len(func.params) + len(scalar_at)):
+                if position in scalar_at:
+                    slots.append((scalar_at[position].name, scalar_at[position]))
+                    continue
+                k, param = next(tensors)
+                if k not in outs:
+                    slots.append((param.name, None))
+            self._call_slots = tuple(slots)
 
     @property
     def name(self) -> str:
@@ -194,7 +247,8 @@ class Kernel:
         return Profiler(self, inputs, seed)
 
     def __repr__(self) -> str:
-        ins = ", ".join(p.name for p in self.inputs)
+        ins = ", ".join(name for name, _ in self._call_slots) if self._call_slots else \
+            ", ".join(p.name for p in self.inputs)
         outs = ", ".join(p.name for p in self.outputs)
         return f"<tilecore.Kernel {self.name}({ins}) -> ({outs}) on {self.target}>"
 
@@ -254,7 +308,11 @@ class Kernel:
         """The full path: match and check the arguments, allocate, launch, remember the plan."""
         signature: Optional[Signature] = None
         inputs: Sequence[Any]
-        if not kwargs and len(args) == len(self._input_index):
+        scalars: Dict[str, int] = {}
+        if self._call_slots:  # scalar values vary per call: bound each time, never a remembered plan
+            args, scalars = self._take_scalars(args, kwargs)
+            kwargs = _NO_KEYWORDS
+        if not kwargs and len(args) == len(self._input_index) and not scalars:
             inputs = args
             try:
                 signature = tuple(map(_signature, args))
@@ -264,6 +322,7 @@ class Kernel:
         else:
             inputs = self._match_arguments(args, kwargs)
         infos, bindings = self.check_arguments(inputs)
+        bindings.update(scalars)
         like = next((info for _, info in infos if info.library != "dlpack"), None)
         space = self.backend.capabilities.memory_space
         filled = {i: not self.writes_every_element(i, bindings) for i in self.out_idx}
@@ -413,8 +472,20 @@ class Kernel:
     def _who(self) -> str:
         return f"kernel {self.name!r}"
 
-    def _match_arguments(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[Any]:
-        names = [p.name for p in self.inputs]
+    def _take_scalars(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> Tuple[Tuple[Any, ...], Dict[str, int]]:
+        """(the input arrays in order, {scalar parameter: its int}) of a call with scalar parameters."""
+        values = self._match_arguments(args, kwargs, [name for name, _ in self._call_slots])
+        arrays_in, scalars = [], {}
+        for (_, var), value in zip(self._call_slots, values):
+            if var is None:
+                arrays_in.append(value)
+            else:
+                scalars[var.name] = scalar_argument(value, var, self._who())
+        return tuple(arrays_in), scalars
+
+    def _match_arguments(self, args: Sequence[Any], kwargs: Dict[str, Any],
+                         names: Optional[List[str]] = None) -> List[Any]:
+        names = names or [p.name for p in self.inputs]
         if len(args) > len(names) or (not kwargs and len(args) != len(names)):
             outs = ""
             if self.outputs:
@@ -509,8 +580,9 @@ class Kernel:
             infos.append((param_index, info))
         if self._written_inputs and len(inputs) > 1:
             self._check_aliasing([info.array for _, info in infos])
+        scalars = self.ir.scalar_names
         for var in self.ir.dyn_vars:
-            if var.name not in bindings:
+            if var.name not in bindings and var.name not in scalars:
                 users = [p.name for p in self.outputs
                          if any(isinstance(s, N.Var) and s.name == var.name for s in p.shape)]
                 what = f"output {users[0]!r}" if users else "the kernel"

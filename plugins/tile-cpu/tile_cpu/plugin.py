@@ -207,6 +207,7 @@ def tilecore_codegen(backend, module, options):
                                func.span, func.source) from err
     show = options.get("source", "llvm")
     meta: Dict[str, Any] = {"host": dict(info), "params": [p.name for p in func.params],
+                            "scalars": list(func.scalar_names),
                             "checks": lowering.checks, "user_source": func.source}
     return Artifact(backend=NAME, target=module.target, entry=func.name,
                     source=asm if show == "asm" else llvm_ir,

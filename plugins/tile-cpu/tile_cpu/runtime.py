@@ -7,7 +7,7 @@ is installed, else through a TVM tensor that is copied in and back.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Protocol, Tuple, cast
+from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -134,7 +134,9 @@ def make_launch(artifact, native=None, tvm_function: Optional[Callable[[], Any]]
                 return
             raise_index_error(artifact, checks[error[0] - 1], error, args)
 
-    return as_cpu_launch(launch, native, function if native is None else None)
+    typed = as_cpu_launch(launch, native, function if native is None else None)
+    scalars = artifact.meta.get("scalars")
+    return with_scalar_arguments(typed, scalars) if scalars else typed
 
 
 class CpuLaunch(Protocol):
@@ -153,3 +155,14 @@ def as_cpu_launch(launch: Callable[..., None], native: Any, function: Optional[C
     typed.native = native
     typed.function = function
     return typed
+
+
+def with_scalar_arguments(launch: CpuLaunch, names: Sequence[str]) -> CpuLaunch:
+    """`launch` for a kernel with scalar parameters: their values (from the bindings) follow the
+    tensors, as in the lowered function's parameters. Python ints are not DLTensors, so such a
+    call takes TVM's packed-function path (the ctypes caller hands it on)."""
+
+    def launch_with_scalars(args: List[Any], bindings: Any = None) -> None:
+        launch(list(args) + [int(bindings[name]) for name in names], bindings)
+
+    return as_cpu_launch(launch_with_scalars, launch.native, launch.function)

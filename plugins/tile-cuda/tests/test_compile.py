@@ -177,3 +177,43 @@ def test_helper_library_is_emitted_once():
         src = codegen(fa, arch).source
         assert src.count("#define TILECORE_CUDA_LIB") == 1
         assert src.count("#define TILECORE_WGMMA_LIB") == (1 if arch == "sm_90a" else 0)
+
+
+def test_scalar_parameter_is_a_kernel_argument_and_sizes_the_grid():
+    import tilecore.language as T
+
+    @T.prim_func
+    def head_scaled(A: T.Tensor((64,), "float32"), count: T.int32, B: T.Tensor((64,), "float32")):
+        with T.Kernel(T.ceildiv(count, 16), threads=16) as bx:
+            for i in T.Parallel(16):
+                if bx * 16 + i < count:
+                    B[bx * 16 + i] = A[bx * 16 + i] * count
+
+    art = codegen(head_scaled, "sm_90a")
+    assert art.meta["kernel_params"] == [("ptr", "A"), ("ptr", "B"), ("int", "count")]
+    assert "b['count']" in art.meta["grid_py"][0]   # the launch reads it from the call's bindings
+    assert "int count" in art.source and art.blobs["cubin"][:4] == b"\x7fELF"
+
+
+def test_im2col_convolution_through_a_flat_view_compiles():
+    """T.im2col and T.Tensor(..., A.data) views are element loops by the time they reach a backend."""
+    import tilecore.language as T
+
+    @T.prim_func
+    def conv(data: T.Tensor((2, 8, 8, 16), "float16"), weight: T.Tensor((3, 3, 16, 64), "float16"),
+             out: T.Tensor((2, 8, 8, 64), "float16")):
+        with T.Kernel(1, 2, threads=128) as (bx, by):
+            patches = T.alloc_shared((64, 32), "float16")
+            weights = T.alloc_shared((32, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            weight_flat = T.Tensor((144, 64), "float16", weight.data)
+            out_flat = T.Tensor((128, 64), "float16", out.data)
+            T.clear(acc)
+            for k in T.Pipelined(5, num_stages=2):
+                T.im2col(data, patches, by, k, 3, 1, 1, 1)
+                T.copy(weight_flat[k * 32, bx * 64], weights)
+                T.gemm(patches, weights, acc)
+            T.copy(acc, out_flat[by * 64, bx * 64])
+
+    art = codegen(conv, "sm_90a")
+    assert art.blobs["cubin"][:4] == b"\x7fELF"
