@@ -15,6 +15,7 @@ the quickstart kernel with that config) are timed side by side, with cuBLAS.
 Bar: tuned time <= 1.768 ms / 0.9 (and the same-run ratio is recorded). Writes autotune_h200-<date>.json (tuning time,
 every candidate, machine, versions).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,9 +38,9 @@ HAND_PICKED_RESULTS_MS = 1.768
 
 
 @tilecore.jit(out_idx=[-1], target="cuda")
-def matmul(M, N, K, block_M=128, block_N=128, block_K=32, num_stages=3, threads=128,
-           dtype="float16", accum="float32"):
+def matmul(M, N, K, block_M=128, block_N=128, block_K=32, num_stages=3, threads=128, dtype="float16", accum="float32"):
     """The README's quickstart GEMM with its thread count and pipeline depth as parameters."""
+
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
@@ -52,14 +53,16 @@ def matmul(M, N, K, block_M=128, block_N=128, block_K=32, num_stages=3, threads=
                 T.copy(B[k * block_K, bx * block_N], B_s)
                 T.gemm(A_s, B_s, C_f)
             T.copy(C_f, C[by * block_M, bx * block_N])
+
     return main
 
 
 def configs(M, N, K):
     """The issue's space, every combination."""
-    return [{"block_M": bm, "block_N": bn, "block_K": bk, "num_stages": s, "threads": t}
-            for bm, bn, bk, s, t in itertools.product((64, 128, 256), (64, 128, 256), (32, 64),
-                                                       (2, 3, 4), (128, 256))]
+    return [
+        {"block_M": bm, "block_N": bn, "block_K": bk, "num_stages": s, "threads": t}
+        for bm, bn, bk, s, t in itertools.product((64, 128, 256), (64, 128, 256), (32, 64), (2, 3, 4), (128, 256))
+    ]
 
 
 def torch_reference(a, b):
@@ -68,8 +71,7 @@ def torch_reference(a, b):
     return torch.matmul(a.float(), b.float()).to(torch.float16)
 
 
-tuned_matmul = tilecore.autotune(configs=configs, warmup=25, rep=100, timeout=300,
-                                 ref_prog=torch_reference)(matmul)
+tuned_matmul = tilecore.autotune(configs=configs, warmup=25, rep=100, timeout=300, ref_prog=torch_reference)(matmul)
 
 
 def main(argv=None):
@@ -90,25 +92,43 @@ def main(argv=None):
     b = torch.randn(n, n, device="cuda", dtype=torch.float16)
     hand = matmul(n, n, n, **HAND_PICKED)
     rows = {}
-    for name, fn in (("tuned", lambda: kernel(a, b)), ("hand_picked", lambda: hand(a, b)),
-                     ("cublas", lambda: torch.matmul(a, b))):
+    for name, fn in (
+        ("tuned", lambda: kernel(a, b)),
+        ("hand_picked", lambda: hand(a, b)),
+        ("cublas", lambda: torch.matmul(a, b)),
+    ):
         result = kernel.get_profiler(inputs=[a, b]).bench(func=lambda *_: fn(), warmup=100, rep=500)
         rows[name] = result.to_dict()
-        print(f"{name:<12} {result.median_ms:.3f} ms  {result.tflops:.0f} TFLOP/s "
-              f"({100 * (result.flops_fraction or 0):.0f}% of peak)", flush=True)
+        print(
+            f"{name:<12} {result.median_ms:.3f} ms  {result.tflops:.0f} TFLOP/s "
+            f"({100 * (result.flops_fraction or 0):.0f}% of peak)",
+            flush=True,
+        )
     ratio_same_run = rows["hand_picked"]["median_ms"] / rows["tuned"]["median_ms"]
     ratio_results = HAND_PICKED_RESULTS_MS / rows["tuned"]["median_ms"]
-    print(f"tuned vs hand-picked in this run: {ratio_same_run:.3f}x; vs the results' {HAND_PICKED_RESULTS_MS} ms: "
-          f"{ratio_results:.3f}x (bar >= 0.9x); tuning took {tuning_s:.0f} s; "
-          f"vs cuBLAS {rows['cublas']['median_ms'] / rows['tuned']['median_ms']:.3f}x", flush=True)
+    print(
+        f"tuned vs hand-picked in this run: {ratio_same_run:.3f}x; vs the results' {HAND_PICKED_RESULTS_MS} ms: "
+        f"{ratio_results:.3f}x (bar >= 0.9x); tuning took {tuning_s:.0f} s; "
+        f"vs cuBLAS {rows['cublas']['median_ms'] / rows['tuned']['median_ms']:.3f}x",
+        flush=True,
+    )
 
     stamp = utc_stamp()
-    record = {"benchmark": "autotune_h200", "command": " ".join([sys.executable] + sys.argv),
-              "date": stamp, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "python": platform.python_version(), "size": n, "tuning_s": tuning_s,
-              "tuning": report.to_dict(), "timings": rows, "tuned_over_hand_picked": ratio_same_run,
-              "tuned_over_results_hand_picked": ratio_results,
-              "bar_0.9x_hand_picked": ratio_results >= 0.9}
+    record = {
+        "benchmark": "autotune_h200",
+        "command": " ".join([sys.executable] + sys.argv),
+        "date": stamp,
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "size": n,
+        "tuning_s": tuning_s,
+        "tuning": report.to_dict(),
+        "timings": rows,
+        "tuned_over_hand_picked": ratio_same_run,
+        "tuned_over_results_hand_picked": ratio_results,
+        "bar_0.9x_hand_picked": ratio_results >= 0.9,
+    }
     write_record(args.out, "autotune_h200", stamp, record)
     return 0
 

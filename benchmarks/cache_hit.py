@@ -15,6 +15,7 @@ plugins first on PYTHONPATH, so two source trees (e.g. before and after a
 change, `git archive <commit> | tar -x -C DIR`) are measured side by side in one
 run, runs interleaved. Reported: median and best seconds per tree and backend.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,8 +72,7 @@ def _env(tree: str, cache: str) -> dict:
 
 
 def _run(tree: str, cache: str, backend: str, script: str) -> dict:
-    out = subprocess.run([sys.executable, script, backend], env=_env(tree, cache),
-                         capture_output=True, text=True)
+    out = subprocess.run([sys.executable, script, backend], env=_env(tree, cache), capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{tree} {backend}: {out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -107,23 +107,41 @@ def main() -> None:
     for (tree, backend), runs in samples.items():
         total = [r["total"] for r in runs]
         compile_s = [r["compile"] for r in runs]
-        rows.append({"tree": tree, "backend": backend, "runs": len(runs),
-                     "total_median_s": statistics.median(total), "total_best_s": min(total),
-                     "compile_median_s": statistics.median(compile_s),
-                     "import_median_s": statistics.median(r["import"] for r in runs),
-                     "first_call_median_s": statistics.median(r["first_call"] for r in runs),
-                     "cpu_time_median_s": statistics.median(r["cpu"] for r in runs),
-                     "cpu_time_best_s": min(r["cpu"] for r in runs)})
-        print(f"{backend:4s} {tree}: total median {rows[-1]['total_median_s'] * 1e3:.1f} ms "
-              f"(best {rows[-1]['total_best_s'] * 1e3:.1f}), compile (cache hit) median "
-              f"{rows[-1]['compile_median_s'] * 1e3:.1f} ms, first call "
-              f"{rows[-1]['first_call_median_s'] * 1e3:.1f} ms; process CPU time median "
-              f"{rows[-1]['cpu_time_median_s'] * 1e3:.1f} ms (best {rows[-1]['cpu_time_best_s'] * 1e3:.1f})")
+        rows.append(
+            {
+                "tree": tree,
+                "backend": backend,
+                "runs": len(runs),
+                "total_median_s": statistics.median(total),
+                "total_best_s": min(total),
+                "compile_median_s": statistics.median(compile_s),
+                "import_median_s": statistics.median(r["import"] for r in runs),
+                "first_call_median_s": statistics.median(r["first_call"] for r in runs),
+                "cpu_time_median_s": statistics.median(r["cpu"] for r in runs),
+                "cpu_time_best_s": min(r["cpu"] for r in runs),
+            }
+        )
+        print(
+            f"{backend:4s} {tree}: total median {rows[-1]['total_median_s'] * 1e3:.1f} ms "
+            f"(best {rows[-1]['total_best_s'] * 1e3:.1f}), compile (cache hit) median "
+            f"{rows[-1]['compile_median_s'] * 1e3:.1f} ms, first call "
+            f"{rows[-1]['first_call_median_s'] * 1e3:.1f} ms; process CPU time median "
+            f"{rows[-1]['cpu_time_median_s'] * 1e3:.1f} ms (best {rows[-1]['cpu_time_best_s'] * 1e3:.1f})"
+        )
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"machine": platform.platform(), "python": platform.python_version(),
-                       "cpus": os.cpu_count(), "command": " ".join(sys.argv),
-                       "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "results": rows}, f, indent=1)
+            json.dump(
+                {
+                    "machine": platform.platform(),
+                    "python": platform.python_version(),
+                    "cpus": os.cpu_count(),
+                    "command": " ".join(sys.argv),
+                    "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "results": rows,
+                },
+                f,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

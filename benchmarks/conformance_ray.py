@@ -11,6 +11,7 @@ reports' totals, digests, verdicts and durations). Results (npu, 400, seed 0): 1
 (digest 5ac55db5..., certified, 55 s vs 66 s); 12:23, the runner before it: not the same (see
 conformance/README.md, "Sharding over a Ray cluster").
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,9 +26,15 @@ from results_file import utc_stamp, write_record  # noqa: E402
 
 
 def _summary(report: dict, seconds: float) -> dict:
-    return {"verdict": report["verdict"], "program_digest": report["program_digest"],
-            "totals": report["totals"], "seconds": seconds, "families": report["families"],
-            "features": report["features"], "failed_programs": [f["index"] for f in report["failures"]]}
+    return {
+        "verdict": report["verdict"],
+        "program_digest": report["program_digest"],
+        "totals": report["totals"],
+        "seconds": seconds,
+        "families": report["families"],
+        "features": report["features"],
+        "failed_programs": [f["index"] for f in report["failures"]],
+    }
 
 
 def main(argv=None):
@@ -48,32 +55,48 @@ def main(argv=None):
     start = time.perf_counter()
     single = run_suite(args.backend, **common)
     single_s = time.perf_counter() - start
-    print(f"single process: {single['totals']} verdict certified={single['verdict']['certified']} "
-          f"digest {single['program_digest'][:16]} in {single_s:.0f} s", flush=True)
+    print(
+        f"single process: {single['totals']} verdict certified={single['verdict']['certified']} "
+        f"digest {single['program_digest'][:16]} in {single_s:.0f} s",
+        flush=True,
+    )
 
     path = os.pathsep.join(p for p in sys.path if p)
-    ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path}})
+    ray.init(
+        num_cpus=args.workers,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": path}},
+    )
     start = time.perf_counter()
     sharded = run_suite_on_ray(args.backend, **common)
     sharded_s = time.perf_counter() - start
     ray.shutdown()
-    print(f"sharded on Ray ({args.workers} CPUs): {sharded['totals']} verdict "
-          f"certified={sharded['verdict']['certified']} digest {sharded['program_digest'][:16]} "
-          f"in {sharded_s:.0f} s", flush=True)
+    print(
+        f"sharded on Ray ({args.workers} CPUs): {sharded['totals']} verdict "
+        f"certified={sharded['verdict']['certified']} digest {sharded['program_digest'][:16]} "
+        f"in {sharded_s:.0f} s",
+        flush=True,
+    )
 
     a, b = _summary(single, single_s), _summary(sharded, sharded_s)
-    same = all(a[k] == b[k] for k in ("verdict", "program_digest", "totals", "families", "features",
-                                      "failed_programs"))
-    print(f"same verdict, digest, totals, per-family and per-feature counts and failing programs: {same}",
-          flush=True)
+    same = all(a[k] == b[k] for k in ("verdict", "program_digest", "totals", "families", "features", "failed_programs"))
+    print(f"same verdict, digest, totals, per-family and per-feature counts and failing programs: {same}", flush=True)
     from importlib.metadata import version
 
-    record = {"benchmark": "conformance_ray", "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-              "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg()},
-              "versions": {d: version(d) for d in ("ray", "hypothesis", "tile-conformance")},
-              "backend": args.backend, "examples": args.examples, "seed": args.seed, "ray_workers": args.workers,
-              "single_process": a, "ray_sharded": b, "bar_same_verdict_and_digest": same}
+    record = {
+        "benchmark": "conformance_ray",
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg()},
+        "versions": {d: version(d) for d in ("ray", "hypothesis", "tile-conformance")},
+        "backend": args.backend,
+        "examples": args.examples,
+        "seed": args.seed,
+        "ray_workers": args.workers,
+        "single_process": a,
+        "ray_sharded": b,
+        "bar_same_verdict_and_digest": same,
+    }
     write_record(args.out, "conformance_ray", utc_stamp(), record)
     return 0 if same else 1
 

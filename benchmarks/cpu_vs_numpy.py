@@ -18,6 +18,7 @@ Run it with `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE` where a machine sets
 those: they pin OpenBLAS to a kernel other than the one it picks for the CPU
 (the JSON records both variables as the process saw them).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,9 +41,13 @@ def parse_args(argv=None):
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run, not the bars)")
     p.add_argument("--gemm-only", action="store_true", help="only the GEMM tile sizes (no compile figures)")
-    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                   help="cpu: this process's CPU time per call (with --threads 1: the work of one core, "
-                        "robust on a machine other jobs share; with more threads spinning workers count)")
+    p.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: this process's CPU time per call (with --threads 1: the work of one core, "
+        "robust on a machine other jobs share; with more threads spinning workers count)",
+    )
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     return p.parse_args(argv)
 
@@ -104,6 +109,7 @@ def vector_add(n, block=1 << 16, dtype="float32"):
         with T.Kernel(T.ceildiv(n, block)) as bx:
             for i in T.Parallel(block):
                 C[bx * block + i] = A[bx * block + i] + B[bx * block + i]
+
     return main
 
 
@@ -128,13 +134,20 @@ def softmax_reciprocal(M, N, block_M=8, dtype="float32"):
             for i, j in T.Parallel(block_M, N):
                 x[i, j] = x[i, j] * row_sum[i]
             T.copy(x, Y[bx * block_M, 0])
+
     return main
 
 
 # (block_M, block_N, block_K, num_stages) of examples/gemm.py's matmul: the common choices of
 # issue 19; each should reach 0.9x numpy, the best 1.0x
-GEMM_TILE_SIZES = ((64, 64, 32, 3), (128, 128, 64, 3), (64, 256, 64, 3), (128, 256, 128, 3),
-                   (256, 512, 128, 3), (64, 64, 64, 2))
+GEMM_TILE_SIZES = (
+    (64, 64, 32, 3),
+    (128, 128, 64, 3),
+    (64, 256, 64, 3),
+    (128, 256, 128, 3),
+    (256, 512, 128, 3),
+    (64, 64, 64, 2),
+)
 GEMM_TILES = (256, 512, 128)  # for the compile-time figures
 GEMM_BAR, GEMM_BEST_BAR = 0.9, 1.0
 
@@ -156,8 +169,9 @@ def gemm_lowering(n, tiles):
     from tilecore.runtime.api import lower
 
     bm, bn, bk, stages = tiles
-    lowered, _ = lower(matmul.prim_func(n, n, n, bm, bn, bk, dtype="float32", accum="float32",
-                                        num_stages=stages), target="cpu")
+    lowered, _ = lower(
+        matmul.prim_func(n, n, n, bm, bn, bk, dtype="float32", accum="float32", num_stages=stages), target="cpu"
+    )
     kernel = next(st for st in walk_stmts(lowered.body) if isinstance(st, N.Kernel))
     return "whole grid" if match(kernel) is not None else "block by block"
 
@@ -174,8 +188,16 @@ def gemm_runs(args, rng, n, record):
         assert err < 1e-5, f"gemm {tiles} wrong: {err}"
         tt, nt = side_by_side(lambda k=k: k(a, b), lambda: a @ b, args.repeat)
         bm, bn, bk, stages = tiles
-        record(f"gemm fp32 {bm}x{bn}x{bk}" + (f" {stages} stages" if stages != 3 else ""), f"{n}^3",
-               GEMM_BAR, tt, nt, err, tiles=list(tiles), lowering=gemm_lowering(n, tiles))
+        record(
+            f"gemm fp32 {bm}x{bn}x{bk}" + (f" {stages} stages" if stages != 3 else ""),
+            f"{n}^3",
+            GEMM_BAR,
+            tt,
+            nt,
+            err,
+            tiles=list(tiles),
+            lowering=gemm_lowering(n, tiles),
+        )
     narrow_gemm_runs(args, rng, n, record)
 
 
@@ -195,8 +217,9 @@ def narrow_gemm_runs(args, rng, n, record):
         err = float(np.max(np.abs(k(a, b).astype(np.float64) - want)) / np.max(np.abs(want)))
         assert err < 2e-2, f"gemm {dtype} wrong: {err}"
         tt, nt = side_by_side(lambda k=k, a=a, b=b: k(a, b), lambda a=a32, b=b32: a @ b, args.repeat)
-        record(f"gemm {dtype}->fp32 acc 128x128x32 (numpy: fp32)", f"{n}^3", GEMM_BAR, tt, nt, err,
-               tiles=[128, 128, 32, 3])
+        record(
+            f"gemm {dtype}->fp32 acc 128x128x32 (numpy: fp32)", f"{n}^3", GEMM_BAR, tt, nt, err, tiles=[128, 128, 32, 3]
+        )
 
 
 def run(args):
@@ -213,22 +236,39 @@ def run(args):
     def record(name, size, bar, tile_times, numpy_times, err, **extra):
         tile_t, numpy_t = median(tile_times), median(numpy_times)
         ratio = numpy_t / tile_t
-        results.append({"kernel": name, "size": size, "tilecore_ms": tile_t * 1e3, "numpy_ms": numpy_t * 1e3,
-                        "ratio": ratio, "best_of_ratio": min(numpy_times) / min(tile_times),
-                        "tilecore_runs_ms": [t * 1e3 for t in tile_times],
-                        "numpy_runs_ms": [t * 1e3 for t in numpy_times],
-                        "bar": bar, "meets_bar": ratio >= bar, "max_rel_error": err, **extra})
-        print(f"{name:<32} {size:<10} tilecore {tile_t * 1e3:8.2f} ms   numpy {numpy_t * 1e3:8.2f} ms   "
-              f"ratio {ratio:5.2f}x (best-of {min(numpy_times) / min(tile_times):5.2f}x; bar {bar}x) "
-              f"{'ok' if ratio >= bar else 'BELOW BAR'}   max rel err {err:.2e}", flush=True)
+        results.append(
+            {
+                "kernel": name,
+                "size": size,
+                "tilecore_ms": tile_t * 1e3,
+                "numpy_ms": numpy_t * 1e3,
+                "ratio": ratio,
+                "best_of_ratio": min(numpy_times) / min(tile_times),
+                "tilecore_runs_ms": [t * 1e3 for t in tile_times],
+                "numpy_runs_ms": [t * 1e3 for t in numpy_times],
+                "bar": bar,
+                "meets_bar": ratio >= bar,
+                "max_rel_error": err,
+                **extra,
+            }
+        )
+        print(
+            f"{name:<32} {size:<10} tilecore {tile_t * 1e3:8.2f} ms   numpy {numpy_t * 1e3:8.2f} ms   "
+            f"ratio {ratio:5.2f}x (best-of {min(numpy_times) / min(tile_times):5.2f}x; bar {bar}x) "
+            f"{'ok' if ratio >= bar else 'BELOW BAR'}   max rel err {err:.2e}",
+            flush=True,
+        )
 
     def rel_err(got, want):
         return float(np.max(np.abs(got.astype(np.float64) - want) / (np.abs(want) + 1e-6)))
 
     gemm_runs(args, rng, n_gemm, record)
     best = max((r for r in results if r["kernel"].startswith("gemm fp32")), key=lambda r: r["ratio"])
-    print(f"best GEMM tiles: {best['kernel']} {best['ratio']:.2f}x (bar {GEMM_BEST_BAR}x) "
-          f"{'ok' if best['ratio'] >= GEMM_BEST_BAR else 'BELOW BAR'}", flush=True)
+    print(
+        f"best GEMM tiles: {best['kernel']} {best['ratio']:.2f}x (bar {GEMM_BEST_BAR}x) "
+        f"{'ok' if best['ratio'] >= GEMM_BEST_BAR else 'BELOW BAR'}",
+        flush=True,
+    )
     if args.gemm_only:
         return results
 
@@ -244,6 +284,7 @@ def run(args):
     def np_softmax():
         e = np.exp(x - x.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
+
     t, nt = side_by_side(lambda: k(x), np_softmax, args.repeat)
     record("softmax fp32 (example)", f"{rows}x{cols}", 2.0, t, nt, err)
 
@@ -270,6 +311,7 @@ def run(args):
         d = x - mu
         var = (d * d).mean(axis=1, keepdims=True)
         return d / np.sqrt(var + 1e-5) * w + bias
+
     t, nt = side_by_side(lambda: k(x, w, bias), np_layernorm, args.repeat)
     record("layernorm fp32", f"{rows}x{cols}", 2.0, t, nt, err)
 
@@ -317,20 +359,24 @@ def compile_times():
         env["TILECORE_CACHE_DIR"] = cache
         out = []
         for i in range(4):  # one cold process, then three fresh processes that hit the cache
-            code = COMPILE_SNIPPET.format(examples=os.path.join(ROOT, "examples"),
-                                          tiles=", ".join(map(str, GEMM_TILES)),
-                                          preload="import tvm" if i == 0 else "")
+            code = COMPILE_SNIPPET.format(
+                examples=os.path.join(ROOT, "examples"),
+                tiles=", ".join(map(str, GEMM_TILES)),
+                preload="import tvm" if i == 0 else "",
+            )
             proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise RuntimeError(proc.stderr)
             out.append([float(v) for v in proc.stdout.split()[-5:]])
     hits = out[1:]
-    return {"gemm_cold_s": out[0][1] + out[0][2],  # discovery + compile, TVM already imported
-            "gemm_cache_hit_fresh_process_s": min(h[2] for h in hits),  # compile() after discovery
-            "library_load_fresh_process_s": min(h[3] for h in hits),   # first launcher, no TVM
-            "import_tilecore_s": min(h[0] for h in hits),
-            "plugin_discovery_s": min(h[1] for h in hits),
-            "tvm_imported_on_cache_hit": any(h[4] for h in hits)}
+    return {
+        "gemm_cold_s": out[0][1] + out[0][2],  # discovery + compile, TVM already imported
+        "gemm_cache_hit_fresh_process_s": min(h[2] for h in hits),  # compile() after discovery
+        "library_load_fresh_process_s": min(h[3] for h in hits),  # first launcher, no TVM
+        "import_tilecore_s": min(h[0] for h in hits),
+        "plugin_discovery_s": min(h[1] for h in hits),
+        "tvm_imported_on_cache_hit": any(h[4] for h in hits),
+    }
 
 
 def openblas_core():
@@ -345,16 +391,19 @@ def openblas_core():
         return {}
     for path in paths:
         lib = ctypes.CDLL(path)
-        for prefix, suffix in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""), ("openblas_", "64_"),
-                               ("openblas_", "")):
+        for prefix, suffix in (
+            ("scipy_openblas_", "64_"),
+            ("scipy_openblas_", ""),
+            ("openblas_", "64_"),
+            ("openblas_", ""),
+        ):
             try:
                 corename = getattr(lib, f"{prefix}get_corename{suffix}")
                 config = getattr(lib, f"{prefix}get_config{suffix}")
             except AttributeError:
                 continue
             corename.restype = config.restype = ctypes.c_char_p
-            return {"library": os.path.basename(path), "corename": corename().decode(),
-                    "config": config().decode()}
+            return {"library": os.path.basename(path), "corename": corename().decode(), "config": config().decode()}
     return {}
 
 
@@ -385,16 +434,28 @@ def machine():
             model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
     except OSError:
         pass
-    return {"cpu": model, "lscpu_model": lscpu_model(), "llvm_cpu": info["cpu"], "triple": info["triple"],
-            "llvm_features": info["features"], "vector_bits": info["vector_bits"],
-            "vector_registers": info["vector_regs"], "caches": info["caches"],
-            "gemm_register_block_fp32": f"{tile.mr}x{tile.nr}",
-            "openblas": openblas_core(),
-            "env": {v: os.environ.get(v) for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")},
-            "load_average": os.getloadavg(),
-            "cores": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
-            "blas": blas, "tvm": tvm.__version__, "llvm": info["llvm"], "tilecore": tilecore.__version__,
-            "platform": platform.platform()}
+    return {
+        "cpu": model,
+        "lscpu_model": lscpu_model(),
+        "llvm_cpu": info["cpu"],
+        "triple": info["triple"],
+        "llvm_features": info["features"],
+        "vector_bits": info["vector_bits"],
+        "vector_registers": info["vector_regs"],
+        "caches": info["caches"],
+        "gemm_register_block_fp32": f"{tile.mr}x{tile.nr}",
+        "openblas": openblas_core(),
+        "env": {v: os.environ.get(v) for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")},
+        "load_average": os.getloadavg(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "blas": blas,
+        "tvm": tvm.__version__,
+        "llvm": info["llvm"],
+        "tilecore": tilecore.__version__,
+        "platform": platform.platform(),
+    }
 
 
 def main():
@@ -403,21 +464,30 @@ def main():
     results = run(args)
     times = {} if args.gemm_only else compile_times()
     if times:
-        print(f"gemm compile: cold {times['gemm_cold_s']:.2f} s (bar 3 s; TVM imported before); cache hit in a "
-              f"fresh process: compile {times['gemm_cache_hit_fresh_process_s'] * 1e3:.1f} ms + library load "
-              f"{times['library_load_fresh_process_s'] * 1e3:.1f} ms (bar 50 ms), after importing tilecore "
-              f"({times['import_tilecore_s'] * 1e3:.0f} ms) and plugin discovery "
-              f"({times['plugin_discovery_s'] * 1e3:.0f} ms); TVM imported on a hit: "
-              f"{times['tvm_imported_on_cache_hit']}")
-    report = {"command": " ".join([os.path.basename(sys.executable)] + sys.argv), "threads": args.threads,
-              "clock": args.clock,
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "machine": machine(), "results": results, "compile": times,
-              "gemm_tile_sizes": [list(t) for t in GEMM_TILE_SIZES], "gemm_bar": GEMM_BAR,
-              "gemm_best_bar": GEMM_BEST_BAR, "pause_before_each_call_s": PAUSE_S,
-              "note": "the machine may be shared with other jobs; ratio = median numpy time / median "
-                      "tilecore time of R alternating runs with a pause before each call (idle BLAS/TVM "
-                      "workers spin); best_of_ratio uses the fastest run of each"}
+        print(
+            f"gemm compile: cold {times['gemm_cold_s']:.2f} s (bar 3 s; TVM imported before); cache hit in a "
+            f"fresh process: compile {times['gemm_cache_hit_fresh_process_s'] * 1e3:.1f} ms + library load "
+            f"{times['library_load_fresh_process_s'] * 1e3:.1f} ms (bar 50 ms), after importing tilecore "
+            f"({times['import_tilecore_s'] * 1e3:.0f} ms) and plugin discovery "
+            f"({times['plugin_discovery_s'] * 1e3:.0f} ms); TVM imported on a hit: "
+            f"{times['tvm_imported_on_cache_hit']}"
+        )
+    report = {
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "threads": args.threads,
+        "clock": args.clock,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "results": results,
+        "compile": times,
+        "gemm_tile_sizes": [list(t) for t in GEMM_TILE_SIZES],
+        "gemm_bar": GEMM_BAR,
+        "gemm_best_bar": GEMM_BEST_BAR,
+        "pause_before_each_call_s": PAUSE_S,
+        "note": "the machine may be shared with other jobs; ratio = median numpy time / median "
+        "tilecore time of R alternating runs with a pause before each call (idle BLAS/TVM "
+        "workers spin); best_of_ratio uses the fastest run of each",
+    }
     os.makedirs(args.out, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     tag = ("-quick" if args.quick else "") + ("-gemm" if args.gemm_only else "")

@@ -6,6 +6,7 @@ Kernels are built from hand-written Tile IR (plugins/tile-cuda/tests/kernels.py)
 tile-cuda plugin and launched by its launcher. Every result is checked against torch before timing,
 on fresh random inputs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,20 +57,27 @@ def build(func, target="cuda", options=None):
     return art, plugin.tilecore_launcher(backend=be, artifact=art), cold
 
 
-QUICKSTART = [dict(bm=128, bn=128, bk=32, stages=3, threads=128, swizzle_panel=8),  # TileLang's quickstart
-              dict(bm=128, bn=128, bk=64, stages=3, threads=128, swizzle_panel=8),
-              dict(bm=128, bn=128, bk=64, stages=4, threads=128, swizzle_panel=8),
-              dict(bm=128, bn=128, bk=64, stages=3, threads=256, swizzle_panel=8)]  # best of session 2
-
-# each config with the overlapped wgmma main loop off, "slack" and "release" (compile option
-# wgmma_overlap, tile_cuda/wgmma_pipeline.py; issue #12 item 3)
-OVERLAP = [dict(cfg, options={"wgmma_overlap": mode}) for cfg in (
+QUICKSTART = [
     dict(bm=128, bn=128, bk=32, stages=3, threads=128, swizzle_panel=8),  # TileLang's quickstart
     dict(bm=128, bn=128, bk=64, stages=3, threads=128, swizzle_panel=8),
     dict(bm=128, bn=128, bk=64, stages=4, threads=128, swizzle_panel=8),
     dict(bm=128, bn=128, bk=64, stages=3, threads=256, swizzle_panel=8),
-    dict(bm=128, bn=128, bk=64, stages=4, threads=256, swizzle_panel=8),
-    dict(bm=128, bn=256, bk=64, stages=3, threads=256, swizzle_panel=8)) for mode in (False, "slack", "release")]
+]  # best of session 2
+
+# each config with the overlapped wgmma main loop off, "slack" and "release" (compile option
+# wgmma_overlap, tile_cuda/wgmma_pipeline.py; issue #12 item 3)
+OVERLAP = [
+    dict(cfg, options={"wgmma_overlap": mode})
+    for cfg in (
+        dict(bm=128, bn=128, bk=32, stages=3, threads=128, swizzle_panel=8),  # TileLang's quickstart
+        dict(bm=128, bn=128, bk=64, stages=3, threads=128, swizzle_panel=8),
+        dict(bm=128, bn=128, bk=64, stages=4, threads=128, swizzle_panel=8),
+        dict(bm=128, bn=128, bk=64, stages=3, threads=256, swizzle_panel=8),
+        dict(bm=128, bn=128, bk=64, stages=4, threads=256, swizzle_panel=8),
+        dict(bm=128, bn=256, bk=64, stages=3, threads=256, swizzle_panel=8),
+    )
+    for mode in (False, "slack", "release")
+]
 
 
 def gemm_rows(results, configs=None):
@@ -79,23 +87,35 @@ def gemm_rows(results, configs=None):
     # threads = 2 * bm: 16 rows per warp, the shape Hopper's wgmma took first (on sm_90a); threads =
     # bm (32 rows per warp, TileLang's quickstart) takes it too since session 3: two m64 instructions
     # per warpgroup
-    configs = configs or [dict(bm=128, bn=128, bk=64, stages=3, threads=256, swizzle_panel=8),
-               dict(bm=128, bn=256, bk=64, stages=3, threads=256, swizzle_panel=8),
-               dict(bm=128, bn=128, bk=64, stages=4, threads=256, swizzle_panel=8),
-               dict(bm=128, bn=256, bk=32, stages=4, threads=256, swizzle_panel=8),
-               dict(bm=128, bn=128, bk=128, stages=2, threads=256, swizzle_panel=8),
-               dict(bm=128, bn=128, bk=128, stages=3, threads=256, swizzle_panel=8),
-               dict(bm=128, bn=128, bk=32, stages=5, threads=128, swizzle_panel=8)] + QUICKSTART[:3]
+    configs = (
+        configs
+        or [
+            dict(bm=128, bn=128, bk=64, stages=3, threads=256, swizzle_panel=8),
+            dict(bm=128, bn=256, bk=64, stages=3, threads=256, swizzle_panel=8),
+            dict(bm=128, bn=128, bk=64, stages=4, threads=256, swizzle_panel=8),
+            dict(bm=128, bn=256, bk=32, stages=4, threads=256, swizzle_panel=8),
+            dict(bm=128, bn=128, bk=128, stages=2, threads=256, swizzle_panel=8),
+            dict(bm=128, bn=128, bk=128, stages=3, threads=256, swizzle_panel=8),
+            dict(bm=128, bn=128, bk=32, stages=5, threads=128, swizzle_panel=8),
+        ]
+        + QUICKSTART[:3]
+    )
     for n in (4096, 8192):
         a = torch.randn(n, n, device="cuda", dtype=torch.float16)
         b = torch.randn(n, n, device="cuda", dtype=torch.float16)
-        flops = 2 * n ** 3
+        flops = 2 * n**3
         t_ref = bench(lambda: torch.matmul(a, b))
         ref = torch.matmul(a.float(), b.float())
         try:
             t_tri = bench(lambda: triton_matmul(a, b))
-            results.append({"kernel": f"gemm_fp16_{n}_triton", "ms": t_tri, "tflops": flops / t_tri / 1e9,
-                            "ratio_vs_cublas": t_ref / t_tri})
+            results.append(
+                {
+                    "kernel": f"gemm_fp16_{n}_triton",
+                    "ms": t_tri,
+                    "tflops": flops / t_tri / 1e9,
+                    "ratio_vs_cublas": t_ref / t_tri,
+                }
+            )
             print(json.dumps(results[-1]), flush=True)
         except Exception as err:
             results.append({"kernel": f"gemm_fp16_{n}_triton", "error": repr(err)[-300:]})
@@ -112,11 +132,21 @@ def gemm_rows(results, configs=None):
             torch.cuda.synchronize()
             err = ((c.float() - ref).norm() / ref.norm()).item()
             t = bench(lambda: launch([a, b, c], {}))
-            row = {"kernel": f"gemm_fp16_{n}", "config": cfg, "rel_err": err, "correct": err < 1e-2, "ms": t,
-                   "tflops": flops / t / 1e9, "cublas_ms": t_ref, "cublas_tflops": flops / t_ref / 1e9,
-                   "ratio_vs_cublas": t_ref / t, "compile_s": cold, "smem": art.meta["dyn_smem_bytes"],
-                   "mma": "wgmma" if "tc::wgmma_ss<" in art.source else "mma.sync",
-                   "overlapped": ", 1>(" in art.source}  # a wgmma_ss call leaving its group in flight
+            row = {
+                "kernel": f"gemm_fp16_{n}",
+                "config": cfg,
+                "rel_err": err,
+                "correct": err < 1e-2,
+                "ms": t,
+                "tflops": flops / t / 1e9,
+                "cublas_ms": t_ref,
+                "cublas_tflops": flops / t_ref / 1e9,
+                "ratio_vs_cublas": t_ref / t,
+                "compile_s": cold,
+                "smem": art.meta["dyn_smem_bytes"],
+                "mma": "wgmma" if "tc::wgmma_ss<" in art.source else "mma.sync",
+                "overlapped": ", 1>(" in art.source,
+            }  # a wgmma_ss call leaving its group in flight
             results.append(row)
             print(json.dumps(row), flush=True)
             if err < 1e-2 and (best is None or t < best["ms"]):
@@ -136,11 +166,15 @@ def triton_matmul(a, b):
     import triton.language as tl
 
     if _TRITON_MM is None:
-        @triton.autotune(configs=[
-            triton.Config({"BM": 128, "BN": 256, "BK": 64, "G": 8}, num_stages=3, num_warps=8),
-            triton.Config({"BM": 128, "BN": 128, "BK": 64, "G": 8}, num_stages=4, num_warps=4),
-            triton.Config({"BM": 256, "BN": 128, "BK": 64, "G": 8}, num_stages=3, num_warps=8)],
-            key=["M", "N", "K"])
+
+        @triton.autotune(
+            configs=[
+                triton.Config({"BM": 128, "BN": 256, "BK": 64, "G": 8}, num_stages=3, num_warps=8),
+                triton.Config({"BM": 128, "BN": 128, "BK": 64, "G": 8}, num_stages=4, num_warps=4),
+                triton.Config({"BM": 256, "BN": 128, "BK": 64, "G": 8}, num_stages=3, num_warps=8),
+            ],
+            key=["M", "N", "K"],
+        )
         @triton.jit
         def mm(A, B, C, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, G: tl.constexpr):
             pid = tl.program_id(0)
@@ -159,6 +193,7 @@ def triton_matmul(a, b):
                 y = tl.load(B + (k + rk)[:, None] * N + rn[None, :])
                 acc += tl.dot(x, y)
             tl.store(C + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+
         _TRITON_MM = mm
     M, K = a.shape
     N = b.shape[1]
@@ -183,8 +218,9 @@ def attention_rows(results):
         for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
             try:
                 with sdpa_kernel(be):
-                    peers[name] = bench(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal),
-                                        warmup=3, iters=10)
+                    peers[name] = bench(
+                        lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal), warmup=3, iters=10
+                    )
             except Exception as err:
                 peers[name + "_error"] = repr(err)[-200:]
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
@@ -192,25 +228,37 @@ def attention_rows(results):
         for bm, bn, st in ((128, 128, 2), (128, 64, 2), (64, 64, 2), (128, 64, 3), (64, 128, 2)):
             try:
                 import tilecore
+
                 t0 = time.perf_counter()
-                kern = tilecore.compile(fa.flashattn.prim_func(B, H, S, D, causal, block_M=bm, block_N=bn,
-                                                                num_stages=st), target="cuda", out_idx=[3])
+                kern = tilecore.compile(
+                    fa.flashattn.prim_func(B, H, S, D, causal, block_M=bm, block_N=bn, num_stages=st),
+                    target="cuda",
+                    out_idx=[3],
+                )
                 cold = time.perf_counter() - t0
                 out = kern(q, k, v)
                 torch.cuda.synchronize()
                 err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
                 t = bench(lambda: kern(q, k, v), warmup=3, iters=10)
             except Exception as err_:
-                results.append({"kernel": "attention", "causal": causal, "cfg": [bm, bn, st],
-                                "error": repr(err_)[-400:]})
+                results.append(
+                    {"kernel": "attention", "causal": causal, "cfg": [bm, bn, st], "error": repr(err_)[-400:]}
+                )
                 print(json.dumps(results[-1]), flush=True)
                 continue
-            row = {"kernel": f"attention_fwd_fp16_B{B}_H{H}_S{S}_D{D}", "causal": causal, "cfg": [bm, bn, st],
-                   "rel_err": err, "ms": t, "tflops": flops / t / 1e9, "compile_s": cold,
-                   **{f"sdpa_{k_}_ms": v_ for k_, v_ in peers.items()},
-                   "mma": "wgmma" if "tc::wgmma_ss<" in kern.artifact.source else "mma.sync",
-                   "ratio_vs_flash": peers.get("flash", float("nan")) / t,
-                   "ratio_vs_cudnn": peers.get("cudnn", float("nan")) / t}
+            row = {
+                "kernel": f"attention_fwd_fp16_B{B}_H{H}_S{S}_D{D}",
+                "causal": causal,
+                "cfg": [bm, bn, st],
+                "rel_err": err,
+                "ms": t,
+                "tflops": flops / t / 1e9,
+                "compile_s": cold,
+                **{f"sdpa_{k_}_ms": v_ for k_, v_ in peers.items()},
+                "mma": "wgmma" if "tc::wgmma_ss<" in kern.artifact.source else "mma.sync",
+                "ratio_vs_flash": peers.get("flash", float("nan")) / t,
+                "ratio_vs_cudnn": peers.get("cudnn", float("nan")) / t,
+            }
             results.append(row)
             print(json.dumps(row), flush=True)
 
@@ -247,21 +295,35 @@ def layernorm_rows(results):
     copy_call, copy_dev = bench(lambda: y.copy_(x)), bench_back_to_back(lambda: y.copy_(x))
     torch_ln = lambda: torch.nn.functional.layer_norm(x, (Nn,), w, bb, 1e-5)  # noqa: E731
     torch_call, torch_dev = bench(torch_ln), bench_back_to_back(torch_ln)
-    peers = {"copy_GBps": gbps(copy_dev), "copy_call_GBps": gbps(copy_call), "torch_ms": torch_dev,
-             "torch_pct_of_copy": copy_dev / torch_dev * 100, "torch_call_pct_of_copy": copy_call / torch_call * 100}
+    peers = {
+        "copy_GBps": gbps(copy_dev),
+        "copy_call_GBps": gbps(copy_call),
+        "torch_ms": torch_dev,
+        "torch_pct_of_copy": copy_dev / torch_dev * 100,
+        "torch_call_pct_of_copy": copy_call / torch_call * 100,
+    }
     print(json.dumps({"kernel": "layernorm peers", **peers}), flush=True)
     ref = torch.nn.functional.layer_norm(x.float(), (Nn,), w.float(), bb.float(), 1e-5)
     # (block_M, threads): rows per block (block_M > 1 loads the next row during this row's
     # reductions) and threads per block. ptxas on sm_90a: registers -> blocks per SM (of 65536
     # registers): (1,256) 62 -> 4, (1,128) 121 -> 4, (1,512) 40 -> 3, (2,256) and (4,256) 80 -> 3,
     # (4,512) 57 -> 2; wb_early (W and Bias loaded with the first row): (1,256) 80 -> 3, (1,512) 49 -> 2
-    candidates = [("examples/layernorm.py", dict(block_M=bm, threads=threads),
-                   lambda bm=bm, threads=threads: ln.layernorm.prim_func(M, Nn, bm, dtype="float16", threads=threads))
-                  for bm, threads in ((1, 256), (1, 128), (1, 512), (2, 256), (4, 256), (4, 512))]
-    candidates += [("examples/layernorm.py", dict(block_M=1, threads=threads, wb_early=True),
-                    lambda threads=threads: ln.layernorm.prim_func(M, Nn, 1, dtype="float16", threads=threads,
-                                                                   wb_early=True))
-                   for threads in (256, 512)]
+    candidates = [
+        (
+            "examples/layernorm.py",
+            dict(block_M=bm, threads=threads),
+            lambda bm=bm, threads=threads: ln.layernorm.prim_func(M, Nn, bm, dtype="float16", threads=threads),
+        )
+        for bm, threads in ((1, 256), (1, 128), (1, 512), (2, 256), (4, 256), (4, 512))
+    ]
+    candidates += [
+        (
+            "examples/layernorm.py",
+            dict(block_M=1, threads=threads, wb_early=True),
+            lambda threads=threads: ln.layernorm.prim_func(M, Nn, 1, dtype="float16", threads=threads, wb_early=True),
+        )
+        for threads in (256, 512)
+    ]
     # The output is passed in, as torch's kernels and the copy write into memory they do not clear:
     # a Kernel with out_idx allocates its output zero-filled unless it proves the kernel writes every
     # element (layernorm's does: no fill); `alloc_ms` times that path for the first variant, checked.
@@ -273,12 +335,25 @@ def layernorm_rows(results):
             kern(x, w, bb, out)
             torch.cuda.synchronize()
             err = ((out.float() - ref).abs().max()).item()
-            row = {"kernel": f"layernorm_fp16_16384x8192 ({source})", **cfg,
-                   "max_abs_err": err, "correct": err < 2e-2, "storage": kern.artifact.meta["storage"]}
+            row = {
+                "kernel": f"layernorm_fp16_16384x8192 ({source})",
+                **cfg,
+                "max_abs_err": err,
+                "correct": err < 2e-2,
+                "storage": kern.artifact.meta["storage"],
+            }
             if row["correct"]:  # timed only when right
                 t, t_call = bench_back_to_back(lambda: kern(x, w, bb, out)), bench(lambda: kern(x, w, bb, out))
-                row.update({"ms": t, "GBps": gbps(t), "pct_of_copy": copy_dev / t * 100, "call_ms": t_call,
-                            "call_pct_of_copy": copy_call / t_call * 100, **peers})
+                row.update(
+                    {
+                        "ms": t,
+                        "GBps": gbps(t),
+                        "pct_of_copy": copy_dev / t * 100,
+                        "call_ms": t_call,
+                        "call_pct_of_copy": copy_call / t_call * 100,
+                        **peers,
+                    }
+                )
                 if n == 0:
                     kalloc = tilecore.compile(make(), target="cuda", out_idx=[-1])
                     row["alloc_zero_filled"] = not kalloc.writes_every_element(3)
@@ -297,12 +372,22 @@ def layernorm_rows(results):
             kern(x, out)
             torch.cuda.synchronize()
             ok = torch.allclose(out.float(), torch.softmax(x.float(), -1), atol=2e-3, rtol=2e-2)
-            row = {"kernel": "softmax_fp16_16384x8192 (examples/softmax.py)", "block_M": bm, "correct": ok,
-                   "storage": kern.artifact.meta["storage"]}
+            row = {
+                "kernel": "softmax_fp16_16384x8192 (examples/softmax.py)",
+                "block_M": bm,
+                "correct": ok,
+                "storage": kern.artifact.meta["storage"],
+            }
             if ok:
                 t = bench_back_to_back(lambda: kern(x, out))
-                row.update({"ms": t, "pct_of_copy": copy_dev / t * 100, "torch_ms": t_sm,
-                            "torch_pct_of_copy": copy_dev / t_sm * 100})
+                row.update(
+                    {
+                        "ms": t,
+                        "pct_of_copy": copy_dev / t * 100,
+                        "torch_ms": t_sm,
+                        "torch_pct_of_copy": copy_dev / t_sm * 100,
+                    }
+                )
         except Exception as err_:
             row = {"kernel": "softmax example", "block_M": bm, "error": repr(err_)[-400:]}
         results.append(row)
@@ -330,11 +415,20 @@ def softmax_rows(results):
         torch.cuda.synchronize()
         ok = torch.allclose(y.float(), torch.softmax(x.float(), -1), atol=2e-3, rtol=2e-2)
         t = bench(lambda: launch([x, y], {}))
-        row = {"kernel": "softmax_fp16_16384x8192", "rows": rows, "threads": threads, "tile_dtype": fd,
-               "correct": ok, "ms": t,
-               "GBps": byts / t / 1e6, "copy_GBps": bw, "pct_of_copy": (byts / t / 1e6) / bw * 100,
-               "torch_ms": t_torch, "torch_pct_of_copy": (byts / t_torch / 1e6) / bw * 100,
-               "storage": art.meta["storage"]}
+        row = {
+            "kernel": "softmax_fp16_16384x8192",
+            "rows": rows,
+            "threads": threads,
+            "tile_dtype": fd,
+            "correct": ok,
+            "ms": t,
+            "GBps": byts / t / 1e6,
+            "copy_GBps": bw,
+            "pct_of_copy": (byts / t / 1e6) / bw * 100,
+            "torch_ms": t_torch,
+            "torch_pct_of_copy": (byts / t_torch / 1e6) / bw * 100,
+            "storage": art.meta["storage"],
+        }
         results.append(row)
         print(json.dumps(row), flush=True)
 
@@ -455,15 +549,17 @@ def overhead_rows(results):
             out = kout(x2)
             torch.cuda.synchronize()
             assert torch.allclose(y2, 2 * x2 + 1) and torch.allclose(out, 2 * x2 + 1), "Kernel gave a wrong result"
-        row["kernel_plans"] = [getattr(p, "__qualname__", type(p).__name__) for p in kern._plans.values()] + \
-            [getattr(p, "__qualname__", type(p).__name__) for p in kout._plans.values()]
+        row["kernel_plans"] = [getattr(p, "__qualname__", type(p).__name__) for p in kern._plans.values()] + [
+            getattr(p, "__qualname__", type(p).__name__) for p in kout._plans.values()
+        ]
         fns["tilecore_kernel_call_us"] = lambda: kern(x, y)
         fns["tilecore_kernel_out_idx_us"] = lambda: kout(x)
         fns["tilecore_kernel_checked_plan_us"] = lambda: kern._checked_call((x, y))  # the Python plan path
         row["kernel_fast_call"] = type(kern._fast).__name__ if kern._fast is not None else None
         row["out_idx_zero_filled"] = not kout.writes_every_element(1)
-        row["torch_has_dlpack_exchange_api"] = any(hasattr(torch.Tensor, a) for a in
-                                                   ("__dlpack_c_exchange_api__", "__c_dlpack_exchange_api__"))
+        row["torch_has_dlpack_exchange_api"] = any(
+            hasattr(torch.Tensor, a) for a in ("__dlpack_c_exchange_api__", "__c_dlpack_exchange_api__")
+        )
     except Exception as err:
         row["tilecore_kernel_error"] = repr(err)[-300:]
     row.update(_per_call_us(fns))
@@ -472,8 +568,12 @@ def overhead_rows(results):
     for key, value in row.items():  # one short line each (logs get cut at a line width)
         if key.endswith("_us"):
             print(f"overhead {key[:-3]:40s} {value:8.2f} us", flush=True)
-        elif key.endswith("_error") or key in ("kernel_plans", "kernel_fast_call", "out_idx_zero_filled",
-                                                "torch_has_dlpack_exchange_api"):
+        elif key.endswith("_error") or key in (
+            "kernel_plans",
+            "kernel_fast_call",
+            "out_idx_zero_filled",
+            "torch_has_dlpack_exchange_api",
+        ):
             print(f"overhead {key}: {str(value)[:200]}", flush=True)
     if kern is not None:
         for name, fn in (("kernel_call", lambda: kern(x, y)), ("kernel_out_idx", lambda: kout(x))):
@@ -491,11 +591,15 @@ def overhead_rows(results):
         "from tile_cuda import plugin; art=pickle.load(open('%s','rb')); "
         "l=plugin.tilecore_launcher(backend=plugin.make_backend(), artifact=art); l([x,y],{}); "
         "torch.cuda.synchronize(); t2=time.perf_counter(); import sys; "
-        "print((t2-t1)*1000, 'tvm' in sys.modules)" % path)
+        "print((t2-t1)*1000, 'tvm' in sys.modules)" % path
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     vals = out.stdout.split()
-    row = {"kernel": "cached_start_ms", "load_and_first_launch_ms": float(vals[0]) if vals else None,
-           "tvm_imported": vals[1] if len(vals) > 1 else out.stderr[-300:]}
+    row = {
+        "kernel": "cached_start_ms",
+        "load_and_first_launch_ms": float(vals[0]) if vals else None,
+        "tvm_imported": vals[1] if len(vals) > 1 else out.stderr[-300:],
+    }
     results.append(row)
     print(json.dumps(row), flush=True)
 
@@ -547,39 +651,56 @@ def cached_rows(results):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="")
-    ap.add_argument("--only", default="overhead,cached,softmax,layernorm,attention,gemm",
-                    help="sections, comma-separated; gemm_quickstart: the 128-thread GEMM configs only; "
-                         "gemm_overlap: GEMM configs with the overlapped wgmma main loop off, slack, release")
+    ap.add_argument(
+        "--only",
+        default="overhead,cached,softmax,layernorm,attention,gemm",
+        help="sections, comma-separated; gemm_quickstart: the 128-thread GEMM configs only; "
+        "gemm_overlap: GEMM configs with the overlapped wgmma main loop off, slack, release",
+    )
     args = ap.parse_args()
     import torch
 
-    env = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-           "cuda_runtime": torch.version.cuda, "python": platform.python_version(),
-           "command": " ".join([os.path.basename(sys.executable)] + sys.argv)}
+    env = {
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "python": platform.python_version(),
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+    }
     try:
-        env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                       capture_output=True, text=True).stdout.strip()
+        env["driver"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True
+        ).stdout.strip()
         import tvm
+
         env["tvm"] = tvm.__version__
         from tile_cuda import toolchain
+
         env["nvcc"] = toolchain.nvcc_version()
         import triton
+
         env["triton"] = triton.__version__
     except Exception:
         pass
     results = []
     print(json.dumps(env), flush=True)
     only = args.only.split(",")
-    for name, fn in (("overhead", overhead_rows), ("cached", cached_rows), ("softmax", softmax_rows),
-                     ("layernorm", layernorm_rows),
-                     ("attention", attention_rows), ("gemm", gemm_rows),
-                     ("gemm_quickstart", lambda results: gemm_rows(results, QUICKSTART)),
-                     ("gemm_overlap", lambda results: gemm_rows(results, OVERLAP))):
+    for name, fn in (
+        ("overhead", overhead_rows),
+        ("cached", cached_rows),
+        ("softmax", softmax_rows),
+        ("layernorm", layernorm_rows),
+        ("attention", attention_rows),
+        ("gemm", gemm_rows),
+        ("gemm_quickstart", lambda results: gemm_rows(results, QUICKSTART)),
+        ("gemm_overlap", lambda results: gemm_rows(results, OVERLAP)),
+    ):
         if name in only:
             try:
                 fn(results)
             except Exception as err:
                 import traceback
+
                 traceback.print_exc()
                 results.append({"kernel": name, "error": repr(err)[-500:]})
     if args.out:

@@ -9,6 +9,7 @@ own process (benchmarks/results/h200-session7/README.md).
 
 With "ws" or "base" only that build runs, once (for a profiler); with "t" both are timed.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,9 @@ def attention(argv):
             row[name + "_tflops"] = flops / t / 1e9
     if mode == "t":
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            row["cudnn_ms"] = bench(lambda: F.scaled_dot_product_attention(*heads_first, is_causal=bool(causal)),
-                                    warmup=3, iters=10)
+            row["cudnn_ms"] = bench(
+                lambda: F.scaled_dot_product_attention(*heads_first, is_causal=bool(causal)), warmup=3, iters=10
+            )
         for name, _ in VARIANTS:
             row[name + "_vs_cudnn"] = row["cudnn_ms"] / row[name + "_ms"]
     return row
@@ -73,8 +75,18 @@ def gemm(argv):
     for name, opts in VARIANTS:
         if name == "base" and not timing:
             continue
-        func = K.gemm_kernel(n, n, n, bm=bm, bn=bn, bk=bk, stages=stages, threads=threads, swizzle_panel=8,
-                             predicated=n % bm != 0 or n % bn != 0 or n % bk != 0)
+        func = K.gemm_kernel(
+            n,
+            n,
+            n,
+            bm=bm,
+            bn=bn,
+            bk=bk,
+            stages=stages,
+            threads=threads,
+            swizzle_panel=8,
+            predicated=n % bm != 0 or n % bn != 0 or n % bk != 0,
+        )
         art, launch, _ = build(func, options=opts)
         row[name + "_is_ws"] = "mbar_wait" in art.source
         c = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float16)
@@ -83,7 +95,7 @@ def gemm(argv):
         row[name + "_rel_err"] = ((c.float() - ref).norm() / ref.norm()).item()
         if timing:
             row[name + "_ms"] = t = bench(lambda: launch([a, b, c], {}))
-            row[name + "_tflops"] = 2 * n ** 3 / t / 1e9
+            row[name + "_tflops"] = 2 * n**3 / t / 1e9
     if timing:
         row["cublas_ms"] = t = bench(lambda: torch.matmul(a, b))
         for name, _ in VARIANTS:

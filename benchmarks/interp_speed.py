@@ -9,6 +9,7 @@ before timing. The kernels are the examples' own (examples/gemm.py and
 examples/flash_attention.py); the ratio column is the numpy formula's time over
 the interpreter's (the interpreter runs the tiled kernel, numpy one fused call).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,34 +64,53 @@ def measure(repeats: int = 3):
     f = gemm.matmul.prim_func(512, 512, 512, 64, 64, 32, dtype="float32", accum="float32")
 
     def gemm_args():
-        return [rng.uniform(-1, 1, (512, 512)).astype(np.float32) for _ in range(2)] + \
-            [np.zeros((512, 512), np.float32)]
+        return [rng.uniform(-1, 1, (512, 512)).astype(np.float32) for _ in range(2)] + [
+            np.zeros((512, 512), np.float32)
+        ]
+
     first, best, (a, b, c) = _time(f, gemm_args, repeats)
     ref = a.astype(np.float64) @ b
     peer = _best(lambda: a @ b, repeats)
-    rows.append(("GEMM 512x512x512 fp32, tiles 64x64x32", first, best,
-                 float(np.abs(c - ref).max() / np.abs(ref).max()), peer / best))
+    rows.append(
+        (
+            "GEMM 512x512x512 fp32, tiles 64x64x32",
+            first,
+            best,
+            float(np.abs(c - ref).max() / np.abs(ref).max()),
+            peer / best,
+        )
+    )
     for causal in (False, True):
         f = flash_attention.flashattn.prim_func(1, 1, 1024, 64, causal, dtype="float16")
         shape = (1, 1024, 1, 64)
 
         def fa_args():
-            return [rng.uniform(-1, 1, shape).astype(np_dtype("float16")) for _ in range(3)] + \
-                [np.zeros(shape, np.float16)]
+            return [rng.uniform(-1, 1, shape).astype(np_dtype("float16")) for _ in range(3)] + [
+                np.zeros(shape, np.float16)
+            ]
+
         first, best, (q, k, v, o) = _time(f, fa_args, repeats)
         ref = attention_reference(q, k, v, causal)
         peer = _best(lambda: attention_reference(q, k, v, causal), repeats)
-        rows.append((f"FlashAttention fwd B=1 H=1 S=1024 D=64 fp16 {'causal' if causal else 'full'}",
-                     first, best, float(np.abs(o.astype(np.float64) - ref).max() / np.abs(ref).max()),
-                     peer / best))
+        rows.append(
+            (
+                f"FlashAttention fwd B=1 H=1 S=1024 D=64 fp16 {'causal' if causal else 'full'}",
+                first,
+                best,
+                float(np.abs(o.astype(np.float64) - ref).max() / np.abs(ref).max()),
+                peer / best,
+            )
+        )
     return rows
 
 
 def report(rows) -> str:
-    lines = [f"tilecore reference interpreter speed ({platform.processor() or platform.machine()}, "
-             f"{os.cpu_count()} CPUs, numpy {np.__version__}, Python {platform.python_version()})",
-             "command: python benchmarks/interp_speed.py",
-             f"{'kernel':<58} {'first run':>10} {'best run':>10} {'max rel err':>12} {'numpy/interp':>13}"]
+    lines = [
+        f"tilecore reference interpreter speed ({platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs, numpy {np.__version__}, Python {platform.python_version()})",
+        "command: python benchmarks/interp_speed.py",
+        f"{'kernel':<58} {'first run':>10} {'best run':>10} {'max rel err':>12} {'numpy/interp':>13}",
+    ]
     for label, first, best, err, ratio in rows:
         lines.append(f"{label:<58} {first:>9.3f}s {best:>9.3f}s {err:>12.2e} {ratio:>12.2f}x")
     return "\n".join(lines)

@@ -27,6 +27,7 @@ The bar (issue 18): 300 ms for a 100-line kernel on this 2-core machine. Runs wi
 target (the core passes) and with --targets given (their passes, limits and layout rules
 too). Results go to benchmarks/results/lsp_latency-<UTC time>.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,16 +44,19 @@ sys.path.insert(0, ROOT)
 from tilecore.lsp.client import TileLspClient  # noqa: E402
 
 KERNEL_LINES = 100
-EPILOGUE = ("            for i, j in T.Parallel(block_M, dim):\n"
-            "                acc_o[i, j] = acc_o[i, j] * scores_scale[i % block_M] + {n}.0 * 0.0\n")
+EPILOGUE = (
+    "            for i, j in T.Parallel(block_M, dim):\n"
+    "                acc_o[i, j] = acc_o[i, j] * scores_scale[i % block_M] + {n}.0 * 0.0\n"
+)
 
 
 def document() -> str:
     """The flash-attention example with a 100-line prim_func and factory arguments."""
     with open(os.path.join(ROOT, "examples", "flash_attention.py"), encoding="utf-8") as f:
         text = f.read()
-    text = text.replace("@tilecore.jit(out_idx=[3])", "# tile: args=1, 8, 1024, 64, True, block_N=64\n"
-                                                      "@tilecore.jit(out_idx=[3])")
+    text = text.replace(
+        "@tilecore.jit(out_idx=[3])", "# tile: args=1, 8, 1024, 64, True, block_N=64\n@tilecore.jit(out_idx=[3])"
+    )
     anchor = "            T.copy(acc_o, O_shared)\n"
     n = 0
     while kernel_lines(text) < KERNEL_LINES:
@@ -78,8 +82,9 @@ def edits(text: str):
 
 def measure(target, rounds: int, text: str):
     """{mode: {edit: timings}} for one server checking against `target`."""
-    client = TileLspClient([sys.executable, "-m", "tilecore.cli.main", "lsp"],
-                           options={"target": target, "timeBudget": 30})
+    client = TileLspClient(
+        [sys.executable, "-m", "tilecore.cli.main", "lsp"], options={"target": target, "timeBudget": 30}
+    )
     try:
         uri = client.open(os.path.join(ROOT, "examples", "_lsp_latency_doc.py"), text)
         first, _ = client.diagnostics(uri)
@@ -132,8 +137,12 @@ def cpu_model() -> str:
 def summary(ms):
     """Count, median, 90th percentile and maximum of a list of milliseconds."""
     ordered = sorted(ms)
-    return {"n": len(ms), "median_ms": round(statistics.median(ms), 1),
-            "p90_ms": round(ordered[int(0.9 * (len(ordered) - 1))], 1), "max_ms": round(ordered[-1], 1)}
+    return {
+        "n": len(ms),
+        "median_ms": round(statistics.median(ms), 1),
+        "p90_ms": round(ordered[int(0.9 * (len(ordered) - 1))], 1),
+        "max_ms": round(ordered[-1], 1),
+    }
 
 
 def main() -> int:
@@ -145,12 +154,18 @@ def main() -> int:
     args = parser.parse_args()
     text = document()
     targets = [None] + [t for t in args.targets.split(",") if t]
-    result = {"command": "python benchmarks/lsp_latency.py " + " ".join(sys.argv[1:]),
-              "machine": f"{cpu_model()}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}",
-              "python": platform.python_version(), "kernel_lines": kernel_lines(text),
-              "document_lines": len(text.splitlines()), "bar_ms": 300, "targets": {}}
+    result = {
+        "command": "python benchmarks/lsp_latency.py " + " ".join(sys.argv[1:]),
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}",
+        "python": platform.python_version(),
+        "kernel_lines": kernel_lines(text),
+        "document_lines": len(text.splitlines()),
+        "bar_ms": 300,
+        "targets": {},
+    }
     try:
         import importlib.metadata as md
+
         result["versions"] = {d: md.version(d) for d in ("tilecore", "pygls", "lsprotocol")}
     except Exception:
         pass
@@ -160,8 +175,10 @@ def main() -> int:
         result["targets"][str(target)]["analysis cpu"] = analysis_cpu(target, args.rounds, text)
         for mode, rows in result["targets"][str(target)].items():
             for name, row in rows.items():
-                print(f"target {str(target):6} {mode:12} {name:7} median {row['median_ms']:7.1f} ms  "
-                      f"p90 {row['p90_ms']:7.1f} ms  max {row['max_ms']:7.1f} ms  (n={row['n']})")
+                print(
+                    f"target {str(target):6} {mode:12} {name:7} median {row['median_ms']:7.1f} ms  "
+                    f"p90 {row['p90_ms']:7.1f} ms  max {row['max_ms']:7.1f} ms  (n={row['n']})"
+                )
     result["load_average_after"] = os.getloadavg()
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, time.strftime("lsp_latency-%Y%m%dT%H%M%SZ.json", time.gmtime()))

@@ -10,6 +10,7 @@ rejected, how many programs it took and how long. Usage:
 
 Results: benchmarks/results/mutation_score-<wrap>.json (machine, versions, command, per bug and seed).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,16 +47,28 @@ def score(wrap: str, seeds, only=None, examples=None, jobs=1):
 
     rows = []
     pool = WorkerPool("cpu-bug-atomic", jobs=jobs)  # one pool serves every run (workers load each mutant once)
-    for bug in (only or tile_mutants.planted_bugs(wrap)):
+    for bug in only or tile_mutants.planted_bugs(wrap):
         for seed in seeds:
             t0 = time.time()
-            r = run_suite(f"cpu-bug-{bug}", examples=examples or DEFAULT_EXAMPLES, seed=seed, shrink=False,
-                          stop_after_failures=1, pool=pool)
+            r = run_suite(
+                f"cpu-bug-{bug}",
+                examples=examples or DEFAULT_EXAMPLES,
+                seed=seed,
+                shrink=False,
+                stop_after_failures=1,
+                pool=pool,
+            )
             fail = r["failures"][0] if r["failures"] else None
-            rows.append({"bug": bug, "seed": seed, "rejected": not r["verdict"]["certified"] and bool(fail),
-                         "programs_run": r["settings"]["programs_run"], "seconds": round(time.time() - t0, 1),
-                         "first_failure": (f"#{fail['index']} {fail['family']}: {fail['message'][:160]}"
-                                           if fail else None)})
+            rows.append(
+                {
+                    "bug": bug,
+                    "seed": seed,
+                    "rejected": not r["verdict"]["certified"] and bool(fail),
+                    "programs_run": r["settings"]["programs_run"],
+                    "seconds": round(time.time() - t0, 1),
+                    "first_failure": (f"#{fail['index']} {fail['family']}: {fail['message'][:160]}" if fail else None),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     pool.close()
     return rows
@@ -86,14 +99,26 @@ def main(argv=None) -> int:
     killed = [b for b in bugs if all(r["rejected"] for r in rows if r["bug"] == b)]
     result = {
         "command": "python benchmarks/mutation_score.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
-                    "numpy": numpy.__version__, "hypothesis": hypothesis.__version__},
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "numpy": numpy.__version__,
+            "hypothesis": hypothesis.__version__,
+        },
         "versions": {"tilecore": tilecore.__version__, "tile-conformance": __version__},
-        "wrap": args.wrap, "seeds": seeds, "examples": args.examples or DEFAULT_EXAMPLES,
-        "catalog": {b: (tile_mutants.bugs.IR_BUGS | tile_mutants.bugs.LAUNCH_BUGS
-                        | tile_mutants.bugs.NUMERIC_BUGS).get(b, "") for b in bugs},
-        "score": {"bugs": len(bugs), "rejected_at_every_seed": len(killed),
-                  "per_seed": {s: sum(r["rejected"] for r in rows if r["seed"] == s) for s in seeds}},
+        "wrap": args.wrap,
+        "seeds": seeds,
+        "examples": args.examples or DEFAULT_EXAMPLES,
+        "catalog": {
+            b: (tile_mutants.bugs.IR_BUGS | tile_mutants.bugs.LAUNCH_BUGS | tile_mutants.bugs.NUMERIC_BUGS).get(b, "")
+            for b in bugs
+        },
+        "score": {
+            "bugs": len(bugs),
+            "rejected_at_every_seed": len(killed),
+            "per_seed": {s: sum(r["rejected"] for r in rows if r["seed"] == s) for s in seeds},
+        },
         "seconds": round(time.time() - t0, 1),
         "rows": rows,
     }

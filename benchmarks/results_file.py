@@ -1,4 +1,5 @@
 """Writing a benchmark's JSON record under a results folder, named by benchmark and UTC time."""
+
 from __future__ import annotations
 
 import datetime

@@ -27,6 +27,7 @@ the files that were run.
 The rate reported is passes among the remaining files. Sizes: `main()` runs with the
 arguments of SMALL below where the defaults are too large for the interpreter.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,12 +38,17 @@ import subprocess
 import sys
 import time
 
-HOPPER = re.compile(r"alloc_barrier|tma_copy|mbarrier|tcgen05|wgmma|warpgroup|T\.ws\(|"
-                    r"set_max_nreg|barrier_arrive|barrier_wait|alloc_tmem|sm100|fence_proxy|"
-                    r"create_tma|tma_load|tma_store|blockscaled")
-TVM_FORK = re.compile(r"^\s*(import tvm|from tvm)|tilelang\.(cuda|rocm)\.intrinsics|T\.ptx_|"
-                      r"T\.call_extern|tilelang\.intrinsics|from tilelang\.(carver|tileop|engine|"
-                      r"transform|tools|contrib|cuda|intrinsics)|T\.call_intrin", re.M)
+HOPPER = re.compile(
+    r"alloc_barrier|tma_copy|mbarrier|tcgen05|wgmma|warpgroup|T\.ws\(|"
+    r"set_max_nreg|barrier_arrive|barrier_wait|alloc_tmem|sm100|fence_proxy|"
+    r"create_tma|tma_load|tma_store|blockscaled"
+)
+TVM_FORK = re.compile(
+    r"^\s*(import tvm|from tvm)|tilelang\.(cuda|rocm)\.intrinsics|T\.ptx_|"
+    r"T\.call_extern|tilelang\.intrinsics|from tilelang\.(carver|tileop|engine|"
+    r"transform|tools|contrib|cuda|intrinsics)|T\.call_intrin",
+    re.M,
+)
 IMPORTS = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 # `sys.path.append(os.path.join(os.path.dirname(__file__), "../flash_attention"))`: a sibling
 # folder the file imports local modules from
@@ -63,18 +69,42 @@ SMALL = {
     "cast/example_group_per_split_token_cast_to_fp8.py": {"M": 256, "N": 256},
     "attention_sink/example_mha_sink_fwd_bhsd.py": {"seq_q": 128, "seq_kv": 128, "dim": 64},
     "attention_sink/example_mha_sink_bwd_bhsd.py": {"N_CTX": 128, "D_HEAD": 64},
-    "attention_sink/example_gqa_sink_fwd_varlen.py": {"heads": 4, "groups": 2, "q_seqlen": 128, "k_seqlen": 128,
-                                                      "dim": 64},
-    "attention_sink/example_gqa_sink_bwd_varlen.py": {"heads": 4, "groups": 2, "q_seqlen": 128, "k_seqlen": 128,
-                                                      "dim": 64},
+    "attention_sink/example_gqa_sink_fwd_varlen.py": {
+        "heads": 4,
+        "groups": 2,
+        "q_seqlen": 128,
+        "k_seqlen": 128,
+        "dim": 64,
+    },
+    "attention_sink/example_gqa_sink_bwd_varlen.py": {
+        "heads": 4,
+        "groups": 2,
+        "q_seqlen": 128,
+        "k_seqlen": 128,
+        "dim": 64,
+    },
     "linear_attention/example_retention_fwd.py": {"argv": ["--B", "1", "--S", "256", "--H", "2", "--D", "64"]},
     "topk/example_topk.py": {"argv": ["--M", "128"]},
     "blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py": {
-        "argv": ["--batch", "1", "--heads", "8", "--heads_kv", "2", "--max_cache_seqlen", "1024",
-                 "--dim", "64", "--dim_v", "64", "--num_pages", "16"]},
+        "argv": [
+            "--batch",
+            "1",
+            "--heads",
+            "8",
+            "--heads_kv",
+            "2",
+            "--max_cache_seqlen",
+            "1024",
+            "--dim",
+            "64",
+            "--dim_v",
+            "64",
+            "--num_pages",
+            "16",
+        ]
+    },
     "blocksparse_gemm/example_blocksparse_gemm.py": {"argv": ["--m", "256", "--n", "256", "--k", "256"]},
-    "convolution/example_convolution.py": {"argv": ["--n", "2", "--c", "32", "--h", "16", "--w", "16",
-                                                    "--f", "128"]},
+    "convolution/example_convolution.py": {"argv": ["--n", "2", "--c", "32", "--h", "16", "--w", "16", "--f", "128"]},
     "convolution/example_convolution_autotune.py": {"n": 2, "c": 32, "h": 16, "w": 16, "f": 128},
 }
 
@@ -192,18 +222,28 @@ def _missing_import(text: str, folder: str, seen: set):
 
     folders = [folder] + [os.path.normpath(os.path.join(folder, d)) for d in SYS_PATH_DIRS.findall(text)]
     for name in sorted(set(IMPORTS.findall(text))):
-        local = next((os.path.join(f, name) for f in folders
-                      if os.path.exists(os.path.join(f, name + ".py")) or os.path.isdir(os.path.join(f, name))),
-                     os.path.join(folder, name))
-        paths = [local + ".py"] if os.path.exists(local + ".py") else \
-            sorted(os.path.join(local, f) for f in os.listdir(local) if f.endswith(".py")) \
-            if os.path.isdir(local) else []
+        local = next(
+            (
+                os.path.join(f, name)
+                for f in folders
+                if os.path.exists(os.path.join(f, name + ".py")) or os.path.isdir(os.path.join(f, name))
+            ),
+            os.path.join(folder, name),
+        )
+        paths = (
+            [local + ".py"]
+            if os.path.exists(local + ".py")
+            else sorted(os.path.join(local, f) for f in os.listdir(local) if f.endswith(".py"))
+            if os.path.isdir(local)
+            else []
+        )
         if paths:
             for path in paths:
                 if path not in seen:
                     seen.add(path)
-                    found = _missing_import(open(path, encoding="utf-8", errors="replace").read(),
-                                            os.path.dirname(path), seen)
+                    found = _missing_import(
+                        open(path, encoding="utf-8", errors="replace").read(), os.path.dirname(path), seen
+                    )
                     if found:
                         return found
             continue
@@ -233,16 +273,24 @@ def run_one(path: str, rel: str, target: str, timeout: int):
     env = dict(os.environ, TILECORE_TARGET=target)
     start = time.time()
     try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=timeout, env=env, cwd=os.path.dirname(path))
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=os.path.dirname(path),
+        )
     except subprocess.TimeoutExpired:
         return "timeout", f"over {timeout} s", time.time() - start
     out = proc.stdout + proc.stderr
     if proc.returncode == 0 and "EXAMPLE-PASSED" in out:
         return "pass", "", time.time() - start
     lines = [ln for ln in out.strip().splitlines() if ln.strip()]
-    last = next((ln for ln in reversed(lines) if re.match(r"^\S*(Error|Exception)\b|^\S+Error:", ln)),
-                lines[-1] if lines else "")
+    last = next(
+        (ln for ln in reversed(lines) if re.match(r"^\S*(Error|Exception)\b|^\S+Error:", ln)),
+        lines[-1] if lines else "",
+    )
     return "fail", last[:300], time.time() - start
 
 
@@ -266,18 +314,33 @@ def main():
         print(f"{status:9} {rel} {secs:6.1f}s {why}", flush=True)
     ran = [r for r in results.values() if r["status"] != "excluded"]
     passed = sum(r["status"] == "pass" for r in ran)
-    bar = [r for r in results.values()
-           if r.get("why") not in ("hopper", "tvm-fork", "not-an-example") or r["status"] != "excluded"]
+    bar = [
+        r
+        for r in results.values()
+        if r.get("why") not in ("hopper", "tvm-fork", "not-an-example") or r["status"] != "excluded"
+    ]
     kinds = {}
     for r in results.values():
         if r["status"] == "excluded":
             kinds[r["why"].split(":")[0]] = kinds.get(r["why"].split(":")[0], 0) + 1
-    print(f"\n{args.target}: {passed}/{len(bar)} of the files without Hopper/Blackwell-only primitives "
-          f"or TileLang's TVM fork passed; {passed}/{len(ran)} of the files run; not run: {kinds}")
+    print(
+        f"\n{args.target}: {passed}/{len(bar)} of the files without Hopper/Blackwell-only primitives "
+        f"or TileLang's TVM fork passed; {passed}/{len(ran)} of the files run; not run: {kinds}"
+    )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"target": args.target, "passed": passed, "ran": len(ran), "bar_files": len(bar),
-                       "not_run": kinds, "results": results}, f, indent=1)
+            json.dump(
+                {
+                    "target": args.target,
+                    "passed": passed,
+                    "ran": len(ran),
+                    "bar_files": len(bar),
+                    "not_run": kinds,
+                    "results": results,
+                },
+                f,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

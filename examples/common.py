@@ -1,4 +1,5 @@
 """Shared helpers of the examples: fresh random inputs and one printed line per check."""
+
 from __future__ import annotations
 
 import argparse

@@ -4,6 +4,7 @@ Per block of block_M queries: loop over KV blocks with T.Pipelined, S = Q K^T
 (gemm with transpose_B), an online softmax in base 2 (scores scaled by
 log2(e)/sqrt(dim), exp2), fragment row reductions, and O += P V (second gemm).
 """
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,9 @@ from common import build, compare, main, random_array, tolerance_for  # noqa: E4
 
 
 @tilecore.jit(out_idx=[3])
-def flashattn(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num_stages=1,
-              dtype="float16", threads=None):
+def flashattn(
+    batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num_stages=1, dtype="float16", threads=None
+):
     # one warp per 16 query rows (4 warps per 64 rows): the layout Hopper's wgmma computes in
     threads = threads or max(128, 2 * block_M)
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # log2(e): softmax through exp2
@@ -30,8 +32,9 @@ def flashattn(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num
     partial_kv = seq_len % block_N != 0  # the last KV block reaches past seq_len: mask it
 
     @T.prim_func
-    def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
-             Output: T.Tensor(shape, dtype)):
+    def main(
+        Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype), Output: T.Tensor(shape, dtype)
+    ):
         with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             Q_shared = T.alloc_shared([block_M, dim], dtype)
             K_shared = T.alloc_shared([block_N, dim], dtype)
@@ -46,28 +49,29 @@ def flashattn(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num
             scores_sum = T.alloc_fragment([block_M], accum_dtype)
             logsum = T.alloc_fragment([block_M], accum_dtype)
 
-            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], Q_shared)
+            T.copy(Q[bz, bx * block_M : (bx + 1) * block_M, by, :], Q_shared)
             T.fill(acc_o, 0)
             T.fill(logsum, 0)
             T.fill(scores_max, -T.infinity(accum_dtype))
 
             loop_range = (
                 T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N))
-                if is_causal else T.ceildiv(seq_len, block_N))
+                if is_causal
+                else T.ceildiv(seq_len, block_N)
+            )
 
             for k in T.Pipelined(loop_range, num_stages=num_stages):
-                T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
+                T.copy(K[bz, k * block_N : (k + 1) * block_N, by, :], K_shared)
                 if is_causal:
                     for i, j in T.Parallel(block_M, block_N):
-                        acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0,
-                                                     -T.infinity(accum_dtype))
+                        acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity(accum_dtype))
                 elif partial_kv:
                     for i, j in T.Parallel(block_M, block_N):
                         acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, 0, -T.infinity(accum_dtype))
                 else:
                     T.clear(acc_s)
                 T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], V_shared)
+                T.copy(V[bz, k * block_N : (k + 1) * block_N, by, :], V_shared)
                 T.copy(scores_max, scores_max_prev)
                 T.reduce_max(acc_s, scores_max, dim=1, clear=False)
                 for i in T.Parallel(block_M):
@@ -86,7 +90,7 @@ def flashattn(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num
             for i, j in T.Parallel(block_M, dim):
                 acc_o[i, j] /= logsum[i]
             T.copy(acc_o, O_shared)
-            T.copy(O_shared, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
+            T.copy(O_shared, Output[bz, bx * block_M : (bx + 1) * block_M, by, :])
 
     return main
 
@@ -108,9 +112,13 @@ def check(target=None):
     """FlashAttention forward against numpy: B=1, H=2, S=256, D=64, causal and not, fp16 and fp32."""
     rng = np.random.default_rng()
     results = []
-    cases = [(1, 2, 256, 64, False, "float16"), (1, 2, 256, 64, True, "float16"),
-             (1, 2, 256, 64, False, "float32"), (1, 2, 256, 64, True, "float32"),
-             (2, 1, 200, 32, False, "float32")]
+    cases = [
+        (1, 2, 256, 64, False, "float16"),
+        (1, 2, 256, 64, True, "float16"),
+        (1, 2, 256, 64, False, "float32"),
+        (1, 2, 256, 64, True, "float32"),
+        (2, 1, 200, 32, False, "float32"),
+    ]
     for batch, heads, seq_len, dim, causal, dtype in cases:
         kernel = build(flashattn, target, batch, heads, seq_len, dim, causal, dtype=dtype)
         shape = (batch, seq_len, heads, dim)

@@ -4,6 +4,7 @@ Partial tiles are handled by the language: tile copies that reach past the
 matrix read zeros and drop writes, so M = N = K = 200 with 64x64x32 tiles works
 without any bounds code in the kernel.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,10 +41,12 @@ def check(target=None):
     """GEMM against numpy on fresh random inputs: fp32 (partial tiles) and fp16 with fp32 accumulation."""
     rng = np.random.default_rng()
     results = []
-    cases = [(200, 200, 200, 64, 64, 32, "float32"),
-             (256, 192, 160, 64, 64, 32, "float32"),
-             (200, 200, 200, 64, 64, 32, "float16"),
-             (128, 128, 128, 64, 64, 32, "bfloat16")]
+    cases = [
+        (200, 200, 200, 64, 64, 32, "float32"),
+        (256, 192, 160, 64, 64, 32, "float32"),
+        (200, 200, 200, 64, 64, 32, "float16"),
+        (128, 128, 128, 64, 64, 32, "bfloat16"),
+    ]
     for M, N, K, bm, bn, bk, dtype in cases:
         kernel = build(matmul, target, M, N, K, bm, bn, bk, dtype=dtype, accum="float32")
         a = random_array(rng, (M, K), dtype)

@@ -2,6 +2,7 @@
 
 y = (x - mean) / sqrt(var + eps) * weight + bias, statistics in fp32 fragments.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,9 @@ def layernorm(M, N, block_M=1, eps=1e-5, dtype="float32", accum="float32", threa
     threads = threads or _default_threads(N)
 
     @T.prim_func
-    def main(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Bias: T.Tensor((N,), dtype),
-             Y: T.Tensor((M, N), dtype)):
+    def main(
+        X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Bias: T.Tensor((N,), dtype), Y: T.Tensor((M, N), dtype)
+    ):
         with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
             xh = T.alloc_fragment((1, N), dtype)
             x = T.alloc_fragment((1, N), accum)
@@ -90,15 +92,26 @@ def check(target=None):
     """LayerNorm against numpy on fresh random inputs (a partial last block included)."""
     rng = np.random.default_rng()
     results = []
-    for M, N, block_M, dtype, wb_early in [(256, 512, 16, "float32", False), (70, 768, 16, "float32", False),
-                                           (64, 256, 16, "bfloat16", False), (70, 768, 4, "float32", True)]:
+    for M, N, block_M, dtype, wb_early in [
+        (256, 512, 16, "float32", False),
+        (70, 768, 16, "float32", False),
+        (64, 256, 16, "bfloat16", False),
+        (70, 768, 4, "float32", True),
+    ]:
         kernel = build(layernorm, target, M, N, block_M, dtype=dtype, wb_early=wb_early)
         x = random_array(rng, (M, N), dtype, -3.0, 3.0)
         w = random_array(rng, (N,), dtype, 0.5, 1.5)
         b = random_array(rng, (N,), dtype, -0.5, 0.5)
         y = kernel(x, w, b)
-        results.append(compare(f"layernorm {M}x{N} block_M={block_M} {dtype} wb_early={wb_early}", y,
-                               reference(x, w, b), tolerance_for(dtype), kernel))
+        results.append(
+            compare(
+                f"layernorm {M}x{N} block_M={block_M} {dtype} wb_early={wb_early}",
+                y,
+                reference(x, w, b),
+                tolerance_for(dtype),
+                kernel,
+            )
+        )
     return results
 
 

@@ -6,6 +6,7 @@ Each check compiles the example with tilecore (the default target unless
 --target is given), runs it on fresh random inputs and compares with a numpy
 formula. Exits non-zero when any check fails or an example raises.
 """
+
 from __future__ import annotations
 
 import argparse

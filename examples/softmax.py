@@ -2,6 +2,7 @@
 
 exp(x - max) is computed as exp2((x - max) * log2(e)), as GPU kernels do.
 """
+
 from __future__ import annotations
 
 import math
@@ -53,8 +54,9 @@ def check(target=None):
         kernel = build(softmax, target, M, N, block_M, dtype=dtype)
         x = random_array(rng, (M, N), dtype, -4.0, 4.0)
         y = kernel(x)
-        results.append(compare(f"softmax {M}x{N} block_M={block_M} {dtype}", y, reference(x),
-                               tolerance_for(dtype), kernel))
+        results.append(
+            compare(f"softmax {M}x{N} block_M={block_M} {dtype}", y, reference(x), tolerance_for(dtype), kernel)
+        )
     return results
 
 

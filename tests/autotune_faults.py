@@ -7,6 +7,7 @@ wrong kernel that the reference interpreter, which does not run backend
 passes, exposes). The autotuner's workers register it by module name, as they
 do every plugin registered with `tilecore.plugin.manager.register_plugin`.
 """
+
 from __future__ import annotations
 
 import dataclasses

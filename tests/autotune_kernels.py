@@ -5,6 +5,7 @@ the autotune_faults plugin is registered: its kernel is renamed so that the plug
 crashes, hangs or miscompiles its compile. `scale` makes a candidate compute a
 different function (a wrong configuration that only a reference can expose).
 """
+
 import dataclasses
 
 import tilecore

@@ -16,6 +16,7 @@ def matmul(M, N, K, block_M=128, block_N=128, block_K=32, dtype="float16", accum
                 T.copy(B[k * block_K, bx * block_N], B_s)
                 T.gemm(A_s, B_s, C_f, policy=T.GemmWarpPolicy.FullRow)
             T.copy(C_f, C[by * block_M, bx * block_N])
+
     return main
 
 
@@ -34,6 +35,7 @@ def softmax(M, N, block_M=4, dtype="float32"):
             for i, j in T.Parallel(block_M, N):
                 x[i, j] = x[i, j] / s[i]
             T.copy(x, Y[bx * block_M, 0])
+
     return main
 
 
@@ -46,7 +48,7 @@ def layernorm(M, N, block_M=4, eps=1e-5):
             mean = T.alloc_fragment((block_M,), "float32")
             var = T.alloc_fragment((block_M,), "float32")
             w = T.alloc_shared((N,), "float32")
-            T.copy(X[bx * block_M:(bx + 1) * block_M, :], x)
+            T.copy(X[bx * block_M : (bx + 1) * block_M, :], x)
             T.copy(W, w)
             T.reduce_sum(x, mean, dim=1)
             for i in T.Parallel(block_M):
@@ -57,6 +59,7 @@ def layernorm(M, N, block_M=4, eps=1e-5):
             for i, j in T.Parallel(block_M, N):
                 x[i, j] = (x[i, j] - mean[i]) * T.rsqrt(var[i] / N + eps) * w[j]
             T.copy(x, Y[bx * block_M, 0])
+
     return main
 
 
@@ -67,8 +70,9 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
     accum_dtype = "float"
 
     @T.prim_func
-    def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
-             Output: T.Tensor(shape, dtype)):
+    def main(
+        Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype), Output: T.Tensor(shape, dtype)
+    ):
         with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
             Q_shared = T.alloc_shared([block_M, dim], dtype)
             K_shared = T.alloc_shared([block_N, dim], dtype)
@@ -83,20 +87,20 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
             scores_sum = T.alloc_fragment([block_M], accum_dtype)
             logsum = T.alloc_fragment([block_M], accum_dtype)
 
-            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], Q_shared)
+            T.copy(Q[bz, bx * block_M : (bx + 1) * block_M, by, :], Q_shared)
             T.fill(acc_o, 0)
             T.fill(logsum, 0)
             T.fill(scores_max, -T.infinity(accum_dtype))
-            loop_range = (T.ceildiv((bx + 1) * block_M, block_N) if is_causal else T.ceildiv(seq_len, block_N))
+            loop_range = T.ceildiv((bx + 1) * block_M, block_N) if is_causal else T.ceildiv(seq_len, block_N)
             for k in T.Pipelined(loop_range, num_stages=1):
-                T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
+                T.copy(K[bz, k * block_N : (k + 1) * block_N, by, :], K_shared)
                 if is_causal:
                     for i, j in T.Parallel(block_M, block_N):
                         acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity(acc_s.dtype))
                 else:
                     T.clear(acc_s)
                 T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], V_shared)
+                T.copy(V[bz, k * block_N : (k + 1) * block_N, by, :], V_shared)
                 T.copy(scores_max, scores_max_prev)
                 T.fill(scores_max, -T.infinity(accum_dtype))
                 T.reduce_max(acc_s, scores_max, dim=1, clear=False)
@@ -114,5 +118,6 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
             for i, j in T.Parallel(block_M, dim):
                 acc_o[i, j] /= logsum[i]
             T.copy(acc_o, O_shared)
-            T.copy(O_shared, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
+            T.copy(O_shared, Output[bz, bx * block_M : (bx + 1) * block_M, by, :])
+
     return main

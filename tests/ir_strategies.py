@@ -5,6 +5,7 @@ promotion casts), so the IR is canonical: what the frontend would produce for
 some DSL program. Statements respect the checker's rules (tile operations and
 allocations outside T.Parallel, constant indices inside buffers, gemm dtypes).
 """
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,14 @@ class Env:
     depth: int = 0
 
     def child(self, **changes) -> "Env":
-        return replace(self, int_vars=list(self.int_vars), vars=list(self.vars),
-                       buffers=list(self.buffers), depth=self.depth + 1, **changes)
+        return replace(
+            self,
+            int_vars=list(self.int_vars),
+            vars=list(self.vars),
+            buffers=list(self.buffers),
+            depth=self.depth + 1,
+            **changes,
+        )
 
     def fresh(self, stem: str) -> str:
         n = self.names.get(stem, 0)
@@ -142,7 +149,8 @@ def regions(draw, env: Env, buf: N.Buffer, extents):
 
 def fits(buf: N.Buffer, extents) -> bool:
     return len(extents) == buf.ndim and all(
-        not isinstance(d, int) or e <= d or buf.scope == "global" for d, e in zip(buf.shape, extents))
+        not isinstance(d, int) or e <= d or buf.scope == "global" for d, e in zip(buf.shape, extents)
+    )
 
 
 @st.composite
@@ -165,8 +173,7 @@ def copy_pair(draw, env: Env):
     src = draw(st.sampled_from(tiles))
     extents = draw(tile_extents(src))
     squeezed = tuple(e for e in extents if e != 1)
-    candidates = [b for b in tiles if b.ndim >= len(squeezed)
-                  and fits(b, embed(squeezed, b.ndim, lambda s: 0))]
+    candidates = [b for b in tiles if b.ndim >= len(squeezed) and fits(b, embed(squeezed, b.ndim, lambda s: 0))]
     dst = draw(st.sampled_from(candidates))
     dst_extents = embed(squeezed, dst.ndim, draw)
     if not fits(dst, dst_extents):
@@ -209,8 +216,7 @@ def bodies(draw, env: Env, min_size: int = 0, max_size: int = 4):
 def store_stmt(draw, env):
     writable = [b for b in env.buffers]
     buf = draw(st.sampled_from(writable))
-    indices = (E.const(0, "int32"),) if buf.scope == "var" else \
-        tuple(draw(index_exprs(env, d)) for d in buf.shape)
+    indices = (E.const(0, "int32"),) if buf.scope == "var" else tuple(draw(index_exprs(env, d)) for d in buf.shape)
     value = draw(st.one_of(exprs(env), constants(buf.dtype)))
     return [N.Store(buf, indices, value)]
 
@@ -239,11 +245,19 @@ def if_stmt(draw, env):
 @st.composite
 def for_stmt(draw, env):
     kind = draw(st.sampled_from(N.LOOP_KINDS))
-    begin = draw(st.one_of(st.just(E.const(0, "int32")), st.integers(1, 4).map(lambda v: E.const(v, "int32")),
-                           *( [st.sampled_from(env.int_vars)] if env.int_vars else [])))
-    extent = draw(st.one_of(st.integers(0, 4).map(lambda v: E.const(v, "int32")),
-                            *([st.sampled_from(env.int_vars).map(lambda v: E.binary("+", v, 1))]
-                              if env.int_vars else [])))
+    begin = draw(
+        st.one_of(
+            st.just(E.const(0, "int32")),
+            st.integers(1, 4).map(lambda v: E.const(v, "int32")),
+            *([st.sampled_from(env.int_vars)] if env.int_vars else []),
+        )
+    )
+    extent = draw(
+        st.one_of(
+            st.integers(0, 4).map(lambda v: E.const(v, "int32")),
+            *([st.sampled_from(env.int_vars).map(lambda v: E.binary("+", v, 1))] if env.int_vars else []),
+        )
+    )
     stages = draw(st.integers(0, 3)) if kind == "pipelined" else 0
     inner = env.child()
     var = N.Var(env.fresh(draw(st.sampled_from(("k", "i", "t")))), "int32")
@@ -263,7 +277,7 @@ def parallel_stmt(draw, env):
 
 @st.composite
 def print_stmt(draw, env):
-    msg = draw(st.sampled_from(["", "value", "it's \"quoted\""]))
+    msg = draw(st.sampled_from(["", "value", 'it\'s "quoted"']))
     tiles = [b for b in env.buffers if b.scope != "var" and not env.in_parallel]
     if tiles and draw(st.booleans()):
         return [N.Print(draw(st.sampled_from(tiles)), msg)]
@@ -289,8 +303,13 @@ def fill_stmt(draw, env):
     return [N.Fill(region, value)]
 
 
-GEMM_TYPES = (("float16", "float32"), ("bfloat16", "float32"), ("float32", "float32"),
-              ("int8", "int32"), ("float64", "float64"))
+GEMM_TYPES = (
+    ("float16", "float32"),
+    ("bfloat16", "float32"),
+    ("float32", "float32"),
+    ("int8", "int32"),
+    ("float64", "float64"),
+)
 
 
 @st.composite
@@ -302,8 +321,15 @@ def gemm_stmt(draw, env):
     b = alloc(env, "shared", (n, k) if tb else (k, n), in_dtype)
     c = alloc(env, draw(st.sampled_from(["fragment", "local"])), (m, n), acc_dtype)
     whole = lambda buf: N.Region(buf, tuple(E.const(0, "int32") for _ in buf.shape), tuple(buf.shape))
-    gemm = N.Gemm(whole(a.buffer), whole(b.buffer), whole(c.buffer), ta, tb, draw(st.booleans()),
-                  draw(st.sampled_from(["square", "full_row", "full_col"])))
+    gemm = N.Gemm(
+        whole(a.buffer),
+        whole(b.buffer),
+        whole(c.buffer),
+        ta,
+        tb,
+        draw(st.booleans()),
+        draw(st.sampled_from(["square", "full_row", "full_col"])),
+    )
     return [a, b, c, gemm]
 
 
@@ -315,8 +341,7 @@ def reduce_stmt(draw, env):
     dim = draw(st.sampled_from([0, 1]))
     kept = (cols,) if dim == 0 else draw(st.sampled_from([(rows,), (rows, 1)]))
     dst = alloc(env, "fragment", kept, dtype)
-    return [src, dst, N.Reduce(draw(st.sampled_from(N.REDUCE_KINDS)), src.buffer, dst.buffer, dim,
-                               draw(st.booleans()))]
+    return [src, dst, N.Reduce(draw(st.sampled_from(N.REDUCE_KINDS)), src.buffer, dst.buffer, dim, draw(st.booleans()))]
 
 
 @st.composite
@@ -356,9 +381,19 @@ def hint_stmt(draw, env):
 
 
 STATEMENT_KINDS = {
-    "store": store_stmt, "let": let_stmt, "alloc": alloc_stmt, "if": if_stmt, "for": for_stmt,
-    "parallel": parallel_stmt, "print": print_stmt, "copy": copy_stmt, "fill": fill_stmt,
-    "gemm": gemm_stmt, "reduce": reduce_stmt, "cumsum": cumsum_stmt, "atomic": atomic_stmt,
+    "store": store_stmt,
+    "let": let_stmt,
+    "alloc": alloc_stmt,
+    "if": if_stmt,
+    "for": for_stmt,
+    "parallel": parallel_stmt,
+    "print": print_stmt,
+    "copy": copy_stmt,
+    "fill": fill_stmt,
+    "gemm": gemm_stmt,
+    "reduce": reduce_stmt,
+    "cumsum": cumsum_stmt,
+    "atomic": atomic_stmt,
     "hint": hint_stmt,
 }
 

@@ -4,6 +4,7 @@ timed and stored, a second process loading it without tuning, Triton-style `key=
 Compiles run in real worker processes (spawned, so each test pays a few seconds of compiler
 start-up); the faults come from a real plugin (autotune_faults.py) registered in this process.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,14 @@ def faults_plugin():
 
 
 def test_crashing_hanging_wrong_and_invalid_candidates_are_skipped_and_named(faults_plugin):
-    configs = [{"block": 64, "mode": "hang"}, {"block": 64, "mode": "crash"}, {"block": 128},
-               {"block": 64, "mode": "miscompile"}, {"block": 48}, {"block": 64}]
+    configs = [
+        {"block": 64, "mode": "hang"},
+        {"block": 64, "mode": "crash"},
+        {"block": 128},
+        {"block": 64, "mode": "miscompile"},
+        {"block": 48},
+        {"block": 64},
+    ]
     tuned = tilecore.autotune(configs=configs, timeout=20, warmup=1, rep=5)(autotune_kernels.vector_add)
     kernel = tuned(4096)
     report = tuned.last_report
@@ -62,8 +69,9 @@ def test_crashing_hanging_wrong_and_invalid_candidates_are_skipped_and_named(fau
 
 def test_user_reference_rejects_a_wrong_configuration_and_the_winner_is_reused(tmp_path):
     configs = [{"block": 64, "scale": 2.0}, {"block": 128}, {"block": 256}]
-    tuned = tilecore.autotune(configs=configs, warmup=1, rep=5, timeout=300,
-                              ref_prog=lambda a, b: a + b)(autotune_kernels.vector_add)
+    tuned = tilecore.autotune(configs=configs, warmup=1, rep=5, timeout=300, ref_prog=lambda a, b: a + b)(
+        autotune_kernels.vector_add
+    )
     seen = []
     tuned.settings.ref_prog = lambda a, b: seen.append(a.copy()) or a + b
     given = np.random.default_rng(5).standard_normal((2, 2048), dtype=np.float32)
@@ -79,15 +87,18 @@ def test_user_reference_rejects_a_wrong_configuration_and_the_winner_is_reused(t
     np.testing.assert_array_equal(kernel(a, b), a + b)
 
     # a second tuner in a fresh process finds the winner in the tuning cache and does not tune
-    script = ("import sys, json, time; sys.path.insert(0, %r)\n"
-              "import tilecore, autotune_kernels\n"
-              "tuned = tilecore.autotune(configs=%r, warmup=1, rep=5, timeout=300,\n"
-              "                          ref_prog=lambda a, b: a + b)(autotune_kernels.vector_add)\n"
-              "kernel = tuned(2048)\n"
-              "print(json.dumps({'from_cache': tuned.last_report.from_cache,\n"
-              "                  'config': tuned.last_report.best_config}))\n") % (HERE, configs)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ))
+    script = (
+        "import sys, json, time; sys.path.insert(0, %r)\n"
+        "import tilecore, autotune_kernels\n"
+        "tuned = tilecore.autotune(configs=%r, warmup=1, rep=5, timeout=300,\n"
+        "                          ref_prog=lambda a, b: a + b)(autotune_kernels.vector_add)\n"
+        "kernel = tuned(2048)\n"
+        "print(json.dumps({'from_cache': tuned.last_report.from_cache,\n"
+        "                  'config': tuned.last_report.best_config}))\n"
+    ) % (HERE, configs)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=dict(os.environ)
+    )
     assert out.returncode == 0, out.stderr
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert loaded == {"from_cache": True, "config": report.best_config}
@@ -95,15 +106,15 @@ def test_user_reference_rejects_a_wrong_configuration_and_the_winner_is_reused(t
 
 def test_key_names_the_arguments_that_select_a_tuning_entry():
     configs = [{"block": 64}, {"block": 128}]
-    tuned = tilecore.autotune(configs=configs, key=["n"], warmup=1, rep=3, workers=1,
-                              timeout=300)(autotune_kernels.vector_add)
+    tuned = tilecore.autotune(configs=configs, key=["n"], warmup=1, rep=3, workers=1, timeout=300)(
+        autotune_kernels.vector_add
+    )
     tuned(1024)
     first = tuned.last_report
     assert not first.from_cache
     # `scale` is not in key: the same entry serves it (Triton's key semantics), through a second
     # tuner that has only the disk cache in common with the first
-    again = tilecore.autotune(configs=configs, key=["n"], warmup=1, rep=3,
-                              timeout=300)(autotune_kernels.vector_add)
+    again = tilecore.autotune(configs=configs, key=["n"], warmup=1, rep=3, timeout=300)(autotune_kernels.vector_add)
     kernel = again(1024, scale=3.0)
     assert again.last_report.from_cache
     assert again.last_report.best_config == first.best_config
@@ -153,8 +164,9 @@ def test_autotune_on_the_npu_simulator_times_in_simulated_cycles():
     from gemm import matmul
 
     on_npu = tilecore.jit(out_idx=[-1], target="npu")(matmul.factory)
-    tuned = tilecore.autotune(configs=[{"block_M": 32, "block_N": 32}, {"block_M": 64, "block_N": 64}],
-                              timeout=300)(on_npu)
+    tuned = tilecore.autotune(configs=[{"block_M": 32, "block_N": 32}, {"block_M": 64, "block_N": 64}], timeout=300)(
+        on_npu
+    )
     kernel = tuned(128, 128, 128)
     report = tuned.last_report
     assert report.method == "simulated cycles" and [c.status for c in report.candidates] == [R.OK, R.OK]

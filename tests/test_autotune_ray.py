@@ -1,5 +1,6 @@
 """tilecore.autotune(executor="ray") on a real local Ray cluster (2 CPUs): candidates compile as Ray
 tasks, a crashing one is named and skipped, the winner is checked, timed and correct."""
+
 from __future__ import annotations
 
 import os
@@ -28,9 +29,12 @@ def isolated_cache(tmp_path, monkeypatch):
 @pytest.fixture
 def local_ray():
     path = os.pathsep.join(p for p in sys.path if p)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path,
-                                       "TILECORE_CACHE_DIR": os.environ["TILECORE_CACHE_DIR"] + "-ray"}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": path, "TILECORE_CACHE_DIR": os.environ["TILECORE_CACHE_DIR"] + "-ray"}},
+    )
     yield
     ray.shutdown()
 
@@ -45,10 +49,10 @@ def faults_plugin():
 
 
 def test_ray_executor_compiles_on_workers_and_skips_a_crashing_candidate(local_ray, faults_plugin):
-    configs = [{"block": 64, "mode": "crash"}, {"block": 64}, {"block": 128, "mode": "miscompile"},
-               {"block": 256}]
-    tuned = tilecore.autotune(configs=configs, executor="ray", timeout=300, warmup=1,
-                              rep=5)(autotune_kernels.vector_add)
+    configs = [{"block": 64, "mode": "crash"}, {"block": 64}, {"block": 128, "mode": "miscompile"}, {"block": 256}]
+    tuned = tilecore.autotune(configs=configs, executor="ray", timeout=300, warmup=1, rep=5)(
+        autotune_kernels.vector_add
+    )
     kernel = tuned(4096)
     report = tuned.last_report
     status = [c.status for c in report.candidates]

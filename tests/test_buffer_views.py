@@ -1,5 +1,6 @@
 """Buffer views (`T.Tensor(shape, dtype, A.data)`) and `T.im2col`: written out by the frontend as
 element loops, so every backend runs them; checked against numpy on reference and cpu."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,13 +40,19 @@ def im2col_kernel(shape, rows, cols, grid, window, dtype="float32"):
             tile = T.alloc_shared((rows, cols), dtype)
             T.im2col(Img, tile, bx, by, kernel, stride, dilation, pad)
             T.copy(tile, Out[bx * rows, by * cols])
+
     return patches
 
 
 @settings(max_examples=15, deadline=None)
-@given(n=st.integers(1, 2), hw=st.tuples(st.integers(1, 7), st.integers(1, 7)), c=st.integers(1, 5),
-       window=st.tuples(st.integers(1, 3), st.integers(1, 2), st.integers(1, 2), st.integers(0, 2)),
-       tile=st.tuples(st.sampled_from([1, 4, 8]), st.sampled_from([2, 8])), data=st.data())
+@given(
+    n=st.integers(1, 2),
+    hw=st.tuples(st.integers(1, 7), st.integers(1, 7)),
+    c=st.integers(1, 5),
+    window=st.tuples(st.integers(1, 3), st.integers(1, 2), st.integers(1, 2), st.integers(0, 2)),
+    tile=st.tuples(st.sampled_from([1, 4, 8]), st.sampled_from([2, 8])),
+    data=st.data(),
+)
 def test_im2col_matches_its_definition(n, hw, c, window, tile, data):
     kernel, stride, dilation, pad = window
     out_h = (hw[0] + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
@@ -55,8 +62,10 @@ def test_im2col_matches_its_definition(n, hw, c, window, tile, data):
             im2col_kernel((n, *hw, c), *tile, (1, 1), window)
         return
     # enough tiles to cover the matrix, and sometimes one more (rows/columns past it are zero)
-    grid = (-(-n * out_h * out_w // tile[0]) + data.draw(st.integers(0, 1)),
-            -(-kernel * kernel * c // tile[1]) + data.draw(st.integers(0, 1)))
+    grid = (
+        -(-n * out_h * out_w // tile[0]) + data.draw(st.integers(0, 1)),
+        -(-kernel * kernel * c // tile[1]) + data.draw(st.integers(0, 1)),
+    )
     img = np.random.default_rng(0).standard_normal((n, *hw, c)).astype(np.float32)
     kernel_ = tilecore.compile(im2col_kernel(img.shape, *tile, grid, window), target="reference", out_idx=[-1])
     np.testing.assert_array_equal(kernel_(img), im2col_numpy(img, *tile, grid, window))
@@ -67,8 +76,7 @@ def test_im2col_on_cpu(window):
     pytest.importorskip("tile_cpu")
     img = np.random.default_rng(1).standard_normal((2, 6, 5, 3)).astype(np.float16)
     grid = (9, 4)
-    kernel = tilecore.compile(im2col_kernel(img.shape, 8, 8, grid, window, "float16"), target="cpu",
-                              out_idx=[-1])
+    kernel = tilecore.compile(im2col_kernel(img.shape, 8, 8, grid, window, "float16"), target="cpu", out_idx=[-1])
     np.testing.assert_array_equal(kernel(img), im2col_numpy(img, 8, 8, grid, window))
 
 
@@ -84,13 +92,15 @@ def reshape_kernel(shape, view_shape, rows, cols, grid):
             T.copy(a_view[bx * rows, by * cols], tile)
             for i, j in T.Parallel(rows, cols):
                 tile[i, j] = tile[i, j] * 2
-            T.copy(tile, out_view[bx * rows: (bx + 1) * rows, by * cols: (by + 1) * cols])
+            T.copy(tile, out_view[bx * rows : (bx + 1) * rows, by * cols : (by + 1) * cols])
+
     return reshaped
 
 
 @pytest.mark.parametrize("target", ["reference", "cpu"])
-@pytest.mark.parametrize("shape, view_shape, tile", [((3, 4, 5), (12, 5), (4, 2)), ((6, 10), (15, 4), (4, 3)),
-                                                     ((2, 3, 4), (4, 6), (3, 4))])
+@pytest.mark.parametrize(
+    "shape, view_shape, tile", [((3, 4, 5), (12, 5), (4, 2)), ((6, 10), (15, 4), (4, 3)), ((2, 3, 4), (4, 6), (3, 4))]
+)
 def test_views_reshape_reads_and_writes_with_tile_copy_edges(target, shape, view_shape, tile):
     if target == "cpu":
         pytest.importorskip("tile_cpu")
@@ -106,6 +116,7 @@ def test_a_view_smaller_than_its_tensor_leaves_the_rest():
         with T.Kernel(1) as _:
             T.fill(Out, -1)  # written first, so the view's writes land on top of it
             T.copy(T.Tensor((2, 5), "float32", A.data), T.Tensor((2, 5), "float32", Out.data))
+
     kernel = tilecore.compile(head, target="reference", out_idx=[-1])
     a = np.arange(24, dtype=np.float32).reshape(4, 6)
     expected = np.full(24, -1, np.float32)
@@ -114,16 +125,19 @@ def test_a_view_smaller_than_its_tensor_leaves_the_rest():
     assert "T.Parallel" in to_source(head) and "T.copy" not in to_source(head)
 
 
-@pytest.mark.parametrize("body, message", [
-    ("v = T.Tensor((4, 6), 'float16', A.data)\n            T.copy(v, S)", "must have its dtype float32"),
-    ("v = T.Tensor((5, 5), 'float32', A.data)\n            T.copy(v[0, 0], S)", "has more elements than A"),
-    ("v = T.Tensor((6, 4), 'float32', A.data)\n            T.fill(v, 0)", "cannot be a buffer view"),
-    ("T.copy(T.Tensor((4, 4), 'float32', S.data), A[0, 0])", "no attribute 'data'"),
-    ("T.im2col(S, S, 0, 0, 3, 1, 1, 1)", "the image of T.im2col must be a global tensor"),
-    ("T.im2col(A, S, 0, 0, 3, 1, 1, 1)", "must be a 4-D NHWC tensor"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("v = T.Tensor((4, 6), 'float16', A.data)\n            T.copy(v, S)", "must have its dtype float32"),
+        ("v = T.Tensor((5, 5), 'float32', A.data)\n            T.copy(v[0, 0], S)", "has more elements than A"),
+        ("v = T.Tensor((6, 4), 'float32', A.data)\n            T.fill(v, 0)", "cannot be a buffer view"),
+        ("T.copy(T.Tensor((4, 4), 'float32', S.data), A[0, 0])", "no attribute 'data'"),
+        ("T.im2col(S, S, 0, 0, 3, 1, 1, 1)", "the image of T.im2col must be a global tensor"),
+        ("T.im2col(A, S, 0, 0, 3, 1, 1, 1)", "must be a 4-D NHWC tensor"),
+    ],
+)
 def test_view_and_im2col_misuse_is_a_located_error(tmp_path, body, message):
-    source = f'''
+    source = f"""
 import tilecore.language as T
 
 @T.prim_func
@@ -132,10 +146,11 @@ def bad(A: T.Tensor((4, 6), "float32")):
         S = T.alloc_shared((4, 4), "float32")
         if True:
             {body}
-'''
+"""
     path = tmp_path / "bad_kernel.py"
     path.write_text(source)
     import runpy
+
     with pytest.raises(TileCompileError, match=message) as info:
         runpy.run_path(str(path))
     assert "bad_kernel.py:" in str(info.value)
@@ -143,8 +158,10 @@ def bad(A: T.Tensor((4, 6), "float32")):
 
 def test_a_view_annotation_on_a_parameter_is_a_located_error():
     with pytest.raises(TileCompileError, match="annotated as a view") as info:
+
         @T.prim_func
         def bad(A: T.Tensor((4,), "float32", "A.data")):
             with T.Kernel(1) as _:
                 A[0] = 1
+
     assert "test_buffer_views.py:" in str(info.value)

@@ -1,5 +1,6 @@
 """The on-disk compile cache: format checks, corruption/truncation recovery, concurrent
 compiles in two real processes, the memo, and TILECORE_CACHE=0."""
+
 from __future__ import annotations
 
 import glob
@@ -19,8 +20,14 @@ from test_plugin_support import clean_env, install_toy_and_broken, run_python  #
 
 
 def _artifact():
-    return Artifact(backend="toy", target="toy:fast", entry="main", source="// code\n",
-                    blobs={"lib.so": bytes(range(256)) * 3, "empty": b""}, meta={"grid": [1, 2]})
+    return Artifact(
+        backend="toy",
+        target="toy:fast",
+        entry="main",
+        source="// code\n",
+        blobs={"lib.so": bytes(range(256)) * 3, "empty": b""},
+        meta={"grid": [1, 2]},
+    )
 
 
 def test_round_trip(tmp_path):
@@ -33,8 +40,9 @@ def test_round_trip(tmp_path):
     assert not glob.glob(str(tmp_path / "ab" / "*.tmp"))
 
 
-@pytest.mark.parametrize("damage", ["truncate_payload", "truncate_header", "flip_payload",
-                                    "flip_header", "empty", "garbage"])
+@pytest.mark.parametrize(
+    "damage", ["truncate_payload", "truncate_header", "flip_payload", "flip_header", "empty", "garbage"]
+)
 def test_corrupt_entries_are_detected_and_removed(tmp_path, damage, caplog):
     cache = C.DiskCache(str(tmp_path))
     key = "ef" + "1" * 62
@@ -44,13 +52,13 @@ def test_corrupt_entries_are_detected_and_removed(tmp_path, damage, caplog):
     if damage == "truncate_payload":
         data = data[:-10]
     elif damage == "truncate_header":
-        data = data[:header_end - 5]
+        data = data[: header_end - 5]
     elif damage == "flip_payload":
         i = header_end + 40
-        data = data[:i] + bytes([data[i] ^ 0x20]) + data[i + 1:]
+        data = data[:i] + bytes([data[i] ^ 0x20]) + data[i + 1 :]
     elif damage == "flip_header":
         i = data.index(b'"size": ') + 8  # a different but well-formed number
-        data = data[:i] + (b"9" if data[i:i + 1] != b"9" else b"8") + data[i + 1:]
+        data = data[:i] + (b"9" if data[i : i + 1] != b"9" else b"8") + data[i + 1 :]
     elif damage == "empty":
         data = b""
     else:
@@ -74,9 +82,13 @@ def test_key_depends_on_every_input():
     base = ("{}", "cpu", "0.1", "cpu", {"a": 1, "b": [1, 2]})
     k = C.cache_key(*base)
     assert k == C.cache_key("{}", "cpu", "0.1", "cpu", {"b": [1, 2], "a": 1})  # order-free
-    variants = [("{ }", "cpu", "0.1", "cpu", base[4]), ("{}", "cuda", "0.1", "cpu", base[4]),
-                ("{}", "cpu", "0.2", "cpu", base[4]), ("{}", "cpu", "0.1", "cpu:x", base[4]),
-                ("{}", "cpu", "0.1", "cpu", {"a": 2, "b": [1, 2]})]
+    variants = [
+        ("{ }", "cpu", "0.1", "cpu", base[4]),
+        ("{}", "cuda", "0.1", "cpu", base[4]),
+        ("{}", "cpu", "0.2", "cpu", base[4]),
+        ("{}", "cpu", "0.1", "cpu:x", base[4]),
+        ("{}", "cpu", "0.1", "cpu", {"a": 2, "b": [1, 2]}),
+    ]
     assert len({k} | {C.cache_key(*v) for v in variants}) == 6
 
 
@@ -158,9 +170,16 @@ def test_cache_disabled(toy_env):
 
 def test_two_processes_compile_the_same_kernel_at_once(toy_env):
     env = dict(toy_env, TOY_BARRIER="2")  # both are inside codegen at the same time
-    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(COMPILE_AND_RUN)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(COMPILE_AND_RUN)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     results = [p.communicate(timeout=120) for p in procs]
     for p, (out, err) in zip(procs, results):
         assert p.returncode == 0, err

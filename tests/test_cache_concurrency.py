@@ -2,6 +2,7 @@
 reference and npu backends), three of them SIGKILLed in the middle of writing an entry, under a size
 limit small enough that trimming runs while others read and write. Afterwards: every result was
 right, every entry in the cache verifies, no temporary file is left and the limit holds."""
+
 from __future__ import annotations
 
 import os
@@ -19,7 +20,7 @@ from test_plugin_support import REPO, clean_env  # noqa: E402
 
 pytest.importorskip("tile_npu")
 
-WORKER = r'''
+WORKER = r"""
 import os, signal, sys
 import numpy as np
 import tilecore, tilecore.language as T
@@ -55,7 +56,7 @@ for j in range(compiles):
         sys.exit(3)
     tilecore.runtime.api.clear_memory_cache()  # every compile goes to the disk cache
 print("ok", flush=True)
-'''
+"""
 
 
 @pytest.mark.slow
@@ -66,9 +67,16 @@ def test_concurrent_compiles_with_kills_leave_a_consistent_cache(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(textwrap.dedent(WORKER))
     die_at = {2: 2, 5: 1, 7: 2}  # worker -> the cache write during which it is killed
-    procs = [subprocess.Popen([sys.executable, str(script), str(w), "20", str(die_at.get(w, 0))], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for w in range(8)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(w), "20", str(die_at.get(w, 0))],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(8)
+    ]
     outs = [p.communicate(timeout=600) for p in procs]
     for w, (p, (out, err)) in enumerate(zip(procs, outs)):
         if w in die_at:
@@ -81,10 +89,11 @@ def test_concurrent_compiles_with_kills_leave_a_consistent_cache(tmp_path):
     assert any(kind == "temp" for kind, _, _, _ in files)  # the killed workers left theirs behind
     for kind, _, _, path in files:
         if kind == "entry":
-            C.decode_entry(open(path, "rb").read(), os.path.basename(path)[:-len(C.SUFFIX)], secret)
+            C.decode_entry(open(path, "rb").read(), os.path.basename(path)[: -len(C.SUFFIX)], secret)
     # the next process to write cleans up after the dead ones and enforces the limit
-    done = subprocess.run([sys.executable, str(script), "99", "1", "0"], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(script), "99", "1", "0"], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.stdout.strip() == "ok", done.stderr[-3000:]
     files = cache.managed_files()
     assert not [path for kind, _, _, path in files if kind == "temp"]

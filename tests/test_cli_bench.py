@@ -1,4 +1,5 @@
 """`tile bench`: plain kernels on cpu and npu, JSON output, an autotuned factory, and bad references."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,24 @@ def isolated_cache(tmp_path, monkeypatch):
 
 
 def test_bench_prints_median_spread_and_rates_on_cpu(capsys):
-    assert main(["bench", f"{GEMM}:matmul", "128", "128", "128", "--arg", "dtype='float32'",
-                 "--target", "cpu", "--n-repeat", "3"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                f"{GEMM}:matmul",
+                "128",
+                "128",
+                "128",
+                "--arg",
+                "dtype='float32'",
+                "--target",
+                "cpu",
+                "--n-repeat",
+                "3",
+            ]
+        )
+        == 0
+    )
     line = capsys.readouterr().out.strip()
     assert line.startswith("main on cpu (") and "wall clock" in line
     assert "3 runs after 1 warm-up" in line and "TFLOP/s" in line and "GB/s" in line
@@ -30,7 +47,7 @@ def test_bench_json_on_npu_has_the_roofline_fractions(capsys):
     assert main(["bench", f"{GEMM}::matmul", "128", "128", "128", "--target", "npu", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["method"] == "simulated cycles" and record["runs"] == 1
-    assert record["flops"] == 2 * 128 ** 3
+    assert record["flops"] == 2 * 128**3
     assert 0 < record["flops_fraction"] <= 1 and 0 < record["bytes_fraction"] <= 1
 
 

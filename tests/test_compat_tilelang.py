@@ -1,4 +1,5 @@
 """tilecore.compat.tilelang: TileLang's host names on tilecore."""
+
 from __future__ import annotations
 
 import time
@@ -29,9 +30,15 @@ def test_cdiv_rounds_up(a, b):
 def test_jit_with_pass_configs_and_device_target_compiles_and_runs(monkeypatch):
     monkeypatch.setenv("TILECORE_TARGET", "reference")
 
-    @tilelang.jit(out_idx=[-1], target="cuda", pass_configs={
-        tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True,
-        tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True, "tl.disable_warp_specialized": True})
+    @tilelang.jit(
+        out_idx=[-1],
+        target="cuda",
+        pass_configs={
+            tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True,
+            tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True,
+            "tl.disable_warp_specialized": True,
+        },
+    )
     def double(n, block=4):
         @T.prim_func
         def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
@@ -41,10 +48,11 @@ def test_jit_with_pass_configs_and_device_target_compiles_and_runs(monkeypatch):
                 for i in T.Parallel(block):
                     t[i] = t[i] * 2
                 T.copy(t, B[bx * block])
+
         return main
 
     kernel = double(10)
-    assert kernel.target == "reference"   # TILECORE_TARGET wins over TileLang's device name
+    assert kernel.target == "reference"  # TILECORE_TARGET wins over TileLang's device name
     np.testing.assert_array_equal(kernel(np.arange(10, dtype=np.float32)), np.arange(10) * 2)
 
 
@@ -60,20 +68,31 @@ def test_compile_maps_targets_and_names_an_unknown_pass_config():
         tilelang.compile(main, out_idx=-1, target="reference", pass_configs={"tl.made_up_switch": 1})
 
 
-@pytest.mark.parametrize("given, expected, package", [
-    ("auto", None, None), ("reference", "reference", None), ("cuda", "cuda", "tile_cuda"),
-    ("hip", "rocm", "tile_rocm"), ("hip:gfx942", "rocm:gfx942", "tile_rocm"), ("llvm", "cpu", "tile_cpu"),
-    ("c", "cpu", "tile_cpu"), ("cpu", "cpu", "tile_cpu"), ("cuda:sm_90a", "cuda:sm_90a", None),
-    ({"kind": "metal"}, "metal", "tile_metal")])
+@pytest.mark.parametrize(
+    "given, expected, package",
+    [
+        ("auto", None, None),
+        ("reference", "reference", None),
+        ("cuda", "cuda", "tile_cuda"),
+        ("hip", "rocm", "tile_rocm"),
+        ("hip:gfx942", "rocm:gfx942", "tile_rocm"),
+        ("llvm", "cpu", "tile_cpu"),
+        ("c", "cpu", "tile_cpu"),
+        ("cpu", "cpu", "tile_cpu"),
+        ("cuda:sm_90a", "cuda:sm_90a", None),
+        ({"kind": "metal"}, "metal", "tile_metal"),
+    ],
+)
 def test_map_target(monkeypatch, given, expected, package):
     """Device names other than a backend's own ("hip", "llvm") come from the plugins' declarations."""
     if package:
-        pytest.importorskip(package)   # the declaring plugin's package, not the registry under test
+        pytest.importorskip(package)  # the declaring plugin's package, not the registry under test
     monkeypatch.delenv("TILECORE_TARGET", raising=False)
     assert tilelang.map_target(given) == expected
 
 
 # ---------------------------------------------------------------- vendor names come from the plugins
+
 
 def test_hip_target_compiles_for_the_rocm_backend(monkeypatch):
     pytest.importorskip("tile_rocm")
@@ -86,6 +105,7 @@ def test_hip_target_compiles_for_the_rocm_backend(monkeypatch):
     kernel = tilelang.compile(_copy4(), out_idx=-1, target="hip:gfx90a")
     assert kernel.target == "rocm:gfx90a" and kernel.source
 
+
 @pytest.fixture
 def only_plugins(monkeypatch):
     """Load only the named entry points (as if only those distributions were installed)."""
@@ -95,8 +115,9 @@ def only_plugins(monkeypatch):
         monkeypatch.delenv("TILECORE_DISABLE_PLUGIN_AUTOLOAD", raising=False)
         monkeypatch.setenv("TILECORE_PLUGINS", names)
         reset_plugins()
+
     yield load
-    reset_plugins()   # rediscovered with the environment monkeypatch restores
+    reset_plugins()  # rediscovered with the environment monkeypatch restores
 
 
 def test_vendor_pass_configs_are_the_cuda_plugins(monkeypatch):
@@ -107,8 +128,12 @@ def test_vendor_pass_configs_are_the_cuda_plugins(monkeypatch):
     for member, key in PASS_CONFIGS.items():
         assert tilelang.PassConfigKey[member].value == key == getattr(tilelang.PassConfigKey, member)
     monkeypatch.setenv("TILECORE_TARGET", "reference")
-    kernel = tilelang.compile(_copy4(), out_idx=-1, target="cuda", pass_configs={
-        tilelang.PassConfigKey.TL_DISABLE_WGMMA: True, "tl.ptxas_register_usage_level": 10})
+    kernel = tilelang.compile(
+        _copy4(),
+        out_idx=-1,
+        target="cuda",
+        pass_configs={tilelang.PassConfigKey.TL_DISABLE_WGMMA: True, "tl.ptxas_register_usage_level": 10},
+    )
     np.testing.assert_array_equal(kernel(np.ones(4, np.float32)), np.ones(4))
 
 
@@ -118,10 +143,10 @@ def test_without_the_declaring_plugins_vendor_names_are_clear_errors(monkeypatch
     only_plugins("npu")
     monkeypatch.delenv("TILECORE_TARGET", raising=False)
     assert not hasattr(tilelang.PassConfigKey, "TL_DISABLE_WGMMA")
-    assert tilelang.PassConfigKey.TL_ENABLE_FAST_MATH.value == "tl.enable_fast_math"   # target-neutral
+    assert tilelang.PassConfigKey.TL_ENABLE_FAST_MATH.value == "tl.enable_fast_math"  # target-neutral
     with pytest.raises(UnsupportedFeatureError, match="'tl.disable_wgmma'.*installed backend declares"):
         tilelang.compile(_copy4(), out_idx=-1, target="reference", pass_configs={"tl.disable_wgmma": True})
-    assert tilelang.map_target("hip") == "hip"   # no longer an alias: the registry names it
+    assert tilelang.map_target("hip") == "hip"  # no longer an alias: the registry names it
     with pytest.raises(TargetError, match="unknown target 'hip'.*no installed backend"):
         tilelang.compile(_copy4(), out_idx=-1, target="hip")
 
@@ -134,13 +159,22 @@ class ToyAccelPlugin:
         from tilecore.ir.version import TILE_IR_VERSION
         from tilecore.plugin import Backend, Capabilities, TileLangNames, ToolchainStatus
 
-        register(Backend(
-            name="toyaccel", targets=("toyaccel", "toyaccel:v2"), ir_versions=(TILE_IR_VERSION,),
-            capabilities=Capabilities(features=frozenset(), dtypes=frozenset({"float32"})),
-            toolchain_status=lambda: ToolchainStatus(ok=True, summary="toy"), distribution="tile-toyaccel",
-            tilelang=TileLangNames(targets=("toy_device",), pass_configs={"TL_TOY_FAST_DMA": "toy.fast_dma"},
-                                   primitives=("toy_dma_*", "toy_sync"),
-                                   primitive_note="write the copy with T.copy")))
+        register(
+            Backend(
+                name="toyaccel",
+                targets=("toyaccel", "toyaccel:v2"),
+                ir_versions=(TILE_IR_VERSION,),
+                capabilities=Capabilities(features=frozenset(), dtypes=frozenset({"float32"})),
+                toolchain_status=lambda: ToolchainStatus(ok=True, summary="toy"),
+                distribution="tile-toyaccel",
+                tilelang=TileLangNames(
+                    targets=("toy_device",),
+                    pass_configs={"TL_TOY_FAST_DMA": "toy.fast_dma"},
+                    primitives=("toy_dma_*", "toy_sync"),
+                    primitive_note="write the copy with T.copy",
+                ),
+            )
+        )
 
 
 @pytest.fixture
@@ -158,8 +192,9 @@ def test_a_third_party_plugin_declares_its_own_tilelang_names(monkeypatch, toy_a
     assert tilelang.map_target("toy_device:v2") == "toyaccel:v2"
     assert tilelang.PassConfigKey.TL_TOY_FAST_DMA.value == "toy.fast_dma"
     monkeypatch.setenv("TILECORE_TARGET", "reference")
-    kernel = tilelang.compile(_copy4(), out_idx=-1, target="toy_device",
-                              pass_configs={tilelang.PassConfigKey.TL_TOY_FAST_DMA: 1})
+    kernel = tilelang.compile(
+        _copy4(), out_idx=-1, target="toy_device", pass_configs={tilelang.PassConfigKey.TL_TOY_FAST_DMA: 1}
+    )
     np.testing.assert_array_equal(kernel(np.ones(4, np.float32)), np.ones(4))
     with pytest.raises(UnsupportedFeatureError) as info:
         T.toy_dma_start
@@ -167,9 +202,12 @@ def test_a_third_party_plugin_declares_its_own_tilelang_names(monkeypatch, toy_a
     assert "write the copy with T.copy" in str(info.value)
     from tilecore.cli.backends import describe_backends
 
-    listed = {b["name"]: b["tilelang"] for b in describe_backends()["backends"]}   # `tile backends --json`
-    assert listed["toyaccel"] == {"targets": ["toy_device"], "pass_configs": ["toy.fast_dma"],
-                                  "primitives": ["toy_dma_*", "toy_sync"]}
+    listed = {b["name"]: b["tilelang"] for b in describe_backends()["backends"]}  # `tile backends --json`
+    assert listed["toyaccel"] == {
+        "targets": ["toy_device"],
+        "pass_configs": ["toy.fast_dma"],
+        "primitives": ["toy_dma_*", "toy_sync"],
+    }
 
 
 class CudaLikePlugin:
@@ -180,15 +218,21 @@ class CudaLikePlugin:
         from tilecore.ir.version import TILE_IR_VERSION
         from tilecore.plugin import Backend, Capabilities, TileLangNames, ToolchainStatus
 
-        register(Backend(
-            name="cudalike", targets=("cudalike",), ir_versions=(TILE_IR_VERSION,),
-            capabilities=Capabilities(features=frozenset(), dtypes=frozenset({"float32"})),
-            toolchain_status=lambda: ToolchainStatus(ok=True, summary="toy"), device_present=lambda: True,
-            tilelang=TileLangNames(targets=("cuda",), device_version=lambda: (9, 0))))
+        register(
+            Backend(
+                name="cudalike",
+                targets=("cudalike",),
+                ir_versions=(TILE_IR_VERSION,),
+                capabilities=Capabilities(features=frozenset(), dtypes=frozenset({"float32"})),
+                toolchain_status=lambda: ToolchainStatus(ok=True, summary="toy"),
+                device_present=lambda: True,
+                tilelang=TileLangNames(targets=("cuda",), device_version=lambda: (9, 0)),
+            )
+        )
 
 
 def test_requires_cuda_compute_version_reads_the_declared_device_version(only_plugins):
-    pytest.importorskip("torch")   # TileLang's requires_* also need torch, which its tests use
+    pytest.importorskip("torch")  # TileLang's requires_* also need torch, which its tests use
     from tilecore.plugin import register_plugin, unregister_plugin
 
     only_plugins("npu")
@@ -216,11 +260,14 @@ def test_a_third_party_declaration_goes_away_with_its_plugin(monkeypatch):
         T.toy_sync
 
 
-@pytest.mark.parametrize("tilelang_names, problem", [
-    (dict(targets="hip"), "tuples / a dict of non-empty strings"),
-    (dict(primitives=("",)), "tuples / a dict of non-empty strings"),
-    (dict(pass_configs={"not an identifier": "x.y"}), "must be identifiers"),
-])
+@pytest.mark.parametrize(
+    "tilelang_names, problem",
+    [
+        (dict(targets="hip"), "tuples / a dict of non-empty strings"),
+        (dict(primitives=("",)), "tuples / a dict of non-empty strings"),
+        (dict(pass_configs={"not an identifier": "x.y"}), "must be identifiers"),
+    ],
+)
 def test_a_malformed_tilelang_declaration_is_a_registration_error(tilelang_names, problem):
     from tilecore.ir.version import TILE_IR_VERSION
     from tilecore.plugin import (
@@ -236,10 +283,16 @@ def test_a_malformed_tilelang_declaration_is_a_registration_error(tilelang_names
     class Malformed:
         @hookimpl
         def tilecore_register_backends(self, register):
-            register(Backend(name="malformed", targets=("malformed",), ir_versions=(TILE_IR_VERSION,),
-                             capabilities=Capabilities(features=frozenset(), dtypes=frozenset()),
-                             toolchain_status=lambda: ToolchainStatus(ok=True, summary=""),
-                             tilelang=TileLangNames(**tilelang_names)))
+            register(
+                Backend(
+                    name="malformed",
+                    targets=("malformed",),
+                    ir_versions=(TILE_IR_VERSION,),
+                    capabilities=Capabilities(features=frozenset(), dtypes=frozenset()),
+                    toolchain_status=lambda: ToolchainStatus(ok=True, summary=""),
+                    tilelang=TileLangNames(**tilelang_names),
+                )
+            )
 
     name = register_plugin(Malformed(), "malformed")
     try:
@@ -255,6 +308,7 @@ def _copy4():
     def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
         with T.Kernel(1) as bx:
             T.copy(A, B)
+
     return main
 
 
@@ -280,13 +334,16 @@ def test_missing_components_raise_unsupported_feature_errors_naming_them(monkeyp
     import importlib.util
 
     if importlib.util.find_spec("tilecore.autotune") is None:
-        @tilelang.autotune(configs=[{"block": 4}])      # a file defining a tuned kernel still imports
+
+        @tilelang.autotune(configs=[{"block": 4}])  # a file defining a tuned kernel still imports
         def tuned(block=4):
             return block
+
         with pytest.raises(UnsupportedFeatureError, match="autotune"):
             tuned()
     if importlib.util.find_spec("tilecore.profiler") is None:
         from tilecore.compat.tilelang.profiler import do_bench
+
         with pytest.raises(UnsupportedFeatureError, match="profiler"):
             do_bench(lambda: None)
     with pytest.raises(UnsupportedFeatureError, match="process_func"):
@@ -303,7 +360,7 @@ def test_testing_helpers():
     a = np.zeros(1000)
     b = a.copy()
     b[0] = 1.0
-    tilelang.testing.torch_assert_close(a, b, max_mismatched_ratio=0.001)   # one mismatch allowed
+    tilelang.testing.torch_assert_close(a, b, max_mismatched_ratio=0.001)  # one mismatch allowed
     b[1] = 1.0
     with pytest.raises(AssertionError, match="2 of 1000 elements differ"):
         tilelang.testing.torch_assert_close(a, b, max_mismatched_ratio=0.001)
@@ -323,8 +380,17 @@ def test_requires_cuda_skips_without_a_cuda_device():
         assert not ran
 
 
-@pytest.mark.parametrize("kind, dtype", [("Auto", "float16"), ("Integer", "int32"), ("Randn", "float32"),
-                                         ("Zero", "int8"), ("One", "bfloat16"), ("Auto", "uint8")])
+@pytest.mark.parametrize(
+    "kind, dtype",
+    [
+        ("Auto", "float16"),
+        ("Integer", "int32"),
+        ("Randn", "float32"),
+        ("Zero", "int8"),
+        ("One", "bfloat16"),
+        ("Auto", "uint8"),
+    ],
+)
 def test_get_tensor_supply_makes_tensors_of_the_parameter_type(kind, dtype):
     pytest.importorskip("torch")
     from tilecore.compat.tilelang.utils.tensor import get_tensor_supply, map_torch_type
@@ -362,10 +428,11 @@ def test_autotune_with_every_tuned_parameter_given_runs_that_configuration(monke
                 for i in T.Parallel(block):
                     t[i] = t[i] * 2
                 T.copy(t, B[bx * block])
+
         return main
 
     kernel = twice(8, block=2)
-    assert calls == [2]                    # no tuning: the given configuration only
+    assert calls == [2]  # no tuning: the given configuration only
     np.testing.assert_array_equal(kernel(np.arange(8, dtype=np.float32)), np.arange(8) * 2)
 
 
@@ -395,6 +462,7 @@ def test_autotune_with_some_tuned_parameters_given_tunes_the_others(monkeypatch)
                 for i in T.Parallel(block):
                     t[i] = t[i] * (copies + 1)
                 T.copy(t, B[bx * block])
+
         return main
 
     kernel = scaled(8, block=2)
@@ -423,10 +491,10 @@ def test_autotuned_eager_kernel_compiles_a_given_configuration(monkeypatch):
     kernel = triple.compile(N=7, block=4)
     x = np.random.default_rng(0).random(7).astype(np.float32)
     np.testing.assert_allclose(kernel(x), x * 3, rtol=1e-6)
-    tuned = triple.compile(N=7)            # block left out: tuned over the configs
+    tuned = triple.compile(N=7)  # block left out: tuned over the configs
     np.testing.assert_allclose(tuned(x), x * 3, rtol=1e-6)
     assert triple.last_report.best_config["block"] in (2, 4)
-    np.testing.assert_allclose(triple(x), x * 3, rtol=1e-6)   # called with its array: tuned too
+    np.testing.assert_allclose(triple(x), x * 3, rtol=1e-6)  # called with its array: tuned too
 
 
 def test_autotuned_eager_call_tunes_the_parameters_it_leaves_out(monkeypatch):
@@ -450,7 +518,7 @@ def test_autotuned_eager_call_tunes_the_parameters_it_leaves_out(monkeypatch):
         return Y
 
     x = np.random.default_rng(1).standard_normal((6, 5)).astype(np.float32)
-    np.testing.assert_array_equal(row_max(x, rows=4), x.max(axis=1))    # threads tuned, rows given
+    np.testing.assert_array_equal(row_max(x, rows=4), x.max(axis=1))  # threads tuned, rows given
     assert row_max.last_report.best_config.keys() == {"threads"}
 
 
@@ -465,13 +533,14 @@ def test_profiler_of_a_tilelang_kernel_hands_torch_tensors_to_the_reference(monk
             with T.Kernel(1) as bx:
                 for i, j in T.Parallel(n, 4):
                     B[i, j] = -A[i, j]
+
         return main
 
     seen = []
 
     def reference(a):
         seen.append(type(a))
-        assert a.size(-1) == 4             # torch's size(): what TileLang reference programs call
+        assert a.size(-1) == 4  # torch's size(): what TileLang reference programs call
         return -a
 
     negate(3).get_profiler().assert_allclose(reference)

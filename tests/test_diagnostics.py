@@ -4,6 +4,7 @@ Each kernel below marks the culprit's line with a `# E:<tag>` comment; the
 checks find that line in this file and assert on the message, the file, the
 line and the column of the caret.
 """
+
 import re
 
 import pytest
@@ -57,10 +58,16 @@ def test_undefined_name():
     raises(make, "undefined", "undefined name 'scael'", "scael")
 
 
-@pytest.mark.parametrize("tag, what", [
-    ("while", "a while loop"), ("lambda", "a lambda"), ("try", "a try statement"),
-    ("listcomp", "a list comprehension"), ("break", "break"),
-])
+@pytest.mark.parametrize(
+    "tag, what",
+    [
+        ("while", "a while loop"),
+        ("lambda", "a lambda"),
+        ("try", "a try statement"),
+        ("listcomp", "a list comprehension"),
+        ("break", "break"),
+    ],
+)
 def test_unsupported_python_constructs(tag, what):
     def make_while():
         @T.prim_func
@@ -97,10 +104,14 @@ def test_unsupported_python_constructs(tag, what):
                 for i in range(8):
                     break  # E:break
 
-    culprits = {"while": "while", "lambda": "lambda", "try": "try", "listcomp": "[A[i]",
-                "break": "break"}
-    make = {"while": make_while, "lambda": make_lambda, "try": make_try,
-            "listcomp": make_listcomp, "break": make_break}[tag]
+    culprits = {"while": "while", "lambda": "lambda", "try": "try", "listcomp": "[A[i]", "break": "break"}
+    make = {
+        "while": make_while,
+        "lambda": make_lambda,
+        "try": make_try,
+        "listcomp": make_listcomp,
+        "break": make_break,
+    }[tag]
     raises(make, tag, f"unsupported Python construct in a kernel: {what}", culprits[tag])
 
 
@@ -115,8 +126,12 @@ def test_copy_shape_mismatch():
                 s = T.alloc_shared((32, 16), "float16")
                 T.copy(A[0:32, 0:32], s)  # E:copy
 
-    raises(make, "copy", "T.copy shape mismatch: source A[0:32, 0:32] has shape (32, 32) vs "
-                         "destination s has shape (32, 16)", "T.copy")
+    raises(
+        make,
+        "copy",
+        "T.copy shape mismatch: source A[0:32, 0:32] has shape (32, 32) vs destination s has shape (32, 16)",
+        "T.copy",
+    )
 
 
 def test_copy_both_start_points():
@@ -151,8 +166,7 @@ def test_reduce_shape_mismatch():
                 r = T.alloc_fragment((16,), "float32")
                 T.reduce_sum(f, r, dim=1)  # E:reduce
 
-    raises(make, "reduce", "reducing f (8, 16) over dim 1 gives (8,), but r has shape (16,)",
-           "T.reduce_sum")
+    raises(make, "reduce", "reducing f (8, 16) over dim 1 gives (8,), but r has shape (16,)", "T.reduce_sum")
 
 
 # ----------------------------------------------------------------------------- dtypes
@@ -239,8 +253,9 @@ def test_fragment_as_kernel_parameter():
             with T.Kernel(1):
                 pass
 
-    raises(make, "fragparam", "is a fragment buffer, but a kernel parameter must be a global T.Tensor",
-           "T.FragmentBuffer")
+    raises(
+        make, "fragparam", "is a fragment buffer, but a kernel parameter must be a global T.Tensor", "T.FragmentBuffer"
+    )
 
 
 def test_allocation_outside_the_kernel():
@@ -276,8 +291,7 @@ def test_value_reassigned_in_a_loop():
                     total = total + A[i]  # E:loopcarried
                 A[0] = total
 
-    raises(make, "loopcarried", "'total' is assigned inside a loop body but was defined outside it",
-           "total =")
+    raises(make, "loopcarried", "'total' is assigned inside a loop body but was defined outside it", "total =")
 
 
 def test_value_reassigned_in_an_if_then_read():
@@ -345,16 +359,22 @@ def test_wrong_arguments_to_an_operation():
 
 
 def _backend(name="toy", features=ALL_FEATURES, max_shared=None):
-    caps = Capabilities(features=frozenset(features), dtypes=frozenset({"float16", "float32", "int32"}),
-                        max_shared_memory=max_shared)
-    return Backend(name=name, targets=(name,), ir_versions=("1.0",), capabilities=caps,
-                   toolchain_status=lambda: ToolchainStatus(True, "ok"))
+    caps = Capabilities(
+        features=frozenset(features), dtypes=frozenset({"float16", "float32", "int32"}), max_shared_memory=max_shared
+    )
+    return Backend(
+        name=name,
+        targets=(name,),
+        ir_versions=("1.0",),
+        capabilities=caps,
+        toolchain_status=lambda: ToolchainStatus(True, "ok"),
+    )
 
 
 def _run_pipeline(func, backend):
     from tilecore.passes.pipeline import PassContext, default_pipeline
-    return default_pipeline().run(func, PassContext(backend=backend, target=backend.name,
-                                                    source=func.source))
+
+    return default_pipeline().run(func, PassContext(backend=backend, target=backend.name, source=func.source))
 
 
 def test_shared_memory_over_the_backend_limit():
@@ -367,8 +387,12 @@ def test_shared_memory_over_the_backend_limit():
 
     with pytest.raises(TileCompileError) as info:
         _run_pipeline(k, _backend(max_shared=48 * 1024))
-    check_error(info.value, "smem", "over the limit: the kernel needs 65536 bytes but backend toy "
-                                    "allows 49152 bytes", "s = T.alloc_shared")
+    check_error(
+        info.value,
+        "smem",
+        "over the limit: the kernel needs 65536 bytes but backend toy allows 49152 bytes",
+        "s = T.alloc_shared",
+    )
 
 
 def test_feature_the_backend_does_not_support():
@@ -389,6 +413,7 @@ def test_feature_the_backend_does_not_support():
 
 def test_traceback_stops_at_the_decorator():
     """The report points at the user's line; the frontend's own frames are left out."""
+
     def make():
         @T.prim_func
         def k(A: T.Tensor((8,), "float32")):
@@ -419,9 +444,38 @@ from dsl_strategies import dsl_programs  # noqa: E402
 from tilecore.frontend import parse_source  # noqa: E402
 
 WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9.]*|\d+\.?\d*|[-+*/%<>=&]+")
-REPLACEMENTS = ["bx", "A", "f", "r", "acc", "T.exp", "T.copy", "T", "0", "-1", "2.5", "M", "C",
-                "T.Parallel", "range", "None", "'s'", "(1, 2)", "[f]", "T.float16", "i", "k",
-                "T.alloc_var", "T.gemm", "T.reduce_sum", "True", "len", "T.infinity", "f[0]", ":"]
+REPLACEMENTS = [
+    "bx",
+    "A",
+    "f",
+    "r",
+    "acc",
+    "T.exp",
+    "T.copy",
+    "T",
+    "0",
+    "-1",
+    "2.5",
+    "M",
+    "C",
+    "T.Parallel",
+    "range",
+    "None",
+    "'s'",
+    "(1, 2)",
+    "[f]",
+    "T.float16",
+    "i",
+    "k",
+    "T.alloc_var",
+    "T.gemm",
+    "T.reduce_sum",
+    "True",
+    "len",
+    "T.infinity",
+    "f[0]",
+    ":",
+]
 OPERATORS = ["+", "-", "*", "/", "//", "%", "<", "==", "and", "or", "&", ">>"]
 
 
@@ -430,7 +484,7 @@ def mutate(text: str, rnd, count: int) -> str:
     for _ in range(count):
         match = rnd.choice(list(WORD.finditer(body)))
         is_word = match.group()[0].isalnum() or match.group()[0] == "_"
-        body = body[:match.start()] + rnd.choice(REPLACEMENTS if is_word else OPERATORS) + body[match.end():]
+        body = body[: match.start()] + rnd.choice(REPLACEMENTS if is_word else OPERATORS) + body[match.end() :]
     return head + "@T.prim_func" + body
 
 
@@ -448,7 +502,10 @@ def test_broken_programs_give_diagnostics_not_internal_errors(text, rnd, count):
         except (TileCompileError, SyntaxError):
             pass
         except Exception as exc:  # noqa: BLE001  (classified below)
-            frames = [f.filename for f in traceback.extract_tb(exc.__traceback__)
-                      if not f.filename.endswith(os.path.join("tilecore", "ir", "types.py"))]
+            frames = [
+                f.filename
+                for f in traceback.extract_tb(exc.__traceback__)
+                if not f.filename.endswith(os.path.join("tilecore", "ir", "types.py"))
+            ]
             internal = ("frontend", "passes", "printer.py", "serialize.py")
             assert not any(part in frames[-1] for part in internal), (source, exc)

@@ -1,4 +1,5 @@
 """The examples: each check passes on the reference backend; run_all.py reports and fails properly."""
+
 from __future__ import annotations
 
 import importlib
@@ -47,8 +48,20 @@ def test_compare_is_relative_to_the_largest_reference_value():
 
 
 def test_run_all_on_reference_exits_zero_and_prints_a_line_per_check():
-    proc = subprocess.run([sys.executable, os.path.join(EXAMPLES_DIR, "run_all.py"), "--target", "reference",
-                           "--only", "softmax", "layernorm"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(EXAMPLES_DIR, "run_all.py"),
+            "--target",
+            "reference",
+            "--only",
+            "softmax",
+            "layernorm",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(("PASS", "FAIL"))]
     # softmax: 3 checks, layernorm: 4 (the last one with W and Bias loaded early)
@@ -65,6 +78,7 @@ def test_run_all_exits_nonzero_when_a_check_fails(monkeypatch, capsys):
 
     def explode(target=None):
         raise RuntimeError("boom")
+
     broken.check = explode
     monkeypatch.setitem(sys.modules, "always_wrong_example", bad)
     monkeypatch.setitem(sys.modules, "raising_example", broken)
@@ -84,6 +98,7 @@ def test_checks_compare_other_backends_with_the_reference_interpreter():
     assert kernel.reference is None  # on the reference itself there is nothing to pair with
 
     reference = kernel.kernel
+
     class Drifting:  # a backend whose results are off by 5e-5 relative
         backend = reference.backend
 

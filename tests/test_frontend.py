@@ -1,4 +1,5 @@
 """The frontend: TileLang-style kernels parse into the expected Tile IR."""
+
 import os
 import re
 import sys
@@ -97,6 +98,7 @@ def test_literals_adopt_dtype_and_promotion_casts():
 
 def test_integer_true_division_is_an_error():
     with pytest.raises(TileCompileError, match="use '//'"):
+
         @T.prim_func
         def k(A: T.Tensor((4,), "int32")):
             with T.Kernel(1):
@@ -115,6 +117,7 @@ def test_python_if_and_for_resolved_at_parse_time():
                             A[i] = T.exp(A[i]) * s
                         else:
                             A[i] = A[i] * s
+
         return k
 
     f = factory(True, (1.0, 2.0))
@@ -179,6 +182,7 @@ def test_loops_range_serial_unroll_bounds():
 
 def test_step_is_an_error():
     with pytest.raises(TileCompileError, match="step"):
+
         @T.prim_func
         def k(A: T.Tensor((16,), "float32")):
             with T.Kernel(1):
@@ -241,10 +245,12 @@ def test_future_annotations_module(tmp_path):
         "        with T.Kernel(T.ceildiv(m, 4)) as bx:\n"
         "            for i, j in T.Parallel(4, n):\n"
         "                A[bx * 4 + i, j] = 1.0\n"
-        "    return k\n")
+        "    return k\n"
+    )
     sys.path.insert(0, str(tmp_path))
     try:
         import future_kernel
+
         f = future_kernel.make(8, "float16")
     finally:
         sys.path.remove(str(tmp_path))
@@ -285,6 +291,7 @@ def test_parse_time_assert_and_alloc_var_init():
             with T.Kernel(1):
                 v = T.alloc_var("int32", init=3)
                 A[0] = T.cast(v, "float32")
+
         return k
 
     f = make(8)
@@ -308,55 +315,63 @@ def test_special_constants():
     assert values[2].a == N.Cast(N.Const(1.0, "float16"), "float32")
 
 
-@pytest.mark.parametrize("body, message", [
-    ("T.exp(A[0])", "computes a value"),
-    ("x = T.Parallel(4)", "is a loop"),
-    ("T.copy(A[0, 0], A[1, 1])", "both operands are start points"),
-    ("T.atomic_add(A[0:2, 0], 1.0)", "needs an element destination"),
-    ("T.annotate_layout({A: A})", "must be T.make_swizzled_layout(A)"),
-    ("T.gemm(A[0, 0], A, A)", "needs a whole buffer or a slice region"),
-    ("T.fill(A[0:2, k:k + 1], 1.0)", "undefined name 'k'"),
-    ("T.copy(A[0:2, :], A[2:4:2, :])", "slices with a step"),
-    ("T.reduce_sum(A, A, dim=2)", "dim 2 is out of range"),
-    ("T.use_swizzle(panel_size=0)", "panel_size must be at least 1"),
-    ("s = T.alloc_shared((8,), \"float17\")", "unknown dtype 'float17'"),
-    ("A[0, 0] = T.cast(A[0, 1], \"half8\")", "unknown dtype 'half8'"),
-    ("s = T.alloc_shared((8, n), \"float32\")", "undefined name 'n'"),
-    ("s = T.alloc_fragment((8, bx), \"float32\")", "known at parse time, got (8, bx)"),
-    ("A[0, 0] = T.infinity(\"int32\")", "T.infinity needs a float dtype"),
-    ("A[0:2, 0] = 1.0", "assigning to a slice is not supported"),
-    ("A[0] = 1.0", "A has 2 dimension(s) but is indexed with 1"),
-    ("for i in T.Parallel(bx):\n            pass", "must be known at parse time"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("T.exp(A[0])", "computes a value"),
+        ("x = T.Parallel(4)", "is a loop"),
+        ("T.copy(A[0, 0], A[1, 1])", "both operands are start points"),
+        ("T.atomic_add(A[0:2, 0], 1.0)", "needs an element destination"),
+        ("T.annotate_layout({A: A})", "must be T.make_swizzled_layout(A)"),
+        ("T.gemm(A[0, 0], A, A)", "needs a whole buffer or a slice region"),
+        ("T.fill(A[0:2, k:k + 1], 1.0)", "undefined name 'k'"),
+        ("T.copy(A[0:2, :], A[2:4:2, :])", "slices with a step"),
+        ("T.reduce_sum(A, A, dim=2)", "dim 2 is out of range"),
+        ("T.use_swizzle(panel_size=0)", "panel_size must be at least 1"),
+        ('s = T.alloc_shared((8,), "float17")', "unknown dtype 'float17'"),
+        ('A[0, 0] = T.cast(A[0, 1], "half8")', "unknown dtype 'half8'"),
+        ('s = T.alloc_shared((8, n), "float32")', "undefined name 'n'"),
+        ('s = T.alloc_fragment((8, bx), "float32")', "known at parse time, got (8, bx)"),
+        ('A[0, 0] = T.infinity("int32")', "T.infinity needs a float dtype"),
+        ("A[0:2, 0] = 1.0", "assigning to a slice is not supported"),
+        ("A[0] = 1.0", "A has 2 dimension(s) but is indexed with 1"),
+        ("for i in T.Parallel(bx):\n            pass", "must be known at parse time"),
+    ],
+)
 def test_misuse_of_operations(body, message):
-    text = ("import tilecore.language as T\n\n@T.prim_func\n"
-            "def k(A: T.Tensor((8, 8), \"float32\")):\n"
-            "    with T.Kernel(1, threads=32) as bx:\n"
-            f"        {body}\n")
+    text = (
+        "import tilecore.language as T\n\n@T.prim_func\n"
+        'def k(A: T.Tensor((8, 8), "float32")):\n'
+        "    with T.Kernel(1, threads=32) as bx:\n"
+        f"        {body}\n"
+    )
     with pytest.raises(TileCompileError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
         parse_source(text)
     assert info.value.span.line == 6
 
 
-@pytest.mark.parametrize("header, message", [
-    ("with T.Kernel(1, 2) as bx:", "2 grid dimension(s) but 1 block index name(s)"),
-    ("with T.Kernel(1, 2, 3, 4):", "1 to 3 grid dimensions"),
-    ("with T.Kernel(0) as bx:", "must be positive"),
-    ("with T.Kernel(1, threads=0) as bx:", "threads must be a positive int"),
-])
+@pytest.mark.parametrize(
+    "header, message",
+    [
+        ("with T.Kernel(1, 2) as bx:", "2 grid dimension(s) but 1 block index name(s)"),
+        ("with T.Kernel(1, 2, 3, 4):", "1 to 3 grid dimensions"),
+        ("with T.Kernel(0) as bx:", "must be positive"),
+        ("with T.Kernel(1, threads=0) as bx:", "threads must be a positive int"),
+    ],
+)
 def test_kernel_header_errors(header, message):
-    text = ("import tilecore.language as T\n\n@T.prim_func\n"
-            "def k(A: T.Tensor((8, 8), \"float32\")):\n"
-            f"    {header}\n"
-            "        pass\n")
+    text = (
+        "import tilecore.language as T\n\n@T.prim_func\n"
+        'def k(A: T.Tensor((8, 8), "float32")):\n'
+        f"    {header}\n"
+        "        pass\n"
+    )
     with pytest.raises(TileCompileError, match=re.escape(message)):
         parse_source(text)
 
 
 def test_a_function_needs_a_kernel():
-    text = ("import tilecore.language as T\n\n@T.prim_func\n"
-            "def k(A: T.Tensor((8,), \"float32\")):\n"
-            "    x = 1\n")
+    text = 'import tilecore.language as T\n\n@T.prim_func\ndef k(A: T.Tensor((8,), "float32")):\n    x = 1\n'
     with pytest.raises(TileCompileError, match="must contain a `with T.Kernel"):
         parse_source(text)
 

@@ -1,4 +1,5 @@
 """The frontend's affine simplifier: slice extents like `(k + 1) * 64 - k * 64`."""
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -68,8 +69,12 @@ from tilecore.diagnostics import TileCompileError  # noqa: E402
 
 
 @settings(max_examples=4, deadline=None)
-@given(block=st.sampled_from([2, 4, 8]), blocks=st.integers(1, 4), shift=st.integers(0, 3),
-       target=st.sampled_from(["reference", "cpu"]))
+@given(
+    block=st.sampled_from([2, 4, 8]),
+    blocks=st.integers(1, 4),
+    shift=st.integers(0, 3),
+    target=st.sampled_from(["reference", "cpu"]),
+)
 def test_slices_between_names_bound_in_the_kernel(block, blocks, shift, target):
     """`lo = ...; hi = lo + block; A[lo:hi]`: the extent simplifies through the names' values."""
     rows = block * (blocks + 1)
@@ -85,13 +90,14 @@ def test_slices_between_names_bound_in_the_kernel(block, blocks, shift, target):
 
     a = np.random.default_rng(block + blocks + shift).random((rows, 3)).astype(np.float32)
     b = tilecore.compile(window, target=target, out_idx=[-1])(a)
-    np.testing.assert_array_equal(b[shift:shift + blocks * block], a[shift:shift + blocks * block])
+    np.testing.assert_array_equal(b[shift : shift + blocks * block], a[shift : shift + blocks * block])
 
 
 def test_names_of_loaded_values_are_not_looked_through():
     """A name bound to a value read from memory is not expanded: the memory may change between
     the two names, so `lo:hi` of two such names stays an error."""
     with pytest.raises(TileCompileError, match="does not simplify to a constant"):
+
         @T.prim_func
         def window(A: T.Tensor((16,), "float32"), I: T.Tensor((2,), "int32"), B: T.Tensor((4,), "float32")):
             with T.Kernel(1) as bx:

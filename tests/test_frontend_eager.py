@@ -1,4 +1,5 @@
 """The eager style: @jit on a function whose own body is the kernel (T.const, declared tensors, T.empty)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,7 +23,7 @@ def scaled_sum(X, Y, block: int, scale=2.0):
         tile = T.alloc_fragment((block, C), "float32")
         other = T.alloc_fragment((block, C), "float32")
         sums = T.alloc_fragment((block,), "float32")
-        T.copy(X[bx * block, 0], tile)        # rows past R read zeros (partial last tile)
+        T.copy(X[bx * block, 0], tile)  # rows past R read zeros (partial last tile)
         T.copy(Y[bx * block, 0], other)
         for i, j in T.Parallel(block, C):
             tile[i, j] = tile[i, j] * scale + other[i, j]
@@ -33,8 +34,12 @@ def scaled_sum(X, Y, block: int, scale=2.0):
 
 
 @settings(max_examples=6, deadline=None)
-@given(rows=st.integers(1, 20), cols=st.sampled_from([4, 8]), block=st.sampled_from([4, 8]),
-       scale=st.sampled_from([1.0, 0.5, 3.0]))
+@given(
+    rows=st.integers(1, 20),
+    cols=st.sampled_from([4, 8]),
+    block=st.sampled_from([4, 8]),
+    scale=st.sampled_from([1.0, 0.5, 3.0]),
+)
 def test_a_call_reads_the_sizes_from_the_arrays_and_returns_the_outputs_in_return_order(rows, cols, block, scale):
     rng = np.random.default_rng(rows)
     x = rng.random((rows, cols), dtype=np.float32)
@@ -51,7 +56,7 @@ def test_compile_takes_python_arguments_and_const_sizes_and_the_kernel_takes_the
     row_sum, out = kernel(x, x)
     np.testing.assert_array_equal(out, np.full((6, 8), 3.0, np.float32))
     np.testing.assert_array_equal(row_sum, np.full(6, 24.0, np.float32))
-    assert scaled_sum.compile(R=6, C=8, block=4) is kernel          # memoized
+    assert scaled_sum.compile(R=6, C=8, block=4) is kernel  # memoized
 
 
 def test_inconsistent_sizes_and_missing_tensors_are_clear_errors():
@@ -100,6 +105,7 @@ def test_factories_returning_prim_funcs_are_unchanged():
         def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
             with T.Kernel(1) as bx:
                 T.copy(A, B)
+
         return main
 
     np.testing.assert_array_equal(copy_factory(4)(np.arange(4, dtype=np.float32)), np.arange(4))
@@ -115,7 +121,7 @@ def test_chained_python_assignments_and_get_kernel_source_by_compile_arguments()
     @tilecore.jit(target="reference")
     def tiles(A, width=4):
         N = T.const("N")
-        lo = hi = width            # a chained assignment of a Python value
+        lo = hi = width  # a chained assignment of a Python value
         A: T.Tensor((N,), "float32")
         Out = T.empty((N,), "float32")
         with T.Kernel(T.ceildiv(N, lo)) as bx:
@@ -131,6 +137,7 @@ def test_chained_python_assignments_and_get_kernel_source_by_compile_arguments()
 
 def test_chained_assignment_of_a_kernel_value_is_an_error():
     with pytest.raises(TileCompileError, match="chained assignment"):
+
         @T.prim_func
         def k(A: T.Tensor((4,), "float32")):
             with T.Kernel(1) as bx:
@@ -142,7 +149,7 @@ def test_sizes_are_read_from_tensors_whose_other_dims_are_computed():
     @tilecore.jit(target="reference")
     def grouped(Q, K, groups=2):
         heads, seq = T.const("heads, seq")
-        kv_heads = heads // groups         # computed from a T.const: known only once heads is
+        kv_heads = heads // groups  # computed from a T.const: known only once heads is
         Q: T.Tensor((heads,), "float32")
         K: T.Tensor((seq, kv_heads), "float32")
         Out = T.empty((seq, kv_heads), "float32")

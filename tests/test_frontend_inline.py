@@ -1,4 +1,5 @@
 """@T.macro and Python helpers called with kernel values are inlined where they are called."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -62,6 +63,7 @@ def test_an_early_return_is_a_clear_error():
         return -x
 
     with pytest.raises(TileCompileError, match="only a final `return` can be inlined"):
+
         @T.prim_func
         def k(A: T.Tensor((4,), "float32")):
             with T.Kernel(1) as bx:
@@ -74,6 +76,7 @@ def test_recursion_is_a_clear_error():
         return forever(x + 1)
 
     with pytest.raises(TileCompileError, match="recursion cannot be inlined"):
+
         @T.prim_func
         def k(A: T.Tensor((4,), "float32")):
             with T.Kernel(1) as bx:
@@ -95,8 +98,13 @@ def test_custom_layouts_are_checked_hints_that_never_change_results(backend):
         with T.Kernel(1) as bx:
             s = T.alloc_shared((4, 8), "float32")
             f = T.alloc_fragment((4, 8), "float32")
-            T.annotate_layout({A: permuted_rows(A), s: T.make_swizzled_layout(s),
-                               f: T.Fragment((4, 8), forward_thread_fn=lambda i, j: i * 8 + j)})
+            T.annotate_layout(
+                {
+                    A: permuted_rows(A),
+                    s: T.make_swizzled_layout(s),
+                    f: T.Fragment((4, 8), forward_thread_fn=lambda i, j: i * 8 + j),
+                }
+            )
             T.copy(A, s)
             T.copy(s, f)
             T.copy(f, B)
@@ -107,6 +115,7 @@ def test_custom_layouts_are_checked_hints_that_never_change_results(backend):
 
 def test_a_layout_of_another_shape_is_an_error():
     with pytest.raises(TileCompileError, match=r"the layout's shape \(8, 4\) is not the shape of A"):
+
         @T.prim_func
         def bad(A: T.Tensor((4, 8), "float32")):
             with T.Kernel(1) as bx:

@@ -1,4 +1,5 @@
 """The reference interpreter on hand-built Tile IR: every op and semantic rule of DESIGN.md."""
+
 from __future__ import annotations
 
 import os
@@ -112,7 +113,7 @@ def test_gemm_int8_exact_int32_accumulation():
 def test_gemm_products_are_exact_then_rounded_once():
     # 1 + 2^-12 squared needs more than fp32's mantissa; fp32 products would lose 2^-24.
     f = _single_gemm(False, False, True, "float32", "float64", shape=(1, 1, 2))
-    x = np.float32(1 + 2 ** -12)
+    x = np.float32(1 + 2**-12)
     a = np.array([[x, x]], np.float32)
     b = np.array([[x], [-x]], np.float32) * np.array([[1], [1]], np.float32)
     b[1, 0] = np.float32(-1)
@@ -128,9 +129,11 @@ def test_copy_out_of_bounds_reads_zero_and_drops_writes():
     A = buf("A", (10, 10))
     B = buf("B", (10, 10))
     S = buf("S", (8, 8), scope="shared")
-    body = [N.Alloc(S),
-            N.Copy(region(A, [6, -2], (8, 8)), whole(S)),    # rows 6..13, cols -2..5
-            N.Copy(whole(S), region(B, [5, 5], (8, 8)))]     # rows 5..12, cols 5..12
+    body = [
+        N.Alloc(S),
+        N.Copy(region(A, [6, -2], (8, 8)), whole(S)),  # rows 6..13, cols -2..5
+        N.Copy(whole(S), region(B, [5, 5], (8, 8))),
+    ]  # rows 5..12, cols 5..12
     f = one_block([A, B], body)
     a = rand((10, 10))
     b = np.full((10, 10), -5.0, np.float32)
@@ -145,8 +148,12 @@ def test_copy_out_of_bounds_reads_zero_and_drops_writes():
 def test_copy_entirely_outside_is_all_zeros_and_no_write():
     A, B = buf("A", (4, 4)), buf("B", (4, 4))
     S = buf("S", (4, 4), scope="shared")
-    body = [N.Alloc(S), N.Copy(region(A, [100, 0], (4, 4)), whole(S)),
-            N.Copy(whole(S), whole(B)), N.Copy(whole(A), region(B, [0, 9], (4, 4)))]
+    body = [
+        N.Alloc(S),
+        N.Copy(region(A, [100, 0], (4, 4)), whole(S)),
+        N.Copy(whole(S), whole(B)),
+        N.Copy(whole(A), region(B, [0, 9], (4, 4))),
+    ]
     b = np.ones((4, 4), np.float32)
     run(one_block([A, B], body), [rand((4, 4)), b])
     np.testing.assert_array_equal(b, np.zeros((4, 4)))
@@ -156,8 +163,7 @@ def test_copy_squeezes_unit_dimensions():
     A = buf("A", (6, 8))
     V = buf("V", (8,), scope="fragment")
     B = buf("B", (8, 6))
-    body = [N.Alloc(V), N.Copy(region(A, [3, 0], (1, 8)), whole(V)),
-            N.Copy(whole(V), region(B, [0, 2], (8, 1)))]
+    body = [N.Alloc(V), N.Copy(region(A, [3, 0], (1, 8)), whole(V)), N.Copy(whole(V), region(B, [0, 2], (8, 1)))]
     a, b = rand((6, 8)), np.zeros((8, 6), np.float32)
     run(one_block([A, B], body), [a, b])
     np.testing.assert_array_equal(b[:, 2], a[3])
@@ -169,32 +175,35 @@ def test_copy_converts_dtype_with_round_to_nearest_even_and_truncation():
     H = buf("H", (4,), "float16")
     I_ = buf("I", (4,), "int32")
     body = [N.Copy(whole(A), whole(H)), N.Copy(whole(A), whole(I_))]
-    a = np.array([1 + 2 ** -11, 1 + 3 * 2 ** -11, -2.7, 2.7], np.float32)
+    a = np.array([1 + 2**-11, 1 + 3 * 2**-11, -2.7, 2.7], np.float32)
     h, i = np.zeros(4, np.float16), np.zeros(4, np.int32)
     run(one_block([A, H, I_], body), [a, h, i])
-    assert h[0] == np.float16(1.0)            # halfway: to even
-    assert h[1] == np.float16(1 + 2 ** -9)    # halfway: to even (upwards)
+    assert h[0] == np.float16(1.0)  # halfway: to even
+    assert h[1] == np.float16(1 + 2**-9)  # halfway: to even (upwards)
     np.testing.assert_array_equal(i, [1, 1, -2, 2])
 
 
 def test_float64_to_bfloat16_rounds_once():
     A = buf("A", (2,), "float64")
     Bf = buf("B", (2,), "bfloat16")
-    a = np.array([1 + 2 ** -8 + 2 ** -40, -(1 + 2 ** -8 + 2 ** -40)])
+    a = np.array([1 + 2**-8 + 2**-40, -(1 + 2**-8 + 2**-40)])
     b = np.zeros(2, ml_dtypes.bfloat16)
     run(one_block([A, Bf], [N.Copy(whole(A), whole(Bf))]), [a, b])
-    np.testing.assert_array_equal(b.astype(np.float64), [1 + 2 ** -7, -(1 + 2 ** -7)])
+    np.testing.assert_array_equal(b.astype(np.float64), [1 + 2**-7, -(1 + 2**-7)])
 
 
 # ----------------------------------------------------------------------------- allocation, fill
 
 
-@pytest.mark.parametrize("dtype,expect", [("float32", np.nan), ("bfloat16", np.nan), ("int32", -2 ** 31),
-                                          ("int8", -128), ("uint8", 0), ("bool", True)])
+@pytest.mark.parametrize(
+    "dtype,expect",
+    [("float32", np.nan), ("bfloat16", np.nan), ("int32", -(2**31)), ("int8", -128), ("uint8", 0), ("bool", True)],
+)
 def test_fresh_allocations_hold_sentinels(dtype, expect):
     S = buf("S", (3,), dtype, "shared")
     O = buf("O", (3,), dtype)
     from tilecore.interp import np_dtype
+
     out = np.zeros(3, np_dtype(dtype))
     run(one_block([O], [N.Alloc(S), N.Copy(whole(S), whole(O))]), [out])
     if dtype in ("float32", "bfloat16"):
@@ -217,9 +226,11 @@ def test_allocations_are_fresh_in_every_block():
     S = buf("S", (1,), "float32", "shared")
     O = buf("O", (2,))
     bx = var("bx")
-    body = [N.Alloc(S),
-            N.If(binop("==", bx, 0), (store(S, [0], const(1.0)),)),
-            N.Copy(region(S, [0], (1,)), region(O, [bx], (1,)))]
+    body = [
+        N.Alloc(S),
+        N.If(binop("==", bx, 0), (store(S, [0], const(1.0)),)),
+        N.Copy(region(S, [0], (1,)), region(O, [bx], (1,))),
+    ]
     o = np.zeros(2, np.float32)
     run(func([O], [kernel([2], ["bx"], body)]), [o])
     assert o[0] == 1.0 and np.isnan(o[1])
@@ -330,12 +341,19 @@ def test_serial_loop_inside_parallel_and_let():
     B = buf("B", (6,))
     acc = buf("acc", (6,), scope="fragment")
     i, k = var("i"), var("k")
-    body = [N.Alloc(acc), parallel(["i"], [6], [
-        store(acc, [i], const(0.0)),
-        serial("k", 5, [store(acc, [i], add(load(acc, i), load(A, i, k)))]),
-        N.Let(var("twice", "float32"), mul(load(acc, i), const(2.0))),
-        store(B, [i], var("twice", "float32")),
-    ])]
+    body = [
+        N.Alloc(acc),
+        parallel(
+            ["i"],
+            [6],
+            [
+                store(acc, [i], const(0.0)),
+                serial("k", 5, [store(acc, [i], add(load(acc, i), load(A, i, k)))]),
+                N.Let(var("twice", "float32"), mul(load(acc, i), const(2.0))),
+                store(B, [i], var("twice", "float32")),
+            ],
+        ),
+    ]
     a, b = rand((6, 5)), np.zeros(6, np.float32)
     run(one_block([A, B], body), [a, b])
     np.testing.assert_allclose(b, 2 * a.sum(1), rtol=1e-6)
@@ -366,9 +384,13 @@ def test_serial_loop_with_per_element_extent():
 def test_runtime_if_else_at_block_level_and_in_parallel():
     O = buf("O", (4, 6), "int32")
     bx, i, j = var("bx"), var("i"), var("j")
-    body = [N.If(binop("==", binop("%", bx, 2), 0),
-                 (parallel(["i", "j"], [1, 6], [N.If(lt(j, 3), (store(O, [bx, j], 7),))]),),
-                 (parallel(["i", "j"], [1, 6], [store(O, [bx, j], add(mul(i, 0), j))]),))]
+    body = [
+        N.If(
+            binop("==", binop("%", bx, 2), 0),
+            (parallel(["i", "j"], [1, 6], [N.If(lt(j, 3), (store(O, [bx, j], 7),))]),),
+            (parallel(["i", "j"], [1, 6], [store(O, [bx, j], add(mul(i, 0), j))]),),
+        )
+    ]
     o = np.zeros((4, 6), np.int32)
     run(func([O], [kernel([4], ["bx"], body)]), [o])
     np.testing.assert_array_equal(o[0], [7, 7, 7, 0, 0, 0])
@@ -381,10 +403,12 @@ def test_runtime_if_else_at_block_level_and_in_parallel():
 def _eval_1d(expr_fn, a, out_dtype, in_dtype=None):
     """B[i] = expr(A[i]) over a T.Parallel; returns B."""
     from tilecore.interp.dtypes import tile_dtype
+
     in_dt = in_dtype or tile_dtype(a.dtype)
     A, B = buf("A", a.shape, in_dt), buf("B", a.shape, out_dtype)
     i = var("i")
     from tilecore.interp import np_dtype
+
     b = np.zeros(a.shape, np_dtype(out_dtype))
     run(one_block([A, B], [parallel(["i"], [a.shape[0]], [store(B, [i], expr_fn(load(A, i)))])]), [a, b])
     return b
@@ -416,21 +440,37 @@ def test_mixed_float_promotion_float16_with_bfloat16_is_float32():
     H, Bf, O = buf("H", (1,), "float16"), buf("Bf", (1,), "bfloat16"), buf("O", (1,), "float32")
     expr = binop("+", load(H, 0), load(Bf, 0))
     assert expr.dtype == "float32"
-    h = np.array([1.0 + 2 ** -10], np.float16)
+    h = np.array([1.0 + 2**-10], np.float16)
     bf = np.array([256.0], ml_dtypes.bfloat16)
     o = np.zeros(1, np.float32)
     run(one_block([H, Bf, O], [store(O, [0], expr)]), [h, bf, o])
-    assert o[0] == np.float32(257.0 + 2 ** -10)
+    assert o[0] == np.float32(257.0 + 2**-10)
 
 
-@pytest.mark.parametrize("name,ref", [("exp", np.exp), ("exp2", np.exp2), ("log", np.log), ("log2", np.log2),
-                                      ("sqrt", np.sqrt), ("rsqrt", lambda x: 1 / np.sqrt(x)),
-                                      ("tanh", np.tanh), ("sigmoid", lambda x: 1 / (1 + np.exp(-x))),
-                                      ("sin", np.sin), ("cos", np.cos), ("floor", np.floor),
-                                      ("ceil", np.ceil), ("abs", np.abs)])
+@pytest.mark.parametrize(
+    "name,ref",
+    [
+        ("exp", np.exp),
+        ("exp2", np.exp2),
+        ("log", np.log),
+        ("log2", np.log2),
+        ("sqrt", np.sqrt),
+        ("rsqrt", lambda x: 1 / np.sqrt(x)),
+        ("tanh", np.tanh),
+        ("sigmoid", lambda x: 1 / (1 + np.exp(-x))),
+        ("sin", np.sin),
+        ("cos", np.cos),
+        ("floor", np.floor),
+        ("ceil", np.ceil),
+        ("abs", np.abs),
+    ],
+)
 def test_math_functions(name, ref):
-    a = rand(16, lo=0.1, hi=3.0) * np.where(np.arange(16) % 2, 1, -1).astype(np.float32) \
-        if name in ("floor", "ceil", "abs", "sin", "cos", "tanh", "sigmoid", "exp", "exp2") else rand(16, lo=0.1, hi=3)
+    a = (
+        rand(16, lo=0.1, hi=3.0) * np.where(np.arange(16) % 2, 1, -1).astype(np.float32)
+        if name in ("floor", "ceil", "abs", "sin", "cos", "tanh", "sigmoid", "exp", "exp2")
+        else rand(16, lo=0.1, hi=3)
+    )
     r = _eval_1d(lambda x: N.Call(name, (x,), "float32"), a, "float32")
     np.testing.assert_allclose(r, ref(a.astype(np.float64)), rtol=1e-6, atol=1e-7)
 
@@ -447,7 +487,7 @@ def test_min_max_pow_bitwise():
     a = np.array([1, 5, -3, 12], np.int32)
     np.testing.assert_array_equal(_eval_1d(lambda x: binop("max", x, const(4)), a, "int32"), np.maximum(a, 4))
     np.testing.assert_array_equal(_eval_1d(lambda x: binop("min", x, const(4)), a, "int32"), np.minimum(a, 4))
-    np.testing.assert_array_equal(_eval_1d(lambda x: binop("pow", x, const(2)), a, "int32"), a ** 2)
+    np.testing.assert_array_equal(_eval_1d(lambda x: binop("pow", x, const(2)), a, "int32"), a**2)
     np.testing.assert_array_equal(_eval_1d(lambda x: binop("&", x, const(6)), a, "int32"), a & 6)
     np.testing.assert_array_equal(_eval_1d(lambda x: binop("<<", x, const(2)), a, "int32"), a << 2)
     np.testing.assert_array_equal(_eval_1d(lambda x: N.UnaryOp("neg", x, "int32"), a, "int32"), -a)
@@ -469,12 +509,22 @@ def test_reduce_kinds(kind, dim, clear):
     d = d0.copy()
     run(one_block([S, D], body), [s, d])
     x = s.astype(np.float64)
-    fn = {"sum": lambda: x.sum(dim), "max": lambda: x.max(dim), "min": lambda: x.min(dim),
-          "abssum": lambda: np.abs(x).sum(dim), "absmax": lambda: np.abs(x).max(dim)}[kind]
+    fn = {
+        "sum": lambda: x.sum(dim),
+        "max": lambda: x.max(dim),
+        "min": lambda: x.min(dim),
+        "abssum": lambda: np.abs(x).sum(dim),
+        "absmax": lambda: np.abs(x).max(dim),
+    }[kind]
     r = fn()
     if not clear:
-        r = {"sum": r + d0, "abssum": r + d0, "max": np.maximum(r, d0), "absmax": np.maximum(r, d0),
-             "min": np.minimum(r, d0)}[kind]
+        r = {
+            "sum": r + d0,
+            "abssum": r + d0,
+            "max": np.maximum(r, d0),
+            "absmax": np.maximum(r, d0),
+            "min": np.minimum(r, d0),
+        }[kind]
     np.testing.assert_allclose(d, r, rtol=1e-6)
 
 
@@ -515,8 +565,9 @@ def test_element_atomics_with_duplicate_indices_across_blocks(kind):
     o = o0.copy()
     run(func([A, O], [kernel([4], ["bx"], [parallel(["i"], [12], [at])])]), [a, o])
     groups = a.reshape(4, 4, 3).transpose(2, 0, 1).reshape(3, -1).astype(np.float64)
-    expect = {"add": o0 + groups.sum(1), "max": np.maximum(o0, groups.max(1)),
-              "min": np.minimum(o0, groups.min(1))}[kind]
+    expect = {"add": o0 + groups.sum(1), "max": np.maximum(o0, groups.max(1)), "min": np.minimum(o0, groups.min(1))}[
+        kind
+    ]
     np.testing.assert_allclose(o, expect, rtol=1e-5)
 
 
@@ -531,8 +582,11 @@ def test_element_atomic_with_invariant_index_counts_every_iteration():
 def test_tile_atomic_add_drops_out_of_bounds():
     F = buf("F", (4, 4), scope="fragment")
     O = buf("O", (6, 6))
-    body = [N.Alloc(F), N.Fill(whole(F), const(1.5)),
-            N.Atomic("add", region(O, [mul(var("bx"), 3), 3], (4, 4)), whole(F))]
+    body = [
+        N.Alloc(F),
+        N.Fill(whole(F), const(1.5)),
+        N.Atomic("add", region(O, [mul(var("bx"), 3), 3], (4, 4)), whole(F)),
+    ]
     o = np.zeros((6, 6), np.float32)
     run(func([O], [kernel([2], ["bx"], body)]), [o])
     expect = np.zeros((6, 6), np.float32)
@@ -553,8 +607,11 @@ def test_block_level_element_atomic_out_of_bounds_raises():
 
 def test_print_scalar_and_buffer(capsys):
     O = buf("O", (2,))
-    body = [N.Print(mul(var("bx"), 10), msg="ten times"), N.Print(O, msg="out"),
-            N.Hint("use_swizzle", (), (("panel_size", 8), ("enable", True)))]
+    body = [
+        N.Print(mul(var("bx"), 10), msg="ten times"),
+        N.Print(O, msg="out"),
+        N.Hint("use_swizzle", (), (("panel_size", 8), ("enable", True))),
+    ]
     run(func([O], [kernel([2], ["bx"], body)]), [np.array([1.5, 2.5], np.float32)])
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "[block (0,)] ten times: 0"
@@ -609,6 +666,7 @@ def test_tile_op_inside_parallel_is_rejected_at_its_line():
 
 def test_same_function_object_is_compiled_once():
     from tilecore.interp import compile_program
+
     f = gemm_ir(64, 64, 64, 32, 32, 32)
     assert compile_program(f) is compile_program(f)
 
@@ -622,7 +680,7 @@ def test_masked_scatter_and_atomic_report_the_bad_iteration():
         run(one_block([O], [parallel(["i", "j"], [4, 4], [N.If(lt(j, 3), (st_,))])]), [np.zeros(6, np.float32)])
     at = N.Atomic("max", region(O, [add(mul(i, 2), j)], (1,)), const(1.0), span=span(5))
     o = np.zeros(6, np.float32)
-    run(one_block([O], [parallel(["i", "j"], [3, 2], [at])]), [o])   # all inside: fine
+    run(one_block([O], [parallel(["i", "j"], [3, 2], [at])]), [o])  # all inside: fine
     assert (o == 1).all()
     with pytest.raises(TileRuntimeError, match=r"O\[6\] .* where i=3, j=0"):
         run(one_block([O], [parallel(["i", "j"], [4, 2], [at])]), [o])

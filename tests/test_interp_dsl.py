@@ -1,4 +1,5 @@
 """The interpreter on kernels written in the DSL, compiled through tilecore.compile(target="reference")."""
+
 from __future__ import annotations
 
 import inspect
@@ -73,8 +74,12 @@ def test_reductions_cumsum_and_fill_from_dsl():
     M, N = 16, 24
 
     @T.prim_func
-    def main(A: T.Tensor((M, N), "float32"), S: T.Tensor((M,), "float32"), X: T.Tensor((N,), "float32"),
-             C: T.Tensor((M, N), "float32")):
+    def main(
+        A: T.Tensor((M, N), "float32"),
+        S: T.Tensor((M,), "float32"),
+        X: T.Tensor((N,), "float32"),
+        C: T.Tensor((M, N), "float32"),
+    ):
         with T.Kernel(1) as bx:
             a = T.alloc_fragment((M, N), "float32")
             s = T.alloc_fragment((M,), "float32")
@@ -92,8 +97,7 @@ def test_reductions_cumsum_and_fill_from_dsl():
     s, x, c = ref_kernel(main, out_idx=[1, 2, 3])(a)
     np.testing.assert_allclose(s, 1 + a.astype(np.float64).sum(1), rtol=1e-6)
     np.testing.assert_array_equal(x, np.abs(a).max(0))
-    np.testing.assert_allclose(c, np.flip(np.cumsum(np.flip(a.astype(np.float64), 1), 1), 1), rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(c, np.flip(np.cumsum(np.flip(a.astype(np.float64), 1), 1), 1), rtol=1e-5, atol=1e-6)
 
 
 def test_atomic_add_histogram_across_blocks():
@@ -238,6 +242,7 @@ def test_reference_artifact_holds_the_ir_and_dsl_source():
     np.testing.assert_array_equal(kernel(a), a + np.float32(1))
     from tilecore.interp.plugin import make_backend, tilecore_codegen
     from tilecore.plugin.backend import TileModule
+
     art = tilecore_codegen(backend=make_backend(), module=TileModule(main, "reference"), options={})
     assert serialize.loads(art.meta["ir"]) == main
 
@@ -263,11 +268,13 @@ def test_launcher_runs_in_place_on_torch_tensors_including_bfloat16():
 def test_compile_errors_are_not_interpreter_errors():
     # Sanity: a bad kernel is rejected by the compile flow before the interpreter sees it.
     with pytest.raises(TileError):
+
         @T.prim_func
         def main(A: T.Tensor((8,), "float32")):
             with T.Kernel(1) as bx:
                 s = T.alloc_shared((4,), "float32")
                 T.copy(A[0:8], s)
+
         ref_kernel(main)
 
 
@@ -315,8 +322,13 @@ def test_reference_run_time_error_from_a_cached_artifact_still_quotes_the_line()
     backend = make_backend()
     artifact = tilecore_codegen(backend=backend, module=TileModule(main, "reference"), options={})
     # what the disk cache gives another process: the JSON of the metadata, nothing in memory
-    reloaded = Artifact(backend=artifact.backend, target=artifact.target, entry=artifact.entry,
-                        source=artifact.source, meta=json.loads(json.dumps(artifact.meta)))
+    reloaded = Artifact(
+        backend=artifact.backend,
+        target=artifact.target,
+        entry=artifact.entry,
+        source=artifact.source,
+        meta=json.loads(json.dumps(artifact.meta)),
+    )
     assert serialize.loads(reloaded.meta["ir"]).source == main.source
     launch = tilecore_launcher(backend=backend, artifact=reloaded)
     with pytest.raises(TileRuntimeError, match=r"A\[4\]") as info:
@@ -328,8 +340,12 @@ def test_hints_unroll_local_buffers_and_more_math_from_dsl():
     n = 32
 
     @T.prim_func
-    def main(A: T.Tensor((n,), "float32"), I: T.Tensor((n,), "uint8"), O: T.Tensor((n,), "float32"),
-             R: T.Tensor((4,), "float32")):
+    def main(
+        A: T.Tensor((n,), "float32"),
+        I: T.Tensor((n,), "uint8"),
+        O: T.Tensor((n,), "float32"),
+        R: T.Tensor((4,), "float32"),
+    ):
         with T.Kernel(1) as bx:
             T.use_swizzle(panel_size=4)
             a = T.alloc_shared((n,), "float32")
@@ -337,8 +353,13 @@ def test_hints_unroll_local_buffers_and_more_math_from_dsl():
             T.annotate_layout({a: T.make_swizzled_layout(a)})
             T.copy(A, a)
             for i in T.Parallel(n):
-                O[i] = T.pow(T.abs(a[i]), 1.5) + T.floor(a[i] * 4.0) - T.ceil(a[i]) + T.log2(T.abs(a[i]) + 1.0) \
+                O[i] = (
+                    T.pow(T.abs(a[i]), 1.5)
+                    + T.floor(a[i] * 4.0)
+                    - T.ceil(a[i])
+                    + T.log2(T.abs(a[i]) + 1.0)
                     + T.cast(I[i], "float32") / 255.0
+                )
             for k in T.unroll(4):
                 loc[k] = a[k] * 10.0
             T.copy(loc, R)
@@ -357,8 +378,13 @@ def test_min_and_abssum_reductions_atomic_min_and_bool_tensors_from_dsl():
     M, N = 8, 12
 
     @T.prim_func
-    def main(A: T.Tensor((M, N), "float32"), Mn: T.Tensor((M,), "float32"), S: T.Tensor((N,), "float32"),
-             G: T.Tensor((1,), "float32"), P: T.Tensor((M, N), "bool")):
+    def main(
+        A: T.Tensor((M, N), "float32"),
+        Mn: T.Tensor((M,), "float32"),
+        S: T.Tensor((N,), "float32"),
+        G: T.Tensor((1,), "float32"),
+        P: T.Tensor((M, N), "bool"),
+    ):
         with T.Kernel(2) as bx:
             a = T.alloc_fragment((M, N), "float32")
             mn = T.alloc_fragment((M,), "float32")

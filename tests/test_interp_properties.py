@@ -1,4 +1,5 @@
 """Property tests of the interpreter against per-element Python oracles (hypothesis)."""
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,7 @@ def test_tile_copy_matches_elementwise_oracle(case):
     shape, extents, starts, dst_starts = case
     A, B = buf("A", shape), buf("B", shape)
     S = buf("S", extents, scope="shared")
-    body = [N.Alloc(S), N.Copy(region(A, starts, extents), whole(S)),
-            N.Copy(whole(S), region(B, dst_starts, extents))]
+    body = [N.Alloc(S), N.Copy(region(A, starts, extents), whole(S)), N.Copy(whole(S), region(B, dst_starts, extents))]
     a = np.arange(1, np.prod(shape) + 1, dtype=np.float32).reshape(shape)
     b = np.full(shape, -1.0, np.float32)
     run(one_block([A, B], body), [a, b])
@@ -93,13 +93,18 @@ def python_int_op(op, a, b):
 
 
 @SETTINGS
-@given(st.sampled_from(INT_TYPES), st.sampled_from(INT_TYPES),
-       st.sampled_from(["+", "-", "*", "//", "%", "min", "max", "/"]), st.data())
+@given(
+    st.sampled_from(INT_TYPES),
+    st.sampled_from(INT_TYPES),
+    st.sampled_from(["+", "-", "*", "//", "%", "min", "max", "/"]),
+    st.data(),
+)
 def test_integer_binops_follow_promotion_wrap_and_floor_rules(dt_a, dt_b, op, data):
     n = 16
     info_a, info_b = np.iinfo(np_dtype(dt_a)), np.iinfo(np_dtype(dt_b))
-    a = np.array(data.draw(st.lists(st.integers(int(info_a.min), int(info_a.max)), min_size=n, max_size=n)),
-                 np_dtype(dt_a))
+    a = np.array(
+        data.draw(st.lists(st.integers(int(info_a.min), int(info_a.max)), min_size=n, max_size=n)), np_dtype(dt_a)
+    )
     b_vals = data.draw(st.lists(st.integers(int(info_b.min), int(info_b.max)), min_size=n, max_size=n))
     if op in ("//", "%", "/"):
         b_vals = [v if v != 0 else 1 for v in b_vals]
@@ -121,8 +126,9 @@ def test_integer_binops_follow_promotion_wrap_and_floor_rules(dt_a, dt_b, op, da
 
 
 @SETTINGS
-@given(st.integers(1, 12), st.integers(1, 12), st.integers(-3, 3), st.integers(-3, 3),
-       st.integers(0, 12), st.booleans())
+@given(
+    st.integers(1, 12), st.integers(1, 12), st.integers(-3, 3), st.integers(-3, 3), st.integers(0, 12), st.booleans()
+)
 def test_parallel_store_with_offsets_and_mask(rows, cols, dr, dc, limit, transpose):
     # for i, j in T.Parallel(rows, cols): if i + j < limit and <in bounds>: O[.., ..] = A[i, j] + 1
     A = buf("A", (rows, cols))
@@ -131,8 +137,7 @@ def test_parallel_store_with_offsets_and_mask(rows, cols, dr, dc, limit, transpo
     i, j = var("i"), var("j")
     r, c = (add(j, dc + 3), add(i, dr + 3)) if transpose else (add(i, dr + 3), add(j, dc + 3))
     inside = binop("and", lt(add(i, j), limit), const(True))
-    body = [parallel(["i", "j"], [rows, cols], [
-        N.If(inside, (store(O, [r, c], add(load(A, i, j), const(1.0))),))])]
+    body = [parallel(["i", "j"], [rows, cols], [N.If(inside, (store(O, [r, c], add(load(A, i, j), const(1.0))),))])]
     a = np.random.default_rng(0).uniform(-1, 1, (rows, cols)).astype(np.float32)
     o = np.zeros(out_shape, np.float32)
     run(one_block([A, O], body), [a, o])
@@ -149,9 +154,23 @@ def test_parallel_store_with_offsets_and_mask(rows, cols, dr, dc, limit, transpo
 
 
 @SETTINGS
-@given(st.integers(1, 9), st.integers(1, 9), st.integers(1, 9), st.booleans(), st.booleans(), st.booleans(),
-       st.sampled_from([("float32", "float32"), ("float16", "float32"), ("bfloat16", "float32"),
-                        ("float64", "float64"), ("int8", "int32")]))
+@given(
+    st.integers(1, 9),
+    st.integers(1, 9),
+    st.integers(1, 9),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from(
+        [
+            ("float32", "float32"),
+            ("float16", "float32"),
+            ("bfloat16", "float32"),
+            ("float64", "float64"),
+            ("int8", "int32"),
+        ]
+    ),
+)
 def test_gemm_matches_float64_oracle(m, n, k, ta, tb, clear, dtypes):
     in_dt, acc_dt = dtypes
     A = buf("A", (k, m) if ta else (m, k), in_dt)
@@ -181,12 +200,17 @@ def test_gemm_matches_float64_oracle(m, n, k, ta, tb, clear, dtypes):
 
 
 @SETTINGS
-@given(st.integers(1, 3), st.data(), st.sampled_from(["sum", "max", "min", "abssum", "absmax"]),
-       st.booleans(), st.sampled_from(["float32", "float16", "int32"]))
+@given(
+    st.integers(1, 3),
+    st.data(),
+    st.sampled_from(["sum", "max", "min", "abssum", "absmax"]),
+    st.booleans(),
+    st.sampled_from(["float32", "float16", "int32"]),
+)
 def test_reduce_matches_numpy_for_any_dim(ndim, data, kind, clear, dtype):
     shape = tuple(data.draw(st.integers(1, 5)) for _ in range(ndim))
     dim = data.draw(st.integers(0, ndim - 1))
-    out_shape = shape[:dim] + shape[dim + 1:] or (1,)
+    out_shape = shape[:dim] + shape[dim + 1 :] or (1,)
     S, D = buf("S", shape, dtype), buf("D", out_shape, dtype)
     rng = np.random.default_rng(sum(shape) + dim)
     if dtype == "int32":
@@ -200,7 +224,7 @@ def test_reduce_matches_numpy_for_any_dim(ndim, data, kind, clear, dtype):
     x = s.astype(np.float64)
     if kind.startswith("abs"):
         x = np.abs(x)
-    r = (x.sum(dim) if kind.endswith("sum") else x.max(dim) if kind.endswith("max") else x.min(dim))
+    r = x.sum(dim) if kind.endswith("sum") else x.max(dim) if kind.endswith("max") else x.min(dim)
     r = np.asarray(r).reshape(out_shape)
     if not clear:
         prev = d0.astype(np.float64)
@@ -218,13 +242,19 @@ def round_to(value: float, dtype: str) -> float:
     """`value` rounded to nearest even with the dtype's significand (normal range only)."""
     if value == 0 or not math.isfinite(value):
         return value
-    m, e = math.frexp(value)            # value = m * 2**e, 0.5 <= |m| < 1
+    m, e = math.frexp(value)  # value = m * 2**e, 0.5 <= |m| < 1
     bits = SIGNIFICANT_BITS[dtype]
-    return math.ldexp(round(m * 2 ** bits), e - bits)  # round(): exact, half to even
+    return math.ldexp(round(m * 2**bits), e - bits)  # round(): exact, half to even
 
 
-FLOAT_OPS = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
-             "/": lambda x, y: x / y, "min": min, "max": max}
+FLOAT_OPS = {
+    "+": lambda x, y: x + y,
+    "-": lambda x, y: x - y,
+    "*": lambda x, y: x * y,
+    "/": lambda x, y: x / y,
+    "min": min,
+    "max": max,
+}
 
 
 @SETTINGS
@@ -251,5 +281,5 @@ def test_float64_store_into_half_types_rounds_once(value, dtype):
     A, O = buf("A", (1,), "float64"), buf("O", (1,), dtype)
     out = np.zeros(1, np_dtype(dtype))
     run(one_block([A, O], [store(O, [0], load(A, 0))]), [np.array([value]), out])
-    if abs(value) >= 2.0 ** -14:  # normal range of both types
+    if abs(value) >= 2.0**-14:  # normal range of both types
         assert float(out[0]) == round_to(value, dtype)

@@ -6,6 +6,7 @@
    against the same tile loop written directly in numpy (same copies, same
    float64 tile products): the interpreter may be a few times slower, not more.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,7 @@ from tilecore.ir import nodes as N
 sys.path.insert(0, os.path.dirname(__file__))
 from test_interp_support import binop, buf, func, gemm_ir, kernel, load, mul, parallel, store, var  # noqa: E402
 
-pytestmark = pytest.mark.skipif(os.environ.get("TILECORE_SKIP_SPEED") == "1",
-                                reason="TILECORE_SKIP_SPEED=1")
+pytestmark = pytest.mark.skipif(os.environ.get("TILECORE_SKIP_SPEED") == "1", reason="TILECORE_SKIP_SPEED=1")
 
 
 def best_of(fn, repeats=5):
@@ -64,10 +64,10 @@ def numpy_tiled_gemm(a, b, c, bm=64, bn=64, bk=32):
             b_s = np.empty((bk, bn), np.float32)
             acc = np.zeros((bm, bn), np.float32)
             for k in range(-(-K // bk)):
-                a_s[...] = a[by * bm:(by + 1) * bm, k * bk:(k + 1) * bk]
-                b_s[...] = b[k * bk:(k + 1) * bk, bx * bn:(bx + 1) * bn]
+                a_s[...] = a[by * bm : (by + 1) * bm, k * bk : (k + 1) * bk]
+                b_s[...] = b[k * bk : (k + 1) * bk, bx * bn : (bx + 1) * bn]
                 acc[...] = (acc + a_s.astype(np.float64) @ b_s.astype(np.float64)).astype(np.float32)
-            c[by * bm:(by + 1) * bm, bx * bn:(bx + 1) * bn] = acc
+            c[by * bm : (by + 1) * bm, bx * bn : (bx + 1) * bn] = acc
 
 
 def test_gemm_interpretation_overhead_is_a_small_factor():

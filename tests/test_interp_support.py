@@ -2,6 +2,7 @@
 
 Kept in a test_ module so pytest's import path finds it; it defines no tests.
 """
+
 from __future__ import annotations
 
 from tilecore.ir import nodes as N
@@ -119,14 +120,20 @@ def gemm_ir(M, N_, K, bm, bn, bk, dtype="float32", accum="float32", dyn=False):
     C_f = buf("C_f", (bm, bn), accum, "fragment")
     bx, by, k = var("bx"), var("by"), var("k")
     body = [
-        N.Alloc(A_s), N.Alloc(B_s), N.Alloc(C_f),
+        N.Alloc(A_s),
+        N.Alloc(B_s),
+        N.Alloc(C_f),
         N.Fill(whole(C_f), const(0.0, accum)),
-        serial("k", ceildiv(K, bk), [
-            N.Copy(region(A, [mul(by, bm), mul(k, bk)], (bm, bk)), whole(A_s)),
-            N.Copy(region(B, [mul(k, bk), mul(bx, bn)], (bk, bn)), whole(B_s)),
-            N.Gemm(whole(A_s), whole(B_s), whole(C_f)),
-        ], kind="pipelined"),
+        serial(
+            "k",
+            ceildiv(K, bk),
+            [
+                N.Copy(region(A, [mul(by, bm), mul(k, bk)], (bm, bk)), whole(A_s)),
+                N.Copy(region(B, [mul(k, bk), mul(bx, bn)], (bk, bn)), whole(B_s)),
+                N.Gemm(whole(A_s), whole(B_s), whole(C_f)),
+            ],
+            kind="pipelined",
+        ),
         N.Copy(whole(C_f), region(C, [mul(by, bm), mul(bx, bn)], (bm, bn))),
     ]
-    return func([A, B, C], [kernel([ceildiv(N_, bn), grid_m], ["bx", "by"], body)],
-                dyn=(var("M"),) if dyn else ())
+    return func([A, B, C], [kernel([ceildiv(N_, bn), grid_m], ["bx", "by"], body)], dyn=(var("M"),) if dyn else ())

@@ -7,6 +7,7 @@ int8->int32, split-K with atomics, scans, masked softmax, dynamic shapes,
 alloc_var counters, T.print, serial loops inside Parallel, 3-D and 1-block grids,
 partial tiles in every dimension, and Python meta-programming.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,13 +31,13 @@ def rng():
 
 
 def run(func, inputs, out_idx=-1):
-    return tilecore.compile(func, target=TARGET, out_idx=out_idx if out_idx is None or
-                            isinstance(out_idx, list) else [out_idx])(*inputs)
+    return tilecore.compile(
+        func, target=TARGET, out_idx=out_idx if out_idx is None or isinstance(out_idx, list) else [out_idx]
+    )(*inputs)
 
 
 def close(got, want, rtol=1e-5, atol=1e-6):
-    np.testing.assert_allclose(np.asarray(got).astype(np.float64), np.asarray(want, np.float64),
-                               rtol=rtol, atol=atol)
+    np.testing.assert_allclose(np.asarray(got).astype(np.float64), np.asarray(want, np.float64), rtol=rtol, atol=atol)
 
 
 # ----------------------------------------------------------------------------- elementwise
@@ -49,6 +50,7 @@ def bias_add(M, N, bm, bn):
             for i, j in T.Parallel(bm, bn):
                 if by * bm + i < M and bx * bn + j < N:
                     C[by * bm + i, bx * bn + j] = A[by * bm + i, bx * bn + j] + b[bx * bn + j]
+
     return main
 
 
@@ -84,6 +86,7 @@ def test_transpose_through_shared_with_partial_tiles(rng):
                 for i, j in T.Parallel(t, t):
                     u[j, i] = s[i, j]
                 T.copy(u, B[bx * t, by * t])
+
         return main
 
     a = rng.standard_normal((100, 70)).astype(np.float32)
@@ -96,10 +99,11 @@ def test_partial_tiles_in_all_three_dims_with_slices(rng):
         def main(A: T.Tensor((D0, D1, D2), "float32"), B: T.Tensor((D0, D1, D2), "float32")):
             with T.Kernel(T.ceildiv(D2, t2), T.ceildiv(D1, t1), T.ceildiv(D0, t0)) as (bx, by, bz):
                 s = T.alloc_shared((t0, t1, t2), "float32")
-                T.copy(A[bz * t0:(bz + 1) * t0, by * t1:(by + 1) * t1, bx * t2:(bx + 1) * t2], s)
+                T.copy(A[bz * t0 : (bz + 1) * t0, by * t1 : (by + 1) * t1, bx * t2 : (bx + 1) * t2], s)
                 for i, j, k in T.Parallel(t0, t1, t2):
                     s[i, j, k] = T.sqrt(T.abs(s[i, j, k]))
                 T.copy(s, B[bz * t0, by * t1, bx * t2])
+
         return main
 
     a = rng.standard_normal((5, 7, 9)).astype(np.float32)
@@ -116,6 +120,7 @@ def test_3d_grid_uses_every_block_index(rng):
                 for i, j in T.Parallel(bm, bn):
                     s[i, j] = s[i, j] + bz * 10 + by + bx * 0.5
                 T.copy(s, C[bz, by * bm, bx * bn])
+
         return main
 
     a = rng.standard_normal((3, 20, 30)).astype(np.float32)
@@ -123,7 +128,7 @@ def test_3d_grid_uses_every_block_index(rng):
     for z in range(3):
         for y in range(3):
             for x in range(2):
-                want[z, y * 8:(y + 1) * 8, x * 16:(x + 1) * 16] += z * 10 + y + x * 0.5
+                want[z, y * 8 : (y + 1) * 8, x * 16 : (x + 1) * 16] += z * 10 + y + x * 0.5
     close(run(add_batch(3, 20, 30, 8, 16), [a]), want)
 
 
@@ -195,8 +200,7 @@ def test_abssum_absmax_and_min_without_clear(rng):
             T.copy(c, O[2, 0])
 
     x = rng.standard_normal((6, 11)).astype(np.float32)
-    close(run(main, [x]), np.stack([np.abs(x).astype(np.float64).sum(1), np.abs(x).max(1),
-                                    np.minimum(x.min(1), 0.5)]))
+    close(run(main, [x]), np.stack([np.abs(x).astype(np.float64).sum(1), np.abs(x).max(1), np.minimum(x.min(1), 0.5)]))
 
 
 def test_online_max_over_partial_column_tiles(rng):
@@ -275,12 +279,17 @@ def test_layernorm_with_rsqrt_and_partial_row_blocks(rng):
                 for i, j in T.Parallel(bm, N):
                     x[i, j] = (x[i, j] - s[i] / N) * T.rsqrt(ss[i] / N - (s[i] / N) * (s[i] / N) + eps)
                 T.copy(x, Y[bx * bm, 0])
+
         return main
 
     x = rng.standard_normal((37, 64)).astype(np.float32)
     xd = x.astype(np.float64)
-    close(run(layernorm(37, 64, 8), [x]),
-          (xd - xd.mean(1, keepdims=True)) / np.sqrt(xd.var(1, keepdims=True) + 1e-5), rtol=1e-4, atol=1e-5)
+    close(
+        run(layernorm(37, 64, 8), [x]),
+        (xd - xd.mean(1, keepdims=True)) / np.sqrt(xd.var(1, keepdims=True) + 1e-5),
+        rtol=1e-4,
+        atol=1e-5,
+    )
 
 
 # ----------------------------------------------------------------------------- GEMM
@@ -308,6 +317,7 @@ def gemm(M, N, K, bm, bn, bk, ta, tb, dtype, accum, stages=2):
                     T.copy(B[k * bk, bx * bn], Bs)
                 T.gemm(As, Bs, Cf, transpose_A=ta, transpose_B=tb)
             T.copy(Cf, C[by * bm, bx * bn])
+
     return main
 
 
@@ -411,8 +421,12 @@ def test_flash_attention_forward_with_partial_kv_tiles(rng):
     scale = 1.0 / math.sqrt(D) * 1.44269504
 
     @T.prim_func
-    def main(Q: T.Tensor((S, D), "float16"), K: T.Tensor((S, D), "float16"),
-             V: T.Tensor((S, D), "float16"), O: T.Tensor((S, D), "float16")):
+    def main(
+        Q: T.Tensor((S, D), "float16"),
+        K: T.Tensor((S, D), "float16"),
+        V: T.Tensor((S, D), "float16"),
+        O: T.Tensor((S, D), "float16"),
+    ):
         with T.Kernel(T.ceildiv(S, bm), threads=128) as bx:
             Qs = T.alloc_shared((bm, D), "float16")
             Ks = T.alloc_shared((bn, D), "float16")
@@ -586,16 +600,30 @@ def test_run_time_elif_chain_over_math_functions(rng):
 
     a = rng.standard_normal(16).astype(np.float32)
     x = a.astype(np.float64)
-    want = np.stack([2 ** x, np.log2(np.abs(x) + 1), np.tanh(x), 1 / (1 + np.exp(-x)), np.abs(x) ** 1.5,
-                     np.floor(a * np.float32(3)), np.ceil(a * np.float32(3)),
-                     np.clip(x, -.5, .5) + np.sin(x) * np.cos(x) + np.log(np.abs(x) + 1)])
+    want = np.stack(
+        [
+            2**x,
+            np.log2(np.abs(x) + 1),
+            np.tanh(x),
+            1 / (1 + np.exp(-x)),
+            np.abs(x) ** 1.5,
+            np.floor(a * np.float32(3)),
+            np.ceil(a * np.float32(3)),
+            np.clip(x, -0.5, 0.5) + np.sin(x) * np.cos(x) + np.log(np.abs(x) + 1),
+        ]
+    )
     close(run(main, [a]), want, rtol=1e-5, atol=1e-5)
 
 
 def test_integer_floor_division_modulo_and_bool_logic(rng):
     @T.prim_func
-    def main(A: T.Tensor((16,), "int32"), B: T.Tensor((16,), "int32"), Q: T.Tensor((16,), "int32"),
-             R: T.Tensor((16,), "int32"), M: T.Tensor((16,), "bool")):
+    def main(
+        A: T.Tensor((16,), "int32"),
+        B: T.Tensor((16,), "int32"),
+        Q: T.Tensor((16,), "int32"),
+        R: T.Tensor((16,), "int32"),
+        M: T.Tensor((16,), "bool"),
+    ):
         with T.Kernel(1) as bx:
             for i in T.Parallel(16):
                 Q[i] = A[i] // B[i]
@@ -620,6 +648,7 @@ def test_python_meta_programming_unrolls_at_parse_time(rng):
                     for o in offsets:  # a Python loop: one statement per offset
                         if 0 <= i + o < N:
                             B[i] = B[i] + A[i + o] ** 2
+
         return main
 
     a = rng.standard_normal(10).astype(np.float32)

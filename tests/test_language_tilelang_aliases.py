@@ -1,4 +1,5 @@
 """TileLang's spellings accepted by the language: aliases, .astype, T.clamp, loop kinds, no-op hints."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,7 @@ def _backend(name):
 
 
 @T.prim_func
-def spelled(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), T.dtype("float32")),
-            C: T.Tensor((16,), "int32")):
+def spelled(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), T.dtype("float32")), C: T.Tensor((16,), "int32")):
     with T.Kernel(1) as bx:
         T.disable_warp_group_reg_alloc()
         for i in T.vectorized(16):
@@ -41,7 +41,7 @@ def test_python_level_values_compute_at_parse_time():
     assert T.floordiv(-7, 2) == -4 and T.floormod(-7, 2) == 1
     assert T.float == "float32" and T.dtype("half") == "float16" and T.Serial is T.serial
     assert isinstance(T.dtype("bf16"), T.DType) and T.dtype("bf16").as_torch is not None
-    annotation = T.dtype | None            # TileLang signatures annotate `dtype: T.dtype | None`
+    annotation = T.dtype | None  # TileLang signatures annotate `dtype: T.dtype | None`
     assert annotation is not None
 
 
@@ -62,14 +62,14 @@ def test_clamp_against_numpy_on_the_reference(lo, width):
 
 
 def _kernel_using(name):
-    return f'''
+    return f"""
 import tilecore.language as T
 
 @T.prim_func
 def k(A: T.Tensor((4,), "float32")):
     with T.Kernel(1) as bx:
         bar = T.{name}(1)
-'''
+"""
 
 
 @pytest.mark.parametrize("name", ["alloc_barrier", "tma_copy", "mbarrier_wait_parity", "tcgen05_gemm", "wgmma_gemm"])
@@ -89,7 +89,7 @@ def test_vendor_primitives_the_cuda_plugin_declares_are_unsupported_at_the_line(
         getattr(T, name)
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         T.not_a_name
-    assert not hasattr(T, "tma_copy")     # still an AttributeError for hasattr/getattr defaults
+    assert not hasattr(T, "tma_copy")  # still an AttributeError for hasattr/getattr defaults
 
 
 def test_without_the_declaring_plugin_a_vendor_primitive_is_an_unknown_name_at_the_line(monkeypatch):
@@ -136,11 +136,14 @@ def test_atomic_add_return_prev_is_unsupported_and_a_bad_order_is_named():
     from tilecore.diagnostics import TileCompileError, UnsupportedFeatureError
 
     with pytest.raises(UnsupportedFeatureError, match="return_prev=True"):
+
         @T.prim_func
         def prev(S: T.Tensor((1,), "float32")):
             with T.Kernel(1) as bx:
                 T.atomic_add(S[0], 1.0, return_prev=True)
+
     with pytest.raises(TileCompileError, match="memory_order must be one of"):
+
         @T.prim_func
         def bad(S: T.Tensor((1,), "float32")):
             with T.Kernel(1) as bx:

@@ -1,5 +1,6 @@
 """The language server's analysis (tilecore.lsp.analysis) in this process: what it runs, where
 it puts findings, and that it never needs TVM."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ from tilecore.lsp.analysis import analyze
 from tilecore.lsp.document import frame_span, load_document
 from tilecore.lsp.positions import byte_to_index, lsp_range
 
-KERNEL = '''import tilecore
+KERNEL = """import tilecore
 import tilecore.language as T
 
 BLOCK = 64
@@ -34,7 +35,7 @@ def scale(N=256, dtype="float32"):
 
 kernel = scale(1 << 10)
 result = kernel.run_it_now()
-'''
+"""
 
 
 @settings(max_examples=60, deadline=None)
@@ -44,13 +45,13 @@ def test_byte_columns_become_code_point_columns(before, after):
     col = len(before.encode("utf-8"))
     assert byte_to_index(line, col) == len(before)
     rng = lsp_range([line], 1, col, 1, col + 1)
-    assert rng == {"start": {"line": 0, "character": len(before)},
-                   "end": {"line": 0, "character": len(before) + 1}}
+    assert rng == {"start": {"line": 0, "character": len(before)}, "end": {"line": 0, "character": len(before) + 1}}
 
 
 def test_only_definitions_run_at_module_level(tmp_path):
     text = KERNEL.replace("BLOCK = 64", "BLOCK = int(2 ** math.log2(64))").replace(
-        "import tilecore\n", "import math\n\nimport tilecore\n", 1)
+        "import tilecore\n", "import math\n\nimport tilecore\n", 1
+    )
     doc = load_document(str(tmp_path / "k.py"), text)
     assert doc.namespace["BLOCK"] == 64
     assert "kernel" not in doc.namespace and "result" not in doc.namespace  # would compile and run
@@ -68,8 +69,9 @@ def test_a_name_from_skipped_code_is_explained(tmp_path):
 
 
 def test_columns_count_characters_not_bytes(tmp_path):
-    text = KERNEL.replace("            T.copy(A_s, B[bx * BLOCK])",
-                          "            note = \"é→∑\"; T.copy(A_s, B_missing[bx * BLOCK])")
+    text = KERNEL.replace(
+        "            T.copy(A_s, B[bx * BLOCK])", '            note = "é→∑"; T.copy(A_s, B_missing[bx * BLOCK])'
+    )
     model = analyze(str(tmp_path / "k.py"), text)
     [d] = model["diagnostics"]
     row = text.splitlines()[d["range"]["start"]["line"]]
@@ -103,13 +105,13 @@ def test_shrink_fix_edits_the_tile_args_comment(tmp_path):
     row = edit["range"]["start"]["line"]
     line = text.splitlines()[row]
     assert line.startswith("# tile: args=")
-    assert line[edit["range"]["start"]["character"]:edit["range"]["end"]["character"]] == "16384"
+    assert line[edit["range"]["start"]["character"] : edit["range"]["end"]["character"]] == "16384"
     assert edit["newText"] == "8192"
 
 
 def test_analysis_never_imports_tvm():
     """Every backend's passes and layout rules run without TVM (no import blocker here)."""
-    script = f'''
+    script = f"""
 import json, sys
 from tilecore.lsp.analysis import analyze
 from tilecore.plugin.registry import get_registry
@@ -118,7 +120,7 @@ counts = {{}}
 for target in [None] + get_registry().names():
     counts[str(target)] = len(analyze("/tmp/tile_lsp_k.py", text, target)["kernels"])
 print(json.dumps({{"tvm": "tvm" in sys.modules, "kernels": counts}}))
-'''
+"""
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -183,8 +185,10 @@ def test_module_level_classes_and_dataclasses_work(tmp_path):
 def test_facts_of_kernels_that_stopped_building_are_kept_while_the_line_count_holds(tmp_path):
     from tilecore.lsp.features import carry_over_facts
 
-    two = KERNEL.replace("kernel = scale(1 << 10)", "@tilecore.jit\ndef twice(N=128, dtype=\"float16\"):\n"
-                         "    return scale.factory(N, dtype)")
+    two = KERNEL.replace(
+        "kernel = scale(1 << 10)",
+        '@tilecore.jit\ndef twice(N=128, dtype="float16"):\n    return scale.factory(N, dtype)',
+    )
     old = analyze(str(tmp_path / "k.py"), two)
     assert [k["name"] for k in old["kernels"]] == ["scale", "twice"]
     broken = two.replace("T.copy(A_s, B[bx * BLOCK])", "T.copy(A_s, Q[bx * BLOCK])")
@@ -205,11 +209,12 @@ def test_too_many_threads_for_the_backend_and_the_fix(tmp_path):
     if "metal" not in get_registry().names():
         pytest.skip("tile-metal is not installed")
     text = KERNEL.replace("def scale(N=256, ", "def scale(N=256, threads=2048, ").replace(
-        "threads=64)", "threads=threads)")
+        "threads=64)", "threads=threads)"
+    )
     [d] = analyze(str(tmp_path / "k.py"), text, "metal")["diagnostics"]
     assert "threads=2048 exceeds the 1024 threads" in d["message"]
     [fix] = d["data"]["fixes"]
     [edit] = fix["edits"]
     line = text.splitlines()[edit["range"]["start"]["line"]]
     assert line.startswith("def scale(") and edit["newText"] == "1024"
-    assert line[edit["range"]["start"]["character"]:edit["range"]["end"]["character"]] == "2048"
+    assert line[edit["range"]["start"]["character"] : edit["range"]["end"]["character"]] == "2048"

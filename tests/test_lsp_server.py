@@ -4,6 +4,7 @@ The expected spans and messages come from the compiler itself (the frontend and 
 pipeline run in this process on the same text), so these tests check that the editor
 sees exactly what `tilecore.compile` would say, where it would say it.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,7 +17,7 @@ pytest.importorskip("pygls", reason="the lsp extra (pygls) is not installed")
 
 from tilecore.lsp.client import TileLspClient, apply_edits  # noqa: E402
 
-GEMM = '''import tilecore
+GEMM = """import tilecore
 import tilecore.language as T
 
 
@@ -35,7 +36,7 @@ def matmul(M=256, N=256, K=256, block_M=64, block_N=64, block_K=32, dtype="float
                 T.gemm(A_s, B_s, C_f)
             T.copy(C_f, C[by * block_M, bx * block_N])
     return main
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +83,9 @@ def _set_target(lsp, uri, target):
 
 
 def test_broken_kernel_error_at_compiler_span_then_edit_clears_it(lsp):
-    broken = GEMM.replace("B_s = T.alloc_shared((block_K, block_N), dtype)",
-                          "B_s = T.alloc_shared((block_N, block_K), dtype)")
+    broken = GEMM.replace(
+        "B_s = T.alloc_shared((block_K, block_N), dtype)", "B_s = T.alloc_shared((block_N, block_K), dtype)"
+    )
     path, uri = _document(lsp, "broken_gemm.py", broken)
     diagnostics, _ = lsp.diagnostics(uri)
     error = _compiler_error(path)
@@ -264,6 +266,7 @@ def test_completion_signature_help_and_documentation_of_language_ops(lsp):
     import inspect
 
     import tilecore.language.ops as ops
+
     assert targets[-1][1] == inspect.getsourcelines(inspect.unwrap(ops.copy))[1] - 1
 
 

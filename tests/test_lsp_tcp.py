@@ -1,4 +1,5 @@
 """`tile lsp --tcp`: the same server over a TCP socket, with a real LSP client."""
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,7 @@ pytest.importorskip("pygls", reason="the lsp extra (pygls) is not installed")
 
 from tilecore.lsp.client import TileLspClient  # noqa: E402
 
-BROKEN = '''import tilecore.language as T
+BROKEN = """import tilecore.language as T
 
 
 @T.prim_func
@@ -21,12 +22,16 @@ def scale(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
         A_s = T.alloc_shared((64,), "float32")
         T.copy(A, A_s)
         T.copy(A_s, B_missing)
-'''
+"""
 
 
 def test_tcp_mode_serves_diagnostics(tmp_path):
-    server = subprocess.Popen([sys.executable, "-m", "tilecore.cli.main", "lsp", "--tcp", "--port", "0"],
-                              stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tilecore.cli.main", "lsp", "--tcp", "--port", "0"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         line = server.stderr.readline()
         match = re.search(r"listening on (\S+):(\d+)", line)

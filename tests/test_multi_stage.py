@@ -1,5 +1,6 @@
 """Several T.Kernel blocks in one prim_func, sharing T.alloc_global scratch (TileLang's split
 kernels): stages run in order, each seeing the global writes of the ones before it."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,6 +34,7 @@ def split_sum(rows: int, cols: int, parts: int):
             T.copy(partial, tile)
             T.reduce_sum(tile, total, dim=1)
             T.copy(total, Out[0])
+
     return row_sums
 
 
@@ -48,14 +50,13 @@ def test_stages_see_the_scratch_the_stage_before_wrote(target, rows, parts, chun
 @pytest.mark.parametrize("target", ["reference", "cpu"])
 def test_a_later_stage_reads_what_an_earlier_one_wrote_to_a_parameter(target):
     @T.prim_func
-    def twice(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32"),
-              C: T.Tensor((16,), "float32")):
+    def twice(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32"), C: T.Tensor((16,), "float32")):
         with T.Kernel(4) as bx:
             for i in T.Parallel(4):
                 B[bx * 4 + i] = A[bx * 4 + i] + 1
         with T.Kernel(4) as bx:
             for i in T.Parallel(4):
-                C[bx * 4 + i] = B[(bx * 4 + i + 1) % 16] * 2   # another block's stage-0 write
+                C[bx * 4 + i] = B[(bx * 4 + i + 1) % 16] * 2  # another block's stage-0 write
 
     a = np.arange(16, dtype=np.float32)
     b = np.zeros(16, np.float32)
@@ -67,7 +68,7 @@ def test_a_later_stage_reads_what_an_earlier_one_wrote_to_a_parameter(target):
 def test_printed_and_serialized_forms_round_trip():
     func = split_sum(4, 8, 2)
     text = to_source(func)
-    assert "T.alloc_global((4, 2), \"float32\")" in text and text.count("T.Kernel(") == 2
+    assert 'T.alloc_global((4, 2), "float32")' in text and text.count("T.Kernel(") == 2
     assert parse_source(text) == func
     assert loads(dumps(func)) == func
 
@@ -80,21 +81,25 @@ def test_each_stage_is_a_single_kernel_function_taking_the_scratch():
 
 
 def test_alloc_global_inside_a_kernel_is_an_error_at_its_line():
-    text = ("import tilecore.language as T\n\n@T.prim_func\n"
-            "def k(A: T.Tensor((8,), \"float32\")):\n"
-            "    with T.Kernel(1) as bx:\n"
-            "        s = T.alloc_global((8,), \"float32\")\n")
+    text = (
+        "import tilecore.language as T\n\n@T.prim_func\n"
+        'def k(A: T.Tensor((8,), "float32")):\n'
+        "    with T.Kernel(1) as bx:\n"
+        '        s = T.alloc_global((8,), "float32")\n'
+    )
     with pytest.raises(TileCompileError, match="must come before the `with T.Kernel") as err:
         parse_source(text)
     assert ":6:" in str(err.value)
 
 
 def test_a_shared_buffer_outside_the_kernels_is_still_an_error():
-    text = ("import tilecore.language as T\n\n@T.prim_func\n"
-            "def k(A: T.Tensor((8,), \"float32\")):\n"
-            "    s = T.alloc_shared((8,), \"float32\")\n"
-            "    with T.Kernel(1) as bx:\n"
-            "        A[0] = 1.0\n")
+    text = (
+        "import tilecore.language as T\n\n@T.prim_func\n"
+        'def k(A: T.Tensor((8,), "float32")):\n'
+        '    s = T.alloc_shared((8,), "float32")\n'
+        "    with T.Kernel(1) as bx:\n"
+        "        A[0] = 1.0\n"
+    )
     with pytest.raises(TileCompileError, match="must be inside `with T.Kernel"):
         parse_source(text)
 
@@ -111,6 +116,8 @@ def test_cuda_compiles_every_stage():
     if toolchain.find_nvcc() is None and toolchain.find_nvrtc() is None:
         pytest.skip("no nvcc / NVRTC here")
     kernel = tilecore.compile(split_sum(64, 128, 4), target="cuda:sm_80", out_idx=[-1])
-    assert kernel.artifact.meta["stages"] == ["row_sums__stage0", "row_sums__stage1"] or \
-        len(kernel.artifact.meta["stages"]) == 2
+    assert (
+        kernel.artifact.meta["stages"] == ["row_sums__stage0", "row_sums__stage1"]
+        or len(kernel.artifact.meta["stages"]) == 2
+    )
     assert kernel.source.count("// ---- stage") == 2

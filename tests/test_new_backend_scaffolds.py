@@ -2,6 +2,7 @@
 and compiles a kernel: `--kind scratch` (own codegen, starts as the reference interpreter, like
 tile-npu) and `--kind toolkit` (a SIMT GPU on the lowering toolkit, like tests/plugins/tile_toygpu).
 The slow install-into-a-fresh-venv test of the scratch scaffold is plugins/tile-npu/tests/test_new_backend.py."""
+
 import os
 import re
 import sys
@@ -21,6 +22,7 @@ from entry_point_install import install  # noqa: E402
 @pytest.fixture
 def scaffold(tmp_path, monkeypatch):
     """Write the scaffold of `kind` for backend `name` with `tile new-backend` and install it."""
+
     def make(name, kind):
         pkg = tmp_path / f"tile-{name}"
         assert tile_main(["new-backend", name, "--kind", kind, "--dir", str(pkg)]) == 0
@@ -28,6 +30,7 @@ def scaffold(tmp_path, monkeypatch):
         entry = re.search(rf'^{name} = "tile_{name}.plugin"$', pyproject, re.M).group(0)
         install(tmp_path, monkeypatch, f"tile_{name}", entry.replace('"', ""), package_dir=str(pkg))
         return get_registry().resolve(name)[0]
+
     yield make
     monkeypatch.undo()
     reset_plugins()
@@ -59,7 +62,8 @@ def test_toolkit_scaffold_registers_and_compiles_through_its_rules(scaffold):
     pytest.importorskip("tvm")
     backend = scaffold("acme_gpu", "toolkit")
     assert backend.capabilities.tiers == ("compile",)
-    art = tilecore.compile(gemm_kernel(128, 128, 64, "float16", "float32", block_K=32, threads=128),
-                           target="acme_gpu").artifact
+    art = tilecore.compile(
+        gemm_kernel(128, 128, 64, "float16", "float32", block_K=32, threads=128), target="acme_gpu"
+    ).artifact
     assert art.meta["rules"]["Gemm"] == ["acme_gpu_gemm", "portable"]
     assert "__global__" in art.source

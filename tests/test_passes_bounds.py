@@ -1,4 +1,5 @@
 """bounds: a copy is marked proven only if every block and iteration stays inside its buffers."""
+
 from __future__ import annotations
 
 import itertools
@@ -51,9 +52,12 @@ def test_let_bindings_are_inlined_so_terms_cancel():
     S = N.Buffer("S", (16,), "float32", "shared")
     bx, base, off = v("bx"), v("base"), v("off")
     # base = bx * 48; off = base + 16 - bx * 48 (always 16); copy A[off + bx*16 : +16]
-    body = [N.Alloc(S), N.Let(base, mul(bx, c(48))),
-            N.Let(off, N.BinOp("-", add(base, c(16)), mul(bx, c(48)), "int32")),
-            N.Copy(region(A, (add(off, mul(bx, c(16))),), (16,)), region(S))]
+    body = [
+        N.Alloc(S),
+        N.Let(base, mul(bx, c(48))),
+        N.Let(off, N.BinOp("-", add(base, c(16)), mul(bx, c(48)), "int32")),
+        N.Copy(region(A, (add(off, mul(bx, c(16))),), (16,)), region(S)),
+    ]
     new = bounds(kernel_func([A], body, grid=(3,)), PassContext())
     assert copies(new)[0].predicated is False  # 16 + [0, 32] + 16 <= 64
 
@@ -73,8 +77,9 @@ def test_overflowing_starts_are_not_proven():
     bx = v("bx")
     # bx * 2**30 * 4 wraps in int32; interval reasoning must not claim anything
     start = N.BinOp("-", mul(mul(bx, c(2**30)), c(4)), mul(mul(bx, c(2**30)), c(4)), "int32")
-    new = bounds(kernel_func([A], [N.Alloc(S), N.Copy(region(A, (start,), (16,)), region(S))], grid=(4,)),
-                 PassContext())
+    new = bounds(
+        kernel_func([A], [N.Alloc(S), N.Copy(region(A, (start,), (16,)), region(S))], grid=(4,)), PassContext()
+    )
     assert copies(new)[0].predicated is True
 
 
@@ -83,13 +88,15 @@ def test_tile_atomics_are_recorded():
     F = N.Buffer("F", (32,), "float32", "fragment")
     bx = v("bx")
     ctx = PassContext()
-    bounds(kernel_func([G], [N.Alloc(F), N.Atomic("add", region(G, (mul(bx, c(32)),), (32,)), region(F))],
-                       grid=(4,)), ctx)
+    bounds(
+        kernel_func([G], [N.Alloc(F), N.Atomic("add", region(G, (mul(bx, c(32)),), (32,)), region(F))], grid=(4,)), ctx
+    )
     (fact,) = ctx.analyses["bounds"]
     assert fact.op == "Atomic" and not fact.proven
     ctx = PassContext()
-    bounds(kernel_func([G], [N.Alloc(F), N.Atomic("add", region(G, (mul(bx, c(32)),), (32,)), region(F))],
-                       grid=(3,)), ctx)
+    bounds(
+        kernel_func([G], [N.Alloc(F), N.Atomic("add", region(G, (mul(bx, c(32)),), (32,)), region(F))], grid=(3,)), ctx
+    )
     assert ctx.analyses["bounds"][0].proven
 
 
@@ -113,13 +120,25 @@ def start_exprs(affine_only):
 
     def extend(children):
         return st.one_of(
-            st.builds(lambda op, a, b: N.BinOp(op, a, b, "int32"), st.sampled_from(["+", "-", "min", "max"]),
-                      children, children),
+            st.builds(
+                lambda op, a, b: N.BinOp(op, a, b, "int32"),
+                st.sampled_from(["+", "-", "min", "max"]),
+                children,
+                children,
+            ),
             st.builds(lambda a, k: N.BinOp("*", a, c(k), "int32"), children, st.integers(-2, 4)),
-            st.builds(lambda op, a, k: N.BinOp(op, a, c(k), "int32"), st.sampled_from(["//", "%"]), children,
-                      st.integers(1, 9)),
-            st.builds(lambda cond_k, a, b: N.Select(N.BinOp("<", v("k"), c(cond_k), "bool"), a, b, "int32"),
-                      st.integers(0, 4), children, children),
+            st.builds(
+                lambda op, a, k: N.BinOp(op, a, c(k), "int32"),
+                st.sampled_from(["//", "%"]),
+                children,
+                st.integers(1, 9),
+            ),
+            st.builds(
+                lambda cond_k, a, b: N.Select(N.BinOp("<", v("k"), c(cond_k), "bool"), a, b, "int32"),
+                st.integers(0, 4),
+                children,
+                children,
+            ),
         )
 
     return st.recursive(affine(), extend, max_leaves=5)
@@ -135,18 +154,36 @@ def evaluate(e, env):
     if isinstance(e, N.UnaryOp):
         return not evaluate(e.a, env)
     a, b = evaluate(e.a, env), evaluate(e.b, env)
-    return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else 0, "%": a % b if b else 0,
-            "min": min(a, b), "max": max(a, b), "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b,
-            "==": a == b, "!=": a != b, "and": a and b, "or": a or b}[e.op]
+    return {
+        "+": a + b,
+        "-": a - b,
+        "*": a * b,
+        "//": a // b if b else 0,
+        "%": a % b if b else 0,
+        "min": min(a, b),
+        "max": max(a, b),
+        "<": a < b,
+        "<=": a <= b,
+        ">": a > b,
+        ">=": a >= b,
+        "==": a == b,
+        "!=": a != b,
+        "and": a and b,
+        "or": a or b,
+    }[e.op]
 
 
 AFFINE_STARTS = start_exprs(True)
 GENERAL_STARTS = start_exprs(False)
-_COMPARISONS = st.builds(lambda op, a, b: N.BinOp(op, a, b, "bool"), st.sampled_from(list(N.COMPARE_OPS)),
-                         AFFINE_STARTS, AFFINE_STARTS)
-GUARDS = st.one_of(_COMPARISONS, st.builds(lambda a, b: N.BinOp("and", a, b, "bool"), _COMPARISONS, _COMPARISONS),
-                   st.builds(lambda a, b: N.BinOp("or", a, b, "bool"), _COMPARISONS, _COMPARISONS),
-                   st.builds(lambda a: N.UnaryOp("not", a, "bool"), _COMPARISONS))
+_COMPARISONS = st.builds(
+    lambda op, a, b: N.BinOp(op, a, b, "bool"), st.sampled_from(list(N.COMPARE_OPS)), AFFINE_STARTS, AFFINE_STARTS
+)
+GUARDS = st.one_of(
+    _COMPARISONS,
+    st.builds(lambda a, b: N.BinOp("and", a, b, "bool"), _COMPARISONS, _COMPARISONS),
+    st.builds(lambda a, b: N.BinOp("or", a, b, "bool"), _COMPARISONS, _COMPARISONS),
+    st.builds(lambda a: N.UnaryOp("not", a, "bool"), _COMPARISONS),
+)
 
 
 @st.composite
@@ -221,6 +258,9 @@ def test_guards_refine_block_indices():
     assert [f.proven for f in facts] == [True, False]
     assert "[0, 128] + 64 <= 200" in facts[0].reason
     # the negation of `bx * 64 + 64 > 200` is the same guard
-    func = kernel_func([A], [N.Alloc(S), N.If(N.UnaryOp("not", N.BinOp(">", add(start, c(64)), c(200), "bool"),
-                                                        "bool"), (full,))], grid=(4,))
+    func = kernel_func(
+        [A],
+        [N.Alloc(S), N.If(N.UnaryOp("not", N.BinOp(">", add(start, c(64)), c(200), "bool"), "bool"), (full,))],
+        grid=(4,),
+    )
     assert analyze(func)[1][0].proven

@@ -1,4 +1,5 @@
 """check_types: each ill-formed program is a TileCompileError at the culprit's line."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,8 +51,9 @@ def test_gemm_inner_dimension_mismatch_points_at_the_gemm():
     gemm = N.Gemm(region(A_s), region(B_s), region(C_f), span=span(13))
     err = error_of(kernel_func([], [N.Alloc(A_s), N.Alloc(B_s), N.Alloc(C_f), gemm]))
     assert err.span.line == 13
-    assert err.message == ("T.gemm shape mismatch: A (A_s) is (64, 32) and B (B_s) is (16, 64): "
-                           "the inner dimensions 32 and 16 differ")
+    assert err.message == (
+        "T.gemm shape mismatch: A (A_s) is (64, 32) and B (B_s) is (16, 64): the inner dimensions 32 and 16 differ"
+    )
     assert f"{FILE}:13:" in str(err) and SOURCE_LINES[12] in str(err) and "^" in str(err)
     C_bad = N.Buffer("C_bad", (64, 32), "float32", "fragment")
     B_ok = N.Buffer("B_ok", (32, 64), "float16", "shared")
@@ -82,8 +84,7 @@ def test_gemm_accumulator_dtype_and_scope():
 def test_copy_shape_mismatch():
     A = N.Buffer("A", (128, 128), "float32")
     S = N.Buffer("S", (32, 16), "float32", "shared")
-    func = kernel_func([A], [N.Alloc(S, span=span(6)),
-                             N.Copy(region(A, (0, 0), (32, 32)), region(S), span=span(11))])
+    func = kernel_func([A], [N.Alloc(S, span=span(6)), N.Copy(region(A, (0, 0), (32, 32)), region(S), span=span(11))])
     err = error_of(func)
     assert err.span.line == 11
     assert "source A region has shape (32, 32)" in err.message and "(32, 16)" in err.message
@@ -92,16 +93,16 @@ def test_copy_shape_mismatch():
 def test_copy_squeezes_unit_dims():
     A = N.Buffer("A", (4, 128, 64), "float32")
     S = N.Buffer("S", (128, 64), "float32", "shared")
-    check(kernel_func([A], [N.Alloc(S), N.Copy(region(A, (v("bx"), 0, 0), (1, 128, 64)), region(S))],
-                      grid=(4,)))
+    check(kernel_func([A], [N.Alloc(S), N.Copy(region(A, (v("bx"), 0, 0), (1, 128, 64)), region(S))], grid=(4,)))
 
 
 def test_constant_index_out_of_range_points_at_the_index():
     S = N.Buffer("A_s", (8, 4), "float32", "shared")
     out = N.Buffer("out", (8,), "float32")
     idx = N.Const(8, "int32", span=span(11, 20, 1))
-    func = kernel_func([out], [N.Alloc(S, span=span(6)),
-                               N.Store(out, (c(0),), N.Load(S, (idx, c(0)), "float32"), span=span(11))])
+    func = kernel_func(
+        [out], [N.Alloc(S, span=span(6)), N.Store(out, (c(0),), N.Load(S, (idx, c(0)), "float32"), span=span(11))]
+    )
     err = error_of(func)
     assert err.message == "index 8 is out of range for dimension 0 of A_s (size 8)"
     assert (err.span.line, err.span.col) == (11, 20)
@@ -117,9 +118,15 @@ def test_shared_region_beyond_its_buffer_is_an_error_global_is_not():
     check(ok)  # hangs over the edge of A: predicated, legal
     bad_start = N.Const(32, "int32", span=span(11, 14, 2))
     S2 = N.Buffer("S2", (128,), "float32", "shared")
-    bad = kernel_func([A], [N.Alloc(S), N.Alloc(S2),
-                            N.Copy(region(S2, (bad_start,), (64,)), region(S), span=span(11)),
-                            N.Copy(region(S, (bad_start,), (64,)), region(S2, (0,), (64,)), span=span(12))])
+    bad = kernel_func(
+        [A],
+        [
+            N.Alloc(S),
+            N.Alloc(S2),
+            N.Copy(region(S2, (bad_start,), (64,)), region(S), span=span(11)),
+            N.Copy(region(S, (bad_start,), (64,)), region(S2, (0,), (64,)), span=span(12)),
+        ],
+    )
     err = error_of(bad)
     assert err.message == "region 32:96 exceeds dimension 0 of S (size 64)"
     assert err.span.line == 11
@@ -150,8 +157,9 @@ def test_tile_ops_and_allocs_inside_parallel_are_errors():
     S = N.Buffer("S", (16,), "float32", "shared")
     F = N.Buffer("F", (16,), "float32", "fragment")
     i = v("i")
-    func = kernel_func([], [N.Alloc(S), N.Parallel((i,), (16,), (N.Fill(region(S), c(0.0, "float32"),
-                                                                        span=span(9)),), span=span(8))])
+    func = kernel_func(
+        [], [N.Alloc(S), N.Parallel((i,), (16,), (N.Fill(region(S), c(0.0, "float32"), span=span(9)),), span=span(8))]
+    )
     err = error_of(func)
     assert "T.fill is a tile operation and cannot appear inside T.Parallel" in err.message
     assert err.span.line == 9
@@ -164,8 +172,9 @@ def test_undefined_buffer_and_variable():
     out = N.Buffer("out", (16,), "float32")
     err = error_of(kernel_func([out], [N.Copy(region(S), region(out), span=span(11))]))
     assert "buffer S is used before it is defined" in err.message
-    err = error_of(kernel_func([out], [N.Store(out, (N.Var("q", span=span(9, 12, 1)),), c(0.0, "float32"),
-                                               span=span(9))]))
+    err = error_of(
+        kernel_func([out], [N.Store(out, (N.Var("q", span=span(9, 12, 1)),), c(0.0, "float32"), span=span(9))])
+    )
     assert "variable q is used before it is defined" in err.message and err.span.col == 12
 
 
@@ -175,11 +184,18 @@ def test_reduce_and_cumsum_shapes():
     Rk = N.Buffer("Rk", (16, 1), "float32", "fragment")
     bad = N.Buffer("bad", (32,), "float32", "fragment")
     allocs = [N.Alloc(b) for b in (F, R, Rk, bad)]
-    check(kernel_func([], allocs + [N.Reduce("sum", F, R, 1), N.Reduce("max", F, Rk, 1),
-                                    N.Reduce("min", F, bad, 0), N.Cumsum(F, F, 1)]))
+    check(
+        kernel_func(
+            [],
+            allocs
+            + [N.Reduce("sum", F, R, 1), N.Reduce("max", F, Rk, 1), N.Reduce("min", F, bad, 0), N.Cumsum(F, F, 1)],
+        )
+    )
     err = error_of(kernel_func([], allocs + [N.Reduce("sum", F, bad, 1, span=span(12))]))
-    assert "T.reduce_sum shape mismatch: reducing F (16, 32) over dim 1 gives (16,) but bad is (32,)" \
-        in err.message and err.span.line == 12
+    assert (
+        "T.reduce_sum shape mismatch: reducing F (16, 32) over dim 1 gives (16,) but bad is (32,)" in err.message
+        and err.span.line == 12
+    )
     err = error_of(kernel_func([], allocs + [N.Reduce("sum", F, R, 2, span=span(12))]))
     assert "dim=2 is out of range for F with 2 dimensions" in err.message
     err = error_of(kernel_func([], allocs + [N.Cumsum(F, R, 0, span=span(12))]))
@@ -190,8 +206,9 @@ def test_atomic_needs_global_destination():
     S = N.Buffer("S", (16,), "float32", "shared")
     F = N.Buffer("F", (16,), "float32", "fragment")
     G = N.Buffer("G", (16,), "float32")
-    func = kernel_func([G], [N.Alloc(S), N.Alloc(F),
-                             N.Atomic("add", region(S, sp=span(11, 26, 1)), region(F), span=span(11))])
+    func = kernel_func(
+        [G], [N.Alloc(S), N.Alloc(F), N.Atomic("add", region(S, sp=span(11, 26, 1)), region(F), span=span(11))]
+    )
     err = error_of(func)
     assert "T.atomic_add needs a global tensor as destination, but S is a shared buffer" in err.message
     assert err.span.col == 26
@@ -236,10 +253,30 @@ def test_copy_inside_loop_with_loop_var_in_scope_only_there():
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-GARBAGE = [None, 0, -1, 3, 2.5, "x", (), (c(1),), c(7), c(1.5, "float32"), N.Const(True, "bool"), v("ghost"),
-           N.Buffer("ghost", (4,), "float32", "shared"), "bfloat17", "fragment", (0,), (-2, 3),
-           N.Alloc(N.Buffer("ghost2", (4,), "float32", "shared")), (N.Fill(N.Region(
-               N.Buffer("ghost3", (4,), "float32"), (c(0),), (4,)), c(0)),), (None,), 10**20, "global"]
+GARBAGE = [
+    None,
+    0,
+    -1,
+    3,
+    2.5,
+    "x",
+    (),
+    (c(1),),
+    c(7),
+    c(1.5, "float32"),
+    N.Const(True, "bool"),
+    v("ghost"),
+    N.Buffer("ghost", (4,), "float32", "shared"),
+    "bfloat17",
+    "fragment",
+    (0,),
+    (-2, 3),
+    N.Alloc(N.Buffer("ghost2", (4,), "float32", "shared")),
+    (N.Fill(N.Region(N.Buffer("ghost3", (4,), "float32"), (c(0),), (4,)), c(0)),),
+    (None,),
+    10**20,
+    "global",
+]
 
 
 def _nodes_with_fields(node, out):

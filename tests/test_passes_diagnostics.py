@@ -4,6 +4,7 @@ Type errors surface when `@T.prim_func` parses (the frontend calls
 check_types.check); backend limits and features surface in `tilecore.compile`
 for a backend that declares them. Each test asserts the message and the line.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -38,11 +39,21 @@ def tiny_backend():
     class TinyPlugin:
         @hookimpl
         def tilecore_register_backends(self, register):
-            register(Backend(
-                name=TINY, targets=(TINY,), ir_versions=(TILE_IR_VERSION,),
-                capabilities=Capabilities(features=ALL_FEATURES - {"cumsum"}, dtypes=frozenset(DTYPES),
-                                          max_shared_memory=16 * 1024, max_fragment_memory=64 * 1024),
-                toolchain_status=lambda: ToolchainStatus(True, "ok"), version="0"))
+            register(
+                Backend(
+                    name=TINY,
+                    targets=(TINY,),
+                    ir_versions=(TILE_IR_VERSION,),
+                    capabilities=Capabilities(
+                        features=ALL_FEATURES - {"cumsum"},
+                        dtypes=frozenset(DTYPES),
+                        max_shared_memory=16 * 1024,
+                        max_fragment_memory=64 * 1024,
+                    ),
+                    toolchain_status=lambda: ToolchainStatus(True, "ok"),
+                    version="0",
+                )
+            )
 
     name = register_plugin(TinyPlugin(), name="test-passes-tinyhw")
     yield TINY
@@ -59,12 +70,14 @@ def test_gemm_dtype_mismatch_at_parse():
                 C_f = T.alloc_fragment((64, 64), "float32")
                 T.gemm(A_s, B_s, C_f)  # the culprit
                 T.copy(C_f, C)
+
         return main
 
     with pytest.raises(TileCompileError) as info:
         build()
-    assert info.value.message == ("T.gemm dtype mismatch: A (A_s) is float16 but B (B_s) is float32; "
-                                  "both inputs must have the same dtype")
+    assert info.value.message == (
+        "T.gemm dtype mismatch: A (A_s) is float16 but B (B_s) is float32; both inputs must have the same dtype"
+    )
     assert info.value.span.line == line_of("the culprit", build)
     assert "^" in str(info.value)
 
@@ -79,6 +92,7 @@ def test_gemm_accumulator_dtype_at_parse():
                 C_f = T.alloc_fragment((64, 64), "int8")
                 T.gemm(A_s, B_s, C_f)  # the culprit
                 T.copy(C_f, C)
+
         return main
 
     with pytest.raises(TileCompileError) as info:
@@ -95,6 +109,7 @@ def test_constant_index_out_of_range_at_parse():
                 A_s = T.alloc_shared((8, 32), "float32")
                 T.copy(A, A_s)
                 A[0, 0] = A_s[8, 0]  # the culprit
+
         return main
 
     with pytest.raises(TileCompileError) as info:
@@ -111,6 +126,7 @@ def test_tile_op_inside_parallel_at_parse():
                 S = T.alloc_shared((64,), "float32")
                 for i in T.Parallel(64):
                     T.copy(A, S)  # the culprit
+
         return main
 
     with pytest.raises(TileCompileError) as info:
@@ -121,8 +137,9 @@ def test_tile_op_inside_parallel_at_parse():
 
 def gemm_kernel(block_M, block_N, block_K):
     @T.prim_func
-    def main(A: T.Tensor((256, 256), "float32"), B: T.Tensor((256, 256), "float32"),
-             C: T.Tensor((256, 256), "float32")):
+    def main(
+        A: T.Tensor((256, 256), "float32"), B: T.Tensor((256, 256), "float32"), C: T.Tensor((256, 256), "float32")
+    ):
         with T.Kernel(T.ceildiv(256, block_N), T.ceildiv(256, block_M), threads=128) as (bx, by):
             A_s = T.alloc_shared((block_M, block_K), "float32")
             B_s = T.alloc_shared((block_K, block_N), "float32")  # second shared buffer
@@ -133,6 +150,7 @@ def gemm_kernel(block_M, block_N, block_K):
                 T.copy(B[k * block_K, bx * block_N], B_s)
                 T.gemm(A_s, B_s, C_f)
             T.copy(C_f, C[by * block_M, bx * block_N])
+
     return main
 
 
@@ -145,8 +163,9 @@ def test_shared_memory_over_the_backend_limit(tiny_backend):
     with pytest.raises(TileCompileError) as info:
         tilecore.compile(func, target=tiny_backend, out_idx=[-1])
     err = info.value
-    assert err.message.startswith("shared memory over the limit: the kernel needs 24576 bytes but backend "
-                                  "tinyhw allows 16384 bytes per block")
+    assert err.message.startswith(
+        "shared memory over the limit: the kernel needs 24576 bytes but backend tinyhw allows 16384 bytes per block"
+    )
     assert err.span.line == line_of("second shared buffer", gemm_kernel)
 
 
@@ -161,6 +180,7 @@ def test_unsupported_feature_names_backend_and_feature(tiny_backend):
                 T.copy(A, F)
                 T.cumsum(F, F, dim=1)  # the culprit
                 T.copy(F, A)
+
         return main
 
     with pytest.raises(UnsupportedFeatureError) as info:

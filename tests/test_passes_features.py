@@ -1,4 +1,5 @@
 """check_features: the first feature the backend lacks is an UnsupportedFeatureError at its use."""
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,14 @@ def run(func, backend):
 
 def test_cumsum_on_a_backend_without_it():
     F = N.Buffer("F", (16, 16), "float32", "fragment")
-    func = kernel_func([], [N.Alloc(F, span=span(8)), N.Fill(region(F), c(0.0, "float32"), span=span(9)),
-                            N.Cumsum(F, F, 1, span=span(13))])
+    func = kernel_func(
+        [],
+        [
+            N.Alloc(F, span=span(8)),
+            N.Fill(region(F), c(0.0, "float32"), span=span(9)),
+            N.Cumsum(F, F, 1, span=span(13)),
+        ],
+    )
     backend = make_backend("cpu", features=ALL_FEATURES - {"cumsum"})
     with pytest.raises(UnsupportedFeatureError) as info:
         run(func, backend)
@@ -47,8 +54,9 @@ def test_the_first_use_in_the_source_is_reported():
 
 def test_dtypes_are_checked_against_declared_dtypes():
     func = gemm_func(dtype="float64", accum="float64")
-    backend = make_backend("metal", features=ALL_FEATURES - {"dtype:float64"},
-                           dtypes={"float16", "float32", "int32", "bool"})
+    backend = make_backend(
+        "metal", features=ALL_FEATURES - {"dtype:float64"}, dtypes={"float16", "float32", "int32", "bool"}
+    )
     with pytest.raises(UnsupportedFeatureError) as info:
         run(func, backend)
     assert info.value.message == "backend metal does not support dtype float64"

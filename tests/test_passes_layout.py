@@ -1,4 +1,5 @@
 """layout_inference: the fixpoint engine with backend-supplied rules."""
+
 from __future__ import annotations
 
 import os
@@ -84,10 +85,12 @@ def test_conflict_is_an_error_at_the_op():
     def parallel_rule(stmt, layouts, ctx):
         return {"C_f": col_layout(16, 16)}
 
-    body = [N.Alloc(C_f), N.Alloc(A_s),
-            N.Gemm(region(A_s), region(A_s), region(C_f), span=span(13)),
-            N.Parallel((v("i"), v("j")), (16, 16), (
-                N.Store(C_f, (v("i"), v("j")), c(0.0, "float32")),), span=span(14))]
+    body = [
+        N.Alloc(C_f),
+        N.Alloc(A_s),
+        N.Gemm(region(A_s), region(A_s), region(C_f), span=span(13)),
+        N.Parallel((v("i"), v("j")), (16, 16), (N.Store(C_f, (v("i"), v("j")), c(0.0, "float32")),), span=span(14)),
+    ]
     ctx = PassContext(source=SOURCE)
     with pytest.raises(TileCompileError) as info:
         LayoutInferencePass({"Gemm": gemm_rule, "Parallel": parallel_rule})(kernel_func([], body), ctx)
@@ -120,8 +123,10 @@ def test_replication_merges_and_oscillation_is_caught():
     counter = iter(range(10_000))
     F = N.Buffer("F", (4,), "float32", "fragment")
     with pytest.raises(TileCompileError, match="did not converge"):
-        infer_layouts(kernel_func([], [N.Alloc(F), N.Fill(region(F), c(0.0, "float32"))]),
-                      {"Fill": lambda s, l, ctx: {"F": Flip(next(counter))}})
+        infer_layouts(
+            kernel_func([], [N.Alloc(F), N.Fill(region(F), c(0.0, "float32"))]),
+            {"Fill": lambda s, l, ctx: {"F": Flip(next(counter))}},
+        )
 
 
 def test_fragment_layout_index_map():
@@ -131,8 +136,9 @@ def test_fragment_layout_index_map():
     i, j = v("i"), v("j")
     # 32 threads, 4 elements each: thread = (i * 8 + j) // 4, local = j % 4
     flat = add(mul(i, c(8)), j)
-    lay2 = FragmentLayout((4, 8), (i, j), N.BinOp("//", flat, c(4), "int32"),
-                          (N.BinOp("%", j, c(4), "int32"),), thread_extent=8)
+    lay2 = FragmentLayout(
+        (4, 8), (i, j), N.BinOp("//", flat, c(4), "int32"), (N.BinOp("%", j, c(4), "int32"),), thread_extent=8
+    )
     assert lay2.apply((3, 7)) == (7, (3,)) and lay2.is_bijective()
     collide = FragmentLayout((4, 8), (i, j), c(0), (i,))
     assert not collide.is_bijective()
@@ -167,8 +173,11 @@ from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=80, deadline=None)
-@given(edges=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=14),
-       seed_at=st.integers(0, 7), order=st.randoms(use_true_random=False))
+@given(
+    edges=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=14),
+    seed_at=st.integers(0, 7),
+    order=st.randoms(use_true_random=False),
+)
 def test_fixpoint_reaches_every_connected_fragment_in_any_order(edges, seed_at, order):
     """Copies between fragments in random order: everything connected to the gemm gets its layout."""
     frags = [N.Buffer(f"F{i}", (8, 8), "float32", "fragment") for i in range(8)]

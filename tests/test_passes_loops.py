@@ -1,4 +1,5 @@
 """loops: trip counts and the stage buffers a backend may multi-buffer; multi-buffered memory plans."""
+
 from __future__ import annotations
 
 import os
@@ -29,12 +30,13 @@ def test_buffers_read_before_their_copy_or_partly_written_are_not_stages():
     out = N.Buffer("out", (32,), "float32", "fragment")
     k = v("k")
     body = (
-        N.Copy(region(S), region(out)),                                     # reads last iteration's S
+        N.Copy(region(S), region(out)),  # reads last iteration's S
         N.Copy(region(A, (mul(k, c(32)),), (32,)), region(S)),
         N.Copy(region(A, (mul(k, c(32)),), (32,)), region(P, (0,), (32,))),  # half of P only
     )
-    func = kernel_func([A], [N.Alloc(S), N.Alloc(P), N.Alloc(out),
-                             N.For(k, c(0), v("bx"), "pipelined", body, num_stages=2)], grid=(8,))
+    func = kernel_func(
+        [A], [N.Alloc(S), N.Alloc(P), N.Alloc(out), N.For(k, c(0), v("bx"), "pipelined", body, num_stages=2)], grid=(8,)
+    )
     (info,) = analyze(func)
     assert info.stage_buffers == () and not info.pipelined and info.trip_count is None
 

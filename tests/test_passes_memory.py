@@ -1,4 +1,5 @@
 """liveness + memory_plan: overlapping buffers never share bytes; limits are errors at the Alloc."""
+
 from __future__ import annotations
 
 import os
@@ -35,10 +36,17 @@ def test_dead_buffers_share_space():
     S1 = N.Buffer("S1", (64,), "float32", "shared")
     S2 = N.Buffer("S2", (64,), "float32", "shared")
     S3 = N.Buffer("S3", (32,), "float16", "shared")
-    body = [N.Alloc(S1), N.Alloc(S2), N.Alloc(S3),
-            N.Copy(region(A, (0,), (64,)), region(S1)), N.Copy(region(S1), region(A, (64,), (64,))),
-            N.Copy(region(A, (0,), (64,)), region(S2)), N.Copy(region(S2), region(A, (128,), (64,))),
-            N.Copy(region(A, (0,), (32,)), region(S3)), N.Copy(region(S3), region(A, (192,), (32,)))]
+    body = [
+        N.Alloc(S1),
+        N.Alloc(S2),
+        N.Alloc(S3),
+        N.Copy(region(A, (0,), (64,)), region(S1)),
+        N.Copy(region(S1), region(A, (64,), (64,))),
+        N.Copy(region(A, (0,), (64,)), region(S2)),
+        N.Copy(region(S2), region(A, (128,), (64,))),
+        N.Copy(region(A, (0,), (32,)), region(S3)),
+        N.Copy(region(S3), region(A, (192,), (32,))),
+    ]
     ctx = PassContext()
     memory_plan(kernel_func([A], body), ctx)
     plan = ctx.analyses["memory_plan"].storages["shared"]
@@ -54,13 +62,18 @@ def test_values_carried_across_loop_iterations_keep_their_space():
     k = v("k")
     # acc is read at the top of the loop and written at the bottom: it must stay live across
     # the whole loop, so tmp (used only in the middle) may not reuse its bytes.
-    loop = N.For(k, c(0), c(4), "serial", (
-        N.Copy(region(acc), region(A, (0,), (64,))),
-        N.Copy(region(A, (mul(k, c(64)),), (64,)), region(tmp)),
-        N.Copy(region(tmp), region(acc)),
-    ))
-    plan = plan_memory(kernel_func([A], [N.Alloc(acc), N.Alloc(tmp), N.Fill(region(acc), c(0.0, "float32")),
-                                         loop]))
+    loop = N.For(
+        k,
+        c(0),
+        c(4),
+        "serial",
+        (
+            N.Copy(region(acc), region(A, (0,), (64,))),
+            N.Copy(region(A, (mul(k, c(64)),), (64,)), region(tmp)),
+            N.Copy(region(tmp), region(acc)),
+        ),
+    )
+    plan = plan_memory(kernel_func([A], [N.Alloc(acc), N.Alloc(tmp), N.Fill(region(acc), c(0.0, "float32")), loop]))
     offsets = plan.storages["shared"].offsets
     assert offsets["acc"] != offsets["tmp"]
 
@@ -73,8 +86,9 @@ def test_shared_memory_over_the_limit_points_at_the_alloc():
         memory_plan(func, ctx)
     err = info.value
     need = 128 * 64 * 4 + 64 * 256 * 4
-    assert err.message.startswith(f"shared memory over the limit: the kernel needs {need} bytes but backend "
-                                  f"cuda allows 49152 bytes per block")
+    assert err.message.startswith(
+        f"shared memory over the limit: the kernel needs {need} bytes but backend cuda allows 49152 bytes per block"
+    )
     assert "A_s 32768 B, B_s 65536 B" in err.message
     assert err.span.line == 7 and str(err).startswith(f"{FILE}:7:")  # B_s does not fit after A_s
     memory_plan(func, PassContext(backend=make_backend("big", max_shared=228 * 1024)))
@@ -89,9 +103,12 @@ def test_fragment_limit():
 
 
 @settings(max_examples=150, deadline=None)
-@given(uses=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5), st.sampled_from([16, 40, 64, 200])),
-                     min_size=1, max_size=6),
-       loop_at=st.integers(0, 6))
+@given(
+    uses=st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 5), st.sampled_from([16, 40, 64, 200])), min_size=1, max_size=6
+    ),
+    loop_at=st.integers(0, 6),
+)
 def test_plan_never_overlaps_live_buffers(uses, loop_at):
     """Random use positions: buffers whose intervals overlap never share a byte."""
     A = N.Buffer("A", (4096,), "float16")
@@ -116,7 +133,7 @@ def test_plan_never_overlaps_live_buffers(uses, loop_at):
     for i, a in enumerate(names):
         assert plan.offsets[a] % 128 == 0
         assert plan.offsets[a] + buffer_bytes(bufs[i]) <= plan.total_bytes
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             if live.overlaps(a, b):
                 a0, a1 = plan.offsets[a], plan.offsets[a] + plan.sizes[a]
                 b0, b1 = plan.offsets[b], plan.offsets[b] + plan.sizes[b]

@@ -2,6 +2,7 @@
 the examples' outputs are proven, partial, conditional, offset, accumulated and read outputs are not,
 and on a family of tile copies the proof is exact (checked by running the reference interpreter
 on an output poisoned with NaN)."""
+
 from __future__ import annotations
 
 import os
@@ -30,16 +31,17 @@ def test_the_examples_write_their_outputs_in_full():
     import layernorm
     import softmax
 
-    for func, out in ((gemm.matmul.prim_func(200, 200, 200, 64, 64, 32), "C"),
-                      (gemm.matmul.prim_func(4096, 4096, 4096), "C"),
-                      (softmax.softmax.prim_func(100, 64), "Y"),
-                      (layernorm.layernorm.prim_func(100, 256), "Y"),
-                      (flash_attention.flashattn.prim_func(1, 2, 100, 64, True), "Output")):
+    for func, out in (
+        (gemm.matmul.prim_func(200, 200, 200, 64, 64, 32), "C"),
+        (gemm.matmul.prim_func(4096, 4096, 4096), "C"),
+        (softmax.softmax.prim_func(100, 64), "Y"),
+        (layernorm.layernorm.prim_func(100, 256), "Y"),
+        (flash_attention.flashattn.prim_func(1, 2, 100, 64, True), "Output"),
+    ):
         assert writes_every_element(func, _output(func, out), {}), func.name
 
 
-def tile_copy(M, N, bm, bn, grid_short=(0, 0), offset=0, guard=False, atomic=False, reads=False,
-              dynamic=False):
+def tile_copy(M, N, bm, bn, grid_short=(0, 0), offset=0, guard=False, atomic=False, reads=False, dynamic=False):
     """Y[tile] = X[tile] over a (ceildiv(N, bn) - grid_short[0]) x (ceildiv(M, bm) - grid_short[1])
     grid, the store rows shifted by `offset`; optionally behind an `if`, as an atomic add, or
     reading Y first."""
@@ -62,6 +64,7 @@ def tile_copy(M, N, bm, bn, grid_short=(0, 0), offset=0, guard=False, atomic=Fal
                     T.copy(t, Y[by * bm + offset, bx * bn])
             else:
                 T.copy(t, Y[by * bm + offset, bx * bn])
+
     return main
 
 
@@ -75,8 +78,14 @@ def covered_by_a_run(func, M, N):
 
 
 @settings(max_examples=12, deadline=None)
-@given(M=st.integers(1, 24), N=st.integers(1, 24), bm=st.sampled_from([1, 4, 8]), bn=st.sampled_from([4, 8]),
-       short=st.sampled_from([(0, 0), (1, 0), (0, 1)]), offset=st.sampled_from([0, 0, 1]))
+@given(
+    M=st.integers(1, 24),
+    N=st.integers(1, 24),
+    bm=st.sampled_from([1, 4, 8]),
+    bn=st.sampled_from([4, 8]),
+    short=st.sampled_from([(0, 0), (1, 0), (0, 1)]),
+    offset=st.sampled_from([0, 0, 1]),
+)
 def test_the_proof_is_exact_for_tile_copies(M, N, bm, bn, short, offset):
     func = tile_copy(M, N, bm, bn, short, offset)
     proven = writes_every_element(func, _output(func, "Y"), {})

@@ -1,4 +1,5 @@
 """pipeline: order, insertion points, trace, IR dumps, and the default pipeline end to end."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -35,9 +36,22 @@ def test_default_order_and_points():
     for point in reversed(POINTS):
         pipe.insert(point, recorder(point, log))
     pipe.insert("after_check", recorder("after_check_2", log))
-    assert pipe.names() == ["after_parse", "check_types", "after_check", "after_check_2", "simplify",
-                            "after_simplify", "bounds", "after_bounds", "check_features", "loops", "memory_plan",
-                            "layout_inference", "after_layout", "before_codegen"]
+    assert pipe.names() == [
+        "after_parse",
+        "check_types",
+        "after_check",
+        "after_check_2",
+        "simplify",
+        "after_simplify",
+        "bounds",
+        "after_bounds",
+        "check_features",
+        "loops",
+        "memory_plan",
+        "layout_inference",
+        "after_layout",
+        "before_codegen",
+    ]
     pipe.run(gemm_func(), PassContext())
     assert log == [n for n in pipe.names() if n not in CORE]
 
@@ -127,4 +141,4 @@ def test_trace_of_a_failing_pipeline_keeps_the_completed_steps():
     backend = make_backend("cuda", max_shared=1024)
     with pytest.raises(TileCompileError) as info:
         default_pipeline().trace(gemm_func(), PassContext(backend=backend, source=SOURCE))
-    assert [name for name, _ in info.value.partial_trace] == ["input"] + CORE[:CORE.index("memory_plan")]
+    assert [name for name, _ in info.value.partial_trace] == ["input"] + CORE[: CORE.index("memory_plan")]

@@ -1,4 +1,5 @@
 """simplify: exact constant folding and identities never change a value."""
+
 from __future__ import annotations
 
 import os
@@ -62,9 +63,20 @@ def evaluate(e, env):
             return bool(a) or bool(b)
         if op in ("//", "%") and b == 0:
             raise Undefined
-        r = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "//": lambda: a // b,
-             "%": lambda: a % b, "min": lambda: min(a, b), "max": lambda: max(a, b), "&": lambda: a & b,
-             "|": lambda: a | b, "^": lambda: a ^ b, "<<": lambda: a << b, ">>": lambda: a >> b}[op]()
+        r = {
+            "+": lambda: a + b,
+            "-": lambda: a - b,
+            "*": lambda: a * b,
+            "//": lambda: a // b,
+            "%": lambda: a % b,
+            "min": lambda: min(a, b),
+            "max": lambda: max(a, b),
+            "&": lambda: a & b,
+            "|": lambda: a | b,
+            "^": lambda: a ^ b,
+            "<<": lambda: a << b,
+            ">>": lambda: a >> b,
+        }[op]()
         return wrap(r, e.dtype)
     raise AssertionError(type(e))
 
@@ -76,22 +88,34 @@ VARS = ["x", "y", "z"]
 def int_exprs(dtype="int32"):
     lo, hi = -(1 << (_BITS[dtype] - 1)), (1 << (_BITS[dtype] - 1)) - 1
     consts = st.one_of(st.sampled_from([e for e in EDGE if lo <= e <= hi]), st.integers(lo, hi)).map(
-        lambda x: N.Const(x, dtype))
+        lambda x: N.Const(x, dtype)
+    )
     leaves = st.one_of(consts, st.sampled_from([N.Var(n, dtype) for n in VARS]))
 
     def extend(children):
-        binop = st.builds(lambda op, a, b: N.BinOp(op, a, b, dtype),
-                          st.sampled_from(["+", "-", "*", "//", "%", "min", "max", "&", "|", "^"]),
-                          children, children)
-        shift = st.builds(lambda op, a, k: N.BinOp(op, a, N.Const(k, dtype), dtype),
-                          st.sampled_from(["<<", ">>"]), children, st.integers(0, _BITS[dtype] - 1))
+        binop = st.builds(
+            lambda op, a, b: N.BinOp(op, a, b, dtype),
+            st.sampled_from(["+", "-", "*", "//", "%", "min", "max", "&", "|", "^"]),
+            children,
+            children,
+        )
+        shift = st.builds(
+            lambda op, a, k: N.BinOp(op, a, N.Const(k, dtype), dtype),
+            st.sampled_from(["<<", ">>"]),
+            children,
+            st.integers(0, _BITS[dtype] - 1),
+        )
         neg = st.builds(lambda a: N.UnaryOp("neg", a, dtype), children)
-        cmp = st.builds(lambda op, a, b: N.BinOp(op, a, b, "bool"), st.sampled_from(list(N.COMPARE_OPS)),
-                        children, children)
-        logic = st.builds(lambda op, a, b: N.BinOp(op, a, b, "bool"), st.sampled_from(["and", "or"]),
-                          cmp, st.one_of(cmp, st.sampled_from([N.Const(True, "bool"), N.Const(False, "bool")])))
-        select = st.builds(lambda cond, a, b: N.Select(cond, a, b, dtype), st.one_of(cmp, logic), children,
-                           children)
+        cmp = st.builds(
+            lambda op, a, b: N.BinOp(op, a, b, "bool"), st.sampled_from(list(N.COMPARE_OPS)), children, children
+        )
+        logic = st.builds(
+            lambda op, a, b: N.BinOp(op, a, b, "bool"),
+            st.sampled_from(["and", "or"]),
+            cmp,
+            st.one_of(cmp, st.sampled_from([N.Const(True, "bool"), N.Const(False, "bool")])),
+        )
+        select = st.builds(lambda cond, a, b: N.Select(cond, a, b, dtype), st.one_of(cmp, logic), children, children)
         narrow = st.builds(lambda a: N.Cast(N.Cast(a, "int8"), dtype), children)
         return st.one_of(binop, shift, neg, select, narrow)
 
@@ -99,8 +123,9 @@ def int_exprs(dtype="int32"):
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(expr=int_exprs(), values=st.lists(st.sampled_from(EDGE) | st.integers(-(2**31), 2**31 - 1),
-                                          min_size=3, max_size=3))
+@given(
+    expr=int_exprs(), values=st.lists(st.sampled_from(EDGE) | st.integers(-(2**31), 2**31 - 1), min_size=3, max_size=3)
+)
 def test_simplify_never_changes_an_int32_value(expr, values):
     env = dict(zip(VARS, values))
     try:
@@ -127,13 +152,14 @@ def test_simplify_agrees_with_the_interpreter_on_wrapping_int32():
     """Folded constants give what the reference interpreter computes for the original."""
     interp = pytest.importorskip("tilecore.interp")
     x = v("x")
+
     def B(op, a, b):
         return N.BinOp(op, a, b, "int32")
 
     exprs = [
-        B("+", B("*", B("+", x, c(1)), c(4)), c(-4)),      # (x+1)*4-4 -> x*4
-        B("-", B("+", x, c(2**31 - 1)), c(2**31 - 1)),     # cancels despite overflow
-        B("//", B("*", c(-7), c(3)), c(4)),                # floor division folds
+        B("+", B("*", B("+", x, c(1)), c(4)), c(-4)),  # (x+1)*4-4 -> x*4
+        B("-", B("+", x, c(2**31 - 1)), c(2**31 - 1)),  # cancels despite overflow
+        B("//", B("*", c(-7), c(3)), c(4)),  # floor division folds
         B("%", c(-7), c(3)),
         B("min", B("*", x, c(1)), B("+", x, c(0))),
     ]
@@ -187,14 +213,14 @@ def test_float_folding_is_exact_only():
     half = N.BinOp("/", c(1.0, f32), c(2.0, f32), f32)
     assert simplify_expr(half) == N.Const(0.5, f32)
     # 1 + 2**-30 is exact in float64 but not in float32
-    tiny = 2.0 ** -30
+    tiny = 2.0**-30
     assert simplify_expr(N.BinOp("+", c(1.0, f32), c(tiny, f32), f32)) == N.BinOp("+", c(1.0, f32), c(tiny, f32), f32)
-    assert simplify_expr(N.BinOp("+", c(1.0, "float64"), c(tiny, "float64"), "float64")) == \
-        N.Const(1.0 + tiny, "float64")
+    assert simplify_expr(N.BinOp("+", c(1.0, "float64"), c(tiny, "float64"), "float64")) == N.Const(
+        1.0 + tiny, "float64"
+    )
     # float16 has 11 significant bits: 2049 is not representable
     assert isinstance(simplify_expr(N.BinOp("+", c(2048.0, "float16"), c(1.0, "float16"), "float16")), N.BinOp)
-    assert simplify_expr(N.BinOp("+", c(2048.0, "float16"), c(2.0, "float16"), "float16")) == \
-        N.Const(2050.0, "float16")
+    assert simplify_expr(N.BinOp("+", c(2048.0, "float16"), c(2.0, "float16"), "float16")) == N.Const(2050.0, "float16")
 
 
 def test_float_identities_respect_negative_zero_and_nan():
@@ -208,16 +234,17 @@ def test_float_identities_respect_negative_zero_and_nan():
 
 
 @settings(max_examples=200, deadline=None)
-@given(a=st.floats(width=32, allow_nan=False, allow_infinity=False),
-       b=st.floats(width=32, allow_nan=False, allow_infinity=False),
-       op=st.sampled_from(["+", "-", "*", "/"]))
+@given(
+    a=st.floats(width=32, allow_nan=False, allow_infinity=False),
+    b=st.floats(width=32, allow_nan=False, allow_infinity=False),
+    op=st.sampled_from(["+", "-", "*", "/"]),
+)
 def test_float32_folding_matches_ieee(a, b, op):
     e = N.BinOp(op, c(a, "float32"), c(b, "float32"), "float32")
     s = simplify_expr(e)
     if isinstance(s, N.Const):
         with np.errstate(all="ignore"):
-            want = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[op](
-                np.float32(a), np.float32(b))
+            want = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[op](np.float32(a), np.float32(b))
         assert np.float32(s.value) == want and np.signbit(np.float32(s.value)) == np.signbit(want)
         x, y = Fraction(a), Fraction(b)
         exact = {"+": x + y, "-": x - y, "*": x * y, "/": x / y if y else None}[op]
@@ -249,8 +276,7 @@ def test_fill_value_copy_regions_are_simplified():
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(expr=int_exprs(), xs=st.lists(st.sampled_from(EDGE) | st.integers(-(2**31), 2**31 - 1),
-                                     min_size=2, max_size=2))
+@given(expr=int_exprs(), xs=st.lists(st.sampled_from(EDGE) | st.integers(-(2**31), 2**31 - 1), min_size=2, max_size=2))
 def test_whole_programs_compute_the_same_on_the_interpreter(expr, xs):
     """Program-level check: T.Parallel over y, z; x from an input; original vs simplified on the interpreter."""
     interp = pytest.importorskip("tilecore.interp")
@@ -288,8 +314,12 @@ def test_float_constants_are_folded_at_their_own_precision():
 
 
 @settings(max_examples=300, deadline=None)
-@given(a=st.floats(-1e5, 1e5), b=st.floats(-1e5, 1e5), op=st.sampled_from(["+", "-", "*", "/", "min", "max"]),
-       dtype=st.sampled_from(["float16", "bfloat16", "float32"]))
+@given(
+    a=st.floats(-1e5, 1e5),
+    b=st.floats(-1e5, 1e5),
+    op=st.sampled_from(["+", "-", "*", "/", "min", "max"]),
+    dtype=st.sampled_from(["float16", "bfloat16", "float32"]),
+)
 def test_folding_matches_numpy_in_the_dtype(a, b, op, dtype):
     import ml_dtypes
 
@@ -299,7 +329,8 @@ def test_folding_matches_numpy_in_the_dtype(a, b, op, dtype):
         return
     x, y = np.array(a).astype(np_t), np.array(b).astype(np_t)
     with np.errstate(all="ignore"):
-        want = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "min": np.minimum,
-                "max": np.maximum}[op](x, y)
+        want = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "min": np.minimum, "max": np.maximum}[
+            op
+        ](x, y)
     got = np.array(s.value).astype(np_t)
     assert got == want.astype(np_t) and np.signbit(got) == np.signbit(want.astype(np_t)), (a, b, s.value)

@@ -1,6 +1,7 @@
 """Plugin discovery reads entry points with a plain folder scan (importlib.metadata costs
 40-60 ms to import and parse); the scan must give importlib.metadata's answer, in its order,
 and step aside wherever it could differ."""
+
 from __future__ import annotations
 
 import sys
@@ -21,13 +22,13 @@ def test_scan_matches_importlib_metadata_here():
 
 def test_scan_matches_with_extra_folders_and_shadowed_distributions(tmp_path, monkeypatch):
     first, second = tmp_path / "first", tmp_path / "second"
-    for folder, version, value in ((first, "1.0", "pkg_one.plugin:Plugin.inner"),
-                                   (second, "2.0", "pkg_two.plugin")):
+    for folder, version, value in ((first, "1.0", "pkg_one.plugin:Plugin.inner"), (second, "2.0", "pkg_two.plugin")):
         info = folder / f"tile_extra-{version}.dist-info"
         info.mkdir(parents=True)
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: tile-extra\nVersion: {version}\n\nbody\n")
         (info / "entry_points.txt").write_text(
-            f"[console_scripts]\nx = y:z\n\n# a comment\n[tilecore]\nextra = {value}\n")
+            f"[console_scripts]\nx = y:z\n\n# a comment\n[tilecore]\nextra = {value}\n"
+        )
     other = second / "Other.Dist-0.3.dist-info"
     other.mkdir()
     (other / "METADATA").write_text("Name: other.dist\nVersion: 0.3\n")

@@ -1,5 +1,6 @@
 """Plugin discovery through real entry points, the allowlist, the autoload switch, load errors,
 the backend registry, default-target order and the Tile IR version check."""
+
 from __future__ import annotations
 
 import json
@@ -75,8 +76,9 @@ def test_allowlist_without_toy_keeps_only_reference(tmp_path, site):
     assert out["backends"] == ["reference"]
     # a name nothing declares (a typo, a plugin not installed) is reported
     assert [e["name"] for e in out["errors"]] == ["no-such-backend", "x"]
-    assert out["errors"][0]["error"] == ("listed in TILECORE_PLUGINS, but no installed distribution "
-                                         "declares a 'tilecore' entry point of that name")
+    assert out["errors"][0]["error"] == (
+        "listed in TILECORE_PLUGINS, but no installed distribution declares a 'tilecore' entry point of that name"
+    )
 
 
 def test_disable_autoload_keeps_reference_and_explicit_plugins(tmp_path, site):
@@ -163,9 +165,11 @@ def test_ir_version_mismatch_is_a_clear_error(tmp_path, site):
     """
     env = clean_env(tmp_path, site, TOY_IR_VERSIONS="2.0,2.1")
     out = run_python(code, env).stdout.strip()
-    assert out == ("backend 'toy' (tile-toy 0.1.0) accepts Tile IR version(s) 2.0, 2.1, but this "
-                   "tilecore 0.1.0 produces Tile IR 1.0. Install a release of tile-toy that supports "
-                   "Tile IR 1.0, or a tilecore release that produces one of 2.0, 2.1.")
+    assert out == (
+        "backend 'toy' (tile-toy 0.1.0) accepts Tile IR version(s) 2.0, 2.1, but this "
+        "tilecore 0.1.0 produces Tile IR 1.0. Install a release of tile-toy that supports "
+        "Tile IR 1.0, or a tilecore release that produces one of 2.0, 2.1."
+    )
 
 
 def test_unknown_target_names_installed_backends_and_broken_plugin(tmp_path, site):
@@ -180,17 +184,22 @@ def test_unknown_target_names_installed_backends_and_broken_plugin(tmp_path, sit
     print(get_registry().resolve("toy")[1], get_registry().resolve("toy:fast")[1])
     """
     out = run_python(code, clean_env(tmp_path, site)).stdout.strip().splitlines()
-    assert out[0] == ("unknown target 'nosuch': no installed backend is named 'nosuch'. Installed "
-                      "backends: reference, toy. Install the plugin (e.g. `pip install tile-nosuch`) "
-                      "or run `tile backends`")
-    assert out[1].startswith("unknown target 'broken': no installed backend is named 'broken'; the "
-                             "plugin 'broken' (tile-broken 2.3.4, tile_broken.plugin) failed to load: "
-                             "ImportError: tile_broken needs libbroken.so")
+    assert out[0] == (
+        "unknown target 'nosuch': no installed backend is named 'nosuch'. Installed "
+        "backends: reference, toy. Install the plugin (e.g. `pip install tile-nosuch`) "
+        "or run `tile backends`"
+    )
+    assert out[1].startswith(
+        "unknown target 'broken': no installed backend is named 'broken'; the "
+        "plugin 'broken' (tile-broken 2.3.4, tile_broken.plugin) failed to load: "
+        "ImportError: tile_broken needs libbroken.so"
+    )
     # "toy:other" is accepted by prefix (the backend decides what its variants mean)
     assert out[2] == "toy toy:fast"
 
 
 # ---------------------------------------------------------------------- in-process unit tests
+
 
 def _caps():
     return Capabilities(features=frozenset({"copy"}), dtypes=frozenset({"float32"}))
@@ -210,8 +219,14 @@ class _Plugin:
 
 
 def _backend(name, **kw):
-    return Backend(name=name, targets=kw.pop("targets", (name,)), ir_versions=kw.pop("ir", ("1.0",)),
-                   capabilities=_caps(), toolchain_status=lambda: ToolchainStatus(True, "ok"), **kw)
+    return Backend(
+        name=name,
+        targets=kw.pop("targets", (name,)),
+        ir_versions=kw.pop("ir", ("1.0",)),
+        capabilities=_caps(),
+        toolchain_status=lambda: ToolchainStatus(True, "ok"),
+        **kw,
+    )
 
 
 def _registry(*plugins):
@@ -255,19 +270,28 @@ def test_plugin_with_unknown_hook_is_rejected():
 def test_priority_decides_among_present_devices(monkeypatch, tmp_path):
     monkeypatch.delenv("TILECORE_TARGET", raising=False)
     monkeypatch.setenv("TILECORE_CONFIG", str(tmp_path / "none.toml"))
-    r = _registry(_Plugin(_backend("low", priority=1, device_present=lambda: True),
-                          _backend("high", priority=9, device_present=lambda: True),
-                          _backend("absent", priority=99, device_present=lambda: False),
-                          _backend("crashy", priority=100, device_present=lambda: 1 / 0),
-                          _backend("cpu")))
+    r = _registry(
+        _Plugin(
+            _backend("low", priority=1, device_present=lambda: True),
+            _backend("high", priority=9, device_present=lambda: True),
+            _backend("absent", priority=99, device_present=lambda: False),
+            _backend("crashy", priority=100, device_present=lambda: 1 / 0),
+            _backend("cpu"),
+        )
+    )
     assert r.default_target() == "high"
     r2 = _registry(_Plugin(_backend("cpu"), _backend("reference", device_present=lambda: True)))
     assert r2.default_target_and_origin() == ("cpu", "fallback")
 
 
 def test_resolve_expands_to_default_target_and_checks_ir():
-    r = _registry(_Plugin(_backend("gpu", targets=("gpu:sm_90a", "gpu:sm_80")),
-                          _backend("old", ir=("0.9",)), _backend("wild", ir=("1.*",))))
+    r = _registry(
+        _Plugin(
+            _backend("gpu", targets=("gpu:sm_90a", "gpu:sm_80")),
+            _backend("old", ir=("0.9",)),
+            _backend("wild", ir=("1.*",)),
+        )
+    )
     assert r.resolve("gpu")[1] == "gpu:sm_90a"
     assert r.resolve("gpu:sm_80")[1] == "gpu:sm_80"
     assert r.resolve("wild")[1] == "wild"

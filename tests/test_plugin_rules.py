@@ -1,5 +1,6 @@
 """The rule table: ordered rules per tile op, priorities, dict-style replacement, and the hooks
 that fill it (pure Python: no TVM)."""
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,6 +13,7 @@ from tilecore.plugin.rules import LoweringRule, RuleTable, collect_lowering_tabl
 def named(name):
     def rule(lowering, stmt):
         return NotImplemented
+
     rule.__name__ = name
     return rule
 

@@ -5,6 +5,7 @@ entry_points.txt) into a folder; putting that folder on PYTHONPATH makes
 importlib.metadata see the entry point exactly as after `pip install`.
 `simple_add_func` / `matrix_func` build Tile IR by hand (no frontend needed).
 """
+
 from __future__ import annotations
 
 import json
@@ -84,13 +85,14 @@ def tilecore_cli_commands(subparsers):
     p.set_defaults(func=lambda args: print("hello from toy") or 0)
 '''
 
-BROKEN_PLUGIN = '''
+BROKEN_PLUGIN = """
 raise ImportError("tile_broken needs libbroken.so, which is not installed")
-'''
+"""
 
 
-def install_plugin(site: Path, dist: str, version: str, package: str, module_text: str,
-                   entry_name: str, module: str = "plugin") -> None:
+def install_plugin(
+    site: Path, dist: str, version: str, package: str, module_text: str, entry_name: str, module: str = "plugin"
+) -> None:
     """Write package `package` (with `module`) and a dist-info declaring entry point `entry_name`."""
     pkg = site / package
     pkg.mkdir(parents=True, exist_ok=True)
@@ -115,8 +117,7 @@ def clean_env(tmp: Path, site: Path = None, **extra) -> dict:
     Only the test plugins (and the built-in reference) load, whatever else is installed,
     unless `extra` overrides TILECORE_PLUGINS.
     """
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TILECORE_", "TOY_", "PYTEST_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TILECORE_", "TOY_", "PYTEST_"))}
     paths = [str(site)] if site else []
     paths += [str(REPO / "tests"), str(REPO)]
     env["PYTHONPATH"] = os.pathsep.join(paths)
@@ -129,8 +130,9 @@ def clean_env(tmp: Path, site: Path = None, **extra) -> dict:
 
 def run_python(code: str, env: dict, timeout: float = 120, check: bool = True):
     """Run `code` in a fresh interpreter; return the CompletedProcess."""
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=timeout
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -138,8 +140,9 @@ def run_python(code: str, env: dict, timeout: float = 120, check: bool = True):
 
 def run_tile(args, env: dict, timeout: float = 120):
     """Run the `tile` command (as `python -m tilecore.cli`) in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "tilecore.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "tilecore.cli", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def last_json(text: str):
@@ -147,6 +150,7 @@ def last_json(text: str):
 
 
 # ---------------------------------------------------------------------- hand-built Tile IR
+
 
 def f32(v):
     return N.Const(v, "float32")
@@ -186,8 +190,10 @@ def matrix_func(m="M", k=8, dtype="float32") -> N.PrimFunc:
     Y = N.Buffer("Y", (dim, k), dtype)
     bx = N.Var("bx", "int32")
     c = N.Var("c", "int32")
-    val = N.BinOp("+", N.BinOp("*", N.Load(X, (bx, c), dtype), N.Const(2, dtype), dtype),
-                  N.Load(W, (bx, c), dtype), dtype)
-    kernel = N.Kernel((dim if isinstance(m, str) else i32(m),), (bx,), (32,),
-                      (N.Parallel((c,), (k,), (N.Store(Y, (bx, c), val),)),))
+    val = N.BinOp(
+        "+", N.BinOp("*", N.Load(X, (bx, c), dtype), N.Const(2, dtype), dtype), N.Load(W, (bx, c), dtype), dtype
+    )
+    kernel = N.Kernel(
+        (dim if isinstance(m, str) else i32(m),), (bx,), (32,), (N.Parallel((c,), (k,), (N.Store(Y, (bx, c), val),)),)
+    )
     return N.PrimFunc("scale_add", (X, W, Y), (kernel,), dyn_vars=(dim,) if isinstance(m, str) else ())

@@ -1,6 +1,7 @@
 """Vendors build on the lowering toolkit without editing tilecore: the out-of-tree test plugins
 under tests/plugins, installed through the real entry-point discovery (a dist-info folder with an
 entry_points.txt on sys.path), add a SIMT backend (`toygpu`) and override one rule of `cuda`."""
+
 import difflib
 import os
 import re
@@ -31,6 +32,7 @@ def toygpu(tmp_path, monkeypatch):
 def cuda_override(tmp_path, monkeypatch):
     def enable():
         install(tmp_path, monkeypatch, "tile_cuda_override", "cuda-fill = tile_cuda_override.plugin")
+
     yield enable
     monkeypatch.undo()
     reset_plugins()
@@ -44,8 +46,9 @@ def test_toygpu_is_discovered_through_its_entry_point(toygpu):
 def test_toygpu_gemm_takes_its_own_rule_and_tanh_its_own_intrinsic(toygpu):
     import tilecore.language as T
 
-    art = tilecore.compile(gemm_kernel(128, 128, 64, "float16", "float32", block_K=32, threads=128),
-                           target="toygpu").artifact
+    art = tilecore.compile(
+        gemm_kernel(128, 128, 64, "float16", "float32", block_K=32, threads=128), target="toygpu"
+    ).artifact
     assert art.meta["rules"]["Gemm"] == ["toy_outer_product", "portable"]
     assert any(n.startswith("toygpu: T.gemm into") for n in art.meta["notes"])
 
@@ -87,13 +90,17 @@ def test_cuda_override_changes_only_the_fill(cuda_override):
     cuda_override()
     after = _cuda_source(func)
     assert "override_fill<" not in before and re.search(r"override_fill<\d+>\(", after)
-    changed = [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
-               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    changed = [
+        line
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
     removed = [line[1:] for line in changed if line.startswith("-")]
     added = [line[1:] for line in changed if line.startswith("+")]
     # the portable fill (stores of 0 into C's registers) gives way to one helper call
-    assert removed and all(r.strip().startswith("C_f_ptr[") and r.endswith("= 0x0p+0f/*0.000000e+00*/;")
-                           for r in removed), removed
+    assert removed and all(
+        r.strip().startswith("C_f_ptr[") and r.endswith("= 0x0p+0f/*0.000000e+00*/;") for r in removed
+    ), removed
     from tile_cuda_override.plugin import HELPER
 
     assert all("override_fill" in a or a in HELPER.splitlines() for a in added), added

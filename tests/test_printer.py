@@ -1,4 +1,5 @@
 """Printer: IR -> DSL text that parses back to an equal IR."""
+
 import os
 import sys
 
@@ -73,8 +74,9 @@ from dsl_strategies import dsl_programs  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from ir_strategies import prim_funcs  # noqa: E402
 
-PROPERTY = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPERTY = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 @PROPERTY

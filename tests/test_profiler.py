@@ -1,5 +1,6 @@
 """The profiler: work derived from the Tile IR, timing on cpu (wall clock) and npu (simulated cycles),
 TileLang's `get_profiler().do_bench()` / `assert_allclose`, and clear errors."""
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,13 @@ def isolated_cache(tmp_path, monkeypatch):
 
 
 @settings(max_examples=15, deadline=None)
-@given(st.sampled_from([64, 96, 128, 200]), st.sampled_from([32, 64, 100]), st.sampled_from([32, 64, 96]),
-       st.sampled_from([32, 64]), st.sampled_from(["float16", "float32"]))
+@given(
+    st.sampled_from([64, 96, 128, 200]),
+    st.sampled_from([32, 64, 100]),
+    st.sampled_from([32, 64, 96]),
+    st.sampled_from([32, 64]),
+    st.sampled_from(["float16", "float32"]),
+)
 def test_gemm_work_counts_every_tile_gemm(M, N, K, block, dtype):
     func = matmul.prim_func(M, N, K, block, block, 32, dtype=dtype)
     work = work_of(func)
@@ -52,7 +58,7 @@ def test_cpu_bench_times_the_kernel_and_reports_rates():
     assert len(result.times_ms) == 5 and result.n_warmup == 2
     assert min(result.times_ms) > 0 and result.min_ms <= result.median_ms
     assert result.method == "wall clock"
-    assert result.tflops == pytest.approx(2 * 128 ** 3 / (result.median_ms * 1e-3) / 1e12)
+    assert result.tflops == pytest.approx(2 * 128**3 / (result.median_ms * 1e-3) / 1e12)
     assert result.flops_fraction is None  # no peak is declared for the host CPU
     assert "TFLOP/s" in result.summary() and "GB/s" in result.summary()
     median = kernel.get_profiler().do_bench(warmup=1, rep=5)

@@ -1,6 +1,7 @@
 """Errors through the compile flow and at call time point at the user's source line:
 argument errors show the parameter's declaration; a backend's missing feature and its
 shared-memory limit are reported at the culprit's line, naming the backend."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -14,7 +15,7 @@ from tilecore.diagnostics import TileCompileError, TileRuntimeError, Unsupported
 from tilecore.interp import plugin as ref
 from tilecore.plugin import Backend, hookimpl, register_plugin, unregister_plugin
 
-SOURCE = '''
+SOURCE = """
 import tilecore
 import tilecore.language as T
 
@@ -29,7 +30,7 @@ def scale(n, factor=2.0):
             for i in T.Parallel(n):
                 Y[i] = X_s[i] * factor
     return main
-'''
+"""
 
 
 @pytest.fixture
@@ -55,11 +56,19 @@ class Limited:
     def tilecore_register_backends(self, register):
         base = ref.make_backend()
         caps = base.capabilities.__dict__
-        for name, change in (("limited", {"features": base.capabilities.features - {"parallel"}}),
-                             ("small", {"max_shared_memory": 64})):
-            register(Backend(name=name, targets=(name,), ir_versions=base.ir_versions,
-                             capabilities=base.capabilities.__class__(**{**caps, **change}),
-                             toolchain_status=base.toolchain_status))
+        for name, change in (
+            ("limited", {"features": base.capabilities.features - {"parallel"}}),
+            ("small", {"max_shared_memory": 64}),
+        ):
+            register(
+                Backend(
+                    name=name,
+                    targets=(name,),
+                    ir_versions=base.ir_versions,
+                    capabilities=base.capabilities.__class__(**{**caps, **change}),
+                    toolchain_status=base.toolchain_status,
+                )
+            )
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ allocated on the inputs' device, through a test backend whose memory space is "c
 
 The test backend runs the reference interpreter on host copies and writes results back, so
 these tests exercise the runtime's marshalling, not a GPU code generator."""
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,7 @@ def _cuda_available():
     return torch.cuda.is_available()
 
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not _cuda_available(), reason="needs torch with a CUDA GPU")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _cuda_available(), reason="needs torch with a CUDA GPU")]
 
 
 class HostCopyCudaBackend:
@@ -40,8 +40,15 @@ class HostCopyCudaBackend:
     def tilecore_register_backends(self, register):
         base = ref.make_backend()
         caps = base.capabilities.__class__(**{**base.capabilities.__dict__, "memory_space": "cuda"})
-        register(Backend(name="hostcuda", targets=("hostcuda",), ir_versions=base.ir_versions,
-                         capabilities=caps, toolchain_status=base.toolchain_status))
+        register(
+            Backend(
+                name="hostcuda",
+                targets=("hostcuda",),
+                ir_versions=base.ir_versions,
+                capabilities=caps,
+                toolchain_status=base.toolchain_status,
+            )
+        )
 
     @hookimpl
     def tilecore_codegen(self, backend, module, options):
@@ -62,9 +69,11 @@ class HostCopyCudaBackend:
             for dev, h in zip(args, host):
                 if hasattr(dev, "copy_"):  # torch
                     import torch
+
                     dev.copy_(torch.from_numpy(h))
                 else:  # cupy
                     dev.set(h)
+
         return launch
 
 
@@ -114,23 +123,27 @@ def test_memory_space_errors(hostcuda):
     g = torch.zeros(16, device="cuda")
     with pytest.raises(TileRuntimeError) as e:
         on_host(g, g)
-    assert str(e.value) == ("kernel 'add', argument 'A': expected an array in cpu memory for backend "
-                            "'reference', got one on cuda:0; move it there first (e.g. tensor.cpu() "
-                            "or numpy.asarray)")
+    assert str(e.value) == (
+        "kernel 'add', argument 'A': expected an array in cpu memory for backend "
+        "'reference', got one on cuda:0; move it there first (e.g. tensor.cpu() "
+        "or numpy.asarray)"
+    )
     on_dev = tilecore.compile(simple_add_func(16), target=hostcuda, out_idx=[-1])
     with pytest.raises(TileRuntimeError) as e:
         on_dev(g, np.zeros(16, np.float32))
-    assert str(e.value) == ("kernel 'add', argument 'B': expected an array in cuda memory for backend "
-                            "'hostcuda', got one on cpu; move it there first (e.g. tensor.to('cuda'))")
+    assert str(e.value) == (
+        "kernel 'add', argument 'B': expected an array in cuda memory for backend "
+        "'hostcuda', got one on cpu; move it there first (e.g. tensor.to('cuda'))"
+    )
 
 
-@pytest.mark.skipif(not _cuda_available() or __import__("torch").cuda.device_count() < 2,
-                    reason="needs two CUDA GPUs")
+@pytest.mark.skipif(not _cuda_available() or __import__("torch").cuda.device_count() < 2, reason="needs two CUDA GPUs")
 def test_arguments_on_two_devices(hostcuda):
     import torch
 
     k = tilecore.compile(simple_add_func(16), target=hostcuda, out_idx=[-1])
     with pytest.raises(TileRuntimeError) as e:
         k(torch.zeros(16, device="cuda:0"), torch.zeros(16, device="cuda:1"))
-    assert str(e.value) == ("kernel 'add', argument 'B': is on cuda:1 but 'A' is on cuda:0; all "
-                            "arguments must be on one device")
+    assert str(e.value) == (
+        "kernel 'add', argument 'B': is on cuda:1 but 'A' is on cuda:0; all arguments must be on one device"
+    )

@@ -1,4 +1,5 @@
 """`import tilecore` is light: no TVM, no plugins, no torch, and under 0.3 s."""
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,9 @@ def test_import_tilecore_is_fast_and_light():
 
 
 def test_lazy_attributes_resolve():
-    code = ("import tilecore, sys; f = tilecore.compile; j = tilecore.jit; "
-            "print(f.__module__, j.__module__, 'tvm' in sys.modules)")
+    code = (
+        "import tilecore, sys; f = tilecore.compile; j = tilecore.jit; "
+        "print(f.__module__, j.__module__, 'tvm' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["tilecore.runtime.api", "tilecore.runtime.api", "False"]

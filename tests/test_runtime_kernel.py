@@ -1,5 +1,6 @@
 """Kernel calls: argument validation (every message asserted), output allocation in the
 caller's array library, dynamic-dimension binding, jit memoization."""
+
 from __future__ import annotations
 
 import os
@@ -61,8 +62,10 @@ def test_keyword_arguments(add_kernel):
 def test_wrong_argument_count(add_kernel):
     with pytest.raises(TileRuntimeError) as e:
         add_kernel(f32(4))
-    assert str(e.value) == ("kernel 'add' takes 2 input(s) (A, B) but 1 were given; the output(s) C "
-                            "are allocated by the kernel (out_idx=[2])")
+    assert str(e.value) == (
+        "kernel 'add' takes 2 input(s) (A, B) but 1 were given; the output(s) C "
+        "are allocated by the kernel (out_idx=[2])"
+    )
     with pytest.raises(TileRuntimeError, match=r"takes 2 input\(s\) \(A, B\) but 3 were given"):
         add_kernel(f32(4), f32(4), f32(4))
     with pytest.raises(TileRuntimeError, match="kernel 'add' has no input named 'C'; inputs: A, B"):
@@ -82,19 +85,23 @@ def test_wrong_dtype(add_kernel):
 def test_wrong_rank_and_static_shape(mat_kernel):
     with pytest.raises(TileRuntimeError) as e:
         mat_kernel(f32(4), f32(4, 8))
-    assert str(e.value) == ("kernel 'scale_add', argument 'X': expected a 2-D array of shape (M, 8), "
-                            "got a 1-D array of shape (4,)")
+    assert str(e.value) == (
+        "kernel 'scale_add', argument 'X': expected a 2-D array of shape (M, 8), got a 1-D array of shape (4,)"
+    )
     with pytest.raises(TileRuntimeError) as e:
         mat_kernel(f32(4, 8), f32(4, 7))
-    assert str(e.value) == ("kernel 'scale_add', argument 'W': expected shape (M, 8), got (4, 7) "
-                            "(dimension 1 must be 8, not 7)")
+    assert str(e.value) == (
+        "kernel 'scale_add', argument 'W': expected shape (M, 8), got (4, 7) (dimension 1 must be 8, not 7)"
+    )
 
 
 def test_inconsistent_dynamic_dim(add_kernel, mat_kernel):
     with pytest.raises(TileRuntimeError) as e:
         add_kernel(f32(4), f32(5))
-    assert str(e.value) == ("kernel 'add', argument 'B': dimension 0 is N = 5, but N = 4 was bound by "
-                            "argument 'A' (dimension 0); expected shape (N,) with N = 4, got (5,)")
+    assert str(e.value) == (
+        "kernel 'add', argument 'B': dimension 0 is N = 5, but N = 4 was bound by "
+        "argument 'A' (dimension 0); expected shape (N,) with N = 4, got (5,)"
+    )
     with pytest.raises(TileRuntimeError, match=r"argument 'W': dimension 0 is M = 3, but M = 2"):
         mat_kernel(f32(2, 8), f32(3, 8))
 
@@ -103,17 +110,21 @@ def test_non_contiguous_strides(mat_kernel):
     x = np.zeros((8, 4), np.float32).T  # shape (4, 8), column-major
     with pytest.raises(TileRuntimeError) as e:
         mat_kernel(x, f32(4, 8))
-    assert str(e.value) == ("kernel 'scale_add', argument 'X': expected a C-contiguous (row-major, "
-                            "dense) array, got strides (1, 4) for shape (4, 8); pass "
-                            "tensor.contiguous() (torch) or numpy.ascontiguousarray(a) (numpy/cupy)")
+    assert str(e.value) == (
+        "kernel 'scale_add', argument 'X': expected a C-contiguous (row-major, "
+        "dense) array, got strides (1, 4) for shape (4, 8); pass "
+        "tensor.contiguous() (torch) or numpy.ascontiguousarray(a) (numpy/cupy)"
+    )
     np.testing.assert_array_equal(mat_kernel(np.ascontiguousarray(x), f32(4, 8)), f32(4, 8))
 
 
 def test_not_an_array(add_kernel):
     with pytest.raises(TileRuntimeError) as e:
         add_kernel([1.0, 2.0], f32(2))
-    assert str(e.value) == ("kernel 'add', argument 'A': got list, which is not an array (expected "
-                            "numpy, torch, cupy or an object with __dlpack__)")
+    assert str(e.value) == (
+        "kernel 'add', argument 'A': got list, which is not an array (expected "
+        "numpy, torch, cupy or an object with __dlpack__)"
+    )
 
 
 def test_dlpack_object_gives_numpy_output(add_kernel):
@@ -149,8 +160,9 @@ def test_output_dim_not_bound_by_inputs():
     k = tilecore.compile(simple_add_func("N"), target="reference", out_idx=[0, 1, 2])
     with pytest.raises(TileRuntimeError) as e:
         k()
-    assert str(e.value) == ("kernel 'add': dynamic dimension N of output 'A' is not the size of any "
-                            "input dimension, so it cannot be bound")
+    assert str(e.value) == (
+        "kernel 'add': dynamic dimension N of output 'A' is not the size of any input dimension, so it cannot be bound"
+    )
 
 
 def test_out_idx_validation():
@@ -200,8 +212,6 @@ def test_jit_on_prim_func_compiles_lazily():
     assert lazy.target == "reference"
 
 
-
-
 def test_torch_tensors_in_and_out(add_kernel):
     torch = pytest.importorskip("torch")
     a = torch.arange(10, dtype=torch.float32)
@@ -213,8 +223,11 @@ def test_torch_tensors_in_and_out(add_kernel):
         add_kernel(a, b.double())
     nc = torch.zeros(4, 8).t()
     mk = tilecore.compile(matrix_func("M", 4), target="reference", out_idx=-1)
-    with pytest.raises(TileRuntimeError, match=r"got strides \(1, 8\) for shape \(8, 4\); pass "
-                                               r"tensor.contiguous\(\)"):
+    with pytest.raises(
+        TileRuntimeError,
+        match=r"got strides \(1, 8\) for shape \(8, 4\); pass "
+        r"tensor.contiguous\(\)",
+    ):
         mk(nc, torch.zeros(8, 4))
     y = mk(nc.contiguous(), torch.ones(8, 4))
     assert torch.equal(y, torch.ones(8, 4))
@@ -234,6 +247,8 @@ def test_device_mismatch_message():
     meta = torch.zeros(16, device="meta")  # a non-CPU device that exists on every torch build
     with pytest.raises(TileRuntimeError) as e:
         k(meta, meta)
-    assert str(e.value) == ("kernel 'add', argument 'A': expected an array in cpu memory for backend "
-                            "'reference', got one on meta:0; move it there first (e.g. tensor.cpu() "
-                            "or numpy.asarray)")
+    assert str(e.value) == (
+        "kernel 'add', argument 'A': expected an array in cpu memory for backend "
+        "'reference', got one on meta:0; move it there first (e.g. tensor.cpu() "
+        "or numpy.asarray)"
+    )

@@ -2,6 +2,7 @@
 output allocators, launch), and a launcher that offers `specialize(args, bindings)` gets asked once
 per signature for the `run(args)` that later calls use. The test backend "specializing" is the
 reference interpreter with such a launcher, which records what the Kernel asks of it."""
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,9 @@ class RecordingLauncher:
     def _bind_call(self, args, bindings, input_positions, outputs, fallback):
         """The whole call for one signature (numpy arrays of the first call's dtypes and shapes);
         anything else goes to `fallback`, as tile-cuda's C FastCall does."""
-        self.events.append(("bind_call", tuple(input_positions),
-                            [(i, uninitialised) for i, _, uninitialised in outputs]))
+        self.events.append(
+            ("bind_call", tuple(input_positions), [(i, uninitialised) for i, _, uninitialised in outputs])
+        )
         expected = [(args[i].dtype, args[i].shape) for i in input_positions]
         fixed = dict(bindings)
 
@@ -52,6 +54,7 @@ class RecordingLauncher:
                 full[i] = a
             self.plain(full, fixed)
             return None if not made else made[0][1] if len(made) == 1 else tuple(a for _, a in made)
+
         return call
 
     def __call__(self, args, bindings):
@@ -69,6 +72,7 @@ class RecordingLauncher:
             if self.fail_with is not None:
                 raise self.fail_with
             self.plain(list(args), fixed)
+
         return run
 
 
@@ -80,8 +84,15 @@ class SpecializingBackend:
     @hookimpl
     def tilecore_register_backends(self, register):
         base = ref.make_backend()
-        register(Backend(name="specializing", targets=("specializing",), ir_versions=base.ir_versions,
-                         capabilities=base.capabilities, toolchain_status=base.toolchain_status))
+        register(
+            Backend(
+                name="specializing",
+                targets=("specializing",),
+                ir_versions=base.ir_versions,
+                capabilities=base.capabilities,
+                toolchain_status=base.toolchain_status,
+            )
+        )
 
     @hookimpl
     def tilecore_codegen(self, backend, module, options):
@@ -127,14 +138,21 @@ def test_specialize_once_per_signature_then_run(specializing):
         x, w = f32(4, 8, start=start), f32(4, 8, start=start + 1)
         np.testing.assert_array_equal(k(x, w), x * 2 + w)
     (launcher,) = specializing.launchers
-    assert launcher.events == [("specialize", [(4, 8), (4, 8), (4, 8)], {"M": 4}),
-                               ("run", {"M": 4}), ("run", {"M": 4}), ("run", {"M": 4})]
+    assert launcher.events == [
+        ("specialize", [(4, 8), (4, 8), (4, 8)], {"M": 4}),
+        ("run", {"M": 4}),
+        ("run", {"M": 4}),
+        ("run", {"M": 4}),
+    ]
     # a new shape is a new signature: checked, specialized with its own bindings
     x6 = f32(6, 8)
     np.testing.assert_array_equal(k(x6, x6), x6 * 3)
     np.testing.assert_array_equal(k(f32(4, 8), f32(4, 8)), f32(4, 8) * 3)
-    assert launcher.events[4:] == [("specialize", [(6, 8), (6, 8), (6, 8)], {"M": 6}),
-                                   ("run", {"M": 6}), ("run", {"M": 4})]
+    assert launcher.events[4:] == [
+        ("specialize", [(6, 8), (6, 8), (6, 8)], {"M": 6}),
+        ("run", {"M": 6}),
+        ("run", {"M": 4}),
+    ]
 
 
 def test_keywords_and_arrays_without_a_signature_take_the_plain_launch(specializing):
@@ -189,9 +207,12 @@ def test_specialize_may_decline(specializing):
     for n in (5, 5, 5):
         np.testing.assert_array_equal(k(f32(n), f32(n)), f32(n) * 2)
     # asked once; the remembered plan then uses the plain launch with the remembered bindings
-    assert specializing.launchers[0].events == [("specialize", [(5,), (5,), (5,)], {"N": 5}),
-                                                ("launch", {"N": 5}), ("launch", {"N": 5}),
-                                                ("launch", {"N": 5})]
+    assert specializing.launchers[0].events == [
+        ("specialize", [(5,), (5,), (5,)], {"N": 5}),
+        ("launch", {"N": 5}),
+        ("launch", {"N": 5}),
+        ("launch", {"N": 5}),
+    ]
 
 
 def test_a_failing_run_is_one_clear_error_on_first_and_later_calls(specializing):
@@ -204,9 +225,14 @@ def test_a_failing_run_is_one_clear_error_on_first_and_later_calls(specializing)
         messages.append(str(e.value))
         assert e.value.__cause__ is None  # hidden from the user, kept for backend authors
         assert isinstance(e.value.internal_cause, RuntimeError)
-    assert messages[0] == messages[1] == (
-        "kernel 'add': backend 'specializing' failed to run the kernel: RuntimeError: device fell off "
-        "the bus (TILECORE_TRACEBACK=1 shows the backend's traceback)")
+    assert (
+        messages[0]
+        == messages[1]
+        == (
+            "kernel 'add': backend 'specializing' failed to run the kernel: RuntimeError: device fell off "
+            "the bus (TILECORE_TRACEBACK=1 shows the backend's traceback)"
+        )
+    )
     assert not k._plans  # a failed first call remembers nothing
 
 
@@ -242,6 +268,7 @@ def test_allocation_failure_names_the_output_on_first_and_later_calls(monkeypatc
             if failing["now"]:
                 raise MemoryError("no room for 64 bytes")
             return make()
+
         return allocate
 
     monkeypatch.setattr(arrays, "allocator", allocator)
@@ -253,8 +280,11 @@ def test_allocation_failure_names_the_output_on_first_and_later_calls(monkeypatc
     k._plans.clear()
     with pytest.raises(TileRuntimeError) as first:
         k(f32(16), f32(16))
-    assert str(later.value) == str(first.value) == \
-        "kernel 'add': cannot allocate output 'C': MemoryError: no room for 64 bytes"
+    assert (
+        str(later.value)
+        == str(first.value)
+        == "kernel 'add': cannot allocate output 'C': MemoryError: no room for 64 bytes"
+    )
 
 
 def test_torch_cpu_tensors_through_plans_with_new_tensors_each_call():

@@ -1,6 +1,7 @@
 """Kernel calls remember the argument signatures that passed the checks; a changed argument
 (shape, dtype, contiguity, writability, device, library) after such a call is still checked
 and rejected with the same message as on a first call."""
+
 from __future__ import annotations
 
 import numpy as np

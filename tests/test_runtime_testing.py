@@ -1,5 +1,6 @@
 """tilecore.testing: assert_matches_reference catches a wrong backend, honours per-dtype
 tolerances, and the pytest plugin's option and fixtures work in a real pytest run."""
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,15 @@ class SkewedBackend:
     @hookimpl
     def tilecore_register_backends(self, register):
         base = ref.make_backend()
-        register(Backend(name=self.name, targets=(self.name,), ir_versions=base.ir_versions,
-                         capabilities=base.capabilities, toolchain_status=base.toolchain_status))
+        register(
+            Backend(
+                name=self.name,
+                targets=(self.name,),
+                ir_versions=base.ir_versions,
+                capabilities=base.capabilities,
+                toolchain_status=base.toolchain_status,
+            )
+        )
 
     @hookimpl
     def tilecore_codegen(self, backend, module, options):
@@ -45,6 +53,7 @@ class SkewedBackend:
         def launch(args, bindings):
             run(args, bindings)
             args[-1][...] += np.asarray(self.skew).astype(args[-1].dtype)
+
         return launch
 
 
@@ -75,9 +84,11 @@ def test_wrong_backend_fails_with_details(skewed):
     with pytest.raises(AssertionError) as e:
         assert_matches_reference(simple_add_func(32), [a, a], backend=target, out_idx=[-1])
     msg = str(e.value)
-    assert msg == ("kernel 'add' on skew does not match the reference:\n  output 'C' (float32): "
-                          "32 of 32 elements differ from the reference beyond rtol=1e-05, atol=1e-05; "
-                          "first at index (0,): got 2.001, reference 2.0; max abs difference 0.000999928")
+    assert msg == (
+        "kernel 'add' on skew does not match the reference:\n  output 'C' (float32): "
+        "32 of 32 elements differ from the reference beyond rtol=1e-05, atol=1e-05; "
+        "first at index (0,): got 2.001, reference 2.0; max abs difference 0.000999928"
+    )
 
 
 def test_in_place_outputs_are_compared_without_out_idx(skewed):
@@ -92,8 +103,9 @@ def test_float16_tolerance(skewed):
     a = np.full(16, 0.5, np.float16)
     assert_matches_reference(simple_add_func(16, "float16"), [a, a], backend=target, out_idx=[-1])
     with pytest.raises(AssertionError, match=r"output 'C' \(float16\).*rtol=0.0001, atol=0.0001"):
-        assert_matches_reference(simple_add_func(16, "float16"), [a, a], backend=target,
-                                 out_idx=[-1], rtol=1e-4, atol=1e-4)
+        assert_matches_reference(
+            simple_add_func(16, "float16"), [a, a], backend=target, out_idx=[-1], rtol=1e-4, atol=1e-4
+        )
 
 
 def test_kernel_input_reuses_out_idx(skewed):
@@ -123,7 +135,7 @@ def test_cpu_backend_matches_reference_with_torch_inputs():
     assert isinstance(c, torch.Tensor) and torch.allclose(c, 4 * a)
 
 
-PYTEST_FILE = '''
+PYTEST_FILE = """
 import numpy as np
 from tilecore.testing import assert_matches_reference
 from test_plugin_support import simple_add_func
@@ -132,15 +144,29 @@ def test_uses_fixtures(tile_target, tile_backend, tile_rng):
     assert tile_target == "reference" and tile_backend.name == "reference"
     a = tile_rng.standard_normal(16).astype(np.float32)
     assert_matches_reference(simple_add_func(16), [a, a], backend=tile_target, out_idx=[-1])
-'''
+"""
 
 
 def test_pytest_plugin_option_and_fixtures(tmp_path):
     (tmp_path / "test_user.py").write_text(textwrap.dedent(PYTEST_FILE))
     env = clean_env(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "--tilecore-target=reference", str(tmp_path / "test_user.py")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--tilecore-target=reference",
+            str(tmp_path / "test_user.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout
 

@@ -1,5 +1,6 @@
 """Scalar kernel parameters (`n: T.int32`): a value passed at each call, usable wherever a
 T.dynamic dimension may stand (grid extents, loop bounds, indices, arithmetic)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,8 +41,10 @@ def shifted_sum(offset: T.int32, A: T.Tensor((8, 16), "int32"), steps: T.int32, 
 
 
 def _kernels(target):
-    return (tilecore.compile(head_scaled, target=target, out_idx=[-1]),
-            tilecore.compile(shifted_sum, target=target, out_idx=[-1]))
+    return (
+        tilecore.compile(head_scaled, target=target, out_idx=[-1]),
+        tilecore.compile(shifted_sum, target=target, out_idx=[-1]),
+    )
 
 
 @pytest.fixture(scope="module", params=TARGETS)
@@ -83,10 +86,15 @@ def test_out_idx_counts_scalar_parameters():
         tilecore.compile(head_scaled, target="reference", out_idx=[-2])
 
 
-@pytest.mark.parametrize("value, message", [
-    (2.5, "expected an integer.*got float"), (True, "expected an integer.*got bool"),
-    (np.ones(2, np.int32), "expected an integer.*got ndarray"),
-    (1 << 31, "2147483648 does not fit the scalar parameter's dtype int32")])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (2.5, "expected an integer.*got float"),
+        (True, "expected an integer.*got bool"),
+        (np.ones(2, np.int32), "expected an integer.*got ndarray"),
+        (1 << 31, "2147483648 does not fit the scalar parameter's dtype int32"),
+    ],
+)
 def test_bad_scalar_arguments_name_the_parameter(value, message):
     kernel = tilecore.compile(head_scaled, target="reference", out_idx=[-1])
     with pytest.raises(TileRuntimeError, match="argument 'count': " + message):
@@ -102,11 +110,13 @@ def test_missing_scalar_argument():
 
 def test_float_scalar_parameter_is_a_located_error():
     with pytest.raises(TileCompileError, match="scalar parameter 'scale' has dtype float32") as info:
+
         @T.prim_func
         def scaled(A: T.Tensor((4,), "float32"), scale: T.float32):
             with T.Kernel(1) as _:
                 for i in T.Parallel(4):
                     A[i] = A[i] * scale
+
     assert f"{__file__}:" in str(info.value)
 
 
@@ -117,13 +127,14 @@ def test_scalar_parameters_with_several_stages_are_a_clear_error():
             A[0] = k
         with T.Kernel(1) as _:
             A[1] = k
+
     with pytest.raises(UnsupportedFeatureError, match="scalar parameters in a prim_func with several"):
         tilecore.compile(two_stages, target="reference")
 
 
 def test_printer_and_json_keep_scalar_parameters_in_place():
     text = to_source(shifted_sum)
-    assert "def shifted_sum(offset: T.int32, A: T.Tensor((8, 16), \"int32\"), steps: T.int32, " in text
+    assert 'def shifted_sum(offset: T.int32, A: T.Tensor((8, 16), "int32"), steps: T.int32, ' in text
     assert "T.dynamic" not in text
     assert loads(dumps(shifted_sum)) == shifted_sum
     assert loads(dumps(shifted_sum)).scalar_params == shifted_sum.scalar_params

@@ -1,4 +1,5 @@
 """JSON form: deterministic text and exact round trip, spans and source included."""
+
 import json
 import os
 import sys
@@ -18,8 +19,9 @@ def spans(func):
     return [n.span for n in walk(func) if hasattr(n, "span")]
 
 
-@pytest.mark.parametrize("make", [lambda: matmul(200, 200, 200, 64, 64, 32),
-                                  lambda: flash_attention(1, 2, 256, 64, True)])
+@pytest.mark.parametrize(
+    "make", [lambda: matmul(200, 200, 200, 64, 64, 32), lambda: flash_attention(1, 2, 256, 64, True)]
+)
 def test_exact_round_trip(make):
     func = make()
     text = dumps(func)
@@ -58,8 +60,9 @@ from ir_strategies import prim_funcs  # noqa: E402
 
 from tilecore.frontend import parse_source  # noqa: E402
 
-PROPERTY = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPERTY = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 @PROPERTY

@@ -1,5 +1,6 @@
 """Issue 16 (trust boundaries), the compile cache: who may write it, forged and malformed entries,
 what `tile cache clear` and the size limit touch, what the key covers, and the options spec."""
+
 from __future__ import annotations
 
 import glob
@@ -26,8 +27,14 @@ from test_plugin_support import clean_env, install_toy_and_broken, run_python, r
 
 
 def _artifact():
-    return Artifact(backend="toy", target="toy", entry="main", source="// code\n",
-                    blobs={"lib.so": b"\x7fELF" + bytes(200)}, meta={"grid": [1]})
+    return Artifact(
+        backend="toy",
+        target="toy",
+        entry="main",
+        source="// code\n",
+        blobs={"lib.so": b"\x7fELF" + bytes(200)},
+        meta={"grid": [1]},
+    )
 
 
 KEY = "ab" + "5" * 62
@@ -46,6 +53,7 @@ def private_cache(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------- finding 2: who may write it
+
 
 def test_cache_folder_is_created_private(private_cache):
     C.DiskCache().put(KEY, _artifact())
@@ -73,8 +81,7 @@ def _other_user():
     if shutil.which("useradd") is None:
         pytest.skip("useradd is not installed")
     name = "tcuntrusted"
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                   capture_output=True)
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], capture_output=True)
     import pwd
 
     try:
@@ -86,12 +93,13 @@ def _other_user():
 
 def _as_user(uid, gid, script: str):
     """Run shell `script` as another uid (the attacker)."""
+
     def drop():
         os.setgroups([])
         os.setgid(gid)
         os.setuid(uid)
-    return subprocess.run(["/bin/sh", "-c", script], preexec_fn=drop, capture_output=True, text=True,
-                          timeout=60)
+
+    return subprocess.run(["/bin/sh", "-c", script], preexec_fn=drop, capture_output=True, text=True, timeout=60)
 
 
 def test_cache_planted_by_another_user_is_refused(tmp_path, private_cache):
@@ -102,8 +110,10 @@ def test_cache_planted_by_another_user_is_refused(tmp_path, private_cache):
     for parent in tmp_path.parents:  # pytest's folders are 0700: let the other user reach tmp_path
         if str(parent).startswith("/tmp/pytest-of-"):
             os.chmod(parent, os.stat(parent).st_mode | 0o011)
-    plant = (f"umask 022 && mkdir -p {private_cache}/native/cpu-support && "
-             f"printf evil > {private_cache}/native/cpu-support/{'a' * 32}.o")
+    plant = (
+        f"umask 022 && mkdir -p {private_cache}/native/cpu-support && "
+        f"printf evil > {private_cache}/native/cpu-support/{'a' * 32}.o"
+    )
     proc = _as_user(uid, gid, plant)
     assert proc.returncode == 0, proc.stderr
     assert os.stat(private_cache).st_uid == uid
@@ -120,8 +130,10 @@ def test_rocm_device_library_is_private(tmp_path):
 
     rocm_device_lib = pytest.importorskip("tile_rocm.device_lib")  # moved into tile-rocm (issue 11)
 
-    old_fixed = os.path.join(tempfile.gettempdir(), "tilecore_rocm_device_lib_" +
-                             hashlib.sha256(rocm_device_lib.library_ir().encode()).hexdigest()[:16] + ".ll")
+    old_fixed = os.path.join(
+        tempfile.gettempdir(),
+        "tilecore_rocm_device_lib_" + hashlib.sha256(rocm_device_lib.library_ir().encode()).hexdigest()[:16] + ".ll",
+    )
     path = rocm_device_lib.library_path()
     assert path != old_fixed
     folder = os.path.dirname(path)
@@ -134,6 +146,7 @@ def test_rocm_device_library_is_private(tmp_path):
 
 
 # ---------------------------------------------------------------------- findings 2 and 7: forged, malformed
+
 
 def _toy_env(tmp_path, **extra):
     site = install_toy_and_broken(tmp_path / "site")
@@ -158,9 +171,9 @@ def _compiles(env):
 def _rewrite_entry(path, header_change, payload_change=None, secret=b""):
     data = open(path, "rb").read()
     newline = data.index(b"\n", len(C.MAGIC))
-    header = json.loads(data[len(C.MAGIC):newline])
+    header = json.loads(data[len(C.MAGIC) : newline])
     header.pop("mac")
-    payload = data[newline + 1:]
+    payload = data[newline + 1 :]
     header_change(header)
     if payload_change:
         payload = payload_change(payload)
@@ -198,6 +211,7 @@ def test_malformed_but_authentic_entry_is_corruption(tmp_path, malformed):
             header["parts"] = "artifact"
         elif malformed == "part_not_a_pair":
             header["parts"][0] = ["artifact"]
+
     payload_change = None
     if malformed == "meta_not_a_dict":
         payload_change = lambda p: p.replace(b'"meta": {', b'"meta": [{', 1)  # noqa: E731
@@ -225,6 +239,7 @@ def test_native_object_with_a_wrong_digest_is_never_handed_out(private_cache):
 
 # ---------------------------------------------------------------------- finding 6: clear and the size limit
 
+
 def test_clear_removes_exactly_what_the_cache_made(private_cache):
     """With the cache folder set to a home folder, `clear` deleted the user's own *.tmp / *.tcc."""
     cache = C.DiskCache()
@@ -232,8 +247,13 @@ def test_clear_removes_exactly_what_the_cache_made(private_cache):
     cache.put_native("cpu-support", "d" * 32 + ".o", b"object")
     orphan = private_cache / "ab" / ".tc-999999-abc_1.tmp"
     orphan.write_bytes(b"half")
-    mine = [private_cache / "notes.tmp", private_cache / "thesis.tcc", private_cache / "ab" / "mine.tcc",
-            private_cache / "native" / "report.txt", private_cache / "docs" / ("e" * 64 + ".tcc")]
+    mine = [
+        private_cache / "notes.tmp",
+        private_cache / "thesis.tcc",
+        private_cache / "ab" / "mine.tcc",
+        private_cache / "native" / "report.txt",
+        private_cache / "docs" / ("e" * 64 + ".tcc"),
+    ]
     for path in mine:
         path.parent.mkdir(exist_ok=True)
         path.write_text("the user's own file")
@@ -261,11 +281,22 @@ def test_size_limit_counts_native_objects_and_orphaned_temps(private_cache):
 
 # ---------------------------------------------------------------------- finding 9: the key and the options
 
+
 def test_option_encoding_is_canonical_and_typed():
     base = ("{}", "cpu", "0.1", "cpu")
-    keys = {C.cache_key(*base, opts) for opts in
-            ({"a": {1: "x"}}, {"a": {"1": "x"}}, {"a": (1, 2)}, {"a": [1, 2]}, {"a": 1}, {"a": 1.0},
-             {"a": True}, {"a": "1"})}
+    keys = {
+        C.cache_key(*base, opts)
+        for opts in (
+            {"a": {1: "x"}},
+            {"a": {"1": "x"}},
+            {"a": (1, 2)},
+            {"a": [1, 2]},
+            {"a": 1},
+            {"a": 1.0},
+            {"a": True},
+            {"a": "1"},
+        )
+    }
     assert len(keys) == 8
     assert C.cache_key(*base, {"a": {"x": 1, "y": 2}}) == C.cache_key(*base, {"a": {"y": 2, "x": 1}})
 
@@ -296,8 +327,7 @@ def test_edited_plugin_source_is_a_different_key(tmp_path):
 def test_environment_switches_accept_only_documented_values(tmp_path):
     env = clean_env(tmp_path, TILECORE_DISABLE_PLUGIN_AUTOLOAD="2")
     run_python("import tilecore; tilecore.compile", env)  # importing never breaks
-    proc = run_python("import tilecore\nfrom tilecore.plugin import get_registry\nget_registry()", env,
-                      check=False)
+    proc = run_python("import tilecore\nfrom tilecore.plugin import get_registry\nget_registry()", env, check=False)
     assert proc.returncode != 0
     assert "TILECORE_DISABLE_PLUGIN_AUTOLOAD='2' is not a valid setting" in proc.stderr
     assert "1, true, yes, on" in proc.stderr
@@ -326,12 +356,18 @@ def test_unknown_cpu_option_is_an_error_before_any_codegen():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-_scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2, allow_nan=False),
-                     st.sampled_from(["", "1", "a"]))
-_values = st.recursive(_scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=3), st.lists(inner, max_size=3).map(tuple),
-    st.dictionaries(st.one_of(st.integers(0, 2), st.sampled_from(["0", "1", "k"])), inner, max_size=3)),
-    max_leaves=8)
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2, allow_nan=False), st.sampled_from(["", "1", "a"])
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.one_of(st.integers(0, 2), st.sampled_from(["0", "1", "k"])), inner, max_size=3),
+    ),
+    max_leaves=8,
+)
 
 
 def _typed_equal(a, b) -> bool:
@@ -340,8 +376,11 @@ def _typed_equal(a, b) -> bool:
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(_typed_equal(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_typed_equal(k, k) and _typed_equal(a[k], b[k]) for k in a) \
+        return (
+            a.keys() == b.keys()
+            and all(_typed_equal(k, k) and _typed_equal(a[k], b[k]) for k in a)
             and {type(k) for k in a} == {type(k) for k in b}
+        )
     return a == b or (a != a and b != b)
 
 
@@ -369,12 +408,14 @@ def test_any_damaged_entry_is_corruption_never_another_error(data):
 
 # ---------------------------------------------------------------------- temp folders after a SIGKILL
 
+
 def test_orphaned_tempdirs_are_removed_and_nothing_else(tmp_path):
     """Only `process_tempdir` folders of this purpose, of your own, whose process is gone."""
     from tilecore.runtime.folders import process_tempdir, remove_orphaned_tempdirs
 
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     orphan = tmp_path / f"tilecore-libs-{dead}-abc123"
     alive = tmp_path / "tilecore-libs-1-abc123"  # pid 1 always runs
     other_purpose = tmp_path / f"tilecore-other-{dead}-abc123"

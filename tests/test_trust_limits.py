@@ -1,6 +1,7 @@
 """Issue 16, findings 5, 10 and 11: no silent wrong answer at the edges. Dynamic dimensions past what
 a backend can index, torch tensors with the negative bit, an output that is also an input, and the
 resource limits (expression depth, grid size, interpreter memory) all give clear, located errors."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,7 +35,7 @@ def test_results_are_right_on_ordinary_inputs(kernel):
     np.testing.assert_array_equal(c, a * 2)
 
 
-@pytest.mark.parametrize("m", [2 ** 31 + 4096, 2 ** 32 + 4096])
+@pytest.mark.parametrize("m", [2**31 + 4096, 2**32 + 4096])
 def test_dynamic_dimension_past_int32_is_refused(kernel, m):
     """cpu returned all zeros (2^31 + 4096) or computed 4096 elements (2^32 + 4096), silently; the
     interpreter (64-bit indices) wrapped the int32 M into a "negative grid size" or a 1-block grid."""
@@ -45,7 +46,7 @@ def test_dynamic_dimension_past_int32_is_refused(kernel, m):
     assert f"dimension 0 (M) is {m}" in msg
     if kernel.backend.capabilities.index_bits >= 64:
         assert "more than its declared dtype int32 can hold (at most 2147483647)" in msg
-        assert 'T.dynamic(\'M\', "int64")' in msg
+        assert "T.dynamic('M', \"int64\")" in msg
     else:
         assert "32-bit signed indices" in msg
     assert "double_into(A:" in msg or "argument 'A'" in msg
@@ -94,9 +95,10 @@ def test_output_sharing_memory_with_an_input_is_refused(kernel):
 
 def test_static_shape_past_int32_is_a_compile_error():
     @T.prim_func
-    def huge(A: T.Tensor((2 ** 31 + 4096,), "int8"), B: T.Tensor((16,), "int8")):
+    def huge(A: T.Tensor((2**31 + 4096,), "int8"), B: T.Tensor((16,), "int8")):
         with T.Kernel(1) as bx:
             B[0] = A[7]
+
     for target in ("cpu", "npu"):  # cpu used to leak "Literal value 2147488281 exceeds range of int32"
         with pytest.raises(TileCompileError, match="dimension 0 of 'A' has 2147487744 elements.*32-bit") as info:
             tilecore.compile(huge, target=target)
@@ -107,12 +109,14 @@ def test_deep_expression_is_a_located_error(tmp_path):
     """~600 chained `+` gave a raw RecursionError with a 1000-frame traceback."""
     terms = " + ".join(["A[i]"] * 600)
     path = tmp_path / "deep_kernel.py"
-    path.write_text("import tilecore.language as T\n\n\n"
-                    "@T.prim_func\n"
-                    "def deep(A: T.Tensor((16,), 'float32'), B: T.Tensor((16,), 'float32')):\n"
-                    "    with T.Kernel(1) as bx:\n"
-                    "        for i in T.Parallel(16):\n"
-                    f"            B[i] = {terms}\n")
+    path.write_text(
+        "import tilecore.language as T\n\n\n"
+        "@T.prim_func\n"
+        "def deep(A: T.Tensor((16,), 'float32'), B: T.Tensor((16,), 'float32')):\n"
+        "    with T.Kernel(1) as bx:\n"
+        "        for i in T.Parallel(16):\n"
+        f"            B[i] = {terms}\n"
+    )
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("deep_kernel", path)
@@ -125,7 +129,7 @@ def test_deep_expression_is_a_located_error(tmp_path):
 def test_huge_grid_on_the_interpreter_is_a_located_error():
     """A huge grid on reference failed with an empty `MemoryError:`."""
     kernel = tilecore.compile(double_into, target="reference")
-    a = np.empty(2 ** 31 - 64, np.int8)
+    a = np.empty(2**31 - 64, np.int8)
     with pytest.raises(TileRuntimeError, match=r"the grid \(33554431,\) has 33554431 blocks.*at most"):
         kernel(a, np.empty_like(a))
 
@@ -173,7 +177,7 @@ def test_dynamic_array_with_more_than_int32_elements_is_refused():
                 C[bx, j] = A[bx, j]
 
     kernel = tilecore.compile(rows, target="npu")
-    a = np.empty((2 ** 15 + 2, 65536), np.int8)  # 2^31 + 2^17 elements, never touched
+    a = np.empty((2**15 + 2, 65536), np.int8)  # 2^31 + 2^17 elements, never touched
     with pytest.raises(TileRuntimeError, match=r"has 2147614720 elements \(shape \(32770, 65536\)\)"):
         kernel(a, np.empty_like(a))
 

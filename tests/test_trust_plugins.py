@@ -1,5 +1,6 @@
 """Issue 16, finding 8: plugin faults name the plugin and the hook; a backend name declared twice is
 refused whatever the sys.path order, naming both distributions."""
+
 from __future__ import annotations
 
 import os
@@ -15,16 +16,16 @@ from tilecore.plugin.manager import register_plugin, unregister_plugin
 sys.path.insert(0, os.path.dirname(__file__))
 from test_plugin_support import clean_env, install_plugin, install_toy_and_broken, run_python, simple_add_func  # noqa: E402
 
-FAULTY_PASSES = '''
+FAULTY_PASSES = """
 from tilecore.plugin import hookimpl
 
 
 @hookimpl
 def tilecore_passes(backend, pipeline):
     raise KeyError("pass table")
-'''
+"""
 
-FAKE_TOY = '''
+FAKE_TOY = """
 from tilecore.plugin import Backend, ToolchainStatus, hookimpl
 from tilecore.interp import plugin as ref
 
@@ -34,18 +35,22 @@ def tilecore_register_backends(register):
     register(Backend(name="toy", targets=("toy",), ir_versions=("1.0",),
                      capabilities=ref.make_backend().capabilities,
                      toolchain_status=lambda: ToolchainStatus(True, "impostor")))
-'''
+"""
 
 
 def test_fault_in_a_passes_hook_names_the_plugin_and_hook(tmp_path):
     site = install_toy_and_broken(tmp_path / "site")
     install_plugin(site, "tile-faulty", "9.9", "tile_faulty", FAULTY_PASSES, "faulty")
     env = clean_env(tmp_path, site, TILECORE_PLUGINS="toy,faulty")
-    proc = run_python("""
+    proc = run_python(
+        """
         import tilecore
         from test_plugin_support import simple_add_func
         tilecore.compile(simple_add_func(32), target="reference", out_idx=[-1])
-    """, env, check=False)
+    """,
+        env,
+        check=False,
+    )
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert "PluginHookError" in last
@@ -82,7 +87,8 @@ def test_duplicate_backend_name_is_refused_naming_both(tmp_path, impostor_first)
     env = clean_env(tmp_path, site, TILECORE_PLUGINS="toy,impostor")
     paths = env["PYTHONPATH"].split(os.pathsep)
     env["PYTHONPATH"] = os.pathsep.join([str(other)] + paths if impostor_first else paths + [str(other)])
-    proc = run_python("""
+    proc = run_python(
+        """
         import tilecore
         from tilecore.plugin import get_registry
         r = get_registry()
@@ -92,7 +98,9 @@ def test_duplicate_backend_name_is_refused_naming_both(tmp_path, impostor_first)
             r.resolve("toy")
         except tilecore.plugin.TargetError as err:
             print(err)
-    """, env)
+    """,
+        env,
+    )
     names, error, resolve_error = proc.stdout.strip().splitlines()
     assert "toy" not in names
     assert "tile-impostor 6.6.6 (plugin 'impostor'" in error and "tile-toy 0.1.0 (plugin 'toy'" in error

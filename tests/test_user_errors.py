@@ -1,6 +1,7 @@
 """Regression tests for mistakes users make, found by trying tilecore as a kernel author,
 deployment engineer and plugin author: each must give a clear error at the user's line
 (or just work), never a deep traceback or a silently wrong answer."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,6 +22,7 @@ def _double(M, N):
         with T.Kernel(1) as bx:
             for i, j in T.Parallel(M, N):
                 C[i, j] = A[i, j] * 2.0
+
     return main
 
 
@@ -41,7 +43,7 @@ def test_read_only_output_is_an_error_not_silently_dropped():
         kernel(np.ones((4, 4), np.float32), out)
     msg = str(info.value)
     assert "argument 'C': the kernel writes this argument, but the array is read-only" in msg
-    assert "def main(A: T.Tensor((M, N), \"float32\"), C: T.Tensor" in msg  # the declaration is shown
+    assert 'def main(A: T.Tensor((M, N), "float32"), C: T.Tensor' in msg  # the declaration is shown
 
 
 def test_read_only_input_is_fine():
@@ -105,22 +107,31 @@ def test_traceback_kept_when_asked(monkeypatch):
 # ----------------------------------------------------------------------------- T.Tensor annotations
 
 
-@pytest.mark.parametrize("shape, dtype, message", [
-    ((0, 4), "float32", "a tensor dimension must be positive, got 0 in shape (0, 4) (for sizes that "
-                        "may be 0 at run time, use T.dynamic)"),
-    ((-3, 4), "float32", "a tensor dimension must be positive, got -3"),
-    ((2 ** 70,), "float32", "a tensor dimension must be below 2**63"),
-    ((4, 4.0), "float32", "a tensor dimension must be an int or a T.dynamic dim, got 4.0"),
-    ((4, True), "float32", "a tensor dimension must be an int or a T.dynamic dim, got True"),
-    ((4,), "float33", "unknown dtype 'float33'"),
-])
+@pytest.mark.parametrize(
+    "shape, dtype, message",
+    [
+        (
+            (0, 4),
+            "float32",
+            "a tensor dimension must be positive, got 0 in shape (0, 4) (for sizes that "
+            "may be 0 at run time, use T.dynamic)",
+        ),
+        ((-3, 4), "float32", "a tensor dimension must be positive, got -3"),
+        ((2**70,), "float32", "a tensor dimension must be below 2**63"),
+        ((4, 4.0), "float32", "a tensor dimension must be an int or a T.dynamic dim, got 4.0"),
+        ((4, True), "float32", "a tensor dimension must be an int or a T.dynamic dim, got True"),
+        ((4,), "float33", "unknown dtype 'float33'"),
+    ],
+)
 def test_bad_tensor_annotation_points_at_the_parameter(shape, dtype, message):
     """Python evaluates annotations before @T.prim_func runs; the error still has file:line:caret."""
     with pytest.raises(TileCompileError) as info:
+
         @T.prim_func
         def main(A: T.Tensor(shape, dtype)):  # the line reported
             with T.Kernel(1) as bx:
                 A[0] = 1.0
+
     err = info.value
     assert err.message.startswith("the parameter 'A': ") and message in err.message
     assert err.span.line == main_line(test_bad_tensor_annotation_points_at_the_parameter)
@@ -137,6 +148,7 @@ def main_line(test_function, marker: str = "# the line reported") -> int:
 
 def test_numpy_integers_and_scalars_work_as_factory_values():
     """Shapes and scales often come from numpy; np.int64(4) used to be rejected."""
+
     def make(M, N, block, scale):
         @T.prim_func
         def main(A: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
@@ -146,6 +158,7 @@ def test_numpy_integers_and_scalars_work_as_factory_values():
                 for i, j in T.Parallel(block, N):
                     f[i, j] = f[i, j] * scale + T.max(scale, 1.0) + np.float32(0.25)
                 T.copy(f, C[bx * block, 0])
+
         return main
 
     func = make(np.int64(8), np.int32(4), np.int64(4), np.float32(2.0))
@@ -161,18 +174,21 @@ def test_numpy_integers_and_scalars_work_as_factory_values():
 def test_assigning_a_value_to_a_tensor_name_is_an_error():
     """`A = 3` used to rebind the name silently and drop the intent."""
     with pytest.raises(TileCompileError) as info:
+
         @T.prim_func
         def main(A: T.Tensor((8,), "float32")):
             with T.Kernel(1) as bx:
                 A = 3  # noqa: F841
-    assert "'A' is a tensor parameter; assigning the Python value 3 to the name would not change" \
-        in info.value.message
+
+    assert "'A' is a tensor parameter; assigning the Python value 3 to the name would not change" in info.value.message
     with pytest.raises(TileCompileError) as info:
+
         @T.prim_func
         def main2(A: T.Tensor((8,), "float32")):
             with T.Kernel(1) as bx:
                 s = T.alloc_shared((8,), "float32")
                 s = 0.0  # noqa: F841
+
     assert "'s' is a shared buffer" in info.value.message and "T.fill" in info.value.message
 
 
@@ -197,8 +213,7 @@ def test_backend_without_variants_rejects_a_variant():
 
     with pytest.raises(TargetError) as info:
         tilecore.compile(_double(2, 2), target="reference:sm_90")
-    assert str(info.value) == ("backend 'reference' does not accept target 'reference:sm_90'; "
-                               "its targets: reference")
+    assert str(info.value) == ("backend 'reference' does not accept target 'reference:sm_90'; its targets: reference")
 
 
 def test_backend_with_variants_accepts_unlisted_ones():
@@ -223,7 +238,7 @@ def _tile(capsys, *argv):
     return code, out, err
 
 
-FACTORY = '''
+FACTORY = """
 import tilecore.language as T
 
 def scale(N, factor=2.0):
@@ -245,7 +260,7 @@ def staged(N):
 
 def factory_with_a_bug(N):
     return len(N)  # raises TypeError inside the factory: not a command-line mistake
-'''
+"""
 
 
 def test_cli_factory_arguments_that_do_not_fit_show_the_signature(tmp_path, capsys):
@@ -253,8 +268,9 @@ def test_cli_factory_arguments_that_do_not_fit_show_the_signature(tmp_path, caps
     path.write_text(FACTORY)
     code, _, err = _tile(capsys, "compile", f"{path}::scale", "--target", "reference")
     assert code == 1
-    assert err.startswith(f"error: {path}::scale: missing a required argument: 'N' (given: no arguments); "
-                          "it is scale(N, factor=2.0)")
+    assert err.startswith(
+        f"error: {path}::scale: missing a required argument: 'N' (given: no arguments); it is scale(N, factor=2.0)"
+    )
     code, _, err = _tile(capsys, "compile", f"{path}::scale", "8", "--arg", "factr=3", "-t", "reference")
     assert code == 1 and "got an unexpected keyword argument 'factr' (given: 8 --arg factr=3)" in err
     assert "Traceback" not in err
@@ -267,22 +283,25 @@ def test_cli_unwritable_output_is_a_one_line_error(tmp_path, capsys):
     path = tmp_path / "kern.py"
     path.write_text(FACTORY)
     missing = tmp_path / "no" / "such" / "dir"
-    code, _, err = _tile(capsys, "compile", f"{path}::scale", "8", "-t", "reference", "--emit", "ir",
-                         "-o", str(missing / "out.py"))
+    code, _, err = _tile(
+        capsys, "compile", f"{path}::scale", "8", "-t", "reference", "--emit", "ir", "-o", str(missing / "out.py")
+    )
     assert code == 1 and err == f"error: cannot write {missing / 'out.py'}: No such file or directory\n"
-    code, _, err = _tile(capsys, "trace", f"{path}::scale", "8", "-t", "reference",
-                         "--html", str(missing / "t.html"))
+    code, _, err = _tile(capsys, "trace", f"{path}::scale", "8", "-t", "reference", "--html", str(missing / "t.html"))
     assert code == 1 and err.endswith(f"error: cannot write {missing / 't.html'}: No such file or directory\n")
 
 
 # ----------------------------------------------------------------------------- literals
 
 
-@pytest.mark.parametrize("expr, dtype, message", [
-    ("A[i] + 300", "int8", "the integer literal 300 does not fit int8 (range -128..127)"),
-    ("A[i] * -1", "uint8", "the integer literal -1 does not fit uint8 (range 0..255)"),
-    ("A[i] + 2 ** 31", "int32", "the integer literal 2147483648 does not fit int32"),
-])
+@pytest.mark.parametrize(
+    "expr, dtype, message",
+    [
+        ("A[i] + 300", "int8", "the integer literal 300 does not fit int8 (range -128..127)"),
+        ("A[i] * -1", "uint8", "the integer literal -1 does not fit uint8 (range 0..255)"),
+        ("A[i] + 2 ** 31", "int32", "the integer literal 2147483648 does not fit int32"),
+    ],
+)
 def test_integer_literal_that_would_wrap_is_an_error(expr, dtype, message):
     """`A[i] + 300` on int8 used to wrap the literal to 44 silently."""
     from tilecore.frontend import parse_source
@@ -328,8 +347,7 @@ def test_reference_declares_only_gemm_pairs_the_language_accepts():
 
     def gemm(dtype, accum):
         @T.prim_func
-        def main(A: T.Tensor((16, 16), dtype), B: T.Tensor((16, 16), dtype),
-                 C: T.Tensor((16, 16), accum)):
+        def main(A: T.Tensor((16, 16), dtype), B: T.Tensor((16, 16), dtype), C: T.Tensor((16, 16), accum)):
             with T.Kernel(1) as bx:
                 a = T.alloc_shared((16, 16), dtype)
                 b = T.alloc_shared((16, 16), dtype)
@@ -339,6 +357,7 @@ def test_reference_declares_only_gemm_pairs_the_language_accepts():
                 T.clear(c)
                 T.gemm(a, b, c)
                 T.copy(c, C)
+
         return main
 
     for dtype, accum in sorted(pairs):
@@ -372,20 +391,24 @@ def test_dump_ir_is_written_even_when_the_kernel_is_cached(tmp_path, monkeypatch
 def test_copy_mismatch_names_the_region_not_the_whole_buffer():
     """`B[0:N + 1]` used to be reported as "B has shape (5,)" although B is (4,)."""
     with pytest.raises(TileCompileError) as info:
+
         @T.prim_func
         def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
             with T.Kernel(1) as bx:
                 T.copy(A, B[0:5])
-    assert info.value.message == ("T.copy shape mismatch: source A has shape (4,) vs destination "
-                                  "B[0:5] has shape (5,) (unit dimensions ignored)")
+
+    assert info.value.message == (
+        "T.copy shape mismatch: source A has shape (4,) vs destination B[0:5] has shape (5,) (unit dimensions ignored)"
+    )
     with pytest.raises(TileCompileError) as info:
+
         @T.prim_func
         def main2(A: T.Tensor((64, 64), "float32")):
             with T.Kernel(2) as bx:
                 s = T.alloc_shared((16, 8), "float32")
                 T.copy(A[bx * 16, 0:16], s)
-    assert "source A[bx * 16, 0:16] has shape (1, 16) vs destination s has shape (16, 8)" \
-        in info.value.message
+
+    assert "source A[bx * 16, 0:16] has shape (1, 16) vs destination s has shape (16, 8)" in info.value.message
 
 
 def test_lazy_jit_kernel_has_a_readable_repr():
@@ -409,8 +432,7 @@ def test_gemm_into_an_uncleared_fragment_warns_at_the_users_line():
     from tilecore.passes.init_check import UninitializedReadWarning
 
     @T.prim_func
-    def main(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32"),
-             C: T.Tensor((16, 16), "float32")):
+    def main(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32"), C: T.Tensor((16, 16), "float32")):
         with T.Kernel(1) as bx:
             As = T.alloc_shared((16, 16), "float32")
             Bs = T.alloc_shared((16, 16), "float32")
@@ -427,10 +449,12 @@ def test_gemm_into_an_uncleared_fragment_warns_at_the_users_line():
     assert str(warning.message) == (
         "T.gemm (accumulating into C) reads Cf (a fragment buffer) before anything has written it: "
         "its contents are undefined (NaN on the reference backend, leftover values on hardware); "
-        "T.clear(Cf) before the loop, or pass clear_accum=True")
+        "T.clear(Cf) before the loop, or pass clear_accum=True"
+    )
     assert warning.filename == __file__
-    assert warning.lineno == main_line(test_gemm_into_an_uncleared_fragment_warns_at_the_users_line,
-                                       "# the line warned about")
+    assert warning.lineno == main_line(
+        test_gemm_into_an_uncleared_fragment_warns_at_the_users_line, "# the line warned about"
+    )
 
 
 def test_reads_after_writes_or_under_a_run_time_if_do_not_warn():
@@ -470,9 +494,11 @@ def test_other_uninitialized_reads_are_found():
             T.copy(r, C)
 
     found = [(b.name, what) for b, _, what in uninitialized_reads(main)]
-    assert found == [("f", "T.reduce_max"),
-                     ("r", "T.reduce_max (clear=False combines with the destination)"),
-                     ("v", "this expression")]
+    assert found == [
+        ("f", "T.reduce_max"),
+        ("r", "T.reduce_max (clear=False combines with the destination)"),
+        ("v", "this expression"),
+    ]
 
 
 def test_cli_trace_shows_the_passes_before_a_failing_one(tmp_path, capsys):
@@ -489,17 +515,21 @@ def test_cli_trace_shows_the_passes_before_a_failing_one(tmp_path, capsys):
         @hookimpl
         def tilecore_register_backends(self, register):
             base = reference.make_backend()
-            register(dataclasses.replace(base, name="tinyshared", targets=("tinyshared",),
-                                         capabilities=dataclasses.replace(base.capabilities,
-                                                                          max_shared_memory=64)))
+            register(
+                dataclasses.replace(
+                    base,
+                    name="tinyshared",
+                    targets=("tinyshared",),
+                    capabilities=dataclasses.replace(base.capabilities, max_shared_memory=64),
+                )
+            )
 
     path = tmp_path / "kern.py"
     path.write_text(FACTORY)
     html = tmp_path / "t.html"
     name = register_plugin(TinySharedMemory(), name="tinyshared-for-test")
     try:
-        code, out, err = _tile(capsys, "trace", f"{path}::staged", "64", "-t", "tinyshared",
-                               "--html", str(html))
+        code, out, err = _tile(capsys, "trace", f"{path}::staged", "64", "-t", "tinyshared", "--html", str(html))
     finally:
         unregister_plugin(name)
     assert code == 1 and out.startswith("==== input ")
@@ -512,8 +542,14 @@ def test_numpy_and_python_scalar_types_work_as_dtypes():
     """`T.Tensor(shape, np.float32)` used to fail with "unknown dtype <class 'numpy.float32'>"."""
     from tilecore.ir.types import normalize_dtype
 
-    assert [normalize_dtype(t) for t in (np.float32, np.bool_, ml_dtypes.bfloat16, np.uint8, float, int)] \
-        == ["float32", "bool", "bfloat16", "uint8", "float32", "int32"]
+    assert [normalize_dtype(t) for t in (np.float32, np.bool_, ml_dtypes.bfloat16, np.uint8, float, int)] == [
+        "float32",
+        "bool",
+        "bfloat16",
+        "uint8",
+        "float32",
+        "int32",
+    ]
 
     @T.prim_func
     def main(A: T.Tensor((4,), np.float16), B: T.Tensor((4,), np.float32)):
@@ -531,11 +567,13 @@ def test_numpy_and_python_scalar_types_work_as_dtypes():
 def test_messages_use_the_right_article_for_int_dtypes():
     N = T.dynamic("N")
     with pytest.raises(TileCompileError) as info:
+
         @T.prim_func
         def main(A: T.Tensor((N,), "float32")):
             with T.Kernel(1) as bx:
                 for i in T.Parallel(N):
                     A[i] = 1.0
+
     assert info.value.message == "a T.Parallel extent must be known at parse time, got an int32 expression"
 
 
@@ -548,13 +586,17 @@ def _set_first(A: T.Tensor((4,), "float32")):
 def test_calling_a_prim_func_from_a_kernel_is_a_short_clear_error():
     """The message used to embed the whole PrimFunc repr as the "function name"."""
     with pytest.raises(TileCompileError) as info:
+
         @T.prim_func
         def main(A: T.Tensor((4,), "float32")):
             with T.Kernel(1) as bx:
                 _set_first(A)
-    assert info.value.message == ("a kernel cannot call another kernel (_set_first is a @T.prim_func): "
-                                  "inline its body, or write the shared part as Python code that runs "
-                                  "at parse time")
+
+    assert info.value.message == (
+        "a kernel cannot call another kernel (_set_first is a @T.prim_func): "
+        "inline its body, or write the shared part as Python code that runs "
+        "at parse time"
+    )
 
 
 # ----------------------------------------------------------------------------- T.Parallel races
@@ -562,6 +604,7 @@ def test_calling_a_prim_func_from_a_kernel_is_a_short_clear_error():
 
 def test_accumulating_across_parallel_iterations_is_an_error():
     """reference gave 7 and cpu 28 for this sum over 0..7: a race, now rejected at the line."""
+
     @T.prim_func
     def main(A: T.Tensor((8,), "float32"), B: T.Tensor((1,), "float32")):
         with T.Kernel(1) as bx:
@@ -574,11 +617,12 @@ def test_accumulating_across_parallel_iterations_is_an_error():
     with pytest.raises(TileCompileError) as info:
         tilecore.lower(main, target="reference")
     err = info.value
-    assert err.message.startswith("total is read and written at the same place by several iterations "
-                                  "of T.Parallel (its index does not depend on i)")
+    assert err.message.startswith(
+        "total is read and written at the same place by several iterations "
+        "of T.Parallel (its index does not depend on i)"
+    )
     assert "T.serial" in err.message and "T.atomic_add" in err.message
-    assert err.span.line == main_line(test_accumulating_across_parallel_iterations_is_an_error,
-                                      "# the race")
+    assert err.span.line == main_line(test_accumulating_across_parallel_iterations_is_an_error, "# the race")
 
 
 def test_row_accumulation_in_a_2d_parallel_names_the_missing_variable():
@@ -605,13 +649,13 @@ def test_independent_parallel_updates_are_accepted():
             T.copy(A, f)
             T.clear(r)
             for i, j in T.Parallel(4, 8):
-                f[i, j] = f[i, j] * 2.0          # every iteration its own element
+                f[i, j] = f[i, j] * 2.0  # every iteration its own element
                 for k in T.serial(3):
-                    f[i, j] = f[i, j] + k        # serial loop inside: still its own element
+                    f[i, j] = f[i, j] + k  # serial loop inside: still its own element
                 if j == 0:
-                    r[i] = r[i] + f[i, 0]        # one iteration per row: guarded by j
+                    r[i] = r[i] + f[i, 0]  # one iteration per row: guarded by j
             for i in T.Parallel(4):
-                R[i] = 0.0                       # the same value from every iteration is not a read
+                R[i] = 0.0  # the same value from every iteration is not a read
             T.copy(f, B)
             T.copy(r, R)
 
@@ -657,6 +701,7 @@ def test_a_missing_axis_of_extent_two_is_still_a_race():
 
 def test_reading_what_another_parallel_iteration_writes_is_an_error():
     """An in-place shift: reference gave [0 0 1 2 ...], cpu [0 0 0 0 ...]."""
+
     @T.prim_func
     def main(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
         with T.Kernel(1) as bx:
@@ -668,10 +713,12 @@ def test_reading_what_another_parallel_iteration_writes_is_an_error():
 
     with pytest.raises(TileCompileError) as info:
         tilecore.lower(main, target="reference")
-    assert info.value.message.startswith("iteration (i=1) of T.Parallel reads an element of s that "
-                                         "iteration (i=0) writes")
+    assert info.value.message.startswith(
+        "iteration (i=1) of T.Parallel reads an element of s that iteration (i=0) writes"
+    )
     assert info.value.span.line == main_line(
-        test_reading_what_another_parallel_iteration_writes_is_an_error, "# the shift")
+        test_reading_what_another_parallel_iteration_writes_is_an_error, "# the shift"
+    )
 
     @T.prim_func
     def transpose_in_place(A: T.Tensor((4, 4), "float32")):
@@ -683,8 +730,11 @@ def test_reading_what_another_parallel_iteration_writes_is_an_error():
                 s[i, j] = t
             T.copy(s, A)
 
-    with pytest.raises(TileCompileError, match=r"iteration \(i=0, j=1\) of T.Parallel reads an element "
-                                               r"of s that iteration \(i=1, j=0\) writes"):
+    with pytest.raises(
+        TileCompileError,
+        match=r"iteration \(i=0, j=1\) of T.Parallel reads an element "
+        r"of s that iteration \(i=1, j=0\) writes",
+    ):
         tilecore.lower(transpose_in_place, target="reference")
 
 
@@ -695,11 +745,11 @@ def test_disjoint_or_same_element_parallel_accesses_are_accepted():
             s = T.alloc_shared((16,), "float32")
             T.copy(A, s)
             for i in T.Parallel(8):
-                s[i + 8] = s[i] * 2.0        # reads 0..7, writes 8..15: no overlap
+                s[i + 8] = s[i] * 2.0  # reads 0..7, writes 8..15: no overlap
             for i in T.Parallel(16):
-                s[i] = s[i] + 1.0            # each iteration its own element
+                s[i] = s[i] + 1.0  # each iteration its own element
             for i in T.Parallel(15):
-                if i > 100:                  # guarded: not analysed, never a false alarm
+                if i > 100:  # guarded: not analysed, never a false alarm
                     s[i + 1] = s[i]
             T.copy(s, B)
 
@@ -750,22 +800,29 @@ def main(A: T.Tensor((4,), "float16"), B: T.Tensor((4,), "float32")):
 def test_unpacking_a_number_into_names_is_a_diagnostic():
     """`[f] = 0` (found by the mutation fuzzer) raised a bare TypeError from the parser."""
     with pytest.raises(TileCompileError) as info:
+
         @T.prim_func
         def main(A: T.Tensor((4,), "float32")):
             with T.Kernel(1) as bx:
                 [f] = 0  # noqa: F841
+
     assert info.value.message == "cannot unpack the Python value 0 into 1 name(s)"
 
 
 def test_comparison_with_an_out_of_range_literal_is_computed_exactly():
     """`u8 > -1` would wrap -1 to 255 (always False); it is compared in int64 instead."""
+
     @T.prim_func
     def main(A: T.Tensor((4,), "uint8"), B: T.Tensor((4,), "int8"), O: T.Tensor((4,), "int32")):
         with T.Kernel(1) as bx:
             for i in T.Parallel(4):
-                O[i] = T.if_then_else(A[i] > -1, 1, 0) + T.if_then_else(B[i] < 200, 10, 0) + \
-                    T.if_then_else(-1 < A[i], 100, 0)
+                O[i] = (
+                    T.if_then_else(A[i] > -1, 1, 0)
+                    + T.if_then_else(B[i] < 200, 10, 0)
+                    + T.if_then_else(-1 < A[i], 100, 0)
+                )
 
     out = tilecore.compile(main, target="reference", out_idx=[-1])(
-        np.array([0, 1, 200, 255], np.uint8), np.array([-128, 0, 5, 127], np.int8))
+        np.array([0, 1, 200, 255], np.uint8), np.array([-128, 0, 5, 127], np.int8)
+    )
     np.testing.assert_array_equal(out, [111, 111, 111, 111])

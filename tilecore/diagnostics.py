@@ -1,4 +1,5 @@
 """User-facing errors: `file:line:col`, the source line with a caret, a one-line cause."""
+
 from __future__ import annotations
 
 import functools
@@ -105,6 +106,7 @@ def hide_internal_frames(err: TileError) -> TileError:
 
 def user_facing(func: _F) -> _F:
     """Decorate a public entry point so the TileErrors it raises show no internal traceback."""
+
     @functools.wraps(func)
     def entry_point(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -116,7 +118,10 @@ def user_facing(func: _F) -> _F:
         except RecursionError:  # a kernel too deeply nested for a recursive pass: never 1000 frames
             if os.environ.get("TILECORE_TRACEBACK"):
                 raise
-            raise TileCompileError(f"{func.__name__}: the kernel is nested too deeply for tilecore "
-                                   f"(Python's recursion limit was reached); split deep expressions or "
-                                   f"loop nests into several statements") from None
+            raise TileCompileError(
+                f"{func.__name__}: the kernel is nested too deeply for tilecore "
+                f"(Python's recursion limit was reached); split deep expressions or "
+                f"loop nests into several statements"
+            ) from None
+
     return cast(_F, entry_point)

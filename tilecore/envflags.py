@@ -1,4 +1,5 @@
 """Environment switches: each accepts only its documented values and says so otherwise."""
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,10 @@ def env_flag(name: str, default: Optional[bool]) -> Optional[bool]:
         return True
     if word in FALSE_WORDS:
         return False
-    raise EnvSettingError(f"{name}={raw!r} is not a valid setting: use one of "
-                          f"{', '.join(TRUE_WORDS)} (on) or {', '.join(FALSE_WORDS)} (off), or unset it")
+    raise EnvSettingError(
+        f"{name}={raw!r} is not a valid setting: use one of "
+        f"{', '.join(TRUE_WORDS)} (on) or {', '.join(FALSE_WORDS)} (off), or unset it"
+    )
 
 
 def env_number(name: str, default: float, minimum: float = 0.0) -> float:

@@ -19,6 +19,7 @@ conformance suite's `--tile-backend`):
 * ``tile_target``: that target string; ``tile_backend``: its
   `tilecore.plugin.Backend`; ``tile_rng``: a seeded `numpy.random.Generator`.
 """
+
 from __future__ import annotations
 
 import os
@@ -83,8 +84,7 @@ def to_device(array: np.ndarray, memory_space: str, library: str = "numpy"):
         import cupy
 
         return cupy.asarray(array)
-    raise ValueError(f"no array library here can place data in {memory_space} memory "
-                     "(install torch or cupy)")
+    raise ValueError(f"no array library here can place data in {memory_space} memory (install torch or cupy)")
 
 
 def _copy_like(array):
@@ -121,8 +121,9 @@ def _results(kernel, args) -> Tuple[Any, ...]:
     return out if isinstance(out, tuple) else (out,)
 
 
-def compare_arrays(name: str, got: np.ndarray, want: np.ndarray, dtype: str,
-                   rtol: Optional[float] = None, atol: Optional[float] = None) -> Optional[str]:
+def compare_arrays(
+    name: str, got: np.ndarray, want: np.ndarray, dtype: str, rtol: Optional[float] = None, atol: Optional[float] = None
+) -> Optional[str]:
     """None when `got` matches `want` within the tolerance for `dtype`, else a description."""
     d_rtol, d_atol = tolerance(dtype)
     rtol = d_rtol if rtol is None else rtol
@@ -142,18 +143,26 @@ def compare_arrays(name: str, got: np.ndarray, want: np.ndarray, dtype: str,
         diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
         finite = np.isfinite(diff)
         max_abs = float(diff[finite].max()) if finite.any() else float("nan")
-    return (f"{name} ({dtype}): {int(bad.sum())} of {bad.size} elements differ from the reference "
-            f"beyond rtol={rtol}, atol={atol}; first at index {idx}: got {_scalar(got[idx])}, "
-            f"reference {_scalar(want[idx])}; max abs difference {max_abs:.6g}")
+    return (
+        f"{name} ({dtype}): {int(bad.sum())} of {bad.size} elements differ from the reference "
+        f"beyond rtol={rtol}, atol={atol}; first at index {idx}: got {_scalar(got[idx])}, "
+        f"reference {_scalar(want[idx])}; max abs difference {max_abs:.6g}"
+    )
 
 
 def _scalar(value) -> str:
     return str(value)  # numpy scalars print their shortest round-trip form in their own dtype
 
 
-def assert_matches_reference(func_or_kernel, inputs: Sequence[Any], backend: Optional[str] = None,
-                             out_idx=None, rtol: Optional[float] = None, atol: Optional[float] = None,
-                             **options):
+def assert_matches_reference(
+    func_or_kernel,
+    inputs: Sequence[Any],
+    backend: Optional[str] = None,
+    out_idx=None,
+    rtol: Optional[float] = None,
+    atol: Optional[float] = None,
+    **options,
+):
     """Run a kernel on `backend` and on "reference" and assert the results agree.
 
     func_or_kernel: a PrimFunc, or a Kernel (e.g. what a @tilecore.jit factory
@@ -178,13 +187,13 @@ def assert_matches_reference(func_or_kernel, inputs: Sequence[Any], backend: Opt
         if problem:
             problems.append(problem)
     for param, g, w in zip(kernel.inputs, backend_args, reference_args):
-        problem = compare_arrays(f"argument {param.name!r} after the call", to_numpy(g), w,
-                                 param.dtype, rtol, atol)
+        problem = compare_arrays(f"argument {param.name!r} after the call", to_numpy(g), w, param.dtype, rtol, atol)
         if problem:
             problems.append(problem)
     if problems:
-        raise AssertionError(f"kernel {func.name!r} on {kernel.target} does not match the reference:\n  "
-                             + "\n  ".join(problems))
+        raise AssertionError(
+            f"kernel {func.name!r} on {kernel.target} does not match the reference:\n  " + "\n  ".join(problems)
+        )
     if not got:
         return None
     return got[0] if len(got) == 1 else got
@@ -192,12 +201,17 @@ def assert_matches_reference(func_or_kernel, inputs: Sequence[Any], backend: Opt
 
 # ---------------------------------------------------------------------- pytest plugin
 
+
 def pytest_addoption(parser):
     """Add `--tilecore-target` (the target of the `tile_target` fixture)."""
     group = parser.getgroup("tilecore")
-    group.addoption("--tilecore-target", default=None, metavar="TARGET",
-                    help="target for the tile_target / tile_backend fixtures "
-                         "(default: $TILECORE_TEST_TARGET, else tilecore's default target)")
+    group.addoption(
+        "--tilecore-target",
+        default=None,
+        metavar="TARGET",
+        help="target for the tile_target / tile_backend fixtures "
+        "(default: $TILECORE_TEST_TARGET, else tilecore's default target)",
+    )
 
 
 try:
@@ -208,11 +222,11 @@ except ImportError:  # pragma: no cover - helpers above work without pytest
     _HAVE_PYTEST = False
 
 if _HAVE_PYTEST:
+
     @pytest.fixture
     def tile_target(request) -> str:
         """The target under test: --tilecore-target, $TILECORE_TEST_TARGET, or the default."""
-        chosen = request.config.getoption("--tilecore-target", default=None) or \
-            os.environ.get("TILECORE_TEST_TARGET")
+        chosen = request.config.getoption("--tilecore-target", default=None) or os.environ.get("TILECORE_TEST_TARGET")
         if chosen:
             return chosen
         from .runtime import api
@@ -234,8 +248,20 @@ if _HAVE_PYTEST:
         return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
-def gemm_kernel(M=128, N=128, K=64, dtype="float16", accum="float32", transpose_A=False, transpose_B=False,
-                block_M=64, block_N=64, block_K=32, threads=128, num_stages=2):
+def gemm_kernel(
+    M=128,
+    N=128,
+    K=64,
+    dtype="float16",
+    accum="float32",
+    transpose_A=False,
+    transpose_B=False,
+    block_M=64,
+    block_N=64,
+    block_K=32,
+    threads=128,
+    num_stages=2,
+):
     """A tiled GEMM PrimFunc C = op(A) @ op(B) with partial tiles allowed, for backend tests.
 
     A is (K, M) when transpose_A else (M, K); B is (N, K) when transpose_B else (K, N); C is (M, N)
@@ -248,9 +274,11 @@ def gemm_kernel(M=128, N=128, K=64, dtype="float16", accum="float32", transpose_
 
     @T.prim_func
     # T.Tensor(...) annotations are tile types the frontend reads, not Python types
-    def main(A: T.Tensor((K, M) if ta else (M, K), dtype),  # type: ignore[valid-type]
-             B: T.Tensor((N, K) if tb else (K, N), dtype),  # type: ignore[valid-type]
-             C: T.Tensor((M, N), accum)):  # type: ignore[valid-type]
+    def main(
+        A: T.Tensor((K, M) if ta else (M, K), dtype),  # type: ignore[valid-type]
+        B: T.Tensor((N, K) if tb else (K, N), dtype),  # type: ignore[valid-type]
+        C: T.Tensor((M, N), accum),  # type: ignore[valid-type]
+    ):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
             A_s = T.alloc_shared((bk, bm) if ta else (bm, bk), dtype)
             B_s = T.alloc_shared((bn, bk) if tb else (bk, bn), dtype)

@@ -1,4 +1,5 @@
 """Fixtures: the mutant plugins registered through a real entry point."""
+
 from __future__ import annotations
 
 import os

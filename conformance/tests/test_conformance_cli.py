@@ -1,4 +1,5 @@
 """`tile conformance ...` end to end on the reference backend: run, report, verify, bundles."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,18 @@ def test_reference_certified_and_report_complete(reference_report):
     path, report = reference_report
     assert report["verdict"]["certified"], report["verdict"]["reasons"]
     assert report["totals"]["programs"] == 100 and report["totals"]["pass"] == 100
-    for key in ("suite", "tilecore", "backend", "plugins", "device", "host", "settings", "features",
-                "families", "program_digest"):
+    for key in (
+        "suite",
+        "tilecore",
+        "backend",
+        "plugins",
+        "device",
+        "host",
+        "settings",
+        "features",
+        "families",
+        "program_digest",
+    ):
         assert key in report
     assert report["settings"]["seed"] == 5
     assert report["features"]["gemm"]["pass"] > 0
@@ -116,8 +127,7 @@ def test_tampered_bundle_never_certifies(tmp_path, capsys):
     from tilecore.runtime.cache import decode_entry, encode_entry
 
     folder = str(tmp_path / "bundle")
-    assert main(["build-bundle", "reference", folder, "--examples", "4", "--seed", "3",
-                 "--families", "ewise"]) == 0
+    assert main(["build-bundle", "reference", folder, "--examples", "4", "--seed", "3", "--families", "ewise"]) == 0
     digest = _printed_digest(capsys.readouterr().out)
     manifest_path = os.path.join(folder, "manifest.json")
     manifest = json.load(open(manifest_path))
@@ -151,9 +161,26 @@ def test_pytest_plugin_certifies_reference(tmp_path):
     import sys
 
     report = tmp_path / "pytest-report.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tile-backend",
-                           "reference", "--tile-report", str(report), "--pyargs", "tile_conformance"],
-                          cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--tile-backend",
+            "reference",
+            "--tile-report",
+            str(report),
+            "--pyargs",
+            "tile_conformance",
+        ],
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "passed" in proc.stdout and json.loads(report.read_text())["verdict"]["certified"]
 

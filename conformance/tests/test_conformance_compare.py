@@ -1,4 +1,5 @@
 """Comparison rules and the soundness of the tolerances' error bounds."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -56,12 +57,14 @@ def test_shape_mismatch_reported():
 # --------------------------------------------------------------------- error bounds are sound
 
 NP = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
-LOW_CAPS = Caps(features=frozenset({"math", "select", "dtype:float16", "dtype:float32"}),
-                dtypes=frozenset({"float16", "float32"}))
+LOW_CAPS = Caps(
+    features=frozenset({"math", "select", "dtype:float16", "dtype:float32"}), dtypes=frozenset({"float16", "float32"})
+)
 
 
 def _numpy_T(dtype_override=None):
     """numpy versions of the DSL functions the expressions use (evaluated per dtype)."""
+
     class T:
         pass
 
@@ -70,15 +73,28 @@ def _numpy_T(dtype_override=None):
             if dtype_override is None and isinstance(x, np.ndarray):
                 return f(x).astype(x.dtype)  # numpy's float16 functions round to float16
             return f(x)
+
         return g
 
-    for name, f in {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
-                    "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
-                    "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil, "abs": np.abs}.items():
+    for name, f in {
+        "exp": np.exp,
+        "exp2": np.exp2,
+        "log": np.log,
+        "log2": np.log2,
+        "sqrt": np.sqrt,
+        "rsqrt": lambda x: 1 / np.sqrt(x),
+        "tanh": np.tanh,
+        "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+        "sin": np.sin,
+        "cos": np.cos,
+        "floor": np.floor,
+        "ceil": np.ceil,
+        "abs": np.abs,
+    }.items():
         setattr(T, name, staticmethod(same(f)))
     T.max = staticmethod(np.maximum)
     T.min = staticmethod(np.minimum)
-    T.pow = staticmethod(lambda x, p: np.power(x, x.dtype.type(p)) if isinstance(x, np.ndarray) else x ** p)
+    T.pow = staticmethod(lambda x, p: np.power(x, x.dtype.type(p)) if isinstance(x, np.ndarray) else x**p)
     T.if_then_else = staticmethod(lambda c, a, b: np.where(c, a, b))
     # a cast's rounding is part of the program's meaning: the float64 evaluation rounds there too
     T.cast = staticmethod(lambda x, d: np.asarray(x).astype(NP[d]).astype(NP[dtype_override or d]))
@@ -102,7 +118,9 @@ def test_expression_error_bound_holds(expr, seed):
     r = X.render_float(expr, leaves)
     with np.errstate(all="ignore"):
         low = np.asarray(eval(r.text, {"T": _numpy_T(), "A": a, "B": b}), dtype=np.float64)
-        high = np.asarray(eval(r.text, {"T": _numpy_T("float64"), "A": a.astype(np.float64),
-                                        "B": b.astype(np.float64)}), dtype=np.float64)
+        high = np.asarray(
+            eval(r.text, {"T": _numpy_T("float64"), "A": a.astype(np.float64), "B": b.astype(np.float64)}),
+            dtype=np.float64,
+        )
     assert np.all(np.isfinite(high)) and np.all(np.abs(high) <= max(abs(r.lo), abs(r.hi)) * (1 + 1e-6) + 1e-6)
     assert np.all(np.abs(low - high) <= r.err + 1e-12), (r.text, float(np.max(np.abs(low - high))), r.err)

@@ -1,4 +1,5 @@
 """Coverage cells, the accuracy contract, edge values and suspect ranking."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,14 @@ def test_default_run_reaches_every_required_cell_at_any_seed():
     from tile_conformance.runner import DEFAULT_EXAMPLES
 
     required = set(required_cells(CAPS, run_families(CAPS)))
-    assert {"convert:f>i", "intop:>>", "math:tanh:bfloat16", "reduce:absmax", "dynamic:reduce",
-            "size:>2^16 elements"} <= required
+    assert {
+        "convert:f>i",
+        "intop:>>",
+        "math:tanh:bfloat16",
+        "reduce:absmax",
+        "dynamic:reduce",
+        "size:>2^16 elements",
+    } <= required
     for seed in (1, 2, 3, 17):
         covered = set()
         for k in generate_knobs(CAPS, DEFAULT_EXAMPLES, seed):
@@ -28,10 +35,14 @@ def test_default_run_reaches_every_required_cell_at_any_seed():
 
 
 def test_verify_needs_every_required_cell():
-    report = {"format": 1, "settings": {"tier": "execute"},
-              "totals": {"programs": 200, "fail": 0, "suite_error": 0, "pass": 200},
-              "backend": {"features": []}, "features": {},
-              "coverage": {"required": ["intop:%", "convert:f>i"], "cells": {"intop:%": {"pass": 3, "fail": 0}}}}
+    report = {
+        "format": 1,
+        "settings": {"tier": "execute"},
+        "totals": {"programs": 200, "fail": 0, "suite_error": 0, "pass": 200},
+        "backend": {"features": []},
+        "features": {},
+        "coverage": {"required": ["intop:%", "convert:f>i"], "cells": {"intop:%": {"pass": 3, "fail": 0}}},
+    }
     must = {"features": [], "min_examples": 100, "min_passes": 1, "coverage": {"min_passes": 1}}
     ok, reasons = verify(report, must)
     assert not ok and any("convert:f>i" in r for r in reasons)
@@ -40,8 +51,7 @@ def test_verify_needs_every_required_cell():
 
 
 def test_suspects_prefer_the_feature_with_more_failures():
-    table = {"cumsum": {"pass": 0, "fail": 1}, "dynamic_shape": {"pass": 0, "fail": 6},
-             "copy": {"pass": 40, "fail": 7}}
+    table = {"cumsum": {"pass": 0, "fail": 1}, "dynamic_shape": {"pass": 0, "fail": 6}, "copy": {"pass": 40, "fail": 7}}
     assert suspects(["copy", "cumsum", "dynamic_shape"], table)[0] == "dynamic_shape"
 
 

@@ -3,6 +3,7 @@
 This is `tile conformance cpu` with its defaults (100 programs, seed 0): it
 must certify, and finish within 10 minutes on the CI machine (2 cores).
 """
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """The generator: reproducible, parsed by the real frontend, restricted by capabilities."""
+
 from __future__ import annotations
 
 from tile_conformance.execute import load_source, run_program
@@ -46,8 +47,10 @@ def test_spans_point_at_generated_lines():
 
 
 def test_capabilities_restrict_generation():
-    caps = Caps(features=frozenset({"copy", "parallel", "fill", "dtype:float32", "dtype:int32"}),
-                dtypes=frozenset({"float32", "int32"}))
+    caps = Caps(
+        features=frozenset({"copy", "parallel", "fill", "dtype:float32", "dtype:int32"}),
+        dtypes=frozenset({"float32", "int32"}),
+    )
     for k in generate_knobs(caps, 30, seed=4):
         prog = build(k)
         assert prog.features <= caps.features, (prog.source, prog.features - caps.features)
@@ -57,8 +60,10 @@ def test_capabilities_restrict_generation():
 def test_undeclared_features_reported_unsupported(monkeypatch):
     import dataclasses
 
-    narrow = dataclasses.replace(REF, capabilities=dataclasses.replace(
-        REF.capabilities, features=frozenset(REF.capabilities.features) - {"math"}))
+    narrow = dataclasses.replace(
+        REF,
+        capabilities=dataclasses.replace(REF.capabilities, features=frozenset(REF.capabilities.features) - {"math"}),
+    )
     # a program with math, checked against a backend that does not declare it, is never passed
     for k in generate_knobs(ALL, 20, seed=5, families=("ewise",)):
         prog = build(k)

@@ -6,6 +6,7 @@ reduction, call os._exit(3), raise SIGSEGV, raise SystemExit(0) or loop
 forever. Each must give NOT CERTIFIED naming exactly the reduce programs,
 while the other programs still run and pass in fresh workers.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,7 @@ import pytest
 
 from tile_conformance.runner import run_suite
 
-EXPECTED = {"exit": "exited with status 3", "segv": "killed by SIGSEGV", "sysexit": "SystemExit",
-            "hang": "timed out"}
+EXPECTED = {"exit": "exited with status 3", "segv": "killed by SIGSEGV", "sysexit": "SystemExit", "hang": "timed out"}
 
 
 @pytest.fixture
@@ -35,8 +35,15 @@ def on_reference(monkeypatch, mutant_path):
 @pytest.mark.parametrize("how", sorted(EXPECTED))
 def test_crashing_backend_fails_the_programs_it_crashes_on(on_reference, how):
     # cumsum programs are small (copy ones may be large: slow under load, close to a short timeout)
-    report = run_suite(f"cpu-bug-{how}", examples=6, seed=1, families=("cumsum", "reduce"), shrink=False,
-                       jobs=1, timeout=15 if how == "hang" else 60)
+    report = run_suite(
+        f"cpu-bug-{how}",
+        examples=6,
+        seed=1,
+        families=("cumsum", "reduce"),
+        shrink=False,
+        jobs=1,
+        timeout=15 if how == "hang" else 60,
+    )
     assert not report["verdict"]["certified"]
     assert report["totals"]["programs"] == 6
     failed = {f["index"] for f in report["failures"]}
@@ -52,10 +59,29 @@ def test_systemexit_zero_from_a_backend_is_not_certified_on_the_command_line(on_
     """`tile conformance` in a fresh process: exit status 1 and a written report naming the programs."""
     out = tmp_path / "report.json"
     env = dict(os.environ, PYTHONPATH=mutant_path + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-m", "tilecore.cli.main", "conformance", "cpu-bug-sysexit",
-                           "--examples", "4", "--seed", "2", "--families", "reduce", "--no-shrink",
-                           "--report", str(out), "--no-progress"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tilecore.cli.main",
+            "conformance",
+            "cpu-bug-sysexit",
+            "--examples",
+            "4",
+            "--seed",
+            "2",
+            "--families",
+            "reduce",
+            "--no-shrink",
+            "--report",
+            str(out),
+            "--no-progress",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "NOT CERTIFIED" in proc.stdout
     report = json.loads(out.read_text())

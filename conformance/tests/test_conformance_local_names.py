@@ -4,6 +4,7 @@ A bfloat16 name inside T.Parallel once failed to compile on cpu, and a float32 n
 computed from a bfloat16 load read the stored bits as an integer; the grammar never
 bound names, so certification could not see it.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -40,8 +41,7 @@ def _cpu():
 @pytest.mark.parametrize("names", [1, 2, 3])
 def test_bfloat16_names_certify_on_cpu(names):
     cpu = _cpu()
-    knobs = [k for k in generate_knobs(ALL, 60, seed=11, families=("ewise",))
-             if "bfloat16" in k["in_dtypes"]][:2]
+    knobs = [k for k in generate_knobs(ALL, 60, seed=11, families=("ewise",)) if "bfloat16" in k["in_dtypes"]][:2]
     assert knobs, "no bfloat16 program generated"
     for k in knobs:
         prog = build({**k, "names": names})

@@ -10,6 +10,7 @@ costs only the programs up to it; all runs share one worker pool. The full
 sweep over seeds 1, 2 and 3 (and over the cpu wrap) is
 `benchmarks/mutation_score.py`, results in benchmarks/results/.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -43,18 +44,30 @@ def test_catalog_has_every_bug_class(reference_mutants):
     planted = set(tile_mutants.planted_bugs("reference"))
     assert len(planted) >= 25
     # the seven bugs that the old generator never caught, and the ones it caught only sometimes
-    assert {"f16-ties-away", "float-to-int-rounds", "int-narrowing-saturates", "reduce-max-ignores-nan",
-            "int8-gemm-int16", "offset16", "int-division-truncates", "exp-inaccurate", "tanh-naive",
-            "abs-reduce-overwrites", "pipeline-drops-last", "dynamic-ceildiv-floors",
-            "narrow-atomics-race"} <= planted
+    assert {
+        "f16-ties-away",
+        "float-to-int-rounds",
+        "int-narrowing-saturates",
+        "reduce-max-ignores-nan",
+        "int8-gemm-int16",
+        "offset16",
+        "int-division-truncates",
+        "exp-inaccurate",
+        "tanh-naive",
+        "abs-reduce-overwrites",
+        "pipeline-drops-last",
+        "dynamic-ceildiv-floors",
+        "narrow-atomics-race",
+    } <= planted
 
 
 def test_default_run_rejects_every_planted_bug(reference_mutants):
     tile_mutants, pool = reference_mutants
     survivors = []
     for bug in tile_mutants.planted_bugs("reference"):
-        report = run_suite(f"cpu-bug-{bug}", examples=DEFAULT_EXAMPLES, seed=1, shrink=False,
-                           stop_after_failures=1, pool=pool)
+        report = run_suite(
+            f"cpu-bug-{bug}", examples=DEFAULT_EXAMPLES, seed=1, shrink=False, stop_after_failures=1, pool=pool
+        )
         if report["verdict"]["certified"] or not report["failures"]:
             survivors.append(bug)
     assert not survivors, f"planted bugs the default run (seed 1) did not reject: {survivors}"

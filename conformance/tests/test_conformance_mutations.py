@@ -9,6 +9,7 @@ per mutant) only the axis one, which proves that the wrapper drives a real
 compiled backend. The whole cpu sweep is `python benchmarks/mutation_score.py
 --wrap cpu`.
 """
+
 from __future__ import annotations
 
 import json
@@ -62,8 +63,9 @@ def wrapping(monkeypatch, mutant_path):
 def test_suite_rejects_planted_bug(wrapping, wrapped, mutant):
     wrapping(wrapped)
     families, named = CASES[mutant]
-    report = run_suite(f"cpu-bug-{mutant}", examples=16, seed=3, families=families, max_shrinks=3,
-                       shrink_runs=15, shrink_seconds=30)
+    report = run_suite(
+        f"cpu-bug-{mutant}", examples=16, seed=3, families=families, max_shrinks=3, shrink_runs=15, shrink_seconds=30
+    )
     assert report["totals"]["fail"] > 0, f"the suite did not notice the {mutant} bug"
     assert not report["verdict"]["certified"]
     # a shrunk failure names the planted feature among the suspects of its minimal program
@@ -87,12 +89,37 @@ def test_suite_rejects_planted_bug(wrapping, wrapped, mutant):
 def test_mutant_cli_through_entry_point(mutant_path, tmp_path):
     """`tile conformance cpu-bug-transpose` in a fresh process finds the bug and exits 1."""
     out = tmp_path / "report.json"
-    env = dict(os.environ, PYTHONPATH=mutant_path + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               TILE_MUTANTS_WRAP="reference")
-    proc = subprocess.run([sys.executable, "-m", "tilecore.cli.main", "conformance", "cpu-bug-transpose",
-                           "--examples", "8", "--seed", "3", "--families", "gemm", "--max-shrinks", "1",
-                           "--shrink-runs", "8", "--report", str(out), "--no-progress"],
-                          env=env, capture_output=True, text=True, timeout=600)
+    env = dict(
+        os.environ,
+        PYTHONPATH=mutant_path + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        TILE_MUTANTS_WRAP="reference",
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tilecore.cli.main",
+            "conformance",
+            "cpu-bug-transpose",
+            "--examples",
+            "8",
+            "--seed",
+            "3",
+            "--families",
+            "gemm",
+            "--max-shrinks",
+            "1",
+            "--shrink-runs",
+            "8",
+            "--report",
+            str(out),
+            "--no-progress",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "NOT CERTIFIED" in proc.stdout
     report = json.loads(out.read_text())

@@ -6,6 +6,7 @@ the interpreter): tile-local semantics, zero-filled out-of-bounds reads,
 dropped out-of-bounds writes, conversions, reductions with their init values,
 prefix sums, GEMM with transposes, atomics, control flow.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -61,8 +62,13 @@ def model_reduce(k, A):
     single = k["mode"] == "clear" and n_tiles == 1
     if not single:
         init = k["init"]
-        r = {"sum": lambda v: v + init, "abssum": lambda v: v + init, "max": lambda v: np.maximum(v, init),
-             "absmax": lambda v: np.maximum(v, init), "min": lambda v: np.minimum(v, init)}[kind](r)
+        r = {
+            "sum": lambda v: v + init,
+            "abssum": lambda v: v + init,
+            "max": lambda v: np.maximum(v, init),
+            "absmax": lambda v: np.maximum(v, init),
+            "min": lambda v: np.minimum(v, init),
+        }[kind](r)
     return _conv(_conv(r, acc), k["out_dtype"])
 
 
@@ -153,8 +159,18 @@ def model_ewise(k, *inputs):
     int_mode = not is_float(k["in_dtypes"][0])
     wide = np.int64 if int_mode else F64
     env = {n: a.astype(wide) for n, a in zip(names, inputs)}
-    bounded = [X.Leaf(n, d, *((-2.0, 2.0) if not int_mode else __import__(
-        "tile_conformance.programs", fromlist=["INT_BOUNDS"]).INT_BOUNDS[d])) for n, d in zip(names, k["in_dtypes"])]
+    bounded = [
+        X.Leaf(
+            n,
+            d,
+            *(
+                (-2.0, 2.0)
+                if not int_mode
+                else __import__("tile_conformance.programs", fromlist=["INT_BOUNDS"]).INT_BOUNDS[d]
+            ),
+        )
+        for n, d in zip(names, k["in_dtypes"])
+    ]
     r = (X.render_int if int_mode else X.render_float)(k["expr"], bounded)
     del leaves
     with np.errstate(all="ignore"):
@@ -172,14 +188,22 @@ def model_chain(k, A, B, Bias):
     bias[: Bias.shape[0]] = Bias.astype(F64)
     r = X.render_float(k["expr"], chain_leaves(k, "C", "Bias"))
     with np.errstate(all="ignore"):
-        e = np.broadcast_to(np.asarray(eval(r.text, {"T": _NumpyT}, {"C": c, "Bias": bias[None, :]}), dtype=F64),
-                            c.shape)
+        e = np.broadcast_to(
+            np.asarray(eval(r.text, {"T": _NumpyT}, {"C": c, "Bias": bias[None, :]}), dtype=F64), c.shape
+        )
     row = {"max": np.max, "min": np.min, "sum": np.sum}[k["kind"]](e, axis=1)
     return {"Out": (e - row[:, None])[:, : B.shape[1]], "RowOut": row}
 
 
-MODELS = {"copy": model_copy, "reduce": model_reduce, "gemm": model_gemm, "cumsum": model_cumsum,
-          "control": model_control, "ewise": model_ewise, "chain": model_chain}
+MODELS = {
+    "copy": model_copy,
+    "reduce": model_reduce,
+    "gemm": model_gemm,
+    "cumsum": model_cumsum,
+    "control": model_control,
+    "ewise": model_ewise,
+    "chain": model_chain,
+}
 
 
 @pytest.mark.parametrize("family", sorted(MODELS) + ["atomic"])

@@ -2,6 +2,7 @@
 report of the single-process run with the same seed: verdict, program digest, totals, per-family
 and per-feature counts and the failing programs. The 400-program comparison is
 benchmarks/conformance_ray.py (results committed)."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,7 @@ SAME = ("verdict", "program_digest", "totals", "families", "features")
 @pytest.fixture
 def local_ray():
     path = os.pathsep.join(p for p in sys.path if p)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path}})
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
     yield
     ray.shutdown()
 
@@ -42,8 +42,7 @@ def test_sharded_run_reports_what_the_single_process_run_reports(local_ray, tmp_
 
     # the command line, on the cluster that is already up
     path = str(tmp_path / "report.json")
-    code = main(["npu", "--examples", "10", "--seed", "5", "--no-shrink", "--no-progress", "--ray",
-                 "--report", path])
+    code = main(["npu", "--examples", "10", "--seed", "5", "--no-shrink", "--no-progress", "--ray", "--report", path])
     assert code == (0 if single["verdict"]["certified"] else 1)
     report = json.load(open(path))
     assert report["program_digest"] == single["program_digest"] and "ray" in report["settings"]

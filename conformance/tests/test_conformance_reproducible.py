@@ -1,4 +1,5 @@
 """The same seed, families and capabilities give the same programs whatever else is installed."""
+
 from __future__ import annotations
 
 import os

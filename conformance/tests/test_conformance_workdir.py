@@ -1,4 +1,5 @@
 """Issue 16, finding 4: the conformance working folder executed files that were already in it."""
+
 from __future__ import annotations
 
 import hashlib
@@ -9,7 +10,7 @@ import pytest
 from tile_conformance import execute
 from tilecore.runtime.folders import UnsafeFolderError
 
-SOURCE = '''import tilecore.language as T
+SOURCE = """import tilecore.language as T
 
 
 @T.prim_func
@@ -17,7 +18,7 @@ def main(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
     with T.Kernel(1) as bx:
         for i in T.Parallel(16):
             B[i] = A[i]
-'''
+"""
 
 
 @pytest.fixture
@@ -55,14 +56,16 @@ def test_workdir_is_removed_at_exit_even_after_a_sigkill(tmp_path):
 
     base = tmp_path / "work"
     base.mkdir(mode=0o700)
-    code = ("import os, signal, sys\nfrom tile_conformance import execute\n"
-            f"execute.load_source({SOURCE!r})\nprint(execute.workdir(), flush=True)\n"
-            "if sys.argv[1] == 'kill': os.kill(os.getpid(), signal.SIGKILL)\n")
+    code = (
+        "import os, signal, sys\nfrom tile_conformance import execute\n"
+        f"execute.load_source({SOURCE!r})\nprint(execute.workdir(), flush=True)\n"
+        "if sys.argv[1] == 'kill': os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
     env = dict(os.environ, TILE_CONFORMANCE_WORKDIR=str(base))
 
     def run(how):
-        return subprocess.run([sys.executable, "-c", code, how], env=env, capture_output=True, text=True,
-                              timeout=300)
+        return subprocess.run([sys.executable, "-c", code, how], env=env, capture_output=True, text=True, timeout=300)
+
     killed = run("kill")
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     orphan = killed.stdout.strip()

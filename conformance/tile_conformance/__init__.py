@@ -8,6 +8,7 @@ program (`shrink.py`). Entry points: `tile conformance ...` (`plugin.py`), the
 pytest plugin (`pytest --tile-backend NAME --pyargs tile_conformance`) and
 `run_suite` below.
 """
+
 __version__ = "0.2.0"
 
 

@@ -15,13 +15,27 @@ A backend that declares `fast_math` in its capabilities is held to
 FAST_MATH_ULPS instead (hardware approximations: subnormals may flush, a few
 thousand float32 ulp).
 """
+
 from __future__ import annotations
 
 FUNCS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "floor", "ceil", "abs")
 EXACT = ("floor", "ceil", "abs")
 
-_WIDE = {"exp": 4, "exp2": 4, "log": 4, "log2": 4, "sqrt": 1, "rsqrt": 2, "tanh": 6, "sigmoid": 6,
-         "sin": 4, "cos": 4, "floor": 0, "ceil": 0, "abs": 0}
+_WIDE = {
+    "exp": 4,
+    "exp2": 4,
+    "log": 4,
+    "log2": 4,
+    "sqrt": 1,
+    "rsqrt": 2,
+    "tanh": 6,
+    "sigmoid": 6,
+    "sin": 4,
+    "cos": 4,
+    "floor": 0,
+    "ceil": 0,
+    "abs": 0,
+}
 _NARROW = {f: (0 if f in EXACT else 1 if f == "sqrt" else 2) for f in FUNCS}
 
 ULPS = {

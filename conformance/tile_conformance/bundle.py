@@ -23,6 +23,7 @@ checked), loads each artifact with the backend's `tilecore_launcher` (no code
 generation, no compiler), runs it and compares, producing the same report as a
 direct run.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -60,8 +61,9 @@ def _save_arrays(path: str, arrays: Dict[str, np.ndarray]) -> None:
     np.savez(path, **stored)  # type: ignore[arg-type]  # numpy's stub types **kwds as savez's own flags
 
 
-def build_bundle(backend_name: str, folder: str, examples: int = 100, seed: int = 0,
-                 families: Optional[Sequence[str]] = None) -> dict:
+def build_bundle(
+    backend_name: str, folder: str, examples: int = 100, seed: int = 0, families: Optional[Sequence[str]] = None
+) -> dict:
     """Generate, reference-run and compile the programs for `backend_name` into `folder`.
 
     `backend_name` may be a full target ("cuda:sm_90a") to compile for a specific device.
@@ -84,8 +86,7 @@ def _build_bundle(backend_name, folder, examples, seed, families) -> dict:
         os.makedirs(os.path.join(folder, sub), exist_ok=True)
     records = []
     # counts, then the manifest's digest (a JSON record)
-    summary: Dict[str, Any] = {"programs": 0, "compiled": 0, "compile_failures": 0, "unsupported": 0,
-                               "suite_errors": 0}
+    summary: Dict[str, Any] = {"programs": 0, "compiled": 0, "compile_failures": 0, "unsupported": 0, "suite_errors": 0}
     for i, knobs in enumerate(generate_knobs(caps, examples, seed, families)):
         prog = build(knobs)
         pid = f"{i:04d}"
@@ -99,8 +100,11 @@ def _build_bundle(backend_name, folder, examples, seed, families) -> dict:
             rec["features"] = program_features(func, prog)
             undeclared = [x for x in rec["features"] if x not in backend.capabilities.features]
             if undeclared:
-                rec.update(status=UNSUPPORTED, unsupported=undeclared,
-                           message=f"uses undeclared feature(s) {', '.join(undeclared)}")
+                rec.update(
+                    status=UNSUPPORTED,
+                    unsupported=undeclared,
+                    message=f"uses undeclared feature(s) {', '.join(undeclared)}",
+                )
                 summary["unsupported"] += 1
                 continue
             check_with_core_pipeline(func)
@@ -112,10 +116,11 @@ def _build_bundle(backend_name, folder, examples, seed, families) -> dict:
             continue
         with open(os.path.join(folder, "programs", pid + ".ir.json"), "w") as f:
             f.write(serialize.dumps(func))
-        _save_arrays(os.path.join(folder, "data", pid + ".in.npz"),
-                     {p.name: a for p, a in zip(prog.params, arrays)})
-        _save_arrays(os.path.join(folder, "data", pid + ".ref.npz"),
-                     {p.name: a for p, a in zip(prog.params, ref) if p.role in ("out", "inout")})
+        _save_arrays(os.path.join(folder, "data", pid + ".in.npz"), {p.name: a for p, a in zip(prog.params, arrays)})
+        _save_arrays(
+            os.path.join(folder, "data", pid + ".ref.npz"),
+            {p.name: a for p, a in zip(prog.params, ref) if p.role in ("out", "inout")},
+        )
         try:
             kernel = tilecore.compile(func, target=backend_name)
         except Exception as err:
@@ -131,8 +136,12 @@ def _build_bundle(backend_name, folder, examples, seed, families) -> dict:
         "format": BUNDLE_FORMAT,
         "suite": {"name": "tile-conformance", "version": __version__},
         "tilecore": {"version": tilecore.__version__, "ir_version": tilecore.TILE_IR_VERSION},
-        "backend": {"name": backend.name, "distribution": backend.distribution, "version": backend.version,
-                    "target": backend_name},
+        "backend": {
+            "name": backend.name,
+            "distribution": backend.distribution,
+            "version": backend.version,
+            "target": backend_name,
+        },
         "settings": {"examples": examples, "seed": seed, "families": list(families) if families else "all"},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "summary": summary,
@@ -158,10 +167,13 @@ def _read_manifest(folder: str, expect_digest: Optional[str]) -> dict:
         raise BundleDigestError(
             f"{folder}: running a bundle runs native code from whoever built it; pass the manifest "
             f"digest that build-bundle printed (--expect-digest; this bundle's is {digest}) after "
-            f"checking it came from a build you trust")
+            f"checking it came from a build you trust"
+        )
     if digest != expect_digest.strip().lower():
-        raise BundleDigestError(f"{folder}: manifest.json has sha256 {digest}, not the expected "
-                                f"{expect_digest}; the bundle was changed or is another build: not run")
+        raise BundleDigestError(
+            f"{folder}: manifest.json has sha256 {digest}, not the expected "
+            f"{expect_digest}; the bundle was changed or is another build: not run"
+        )
     return json.loads(data)
 
 
@@ -194,8 +206,9 @@ def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: O
             outcomes.append(Outcome(SUITE_ERROR, feats, rec["message"], error_kind="oracle"))
             continue
         if status != "compiled":
-            outcomes.append(Outcome(FAIL, feats, "compile failed on the build host: " + rec["message"],
-                                    error_kind="compile"))
+            outcomes.append(
+                Outcome(FAIL, feats, "compile failed on the build host: " + rec["message"], error_kind="compile")
+            )
             continue
         pid = rec["id"]
         try:
@@ -205,16 +218,28 @@ def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: O
                 raise ValueError("artifact checksum differs from the manifest")
             artifact = decode_entry(data, pid)
         except Exception as err:
-            outcomes.append(Outcome(SUITE_ERROR, feats, f"bundle entry {pid} unreadable: {type(err).__name__}: {err}",
-                                    error_kind="bundle"))
+            outcomes.append(
+                Outcome(
+                    SUITE_ERROR,
+                    feats,
+                    f"bundle entry {pid} unreadable: {type(err).__name__}: {err}",
+                    error_kind="bundle",
+                )
+            )
             continue
         try:  # the oracle runs here: inputs from the seed, outputs from this host's interpreter
             func = load_source(prog.source)
             arrays = make_inputs(prog.params, prog.bindings, prog.input_seed)
             ref = reference_outputs(func, prog, arrays)
         except Exception as err:
-            outcomes.append(Outcome(SUITE_ERROR, feats, f"reference run of {pid} failed: "
-                                    f"{type(err).__name__}: {err}", error_kind="oracle"))
+            outcomes.append(
+                Outcome(
+                    SUITE_ERROR,
+                    feats,
+                    f"reference run of {pid} failed: {type(err).__name__}: {err}",
+                    error_kind="oracle",
+                )
+            )
             continue
 
         def factory(_artifact=artifact):
@@ -228,8 +253,15 @@ def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: O
         try:
             got = call_on_device(kernel, arrays, backend.capabilities.memory_space)
         except Exception as err:
-            outcomes.append(Outcome(FAIL, feats, f"run failed: {type(err).__name__}: {err}", error_kind="run",
-                                    seconds=time.perf_counter() - t1))
+            outcomes.append(
+                Outcome(
+                    FAIL,
+                    feats,
+                    f"run failed: {type(err).__name__}: {err}",
+                    error_kind="run",
+                    seconds=time.perf_counter() - t1,
+                )
+            )
             continue
         outcomes.append(compare_outputs(prog, ref, got, feats))
     table = _feature_table(outcomes, frozenset(backend.capabilities.features))
@@ -241,24 +273,51 @@ def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: O
         if o.status != FAIL:
             continue
         m = o.mismatch
-        failures.append({
-            "index": i, "family": p.family, "kind": o.error_kind, "features": o.features,
-            "suspects": suspects(o.features, table), "message": o.message,
-            "mismatch": m.to_json() if m else None, "program": program_record(p), "shrunk": False,
-            "repro": {"source": p.source, "input_seed": p.input_seed, "bindings": p.bindings,
-                      "features": o.features, "suspects": suspects(o.features, table), "message": o.message,
-                      "max_error": m.max_error if m else None,
-                      "where": ({"output": m.output, "index": list(m.index), "expected": m.expected, "got": m.got}
-                                if m else None),
-                      "program": program_record(p), "script": repro_script(p, backend.name)},
-        })
-    errors = [{"index": i, "family": p.family, "message": o.message, "program": program_record(p)}
-              for i, (p, o) in enumerate(zip(programs, outcomes)) if o.status == SUITE_ERROR]
-    settings_used = {**manifest["settings"], "tier": "execute",
-                     "bundle": {"folder": os.path.abspath(folder), "built_with": manifest["backend"],
-                                "built_by_suite": manifest["suite"]["version"], "created": manifest["created"],
-                                "built_with_tilecore": manifest["tilecore"]["version"]},
-                     "shrink": {"enabled": False, "why": "bundles run without a compiler"}}
+        failures.append(
+            {
+                "index": i,
+                "family": p.family,
+                "kind": o.error_kind,
+                "features": o.features,
+                "suspects": suspects(o.features, table),
+                "message": o.message,
+                "mismatch": m.to_json() if m else None,
+                "program": program_record(p),
+                "shrunk": False,
+                "repro": {
+                    "source": p.source,
+                    "input_seed": p.input_seed,
+                    "bindings": p.bindings,
+                    "features": o.features,
+                    "suspects": suspects(o.features, table),
+                    "message": o.message,
+                    "max_error": m.max_error if m else None,
+                    "where": (
+                        {"output": m.output, "index": list(m.index), "expected": m.expected, "got": m.got}
+                        if m
+                        else None
+                    ),
+                    "program": program_record(p),
+                    "script": repro_script(p, backend.name),
+                },
+            }
+        )
+    errors = [
+        {"index": i, "family": p.family, "message": o.message, "program": program_record(p)}
+        for i, (p, o) in enumerate(zip(programs, outcomes))
+        if o.status == SUITE_ERROR
+    ]
+    settings_used = {
+        **manifest["settings"],
+        "tier": "execute",
+        "bundle": {
+            "folder": os.path.abspath(folder),
+            "built_with": manifest["backend"],
+            "built_by_suite": manifest["suite"]["version"],
+            "created": manifest["created"],
+            "built_with_tilecore": manifest["tilecore"]["version"],
+        },
+        "shrink": {"enabled": False, "why": "bundles run without a compiler"},
+    }
     digest = hashlib.sha256("".join(p.source + str(p.input_seed) for p in programs).encode()).hexdigest()
-    return build_report(backend, settings_used, programs, outcomes, table, failures, errors, digest,
-                        time.time() - t0)
+    return build_report(backend, settings_used, programs, outcomes, table, failures, errors, digest, time.time() - t0)

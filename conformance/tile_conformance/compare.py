@@ -8,6 +8,7 @@
   programs.py, accuracy.py and the README, "Tolerances"); where the tolerance
   says `signed_zero`, a zero must also have the reference's sign.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,16 +35,31 @@ class Mismatch:
 
     def describe(self) -> str:
         t = self.tolerance
-        tol = "bit-exact" if t.atol == 0 and t.rtol == 0 and not t.ulps else \
-            f"{t.ulps:g} ulp" if t.ulps and not t.atol and not t.rtol else f"atol={t.atol:.3g}, rtol={t.rtol:.3g}"
-        return (f"output {self.output}{list(self.index)}: {self.reason}: expected {self.expected}, got {self.got} "
-                f"(max error {self.max_error:.6g}; {self.count} of {self.total} elements differ; "
-                f"tolerance {tol}: {self.tolerance.why})")
+        tol = (
+            "bit-exact"
+            if t.atol == 0 and t.rtol == 0 and not t.ulps
+            else f"{t.ulps:g} ulp"
+            if t.ulps and not t.atol and not t.rtol
+            else f"atol={t.atol:.3g}, rtol={t.rtol:.3g}"
+        )
+        return (
+            f"output {self.output}{list(self.index)}: {self.reason}: expected {self.expected}, got {self.got} "
+            f"(max error {self.max_error:.6g}; {self.count} of {self.total} elements differ; "
+            f"tolerance {tol}: {self.tolerance.why})"
+        )
 
     def to_json(self):
-        return {"output": self.output, "reason": self.reason, "max_error": self.max_error,
-                "index": list(self.index), "expected": self.expected, "got": self.got,
-                "mismatched": self.count, "total": self.total, "tolerance": self.tolerance.to_json()}
+        return {
+            "output": self.output,
+            "reason": self.reason,
+            "max_error": self.max_error,
+            "index": list(self.index),
+            "expected": self.expected,
+            "got": self.got,
+            "mismatched": self.count,
+            "total": self.total,
+            "tolerance": self.tolerance.to_json(),
+        }
 
 
 def _fmt(v) -> str:
@@ -57,8 +73,17 @@ def _fmt(v) -> str:
 def compare(name: str, dtype: str, ref: np.ndarray, got: np.ndarray, tol: Tolerance) -> Optional[Mismatch]:
     """The first (largest) violation of `tol` between `got` and `ref`, or None."""
     if tuple(ref.shape) != tuple(got.shape):
-        return Mismatch(name, f"shape {tuple(got.shape)} instead of {tuple(ref.shape)}", float("inf"), (),
-                        str(ref.shape), str(got.shape), ref.size, ref.size, tol)
+        return Mismatch(
+            name,
+            f"shape {tuple(got.shape)} instead of {tuple(ref.shape)}",
+            float("inf"),
+            (),
+            str(ref.shape),
+            str(got.shape),
+            ref.size,
+            ref.size,
+            tol,
+        )
     total = int(ref.size)
     if not is_float(dtype):
         r = ref.astype(np.int64) if dtype != "bool" else ref.astype(bool)
@@ -68,29 +93,65 @@ def compare(name: str, dtype: str, ref: np.ndarray, got: np.ndarray, tol: Tolera
             return None
         diff = np.abs(r.astype(np.float64) - g.astype(np.float64))
         idx = np.unravel_index(int(np.argmax(np.where(bad, diff, -1))), ref.shape)
-        return Mismatch(name, "integer values differ", float(diff.max()), tuple(int(i) for i in idx),
-                        _fmt(ref[idx]), _fmt(got[idx]), int(bad.sum()), total, tol)
+        return Mismatch(
+            name,
+            "integer values differ",
+            float(diff.max()),
+            tuple(int(i) for i in idx),
+            _fmt(ref[idx]),
+            _fmt(got[idx]),
+            int(bad.sum()),
+            total,
+            tol,
+        )
     r = ref.astype(np.float64)
     g = got.astype(np.float64)
     r_nan, g_nan = np.isnan(r), np.isnan(g)
     if (r_nan != g_nan).any():
         bad = r_nan != g_nan
         idx = np.unravel_index(int(np.argmax(bad)), ref.shape)
-        return Mismatch(name, "NaN at a different position", float("nan"), tuple(int(i) for i in idx),
-                        _fmt(ref[idx]), _fmt(got[idx]), int(bad.sum()), total, tol)
+        return Mismatch(
+            name,
+            "NaN at a different position",
+            float("nan"),
+            tuple(int(i) for i in idx),
+            _fmt(ref[idx]),
+            _fmt(got[idx]),
+            int(bad.sum()),
+            total,
+            tol,
+        )
     r_inf, g_inf = np.isinf(r), np.isinf(g)
     inf_bad = (r_inf | g_inf) & ~((r_inf & g_inf) & (np.sign(r) == np.sign(g)))
     if inf_bad.any():
         idx = np.unravel_index(int(np.argmax(inf_bad)), ref.shape)
-        return Mismatch(name, "infinity at a different position or with another sign", float("inf"),
-                        tuple(int(i) for i in idx), _fmt(ref[idx]), _fmt(got[idx]), int(inf_bad.sum()), total, tol)
+        return Mismatch(
+            name,
+            "infinity at a different position or with another sign",
+            float("inf"),
+            tuple(int(i) for i in idx),
+            _fmt(ref[idx]),
+            _fmt(got[idx]),
+            int(inf_bad.sum()),
+            total,
+            tol,
+        )
     finite = ~(r_nan | r_inf)
     if tol.signed_zero:
         zero_bad = finite & (r == 0) & (g == 0) & (np.signbit(r) != np.signbit(g))
         if zero_bad.any():
             idx = np.unravel_index(int(np.argmax(zero_bad)), ref.shape)
-            return Mismatch(name, "zero with the other sign", 0.0, tuple(int(i) for i in idx), _fmt(ref[idx]),
-                            _fmt(got[idx]), int(zero_bad.sum()), total, tol)
+            return Mismatch(
+                name,
+                "zero with the other sign",
+                0.0,
+                tuple(int(i) for i in idx),
+                _fmt(ref[idx]),
+                _fmt(got[idx]),
+                int(zero_bad.sum()),
+                total,
+                tol,
+            )
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.where(finite, np.abs(g - r), 0.0)
         limit = tol.atol + tol.rtol * np.abs(np.where(finite, r, 0.0))
@@ -103,5 +164,14 @@ def compare(name: str, dtype: str, ref: np.ndarray, got: np.ndarray, tol: Tolera
         return None
     excess = np.where(bad, err - limit, -1.0)
     idx = np.unravel_index(int(np.argmax(excess)), ref.shape)
-    return Mismatch(name, "value outside tolerance", float(err.max()), tuple(int(i) for i in idx),
-                    _fmt(ref[idx]), _fmt(got[idx]), int(bad.sum()), total, tol)
+    return Mismatch(
+        name,
+        "value outside tolerance",
+        float(err.max()),
+        tuple(int(i) for i in idx),
+        _fmt(ref[idx]),
+        _fmt(got[idx]),
+        int(bad.sum()),
+        total,
+        tol,
+    )

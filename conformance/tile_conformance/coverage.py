@@ -9,6 +9,7 @@ them, see the `slot` logic in strategies.py); certification needs at least
 `coverage.min_passes` passing programs in each (must_pass.json), and the report
 prints the matrix.
 """
+
 from __future__ import annotations
 
 from typing import Dict, List, Set

@@ -1,16 +1,17 @@
 """Program families that run on edge values and compare exactly (or by the ULP table).
 
-  convert  one conversion between any two dtypes (float <-> float, float <-> int, int <-> int,
-           to and from bool) as `T.cast`, as the implicit conversion of a store, or as a tile copy
-           between buffers of different dtypes, on the edge values of the pair (ties, fractions,
-           limits, specials); bit-exact, the sign of zero included
-  intops   integer expressions over values at their dtypes' limits: wrapping + - *, // and % by
-           run-time divisors of either sign, << and >> by run-time amounts, ~, negation, & | ^,
-           max / min, all six comparisons, and / or / not, T.if_then_else, bool -> int casts;
-           bit-exact
-  math     a directed sweep of every math function's domain for one float dtype (one input and one
-           output per function), compared within the accuracy table (accuracy.py)
+convert  one conversion between any two dtypes (float <-> float, float <-> int, int <-> int,
+         to and from bool) as `T.cast`, as the implicit conversion of a store, or as a tile copy
+         between buffers of different dtypes, on the edge values of the pair (ties, fractions,
+         limits, specials); bit-exact, the sign of zero included
+intops   integer expressions over values at their dtypes' limits: wrapping + - *, // and % by
+         run-time divisors of either sign, << and >> by run-time amounts, ~, negation, & | ^,
+         max / min, all six comparisons, and / or / not, T.if_then_else, bool -> int casts;
+         bit-exact
+math     a directed sweep of every math function's domain for one float dtype (one input and one
+         output per function), compared within the accuracy table (accuracy.py)
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List
@@ -71,8 +72,7 @@ def accuracy_bits(d: str) -> int:
 def _build_convert(k: dict) -> Program:
     M, N, bindings = _dims(k)
     src, dst, mode = k["src"], k["dst"], k["mode"]
-    A = Param("A", (M, N), src, "in", -2.0 if is_float(src) else -100, 2.0 if is_float(src) else 100,
-              k["edges"])
+    A = Param("A", (M, N), src, "in", -2.0 if is_float(src) else -100, 2.0 if is_float(src) else 100, k["edges"])
     if src == "uint8":
         A.lo = 0
     out = Param("Out", (M, N), dst, "out")
@@ -85,8 +85,8 @@ def _build_convert(k: dict) -> Program:
     bm, bn = k["bm"], k["bn"]
     if mode == "copy":
         feats.add("copy")
-        w(f"A_t = T.alloc_fragment(({bm}, {bn}), \"{src}\")")
-        w(f"O_t = T.alloc_fragment(({bm}, {bn}), \"{dst}\")")
+        w(f'A_t = T.alloc_fragment(({bm}, {bn}), "{src}")')
+        w(f'O_t = T.alloc_fragment(({bm}, {bn}), "{dst}")')
         w(f"T.copy(A[by * {bm}, bx * {bn}], A_t)")
         w("T.copy(A_t, O_t)")
         w(f"T.copy(O_t, Out[by * {bm}, bx * {bn}])")
@@ -96,7 +96,7 @@ def _build_convert(k: dict) -> Program:
         feats.add("parallel")
         ri, rj = _guarded_parallel(w, k, M, N, feats)
         value = f"A[{ri}, {rj}]"
-        w(f"Out[{ri}, {rj}] = " + (f"T.cast({value}, \"{dst}\")" if mode == "cast" else value))
+        w(f"Out[{ri}, {rj}] = " + (f'T.cast({value}, "{dst}")' if mode == "cast" else value))
     if k.get("dyn"):
         feats.add("dynamic_shape")
     feats |= _dtype_features(src, dst)
@@ -148,15 +148,19 @@ def render_intops(e, dtypes: dict) -> tuple:
         return f"T.if_then_else({c}, {a}, {b})", d, fc | fa | fb | {"select"}
     if kind == "bcast":
         c, _, fc = render_intops(e[1], dtypes)
-        return f"T.cast({c}, \"int32\")", "int32", fc
+        return f'T.cast({c}, "int32")', "int32", fc
     raise ValueError(f"unknown intops node {e!r}")
 
 
 def _build_intops(k: dict) -> Program:
     M, N, bindings = _dims(k)
     dA, dB, dD = k["dtypes"]
-    params = [Param("A", (M, N), dA, "in", -100, 100, "limits"), Param("B", (M, N), dB, "in", -100, 100, "limits"),
-              Param("D", (M, N), dD, "in", 1, 7, "divisor"), Param("S", (M, N), dA, "in", 0, 7, "shift:8")]
+    params = [
+        Param("A", (M, N), dA, "in", -100, 100, "limits"),
+        Param("B", (M, N), dB, "in", -100, 100, "limits"),
+        Param("D", (M, N), dD, "in", 1, 7, "divisor"),
+        Param("S", (M, N), dA, "in", 0, 7, "shift:8"),
+    ]
     for p in params[:2]:
         if p.dtype == "uint8":
             p.lo = 0
@@ -175,8 +179,12 @@ def _build_intops(k: dict) -> Program:
     if k.get("dyn"):
         feats.add("dynamic_shape")
     feats |= used | _dtype_features(dA, dB, dD, k["out_dtype"], d)
-    tol = Tolerance(0.0, 0.0, "integer operations (wrapping, floor division, shifts) are exact: bit-exact",
-                    signed_zero=is_float(k["out_dtype"]))
+    tol = Tolerance(
+        0.0,
+        0.0,
+        "integer operations (wrapping, floor division, shifts) are exact: bit-exact",
+        signed_zero=is_float(k["out_dtype"]),
+    )
     return _finish(k, w, params, bindings, feats, {"Out": tol}, grid)
 
 
@@ -214,8 +222,7 @@ def _build_math(k: dict) -> Program:
         w(f"O_{f}[{ri}, {rj}] = T.{f}(X_{f}[{ri}, {rj}])")
         u = accuracy.ulps(f, d, fast)
         table = "fast_math table" if fast else "accuracy table"
-        tols[f"O_{f}"] = Tolerance(0.0, 0.0, f"{f} on {d}: {u:g} ulp ({table})" if u else
-                                   f"{f} on {d}: exact", ulps=u)
+        tols[f"O_{f}"] = Tolerance(0.0, 0.0, f"{f} on {d}: {u:g} ulp ({table})" if u else f"{f} on {d}: exact", ulps=u)
         if fast and u:  # fast math may flush subnormal results to zero
             from .edges import FLOAT_INFO
 
@@ -224,8 +231,12 @@ def _build_math(k: dict) -> Program:
         feats.add("select")
         for op, text in SPECIAL_OPS.items():
             w(f"O_{op}[{ri}, {rj}] = " + text.format(p=f"P[{ri}, {rj}]", q=f"Q[{ri}, {rj}]"))
-            tols[f"O_{op}"] = Tolerance(0.0, 0.0, f"{op} of NaN, infinities, zeros and extremes: exact "
-                                                  "(NaN propagates through max / min; comparisons with NaN are false)")
+            tols[f"O_{op}"] = Tolerance(
+                0.0,
+                0.0,
+                f"{op} of NaN, infinities, zeros and extremes: exact "
+                "(NaN propagates through max / min; comparisons with NaN are false)",
+            )
     if k.get("dyn"):
         feats.add("dynamic_shape")
     feats |= _dtype_features(d)

@@ -25,6 +25,7 @@ Classes:
                   around 0, the range-reduction region, the overflow and underflow regions, tiny
                   arguments and the special values (see SWEEPS)
 """
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,12 @@ FLOAT_INFO = {  # mantissa bits, minimum normal exponent, largest finite value
     "float64": (52, -1022, 1.7976931348623157e308),
 }
 INT_RANGES = {
-    "int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
-    "int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1), "bool": (0, 1),
+    "int8": (-128, 127),
+    "uint8": (0, 255),
+    "int16": (-32768, 32767),
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "bool": (0, 1),
 }
 
 
@@ -68,10 +73,11 @@ def ulp(x: np.ndarray, dtype: str) -> np.ndarray:
 
 def _special(rng, n: int, dtype: str) -> np.ndarray:
     p, emin, vmax = FLOAT_INFO[dtype]
-    tiny = 2.0 ** emin
+    tiny = 2.0**emin
     sub = 2.0 ** (emin - p)
-    fixed = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, sub, -sub, tiny, -tiny, tiny - sub, vmax, -vmax,
-                      1.0, -1.0, 0.5, -2.0])
+    fixed = np.array(
+        [np.nan, np.inf, -np.inf, 0.0, -0.0, sub, -sub, tiny, -tiny, tiny - sub, vmax, -vmax, 1.0, -1.0, 0.5, -2.0]
+    )
     logmag = rng.uniform(math.log2(sub), math.log2(vmax), n)
     spread = np.ldexp(rng.uniform(0.5, 1.0, n), np.floor(logmag).astype(int)) * rng.choice([-1.0, 1.0], n)
     return np.where(rng.random(n) < 0.5, rng.choice(fixed, n), spread)
@@ -110,15 +116,15 @@ def ties(rng, n: int, src: str, dst: str) -> np.ndarray:
 
 def _fraction(rng, n: int, dst: str) -> np.ndarray:
     lo, hi = INT_RANGES[dst]
-    lo, hi = max(lo, -2**40), min(hi, 2**40)
-    whole = np.where(rng.random(n) < 0.5, rng.integers(-3, 4, n),
-                     rng.integers(lo, hi + 1, n, dtype=np.int64)).astype(np.float64)
+    lo, hi = max(lo, -(2**40)), min(hi, 2**40)
+    whole = np.where(rng.random(n) < 0.5, rng.integers(-3, 4, n), rng.integers(lo, hi + 1, n, dtype=np.int64)).astype(
+        np.float64
+    )
     frac = rng.choice(np.array([0.5, 0.25, 0.75, 0.0, 0.999, 0.001]), n)
     val = whole + np.where(whole < 0, -frac, frac)
     val = np.clip(val, lo - 0.5 if lo < 0 else 0.0, hi + 0.5)
     val = np.where(rng.random(n) < 0.05, -0.0, val)
-    return np.where(rng.random(n) < 0.05, np.where(rng.random(n) < 0.5, lo - 0.5, hi + 0.5), val) \
-        if lo < 0 else val
+    return np.where(rng.random(n) < 0.05, np.where(rng.random(n) < 0.5, lo - 0.5, hi + 0.5), val) if lo < 0 else val
 
 
 # ----------------------------------------------------------------------------- integer pools
@@ -141,8 +147,9 @@ def _limits(rng, n: int, dtype: str) -> np.ndarray:
 
 def _divisor(rng, n: int, dtype: str) -> np.ndarray:
     lo, hi = INT_RANGES[dtype]
-    small = np.array([v for v in (1, 2, 3, 5, 7, -2, -3, -5, -7, 16, -16, lo, hi)
-                      if lo <= v <= hi and v not in (0, -1)])
+    small = np.array(
+        [v for v in (1, 2, 3, 5, 7, -2, -3, -5, -7, 16, -16, lo, hi) if lo <= v <= hi and v not in (0, -1)]
+    )
     return rng.choice(small, n)
 
 
@@ -152,33 +159,58 @@ def _divisor(rng, n: int, dtype: str) -> np.ndarray:
 def _sweep_regions(func: str, dtype: str):
     """[(kind, a, b)] regions of `func`'s domain for `dtype` (kind: lin, log, fixed)."""
     p, emin, vmax = FLOAT_INFO[dtype]
-    sub, tiny = 2.0 ** (emin - p), 2.0 ** emin
+    sub, tiny = 2.0 ** (emin - p), 2.0**emin
     ln_max, log2_max = math.log(vmax), math.log2(vmax)
     if func in ("exp", "exp2"):
         top = ln_max if func == "exp" else log2_max
         bottom = (math.log(tiny) if func == "exp" else emin) - (p * (0.7 if func == "exp" else 1.0))
-        return [("lin", -1.0, 1.0), ("lin", -0.99 * top, 0.99 * top), ("lin", 1.01 * top, 2.0 * top),
-                ("lin", bottom, 0.98 * (emin if func == "exp2" else math.log(tiny))),
-                ("logpm", sub, 1e-3), ("fixed", [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0])]
+        return [
+            ("lin", -1.0, 1.0),
+            ("lin", -0.99 * top, 0.99 * top),
+            ("lin", 1.01 * top, 2.0 * top),
+            ("lin", bottom, 0.98 * (emin if func == "exp2" else math.log(tiny))),
+            ("logpm", sub, 1e-3),
+            ("fixed", [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0]),
+        ]
     if func in ("log", "log2"):
-        return [("lin", 0.5, 2.0), ("log", tiny, vmax), ("log", sub, tiny), ("lin", -4.0, -0.001),
-                ("fixed", [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 2.0])]
+        return [
+            ("lin", 0.5, 2.0),
+            ("log", tiny, vmax),
+            ("log", sub, tiny),
+            ("lin", -4.0, -0.001),
+            ("fixed", [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 2.0]),
+        ]
     if func == "sqrt":
         return [("log", sub, vmax), ("lin", 0.0, 4.0), ("lin", -4.0, -0.001), ("fixed", [0.0, np.inf, np.nan, 1.0])]
     if func == "rsqrt":
         return [("log", sub, vmax), ("lin", 0.001, 4.0), ("lin", -4.0, -0.001), ("fixed", [0.0, np.inf, np.nan, 1.0])]
     if func == "tanh":
-        return [("lin", -1.0, 1.0), ("lin", -20.0, 20.0), ("logpm", 20.0, min(vmax, 1e4)), ("logpm", sub, 1e-3),
-                ("fixed", [0.0, -0.0, np.inf, -np.inf, np.nan])]
+        return [
+            ("lin", -1.0, 1.0),
+            ("lin", -20.0, 20.0),
+            ("logpm", 20.0, min(vmax, 1e4)),
+            ("logpm", sub, 1e-3),
+            ("fixed", [0.0, -0.0, np.inf, -np.inf, np.nan]),
+        ]
     if func == "sigmoid":
         return [("lin", -20.0, 20.0), ("lin", -80.0, 80.0), ("fixed", [0.0, np.inf, -np.inf, np.nan])]
     if func in ("sin", "cos"):
-        return [("lin", -math.pi, math.pi), ("lin", -100.0, 100.0), ("logpm", 1e3, min(1e5, vmax / 2)),
-                ("logpm", sub, 1e-3), ("fixed", [0.0, -0.0, np.inf, -np.inf, np.nan])]
+        return [
+            ("lin", -math.pi, math.pi),
+            ("lin", -100.0, 100.0),
+            ("logpm", 1e3, min(1e5, vmax / 2)),
+            ("logpm", sub, 1e-3),
+            ("fixed", [0.0, -0.0, np.inf, -np.inf, np.nan]),
+        ]
     if func in ("floor", "ceil", "abs"):
         big = min(2.0 ** (p + 2), vmax / 2)
-        return [("half", -8.0, 8.0), ("lin", -1000.0, 1000.0), ("logpm", 1.0, big), ("logpm", sub, 1.0),
-                ("fixed", [0.0, -0.0, 0.5, -0.5, 1.5, -1.5, np.inf, -np.inf, np.nan])]
+        return [
+            ("half", -8.0, 8.0),
+            ("lin", -1000.0, 1000.0),
+            ("logpm", 1.0, big),
+            ("logpm", sub, 1.0),
+            ("fixed", [0.0, -0.0, 0.5, -0.5, 1.5, -1.5, np.inf, -np.inf, np.nan]),
+        ]
     raise ValueError(f"no sweep for {func}")
 
 
@@ -231,9 +263,13 @@ def fill(rng, shape: Tuple[int, ...], dtype: str, lo: float, hi: float, edges: s
         return rng.integers(0, int(arg), n).astype(dt).reshape(shape)
     if kind == "divisor":
         return _divisor(rng, n, dtype).astype(dt).reshape(shape)
-    pool = {"special": lambda: _special(rng, n, dtype), "nan": lambda: _nan(rng, n, dtype, lo, hi),
-            "ties": lambda: ties(rng, n, dtype, arg), "fraction": lambda: _fraction(rng, n, arg),
-            "limits": lambda: _limits(rng, n, dtype)}[kind]()
+    pool = {
+        "special": lambda: _special(rng, n, dtype),
+        "nan": lambda: _nan(rng, n, dtype, lo, hi),
+        "ties": lambda: ties(rng, n, dtype, arg),
+        "fraction": lambda: _fraction(rng, n, arg),
+        "limits": lambda: _limits(rng, n, dtype),
+    }[kind]()
     if kind == "limits":
         base = rng.integers(*INT_RANGES[dtype], n, dtype=np.int64, endpoint=True) if rng.random() < 0.5 else base
     mix = rng.random(n) < 0.5

@@ -2,6 +2,7 @@
 make its inputs from the seed, run the reference interpreter (the oracle) and
 the backend, and compare.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -223,38 +224,64 @@ def run_program(program: Program, backend, tier: str = "execute", reference_cach
     try:
         func = load_source(program.source)
     except Exception as err:
-        return Outcome(SUITE_ERROR, sorted(program.features), "the frontend rejected a generated program: "
-                       + _one_line(err), error_kind="frontend", seconds=time.perf_counter() - t0)
+        return Outcome(
+            SUITE_ERROR,
+            sorted(program.features),
+            "the frontend rejected a generated program: " + _one_line(err),
+            error_kind="frontend",
+            seconds=time.perf_counter() - t0,
+        )
     feats = program_features(func, program)
     undeclared = [f for f in feats if f not in _declared(backend)]
     if undeclared:
-        return Outcome(UNSUPPORTED, feats, f"uses undeclared feature(s) {', '.join(undeclared)}",
-                       unsupported=undeclared, seconds=time.perf_counter() - t0)
+        return Outcome(
+            UNSUPPORTED,
+            feats,
+            f"uses undeclared feature(s) {', '.join(undeclared)}",
+            unsupported=undeclared,
+            seconds=time.perf_counter() - t0,
+        )
     try:
         check_with_core_pipeline(func)
     except Exception as err:
-        return Outcome(SUITE_ERROR, feats, "the core pass pipeline rejected a generated program (for the "
-                       "reference target): " + _one_line(err), error_kind="pipeline",
-                       seconds=time.perf_counter() - t0)
+        return Outcome(
+            SUITE_ERROR,
+            feats,
+            "the core pass pipeline rejected a generated program (for the reference target): " + _one_line(err),
+            error_kind="pipeline",
+            seconds=time.perf_counter() - t0,
+        )
     arrays = make_inputs(program.params, program.bindings, program.input_seed)
     ref = None
     if tier == "execute":
         try:
             ref = reference_outputs(func, program, arrays)
         except Exception as err:
-            return Outcome(SUITE_ERROR, feats, "the reference interpreter failed: " + _one_line(err),
-                           error_kind="oracle", seconds=time.perf_counter() - t0)
+            return Outcome(
+                SUITE_ERROR,
+                feats,
+                "the reference interpreter failed: " + _one_line(err),
+                error_kind="oracle",
+                seconds=time.perf_counter() - t0,
+            )
     try:
         kernel = tilecore.compile(func, target=backend.name)
     except UnsupportedFeatureError as err:
         if err.feature not in _declared(backend):
-            return Outcome(UNSUPPORTED, feats, _one_line(err), unsupported=[err.feature],
-                           seconds=time.perf_counter() - t0)
-        return Outcome(FAIL, feats, f"refused a declared feature: {_one_line(err)}", error_kind="compile",
-                       seconds=time.perf_counter() - t0)
+            return Outcome(
+                UNSUPPORTED, feats, _one_line(err), unsupported=[err.feature], seconds=time.perf_counter() - t0
+            )
+        return Outcome(
+            FAIL,
+            feats,
+            f"refused a declared feature: {_one_line(err)}",
+            error_kind="compile",
+            seconds=time.perf_counter() - t0,
+        )
     except Exception as err:
-        return Outcome(FAIL, feats, "compile failed: " + _one_line(err), error_kind="compile",
-                       seconds=time.perf_counter() - t0)
+        return Outcome(
+            FAIL, feats, "compile failed: " + _one_line(err), error_kind="compile", seconds=time.perf_counter() - t0
+        )
     if tier == "compile":
         return Outcome(PASS, feats, seconds=time.perf_counter() - t0)
     try:
@@ -264,8 +291,7 @@ def run_program(program: Program, backend, tier: str = "execute", reference_cach
         else:
             got = call_on_device(kernel, arrays, backend.capabilities.memory_space)
     except Exception as err:
-        return Outcome(FAIL, feats, "run failed: " + _one_line(err), error_kind="run",
-                       seconds=time.perf_counter() - t0)
+        return Outcome(FAIL, feats, "run failed: " + _one_line(err), error_kind="run", seconds=time.perf_counter() - t0)
     return _compare_all(program, ref, got, feats, t0)
 
 
@@ -315,8 +341,9 @@ def _compare_all(program: Program, ref, got, feats, t0) -> Outcome:
         tol = program.tolerances.get(p.name)
         m = compare(p.name, p.dtype, ref[i], got[i], tol) if tol is not None else None
         if m is not None:
-            return Outcome(FAIL, feats, m.describe(), mismatch=m, error_kind="mismatch",
-                           seconds=time.perf_counter() - t0)
+            return Outcome(
+                FAIL, feats, m.describe(), mismatch=m, error_kind="mismatch", seconds=time.perf_counter() - t0
+            )
     return Outcome(PASS, feats, seconds=time.perf_counter() - t0)
 
 

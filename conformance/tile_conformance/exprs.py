@@ -20,6 +20,7 @@ order forward error analysis, see README "Tolerances"). Comparisons that steer
 control flow (if_then_else conditions, floor/ceil) only ever see exact input
 values, so a correct backend can never take the other branch.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,22 @@ from typing import List, Sequence
 from tilecore.ir.types import is_float, promote
 
 LIMIT = 64.0  # magnitudes of float intermediates stay below this (exact 2^-k scaling)
-FLOAT_FUNCS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid",
-               "sin", "cos", "floor", "ceil", "abs", "neg")
+FLOAT_FUNCS = (
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "sigmoid",
+    "sin",
+    "cos",
+    "floor",
+    "ceil",
+    "abs",
+    "neg",
+)
 FLOAT_BINOPS = ("+", "-", "*", "/", "max", "min")
 INT_BINOPS = ("+", "-", "*", "//", "%", "max", "min", "&", "|", "^")
 FLOAT_CONSTS = (0.5, 1.5, 2.0, 0.25, 3.0, -1.0, -0.75)
@@ -48,26 +63,30 @@ def func_units(f: str, dtype: str) -> float:
 
     return 2.0 * max(1.0, ulps(f, dtype))
 
+
 INT_RANGES = {
-    "int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
-    "int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1), "bool": (0, 1),
+    "int8": (-128, 127),
+    "uint8": (0, 255),
+    "int16": (-32768, 32767),
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "bool": (0, 1),
 }
 
 
 def unit_roundoff(dtype: str) -> float:
     """Half the spacing of floats at 1.0: the relative error of one correct rounding."""
-    return {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24,
-            "float64": 2.0**-53}.get(dtype, 0.0)
+    return {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}.get(dtype, 0.0)
 
 
 @dataclass
 class Rendered:
     text: str
-    dtype: str          # "" for a bare literal (adopts the other side)
+    dtype: str  # "" for a bare literal (adopts the other side)
     lo: float
     hi: float
-    err: float          # bound on |computed - exact| for any correct implementation
-    ops: int            # number of rounded operations
+    err: float  # bound on |computed - exact| for any correct implementation
+    ops: int  # number of rounded operations
 
     @property
     def mag(self) -> float:
@@ -127,7 +146,7 @@ def render_float(e, leaves: Sequence[Leaf]) -> Rendered:
     if kind == "cast":
         x = render_float(e[2], leaves)
         d = e[1]
-        text = f"T.cast({x.text}, \"{d}\")"
+        text = f'T.cast({x.text}, "{d}")'
         # converting an exactly known value is itself exact (round to nearest even)
         err = 0.0 if x.err == 0 else x.err + _round_err(d, x.mag)
         return Rendered(text, d, x.lo, x.hi, err, x.ops + 1)
@@ -139,7 +158,7 @@ def render_float(e, leaves: Sequence[Leaf]) -> Rendered:
         d = x.dtype or "float32"
         amin = 0.0 if x.lo <= 0 <= x.hi else min(abs(x.lo), abs(x.hi))
         b_lo, b_hi = amin + 0.5, x.mag + 0.5
-        vals = [b_lo ** p, b_hi ** p]
+        vals = [b_lo**p, b_hi**p]
         lo, hi = min(vals), max(vals)
         deriv = max(abs(p) * b_lo ** (p - 1), abs(p) * b_hi ** (p - 1))
         base_err = x.err + _round_err(d, b_hi)
@@ -167,8 +186,9 @@ def render_float(e, leaves: Sequence[Leaf]) -> Rendered:
         if a.dtype != b.dtype and d:
             # the narrower side is converted to the wider: exact for float widening
             pass
-        return Rendered(f"T.if_then_else({cond}, {a.text}, {b.text})", d, min(a.lo, b.lo),
-                        max(a.hi, b.hi), err, max(a.ops, b.ops))
+        return Rendered(
+            f"T.if_then_else({cond}, {a.text}, {b.text})", d, min(a.lo, b.lo), max(a.hi, b.hi), err, max(a.ops, b.ops)
+        )
     if kind == "bin":
         return _render_binary(e[1], render_float(e[2], leaves), render_float(e[3], leaves))
     raise ValueError(f"unknown expression node {e!r}")
@@ -199,10 +219,9 @@ def _render_unary(f: str, x: Rendered, x_tree) -> Rendered:
         s = _pow2_scale(x.mag, 4.0)
         arg = _scaled(x, s)
         base = math.e if f == "exp" else 2.0
-        lo, hi = base ** arg.lo, base ** arg.hi
+        lo, hi = base**arg.lo, base**arg.hi
         deriv = math.log(base) * hi
-        err = (arg.err + _round_err(d, arg.mag) * (1 if s != 1.0 else 0)) * deriv \
-            + func_units(f, d) * u * max(hi, 1.0)
+        err = (arg.err + _round_err(d, arg.mag) * (1 if s != 1.0 else 0)) * deriv + func_units(f, d) * u * max(hi, 1.0)
         return Rendered(f"T.{f}({arg.text})", x.dtype, lo, hi, err, x.ops + 2)
     if f in ("log", "log2"):
         amin = 0.0 if x.lo <= 0 <= x.hi else min(abs(x.lo), abs(x.hi))
@@ -303,8 +322,9 @@ def render_int(e, leaves: Sequence[Leaf]) -> Rendered:
         if d.startswith("uint"):  # a literal adopts the unsigned dtype: -3 would not fit (frontend error)
             a, b = _non_negative_literal(a), _non_negative_literal(b)
         cond = cond_leaf.text if cond_leaf.dtype == "bool" else f"{cond_leaf.text} > {int(round(float(e[2])))}"
-        return Rendered(f"T.if_then_else({cond}, {a.text}, {b.text})", d, min(a.lo, b.lo),
-                        max(a.hi, b.hi), 0.0, max(a.ops, b.ops))
+        return Rendered(
+            f"T.if_then_else({cond}, {a.text}, {b.text})", d, min(a.lo, b.lo), max(a.hi, b.hi), 0.0, max(a.ops, b.ops)
+        )
     # pow / cast / float-only nodes: use the first operand
     for child in e[1:]:
         if isinstance(child, list):
@@ -339,8 +359,8 @@ def _render_int_binary(op: str, a: Rendered, b: Rendered) -> Rendered:
         return _int_binary_in(op, a, b, d)
     except _Overflow:
         # widen: compute in int32 (both operands cast), still exact
-        a2 = Rendered(f"T.cast({a.text}, \"int32\")", "int32", a.lo, a.hi, 0.0, a.ops)
-        b2 = b if not b.dtype else Rendered(f"T.cast({b.text}, \"int32\")", "int32", b.lo, b.hi, 0.0, b.ops)
+        a2 = Rendered(f'T.cast({a.text}, "int32")', "int32", a.lo, a.hi, 0.0, a.ops)
+        b2 = b if not b.dtype else Rendered(f'T.cast({b.text}, "int32")', "int32", b.lo, b.hi, 0.0, b.ops)
         try:
             return _int_binary_in(op, a2, b2, "int32")
         except _Overflow:

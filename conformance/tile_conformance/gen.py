@@ -10,6 +10,7 @@ spelling (`composite`, `sampled_from`, `integers`, ...), and `as_hypothesis`
 turns any of them into a real hypothesis strategy that draws its Random from
 hypothesis (`st.randoms`), for property tests that want hypothesis's control.
 """
+
 from __future__ import annotations
 
 import functools
@@ -37,7 +38,9 @@ def composite(f):
     def make(*args, **kwargs) -> Strategy:
         def run(rng):
             return f(lambda s: s.draw(rng), *args, **kwargs)
+
         return Strategy(run)
+
     return make
 
 
@@ -79,6 +82,7 @@ def weighted(pairs: Sequence) -> Strategy:
             if x < 0:
                 return v
         return pairs[-1][1]
+
     return Strategy(pick)
 
 

@@ -1,11 +1,12 @@
 """The `tile conformance ...` subcommands (registered through the tilecore_cli_commands hook).
 
-    tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--report out.json] [--ray [ADDRESS]]
-    tile conformance verify REPORT.json [--must-pass FILE]
-    tile conformance rerun REPORT.json [--backend NAME] [--all] [--report out.json]
-    tile conformance build-bundle BACKEND DIR [--examples N] [--seed S]
-    tile conformance run-bundle DIR --expect-digest SHA256 [--backend NAME] [--report out.json]
+tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--report out.json] [--ray [ADDRESS]]
+tile conformance verify REPORT.json [--must-pass FILE]
+tile conformance rerun REPORT.json [--backend NAME] [--all] [--report out.json]
+tile conformance build-bundle BACKEND DIR [--examples N] [--seed S]
+tile conformance run-bundle DIR --expect-digest SHA256 [--backend NAME] [--report out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,10 +28,13 @@ tile conformance run-bundle DIR --expect-digest SHA256 [--backend NAME] [--repor
 def tilecore_cli_commands(subparsers):
     """Add `tile conformance`."""
     p = subparsers.add_parser(
-        "conformance", help="certify a backend against the reference interpreter (tile-conformance)",
-        usage=USAGE, description="Generate tile programs with hypothesis, run them on BACKEND and on the "
+        "conformance",
+        help="certify a backend against the reference interpreter (tile-conformance)",
+        usage=USAGE,
+        description="Generate tile programs with hypothesis, run them on BACKEND and on the "
         "reference interpreter, compare, shrink failures, and write a report.",
-        add_help=False)
+        add_help=False,
+    )
     p.add_argument("-h", "--help", action=_Help, nargs=0, help="show this help and exit")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     p.set_defaults(func=lambda args: main(args.argv))
@@ -50,34 +54,61 @@ def _run_parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="tile conformance", usage=USAGE)
     p.add_argument("backend", help="backend name as `tile backends` lists it (cpu, cuda, npu, reference, ...)")
-    p.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES,
-                   help=f"number of generated programs (default {DEFAULT_EXAMPLES})")
+    p.add_argument(
+        "--examples",
+        type=int,
+        default=DEFAULT_EXAMPLES,
+        help=f"number of generated programs (default {DEFAULT_EXAMPLES})",
+    )
     p.add_argument("--seed", type=int, default=0, help="generation seed: the same seed gives the same programs")
-    p.add_argument("--tier", choices=("execute", "compile"), default="execute",
-                   help="execute: run and compare results; compile: generate code with the real toolchain only")
+    p.add_argument(
+        "--tier",
+        choices=("execute", "compile"),
+        default="execute",
+        help="execute: run and compare results; compile: generate code with the real toolchain only",
+    )
     p.add_argument("--report", default=None, help="write the JSON report here (and Markdown next to it)")
-    p.add_argument("--families", default=None,
-                   help="comma-separated program families (ewise,copy,reduce,gemm,atomic,cumsum,control)")
+    p.add_argument(
+        "--families",
+        default=None,
+        help="comma-separated program families (ewise,copy,reduce,gemm,atomic,cumsum,control)",
+    )
     p.add_argument("--no-shrink", action="store_true", help="report failures without shrinking them")
     p.add_argument("--max-shrinks", type=int, default=4, help="failures to shrink (default 4)")
     p.add_argument("--shrink-runs", type=int, default=60, help="backend runs per shrink (default 60)")
     _isolation_args(p)
-    p.add_argument("--stop-after-failures", type=int, default=0, metavar="K",
-                   help="end the run after K failed programs (default 0: run them all)")
+    p.add_argument(
+        "--stop-after-failures",
+        type=int,
+        default=0,
+        metavar="K",
+        help="end the run after K failed programs (default 0: run them all)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-                   help="shard generation, compilation and execution over the Ray cluster at ADDRESS "
-                        "(no ADDRESS: a new local cluster); needs tile-conformance[ray]")
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="shard generation, compilation and execution over the Ray cluster at ADDRESS "
+        "(no ADDRESS: a new local cluster); needs tile-conformance[ray]",
+    )
     return p
 
 
 def _isolation_args(p: argparse.ArgumentParser) -> None:
     from .pool import DEFAULT_TIMEOUT
 
-    p.add_argument("--jobs", type=int, default=None,
-                   help="worker processes running programs (default: 2, or 1 on a single core)")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
-                   help=f"seconds per program before its worker is killed (default {DEFAULT_TIMEOUT:g})")
+    p.add_argument(
+        "--jobs", type=int, default=None, help="worker processes running programs (default: 2, or 1 on a single core)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help=f"seconds per program before its worker is killed (default {DEFAULT_TIMEOUT:g})",
+    )
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -114,10 +145,12 @@ def _print_summary(report: dict, paths=()) -> None:
     console = Console(stderr=False, highlight=False, soft_wrap=True)
     t = report["totals"]
     v = report["verdict"]
-    console.print(f"[bold]{report['backend']['name']}[/bold] ({report['settings']['tier']} tier, "
-                  f"{t['programs']} programs, seed {report['settings']['seed']}): {t['pass']} pass, "
-                  f"{t['fail']} fail, {t['unsupported']} unsupported, {t['suite_error']} suite errors "
-                  f"in {report['duration_seconds']} s")
+    console.print(
+        f"[bold]{report['backend']['name']}[/bold] ({report['settings']['tier']} tier, "
+        f"{t['programs']} programs, seed {report['settings']['seed']}): {t['pass']} pass, "
+        f"{t['fail']} fail, {t['unsupported']} unsupported, {t['suite_error']} suite errors "
+        f"in {report['duration_seconds']} s"
+    )
     for f in report["failures"]:
         r = f["repro"]
         sus = f" (suspected feature: {r['suspects'][0]})" if r.get("suspects") else ""
@@ -142,19 +175,32 @@ def _run(argv: List[str]) -> int:
 
     args = _run_parser().parse_args(argv)
     families = [f.strip() for f in args.families.split(",")] if args.families else None
-    settings_used = {"examples": args.examples, "seed": args.seed, "tier": args.tier,
-                     "families": families or "all"}
+    settings_used = {"examples": args.examples, "seed": args.seed, "tier": args.tier, "families": families or "all"}
     if args.ray is not None:
         from functools import partial
 
         from .ray_shard import run_suite_on_ray
 
         run_suite = partial(run_suite_on_ray, address=args.ray or None)
-    return _finish(args.backend, settings_used, args.report, lambda: run_suite(
-        args.backend, examples=args.examples, seed=args.seed, tier=args.tier, families=families,
-        shrink=not args.no_shrink, max_shrinks=args.max_shrinks, shrink_runs=args.shrink_runs,
-        progress=not args.no_progress and sys.stderr.isatty(), jobs=args.jobs, timeout=args.timeout,
-        stop_after_failures=args.stop_after_failures))[0]
+    return _finish(
+        args.backend,
+        settings_used,
+        args.report,
+        lambda: run_suite(
+            args.backend,
+            examples=args.examples,
+            seed=args.seed,
+            tier=args.tier,
+            families=families,
+            shrink=not args.no_shrink,
+            max_shrinks=args.max_shrinks,
+            shrink_runs=args.shrink_runs,
+            progress=not args.no_progress and sys.stderr.isatty(),
+            jobs=args.jobs,
+            timeout=args.timeout,
+            stop_after_failures=args.stop_after_failures,
+        ),
+    )[0]
 
 
 def _finish(backend: str, settings_used: dict, path: Optional[str], run):
@@ -183,10 +229,12 @@ def _finish(backend: str, settings_used: dict, path: Optional[str], run):
 def _rerun(argv: List[str]) -> int:
     from .rerun import rerun_report
 
-    p = argparse.ArgumentParser(prog="tile conformance rerun",
-                                description="Run the failing programs of a report again, exactly (original and "
-                                "minimal programs, same inputs); with --all, regenerate the whole run from its "
-                                "seed and check that the program digest is the same.")
+    p = argparse.ArgumentParser(
+        prog="tile conformance rerun",
+        description="Run the failing programs of a report again, exactly (original and "
+        "minimal programs, same inputs); with --all, regenerate the whole run from its "
+        "seed and check that the program digest is the same.",
+    )
     p.add_argument("report", help="a JSON report written by `tile conformance BACKEND --report`")
     p.add_argument("--backend", default=None, help="backend to run on (default: the report's)")
     p.add_argument("--all", action="store_true", help="regenerate and rerun every program of the report")
@@ -196,15 +244,20 @@ def _rerun(argv: List[str]) -> int:
     with open(args.report) as f:
         old = json.load(f)
     backend = args.backend or old["backend"]["name"]
-    code, new = _finish(backend, dict(old.get("settings", {}), rerun_of=args.report), args.out,
-                        lambda: rerun_report(old, backend, everything=args.all, jobs=args.jobs, timeout=args.timeout))
+    code, new = _finish(
+        backend,
+        dict(old.get("settings", {}), rerun_of=args.report),
+        args.out,
+        lambda: rerun_report(old, backend, everything=args.all, jobs=args.jobs, timeout=args.timeout),
+    )
     if args.all or not new["totals"]["programs"]:
         return code
     t = new["totals"]
     fixed = t["fail"] == 0 and t["suite_error"] == 0
-    print(f"rerun of the {t['programs']} failing program(s) of {args.report}: "
-          + ("all pass now (a rerun is not a certification: run the full suite)" if fixed
-             else f"{t['fail']} still fail"))
+    print(
+        f"rerun of the {t['programs']} failing program(s) of {args.report}: "
+        + ("all pass now (a rerun is not a certification: run the full suite)" if fixed else f"{t['fail']} still fail")
+    )
     return 0 if fixed else 1
 
 
@@ -221,9 +274,11 @@ def _verify(argv: List[str]) -> int:
     ok, reasons = verify(report, must)
     name = report.get("backend", {}).get("name", "?")
     if ok:
-        print(f"{args.report}: backend {name} CERTIFIED ({report['settings']['tier']} tier) against must-pass "
-              f"list v{must.get('version')} "
-              f"({report['totals']['programs']} programs, seed {report['settings']['seed']})")
+        print(
+            f"{args.report}: backend {name} CERTIFIED ({report['settings']['tier']} tier) against must-pass "
+            f"list v{must.get('version')} "
+            f"({report['totals']['programs']} programs, seed {report['settings']['seed']})"
+        )
         return 0
     print(f"{args.report}: backend {name} NOT certified:")
     for r in reasons:
@@ -244,10 +299,12 @@ def _build_bundle(argv: List[str]) -> int:
     args = p.parse_args(argv)
     families = [f.strip() for f in args.families.split(",")] if args.families else None
     summary = build_bundle(args.backend, args.dir, examples=args.examples, seed=args.seed, families=families)
-    print(f"bundle {args.dir}: {summary['programs']} programs for backend {args.backend} "
-          f"({summary['compiled']} compiled, {summary['compile_failures']} compile failures, "
-          f"{summary['unsupported']} unsupported)\nmanifest digest: {summary['manifest_sha256']} "
-          f"(run it with: tile conformance run-bundle DIR --expect-digest {summary['manifest_sha256']})")
+    print(
+        f"bundle {args.dir}: {summary['programs']} programs for backend {args.backend} "
+        f"({summary['compiled']} compiled, {summary['compile_failures']} compile failures, "
+        f"{summary['unsupported']} unsupported)\nmanifest digest: {summary['manifest_sha256']} "
+        f"(run it with: tile conformance run-bundle DIR --expect-digest {summary['manifest_sha256']})"
+    )
     return 0 if summary["compile_failures"] == 0 and summary["suite_errors"] == 0 else 1
 
 
@@ -259,9 +316,12 @@ def _run_bundle(argv: List[str]) -> int:
     p.add_argument("dir")
     p.add_argument("--backend", default=None, help="backend to load the artifacts with (default: the bundle's)")
     p.add_argument("--report", default=None)
-    p.add_argument("--expect-digest", required=True,
-                   help="the manifest digest build-bundle printed: the bundle's native code runs only "
-                        "when manifest.json still has it")
+    p.add_argument(
+        "--expect-digest",
+        required=True,
+        help="the manifest digest build-bundle printed: the bundle's native code runs only "
+        "when manifest.json still has it",
+    )
     args = p.parse_args(argv)
     try:
         report = run_bundle(args.dir, backend_name=args.backend, expect_digest=args.expect_digest)

@@ -7,6 +7,7 @@ timeout (it is killed) makes that program a failure with its message, and a
 fresh worker takes the next program: a crashing or hanging backend can fail
 programs, never end the run or skip the report.
 """
+
 from __future__ import annotations
 
 import os
@@ -60,8 +61,9 @@ class ProgramPool(Protocol):
     jobs: int
     timeout: float
 
-    def run(self, programs: Sequence[Program], on_result: Optional[Callable[[int, Outcome], bool]] = None
-            ) -> List[Optional[Outcome]]:
+    def run(
+        self, programs: Sequence[Program], on_result: Optional[Callable[[int, Outcome], bool]] = None
+    ) -> List[Optional[Outcome]]:
         """Outcomes of `programs` in their order (None: not run, after on_result stopped the run)."""
 
     def run_one(self, program: Program) -> Outcome:
@@ -79,9 +81,14 @@ class _Worker:
         env = dict(os.environ)
         # the worker sees the same modules and plugins as this process (tests add entries to sys.path)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        self.proc = subprocess.Popen([sys.executable, "-m", "tile_conformance.worker", backend],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
-                                     env=env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tile_conformance.worker", backend],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.err,
+            env=env,
+            start_new_session=True,
+        )
         self.job: Optional[int] = None
         self.deadline = 0.0
         self.ready = False
@@ -135,8 +142,9 @@ class WorkerPool:
     """`jobs` reusable workers; `run(programs)` runs them on `self.backend` at `self.tier` and returns one
     Outcome per program. Several runs (backends) may share a pool: set `backend` / `tier` between them."""
 
-    def __init__(self, backend: str, tier: str = "execute", jobs: Optional[int] = None,
-                 timeout: float = DEFAULT_TIMEOUT):
+    def __init__(
+        self, backend: str, tier: str = "execute", jobs: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT
+    ):
         self.backend, self.tier = backend, tier
         self.jobs = max(1, jobs or default_jobs())
         self.timeout = timeout
@@ -162,8 +170,9 @@ class WorkerPool:
             raise AssertionError("the worker pool returned no outcome for a single program")
         return outcome
 
-    def run(self, programs: Sequence[Program], on_result: Optional[Callable[[int, Outcome], bool]] = None
-            ) -> List[Optional[Outcome]]:
+    def run(
+        self, programs: Sequence[Program], on_result: Optional[Callable[[int, Outcome], bool]] = None
+    ) -> List[Optional[Outcome]]:
         """Outcomes of `programs` in their order. `on_result(i, outcome)` returning True stops the
         run early (remaining programs get None)."""
         results: List[Optional[Outcome]] = [None] * len(programs)
@@ -200,13 +209,27 @@ class WorkerPool:
                 self._discard(w)
                 return Outcome(FAIL, sorted(program.features), problem, error_kind="crash")
         try:
-            w.send({"index": i, "program": program_record(program), "tier": self.tier, "backend": self.backend,
-                    "cache_dir": os.environ.get("TILECORE_CACHE_DIR", "")})
+            w.send(
+                {
+                    "index": i,
+                    "program": program_record(program),
+                    "tier": self.tier,
+                    "backend": self.backend,
+                    "cache_dir": os.environ.get("TILECORE_CACHE_DIR", ""),
+                }
+            )
         except OSError:
             self._discard(w)
-            return self._dispatch(i, program) if self.startup_failures < 3 else Outcome(
-                FAIL, sorted(program.features), "run failed: the worker process could not take the program",
-                error_kind="crash")
+            return (
+                self._dispatch(i, program)
+                if self.startup_failures < 3
+                else Outcome(
+                    FAIL,
+                    sorted(program.features),
+                    "run failed: the worker process could not take the program",
+                    error_kind="crash",
+                )
+            )
         w.job, w.deadline = i, time.monotonic() + self.timeout
         return None
 
@@ -219,8 +242,11 @@ class WorkerPool:
             msg = w.receive() if r else {"ready": False, "error": f"no answer within {STARTUP_TIMEOUT:.0f} s"}
         except (EOFError, OSError):
             w.proc.wait()
-            msg = {"ready": False, "error": f"the worker {_describe_exit(w.proc.returncode)} while loading "
-                                            f"the backend; its stderr: {w.stderr_tail()[-500:]}"}
+            msg = {
+                "ready": False,
+                "error": f"the worker {_describe_exit(w.proc.returncode)} while loading "
+                f"the backend; its stderr: {w.stderr_tail()[-500:]}",
+            }
         if msg.get("ready"):
             w.ready = True
             self.startup_failures = 0
@@ -250,11 +276,17 @@ class WorkerPool:
                 w.proc.wait()
                 tail = w.stderr_tail()
                 self._discard(w)
-                yield i, Outcome(FAIL, sorted(programs[i].features),
-                                 f"run failed: the worker process {_describe_exit(w.proc.returncode)} while "
-                                 f"running this program (a crash of the backend)"
-                                 + (f"; its stderr ends with: {tail[-600:]}" if tail else ""),
-                                 error_kind="crash")
+                yield (
+                    i,
+                    Outcome(
+                        FAIL,
+                        sorted(programs[i].features),
+                        f"run failed: the worker process {_describe_exit(w.proc.returncode)} while "
+                        f"running this program (a crash of the backend)"
+                        + (f"; its stderr ends with: {tail[-600:]}" if tail else ""),
+                        error_kind="crash",
+                    ),
+                )
                 continue
             w.job = None
             yield msg["index"], msg["outcome"]
@@ -264,9 +296,14 @@ class WorkerPool:
             if i is None:
                 continue
             self._discard(w)
-            yield i, Outcome(FAIL, sorted(programs[i].features),
-                             f"run failed: timed out after {self.timeout:g} s (the worker was killed: the "
-                             "backend hangs or is far too slow)", error_kind="timeout",
-                             seconds=self.timeout)
-
-
+            yield (
+                i,
+                Outcome(
+                    FAIL,
+                    sorted(programs[i].features),
+                    f"run failed: timed out after {self.timeout:g} s (the worker was killed: the "
+                    "backend hangs or is far too slow)",
+                    error_kind="timeout",
+                    seconds=self.timeout,
+                ),
+            )

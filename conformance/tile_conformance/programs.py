@@ -9,6 +9,7 @@ argument, the dynamic-dimension bindings, the features it uses (the
 vocabulary of `tilecore.language.features`) and the per-output tolerance that
 follows from the error analysis documented in the README.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,8 +20,14 @@ from tilecore.ir.types import is_float, itemsize
 from . import exprs as X
 
 FLOAT_BOUND = 2.0  # float inputs are uniform in [-2, 2]
-INT_BOUNDS = {"int8": (-8, 8), "int16": (-50, 50), "int32": (-100, 100), "int64": (-100, 100),
-              "uint8": (0, 15), "bool": (0, 1)}
+INT_BOUNDS = {
+    "int8": (-8, 8),
+    "int16": (-50, 50),
+    "int32": (-100, 100),
+    "int64": (-100, 100),
+    "uint8": (0, 15),
+    "bool": (0, 1),
+}
 
 
 @dataclass
@@ -120,12 +127,12 @@ def _header(w: _Writer, params: Sequence[Param], dyn: Sequence[str]):
     w("import tilecore.language as T")
     w("")
     for d in dyn:
-        w(f"{d} = T.dynamic(\"{d}\")")
+        w(f'{d} = T.dynamic("{d}")')
     if dyn:
         w("")
     w("")
     w("@T.prim_func")
-    sig = ", ".join(f"{p.name}: T.Tensor({_shape_text(p.shape)}, \"{p.dtype}\")" for p in params)
+    sig = ", ".join(f'{p.name}: T.Tensor({_shape_text(p.shape)}, "{p.dtype}")' for p in params)
     w(f"def main({sig}):")
     w.indent()
 
@@ -237,8 +244,11 @@ def _build_ewise(k: dict) -> Program:
         if r.err == 0:
             tol = Tolerance(0.0, 0.0, "only exactly rounded steps on exact inputs: bit-exact")
         else:
-            tol = Tolerance(2.0 * r.err, 2.0 * X.unit_roundoff(out_dtype),
-                            f"forward error bound {r.err:.3g} of a {r.ops}-step expression, both sides")
+            tol = Tolerance(
+                2.0 * r.err,
+                2.0 * X.unit_roundoff(out_dtype),
+                f"forward error bound {r.err:.3g} of a {r.ops}-step expression, both sides",
+            )
     if X.uses_funcs(k["expr"]):
         feats.add("math")
     if X.uses_select(k["expr"]):
@@ -253,11 +263,11 @@ def _build_ewise(k: dict) -> Program:
     if stage != "direct":
         feats.add("copy")
         for p in params[:-1]:
-            w(f"{p.name}_t = T.alloc_{stage}(({bm}, {bn}), \"{p.dtype}\")")
+            w(f'{p.name}_t = T.alloc_{stage}(({bm}, {bn}), "{p.dtype}")')
             w(f"T.copy({_region(p.name, [_offset('by', bm), _offset('bx', bn)], [bm, bn], k['form'])}, {p.name}_t)")
     if out_stage == "fragment":
         feats.add("copy")
-        w(f"Out_t = T.alloc_fragment(({bm}, {bn}), \"{out_dtype}\")")
+        w(f'Out_t = T.alloc_fragment(({bm}, {bn}), "{out_dtype}")')
     w(f"for i, j in T.Parallel({bm}, {bn}):")
     w.indent()
     guard = partial and (stage == "direct" or out_stage == "direct")
@@ -315,8 +325,8 @@ def _build_copy(k: dict) -> Program:
     _kernel(w, grid, k["threads"])
     feats = {"copy"}
     starts = [_offset("by", bm), _offset("bx", bn)]
-    w(f"S1 = T.alloc_{s1}(({bm}, {bn}), \"{d1}\")")
-    w(f"S2 = T.alloc_{s2}(({bm}, {bn}), \"{d2}\")")
+    w(f'S1 = T.alloc_{s1}(({bm}, {bn}), "{d1}")')
+    w(f'S2 = T.alloc_{s2}(({bm}, {bn}), "{d2}")')
 
     def region(name, form):  # the tile's region of A or Out, at batch index z in a rank-3 tensor
         text = _region(name, starts, [bm, bn], form)
@@ -344,8 +354,9 @@ def _build_copy(k: dict) -> Program:
     if k.get("dyn"):
         feats.add("dynamic_shape")
     feats |= _dtype_features(d_in, d1, d2, d_out)
-    tol = Tolerance(0.0, 0.0, "copies and dtype conversions are exactly rounded: bit-exact",
-                    signed_zero=is_float(d_out))
+    tol = Tolerance(
+        0.0, 0.0, "copies and dtype conversions are exactly rounded: bit-exact", signed_zero=is_float(d_out)
+    )
     return _finish(k, w, params, bindings, feats, {"Out": tol}, grid)
 
 
@@ -368,8 +379,8 @@ def _build_reduce(k: dict) -> Program:
     grid = [_ceildiv_text(keep_extent, keep_tile)]
     _kernel(w, grid, k["threads"])
     feats = {"copy", "reduce"}
-    w(f"A_t = T.alloc_{k['src_scope']}(({bm}, {bn}), \"{d_in}\")")
-    w(f"R_t = T.alloc_fragment(({keep_tile},), \"{acc}\")")
+    w(f'A_t = T.alloc_{k["src_scope"]}(({bm}, {bn}), "{d_in}")')
+    w(f'R_t = T.alloc_fragment(({keep_tile},), "{acc}")')
     n_tiles = -(-int(k["N"] if dim == 1 else k["M"]) // red_tile)
     single = k["mode"] == "clear" and (not isinstance(red_extent, str)) and n_tiles == 1
     init = 0
@@ -411,8 +422,9 @@ def _build_reduce(k: dict) -> Program:
     feats |= _dtype_features(d_in, acc, d_out)
     if kind in ("sum", "abssum"):
         bound = max(abs(lo), abs(hi))
-        tol = _sum_tolerance(n, acc, n * bound + abs(init), d_out,
-                             f"sum of {n} terms in {acc}: (n+1)*u*sum|x| per side")
+        tol = _sum_tolerance(
+            n, acc, n * bound + abs(init), d_out, f"sum of {n} terms in {acc}: (n+1)*u*sum|x| per side"
+        )
         if not is_float(acc) and is_float(d_out):
             tol = Tolerance(0.0, 0.0, "integer sum converted once: exact")
     else:
@@ -444,9 +456,9 @@ def _build_gemm(k: dict) -> Program:
         w("T.use_swizzle(panel_size=4)")
     a_shape = (bk, bm) if ta else (bm, bk)
     b_shape = (bn, bk) if tb else (bk, bn)
-    w(f"A_s = T.alloc_{k['a_scope']}({_shape_text(a_shape)}, \"{d_in}\")")
-    w(f"B_s = T.alloc_{k['b_scope']}({_shape_text(b_shape)}, \"{d_in}\")")
-    w(f"C_f = T.alloc_fragment(({bm}, {bn}), \"{acc}\")")
+    w(f'A_s = T.alloc_{k["a_scope"]}({_shape_text(a_shape)}, "{d_in}")')
+    w(f'B_s = T.alloc_{k["b_scope"]}({_shape_text(b_shape)}, "{d_in}")')
+    w(f'C_f = T.alloc_fragment(({bm}, {bn}), "{acc}")')
     flags = ""
     if ta:
         flags += ", transpose_A=True"
@@ -492,8 +504,9 @@ def _build_gemm(k: dict) -> Program:
     bound = max(abs(lo), abs(hi))
     n = nk * bk
     if is_float(acc):
-        tol = _sum_tolerance(n, acc, n * bound * bound, d_out,
-                             f"K={K} products accumulated in {acc}: (K+1)*u*sum|a*b| per side")
+        tol = _sum_tolerance(
+            n, acc, n * bound * bound, d_out, f"K={K} products accumulated in {acc}: (K+1)*u*sum|a*b| per side"
+        )
     else:
         tol = Tolerance(0.0, 0.0, "integer gemm: exact")
     return _finish(k, w, params, bindings={}, feats=feats, tols={"C": tol}, grid=grid)
@@ -514,9 +527,9 @@ def _build_atomic(k: dict) -> Program:
         _header(w, params, [])
         grid = [_ceildiv_text(N, bn), _ceildiv_text(M, bm)]
         _kernel(w, grid, k["threads"])
-        w(f"A_t = T.alloc_fragment(({bm}, {bn}), \"{d}\")")
+        w(f'A_t = T.alloc_fragment(({bm}, {bn}), "{d}")')
         w(f"T.copy(A[by * {bm}, bx * {bn}], A_t)")
-        w(f"R_t = T.alloc_fragment(({bn},), \"{d}\")")
+        w(f'R_t = T.alloc_fragment(({bn},), "{d}")')
         red = {"add": "sum", "max": "max", "min": "min"}[kind]
         w(f"T.reduce_{red}(A_t, R_t, dim=0)")
         w(f"T.atomic_{kind}(Out[bx * {bn}], R_t)")
@@ -544,11 +557,20 @@ def _build_atomic(k: dict) -> Program:
     feats |= _dtype_features(d)
     if kind == "add" and is_float(d) and (contributions + 1) * 8 >= 2.0 ** {"float16": 11, "bfloat16": 8}.get(d, 24):
         bound = max(abs(lo), abs(hi), 8)
-        tol = _sum_tolerance(contributions + 1, d, (contributions + 1) * bound, d,
-                             f"{contributions} atomic additions in any order in {d}")
+        tol = _sum_tolerance(
+            contributions + 1,
+            d,
+            (contributions + 1) * bound,
+            d,
+            f"{contributions} atomic additions in any order in {d}",
+        )
     elif kind == "add" and is_float(d):
-        tol = Tolerance(0.0, 0.0, f"{contributions} atomic additions of small integers in {d}: every partial "
-                                  "sum is exact, so any order gives the same result")
+        tol = Tolerance(
+            0.0,
+            0.0,
+            f"{contributions} atomic additions of small integers in {d}: every partial "
+            "sum is exact, so any order gives the same result",
+        )
     else:
         tol = Tolerance(0.0, 0.0, f"atomic {kind} on {d}: order-independent, exact")
     return _finish(k, w, params, {}, feats, {"Out": tol}, grid)
@@ -568,14 +590,14 @@ def _build_cumsum(k: dict) -> Program:
     _kernel(w, grid, k["threads"])
     feats = {"copy", "cumsum"}
     starts = [_offset("by", bm), _offset("bx", bn)]
-    w(f"A_t = T.alloc_{k['scope']}(({bm}, {bn}), \"{d}\")")
+    w(f'A_t = T.alloc_{k["scope"]}(({bm}, {bn}), "{d}")')
     w(f"T.copy({_region('A', starts, [bm, bn], k['form'])}, A_t)")
     rev = ", reverse=True" if k["reverse"] else ""
     if k["inplace"]:
         w(f"T.cumsum(A_t, A_t, dim={dim}{rev})")
         res = "A_t"
     else:
-        w(f"C_t = T.alloc_fragment(({bm}, {bn}), \"{d}\")")
+        w(f'C_t = T.alloc_fragment(({bm}, {bn}), "{d}")')
         w(f"T.cumsum(A_t, C_t, dim={dim}{rev})")
         res = "C_t"
     w(f"T.copy({res}, {_region('Out', starts, [bm, bn], k['form'])})")
@@ -605,13 +627,13 @@ def _build_control(k: dict) -> Program:
     thr = k["thr"] if is_float(d) else int(round(k["thr"]))
     zero = "0.0" if is_float(acc) else "0"
     half = " * 0.5" if is_float(acc) else " * 2"
-    w(f"A_s = T.alloc_shared(({bm}, {N}), \"{d}\")")
+    w(f'A_s = T.alloc_shared(({bm}, {N}), "{d}")')
     w(f"T.copy(A[bx * {bm}, 0], A_s)")
-    w(f"O_t = T.alloc_fragment(({bm},), \"{acc}\")")
+    w(f'O_t = T.alloc_fragment(({bm},), "{acc}")')
     use_var = k["use_var"]
     if use_var:
         feats.add("alloc_var")
-        w(f"s = T.alloc_var(\"{acc}\")")
+        w(f's = T.alloc_var("{acc}")')
     loop = k["loop"]
     feats.add("unroll" if loop == "unroll" else "serial")
     w(f"for i in T.{'unroll' if loop == 'unroll' else 'serial'}({bm}):")
@@ -621,7 +643,7 @@ def _build_control(k: dict) -> Program:
     head = {"serial": f"T.serial({N})", "range": f"range({N})", "unroll": f"T.unroll({N})"}[loop]
     w(f"for j in {head}:")
     w.indent()
-    val = "A_s[i, j]" if d == acc else f"T.cast(A_s[i, j], \"{acc}\")"
+    val = "A_s[i, j]" if d == acc else f'T.cast(A_s[i, j], "{acc}")'
     w(f"if A_s[i, j] > {thr!r}:")
     w.indent()
     w(f"{acc_ref} = {acc_ref} + {val}")
@@ -646,7 +668,7 @@ def _build_control(k: dict) -> Program:
         w.dedent()
     if k.get("print"):
         feats.add("print")
-        w("T.print(O_t[0], msg=\"first row sum\")")
+        w('T.print(O_t[0], msg="first row sum")')
     w(f"T.copy(O_t, Out[bx * {bm}])")
     if M % bm:
         feats.add("partial_tiles")
@@ -666,8 +688,10 @@ def chain_leaves(k: dict, c_text: str, bias_text: str) -> List[X.Leaf]:
     n_terms = -(-k["K"] // k["bk"]) * k["bk"]
     gemm_mag = n_terms * bound * bound
     gemm_err = (n_terms + 1) * X.unit_roundoff(k["acc_dtype"]) * gemm_mag
-    return [X.Leaf(c_text, k["acc_dtype"], -gemm_mag, gemm_mag, gemm_err),
-            X.Leaf(bias_text, "float32", -FLOAT_BOUND, FLOAT_BOUND)]
+    return [
+        X.Leaf(c_text, k["acc_dtype"], -gemm_mag, gemm_mag, gemm_err),
+        X.Leaf(bias_text, "float32", -FLOAT_BOUND, FLOAT_BOUND),
+    ]
 
 
 def _build_chain(k: dict) -> Program:
@@ -689,9 +713,9 @@ def _build_chain(k: dict) -> Program:
     _kernel(w, grid, k["threads"])
     feats = {"copy", "gemm", "fill", "parallel", "reduce"}
     nk = -(-K // bk)
-    w(f"A_s = T.alloc_shared(({bm}, {bk}), \"{d_in}\")")
-    w(f"B_s = T.alloc_shared(({bk}, {bn}), \"{d_in}\")")
-    w(f"C_f = T.alloc_fragment(({bm}, {bn}), \"{acc}\")")
+    w(f'A_s = T.alloc_shared(({bm}, {bk}), "{d_in}")')
+    w(f'B_s = T.alloc_shared(({bk}, {bn}), "{d_in}")')
+    w(f'C_f = T.alloc_fragment(({bm}, {bn}), "{acc}")')
     w("T.clear(C_f)")
     if k["loop"] == "pipelined":
         feats.add("pipelined")
@@ -704,7 +728,7 @@ def _build_chain(k: dict) -> Program:
     w(f"T.copy(B[k * {bk}, 0], B_s)")
     w("T.gemm(A_s, B_s, C_f)")
     w.dedent()
-    w(f"Bias_s = T.alloc_shared(({bn},), \"float32\")")
+    w(f'Bias_s = T.alloc_shared(({bn},), "float32")')
     w("T.copy(Bias[0], Bias_s)")
     leaves = chain_leaves(k, "C_f[i, j]", "Bias_s[j]")
     gemm_err = leaves[0].err
@@ -713,14 +737,14 @@ def _build_chain(k: dict) -> Program:
         feats.add("math")
     if X.uses_select(k["expr"]):
         feats.add("select")
-    w(f"E_f = T.alloc_fragment(({bm}, {bn}), \"float32\")")
+    w(f'E_f = T.alloc_fragment(({bm}, {bn}), "float32")')
     w(f"for i, j in T.Parallel({bm}, {bn}):")
     w.indent()
     w(f"E_f[i, j] = {r.text}")
     w.dedent()
     e_err = r.err + X.unit_roundoff("float32") * r.mag  # the store into float32
     kind = k["kind"]
-    w(f"R_f = T.alloc_fragment(({bm},), \"float32\")")
+    w(f'R_f = T.alloc_fragment(({bm},), "float32")')
     w(f"T.reduce_{kind}(E_f, R_f, dim=1)")
     if kind == "sum":
         r_mag = bn * r.mag
@@ -738,8 +762,10 @@ def _build_chain(k: dict) -> Program:
         feats.add("partial_tiles")
     feats |= _dtype_features(d_in, acc, "float32", r.dtype)
     why = f"GEMM (K={K}) error {gemm_err:.2g} through a {r.ops}-step epilogue and a row {kind}"
-    tols = {"Out": Tolerance(2 * o_err, 2 * X.unit_roundoff("float32"), why),
-            "RowOut": Tolerance(2 * r_err, 2 * X.unit_roundoff("float32"), why)}
+    tols = {
+        "Out": Tolerance(2 * o_err, 2 * X.unit_roundoff("float32"), why),
+        "RowOut": Tolerance(2 * r_err, 2 * X.unit_roundoff("float32"), why),
+    }
     return _finish(k, w, params, {}, feats, tols, grid)
 
 

@@ -6,6 +6,7 @@ light: nothing is imported until a conformance test runs). The tests in
 one test per feature (skipped when the backend does not declare it), one for
 suite errors and one for the verdict.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -14,15 +15,23 @@ import pytest
 def pytest_addoption(parser):
     """--tile-backend, --tile-examples, --tile-seed, --tile-tier, --tile-report."""
     group = parser.getgroup("tile-conformance")
-    group.addoption("--tile-backend", default=None, metavar="NAME",
-                    help="backend to certify with `--pyargs tile_conformance`")
-    group.addoption("--tile-examples", type=int, default=None, metavar="N",
-                    help="programs to generate (default: the suite's default)")
+    group.addoption(
+        "--tile-backend", default=None, metavar="NAME", help="backend to certify with `--pyargs tile_conformance`"
+    )
+    group.addoption(
+        "--tile-examples",
+        type=int,
+        default=None,
+        metavar="N",
+        help="programs to generate (default: the suite's default)",
+    )
     group.addoption("--tile-seed", type=int, default=0, metavar="S", help="generation seed (default 0)")
-    group.addoption("--tile-tier", default="execute", choices=("execute", "compile"),
-                    help="conformance tier (default execute)")
-    group.addoption("--tile-report", default=None, metavar="PATH",
-                    help="also write the JSON (and Markdown) report here")
+    group.addoption(
+        "--tile-tier", default="execute", choices=("execute", "compile"), help="conformance tier (default execute)"
+    )
+    group.addoption(
+        "--tile-report", default=None, metavar="PATH", help="also write the JSON (and Markdown) report here"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -34,8 +43,12 @@ def tile_conformance_report(request):
     from .report import write_report
     from .runner import DEFAULT_EXAMPLES, run_suite
 
-    report = run_suite(backend, examples=request.config.getoption("--tile-examples") or DEFAULT_EXAMPLES,
-                       seed=request.config.getoption("--tile-seed"), tier=request.config.getoption("--tile-tier"))
+    report = run_suite(
+        backend,
+        examples=request.config.getoption("--tile-examples") or DEFAULT_EXAMPLES,
+        seed=request.config.getoption("--tile-seed"),
+        tier=request.config.getoption("--tile-tier"),
+    )
     path = request.config.getoption("--tile-report")
     if path:
         write_report(report, path)

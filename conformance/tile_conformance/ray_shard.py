@@ -19,6 +19,7 @@ worker (shrinking is sequential).
 
 The runner's seam is its `pool=` argument (runner.InProcessPool is the default).
 """
+
 from __future__ import annotations
 
 import os
@@ -79,15 +80,22 @@ class RayShardPool:
     families)); `run_one`, used while shrinking, runs in this process.
     """
 
-    def __init__(self, backend, tier: str, timeout: float, seed: int, families=None,
-                 address: Optional[str] = None, shards: Optional[int] = None):
+    def __init__(
+        self,
+        backend,
+        tier: str,
+        timeout: float,
+        seed: int,
+        families=None,
+        address: Optional[str] = None,
+        shards: Optional[int] = None,
+    ):
         from .pool import WorkerPool
 
         ray = _ray()
         if not ray.is_initialized():
             path = os.pathsep.join(p for p in sys.path if p)
-            ray.init(address=address or None, log_to_driver=False,
-                     runtime_env={"env_vars": {"PYTHONPATH": path}})
+            ray.init(address=address or None, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
         self.ray, self.backend, self.tier, self.timeout = ray, backend.name, tier, timeout
         self.local = WorkerPool(backend.name, tier, 1, timeout)  # shrinking candidates
         self.from_driver: List[int] = []  # programs a shard drew differently (it ran the driver's)
@@ -114,8 +122,9 @@ class RayShardPool:
         results: List[Optional[Outcome]] = [None] * len(programs)
         actors = ActorPool(self.shards)
         for i, program in enumerate(programs):
-            actors.submit(lambda shard, job: shard.run.remote(*job),
-                          (i, _program_digest(program), program_record(program)))
+            actors.submit(
+                lambda shard, job: shard.run.remote(*job), (i, _program_digest(program), program_record(program))
+            )
         while actors.has_next():
             try:
                 i, outcome, own = actors.get_next_unordered()
@@ -124,17 +133,25 @@ class RayShardPool:
             except self.ray.exceptions.RayActorError as err:
                 from .runner import ConformanceError
 
-                raise ConformanceError(f"a Ray shard died (its node, or the backend in it, crashed): "
-                                       f"{str(err).splitlines()[0]}") from None
+                raise ConformanceError(
+                    f"a Ray shard died (its node, or the backend in it, crashed): {str(err).splitlines()[0]}"
+                ) from None
             results[i] = outcome
             if on_result is not None and on_result(i, outcome):
                 break  # the runner's stop_after_failures: the rest stay None (not run)
         return results
 
 
-def run_suite_on_ray(backend_name: str, address: Optional[str] = None, shards: Optional[int] = None,
-                     seed: int = 0, tier: str = "execute", families=None, timeout: Optional[float] = None,
-                     **options) -> dict:
+def run_suite_on_ray(
+    backend_name: str,
+    address: Optional[str] = None,
+    shards: Optional[int] = None,
+    seed: int = 0,
+    tier: str = "execute",
+    families=None,
+    timeout: Optional[float] = None,
+    **options,
+) -> dict:
     """runner.run_suite with the programs sharded over the Ray cluster at `address` (None: the running
     one, else a new local cluster); the same report as a single-process run, but for timings."""
     from .pool import DEFAULT_TIMEOUT
@@ -143,10 +160,12 @@ def run_suite_on_ray(backend_name: str, address: Optional[str] = None, shards: O
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
     pool = RayShardPool(resolve_backend(backend_name), tier, timeout, seed, families, address, shards)
     try:
-        report = run_suite(backend_name, seed=seed, tier=tier, families=families, timeout=timeout, pool=pool,
-                           **options)
+        report = run_suite(backend_name, seed=seed, tier=tier, families=families, timeout=timeout, pool=pool, **options)
     finally:
         pool.close()
-    report["settings"]["ray"] = {"address": address or "local", "shards": pool.count,
-                                 "programs_drawn_differently_by_shards": sorted(pool.from_driver)}
+    report["settings"]["ray"] = {
+        "address": address or "local",
+        "shards": pool.count,
+        "programs_drawn_differently_by_shards": sorted(pool.from_driver),
+    }
     return report

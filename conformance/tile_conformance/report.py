@@ -1,4 +1,5 @@
 """The conformance report (JSON and Markdown) and its verification against the must-pass list."""
+
 from __future__ import annotations
 
 import json
@@ -33,24 +34,50 @@ def _plugins() -> List[dict]:
     from tilecore.plugin.manager import get_plugin_manager
 
     pm = get_plugin_manager()
-    out = [{"name": info.name, "distribution": info.distribution, "version": info.version,
-            "entry_point": info.target} for info in pm.plugins.values()]
-    out += [{"name": e.name, "distribution": e.distribution, "version": e.version, "entry_point": e.target,
-             "error": e.error} for e in pm.errors]
+    out = [
+        {"name": info.name, "distribution": info.distribution, "version": info.version, "entry_point": info.target}
+        for info in pm.plugins.values()
+    ]
+    out += [
+        {
+            "name": e.name,
+            "distribution": e.distribution,
+            "version": e.version,
+            "entry_point": e.target,
+            "error": e.error,
+        }
+        for e in pm.errors
+    ]
     return sorted(out, key=lambda d: d["name"])
 
 
 def _device(backend) -> dict:
     try:
         st = backend.toolchain_status()
-        return {"toolchain_ok": st.ok, "summary": st.summary, "device": st.device,
-                "details": {k: v for k, v in st.details}}
+        return {
+            "toolchain_ok": st.ok,
+            "summary": st.summary,
+            "device": st.device,
+            "details": {k: v for k, v in st.details},
+        }
     except BaseException as err:  # noqa: B902 - the report must still be written
         return {"toolchain_ok": False, "summary": f"toolchain_status() failed: {type(err).__name__}: {err}"}
 
 
-def build_report(backend, settings_used, programs, outcomes, table, failures, errors, digest, seconds,
-                 must_pass: Optional[dict] = None, indices=None, coverage: Optional[dict] = None) -> dict:
+def build_report(
+    backend,
+    settings_used,
+    programs,
+    outcomes,
+    table,
+    failures,
+    errors,
+    digest,
+    seconds,
+    must_pass: Optional[dict] = None,
+    indices=None,
+    coverage: Optional[dict] = None,
+) -> dict:
     """The report of a run (`indices`: each outcome's program number in the run, when not all ran)."""
     import hypothesis
     import numpy
@@ -68,21 +95,37 @@ def build_report(backend, settings_used, programs, outcomes, table, failures, er
     report = {
         "format": REPORT_FORMAT,
         "suite": {"name": "tile-conformance", "version": __version__},
-        "tilecore": {"distribution": "tilecore", "version": tilecore.__version__,
-                     "ir_version": tilecore.TILE_IR_VERSION},
+        "tilecore": {
+            "distribution": "tilecore",
+            "version": tilecore.__version__,
+            "ir_version": tilecore.TILE_IR_VERSION,
+        },
         "backend": {
-            "name": backend.name, "distribution": backend.distribution, "version": backend.version,
-            "targets": list(backend.targets), "ir_versions": list(backend.ir_versions),
-            "features": sorted(caps.features), "dtypes": sorted(caps.dtypes),
-            "gemm_dtypes": sorted(list(p) for p in caps.gemm_dtypes), "tiers": list(caps.tiers),
-            "max_shared_memory": caps.max_shared_memory, "max_fragment_memory": caps.max_fragment_memory,
-            "max_threads": caps.max_threads, "warp_size": caps.warp_size, "memory_space": caps.memory_space,
+            "name": backend.name,
+            "distribution": backend.distribution,
+            "version": backend.version,
+            "targets": list(backend.targets),
+            "ir_versions": list(backend.ir_versions),
+            "features": sorted(caps.features),
+            "dtypes": sorted(caps.dtypes),
+            "gemm_dtypes": sorted(list(p) for p in caps.gemm_dtypes),
+            "tiers": list(caps.tiers),
+            "max_shared_memory": caps.max_shared_memory,
+            "max_fragment_memory": caps.max_fragment_memory,
+            "max_threads": caps.max_threads,
+            "warp_size": caps.warp_size,
+            "memory_space": caps.memory_space,
         },
         "plugins": _plugins(),
         "device": _device(backend),
-        "host": {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count(),
-                 "python": sys.version.split()[0], "numpy": numpy.__version__,
-                 "hypothesis": hypothesis.__version__},
+        "host": {
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "numpy": numpy.__version__,
+            "hypothesis": hypothesis.__version__,
+        },
         "settings": settings_used,
         "program_digest": digest,
         "duration_seconds": round(seconds, 2),
@@ -95,8 +138,11 @@ def build_report(backend, settings_used, programs, outcomes, table, failures, er
     if coverage is not None:
         report["coverage"] = coverage
     ok, reasons = verify(report, must_pass)
-    report["verdict"] = {"certified": ok, "reasons": reasons,
-                         "must_pass_version": (must_pass or load_must_pass()).get("version")}
+    report["verdict"] = {
+        "certified": ok,
+        "reasons": reasons,
+        "must_pass_version": (must_pass or load_must_pass()).get("version"),
+    }
     return report
 
 
@@ -115,16 +161,30 @@ def aborted_report(backend_name: str, settings_used: dict, err: BaseException) -
     return {
         "format": REPORT_FORMAT,
         "suite": {"name": "tile-conformance", "version": __version__},
-        "tilecore": {"distribution": "tilecore", "version": tilecore.__version__,
-                     "ir_version": tilecore.TILE_IR_VERSION},
+        "tilecore": {
+            "distribution": "tilecore",
+            "version": tilecore.__version__,
+            "ir_version": tilecore.TILE_IR_VERSION,
+        },
         "backend": {"name": backend_name, "distribution": "", "version": "", "features": []},
-        "plugins": [], "device": {},
-        "host": {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count(),
-                 "python": sys.version.split()[0], "numpy": numpy.__version__,
-                 "hypothesis": hypothesis.__version__},
-        "settings": settings_used, "program_digest": "", "duration_seconds": 0.0,
+        "plugins": [],
+        "device": {},
+        "host": {
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "numpy": numpy.__version__,
+            "hypothesis": hypothesis.__version__,
+        },
+        "settings": settings_used,
+        "program_digest": "",
+        "duration_seconds": 0.0,
         "totals": {"programs": 0, "pass": 0, "fail": 0, "unsupported": 0, "suite_error": 0},
-        "families": {}, "features": {}, "failures": [], "suite_errors": [],
+        "families": {},
+        "features": {},
+        "failures": [],
+        "suite_errors": [],
         "verdict": {"certified": False, "reasons": [reason], "must_pass_version": None},
     }
 
@@ -153,8 +213,10 @@ def verify(report: dict, must_pass: Optional[dict] = None) -> Tuple[bool, List[s
         elif row.get("fail", 0):
             reasons.append(f"must-pass feature {feat!r} has {row['fail']} failing program(s)")
         elif row.get("pass", 0) < rules["min_passes"]:
-            reasons.append(f"must-pass feature {feat!r} passed {row.get('pass', 0)} program(s); "
-                           f"needs {rules['min_passes']} (run more --examples)")
+            reasons.append(
+                f"must-pass feature {feat!r} passed {row.get('pass', 0)} program(s); "
+                f"needs {rules['min_passes']} (run more --examples)"
+            )
     for feat, row in report["features"].items():
         if row.get("pass", 0) and not row.get("declared", False):
             reasons.append(f"feature {feat!r} counted as passed but the backend does not declare it")
@@ -171,8 +233,11 @@ def _coverage_reasons(report: dict, mp: dict) -> List[str]:
     short = [c for c in cov.get("required", []) if cov["cells"].get(c, {}).get("pass", 0) < need]
     if not short:
         return []
-    return [f"coverage: {len(short)} required cell(s) with fewer than {need} passing program(s): "
-            + ", ".join(short[:12]) + (" ..." if len(short) > 12 else "")]
+    return [
+        f"coverage: {len(short)} required cell(s) with fewer than {need} passing program(s): "
+        + ", ".join(short[:12])
+        + (" ..." if len(short) > 12 else "")
+    ]
 
 
 # ----------------------------------------------------------------------------- Markdown
@@ -194,7 +259,8 @@ def to_markdown(report: dict) -> str:
         lines.append("")
     dev = report["device"]
     lines += [
-        "| | |", "|---|---|",
+        "| | |",
+        "|---|---|",
         f"| suite | tile-conformance {report['suite']['version']} |",
         f"| tilecore | {report['tilecore']['version']} (Tile IR {report['tilecore']['ir_version']}) |",
         f"| backend | {b['name']} from {b['distribution']} {b['version']} |",
@@ -207,8 +273,8 @@ def to_markdown(report: dict) -> str:
         f"| program digest | `{report['program_digest'][:16]}` |",
         f"| duration | {report['duration_seconds']} s |",
         "",
-        "Plugins loaded: " + ", ".join(f"{p['name']} ({p['distribution']} {p['version']})".replace(" ()", "")
-                                       for p in report["plugins"]),
+        "Plugins loaded: "
+        + ", ".join(f"{p['name']} ({p['distribution']} {p['version']})".replace(" ()", "") for p in report["plugins"]),
         "",
         "## Features",
         "",
@@ -216,10 +282,17 @@ def to_markdown(report: dict) -> str:
         "|---|---|---:|---:|---:|",
     ]
     for feat, row in sorted(report["features"].items()):
-        lines.append(f"| {feat} | {row['status']} | {row['pass']} | {row['fail']} | "
-                     f"{row['unsupported'] if row['declared'] else 'undeclared'} |")
-    lines += ["", "## Families", "", "| family | pass | fail | unsupported | suite errors |",
-              "|---|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {feat} | {row['status']} | {row['pass']} | {row['fail']} | "
+            f"{row['unsupported'] if row['declared'] else 'undeclared'} |"
+        )
+    lines += [
+        "",
+        "## Families",
+        "",
+        "| family | pass | fail | unsupported | suite errors |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for fam, row in sorted(report["families"].items()):
         lines.append(f"| {fam} | {row['pass']} | {row['fail']} | {row['unsupported']} | {row['suite_error']} |")
     lines += coverage_markdown(report)
@@ -227,22 +300,37 @@ def to_markdown(report: dict) -> str:
         lines += ["", f"## Failures ({len(report['failures'])})", ""]
         for n, f in enumerate(report["failures"], 1):
             r = f["repro"]
-            lines.append(f"### {n}. {f['family']} program #{f['index']}: {f['kind']}"
-                         + (f" — suspected feature: {r['suspects'][0]}" if r.get("suspects") else ""))
+            lines.append(
+                f"### {n}. {f['family']} program #{f['index']}: {f['kind']}"
+                + (f" — suspected feature: {r['suspects'][0]}" if r.get("suspects") else "")
+            )
             lines.append("")
             lines.append(f"- original: {f['message']}")
             if f.get("shrunk"):
                 sh = f["shrink"]
-                lines.append(f"- shrunk in {sh['runs']} runs ({sh['method']}), size {sh['size_before']} -> "
-                             f"{sh['size_after']}: {r['message']}")
+                lines.append(
+                    f"- shrunk in {sh['runs']} runs ({sh['method']}), size {sh['size_before']} -> "
+                    f"{sh['size_after']}: {r['message']}"
+                )
             if r.get("where"):
                 w = r["where"]
-                lines.append(f"- max error {r['max_error']:.6g} at {w['output']}{w['index']}: expected "
-                             f"{w['expected']}, got {w['got']}")
-            lines.append(f"- features: {', '.join(r['features'])}; inputs seed {r['input_seed']}"
-                         + (f"; bindings {r['bindings']}" if r["bindings"] else ""))
-            lines += ["", "Minimal program (save as `repro.py`, run `python repro.py`):", "", "```python",
-                      r["script"].rstrip(), "```", ""]
+                lines.append(
+                    f"- max error {r['max_error']:.6g} at {w['output']}{w['index']}: expected "
+                    f"{w['expected']}, got {w['got']}"
+                )
+            lines.append(
+                f"- features: {', '.join(r['features'])}; inputs seed {r['input_seed']}"
+                + (f"; bindings {r['bindings']}" if r["bindings"] else "")
+            )
+            lines += [
+                "",
+                "Minimal program (save as `repro.py`, run `python repro.py`):",
+                "",
+                "```python",
+                r["script"].rstrip(),
+                "```",
+                "",
+            ]
     if report.get("suite_errors"):
         lines += ["", "## Suite errors", ""]
         for e in report["suite_errors"]:
@@ -256,10 +344,17 @@ def coverage_markdown(report: dict) -> List[str]:
     if not cov:
         return []
     required = set(cov.get("required", []))
-    lines = ["", "## Coverage", "", "Cells (coverage.py): conversion kinds, integer operators, math functions per "
-             "dtype, reduce kinds, edge classes per dtype, dynamic shapes per family, sizes. `required`: "
-             "certification needs a passing program there.", "",
-             "| cell | pass | fail | required |", "|---|---:|---:|---|"]
+    lines = [
+        "",
+        "## Coverage",
+        "",
+        "Cells (coverage.py): conversion kinds, integer operators, math functions per "
+        "dtype, reduce kinds, edge classes per dtype, dynamic shapes per family, sizes. `required`: "
+        "certification needs a passing program there.",
+        "",
+        "| cell | pass | fail | required |",
+        "|---|---:|---:|---|",
+    ]
     for cell in sorted(set(cov["cells"]) | required):
         row = cov["cells"].get(cell, {"pass": 0, "fail": 0})
         lines.append(f"| {cell} | {row['pass']} | {row['fail']} | {'yes' if cell in required else ''} |")

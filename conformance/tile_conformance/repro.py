@@ -5,6 +5,7 @@ source followed by a call to `run_repro`, so saving it as `repro.py` and
 running `python repro.py` rebuilds the same inputs from the same seed, runs the
 backend and the reference interpreter, and prints the comparison.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,12 +15,21 @@ from .programs import Param, Program, Tolerance
 
 def program_from_record(record: dict) -> Program:
     """Rebuild a Program from the `program` record a report or bundle stores."""
-    params = [Param(p["name"], tuple(p["shape"]), p["dtype"], p["role"], p["lo"], p["hi"], p.get("edges", ""))
-              for p in record["params"]]
+    params = [
+        Param(p["name"], tuple(p["shape"]), p["dtype"], p["role"], p["lo"], p["hi"], p.get("edges", ""))
+        for p in record["params"]
+    ]
     tols = {k: Tolerance.from_json(v) for k, v in record["tolerances"].items()}
-    return Program(record["family"], record.get("knobs", {}), record["source"], params,
-                   dict(record.get("bindings", {})), frozenset(record.get("features", ())), tols,
-                   int(record["input_seed"]))
+    return Program(
+        record["family"],
+        record.get("knobs", {}),
+        record["source"],
+        params,
+        dict(record.get("bindings", {})),
+        frozenset(record.get("features", ())),
+        tols,
+        int(record["input_seed"]),
+    )
 
 
 def program_record(program: Program) -> dict:
@@ -28,8 +38,18 @@ def program_record(program: Program) -> dict:
         "family": program.family,
         "knobs": program.knobs,
         "source": program.source,
-        "params": [{"name": p.name, "shape": list(p.shape), "dtype": p.dtype, "role": p.role,
-                    "lo": p.lo, "hi": p.hi, **({"edges": p.edges} if p.edges else {})} for p in program.params],
+        "params": [
+            {
+                "name": p.name,
+                "shape": list(p.shape),
+                "dtype": p.dtype,
+                "role": p.role,
+                "lo": p.lo,
+                "hi": p.hi,
+                **({"edges": p.edges} if p.edges else {}),
+            }
+            for p in program.params
+        ],
         "bindings": program.bindings,
         "features": sorted(program.features),
         "tolerances": {k: v.to_json() for k, v in program.tolerances.items()},
@@ -42,12 +62,14 @@ def repro_script(program: Program, backend: str) -> str:
     record = program_record(program)
     record.pop("source")
     record.pop("knobs")
-    return (program.source
-            + "\n\nif __name__ == \"__main__\":\n"
-            + "    # rebuilds the suite's inputs from the seed and compares with the reference interpreter\n"
-            + "    from tile_conformance.repro import run_repro\n\n"
-            + f"    ok = run_repro(main, {backend!r}, {json.dumps(record, sort_keys=True)!r})\n"
-            + "    raise SystemExit(0 if ok else 1)\n")
+    return (
+        program.source
+        + '\n\nif __name__ == "__main__":\n'
+        + "    # rebuilds the suite's inputs from the seed and compares with the reference interpreter\n"
+        + "    from tile_conformance.repro import run_repro\n\n"
+        + f"    ok = run_repro(main, {backend!r}, {json.dumps(record, sort_keys=True)!r})\n"
+        + "    raise SystemExit(0 if ok else 1)\n"
+    )
 
 
 def run_repro(func, backend: str, record_json: str) -> bool:

@@ -8,6 +8,7 @@ families and the backend's capabilities, and the program digest must equal the
 report's (a ConformanceError says so when the suite or the backend's
 declarations changed).
 """
+
 from __future__ import annotations
 
 from typing import List, Optional
@@ -28,8 +29,9 @@ def failing_programs(report: dict) -> List[Program]:
     return out
 
 
-def rerun_report(report: dict, backend: Optional[str] = None, everything: bool = False, jobs=None,
-                 timeout: Optional[float] = None) -> dict:
+def rerun_report(
+    report: dict, backend: Optional[str] = None, everything: bool = False, jobs=None, timeout: Optional[float] = None
+) -> dict:
     """Run the report's failing programs (or, with `everything`, its whole run) again; a new report."""
     from .pool import DEFAULT_TIMEOUT
     from .runner import ConformanceError, run_suite
@@ -37,15 +39,21 @@ def rerun_report(report: dict, backend: Optional[str] = None, everything: bool =
     s = report["settings"]
     name = backend or report["backend"]["name"]
     families = None if s.get("families") in (None, "all") else list(s["families"])
-    common = dict(seed=s.get("seed", 0), tier=s.get("tier", "execute"), jobs=jobs,
-                  timeout=timeout or s.get("isolation", {}).get("timeout_seconds", DEFAULT_TIMEOUT), shrink=False)
+    common = dict(
+        seed=s.get("seed", 0),
+        tier=s.get("tier", "execute"),
+        jobs=jobs,
+        timeout=timeout or s.get("isolation", {}).get("timeout_seconds", DEFAULT_TIMEOUT),
+        shrink=False,
+    )
     if everything:
         new = run_suite(name, examples=s["examples"], families=families, **common)
         if new["program_digest"] != report["program_digest"]:
             raise ConformanceError(
                 f"regenerating the run gave other programs (digest {new['program_digest'][:16]} instead of "
                 f"{report['program_digest'][:16]}): the suite version or the backend's declared capabilities "
-                "changed; rerun without --all to run the report's failing programs as stored")
+                "changed; rerun without --all to run the report's failing programs as stored"
+            )
         return new
     programs = failing_programs(report)
     if not programs:

@@ -1,4 +1,5 @@
 """The conformance run: generate programs, run them, shrink failures, write the report."""
+
 from __future__ import annotations
 
 import contextlib
@@ -29,8 +30,9 @@ def resolve_backend(name: str):
         backend, _ = registry.resolve(name)
     except Exception as err:
         known = ", ".join(sorted(registry.backends)) if hasattr(registry, "backends") else ""
-        raise ConformanceError(f"unknown or unusable backend {name!r}: {err}"
-                               + (f" (installed: {known})" if known else "")) from None
+        raise ConformanceError(
+            f"unknown or unusable backend {name!r}: {err}" + (f" (installed: {known})" if known else "")
+        ) from None
     return backend
 
 
@@ -58,24 +60,30 @@ def run_families(caps: Caps, families: Optional[Sequence[str]] = None) -> Tuple[
     """The families a run draws from, in their fixed order (a clear error when none or unknown)."""
     unknown = sorted(set(families or ()) - set(FAMILIES))
     if unknown:
-        raise ConformanceError(f"unknown program famil{'y' if len(unknown) == 1 else 'ies'} "
-                               f"{', '.join(unknown)}; choose from {', '.join(FAMILIES)}")
+        raise ConformanceError(
+            f"unknown program famil{'y' if len(unknown) == 1 else 'ies'} "
+            f"{', '.join(unknown)}; choose from {', '.join(FAMILIES)}"
+        )
     fams = tuple(f for f in family_requirements(caps) if families is None or f in families)
     if not fams:
-        raise ConformanceError("the backend declares too few features for any program family "
-                               f"(needs e.g. 'copy' or 'parallel'; declared: {sorted(caps.features)})")
+        raise ConformanceError(
+            "the backend declares too few features for any program family "
+            f"(needs e.g. 'copy' or 'parallel'; declared: {sorted(caps.features)})"
+        )
     return fams
 
 
 def _feature_table(outcomes: List[Outcome], declared: frozenset) -> Dict[str, dict]:
     from tilecore.language.features import FEATURES
 
-    table: Dict[str, dict] = {f: {"declared": f in declared, "pass": 0, "fail": 0, "unsupported": 0, "suite_error": 0}
-                              for f in FEATURES}
+    table: Dict[str, dict] = {
+        f: {"declared": f in declared, "pass": 0, "fail": 0, "unsupported": 0, "suite_error": 0} for f in FEATURES
+    }
     for o in outcomes:
         for f in o.features:
-            row = table.setdefault(f, {"declared": f in declared, "pass": 0, "fail": 0, "unsupported": 0,
-                                       "suite_error": 0})
+            row = table.setdefault(
+                f, {"declared": f in declared, "pass": 0, "fail": 0, "unsupported": 0, "suite_error": 0}
+            )
             if o.status == UNSUPPORTED:
                 if f in o.unsupported:
                     row["unsupported"] += 1
@@ -97,6 +105,7 @@ def _feature_table(outcomes: List[Outcome], declared: frozenset) -> Dict[str, di
 
 def suspects(features: Sequence[str], table: Dict[str, dict]) -> List[str]:
     """The failing program's features, most suspicious first (highest failure ratio in the run)."""
+
     def ratio(f):
         row = table.get(f, {})
         tried = row.get("pass", 0) + row.get("fail", 0)
@@ -106,8 +115,10 @@ def suspects(features: Sequence[str], table: Dict[str, dict]) -> List[str]:
     # only when it fails clearly more often than the operations it appears in), then the feature with
     # more failing programs behind it: a feature seen failing once in one program is weaker evidence
     # than one failing in many (a dynamic-shape bug was blamed on the one cumsum program it broke)
-    ranked = sorted(features, key=lambda f: (-round(ratio(f), 1), f.startswith("dtype:"),
-                                             -table.get(f, {}).get("fail", 0), -ratio(f), f))
+    ranked = sorted(
+        features,
+        key=lambda f: (-round(ratio(f), 1), f.startswith("dtype:"), -table.get(f, {}).get("fail", 0), -ratio(f), f),
+    )
     return [f for f in ranked if ratio(f) > 0]
 
 
@@ -120,9 +131,15 @@ class _Progress:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("{task.fields[status]}"), TimeElapsedColumn(),
-                                console=Console(stderr=True), transient=False)
+            self.bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[status]}"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=False,
+            )
             self.task = self.bar.add_task(label, total=total, status="")
             self.bar.start()
 
@@ -142,12 +159,24 @@ class _Progress:
             self.bar.stop()
 
 
-def run_suite(backend_name: str, examples: int = DEFAULT_EXAMPLES, seed: int = 0, tier: str = "execute",
-              families: Optional[Sequence[str]] = None, shrink: bool = True, max_shrinks: int = 4,
-              shrink_runs: int = 60, shrink_seconds: float = 90.0, progress: bool = False,
-              must_pass: Optional[dict] = None, jobs: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT,
-              stop_after_failures: int = 0, programs: Optional[Sequence[Program]] = None,
-              pool: Optional[ProgramPool] = None) -> dict:
+def run_suite(
+    backend_name: str,
+    examples: int = DEFAULT_EXAMPLES,
+    seed: int = 0,
+    tier: str = "execute",
+    families: Optional[Sequence[str]] = None,
+    shrink: bool = True,
+    max_shrinks: int = 4,
+    shrink_runs: int = 60,
+    shrink_seconds: float = 90.0,
+    progress: bool = False,
+    must_pass: Optional[dict] = None,
+    jobs: Optional[int] = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    stop_after_failures: int = 0,
+    programs: Optional[Sequence[Program]] = None,
+    pool: Optional[ProgramPool] = None,
+) -> dict:
     """Run the suite on one backend and return the report (a JSON-serialisable dict).
 
     Programs run in `jobs` isolated worker processes (pool.py), each with
@@ -162,8 +191,24 @@ def run_suite(backend_name: str, examples: int = DEFAULT_EXAMPLES, seed: int = 0
     from .execute import fresh_compile_cache
 
     with fresh_compile_cache():
-        return _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks, shrink_runs,
-                          shrink_seconds, progress, must_pass, jobs, timeout, stop_after_failures, programs, pool)
+        return _run_suite(
+            backend_name,
+            examples,
+            seed,
+            tier,
+            families,
+            shrink,
+            max_shrinks,
+            shrink_runs,
+            shrink_seconds,
+            progress,
+            must_pass,
+            jobs,
+            timeout,
+            stop_after_failures,
+            programs,
+            pool,
+        )
 
 
 def check_tier(backend, tier: str) -> None:
@@ -172,8 +217,10 @@ def check_tier(backend, tier: str) -> None:
     if tier not in ("execute", "compile"):
         raise ConformanceError(f"unknown tier {tier!r}; use execute or compile")
     if tier not in tiers:
-        raise ConformanceError(f"backend {backend.name!r} declares the conformance tier(s) {', '.join(tiers)}, "
-                               f"not {tier!r} (capabilities.tiers); run with --tier {tiers[0]}")
+        raise ConformanceError(
+            f"backend {backend.name!r} declares the conformance tier(s) {', '.join(tiers)}, "
+            f"not {tier!r} (capabilities.tiers); run with --tier {tiers[0]}"
+        )
 
 
 def program_digest(programs: Sequence[Program]) -> str:
@@ -181,8 +228,24 @@ def program_digest(programs: Sequence[Program]) -> str:
     return hashlib.sha256("".join(p.source + str(p.input_seed) for p in programs).encode()).hexdigest()
 
 
-def _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks, shrink_runs, shrink_seconds,
-               progress, must_pass, jobs, timeout, stop_after_failures, given_programs, shared_pool) -> dict:
+def _run_suite(
+    backend_name,
+    examples,
+    seed,
+    tier,
+    families,
+    shrink,
+    max_shrinks,
+    shrink_runs,
+    shrink_seconds,
+    progress,
+    must_pass,
+    jobs,
+    timeout,
+    stop_after_failures,
+    given_programs,
+    shared_pool,
+) -> dict:
     from .report import build_report
 
     t0 = time.time()
@@ -199,9 +262,11 @@ def _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks
 
     def on_result(i, o):
         counts[o.status] += 1
-        bar.advance(f"pass {counts[PASS]} fail {counts[FAIL]}"
-                    + (f" unsupported {counts[UNSUPPORTED]}" if counts[UNSUPPORTED] else "")
-                    + (f" errors {counts[SUITE_ERROR]}" if counts[SUITE_ERROR] else ""))
+        bar.advance(
+            f"pass {counts[PASS]} fail {counts[FAIL]}"
+            + (f" unsupported {counts[UNSUPPORTED]}" if counts[UNSUPPORTED] else "")
+            + (f" errors {counts[SUITE_ERROR]}" if counts[SUITE_ERROR] else "")
+        )
         return bool(stop_after_failures) and counts[FAIL] >= stop_after_failures
 
     pool = shared_pool or WorkerPool(backend.name, tier, jobs, timeout)
@@ -213,27 +278,54 @@ def _run_suite(backend_name, examples, seed, tier, families, shrink, max_shrinks
             run_programs = [programs[i] for i in ran]
             outcomes = [o for o in results if o is not None]
             table = _feature_table(outcomes, frozenset(backend.capabilities.features))
-            failures = _failures(run_programs, outcomes, ran, table, pool, shrink, max_shrinks, shrink_runs,
-                                 shrink_seconds, seed, bar)
+            failures = _failures(
+                run_programs, outcomes, ran, table, pool, shrink, max_shrinks, shrink_runs, shrink_seconds, seed, bar
+            )
     finally:
         bar.stop()
-    errors = [{"index": i, "family": p.family, "message": o.message, "program": program_record(p)}
-              for i, p, o in zip(ran, run_programs, outcomes) if o.status == SUITE_ERROR]
-    settings_used = {"examples": examples if given_programs is None else len(programs), "seed": seed, "tier": tier,
-                     "compile_cache": "fresh (private, per run)",
-                     "families": list(families) if families else "all",
-                     "isolation": {"workers": pool.jobs, "timeout_seconds": pool.timeout},
-                     "stop_after_failures": stop_after_failures, "programs_run": len(ran),
-                     "shrink": {"enabled": shrink, "max_failures_shrunk": max_shrinks, "max_runs": shrink_runs,
-                                "max_seconds": shrink_seconds}}
+    errors = [
+        {"index": i, "family": p.family, "message": o.message, "program": program_record(p)}
+        for i, p, o in zip(ran, run_programs, outcomes)
+        if o.status == SUITE_ERROR
+    ]
+    settings_used = {
+        "examples": examples if given_programs is None else len(programs),
+        "seed": seed,
+        "tier": tier,
+        "compile_cache": "fresh (private, per run)",
+        "families": list(families) if families else "all",
+        "isolation": {"workers": pool.jobs, "timeout_seconds": pool.timeout},
+        "stop_after_failures": stop_after_failures,
+        "programs_run": len(ran),
+        "shrink": {
+            "enabled": shrink,
+            "max_failures_shrunk": max_shrinks,
+            "max_runs": shrink_runs,
+            "max_seconds": shrink_seconds,
+        },
+    }
     if given_programs is not None:
         settings_used["rerun"] = True
     from .coverage import coverage_table, required_cells
 
-    coverage = {"cells": coverage_table(run_programs, outcomes),
-                "required": required_cells(caps, run_families(caps, families)) if given_programs is None else []}
-    return build_report(backend, settings_used, run_programs, outcomes, table, failures, errors, digest,
-                        time.time() - t0, must_pass, indices=ran, coverage=coverage)
+    coverage = {
+        "cells": coverage_table(run_programs, outcomes),
+        "required": required_cells(caps, run_families(caps, families)) if given_programs is None else [],
+    }
+    return build_report(
+        backend,
+        settings_used,
+        run_programs,
+        outcomes,
+        table,
+        failures,
+        errors,
+        digest,
+        time.time() - t0,
+        must_pass,
+        indices=ran,
+        coverage=coverage,
+    )
 
 
 def _shrink_targets(failed, table, max_shrinks) -> List[int]:
@@ -253,8 +345,9 @@ def _shrink_targets(failed, table, max_shrinks) -> List[int]:
     return to_shrink
 
 
-def _failures(programs, outcomes, indices, table, pool, shrink, max_shrinks, shrink_runs, shrink_seconds,
-              seed, bar) -> List[dict]:
+def _failures(
+    programs, outcomes, indices, table, pool, shrink, max_shrinks, shrink_runs, shrink_seconds, seed, bar
+) -> List[dict]:
     failed = [(pos, p, o) for pos, (p, o) in enumerate(zip(programs, outcomes)) if o.status == FAIL]
     to_shrink = _shrink_targets(failed, table, max_shrinks) if shrink else []
     order = [it for it in failed if it[0] in to_shrink] + [it for it in failed if it[0] not in to_shrink]
@@ -263,10 +356,15 @@ def _failures(programs, outcomes, indices, table, pool, shrink, max_shrinks, shr
         bar.describe(f"shrinking {len(to_shrink)} failure(s)", total=max(1, len(to_shrink)))
     for pos, prog, out in order:
         entry = {
-            "index": indices[pos], "family": prog.family, "kind": out.error_kind, "features": out.features,
-            "suspects": suspects(out.features, table), "message": out.message,
+            "index": indices[pos],
+            "family": prog.family,
+            "kind": out.error_kind,
+            "features": out.features,
+            "suspects": suspects(out.features, table),
+            "message": out.message,
             "mismatch": out.mismatch.to_json() if out.mismatch else None,
-            "program": program_record(prog), "shrunk": False,
+            "program": program_record(prog),
+            "shrunk": False,
         }
         minimal_prog, minimal_out = prog, out
         if pos in to_shrink:
@@ -296,8 +394,13 @@ def _shrink_one(entry, prog, out, pool, shrink_runs, shrink_seconds, seed):
     if minimal_out.status != FAIL:  # only when the backend is flaky
         minimal_prog, minimal_out = prog, out
     entry["shrunk"] = True
-    entry["shrink"] = {"runs": shrinker.runs, "method": shrinker.method, "seconds": round(shrinker.seconds, 2),
-                       "size_before": program_size(prog.knobs), "size_after": program_size(minimal_prog.knobs)}
+    entry["shrink"] = {
+        "runs": shrinker.runs,
+        "method": shrinker.method,
+        "seconds": round(shrinker.seconds, 2),
+        "size_before": program_size(prog.knobs),
+        "size_after": program_size(minimal_prog.knobs),
+    }
     return minimal_prog, minimal_out
 
 
@@ -311,8 +414,7 @@ def _repro_entry(prog, out, table, backend_name) -> dict:
         "suspects": suspects(out.features, table),
         "message": out.message,
         "max_error": m.max_error if m else None,
-        "where": ({"output": m.output, "index": list(m.index), "expected": m.expected, "got": m.got}
-                  if m else None),
+        "where": ({"output": m.output, "index": list(m.index), "expected": m.expected, "got": m.got} if m else None),
         "program": program_record(prog),
         "script": repro_script(prog, backend_name),
     }

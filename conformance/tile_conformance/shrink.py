@@ -11,6 +11,7 @@ shrinks further or the budget (backend runs, seconds) is spent. Every
 candidate is a complete program run on the backend and on the reference
 interpreter, so the minimal program is a real failing program, not a guess.
 """
+
 from __future__ import annotations
 
 import copy
@@ -48,7 +49,7 @@ def _simpler_dtypes(d: str) -> List[str]:
 
     if d not in _DTYPE_PREFERENCE or d == "bool":
         return []
-    return [x for x in _DTYPE_PREFERENCE[:_DTYPE_PREFERENCE.index(d)] if is_float(x) == is_float(d) and x != "bool"]
+    return [x for x in _DTYPE_PREFERENCE[: _DTYPE_PREFERENCE.index(d)] if is_float(x) == is_float(d) and x != "bool"]
 
 
 def _smaller_ints(v: int) -> List[int]:
@@ -95,7 +96,7 @@ def variants(knobs: dict) -> List[Tuple[str, list]]:
                     simpler = _simpler_dtypes(v)
                 for s in simpler:
                     if s != v:
-                        cands.append(value[:i] + [s] + value[i + 1:])
+                        cands.append(value[:i] + [s] + value[i + 1 :])
         elif key == "init" and value not in (0, 0.0):
             cands = [0]
         elif key == "thr" and value != 0.0:
@@ -137,8 +138,7 @@ def _variant_space(knobs: dict):
 class Shrinker:
     """Minimise failing knobs under a budget; `check(knobs) -> bool` says "still fails the same way"."""
 
-    def __init__(self, check: Callable[[dict], bool], max_runs: int = 80, max_seconds: float = 120.0,
-                 seed: int = 0):
+    def __init__(self, check: Callable[[dict], bool], max_runs: int = 80, max_seconds: float = 120.0, seed: int = 0):
         self.check = check
         self.max_runs = max_runs
         self.max_seconds = max_seconds
@@ -178,11 +178,19 @@ class Shrinker:
         key = b"tile-conformance-shrink"
         db.save(key, choices_to_bytes(choices))
         try:
-            return find(strategy, self._fails,
-                        settings=settings(database=db, max_examples=max(1, self.max_runs), deadline=None,
-                                          phases=[Phase.reuse, Phase.generate, Phase.shrink],
-                                          suppress_health_check=list(HealthCheck)),
-                        random=random.Random(self.seed + round_), database_key=key)
+            return find(
+                strategy,
+                self._fails,
+                settings=settings(
+                    database=db,
+                    max_examples=max(1, self.max_runs),
+                    deadline=None,
+                    phases=[Phase.reuse, Phase.generate, Phase.shrink],
+                    suppress_health_check=list(HealthCheck),
+                ),
+                random=random.Random(self.seed + round_),
+                database_key=key,
+            )
         except (NoSuchExample, Unsatisfiable):
             return None
 

@@ -7,6 +7,7 @@ only what the backend declares in its capabilities: features outside
 `caps.features`, dtypes outside `caps.dtypes` and GEMM dtype pairs outside
 `caps.gemm_dtypes` are never drawn (the runner reports them "unsupported").
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,8 +37,14 @@ class Caps:
     @classmethod
     def from_backend(cls, backend) -> "Caps":
         c = backend.capabilities
-        return cls(frozenset(c.features), frozenset(c.dtypes), frozenset(tuple(p) for p in c.gemm_dtypes),
-                   c.max_shared_memory, c.max_threads, bool(getattr(c, "fast_math", False)))
+        return cls(
+            frozenset(c.features),
+            frozenset(c.dtypes),
+            frozenset(tuple(p) for p in c.gemm_dtypes),
+            c.max_shared_memory,
+            c.max_threads,
+            bool(getattr(c, "fast_math", False)),
+        )
 
     def has(self, *names) -> bool:
         return all(n in self.features for n in names)
@@ -100,8 +107,7 @@ def _gemm_pairs(caps: Caps):
         a, acc = pair
         return not (is_float(a) and is_float(acc) and bits(acc) < bits(a))
 
-    return tuple(sorted(p for p in caps.gemm_dtypes
-                        if caps.dtype_ok(p[0]) and caps.dtype_ok(p[1]) and language_ok(p)))
+    return tuple(sorted(p for p in caps.gemm_dtypes if caps.dtype_ok(p[0]) and caps.dtype_ok(p[1]) and language_ok(p)))
 
 
 @st.composite
@@ -125,8 +131,10 @@ def _threads(draw, caps: Caps) -> int:
 @st.composite
 def float_expr(draw, n_inputs: int, caps: Caps, depth: int = 3):
     """A float expression tree over `n_inputs` input tiles (see exprs.py)."""
-    leaf = st.one_of(st.builds(lambda k: ["in", k], st.integers(0, n_inputs - 1)),
-                     st.builds(lambda v: ["const", v], st.sampled_from(X.FLOAT_CONSTS)))
+    leaf = st.one_of(
+        st.builds(lambda k: ["in", k], st.integers(0, n_inputs - 1)),
+        st.builds(lambda v: ["const", v], st.sampled_from(X.FLOAT_CONSTS)),
+    )
     if depth <= 0:
         e = draw(leaf)
         return e if e[0] == "in" else ["in", 0]
@@ -154,15 +162,22 @@ def float_expr(draw, n_inputs: int, caps: Caps, depth: int = 3):
     if kind == "pow":
         return ["pow", draw(sub), draw(st.sampled_from(X.POW_EXPONENTS))]
     if kind == "sel":
-        return ["sel", draw(st.integers(0, n_inputs - 1)), draw(st.sampled_from((0.0, 0.5, -1.0))),
-                draw(sub), draw(st.one_of(sub, leaf))]
+        return [
+            "sel",
+            draw(st.integers(0, n_inputs - 1)),
+            draw(st.sampled_from((0.0, 0.5, -1.0))),
+            draw(sub),
+            draw(st.one_of(sub, leaf)),
+        ]
     return ["cast", draw(st.sampled_from(floats)), draw(sub)]
 
 
 @st.composite
 def int_expr(draw, n_inputs: int, caps: Caps, depth: int = 3):
-    leaf = st.one_of(st.builds(lambda k: ["in", k], st.integers(0, n_inputs - 1)),
-                     st.builds(lambda v: ["const", v], st.sampled_from(X.INT_CONSTS)))
+    leaf = st.one_of(
+        st.builds(lambda k: ["in", k], st.integers(0, n_inputs - 1)),
+        st.builds(lambda v: ["const", v], st.sampled_from(X.INT_CONSTS)),
+    )
     if depth <= 0:
         e = draw(leaf)
         return e if e[0] == "in" else ["in", 0]
@@ -182,8 +197,13 @@ def int_expr(draw, n_inputs: int, caps: Caps, depth: int = 3):
         return ["bin", op, draw(sub), draw(st.one_of(sub, leaf))]
     if kind in ("neg", "abs"):
         return ["un", kind, draw(sub)]
-    return ["sel", draw(st.integers(0, n_inputs - 1)), draw(st.sampled_from((0, 2, -1))),
-            draw(sub), draw(st.one_of(sub, leaf))]
+    return [
+        "sel",
+        draw(st.integers(0, n_inputs - 1)),
+        draw(st.sampled_from((0, 2, -1))),
+        draw(sub),
+        draw(st.one_of(sub, leaf)),
+    ]
 
 
 @st.composite
@@ -206,14 +226,30 @@ def ewise_knobs(draw, caps: Caps, slot: int = 0):
         allow_partial = allow_partial and caps.has("runtime_if")
     M = draw(_extent(caps, bm, allow_partial))
     N = draw(_extent(caps, bn, allow_partial))
-    dyn = (allow_partial and caps.has("dynamic_shape") and caps.has("partial_tiles", "runtime_if")
-           and (slot % 4 == 3 or draw(st.integers(0, 4)) == 0))
+    dyn = (
+        allow_partial
+        and caps.has("dynamic_shape")
+        and caps.has("partial_tiles", "runtime_if")
+        and (slot % 4 == 3 or draw(st.integers(0, 4)) == 0)
+    )
     expr = draw(int_expr(n_in, caps) if int_mode else float_expr(n_in, caps))
-    return {"family": "ewise", "M": M, "N": N, "bm": bm, "bn": bn, "in_dtypes": in_dtypes,
-            "out_dtype": draw(st.sampled_from(pool)), "expr": expr, "stage": stage,
-            "out_stage": out_stage, "form": draw(st.sampled_from(("point", "slice"))), "dyn": dyn,
-            "threads": _threads(draw, caps), "allowed_dtypes": sorted(caps.dtypes),
-            "names": draw(st.integers(0, 3))}  # local names in the body (programs._build_ewise)
+    return {
+        "family": "ewise",
+        "M": M,
+        "N": N,
+        "bm": bm,
+        "bn": bn,
+        "in_dtypes": in_dtypes,
+        "out_dtype": draw(st.sampled_from(pool)),
+        "expr": expr,
+        "stage": stage,
+        "out_stage": out_stage,
+        "form": draw(st.sampled_from(("point", "slice"))),
+        "dyn": dyn,
+        "threads": _threads(draw, caps),
+        "allowed_dtypes": sorted(caps.dtypes),
+        "names": draw(st.integers(0, 3)),
+    }  # local names in the body (programs._build_ewise)
 
 
 @st.composite
@@ -252,9 +288,21 @@ def copy_knobs(draw, caps: Caps, slot: int = 0):
             fill = draw(st.sampled_from((0, 1)))
         if dtypes[2] == "uint8" and fill < 0:
             fill = 0
-    knobs = {"family": "copy", "M": M, "N": N, "bm": bm, "bn": bn, "dtypes": dtypes, "scopes": scopes,
-             "forms": [draw(st.sampled_from(("point", "slice"))) for _ in range(2)], "dyn": dyn,
-             "sub_rows": sub_rows, "fill_value": fill, "threads": _threads(draw, caps), "edges": edges}
+    knobs = {
+        "family": "copy",
+        "M": M,
+        "N": N,
+        "bm": bm,
+        "bn": bn,
+        "dtypes": dtypes,
+        "scopes": scopes,
+        "forms": [draw(st.sampled_from(("point", "slice"))) for _ in range(2)],
+        "dyn": dyn,
+        "sub_rows": sub_rows,
+        "fill_value": fill,
+        "threads": _threads(draw, caps),
+        "edges": edges,
+    }
     # drawn last, so that the knobs above stay what they were for every seed: 3-D tensors whose
     # leading (batch) dimension a serial loop walks (strides of a rank-3 tensor, a point index
     # in a region)
@@ -300,8 +348,11 @@ def reduce_knobs(draw, caps: Caps, slot: int = 0):
     if mode == "clear":
         red = red_tile if not caps.has("partial_tiles") or draw(st.booleans()) else draw(st.integers(1, red_tile))
     else:
-        red = draw(_extent(caps, red_tile, max_tiles=4)) if caps.has("multi_block") else \
-            draw(st.integers(1, 3)) * red_tile
+        red = (
+            draw(_extent(caps, red_tile, max_tiles=4))
+            if caps.has("multi_block")
+            else draw(st.integers(1, 3)) * red_tile
+        )
         if not caps.has("partial_tiles"):
             red = -(-red // red_tile) * red_tile
     # low-precision accumulators only over short sums (see README: tolerances)
@@ -317,26 +368,49 @@ def reduce_knobs(draw, caps: Caps, slot: int = 0):
     init = 0
     if mode == "fill":
         # never the identity: an accumulation that overwrites instead of combining must show
-        init = draw(st.sampled_from({"sum": (-2.5, 1.5), "abssum": (3.0, 2.0), "max": (-1.0, 1.0),
-                                     "absmax": (0.5, 1.5), "min": (1.0, -1.0)}[kind]))
+        init = draw(
+            st.sampled_from(
+                {
+                    "sum": (-2.5, 1.5),
+                    "abssum": (3.0, 2.0),
+                    "max": (-1.0, 1.0),
+                    "absmax": (0.5, 1.5),
+                    "min": (1.0, -1.0),
+                }[kind]
+            )
+        )
         if not is_float(acc):
             init = int(init) or 2
     dyn = caps.has("dynamic_shape", "partial_tiles") and (slot % 4 == 3 or draw(st.integers(0, 3)) == 0)
     if nan_first:
         edges = "special"
     elif is_float(d_in):
-        edges = draw(st.sampled_from(["special", "special", ""] if kind in ("max", "min", "absmax")
-                                     else ["nan", ""]))
+        edges = draw(st.sampled_from(["special", "special", ""] if kind in ("max", "min", "absmax") else ["nan", ""]))
     else:
         # max / min of values that do not fit the accumulator are undefined (docs/semantics.md)
         fits = kind == "sum" or bits(acc) >= bits(d_in)
         edges = "limits" if kind in ("sum", "max", "min") and fits and draw(st.booleans()) else ""
-    return {"family": "reduce", "M": M, "N": N, "bm": bm, "bn": bn, "dim": dim, "kind": kind,
-            "in_dtype": d_in, "acc_dtype": acc, "out_dtype": draw(st.sampled_from(outs)), "mode": mode,
-            "init": init, "loop": draw(st.sampled_from(loops)) if loops else "serial",
-            "num_stages": draw(st.integers(1, 3)), "src_scope": draw(st.sampled_from(("fragment", "shared"))),
-            "form": draw(st.sampled_from(("point", "slice"))), "dyn": dyn, "threads": _threads(draw, caps),
-            "edges": edges}
+    return {
+        "family": "reduce",
+        "M": M,
+        "N": N,
+        "bm": bm,
+        "bn": bn,
+        "dim": dim,
+        "kind": kind,
+        "in_dtype": d_in,
+        "acc_dtype": acc,
+        "out_dtype": draw(st.sampled_from(outs)),
+        "mode": mode,
+        "init": init,
+        "loop": draw(st.sampled_from(loops)) if loops else "serial",
+        "num_stages": draw(st.integers(1, 3)),
+        "src_scope": draw(st.sampled_from(("fragment", "shared"))),
+        "form": draw(st.sampled_from(("point", "slice"))),
+        "dyn": dyn,
+        "threads": _threads(draw, caps),
+        "edges": edges,
+    }
 
 
 @st.composite
@@ -364,13 +438,28 @@ def gemm_knobs(draw, caps: Caps, slot: int = 0):
     else:
         K = bk if not caps.has("partial_tiles") or draw(st.booleans()) else draw(st.integers(1, bk))
         loop = "single"
-    k = {"family": "gemm", "M": M, "N": N, "K": K, "bm": bm, "bn": bn, "bk": bk, "ta": ta, "tb": tb,
-         "in_dtype": d_in, "acc_dtype": acc, "out_dtype": draw(st.sampled_from(outs)), "loop": loop,
-         "num_stages": draw(st.integers(1, 3)),
-         "clear_accum": (not caps.has("fill")) or draw(st.booleans()),
-         "a_scope": draw(st.sampled_from(("shared", "shared", "fragment"))), "b_scope": "shared",
-         "swizzle": draw(st.integers(0, 4)) == 0, "form": draw(st.sampled_from(("point", "slice"))),
-         "threads": _threads(draw, caps)}
+    k = {
+        "family": "gemm",
+        "M": M,
+        "N": N,
+        "K": K,
+        "bm": bm,
+        "bn": bn,
+        "bk": bk,
+        "ta": ta,
+        "tb": tb,
+        "in_dtype": d_in,
+        "acc_dtype": acc,
+        "out_dtype": draw(st.sampled_from(outs)),
+        "loop": loop,
+        "num_stages": draw(st.integers(1, 3)),
+        "clear_accum": (not caps.has("fill")) or draw(st.booleans()),
+        "a_scope": draw(st.sampled_from(("shared", "shared", "fragment"))),
+        "b_scope": "shared",
+        "swizzle": draw(st.integers(0, 4)) == 0,
+        "form": draw(st.sampled_from(("point", "slice"))),
+        "threads": _threads(draw, caps),
+    }
     if caps.max_shared_memory is not None:
         while shared_bytes(k) > caps.max_shared_memory and max(k["bm"], k["bn"], k["bk"]) > 4:
             for key in ("bm", "bn", "bk"):
@@ -380,11 +469,15 @@ def gemm_knobs(draw, caps: Caps, slot: int = 0):
 
 @st.composite
 def atomic_knobs(draw, caps: Caps, slot: int = 0):
-    pool = [d for d in ("float32", "int32", "float64", "float16", "int64") if caps.dtype_ok(d)] or \
-        [d for d in caps.floats() + caps.ints() if d not in ("bool",)]
+    pool = [d for d in ("float32", "int32", "float64", "float16", "int64") if caps.dtype_ok(d)] or [
+        d for d in caps.floats() + caps.ints() if d not in ("bool",)
+    ]
     d = pool[slot % len(pool)]
-    kind = ("add", "max", "add", "min")[(slot // len(pool)) % 4] if slot < 4 * len(pool) else \
-        draw(st.sampled_from(("add", "max", "min")))
+    kind = (
+        ("add", "max", "add", "min")[(slot // len(pool)) % 4]
+        if slot < 4 * len(pool)
+        else draw(st.sampled_from(("add", "max", "min")))
+    )
     forms = []
     if caps.has("copy", "reduce"):
         forms.append("tile")
@@ -397,14 +490,25 @@ def atomic_knobs(draw, caps: Caps, slot: int = 0):
     N = draw(st.integers(1, 3)) * bn if form == "tile" else draw(st.integers(1, 16))
     if form == "tile" and not caps.has("multi_block"):
         N = bn
-    return {"family": "atomic", "M": M, "N": N, "bm": bm, "bn": bn, "kind": kind, "form": form, "dtype": d,
-            "rows": draw(st.integers(1, 3)), "threads": _threads(draw, caps)}
+    return {
+        "family": "atomic",
+        "M": M,
+        "N": N,
+        "bm": bm,
+        "bn": bn,
+        "kind": kind,
+        "form": form,
+        "dtype": d,
+        "rows": draw(st.integers(1, 3)),
+        "threads": _threads(draw, caps),
+    }
 
 
 @st.composite
 def cumsum_knobs(draw, caps: Caps, slot: int = 0):
-    pool = [d for d in caps.floats() if d in ("float32", "float64")] + \
-        [d for d in caps.ints() if d in ("int32", "int64")]
+    pool = [d for d in caps.floats() if d in ("float32", "float64")] + [
+        d for d in caps.ints() if d in ("int32", "int64")
+    ]
     if not pool:
         pool = [d for d in caps.floats() + caps.ints() if d != "bool"]
     d = draw(st.sampled_from(pool))
@@ -413,10 +517,22 @@ def cumsum_knobs(draw, caps: Caps, slot: int = 0):
     N = draw(_extent(caps, bn))
     dyn = caps.has("dynamic_shape", "partial_tiles") and (slot % 4 == 3 or draw(st.integers(0, 4)) == 0)
     edges = draw(st.sampled_from(("nan", "") if is_float(d) else ("limits", "")))
-    return {"family": "cumsum", "M": M, "N": N, "bm": bm, "bn": bn, "dim": draw(st.sampled_from((0, 1))),
-            "reverse": draw(st.booleans()), "dtype": d, "scope": draw(st.sampled_from(("fragment", "shared"))),
-            "inplace": draw(st.booleans()), "form": draw(st.sampled_from(("point", "slice"))), "dyn": dyn,
-            "threads": _threads(draw, caps), "edges": edges}
+    return {
+        "family": "cumsum",
+        "M": M,
+        "N": N,
+        "bm": bm,
+        "bn": bn,
+        "dim": draw(st.sampled_from((0, 1))),
+        "reverse": draw(st.booleans()),
+        "dtype": d,
+        "scope": draw(st.sampled_from(("fragment", "shared"))),
+        "inplace": draw(st.booleans()),
+        "form": draw(st.sampled_from(("point", "slice"))),
+        "dyn": dyn,
+        "threads": _threads(draw, caps),
+        "edges": edges,
+    }
 
 
 @st.composite
@@ -429,13 +545,21 @@ def control_knobs(draw, caps: Caps, slot: int = 0):
         accs = [a for a in caps.ints() if a in ("int32", "int64")] or [d]
     loops = [lp for lp in ("serial", "range", "unroll") if caps.has("unroll" if lp == "unroll" else "serial")]
     bm = draw(st.sampled_from(TILES[:5]))
-    return {"family": "control", "M": draw(_extent(caps, bm)), "N": draw(st.integers(1, 12)), "bm": bm,
-            "dtype": d, "acc_dtype": draw(st.sampled_from(accs)), "loop": draw(st.sampled_from(loops)),
-            "thr": draw(st.sampled_from((0.0, 0.5, -1.0))), "with_else": draw(st.booleans()),
-            "use_var": caps.has("alloc_var") and draw(st.booleans()),
-            "block_if": caps.has("parallel", "multi_block") and draw(st.booleans()),
-            "print": caps.has("print") and draw(st.integers(0, 3)) == 0,
-            "threads": _threads(draw, caps)}
+    return {
+        "family": "control",
+        "M": draw(_extent(caps, bm)),
+        "N": draw(st.integers(1, 12)),
+        "bm": bm,
+        "dtype": d,
+        "acc_dtype": draw(st.sampled_from(accs)),
+        "loop": draw(st.sampled_from(loops)),
+        "thr": draw(st.sampled_from((0.0, 0.5, -1.0))),
+        "with_else": draw(st.booleans()),
+        "use_var": caps.has("alloc_var") and draw(st.booleans()),
+        "block_if": caps.has("parallel", "multi_block") and draw(st.booleans()),
+        "print": caps.has("print") and draw(st.integers(0, 3)) == 0,
+        "threads": _threads(draw, caps),
+    }
 
 
 @st.composite
@@ -448,10 +572,22 @@ def chain_knobs(draw, caps: Caps, slot: int = 0):
     N = bn if not caps.has("partial_tiles") or draw(st.booleans()) else draw(st.integers(1, bn))
     K = draw(_extent(caps, bk, max_tiles=3))
     loops = [lp for lp in ("pipelined", "serial") if caps.has(lp)]
-    k = {"family": "chain", "M": M, "N": N, "K": K, "bm": bm, "bn": bn, "bk": bk, "in_dtype": d_in,
-         "acc_dtype": acc, "loop": draw(st.sampled_from(loops)), "num_stages": draw(st.integers(1, 3)),
-         "expr": draw(float_expr(2, caps, depth=2)), "kind": draw(st.sampled_from(("max", "min", "sum"))),
-         "threads": _threads(draw, caps)}
+    k = {
+        "family": "chain",
+        "M": M,
+        "N": N,
+        "K": K,
+        "bm": bm,
+        "bn": bn,
+        "bk": bk,
+        "in_dtype": d_in,
+        "acc_dtype": acc,
+        "loop": draw(st.sampled_from(loops)),
+        "num_stages": draw(st.integers(1, 3)),
+        "expr": draw(float_expr(2, caps, depth=2)),
+        "kind": draw(st.sampled_from(("max", "min", "sum"))),
+        "threads": _threads(draw, caps),
+    }
     if caps.max_shared_memory is not None:
         while shared_bytes(k) > caps.max_shared_memory and max(k["bm"], k["bn"], k["bk"]) > 4:
             for key in ("bm", "bn", "bk"):
@@ -460,8 +596,14 @@ def chain_knobs(draw, caps: Caps, slot: int = 0):
 
 
 _FAMILY_STRATEGIES = {
-    "ewise": ewise_knobs, "copy": copy_knobs, "reduce": reduce_knobs, "gemm": gemm_knobs,
-    "atomic": atomic_knobs, "cumsum": cumsum_knobs, "control": control_knobs, "chain": chain_knobs,
+    "ewise": ewise_knobs,
+    "copy": copy_knobs,
+    "reduce": reduce_knobs,
+    "gemm": gemm_knobs,
+    "atomic": atomic_knobs,
+    "cumsum": cumsum_knobs,
+    "control": control_knobs,
+    "chain": chain_knobs,
 }
 
 
@@ -501,8 +643,14 @@ def knobs_at(caps: Caps, seed: int, index: int, families) -> dict:
 
 _CONVERT_KINDS = ("f>f", "f>i", "i>i", "f>f", "i>f", ">bool", "f>f", "f>i", "bool>", "f>f")
 # narrowing float pairs in the order a run covers them (double rounding and ties first)
-_NARROWING = (("float64", "bfloat16"), ("float32", "float16"), ("float64", "float16"), ("float32", "bfloat16"),
-              ("float64", "float32"), ("float16", "bfloat16"))
+_NARROWING = (
+    ("float64", "bfloat16"),
+    ("float32", "float16"),
+    ("float64", "float16"),
+    ("float32", "bfloat16"),
+    ("float64", "float32"),
+    ("float16", "bfloat16"),
+)
 
 
 @st.composite
@@ -519,8 +667,9 @@ def convert_knobs(draw, caps: Caps, slot: int = 0):
     srcs, dsts = pick[src_kind] or floats + ints, pick[dst_kind or ""] or floats + ints
     pairs = [p for p in _NARROWING if p[0] in floats and p[1] in floats]
     if kind == "f>f" and pairs:
-        src, dst = pairs[(slot // len(_CONVERT_KINDS) * 4 + _CONVERT_KINDS[:slot % len(_CONVERT_KINDS)].count("f>f"))
-                         % len(pairs)]
+        src, dst = pairs[
+            (slot // len(_CONVERT_KINDS) * 4 + _CONVERT_KINDS[: slot % len(_CONVERT_KINDS)].count("f>f")) % len(pairs)
+        ]
     else:
         src, dst = draw(st.sampled_from(srcs)), draw(st.sampled_from(dsts))
     modes = [m for m, need in (("cast", "parallel"), ("store", "parallel"), ("copy", "copy")) if caps.has(need)]
@@ -529,10 +678,19 @@ def convert_knobs(draw, caps: Caps, slot: int = 0):
     guard_ok = caps.has("runtime_if") if mode != "copy" else caps.has("partial_tiles")
     M, N = draw(_extent(caps, bm, guard_ok)), draw(_extent(caps, bn, guard_ok))
     edges = convert_edges(src, dst)
-    return {"family": "convert", "M": M, "N": N, "bm": bm, "bn": bn, "src": src, "dst": dst, "mode": mode,
-            "edges": edges[0] if kind == "f>f" else draw(st.sampled_from(edges)),
-            "dyn": _dyn(draw, caps, guard_ok, slot),
-            "threads": _threads(draw, caps)}
+    return {
+        "family": "convert",
+        "M": M,
+        "N": N,
+        "bm": bm,
+        "bn": bn,
+        "src": src,
+        "dst": dst,
+        "mode": mode,
+        "edges": edges[0] if kind == "f>f" else draw(st.sampled_from(edges)),
+        "dyn": _dyn(draw, caps, guard_ok, slot),
+        "threads": _threads(draw, caps),
+    }
 
 
 def _dyn(draw, caps: Caps, guard_ok: bool, slot: int) -> bool:
@@ -553,8 +711,12 @@ def _int_tree(draw, depth: int, signed: bool):
     if kind == "in":
         return draw(st.sampled_from((["in", "A"], ["in", "B"])))
     if kind == "bin":
-        return ["bin", draw(st.sampled_from(("+", "-", "*", "&", "|", "^", "max", "min"))), draw(sub),
-                draw(st.one_of(sub, leaf))]
+        return [
+            "bin",
+            draw(st.sampled_from(("+", "-", "*", "&", "|", "^", "max", "min"))),
+            draw(sub),
+            draw(st.one_of(sub, leaf)),
+        ]
     if kind == "div":
         return ["div", draw(st.sampled_from(("//", "%"))), draw(sub), ["in", "D"]]
     if kind == "shift":
@@ -606,18 +768,29 @@ def intops_knobs(draw, caps: Caps, slot: int = 0):
     else:
         # the inputs themselves (values at the limits) meet the wrapping operation; later ones get subtrees
         op = ("+", "*", "-")[(slot // len(_INT_TARGETS)) % 3]
-        expr = ["bin", op, ["in", "A"], ["in", "B"]] if slot < 3 * len(_INT_TARGETS) and draw(st.booleans()) \
+        expr = (
+            ["bin", op, ["in", "A"], ["in", "B"]]
+            if slot < 3 * len(_INT_TARGETS) and draw(st.booleans())
             else ["bin", op, draw(st.one_of(sub, st.just(["in", "A"]))), ["in", "B"]]
+        )
     if not caps.has("select") and "'sel'" in repr(expr):
         expr = ["bin", "+", ["in", "A"], ["in", "B"]]
     bm, bn = draw(st.sampled_from(TILES[2:])), draw(st.sampled_from(TILES[2:]))
     guard_ok = caps.has("runtime_if")
     outs = ints + tuple(caps.floats()[:1])
-    return {"family": "intops", "M": draw(_extent(caps, bm, guard_ok)), "N": draw(_extent(caps, bn, guard_ok)),
-            "bm": bm, "bn": bn, "dtypes": [dA, dB, dA if target == "wrap" else draw(st.sampled_from(ints))],
-            "expr": expr,
-            "target": target, "out_dtype": draw(st.sampled_from(outs)), "dyn": _dyn(draw, caps, guard_ok, slot),
-            "threads": _threads(draw, caps)}
+    return {
+        "family": "intops",
+        "M": draw(_extent(caps, bm, guard_ok)),
+        "N": draw(_extent(caps, bn, guard_ok)),
+        "bm": bm,
+        "bn": bn,
+        "dtypes": [dA, dB, dA if target == "wrap" else draw(st.sampled_from(ints))],
+        "expr": expr,
+        "target": target,
+        "out_dtype": draw(st.sampled_from(outs)),
+        "dyn": _dyn(draw, caps, guard_ok, slot),
+        "threads": _threads(draw, caps),
+    }
 
 
 @st.composite
@@ -628,10 +801,19 @@ def math_knobs(draw, caps: Caps, slot: int = 0):
     d = floats[slot % len(floats)]
     bm, bn = draw(st.sampled_from((8, 16, 32))), draw(st.sampled_from((16, 32, 64)))
     guard_ok = caps.has("runtime_if")
-    return {"family": "math", "dtype": d, "funcs": list(FUNCS), "M": draw(_extent(caps, bm, guard_ok)),
-            "N": draw(_extent(caps, bn, guard_ok)), "bm": bm, "bn": bn, "fast_math": caps.fast_math,
-            "special_ops": caps.has("select"),
-            "dyn": _dyn(draw, caps, guard_ok, slot), "threads": _threads(draw, caps)}
+    return {
+        "family": "math",
+        "dtype": d,
+        "funcs": list(FUNCS),
+        "M": draw(_extent(caps, bm, guard_ok)),
+        "N": draw(_extent(caps, bn, guard_ok)),
+        "bm": bm,
+        "bn": bn,
+        "fast_math": caps.fast_math,
+        "special_ops": caps.has("select"),
+        "dyn": _dyn(draw, caps, guard_ok, slot),
+        "threads": _threads(draw, caps),
+    }
 
 
 _FAMILY_STRATEGIES.update({"convert": convert_knobs, "intops": intops_knobs, "math": math_knobs})

@@ -1,4 +1,5 @@
 """Conformance tests of one backend: `pytest --tile-backend BACKEND --pyargs tile_conformance`."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,8 +12,10 @@ def _failure_text(report, feature):
     for f in report["failures"]:
         if feature in f["repro"]["features"] or feature in f["features"]:
             r = f["repro"]
-            out.append(f"{f['family']} #{f['index']}: {r['message']}\n"
-                       f"minimal program (inputs seed {r['input_seed']}):\n{r['source']}")
+            out.append(
+                f"{f['family']} #{f['index']}: {r['message']}\n"
+                f"minimal program (inputs seed {r['input_seed']}):\n{r['source']}"
+            )
     return "\n\n".join(out[:3])
 
 
@@ -23,8 +26,11 @@ def test_feature(tile_conformance_report, feature):
     if not row["declared"]:
         pytest.skip(f"unsupported: the backend does not declare {feature!r}")
     if row["fail"]:
-        pytest.fail(f"{row['fail']} program(s) using {feature!r} failed (of {row['pass'] + row['fail']})\n\n"
-                    + _failure_text(tile_conformance_report, feature), pytrace=False)
+        pytest.fail(
+            f"{row['fail']} program(s) using {feature!r} failed (of {row['pass'] + row['fail']})\n\n"
+            + _failure_text(tile_conformance_report, feature),
+            pytrace=False,
+        )
     if not row["pass"]:
         pytest.skip(f"no generated program exercised {feature!r} (run more --tile-examples)")
 

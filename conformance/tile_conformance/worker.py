@@ -10,6 +10,7 @@ reads stdin cannot corrupt the protocol. A backend that raises SystemExit or
 KeyboardInterrupt while compiling or running becomes a failed program; one
 that ends the process (os._exit, a signal) is noticed by the pool.
 """
+
 from __future__ import annotations
 
 import os
@@ -89,9 +90,13 @@ def _run_job(job: dict):
     try:
         return run_program(program, backend, job["tier"])
     except BaseException as err:  # SystemExit / KeyboardInterrupt raised by backend code
-        return Outcome(FAIL, sorted(program.features),
-                       f"run failed: the backend raised {type(err).__name__}({err}) "
-                       "(a backend must never end or interrupt the process)", error_kind="crash")
+        return Outcome(
+            FAIL,
+            sorted(program.features),
+            f"run failed: the backend raised {type(err).__name__}({err}) "
+            "(a backend must never end or interrupt the process)",
+            error_kind="crash",
+        )
 
 
 def main(argv=None) -> int:

@@ -1,5 +1,6 @@
 """Install a plugin package for a test the way pip exposes one: a `*.dist-info` folder with an
 `entry_points.txt` on sys.path, found by tilecore's real entry-point discovery."""
+
 from __future__ import annotations
 
 import os

@@ -11,6 +11,7 @@
 See tuner.py for the flow, pool.py for compile isolation, measure.py for
 checking and timing, store.py for the tuning cache, ray_executor.py for Ray.
 """
+
 import sys
 import types
 

@@ -8,6 +8,7 @@ differs is skipped; the others are timed with the profiler, in interleaved
 rounds. This function gets only picklable arguments, so the Ray executor runs
 it unchanged on a worker that holds the device.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -85,10 +86,15 @@ def _reference_outputs(kernel, inputs, settings: MeasureSettings):
     return tuple(array for _, array in outputs_of(reference, host))
 
 
-def measure_candidates(candidates: Sequence[Tuple[int, str]], target: Optional[str], out_idx,
-                       options: Dict[str, Any], settings: MeasureSettings,
-                       entries: Optional[Dict[str, bytes]] = None,
-                       on_done: Optional[Callable[[Measurement], None]] = None) -> List[Measurement]:
+def measure_candidates(
+    candidates: Sequence[Tuple[int, str]],
+    target: Optional[str],
+    out_idx,
+    options: Dict[str, Any],
+    settings: MeasureSettings,
+    entries: Optional[Dict[str, bytes]] = None,
+    on_done: Optional[Callable[[Measurement], None]] = None,
+) -> List[Measurement]:
     """Check, then time each compiled candidate ((index, Tile IR JSON)); one Measurement each, in order.
 
     Survivors are timed in `settings.rounds` interleaved rounds (each round: warm-up, then
@@ -121,8 +127,11 @@ def _checked(candidates, target, out_idx, options, settings, results, on_done) -
                 fresh = _inputs_for(kernel, settings)
                 expected = None if settings.skip_check else _reference_outputs(kernel, fresh, settings)
                 inputs = fresh
-            problem = None if expected is None else compare_outputs(
-                kernel, inputs, expected, settings.rtol, settings.atol, scale_atol=True)
+            problem = (
+                None
+                if expected is None
+                else compare_outputs(kernel, inputs, expected, settings.rtol, settings.atol, scale_atol=True)
+            )
         except Exception as err:  # anything this candidate does wrong skips it, never the tuning
             results[index] = Measurement(index, R.RUN_ERROR, f"{type(err).__name__}: {err}")
         else:
@@ -152,9 +161,17 @@ def _time_in_rounds(survivors, inputs, settings: MeasureSettings, results, on_do
     for index, _ in survivors:
         if index not in results:
             first = runs[index][0]
-            merged = BenchResult(first.kernel, first.target, first.device, first.method,
-                                 [t for r in runs[index] for t in r.times_ms], first.n_warmup, first.work)
-            results[index] = Measurement(index, R.OK, "", merged.median_ms, merged.spread_pct,
-                                         merged.method, merged.device)
+            merged = BenchResult(
+                first.kernel,
+                first.target,
+                first.device,
+                first.method,
+                [t for r in runs[index] for t in r.times_ms],
+                first.n_warmup,
+                first.work,
+            )
+            results[index] = Measurement(
+                index, R.OK, "", merged.median_ms, merged.spread_pct, merged.method, merged.device
+            )
         if on_done is not None:
             on_done(results[index])

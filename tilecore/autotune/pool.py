@@ -11,6 +11,7 @@ own `tilecore.compile` finds it.
 concurrent.futures' ProcessPoolExecutor cannot do this: one dead worker breaks
 the whole pool, and a running task cannot be stopped.
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -87,8 +88,7 @@ def compile_one(task: CompileTask, with_entry: bool = False) -> CompileOutcome:
     except TileError as err:
         return CompileOutcome(task.index, R.COMPILE_ERROR, str(err), time.perf_counter() - start)
     except Exception as err:  # a backend bug is this candidate's problem, not the tuner's
-        return CompileOutcome(task.index, R.COMPILE_ERROR, f"{type(err).__name__}: {err}",
-                              time.perf_counter() - start)
+        return CompileOutcome(task.index, R.COMPILE_ERROR, f"{type(err).__name__}: {err}", time.perf_counter() - start)
 
 
 def warm_up(target: Optional[str]) -> None:
@@ -123,8 +123,7 @@ def _worker_main(conn, plugin_modules: Sequence[str], target: Optional[str]) -> 
 class _Worker:
     def __init__(self, context, plugin_modules, target):
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=_worker_main, args=(child, plugin_modules, target),
-                                       daemon=True)
+        self.process = context.Process(target=_worker_main, args=(child, plugin_modules, target), daemon=True)
         self.process.start()
         child.close()
         self.ready = False  # the first task's deadline starts when the worker has warmed up
@@ -155,8 +154,12 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def compile_isolated(tasks: Sequence[CompileTask], timeout: float, workers: Optional[int] = None,
-                     on_done: Optional[Callable[[CompileOutcome], None]] = None) -> List[CompileOutcome]:
+def compile_isolated(
+    tasks: Sequence[CompileTask],
+    timeout: float,
+    workers: Optional[int] = None,
+    on_done: Optional[Callable[[CompileOutcome], None]] = None,
+) -> List[CompileOutcome]:
     """Compile every task in a pool of isolated workers; one outcome per task, in task order."""
     outcomes: Dict[int, CompileOutcome] = {}
     for outcome in _run_pool(list(tasks), timeout, workers or default_workers()):
@@ -183,9 +186,10 @@ def _run_pool(pending: List[CompileTask], timeout: float, size: int) -> Iterator
                 _assign(worker, pending.pop(), timeout)
             busy = [w for w in pool if w.task is not None]
             first_deadline = min(w.deadline for w in busy)
-            ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
-                         timeout=None if first_deadline == float("inf")
-                         else max(0.0, first_deadline - time.monotonic()))
+            ready = wait(
+                [w.conn for w in busy] + [w.process.sentinel for w in busy],
+                timeout=None if first_deadline == float("inf") else max(0.0, first_deadline - time.monotonic()),
+            )
             for worker in busy:
                 outcome = _collect(worker, ready)
                 if outcome is None:
@@ -227,8 +231,11 @@ def _collect(worker: _Worker, ready) -> Optional[CompileOutcome]:
     if worker.process.is_alive():  # still compiling past the deadline
         worker.stop(kill=True)
         worker.task = None
-        return CompileOutcome(task.index, R.TIMEOUT, f"compiling took longer than timeout="
-                              f"{worker.timeout:g} s; the compiler process was killed")
+        return CompileOutcome(
+            task.index,
+            R.TIMEOUT,
+            f"compiling took longer than timeout={worker.timeout:g} s; the compiler process was killed",
+        )
     code = worker.process.exitcode
     worker.stop(kill=True)
     worker.task = None

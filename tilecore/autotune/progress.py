@@ -3,6 +3,7 @@
 Drawn with rich on stderr when stderr is a terminal and rich is installed
 (`pip install rich`); in logs, CI and pipes nothing is printed.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -28,8 +29,14 @@ def progress(description: str, total: int, enabled: Optional[bool] = None) -> It
         except ImportError:
             bar = None
         else:
-            bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                           TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+            bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
     if bar is None:
         yield lambda: None
         return

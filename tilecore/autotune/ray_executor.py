@@ -12,6 +12,7 @@ the caller's compile cache, and to the timing worker, which may be on another
 machine. The timing worker runs measure.measure_candidates unchanged, with one
 GPU reserved when the backend's memory is not host memory.
 """
+
 from __future__ import annotations
 
 import os
@@ -58,8 +59,7 @@ class RayExecutor:
         ray = _ray()
         if not ray.is_initialized():
             path = os.pathsep.join(p for p in sys.path if p)
-            ray.init(address=address, runtime_env={"env_vars": {"PYTHONPATH": path}},
-                     log_to_driver=False)
+            ray.init(address=address, runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=False)
         self.ray = ray
         self.plugins = explicit_plugin_modules()
 
@@ -75,16 +75,22 @@ class RayExecutor:
                 task = pending.pop()
                 running[remote.remote(task, self.plugins)] = (task, time.monotonic() + timeout)
             first_deadline = min(deadline for _, deadline in running.values())
-            ready, _ = ray.wait(list(running), num_returns=1,
-                                timeout=max(0.0, first_deadline - time.monotonic()))
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=max(0.0, first_deadline - time.monotonic()))
             finished = [(ref, self._result(ref, running[ref][0])) for ref in ready]
             now = time.monotonic()
             for ref, (task, deadline) in list(running.items()):
                 if ref not in ready and now >= deadline:
                     ray.cancel(ref, force=True)
-                    finished.append((ref, CompileOutcome(
-                        task.index, R.TIMEOUT, f"compiling took longer than timeout={timeout:g} s; "
-                                               f"the Ray task was cancelled")))
+                    finished.append(
+                        (
+                            ref,
+                            CompileOutcome(
+                                task.index,
+                                R.TIMEOUT,
+                                f"compiling took longer than timeout={timeout:g} s; the Ray task was cancelled",
+                            ),
+                        )
+                    )
             for ref, outcome in finished:
                 running.pop(ref)
                 outcomes[outcome.index] = outcome
@@ -96,11 +102,11 @@ class RayExecutor:
         try:
             return ray.get(ref)
         except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as err:
-            return CompileOutcome(task.index, R.CRASHED, f"the Ray worker compiling it died "
-                                                         f"({type(err).__name__})")
+            return CompileOutcome(task.index, R.CRASHED, f"the Ray worker compiling it died ({type(err).__name__})")
         except ray.exceptions.RayError as err:
-            return CompileOutcome(task.index, R.CRASHED, f"the Ray task failed: {type(err).__name__}: "
-                                                         f"{str(err).splitlines()[0]}")
+            return CompileOutcome(
+                task.index, R.CRASHED, f"the Ray task failed: {type(err).__name__}: {str(err).splitlines()[0]}"
+            )
 
     def measure(self, candidates, target, out_idx, options, settings, entries, on_done):
         from ..runtime.api import resolve_target
@@ -112,8 +118,7 @@ class RayExecutor:
         actor_class = self.ray.remote(num_cpus=1, num_gpus=1 if on_device else 0)(_Measurer)
         actor = actor_class.remote(self.plugins)
         try:
-            results = self.ray.get(actor.measure.remote(list(candidates), target, out_idx, options,
-                                                        settings, entries))
+            results = self.ray.get(actor.measure.remote(list(candidates), target, out_idx, options, settings, entries))
         finally:
             self.ray.kill(actor)
         for result in results:

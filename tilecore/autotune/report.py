@@ -1,4 +1,5 @@
 """What a tuning run found: every candidate's fate, and the winner."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,12 +7,12 @@ from typing import Any, Dict, List, Optional
 
 # A candidate's status. Only "ok" candidates are timed and can win.
 OK = "ok"
-INVALID = "invalid config"       # the factory rejected the configuration (Python or Tile error)
+INVALID = "invalid config"  # the factory rejected the configuration (Python or Tile error)
 COMPILE_ERROR = "compile error"  # the compiler reported an error
-CRASHED = "compiler crashed"     # the compiling process died (signal, abort)
-TIMEOUT = "timed out"            # compiling took longer than `timeout` seconds
-RUN_ERROR = "run error"          # the compiled kernel failed when it ran
-WRONG = "wrong result"           # its output differs from the reference
+CRASHED = "compiler crashed"  # the compiling process died (signal, abort)
+TIMEOUT = "timed out"  # compiling took longer than `timeout` seconds
+RUN_ERROR = "run error"  # the compiled kernel failed when it ran
+WRONG = "wrong result"  # its output differs from the reference
 
 
 @dataclass
@@ -77,22 +78,35 @@ class TuningReport:
 
     def summary(self) -> str:
         """A table of every candidate and the winner, as printed after tuning."""
-        head = (f"autotune {self.kernel} on {self.target} ({self.device}, {self.method})"
-                if not self.from_cache else
-                f"autotune {self.kernel} on {self.target} ({self.device}): loaded from the tuning cache")
+        head = (
+            f"autotune {self.kernel} on {self.target} ({self.device}, {self.method})"
+            if not self.from_cache
+            else f"autotune {self.kernel} on {self.target} ({self.device}): loaded from the tuning cache"
+        )
         lines = [head]
         lines += ["  " + c.line() for c in self.candidates]
         best = self.best
         if best is not None:
-            lines.append(f"  best: #{best.index} {_config_text(best.config)}"
-                         + (f" at {best.median_ms:.4g} ms" if best.median_ms is not None else ""))
+            lines.append(
+                f"  best: #{best.index} {_config_text(best.config)}"
+                + (f" at {best.median_ms:.4g} ms" if best.median_ms is not None else "")
+            )
         if not self.from_cache:
-            lines.append(f"  {len(self.candidates) - len(self.skipped)} of {len(self.candidates)} "
-                         f"candidates timed, {len(self.skipped)} skipped; tuning took {self.tuning_s:.1f} s")
+            lines.append(
+                f"  {len(self.candidates) - len(self.skipped)} of {len(self.candidates)} "
+                f"candidates timed, {len(self.skipped)} skipped; tuning took {self.tuning_s:.1f} s"
+            )
         return "\n".join(lines)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"kernel": self.kernel, "target": self.target, "device": self.device,
-                "method": self.method, "best_index": self.best_index, "from_cache": self.from_cache,
-                "tuning_s": self.tuning_s, "key": self.key,
-                "candidates": [c.to_dict() for c in self.candidates]}
+        return {
+            "kernel": self.kernel,
+            "target": self.target,
+            "device": self.device,
+            "method": self.method,
+            "best_index": self.best_index,
+            "from_cache": self.from_cache,
+            "tuning_s": self.tuning_s,
+            "key": self.key,
+            "candidates": [c.to_dict() for c in self.candidates],
+        }

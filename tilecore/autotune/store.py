@@ -5,6 +5,7 @@ It lives in the compile cache's folder (`autotune/` under $TILECORE_CACHE_DIR or
 temporary file and os.replace, so a reader never sees half an entry; an
 unreadable entry is ignored (the kernel is tuned again).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,8 +48,7 @@ class TuningStore:
         except (OSError, ValueError) as err:
             log.warning("tilecore autotune: ignoring unreadable tuning entry %s (%s)", self.path(key), err)
             return None
-        if not isinstance(record, dict) or record.get("format") != FORMAT or \
-                not isinstance(record.get("config"), dict):
+        if not isinstance(record, dict) or record.get("format") != FORMAT or not isinstance(record.get("config"), dict):
             return None
         return record
 

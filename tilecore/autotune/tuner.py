@@ -12,6 +12,7 @@ The tuning key covers the factory's code, the arguments that select an entry
 shapes and dtypes), the configuration space, jit options, the backend and its
 version, the full target, the device and every loaded plugin's version.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,8 +40,7 @@ class set_autotune_inputs:
     (TileLang's spelling) instead of random ones."""
 
     def __init__(self, *inputs):
-        self.inputs = list(inputs[0]) if len(inputs) == 1 and isinstance(inputs[0], (list, tuple)) \
-            else list(inputs)
+        self.inputs = list(inputs[0]) if len(inputs) == 1 and isinstance(inputs[0], (list, tuple)) else list(inputs)
 
     def __enter__(self):
         self._saved = getattr(_inputs_local, "inputs", None)
@@ -58,12 +58,25 @@ class AutoTuner:
     `last_report` is the TuningReport of the most recent call; `reports` maps tuning keys to theirs.
     """
 
-    def __init__(self, jit_function, configs: Configs, warmup: float = 25, rep: float = 100,
-                 timeout: float = 100, key: Optional[Sequence[str]] = None,
-                 ref_prog: Optional[Callable] = None, supply_prog: Optional[Callable] = None,
-                 rtol: Optional[float] = None, atol: Optional[float] = None, skip_check: bool = False,
-                 executor: str = "process", workers: Optional[int] = None, cache: bool = True,
-                 ray_address: Optional[str] = None, rounds: int = 3):
+    def __init__(
+        self,
+        jit_function,
+        configs: Configs,
+        warmup: float = 25,
+        rep: float = 100,
+        timeout: float = 100,
+        key: Optional[Sequence[str]] = None,
+        ref_prog: Optional[Callable] = None,
+        supply_prog: Optional[Callable] = None,
+        rtol: Optional[float] = None,
+        atol: Optional[float] = None,
+        skip_check: bool = False,
+        executor: str = "process",
+        workers: Optional[int] = None,
+        cache: bool = True,
+        ray_address: Optional[str] = None,
+        rounds: int = 3,
+    ):
         from ..runtime.api import JITFunction
 
         if not isinstance(jit_function, JITFunction):
@@ -74,8 +87,16 @@ class AutoTuner:
         self.__name__ = jit_function.__name__
         self.__doc__ = jit_function.__doc__
         self.configs = configs
-        self.settings = MeasureSettings(warmup=warmup, rep=rep, rtol=rtol, atol=atol, skip_check=skip_check,
-                                        ref_prog=ref_prog, supply_prog=supply_prog, rounds=rounds)
+        self.settings = MeasureSettings(
+            warmup=warmup,
+            rep=rep,
+            rtol=rtol,
+            atol=atol,
+            skip_check=skip_check,
+            ref_prog=ref_prog,
+            supply_prog=supply_prog,
+            rounds=rounds,
+        )
         self.timeout = timeout
         self.key = list(key) if key is not None else None
         self.executor = executor
@@ -112,10 +133,16 @@ class AutoTuner:
             record = self._winners.get(tkey) or self._cached_record(tkey, key_parts)
             if record is None:
                 report = self.tune(*args, _configs=configs, _key=tkey, **kwargs)
-                record = {"config": report.best_config, "kernel": report.kernel,
-                          "median_ms": report.best.median_ms if report.best else None, "device": report.device,
-                          "target": report.target, "key": canonical_encoding(key_parts),
-                          "ir": report.best_ir, "ir_arguments": call}
+                record = {
+                    "config": report.best_config,
+                    "kernel": report.kernel,
+                    "median_ms": report.best.median_ms if report.best else None,
+                    "device": report.device,
+                    "target": report.target,
+                    "key": canonical_encoding(key_parts),
+                    "ir": report.best_ir,
+                    "ir_arguments": call,
+                }
                 if self.use_cache:
                     TuningStore().put(tkey, record)
             self._winners[tkey] = record
@@ -140,8 +167,15 @@ class AutoTuner:
         if record is None:
             return None
         best = R.Candidate(-1, record["config"], median_ms=record.get("median_ms"))
-        self.last_report = R.TuningReport(self.__name__, key_parts["target"], key_parts["device"],
-                                          candidates=[best], best_index=-1, from_cache=True, key=tkey)
+        self.last_report = R.TuningReport(
+            self.__name__,
+            key_parts["target"],
+            key_parts["device"],
+            candidates=[best],
+            best_index=-1,
+            from_cache=True,
+            key=tkey,
+        )
         self.reports[tkey] = self.last_report
         return record
 
@@ -151,21 +185,27 @@ class AutoTuner:
         configs = self.configs(*args, **kwargs) if callable(self.configs) else self.configs
         configs = [dict(c) for c in (configs or [])]
         if not configs:
-            raise TileError(f"autotune {self.__name__}: the configs are empty; give at least one "
-                            f"configuration (a dict of factory arguments)")
+            raise TileError(
+                f"autotune {self.__name__}: the configs are empty; give at least one "
+                f"configuration (a dict of factory arguments)"
+            )
         params = inspect.signature(self.jit.factory).parameters
         takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
         given = set(inspect.signature(self.jit.factory).bind_partial(*args, **kwargs).arguments)
         for i, config in enumerate(configs):
             unknown = [k for k in config if k not in params and not takes_any]
             if unknown:
-                raise TileError(f"autotune {self.__name__}: config #{i} {config} names "
-                                f"{', '.join(map(repr, unknown))}, which {self.__name__}() does not "
-                                f"take; its parameters are {', '.join(params)}")
+                raise TileError(
+                    f"autotune {self.__name__}: config #{i} {config} names "
+                    f"{', '.join(map(repr, unknown))}, which {self.__name__}() does not "
+                    f"take; its parameters are {', '.join(params)}"
+                )
             clash = sorted(given & set(config))
             if clash:
-                raise TileError(f"autotune {self.__name__}: {', '.join(clash)} given in the call "
-                                f"but also tuned by the configs; leave tuned parameters out of the call")
+                raise TileError(
+                    f"autotune {self.__name__}: {', '.join(clash)} given in the call "
+                    f"but also tuned by the configs; leave tuned parameters out of the call"
+                )
         return configs
 
     def _arguments(self, args, kwargs, configs) -> Dict[str, Any]:
@@ -184,15 +224,26 @@ class AutoTuner:
         if self.key is not None:
             missing = [k for k in self.key if k not in values]
             if missing:
-                raise TileError(f"autotune {self.__name__}: key= names {', '.join(missing)}, which "
-                                f"is not an untuned argument of {self.__name__}()")
+                raise TileError(
+                    f"autotune {self.__name__}: key= names {', '.join(missing)}, which "
+                    f"is not an untuned argument of {self.__name__}()"
+                )
             values = {k: values[k] for k in self.key}
         backend, target = resolve_target(self.jit.target)
-        return {"source": _source_of(self.jit.factory), "arguments": values, "configs": configs,
-                "out_idx": self.jit.out_idx, "options": self.jit.options, "backend": backend.name,
-                "backend_version": backend.version, "target": target,
-                "device": timer_for(backend).device(), "tilecore": __version__,
-                "plugins": _plugin_fingerprint(), "check": not self.settings.skip_check}
+        return {
+            "source": _source_of(self.jit.factory),
+            "arguments": values,
+            "configs": configs,
+            "out_idx": self.jit.out_idx,
+            "options": self.jit.options,
+            "backend": backend.name,
+            "backend_version": backend.version,
+            "target": target,
+            "device": timer_for(backend).device(),
+            "tilecore": __version__,
+            "plugins": _plugin_fingerprint(),
+            "check": not self.settings.skip_check,
+        }
 
     # ------------------------------------------------------------------ tuning
 
@@ -214,8 +265,9 @@ class AutoTuner:
             except Exception as err:  # a configuration the factory rejects is skipped
                 cand.status, cand.message = R.INVALID, _error_text(err)
                 continue
-            tasks.append(CompileTask(cand.index, dumps(func), self.jit.target, self.jit.out_idx,
-                                     dict(self.jit.options)))
+            tasks.append(
+                CompileTask(cand.index, dumps(func), self.jit.target, self.jit.out_idx, dict(self.jit.options))
+            )
         _, target = resolve_target(self.jit.target)
         report = R.TuningReport(self.__name__, target, "", candidates=candidates, key=_key)
         executor = self._executor()
@@ -230,8 +282,15 @@ class AutoTuner:
         compiled = [(t.index, t.ir_json) for t in tasks if candidates[t.index].status == R.OK]
         settings = self._settings()
         with progress(f"timing {len(compiled)} {self.__name__} candidates", len(compiled)) as advance:
-            measurements = executor.measure(compiled, self.jit.target, self.jit.out_idx,
-                                            dict(self.jit.options), settings, entries, lambda _: advance())
+            measurements = executor.measure(
+                compiled,
+                self.jit.target,
+                self.jit.out_idx,
+                dict(self.jit.options),
+                settings,
+                entries,
+                lambda _: advance(),
+            )
         for m in measurements:
             cand = candidates[m.index]
             cand.status, cand.message = m.status, m.message
@@ -243,8 +302,10 @@ class AutoTuner:
         if _key:
             self.reports[_key] = report
         if not timed:
-            raise TileError(f"autotune {self.__name__}: no configuration compiled, ran and matched the "
-                            f"reference, so there is nothing to choose from:\n{report.summary()}")
+            raise TileError(
+                f"autotune {self.__name__}: no configuration compiled, ran and matched the "
+                f"reference, so there is nothing to choose from:\n{report.summary()}"
+            )
         report.best_index = min(timed, key=lambda c: c.median_ms if c.median_ms is not None else float("inf")).index
         report.best_ir = next(t.ir_json for t in tasks if t.index == report.best_index)
         if _terminal():
@@ -321,11 +382,25 @@ def _error_text(err: Exception) -> str:
     return str(err) if isinstance(err, TileError) else f"{type(err).__name__}: {err}"
 
 
-def autotune(fn=None, *, configs: Optional[Configs] = None, warmup: float = 25, rep: float = 100,
-             timeout: float = 100, key: Optional[Sequence[str]] = None, ref_prog=None,
-             supply_prog=None, rtol=None, atol=None, skip_check: bool = False,
-             executor: str = "process", workers: Optional[int] = None, cache: bool = True,
-             ray_address: Optional[str] = None, rounds: int = 3):
+def autotune(
+    fn=None,
+    *,
+    configs: Optional[Configs] = None,
+    warmup: float = 25,
+    rep: float = 100,
+    timeout: float = 100,
+    key: Optional[Sequence[str]] = None,
+    ref_prog=None,
+    supply_prog=None,
+    rtol=None,
+    atol=None,
+    skip_check: bool = False,
+    executor: str = "process",
+    workers: Optional[int] = None,
+    cache: bool = True,
+    ray_address: Optional[str] = None,
+    rounds: int = 3,
+):
     """Tune a `@tilecore.jit` factory over `configs` (dicts of factory arguments, or a callable
     taking the factory's other arguments and returning them); stack it above `@tilecore.jit`.
 
@@ -340,9 +415,23 @@ def autotune(fn=None, *, configs: Optional[Configs] = None, warmup: float = 25, 
         raise TileError("@tilecore.autotune needs configs= (a list of dicts of factory arguments)")
 
     def wrap(f):
-        return AutoTuner(f, configs, warmup=warmup, rep=rep, timeout=timeout, key=key, ref_prog=ref_prog,
-                         supply_prog=supply_prog, rtol=rtol, atol=atol, skip_check=skip_check,
-                         executor=executor, workers=workers, cache=cache, ray_address=ray_address,
-                         rounds=rounds)
+        return AutoTuner(
+            f,
+            configs,
+            warmup=warmup,
+            rep=rep,
+            timeout=timeout,
+            key=key,
+            ref_prog=ref_prog,
+            supply_prog=supply_prog,
+            rtol=rtol,
+            atol=atol,
+            skip_check=skip_check,
+            executor=executor,
+            workers=workers,
+            cache=cache,
+            ray_address=ray_address,
+            rounds=rounds,
+        )
 
     return wrap(fn) if fn is not None else wrap

@@ -1,4 +1,5 @@
 """`python -m tilecore.cli` runs the `tile` command."""
+
 import sys
 
 from .main import main

@@ -1,4 +1,5 @@
 """`tile backends [--json] [--verbose]`: installed backends, their toolchains, and plugin load errors."""
+
 from __future__ import annotations
 
 import json
@@ -8,13 +9,14 @@ from typing import Any, Dict
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "backends", help="list installed backends, toolchain status and plugin load errors",
+        "backends",
+        help="list installed backends, toolchain status and plugin load errors",
         description="List every backend the installed plugins declare: distribution and version, "
-                    "targets, accepted Tile IR versions, toolchain status and device; and every "
-                    "plugin that failed to load.")
+        "targets, accepted Tile IR versions, toolchain status and device; and every "
+        "plugin that failed to load.",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--verbose", "-v", action="store_true",
-                   help="also show features, dtypes and load-error tracebacks")
+    p.add_argument("--verbose", "-v", action="store_true", help="also show features, dtypes and load-error tracebacks")
     p.set_defaults(func=run)
 
 
@@ -35,31 +37,46 @@ def describe_backends() -> Dict[str, Any]:
         b = registry.backends[name]
         try:
             st = b.toolchain_status()
-            status = {"ok": bool(st.ok), "summary": st.summary,
-                      "details": [[k, v] for k, v in st.details], "fix": st.fix, "device": st.device}
+            status = {
+                "ok": bool(st.ok),
+                "summary": st.summary,
+                "details": [[k, v] for k, v in st.details],
+                "fix": st.fix,
+                "device": st.device,
+            }
         except Exception as err:  # a crashing probe is reported, never fatal
-            status = {"ok": False, "summary": f"toolchain_status() raised {type(err).__name__}: {err}",
-                      "details": [], "fix": "", "device": None}
+            status = {
+                "ok": False,
+                "summary": f"toolchain_status() raised {type(err).__name__}: {err}",
+                "details": [],
+                "fix": "",
+                "device": None,
+            }
         caps = b.capabilities
-        backends.append({
-            "name": name,
-            "distribution": b.distribution,
-            "version": b.version,
-            "plugin": registry.provider.get(name, ""),
-            "description": b.description,
-            "targets": list(b.targets),
-            "ir_versions": list(b.ir_versions),
-            "ir_compatible": ir_version_accepted(b.ir_versions),
-            "priority": b.priority,
-            "device_present": registry.device_present(b),
-            "toolchain": status,
-            "memory_space": caps.memory_space,
-            "tiers": list(caps.tiers),
-            "features": sorted(caps.features),
-            "dtypes": sorted(caps.dtypes),
-            "tilelang": {"targets": list(b.tilelang.targets), "pass_configs": sorted(b.tilelang.pass_configs.values()),
-                         "primitives": list(b.tilelang.primitives)},
-        })
+        backends.append(
+            {
+                "name": name,
+                "distribution": b.distribution,
+                "version": b.version,
+                "plugin": registry.provider.get(name, ""),
+                "description": b.description,
+                "targets": list(b.targets),
+                "ir_versions": list(b.ir_versions),
+                "ir_compatible": ir_version_accepted(b.ir_versions),
+                "priority": b.priority,
+                "device_present": registry.device_present(b),
+                "toolchain": status,
+                "memory_space": caps.memory_space,
+                "tiers": list(caps.tiers),
+                "features": sorted(caps.features),
+                "dtypes": sorted(caps.dtypes),
+                "tilelang": {
+                    "targets": list(b.tilelang.targets),
+                    "pass_configs": sorted(b.tilelang.pass_configs.values()),
+                    "primitives": list(b.tilelang.primitives),
+                },
+            }
+        )
     return {
         "tilecore_version": __version__,
         "tile_ir_version": TILE_IR_VERSION,

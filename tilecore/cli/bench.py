@@ -3,6 +3,7 @@
 A @tilecore.autotune factory is tuned first (or its winner loaded from the tuning
 cache), and the tuning report is printed before the timing.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,11 +16,13 @@ from .loading import add_kernel_arguments, kernel_from_args, load_object, parse_
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "bench", help="time a kernel on its device (median, spread, TFLOP/s, GB/s, fraction of peak)",
+        "bench",
+        help="time a kernel on its device (median, spread, TFLOP/s, GB/s, fraction of peak)",
         description="Compile FILE::FUNC (FILE.py:FUNC also works) for a target, run it on random "
-                    "inputs and print the median time, its interquartile spread, and the TFLOP/s "
-                    "and GB/s that the Tile IR's work implies, against the device's peak when the "
-                    "backend states it. A @tilecore.autotune factory is tuned first.")
+        "inputs and print the median time, its interquartile spread, and the TFLOP/s "
+        "and GB/s that the Tile IR's work implies, against the device's peak when the "
+        "backend states it. A @tilecore.autotune factory is tuned first.",
+    )
     add_kernel_arguments(p)
     p.add_argument("--warmup", type=float, default=25, help="warm-up budget in ms (default 25)")
     p.add_argument("--rep", type=float, default=100, help="timing budget in ms (default 100)")
@@ -56,8 +59,9 @@ def run(args) -> int:
     from ..profiler import bench
 
     kernel, report = _kernel(args)
-    result = bench(kernel, warmup=args.warmup, rep=args.rep,
-                   n_repeat=args.n_repeat, n_warmup=None if args.n_repeat is None else 1)
+    result = bench(
+        kernel, warmup=args.warmup, rep=args.rep, n_repeat=args.n_repeat, n_warmup=None if args.n_repeat is None else 1
+    )
     if args.json:
         record = result.to_dict()
         if report is not None:

@@ -1,4 +1,5 @@
 """`tile compile FILE::FUNC --target T --emit ir|source`."""
+
 from __future__ import annotations
 
 import sys
@@ -8,12 +9,18 @@ from .loading import add_kernel_arguments, kernel_from_args, traced_text, write_
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "compile", help="compile a kernel and print its Tile IR or generated code",
+        "compile",
+        help="compile a kernel and print its Tile IR or generated code",
         description="Compile FILE::FUNC for a target and print the Tile IR after the pass "
-                    "pipeline (--emit ir) or the backend's generated code (--emit source).")
+        "pipeline (--emit ir) or the backend's generated code (--emit source).",
+    )
     add_kernel_arguments(p)
-    p.add_argument("--emit", choices=("ir", "source"), default="source",
-                   help="ir: Tile IR after the passes, as DSL text; source: the backend's code")
+    p.add_argument(
+        "--emit",
+        choices=("ir", "source"),
+        default="source",
+        help="ir: Tile IR after the passes, as DSL text; source: the backend's code",
+    )
     p.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
     p.set_defaults(func=run)
 

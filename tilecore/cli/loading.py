@@ -1,4 +1,5 @@
 """Finding a kernel named `FILE::FUNC` on the command line and building its PrimFunc."""
+
 from __future__ import annotations
 
 import ast
@@ -119,19 +120,27 @@ def _check_factory_arguments(factory, args: list, kwargs: Dict[str, Any], ref: s
         raise CommandLineError(
             f"{ref}: {err} (given: {given or 'no arguments'}); it is "
             f"{getattr(factory, '__name__', 'the factory')}{signature}: pass positional arguments "
-            f"after FILE::FUNC and keyword ones as --arg NAME=VALUE") from None
+            f"after FILE::FUNC and keyword ones as --arg NAME=VALUE"
+        ) from None
 
 
 def add_kernel_arguments(parser) -> None:
     """The `FILE::FUNC [ARGS...] [--arg name=value]` arguments shared by compile and trace."""
-    parser.add_argument("kernel", metavar="FILE::FUNC",
-                        help="a @T.prim_func, or a @tilecore.jit (or plain) factory returning one")
-    parser.add_argument("factory_args", nargs="*", metavar="ARG",
-                        help="positional factory arguments (Python literals, e.g. 256 'float16')")
-    parser.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
-                        help="a keyword factory argument; repeatable")
-    parser.add_argument("--target", "-t", default=None,
-                        help="target to compile for (default: the default target, see `tile backends`)")
+    parser.add_argument(
+        "kernel", metavar="FILE::FUNC", help="a @T.prim_func, or a @tilecore.jit (or plain) factory returning one"
+    )
+    parser.add_argument(
+        "factory_args",
+        nargs="*",
+        metavar="ARG",
+        help="positional factory arguments (Python literals, e.g. 256 'float16')",
+    )
+    parser.add_argument(
+        "--arg", action="append", default=[], metavar="NAME=VALUE", help="a keyword factory argument; repeatable"
+    )
+    parser.add_argument(
+        "--target", "-t", default=None, help="target to compile for (default: the default target, see `tile backends`)"
+    )
 
 
 def kernel_from_args(args):

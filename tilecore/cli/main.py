@@ -6,6 +6,7 @@ Plugins add theirs through the `tilecore_cli_commands(subparsers)` hook.
 Errors tilecore raises about the user's program or call are printed without a
 traceback (set TILECORE_TRACEBACK=1 to see one) and exit with status 1.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
     parser = argparse.ArgumentParser(
-        prog="tile", description="tilecore: tile-level kernels with pluggable hardware backends")
+        prog="tile", description="tilecore: tile-level kernels with pluggable hardware backends"
+    )
     parser.add_argument("--version", action="version", version=f"tilecore {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
@@ -39,8 +41,10 @@ def _plugin_commands(subparsers) -> None:
         try:
             impl.function(**{a: subparsers for a in impl.argnames})
         except Exception as err:  # a broken plugin loses its subcommand, not the whole CLI
-            print(f"tile: warning: plugin {impl.plugin_name!r} failed to add its commands: "
-                  f"{type(err).__name__}: {err}", file=sys.stderr)
+            print(
+                f"tile: warning: plugin {impl.plugin_name!r} failed to add its commands: {type(err).__name__}: {err}",
+                file=sys.stderr,
+            )
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -4,6 +4,7 @@ The terminal gets the IR text after each pass (unchanged passes say so); the
 HTML page is self-contained (inline CSS, no scripts or links) and shows the
 input, then a side-by-side diff (difflib.HtmlDiff) between consecutive passes.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -16,13 +17,14 @@ from .loading import add_kernel_arguments, kernel_from_args, traced_text, write_
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "trace", help="show the Tile IR after every pass (terminal and HTML with diffs)",
+        "trace",
+        help="show the Tile IR after every pass (terminal and HTML with diffs)",
         description="Run the pass pipeline for a target on FILE::FUNC and print the IR after "
-                    "every pass; --html writes one page with the diffs between passes.")
+        "every pass; --html writes one page with the diffs between passes.",
+    )
     add_kernel_arguments(p)
     p.add_argument("--html", default=None, metavar="OUT.html", help="also write an HTML page")
-    p.add_argument("--changed-only", action="store_true",
-                   help="print only passes that changed the IR")
+    p.add_argument("--changed-only", action="store_true", help="print only passes that changed the IR")
     p.set_defaults(func=run)
 
 
@@ -58,8 +60,12 @@ def run(args) -> int:
         failed = _pass_after(func, args.target, len(texts) - 1)
         out.write(f"==== pass {len(texts)}: {failed} failed " + "=" * max(4, 50 - len(failed)) + "\n")
     if args.html:
-        page = render_html(func.name, texts, target=args.target or api.default_target(),
-                           error=str(failure) if failure is not None else "")
+        page = render_html(
+            func.name,
+            texts,
+            target=args.target or api.default_target(),
+            error=str(failure) if failure is not None else "",
+        )
         write_output(args.html, page)
         print(f"wrote {args.html}", file=sys.stderr)
     if failure is not None:
@@ -100,10 +106,12 @@ def render_html(kernel_name: str, texts: List[Tuple[str, str]], target: str = ""
     """One self-contained HTML page: the input IR, then a diff per pass."""
     differ = difflib.HtmlDiff(tabsize=4, wrapcolumn=90)
     esc = html.escape
-    parts = [f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"
-             f"<title>tile trace: {esc(kernel_name)}</title><style>{_CSS}</style></head><body>",
-             f"<h1>tile trace: {esc(kernel_name)}"
-             f"{' for ' + esc(target) if target else ''}</h1>", "<nav><ol>"]
+    parts = [
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"
+        f"<title>tile trace: {esc(kernel_name)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>tile trace: {esc(kernel_name)}{' for ' + esc(target) if target else ''}</h1>",
+        "<nav><ol>",
+    ]
     for index, (name, _) in enumerate(texts):
         parts.append(f"<li><a href='#step{index}'>{esc(name)}</a></li>")
     parts.append("</ol></nav>")
@@ -115,11 +123,16 @@ def render_html(kernel_name: str, texts: List[Tuple[str, str]], target: str = ""
         if prev == text:
             parts.append("<p class='unchanged'>no change</p>")
             continue
-        parts.append(differ.make_table(prev.splitlines(), text.splitlines(),
-                                       fromdesc=f"before ({esc(prev_name)})",
-                                       todesc=f"after {esc(name)}", context=False))
-        parts.append(f"<details><summary>full IR after {esc(name)}</summary>"
-                     f"<pre>{esc(text)}</pre></details>")
+        parts.append(
+            differ.make_table(
+                prev.splitlines(),
+                text.splitlines(),
+                fromdesc=f"before ({esc(prev_name)})",
+                todesc=f"after {esc(name)}",
+                context=False,
+            )
+        )
+        parts.append(f"<details><summary>full IR after {esc(name)}</summary><pre>{esc(text)}</pre></details>")
     if error:
         parts.append(f"<h2 id='error'>pass {len(texts)} failed</h2><pre>{esc(error)}</pre>")
     parts.append("</body></html>\n")

@@ -4,6 +4,7 @@ An expression is read as a sum of integer multiples of atoms plus a constant;
 atoms are Vars and any non-affine subexpression (compared structurally, so two
 copies of `A[i] // 2` cancel). Used for slice extents and loop bounds.
 """
+
 from __future__ import annotations
 
 from typing import Dict, Optional, Tuple

@@ -17,6 +17,7 @@ compilation: given to `.compile(M=...)`, or read from the shapes of the arrays
 a call passes. The PrimFunc's parameters are the declared tensors in signature
 order, then the `T.empty` outputs in the order `return` lists them.
 """
+
 from __future__ import annotations
 
 import ast
@@ -86,8 +87,7 @@ class ProbedType:
 class EagerParser(Parser):
     """Parses an eager-style function for given Python arguments and T.const values."""
 
-    def __init__(self, fn_node, filename, source, env, py_args: Dict, consts: Dict[str, int],
-                 probe: bool = False):
+    def __init__(self, fn_node, filename, source, env, py_args: Dict, consts: Dict[str, int], probe: bool = False):
         super().__init__(fn_node, filename, source, env)
         self.py_args = py_args
         self.consts = consts
@@ -103,17 +103,23 @@ class EagerParser(Parser):
     def parse(self) -> N.PrimFunc:
         body = self._parse_body()
         if not any(isinstance(s, N.Kernel) for s in body):
-            raise self.error("a kernel must contain a `with T.Kernel(...)` block (found none)",
-                             self.fn_node)
-        params = [self.declared[a.arg] for a in self.fn_node.args.args + self.fn_node.args.kwonlyargs
-                  if a.arg in self.declared]
+            raise self.error("a kernel must contain a `with T.Kernel(...)` block (found none)", self.fn_node)
+        params = [
+            self.declared[a.arg]
+            for a in self.fn_node.args.args + self.fn_node.args.kwonlyargs
+            if a.arg in self.declared
+        ]
         for a in self.fn_node.args.args + self.fn_node.args.kwonlyargs:
             if a.arg not in self.py_args and a.arg not in self.declared:
-                raise self.error(f"the parameter '{a.arg}' got no Python value and has no "
-                                 f"`{a.arg}: T.Tensor(shape, dtype)` declaration in the body", a)
+                raise self.error(
+                    f"the parameter '{a.arg}' got no Python value and has no "
+                    f"`{a.arg}: T.Tensor(shape, dtype)` declaration in the body",
+                    a,
+                )
         params += [buf for _, buf in self.ordered_outputs()]
-        return N.PrimFunc(self.fn_node.name, tuple(params), body, tuple(self.dyn_vars.values()),
-                          self.source, self.def_span())
+        return N.PrimFunc(
+            self.fn_node.name, tuple(params), body, tuple(self.dyn_vars.values()), self.source, self.def_span()
+        )
 
     def run_probe(self) -> None:
         """Probe mode: run the statements before the first kernel, which declare the tensor
@@ -126,7 +132,7 @@ class EagerParser(Parser):
                 self.scopes.bind(arg.arg, self.py_args[arg.arg], self.span(arg))
         stmts = self.fn_node.body
         if self.probe:
-            stmts = stmts[:next((i for i, s in enumerate(stmts) if kernel_call_name(s)), len(stmts))]
+            stmts = stmts[: next((i for i, s in enumerate(stmts) if kernel_call_name(s)), len(stmts))]
         return self.body(stmts)
 
     def ordered_outputs(self) -> List[Tuple[str, N.Buffer]]:
@@ -152,19 +158,22 @@ class EagerParser(Parser):
                 return []
             raise self.error(f"the tensor '{name}': {ttype.error}", node.annotation)
         if not isinstance(ttype, TensorType) or ttype.scope != "global":
-            raise self.error(f"'{name}: ...' declares a tensor parameter and needs a "
-                             f"T.Tensor(shape, dtype), got {E.describe(ttype)}", node.annotation)
+            raise self.error(
+                f"'{name}: ...' declares a tensor parameter and needs a "
+                f"T.Tensor(shape, dtype), got {E.describe(ttype)}",
+                node.annotation,
+            )
         if not any(a.arg == name for a in self.fn_node.args.args + self.fn_node.args.kwonlyargs):
-            raise self.error(f"'{name}' is declared as a tensor but is not a parameter of "
-                             f"{self.fn_node.name}", node.target)
+            raise self.error(
+                f"'{name}' is declared as a tensor but is not a parameter of {self.fn_node.name}", node.target
+            )
         self.declared_types[name] = ttype
         self.declared[name] = self.global_buffer(name, ttype, node)
         return []
 
     def probe_type(self, annotation) -> ProbedType:
         """The declared shape with every dimension that is not a plain size or name as None."""
-        shape = self.eval(annotation.args[0]) if isinstance(annotation, ast.Call) and annotation.args \
-            else ()
+        shape = self.eval(annotation.args[0]) if isinstance(annotation, ast.Call) and annotation.args else ()
         dims = shape if isinstance(shape, (tuple, list)) else (shape,)
         return ProbedType(tuple(d if isinstance(d, (int, N.Var)) else None for d in dims))
 
@@ -195,7 +204,7 @@ class EagerParser(Parser):
         text = self.py_value(call.args[0], "the names of T.const")
         names = [n.strip() for n in str(text).split(",") if n.strip()]
         if not names or not all(n.isidentifier() for n in names):
-            raise self.error(f'T.const needs comma-separated names, got {text!r}', call.args[0])
+            raise self.error(f"T.const needs comma-separated names, got {text!r}", call.args[0])
         values = []
         for n in names:
             self.const_names.append(n)
@@ -204,8 +213,7 @@ class EagerParser(Parser):
         elts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
         targets = [t for t in elts if isinstance(t, ast.Name)]
         if len(elts) != len(values) or len(targets) != len(elts):
-            raise self.error(f"T.const declares {len(values)} name(s); unpack them into as many names",
-                             target)
+            raise self.error(f"T.const declares {len(values)} name(s); unpack them into as many names", target)
         for t, v in zip(targets, values):
             self.scopes.bind(t.id, v, self.span(t))
         return []

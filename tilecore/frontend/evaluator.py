@@ -4,6 +4,7 @@ Operations whose operands are all Python values run in Python at parse time
 (the meta-programming model); as soon as a kernel value (an IR expression)
 takes part, the result is IR built by `tilecore.frontend.exprs`.
 """
+
 from __future__ import annotations
 
 import ast
@@ -20,33 +21,67 @@ from . import exprs as E
 from .scope import MISSING, Scopes
 
 BIN_OPS = {
-    ast.Add: ("+", operator.add), ast.Sub: ("-", operator.sub), ast.Mult: ("*", operator.mul),
-    ast.Div: ("/", operator.truediv), ast.FloorDiv: ("//", operator.floordiv),
-    ast.Mod: ("%", operator.mod), ast.Pow: ("pow", operator.pow),
-    ast.BitAnd: ("&", operator.and_), ast.BitOr: ("|", operator.or_),
-    ast.BitXor: ("^", operator.xor), ast.LShift: ("<<", operator.lshift),
-    ast.RShift: (">>", operator.rshift), ast.MatMult: ("@", operator.matmul),
+    ast.Add: ("+", operator.add),
+    ast.Sub: ("-", operator.sub),
+    ast.Mult: ("*", operator.mul),
+    ast.Div: ("/", operator.truediv),
+    ast.FloorDiv: ("//", operator.floordiv),
+    ast.Mod: ("%", operator.mod),
+    ast.Pow: ("pow", operator.pow),
+    ast.BitAnd: ("&", operator.and_),
+    ast.BitOr: ("|", operator.or_),
+    ast.BitXor: ("^", operator.xor),
+    ast.LShift: ("<<", operator.lshift),
+    ast.RShift: (">>", operator.rshift),
+    ast.MatMult: ("@", operator.matmul),
 }
 COMPARE_OPS = {
-    ast.Lt: ("<", operator.lt), ast.LtE: ("<=", operator.le), ast.Gt: (">", operator.gt),
-    ast.GtE: (">=", operator.ge), ast.Eq: ("==", operator.eq), ast.NotEq: ("!=", operator.ne),
-    ast.Is: (None, operator.is_), ast.IsNot: (None, operator.is_not),
-    ast.In: (None, lambda a, b: a in b), ast.NotIn: (None, lambda a, b: a not in b),
+    ast.Lt: ("<", operator.lt),
+    ast.LtE: ("<=", operator.le),
+    ast.Gt: (">", operator.gt),
+    ast.GtE: (">=", operator.ge),
+    ast.Eq: ("==", operator.eq),
+    ast.NotEq: ("!=", operator.ne),
+    ast.Is: (None, operator.is_),
+    ast.IsNot: (None, operator.is_not),
+    ast.In: (None, lambda a, b: a in b),
+    ast.NotIn: (None, lambda a, b: a not in b),
 }
-UNARY_OPS = {ast.USub: ("neg", operator.neg), ast.Not: ("not", operator.not_),
-             ast.Invert: ("~", operator.invert), ast.UAdd: (None, operator.pos)}
+UNARY_OPS = {
+    ast.USub: ("neg", operator.neg),
+    ast.Not: ("not", operator.not_),
+    ast.Invert: ("~", operator.invert),
+    ast.UAdd: (None, operator.pos),
+}
 
 # What to call Python constructs the kernel language does not have.
 UNSUPPORTED = {
-    "While": "a while loop", "Try": "a try statement", "TryStar": "a try statement",
-    "Break": "break", "Continue": "continue", "Lambda": "a lambda",
-    "ListComp": "a list comprehension", "SetComp": "a set comprehension",
-    "DictComp": "a dict comprehension", "GeneratorExp": "a generator expression",
-    "FunctionDef": "a nested function definition", "AsyncFunctionDef": "a nested function definition",
-    "ClassDef": "a class definition", "Yield": "yield", "YieldFrom": "yield", "Await": "await",
-    "NamedExpr": "an assignment expression (:=)", "Delete": "del", "Global": "global",
-    "Nonlocal": "nonlocal", "Import": "an import", "ImportFrom": "an import", "Raise": "raise",
-    "AsyncFor": "async for", "AsyncWith": "async with", "Match": "a match statement",
+    "While": "a while loop",
+    "Try": "a try statement",
+    "TryStar": "a try statement",
+    "Break": "break",
+    "Continue": "continue",
+    "Lambda": "a lambda",
+    "ListComp": "a list comprehension",
+    "SetComp": "a set comprehension",
+    "DictComp": "a dict comprehension",
+    "GeneratorExp": "a generator expression",
+    "FunctionDef": "a nested function definition",
+    "AsyncFunctionDef": "a nested function definition",
+    "ClassDef": "a class definition",
+    "Yield": "yield",
+    "YieldFrom": "yield",
+    "Await": "await",
+    "NamedExpr": "an assignment expression (:=)",
+    "Delete": "del",
+    "Global": "global",
+    "Nonlocal": "nonlocal",
+    "Import": "an import",
+    "ImportFrom": "an import",
+    "Raise": "raise",
+    "AsyncFor": "async for",
+    "AsyncWith": "async with",
+    "Match": "a match statement",
     "Set": "a set literal",
 }
 
@@ -103,8 +138,13 @@ class Evaluator:
         if isinstance(node, Evaluated):
             node = node.node
         line = getattr(node, "lineno", 0)
-        return N.Span(self.filename, line, getattr(node, "col_offset", 0),
-                      getattr(node, "end_lineno", line) or line, getattr(node, "end_col_offset", 0) or 0)
+        return N.Span(
+            self.filename,
+            line,
+            getattr(node, "col_offset", 0),
+            getattr(node, "end_lineno", line) or line,
+            getattr(node, "end_col_offset", 0) or 0,
+        )
 
     def error(self, message: str, node) -> TileCompileError:
         return TileCompileError(message, self.span(node), self.source)
@@ -178,8 +218,9 @@ class Evaluator:
         dims = value if isinstance(value, (tuple, list)) else (value,)
         for dim in dims:
             if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
-                shown = ", ".join(d.name if isinstance(d, N.Var) else
-                                  E.describe(d) if is_ir(d) else repr(d) for d in dims)
+                shown = ", ".join(
+                    d.name if isinstance(d, N.Var) else E.describe(d) if is_ir(d) else repr(d) for d in dims
+                )
                 raise self.error(f"{what} must be positive ints known at parse time, got ({shown})", node)
         return tuple(dims)
 
@@ -214,16 +255,22 @@ class Evaluator:
         name = node.id
         if name in self.scopes.diverged:
             line = self.scopes.diverged[name].line
-            raise self.error(f"'{name}' was reassigned inside a run-time `if` (line {line}), so after "
-                             "the `if` its value depends on the branch taken: use T.alloc_var for "
-                             "a value that changes, or a new name", node)
+            raise self.error(
+                f"'{name}' was reassigned inside a run-time `if` (line {line}), so after "
+                "the `if` its value depends on the branch taken: use T.alloc_var for "
+                "a value that changes, or a new name",
+                node,
+            )
         value = self.scopes.lookup(name)
         if value is MISSING:
             if name in self.scopes.expired:
                 kind, span = self.scopes.expired[name]
-                raise self.error(f"'{name}' is only defined inside the {kind} body where it is "
-                                 f"assigned (line {span.line}); Tile IR values do not outlive "
-                                 "their body: use T.alloc_var for a value that does", node)
+                raise self.error(
+                    f"'{name}' is only defined inside the {kind} body where it is "
+                    f"assigned (line {span.line}); Tile IR values do not outlive "
+                    "their body: use T.alloc_var for a value that does",
+                    node,
+                )
             raise self.error(f"undefined name '{name}'", node)
         if isinstance(value, N.Var) and self.scopes.find(name) is None and not self.in_signature:
             value = self.dynamic_var(value, node)
@@ -236,8 +283,11 @@ class Evaluator:
     def dynamic_var(self, var: N.Var, node) -> N.Var:
         """A T.dynamic dim used in the body: it must be a dimension of a parameter."""
         if var.name not in self.dyn_vars:
-            raise self.error(f"the dynamic dimension '{var.name}' is not a dimension of any "
-                             "parameter of this kernel, so its value is unknown at launch", node)
+            raise self.error(
+                f"the dynamic dimension '{var.name}' is not a dimension of any "
+                "parameter of this kernel, so its value is unknown at launch",
+                node,
+            )
         return self.dyn_vars[var.name]
 
     def eval_Name(self, node: ast.Name):
@@ -256,9 +306,13 @@ class Evaluator:
                 return getattr(base, node.attr)
             if node.attr == "data" and base.scope == "global":
                 from .views import BufferData
+
                 return BufferData(base)
-            raise self.error(f"a buffer has no attribute '{node.attr}' in a kernel "
-                             "(use .shape, .dtype, .ndim; .data of a global tensor for a view)", node)
+            raise self.error(
+                f"a buffer has no attribute '{node.attr}' in a kernel "
+                "(use .shape, .dtype, .ndim; .data of a global tensor for a view)",
+                node,
+            )
         if isinstance(base, N.Expr):
             raise self.error(f"a kernel value has no attribute '{node.attr}'", node)
         try:
@@ -278,13 +332,15 @@ class Evaluator:
         except TileCompileError:
             raise  # already points at the user's source (a kernel parsed inside a helper)
         except Exception as exc:  # a user's Python error, shown at their line
-            raise self.error(f"evaluating this at parse time failed: {type(exc).__name__}: {exc}",
-                             node) from None
+            raise self.error(f"evaluating this at parse time failed: {type(exc).__name__}: {exc}", node) from None
 
     def scalar(self, value, node):
         if isinstance(value, N.Buffer):
-            raise self.error(f"{E.describe(value)} is a whole tile, not a scalar: index it "
-                             "(inside T.Parallel) or use a tile operation", node)
+            raise self.error(
+                f"{E.describe(value)} is a whole tile, not a scalar: index it "
+                "(inside T.Parallel) or use a tile operation",
+                node,
+            )
         return value
 
     def eval_BinOp(self, node: ast.BinOp):
@@ -369,8 +425,7 @@ class Evaluator:
         return {self.eval_raw(k): self.eval_raw(v) for k, v in zip(node.keys, node.values)}
 
     def eval_Slice(self, node: ast.Slice):
-        parts = [None if p is None else self.py_value(p, "a slice bound")
-                 for p in (node.lower, node.upper, node.step)]
+        parts = [None if p is None else self.py_value(p, "a slice bound") for p in (node.lower, node.upper, node.step)]
         return slice(*parts)
 
     def eval_JoinedStr(self, node: ast.JoinedStr) -> str:
@@ -394,16 +449,21 @@ class Evaluator:
         if isinstance(base, N.Buffer):
             items = self.subscript_items(node)
             if any(isinstance(i, ast.Slice) for i in items):
-                raise self.error(f"the slice {ast.unparse(node)} is a region: regions are only "
-                                 "allowed as arguments of tile operations (T.copy, T.fill, "
-                                 "T.gemm, ...); inside T.Parallel index single elements", node)
+                raise self.error(
+                    f"the slice {ast.unparse(node)} is a region: regions are only "
+                    "allowed as arguments of tile operations (T.copy, T.fill, "
+                    "T.gemm, ...); inside T.Parallel index single elements",
+                    node,
+                )
             return self.load(base, tuple(self.index(i) for i in items), node)
         if is_ir(base):
             raise self.error("a scalar kernel value cannot be indexed", node)
         key = self.eval(node.slice)
         if is_ir(key):
-            raise self.error(f"{E.describe(base)} cannot be indexed by a kernel value "
-                             "(Python containers are indexed at parse time)", node.slice)
+            raise self.error(
+                f"{E.describe(base)} cannot be indexed by a kernel value (Python containers are indexed at parse time)",
+                node.slice,
+            )
         return self.python_op(operator.getitem, (base, key), node)
 
     @staticmethod
@@ -414,12 +474,12 @@ class Evaluator:
     def check_indices(self, buffer: N.Buffer, indices, node) -> None:
         """Element access: one index per dimension, constants inside the shape."""
         if len(indices) != buffer.ndim:
-            raise self.error(f"{buffer.name} has {buffer.ndim} dimension(s) but is indexed "
-                             f"with {len(indices)}", node)
+            raise self.error(f"{buffer.name} has {buffer.ndim} dimension(s) but is indexed with {len(indices)}", node)
         for axis, (idx, dim) in enumerate(zip(indices, buffer.shape)):
             if isinstance(idx, N.Const) and isinstance(dim, int) and not 0 <= idx.value < dim:
-                raise self.error(f"index {idx.value} is out of range for dimension {axis} of "
-                                 f"{buffer.name} (size {dim})", node)
+                raise self.error(
+                    f"index {idx.value} is out of range for dimension {axis} of {buffer.name} (size {dim})", node
+                )
 
     def load(self, buffer: N.Buffer, indices, node) -> N.Load:
         self.check_indices(buffer, indices, node)
@@ -450,8 +510,7 @@ class Evaluator:
         return bound.arguments
 
     def eval_Call(self, node: ast.Call):
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "astype" \
-                and is_ir(self.eval(node.func.value)):
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "astype" and is_ir(self.eval(node.func.value)):
             return self.astype_call(node)
         func = self.eval(node.func)
         name = getattr(func, "__tile_intrinsic__", None)
@@ -488,15 +547,23 @@ class Evaluator:
         """Call a Python function at parse time; kernel values cannot be passed to it."""
         args, kwargs = self.call_arguments(node)
         if isinstance(func, N.PrimFunc):
-            raise self.error(f"a kernel cannot call another kernel ({func.name} is a @T.prim_func): "
-                             "inline its body, or write the shared part as Python code that runs "
-                             "at parse time", node)
-        if any(is_ir(v) and not (getattr(func, "__tile_type__", False) and isinstance(v, N.Var))
-               for v in list(args) + list(kwargs.values())):
+            raise self.error(
+                f"a kernel cannot call another kernel ({func.name} is a @T.prim_func): "
+                "inline its body, or write the shared part as Python code that runs "
+                "at parse time",
+                node,
+            )
+        if any(
+            is_ir(v) and not (getattr(func, "__tile_type__", False) and isinstance(v, N.Var))
+            for v in list(args) + list(kwargs.values())
+        ):
             fname = getattr(func, "__name__", None) or f"a {type(func).__name__} object"
-            raise self.error(f"cannot pass kernel values to the Python function {fname}(): only "
-                             "T.* operations run in the kernel; Python functions run at parse "
-                             "time on Python values", node)
+            raise self.error(
+                f"cannot pass kernel values to the Python function {fname}(): only "
+                "T.* operations run in the kernel; Python functions run at parse "
+                "time on Python values",
+                node,
+            )
         return self.python_op(lambda: func(*args, **kwargs), (), node)
 
     def builtin_on_ir(self, func, args, node):
@@ -615,8 +682,10 @@ BUILTIN_ON_IR = (builtins.max, builtins.min, builtins.abs, builtins.float, built
 
 def _add_math_ops():
     for name in N.MATH_FUNCS:
+
         def handler(self, args, node, _name=name):
             return self.math_op(_name, args, node)
+
         handler.__name__ = "expr_op_" + name
         handler.__doc__ = f"T.{name}(x)"
         setattr(Evaluator, handler.__name__, handler)

@@ -5,6 +5,7 @@ and the property tests use the same rules, so that "literals adopt the other
 operand's dtype" and the implicit casts of promotion mean the same thing
 everywhere. Errors are `ExprTypeError`s; the frontend adds the source span.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,8 +66,8 @@ def int_range(dtype: str):
     """(smallest, largest) value of an integer dtype."""
     bits_ = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8}[dtype]
     if dtype.startswith("u"):
-        return 0, 2 ** bits_ - 1
-    return -2 ** (bits_ - 1), 2 ** (bits_ - 1) - 1
+        return 0, 2**bits_ - 1
+    return -(2 ** (bits_ - 1)), 2 ** (bits_ - 1) - 1
 
 
 FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
@@ -96,8 +97,9 @@ def check_literal_fits(value, dtype: str) -> None:
             raise ExprTypeError(
                 f"the literal {value!r} is beyond the largest {dtype} ({FLOAT_MAX[dtype]:g}), the "
                 f"dtype it adopts here, so it would become inf: cast the other operand to a wider "
-                f"dtype first (e.g. T.cast(x, \"float32\")), or write T.infinity(\"{dtype}\") if "
-                f"inf is meant")
+                f'dtype first (e.g. T.cast(x, "float32")), or write T.infinity("{dtype}") if '
+                f"inf is meant"
+            )
         return
     if not isinstance(value, int) or not is_int(dtype):
         return
@@ -106,7 +108,8 @@ def check_literal_fits(value, dtype: str) -> None:
         raise ExprTypeError(
             f"the integer literal {value} does not fit {dtype} (range {low}..{high}), the dtype it "
             f"adopts here, so it would wrap around: cast the other operand to a wider dtype first "
-            f"(e.g. T.cast(x, \"int32\")), or use a value in range")
+            f'(e.g. T.cast(x, "int32")), or use a value in range'
+        )
 
 
 def describe(value) -> str:
@@ -147,10 +150,9 @@ def _widen_for_comparison(a, b):
     matches what the Python text says; arithmetic keeps the strict rule.
     """
     for lit, other, swap in ((b, a, False), (a, b, True)):
-        if isinstance(lit, int) and not isinstance(lit, bool) and isinstance(other, N.Expr) \
-                and is_int(other.dtype):
+        if isinstance(lit, int) and not isinstance(lit, bool) and isinstance(other, N.Expr) and is_int(other.dtype):
             low, high = int_range(other.dtype)
-            if not low <= lit <= high and -2 ** 63 <= lit < 2 ** 63:
+            if not low <= lit <= high and -(2**63) <= lit < 2**63:
                 wide = cast_to(other, "int64")
                 return (lit, wide) if swap else (wide, lit)
     return a, b
@@ -165,8 +167,10 @@ def binary(op: str, a, b, span: N.Span = N.NO_SPAN) -> N.Expr:
         return N.BinOp(op, to_bool(a), to_bool(b), "bool", span)
     dtype = promote(a.dtype, b.dtype)
     if op == "/" and not is_float(dtype):
-        raise ExprTypeError(f"'/' on integers ({a.dtype} / {b.dtype}) is not defined; "
-                            "use '//' for floor division or cast to a float dtype")
+        raise ExprTypeError(
+            f"'/' on integers ({a.dtype} / {b.dtype}) is not defined; "
+            "use '//' for floor division or cast to a float dtype"
+        )
     if op in ("&", "|", "^", "<<", ">>") and is_float(dtype):
         raise ExprTypeError(f"'{op}' needs integer operands, got {a.dtype} and {b.dtype}")
     a, b = cast_to(a, dtype), cast_to(b, dtype)
@@ -202,8 +206,11 @@ def math_call(func: str, arg, span: N.Span = N.NO_SPAN) -> N.Expr:
 def select(cond, a, b, span: N.Span = N.NO_SPAN) -> N.Expr:
     """`T.if_then_else(cond, a, b)`: the branches are promoted to a common dtype."""
     c = to_bool(as_expr(cond, span))
-    a, b = _operands(a, b, span) if (isinstance(a, N.Expr) or isinstance(b, N.Expr)) \
+    a, b = (
+        _operands(a, b, span)
+        if (isinstance(a, N.Expr) or isinstance(b, N.Expr))
         else (as_expr(a, span), as_expr(b, span))
+    )
     dtype = promote(a.dtype, b.dtype)
     return N.Select(c, cast_to(a, dtype), cast_to(b, dtype), dtype, span)
 

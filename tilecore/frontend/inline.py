@@ -14,6 +14,7 @@ values), and its names are looked up in its own closure and globals, as Python
 would. A final `return value` gives the call's value; the statements before it are
 emitted before the statement that makes the call. Recursion is an error.
 """
+
 from __future__ import annotations
 
 import ast
@@ -29,8 +30,11 @@ MAX_DEPTH = 32
 
 
 def _is_inlinable(func) -> bool:
-    return inspect.isfunction(func) and not getattr(func, "__tile_intrinsic__", None) \
+    return (
+        inspect.isfunction(func)
+        and not getattr(func, "__tile_intrinsic__", None)
         and not getattr(func, "__tile_type__", False)
+    )
 
 
 class InlineCalls(Evaluator):
@@ -55,8 +59,9 @@ class InlineCalls(Evaluator):
         if getattr(func, "__tile_macro__", False) or any(isinstance(v, N.Expr) for v in values):
             # the values just computed are reused: evaluating each argument again doubled the work
             # (and the pending statements) per nesting level, so 14 nested helper calls took minutes
-            plain = [a for a in node.args if not isinstance(a, ast.Starred)] + \
-                [k.value for k in node.keywords if k.arg is not None]
+            plain = [a for a in node.args if not isinstance(a, ast.Starred)] + [
+                k.value for k in node.keywords if k.arg is not None
+            ]
             known = {id(a): v for a, v in zip(plain, values)} if len(plain) == len(values) else {}
             return self.inline_call(func, node, known)
         if any(isinstance(v, N.Buffer) for v in values):
@@ -72,8 +77,7 @@ class InlineCalls(Evaluator):
             except TileCompileError:
                 raise
             except Exception as exc:
-                raise self.error(f"evaluating this at parse time failed: {type(exc).__name__}: {exc}",
-                                 node) from None
+                raise self.error(f"evaluating this at parse time failed: {type(exc).__name__}: {exc}", node) from None
         return super().python_call(func, node)
 
     def _argument_values(self, node: ast.Call) -> list:
@@ -86,13 +90,16 @@ class InlineCalls(Evaluator):
         from .eager import function_node
 
         if self.inline_depth >= MAX_DEPTH:
-            raise self.error(f"{func.__name__}() is inlined {MAX_DEPTH} levels deep: recursion cannot "
-                             "be inlined into a kernel", node)
+            raise self.error(
+                f"{func.__name__}() is inlined {MAX_DEPTH} levels deep: recursion cannot be inlined into a kernel", node
+            )
         fn_node, filename, source = function_node(func)
         bound = self.bind_arguments(func, node, func.__name__)
         known = known or {}
-        values = {name: known[id(value)] if id(value) in known else self.eval(value)  # in the caller's scope
-                  for name, value in bound.items()}
+        values = {
+            name: known[id(value)] if id(value) in known else self.eval(value)  # in the caller's scope
+            for name, value in bound.items()
+        }
         from .parser import _environment
 
         saved = (self.scopes, self.filename, self.source)
@@ -110,8 +117,11 @@ class InlineCalls(Evaluator):
                 stmts.pop()
             for s in (n for st in stmts for n in ast.walk(st)):
                 if isinstance(s, ast.Return):
-                    raise self.error(f"{func.__name__}(): only a final `return` can be inlined into "
-                                     "a kernel (write the value with T.if_then_else)", s)
+                    raise self.error(
+                        f"{func.__name__}(): only a final `return` can be inlined into "
+                        "a kernel (write the value with T.if_then_else)",
+                        s,
+                    )
             self.pending.extend(self.body(stmts))
             if ret is not None and ret.value is not None:
                 result = self.eval(ret.value)

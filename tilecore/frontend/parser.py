@@ -6,6 +6,7 @@ everything that touches kernel values becomes Tile IR with the span of the
 user's source. Names are made unique per PrimFunc (a rebound name `x` becomes
 `x_1`), so printing the IR and parsing it again gives an equal IR.
 """
+
 from __future__ import annotations
 
 import ast
@@ -26,20 +27,28 @@ from .evaluator import BIN_OPS, Evaluated, is_ir
 from .inline import InlineCalls
 from .tileops import TileOps
 
-ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment",
-                "alloc_local": "local", "alloc_var": "var", "alloc_global": "global"}
+ALLOC_SCOPES = {
+    "alloc_shared": "shared",
+    "alloc_fragment": "fragment",
+    "alloc_local": "local",
+    "alloc_var": "var",
+    "alloc_global": "global",
+}
 # scalar parameters are integers, read wherever a T.dynamic dimension may stand (grid extents,
 # loop bounds, indices); the 32-bit width is what every backend's launch passes
 SCALAR_PARAM_DTYPES = ("int32",)
-LOOP_KINDS = {"serial": "serial", "unroll": "unroll", "Pipelined": "pipelined",
-              "vectorized": "serial"}  # T.vectorized: a hint; its meaning is the sequential loop
+LOOP_KINDS = {
+    "serial": "serial",
+    "unroll": "unroll",
+    "Pipelined": "pipelined",
+    "vectorized": "serial",
+}  # T.vectorized: a hint; its meaning is the sequential loop
 
 
 class Parser(InlineCalls, TileOps):
     """Translates one function definition; `parse()` returns the PrimFunc."""
 
-    def __init__(self, fn_node: ast.FunctionDef, filename: str, source: str, env: dict,
-                 annotations=None):
+    def __init__(self, fn_node: ast.FunctionDef, filename: str, source: str, env: dict, annotations=None):
         super().__init__(filename, source, env)
         self.fn_node = fn_node
         self.annotations = annotations or {}
@@ -70,15 +79,22 @@ class Parser(InlineCalls, TileOps):
         params = self.parse_params()
         body = self.body(self.fn_node.body)
         if not any(isinstance(s, N.Kernel) for s in body):
-            raise self.error("a prim_func must contain a `with T.Kernel(...)` block (found none)",
-                             self.fn_node)
-        return N.PrimFunc(self.fn_node.name, params, body, tuple(self.dyn_vars.values()),
-                          self.source, self.def_span(), tuple(self.scalar_params))
+            raise self.error("a prim_func must contain a `with T.Kernel(...)` block (found none)", self.fn_node)
+        return N.PrimFunc(
+            self.fn_node.name,
+            params,
+            body,
+            tuple(self.dyn_vars.values()),
+            self.source,
+            self.def_span(),
+            tuple(self.scalar_params),
+        )
 
     def def_span(self) -> N.Span:
         node = self.fn_node
-        return N.Span(self.filename, node.lineno, node.col_offset, node.lineno,
-                      node.col_offset + len("def ") + len(node.name))
+        return N.Span(
+            self.filename, node.lineno, node.col_offset, node.lineno, node.col_offset + len("def ") + len(node.name)
+        )
 
     def parse_params(self):
         args = self.fn_node.args
@@ -112,8 +128,7 @@ class Parser(InlineCalls, TileOps):
     def param_type(self, arg: ast.arg, evaluated):
         """The TensorType of a tensor parameter, or the dtype (a str) of a scalar one."""
         if arg.annotation is None:
-            raise self.error(f"the parameter '{arg.arg}' needs a type: `{arg.arg}: "
-                             "T.Tensor(shape, dtype)`", arg)
+            raise self.error(f"the parameter '{arg.arg}' needs a type: `{arg.arg}: T.Tensor(shape, dtype)`", arg)
         ttype = evaluated
         # a string annotation (from __future__ import annotations)
         if not isinstance(ttype, (TensorType, InvalidTensorType)):
@@ -127,23 +142,35 @@ class Parser(InlineCalls, TileOps):
         if isinstance(ttype, DType):
             return self.scalar_param_dtype(arg, ttype)
         if not isinstance(ttype, TensorType):
-            raise self.error(f"the parameter '{arg.arg}' must be a T.Tensor(shape, dtype) or an integer "
-                             f"scalar (`{arg.arg}: T.int32`), got {E.describe(ttype)}", arg.annotation)
+            raise self.error(
+                f"the parameter '{arg.arg}' must be a T.Tensor(shape, dtype) or an integer "
+                f"scalar (`{arg.arg}: T.int32`), got {E.describe(ttype)}",
+                arg.annotation,
+            )
         if ttype.data is not None:
-            raise self.error(f"the parameter '{arg.arg}' is annotated as a view (T.Tensor(shape, dtype, "
-                             "data)); a view is made inside the kernel from a parameter's .data", arg.annotation)
+            raise self.error(
+                f"the parameter '{arg.arg}' is annotated as a view (T.Tensor(shape, dtype, "
+                "data)); a view is made inside the kernel from a parameter's .data",
+                arg.annotation,
+            )
         if ttype.scope != "global":
-            raise self.error(f"the parameter '{arg.arg}' is a {ttype.scope} buffer, but a kernel "
-                             "parameter must be a global T.Tensor: declare it as T.Tensor and "
-                             f"copy it into a T.alloc_{ttype.scope} inside T.Kernel", arg.annotation)
+            raise self.error(
+                f"the parameter '{arg.arg}' is a {ttype.scope} buffer, but a kernel "
+                "parameter must be a global T.Tensor: declare it as T.Tensor and "
+                f"copy it into a T.alloc_{ttype.scope} inside T.Kernel",
+                arg.annotation,
+            )
         return ttype
 
     def scalar_param_dtype(self, arg: ast.arg, dtype) -> str:
         """The dtype of a scalar parameter `n: T.int32` (a value passed at each call)."""
         if str(dtype) not in SCALAR_PARAM_DTYPES:
-            raise self.error(f"the scalar parameter '{arg.arg}' has dtype {dtype}; scalar parameters "
-                             f"must be {' or '.join(SCALAR_PARAM_DTYPES)} (pass other values as a "
-                             "one-element T.Tensor, or as a closure value when fixed)", arg.annotation)
+            raise self.error(
+                f"the scalar parameter '{arg.arg}' has dtype {dtype}; scalar parameters "
+                f"must be {' or '.join(SCALAR_PARAM_DTYPES)} (pass other values as a "
+                "one-element T.Tensor, or as a closure value when fixed)",
+                arg.annotation,
+            )
         return str(dtype)
 
     def add_dynamic(self, var: N.Var, node) -> None:
@@ -152,8 +179,9 @@ class Parser(InlineCalls, TileOps):
             self.used_names.add(var.name)
             self.dyn_vars[var.name] = N.Var(var.name, var.dtype, self.span(node))
         elif known.dtype != var.dtype:
-            raise self.error(f"the dynamic dimension '{var.name}' is used with dtypes "
-                             f"{known.dtype} and {var.dtype}", node)
+            raise self.error(
+                f"the dynamic dimension '{var.name}' is used with dtypes {known.dtype} and {var.dtype}", node
+            )
 
     # ------------------------------------------------------------------ statements
 
@@ -164,8 +192,7 @@ class Parser(InlineCalls, TileOps):
         out: List[N.Stmt] = []
         try:
             for i, stmt in enumerate(stmts):
-                if isinstance(stmt, ast.Return) and i == len(stmts) - 1 and stmt.value is None \
-                        and not self.in_kernel:
+                if isinstance(stmt, ast.Return) and i == len(stmts) - 1 and stmt.value is None and not self.in_kernel:
                     continue
                 out.extend(self.stmt(stmt))
         finally:
@@ -182,8 +209,10 @@ class Parser(InlineCalls, TileOps):
         except E.ExprTypeError as exc:
             raise self.error(str(exc), node) from None
         if stmts and not self.in_kernel and not all(N.is_stage_stmt(s) for s in stmts):
-            raise self.error("this statement must be inside `with T.Kernel(...)`: only Python-level "
-                             "code may come before the kernel", node)
+            raise self.error(
+                "this statement must be inside `with T.Kernel(...)`: only Python-level code may come before the kernel",
+                node,
+            )
         return stmts
 
     def stmt_Pass(self, node):
@@ -195,8 +224,9 @@ class Parser(InlineCalls, TileOps):
     def stmt_Assert(self, node):
         test = self.eval(node.test)
         if is_ir(test):
-            raise self.error("assert on kernel values is not supported; asserts run at parse time "
-                             "on Python values", node)
+            raise self.error(
+                "assert on kernel values is not supported; asserts run at parse time on Python values", node
+            )
         if not test:
             msg = self.py_value(node.msg, "the assert message") if node.msg else ast.unparse(node.test)
             raise self.error(f"assertion failed: {msg}", node)
@@ -244,8 +274,7 @@ class Parser(InlineCalls, TileOps):
             try:
                 values = list(values)
             except TypeError:
-                raise self.error(f"cannot unpack {E.describe(values)} into {len(names)} name(s)",
-                                 node) from None
+                raise self.error(f"cannot unpack {E.describe(values)} into {len(names)} name(s)", node) from None
             if len(values) != len(names):
                 raise self.error(f"cannot unpack {len(values)} values into {len(names)} names", node)
             out = []
@@ -259,8 +288,9 @@ class Parser(InlineCalls, TileOps):
         value = self.eval(node.value)
         targets = [t for t in node.targets if isinstance(t, ast.Name)]
         if is_ir(value) or len(targets) != len(node.targets):
-            raise self.error("chained assignment (a = b = ...) is only supported for Python values "
-                             "bound to names", node)
+            raise self.error(
+                "chained assignment (a = b = ...) is only supported for Python values bound to names", node
+            )
         out = []
         for target in targets:
             out.extend(self.bind_value(target, Evaluated(value, node.value), node))
@@ -284,7 +314,9 @@ class Parser(InlineCalls, TileOps):
                 raise self.error(
                     f"'{target.id}' is a {what}; assigning {E.describe(value)} to the name would "
                     f"not change its contents: write elements ({target.id}[i] = ...) or use "
-                    f"T.fill / T.clear / T.copy", node)
+                    f"T.fill / T.clear / T.copy",
+                    node,
+                )
             if not (value.scope == "var"):
                 return self.bind_value(target, Evaluated(value, value_node), node)
         return self.bind_value(target, value_node, node)
@@ -299,11 +331,14 @@ class Parser(InlineCalls, TileOps):
         if kind is not None:
             span = self.scopes.binding_span(name)
             line = span.line if span is not None else "?"
-            raise self.error(f"'{name}' is assigned inside a {kind} body but was defined outside it "
-                             f"(line {line}); kernel values are immutable, so this would not change "
-                             f"'{name}' in the next iteration or after the {kind}: use a new name, or "
-                             f"`{name} = T.alloc_var(dtype)` before the {kind} for a value that "
-                             "changes", target)
+            raise self.error(
+                f"'{name}' is assigned inside a {kind} body but was defined outside it "
+                f"(line {line}); kernel values are immutable, so this would not change "
+                f"'{name}' in the next iteration or after the {kind}: use a new name, or "
+                f"`{name} = T.alloc_var(dtype)` before the {kind} for a value that "
+                "changes",
+                target,
+            )
         if isinstance(value, N.Expr) and self.in_kernel:
             var = self.new_var(name, value.dtype, target)
             if not any(isinstance(e, N.Load) for e in walk(value)):
@@ -347,8 +382,10 @@ class Parser(InlineCalls, TileOps):
             raise self.error("only buffer elements can be assigned to in a kernel", target)
         items = self.subscript_items(target)
         if any(isinstance(i, ast.Slice) for i in items):
-            raise self.error("assigning to a slice is not supported; use T.fill, T.copy or a "
-                             "T.Parallel loop over the elements", target)
+            raise self.error(
+                "assigning to a slice is not supported; use T.fill, T.copy or a T.Parallel loop over the elements",
+                target,
+            )
         indices = tuple(self.index(i) for i in items)
         self.check_indices(buffer, indices, target)
         value = E.as_expr(self.scalar(value, node), self.span(node), like=buffer.dtype)
@@ -364,11 +401,17 @@ class Parser(InlineCalls, TileOps):
         name = func.__tile_intrinsic__
         scope = ALLOC_SCOPES[name]
         if scope == "global" and self.in_kernel:
-            raise self.error("T.alloc_global must come before the `with T.Kernel(...)` blocks: it is "
-                             "scratch memory the kernels of this prim_func share", node)
+            raise self.error(
+                "T.alloc_global must come before the `with T.Kernel(...)` blocks: it is "
+                "scratch memory the kernels of this prim_func share",
+                node,
+            )
         if scope != "global" and not self.in_kernel:
-            raise self.error(f"T.{name} must be inside `with T.Kernel(...)`: shared, fragment, local "
-                             "and var buffers belong to one block", node)
+            raise self.error(
+                f"T.{name} must be inside `with T.Kernel(...)`: shared, fragment, local "
+                "and var buffers belong to one block",
+                node,
+            )
         args = self.bind_arguments(func, call, name)
         dtype = self.dtype(args["dtype"])
         shape = (1,) if scope == "var" else self.shape(args["shape"], "the shape of " + name)
@@ -425,8 +468,7 @@ class Parser(InlineCalls, TileOps):
     def threads(self, node):
         value = self.py_value(node, "threads")
         dims = tuple(value) if isinstance(value, (tuple, list)) else (value,)
-        if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0
-                                          for d in dims):
+        if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in dims):
             raise self.error(f"threads must be a positive int or 1-3 positive ints, got {value!r}", node)
         return dims
 
@@ -439,8 +481,7 @@ class Parser(InlineCalls, TileOps):
         if len(names) != len(elts):
             raise self.error("the block indices must be names: `as bx` or `as (bx, by)`", target)
         if len(elts) != ndim:
-            raise self.error(f"T.Kernel has {ndim} grid dimension(s) but {len(elts)} block "
-                             "index name(s)", target)
+            raise self.error(f"T.Kernel has {ndim} grid dimension(s) but {len(elts)} block index name(s)", target)
         return [(t.id, t) for t in names]
 
     # ------------------------------------------------------------------ loops
@@ -468,17 +509,23 @@ class Parser(InlineCalls, TileOps):
     def range_loop(self, node: ast.For, call: ast.Call):
         if call.keywords or not 1 <= len(call.args) <= 3:
             raise self.error("range() takes 1 to 3 positional arguments", call)
-        args = {"start": call.args[0], "stop": call.args[1] if len(call.args) > 1 else None,
-                "step": call.args[2] if len(call.args) > 2 else None}
+        args = {
+            "start": call.args[0],
+            "stop": call.args[1] if len(call.args) > 1 else None,
+            "step": call.args[2] if len(call.args) > 2 else None,
+        }
         return self.serial_loop(node, "serial", args)
 
     def serial_loop(self, node: ast.For, kind: str, args):
         if args.get("step") is not None:
             step = self.eval(args["step"])
             if is_ir(step) or step != 1:
-                raise self.error(f"loops with a step other than 1 are not supported (got step "
-                                 f"{E.describe(step) if is_ir(step) else step}); loop over the "
-                                 "count and multiply instead", args["step"])
+                raise self.error(
+                    f"loops with a step other than 1 are not supported (got step "
+                    f"{E.describe(step) if is_ir(step) else step}); loop over the "
+                    "count and multiply instead",
+                    args["step"],
+                )
         begin, extent = self.loop_bounds(args["start"], args["stop"])
         stages = 0
         if kind == "pipelined":
@@ -512,8 +559,9 @@ class Parser(InlineCalls, TileOps):
         elts = node.target.elts if isinstance(node.target, (ast.Tuple, ast.List)) else [node.target]
         targets = [t for t in elts if isinstance(t, ast.Name)]
         if len(targets) != len(elts) or len(targets) != len(extents):
-            raise self.error(f"T.Parallel with {len(extents)} extent(s) needs {len(extents)} loop "
-                             "variable name(s)", node.target)
+            raise self.error(
+                f"T.Parallel with {len(extents)} extent(s) needs {len(extents)} loop variable name(s)", node.target
+            )
         self.scopes.push("parallel")
         try:
             loop_vars = tuple(self.new_var(t.id, "int32", t) for t in targets)
@@ -528,8 +576,10 @@ class Parser(InlineCalls, TileOps):
         try:
             values = list(values)
         except TypeError:
-            raise self.error(f"cannot loop over {E.describe(values)}; use range, T.serial, "
-                             "T.Parallel, T.Pipelined or T.unroll", node.iter) from None
+            raise self.error(
+                f"cannot loop over {E.describe(values)}; use range, T.serial, T.Parallel, T.Pipelined or T.unroll",
+                node.iter,
+            ) from None
         out = []
         for value in values:
             out.extend(self.assign_target(node.target, value, node))
@@ -581,7 +631,9 @@ def check_expression_depth(node: ast.AST, filename: str, source: str) -> None:
                 raise TileCompileError(
                     f"expression nested more than {MAX_EXPR_DEPTH} operations deep; split it into several "
                     f"statements (e.g. accumulate partial sums in a T.alloc_var)",
-                    N.Span(filename, item.lineno, item.col_offset), source)
+                    N.Span(filename, item.lineno, item.col_offset),
+                    source,
+                )
         else:
             depth = 0
         stack.extend((child, depth) for child in ast.iter_child_nodes(item))
@@ -610,22 +662,28 @@ def parse_function(func, caller_locals=None) -> N.PrimFunc:
     lines = linecache.getlines(filename, func.__globals__)
     source = "".join(lines)
     if not source:
-        raise TileCompileError(f"cannot read the source of {func.__name__} from {filename}; "
-                               "@T.prim_func needs the function's source file",
-                               N.Span(filename, code.co_firstlineno))
+        raise TileCompileError(
+            f"cannot read the source of {func.__name__} from {filename}; @T.prim_func needs the function's source file",
+            N.Span(filename, code.co_firstlineno),
+        )
     try:
         tree = _parse_file(filename, source)
     except SyntaxError as exc:
-        raise TileCompileError(f"cannot parse {filename}: {exc.msg}",
-                               N.Span(filename, exc.lineno or 0, (exc.offset or 1) - 1), source) from None
+        raise TileCompileError(
+            f"cannot parse {filename}: {exc.msg}", N.Span(filename, exc.lineno or 0, (exc.offset or 1) - 1), source
+        ) from None
     node = _find_function(tree, func.__name__, code.co_firstlineno)
     if node is None:
-        raise TileCompileError(f"cannot find the definition of {func.__name__} in {filename} "
-                               "(was the file changed after it was imported?)",
-                               N.Span(filename, code.co_firstlineno), source)
+        raise TileCompileError(
+            f"cannot find the definition of {func.__name__} in {filename} "
+            "(was the file changed after it was imported?)",
+            N.Span(filename, code.co_firstlineno),
+            source,
+        )
     check_expression_depth(node, filename, source)
-    prim = Parser(node, filename, source, _environment(func, caller_locals),
-                  getattr(func, "__annotations__", {})).parse()
+    prim = Parser(
+        node, filename, source, _environment(func, caller_locals), getattr(func, "__annotations__", {})
+    ).parse()
     _run_type_check(prim)
     return prim
 
@@ -635,6 +693,7 @@ def _run_type_check(func: N.PrimFunc) -> None:
     if importlib.util.find_spec("tilecore.passes.check_types") is None:
         return
     from ..passes import check_types
+
     check = getattr(check_types, "check", None)
     if check is not None:
         check(func)

@@ -17,6 +17,7 @@ The rules (TileLang-compatible):
 * two regions are compatible when their shapes agree after removing unit
   dimensions ("squeezed"), and both sides cannot be start points.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -72,16 +73,19 @@ def pair(a: RegionArg, b: RegionArg, what: str, names=("source", "destination"))
     ext_a, ext_b = a.extents, b.extents
     if ext_a is None:
         if ext_b is None:
-            raise RegionError(f"{what}: both operands are start points, so the extent is unknown; "
-                              "give one side as a whole buffer or with slices (A[i:i+64, :])")
+            raise RegionError(
+                f"{what}: both operands are start points, so the extent is unknown; "
+                "give one side as a whole buffer or with slices (A[i:i+64, :])"
+            )
         ext_a = fit_extents(ext_b, len(a.starts))
     elif ext_b is None:
         ext_b = fit_extents(ext_a, len(b.starts))
     a = RegionArg(a.buffer, a.starts, ext_a, a.span)
     b = RegionArg(b.buffer, b.starts, ext_b, b.span)
     if squeezed(ext_a) != squeezed(ext_b):
-        raise RegionError(f"{what} shape mismatch: {names[0]} {describe(a)} vs "
-                          f"{names[1]} {describe(b)} (unit dimensions ignored)")
+        raise RegionError(
+            f"{what} shape mismatch: {names[0]} {describe(a)} vs {names[1]} {describe(b)} (unit dimensions ignored)"
+        )
     return a.with_extents(ext_a), b.with_extents(ext_b)
 
 
@@ -90,7 +94,8 @@ def describe(arg: RegionArg) -> str:
     extents = arg.extents or ()  # a start point (no extents) is described by its starts
     shape = "(" + ", ".join(str(e) for e in extents) + ("," if len(extents) == 1 else "") + ")"
     whole = tuple(extents) == tuple(arg.buffer.shape) and all(
-        isinstance(s, N.Const) and s.value == 0 for s in arg.starts)
+        isinstance(s, N.Const) and s.value == 0 for s in arg.starts
+    )
     if whole:
         return f"{arg.buffer.name} has shape {shape}"
     from ..ir.printer import expr_to_source

@@ -3,6 +3,7 @@
 A new scope opens for each run-time body (the kernel, a loop, a branch of a
 run-time `if`); Python-level `if`/`for` stay in the current scope, as in Python.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,4 +1,5 @@
 """Tile-operation statements: T.copy, T.fill, T.gemm, reductions, atomics, hints, T.print."""
+
 from __future__ import annotations
 
 import ast
@@ -42,16 +43,18 @@ class TileOps(BufferViews):
 
     def whole_region(self, buffer: N.Buffer, node) -> RegionArg:
         if buffer.static_shape() is None:
-            raise self.error(f"{buffer.name} has the dynamic shape {shape_text(buffer.shape)}; "
-                             "give a start point or slices with constant extents", node)
+            raise self.error(
+                f"{buffer.name} has the dynamic shape {shape_text(buffer.shape)}; "
+                "give a start point or slices with constant extents",
+                node,
+            )
         zeros = tuple(E.const(0, "int32", self.span(node)) for _ in buffer.shape)
         return RegionArg(buffer, zeros, buffer.static_shape(), self.span(node))
 
     def subscript_region(self, buffer: N.Buffer, node: ast.Subscript) -> RegionArg:
         items = self.subscript_items(node)
         if len(items) != buffer.ndim:
-            raise self.error(f"{buffer.name} has {buffer.ndim} dimension(s) but the region "
-                             f"gives {len(items)}", node)
+            raise self.error(f"{buffer.name} has {buffer.ndim} dimension(s) but the region gives {len(items)}", node)
         if not any(isinstance(i, ast.Slice) for i in items):
             return RegionArg(buffer, tuple(self.index(i) for i in items), None, self.span(node))
         starts, extents = [], []
@@ -71,15 +74,20 @@ class TileOps(BufferViews):
         start = self.index(item.lower) if item.lower is not None else E.const(0, "int32", self.span(item))
         if item.upper is None:
             if not isinstance(dim, int):
-                raise self.error(f"dimension {axis} of {buffer.name} is dynamic ({dim.name}); "
-                                 "an open slice needs a constant extent", item)
+                raise self.error(
+                    f"dimension {axis} of {buffer.name} is dynamic ({dim.name}); an open slice needs a constant extent",
+                    item,
+                )
             stop: N.Expr = E.const(dim, "int32", self.span(item))
         else:
             stop = self.index(item.upper)
         extent = constant_difference(substitute(stop, self.pure_lets), substitute(start, self.pure_lets))
         if extent is None:
-            raise self.error(f"the extent of the slice {ast.unparse(item)} does not simplify to a "
-                             "constant; region extents must be known at parse time", item)
+            raise self.error(
+                f"the extent of the slice {ast.unparse(item)} does not simplify to a "
+                "constant; region extents must be known at parse time",
+                item,
+            )
         if extent <= 0:
             raise self.error(f"the slice {ast.unparse(item)} is empty (extent {extent})", item)
         return start, extent
@@ -111,17 +119,19 @@ class TileOps(BufferViews):
         img = self.buffer(args["img"], "the image of T.im2col")
         self.check_not_a_view(img, "the image of T.im2col", node)
         if img.scope != "global":
-            raise self.error(f"the image of T.im2col must be a global tensor, got the {img.scope} "
-                             f"buffer {img.name}", args["img"])
+            raise self.error(
+                f"the image of T.im2col must be a global tensor, got the {img.scope} buffer {img.name}", args["img"]
+            )
         col = self.full_region(args["col"], "the tile of T.im2col")
         if col.buffer.scope == "global":
             raise self.error("the tile of T.im2col must be a shared, fragment or local buffer", args["col"])
-        window = (self.py_int(args["kernel"], "the kernel size of T.im2col", 1),
-                  self.py_int(args["stride"], "the stride of T.im2col", 1),
-                  self.py_int(args["dilation"], "the dilation of T.im2col", 1),
-                  self.py_int(args["pad"], "the padding of T.im2col", 0))
-        return self.im2col_stmts(img, col, self.index(args["nhw_step"]), self.index(args["c_step"]),
-                                 window, node)
+        window = (
+            self.py_int(args["kernel"], "the kernel size of T.im2col", 1),
+            self.py_int(args["stride"], "the stride of T.im2col", 1),
+            self.py_int(args["dilation"], "the dilation of T.im2col", 1),
+            self.py_int(args["pad"], "the padding of T.im2col", 0),
+        )
+        return self.im2col_stmts(img, col, self.index(args["nhw_step"]), self.index(args["c_step"]), window, node)
 
     stmt_op_c2d_im2col = stmt_op_im2col
 
@@ -158,8 +168,10 @@ class TileOps(BufferViews):
             while len(shape) > 2 and 1 in shape:  # unit (batch-like) dims of a stage buffer
                 shape.remove(1)
             if len(shape) != 2:
-                raise self.error(f"T.gemm needs 2-D tiles, but {label} ({region.buffer.name}) has "
-                                 f"shape {tuple(region.extents)}", node)
+                raise self.error(
+                    f"T.gemm needs 2-D tiles, but {label} ({region.buffer.name}) has shape {tuple(region.extents)}",
+                    node,
+                )
             shapes[label] = tuple(shape)
         m, k = shapes["A"][::-1] if trans_a else shapes["A"]
         k2, n = shapes["B"][::-1] if trans_b else shapes["B"]
@@ -168,27 +180,31 @@ class TileOps(BufferViews):
                 f"T.gemm shape mismatch: A {a.buffer.name} {shapes['A']}"
                 f"{' transposed' if trans_a else ''} is {m}x{k}, B {b.buffer.name} {shapes['B']}"
                 f"{' transposed' if trans_b else ''} is {k2}x{n}, C {c.buffer.name} is "
-                f"{shapes['C'][0]}x{shapes['C'][1]}; need A: MxK, B: KxN, C: MxN", node)
+                f"{shapes['C'][0]}x{shapes['C'][1]}; need A: MxK, B: KxN, C: MxN",
+                node,
+            )
 
     # ------------------------------------------------------------------ reductions
 
     def reduce_dim(self, node, src: N.Buffer) -> int:
         dim = self.py_int(node, "dim")
         if not -src.ndim <= dim < src.ndim:
-            raise self.error(f"dim {dim} is out of range for {src.name} with {src.ndim} "
-                             "dimension(s)", node)
+            raise self.error(f"dim {dim} is out of range for {src.name} with {src.ndim} dimension(s)", node)
         return dim % src.ndim
 
     def reduce(self, kind: str, args, node):
         src = self.buffer(args["buffer"], f"the input of T.reduce_{kind}")
         dst = self.buffer(args["out"], f"the output of T.reduce_{kind}")
         dim = self.reduce_dim(args["dim"], src)
-        kept = src.shape[:dim] + src.shape[dim + 1:]
-        expected = (kept, src.shape[:dim] + (1,) + src.shape[dim + 1:])
+        kept = src.shape[:dim] + src.shape[dim + 1 :]
+        expected = (kept, src.shape[:dim] + (1,) + src.shape[dim + 1 :])
         if tuple(dst.shape) not in expected and not (kept == () and tuple(dst.shape) == (1,)):
-            raise self.error(f"T.reduce_{kind} shape mismatch: reducing {src.name} "
-                             f"{shape_text(src.shape)} over dim {dim} gives {shape_text(kept)}, "
-                             f"but {dst.name} has shape {shape_text(dst.shape)}", node)
+            raise self.error(
+                f"T.reduce_{kind} shape mismatch: reducing {src.name} "
+                f"{shape_text(src.shape)} over dim {dim} gives {shape_text(kept)}, "
+                f"but {dst.name} has shape {shape_text(dst.shape)}",
+                node,
+            )
         clear = self.py_bool(args["clear"], "clear")
         return [N.Reduce(kind, src, dst, dim, clear, self.span(node))]
 
@@ -197,8 +213,11 @@ class TileOps(BufferViews):
         dst = src if args["dst"] is None else self.buffer(args["dst"], "the output of T.cumsum")
         dim = self.reduce_dim(args["dim"], src)
         if tuple(dst.shape) != tuple(src.shape):
-            raise self.error(f"T.cumsum shape mismatch: {src.name} has shape {shape_text(src.shape)} "
-                             f"but {dst.name} has {shape_text(dst.shape)}", node)
+            raise self.error(
+                f"T.cumsum shape mismatch: {src.name} has shape {shape_text(src.shape)} "
+                f"but {dst.name} has {shape_text(dst.shape)}",
+                node,
+            )
         reverse = self.py_bool(args["reverse"], "reverse")
         return [N.Cumsum(src, dst, dim, reverse, self.span(node))]
 
@@ -206,25 +225,32 @@ class TileOps(BufferViews):
 
     def atomic(self, kind: str, args, node):
         if self.py_bool(args["return_prev"], "return_prev"):
-            raise UnsupportedFeatureError("tilecore", f"T.atomic_{kind}(..., return_prev=True) (the old "
-                                          "value)", self.span(node), self.source)
+            raise UnsupportedFeatureError(
+                "tilecore", f"T.atomic_{kind}(..., return_prev=True) (the old value)", self.span(node), self.source
+            )
         order = self.py_value(args["memory_order"], "memory_order")
         if order is not None and order not in MEMORY_ORDERS:
-            raise self.error(f"memory_order must be one of {', '.join(MEMORY_ORDERS)}, got {order!r}",
-                             args["memory_order"])
+            raise self.error(
+                f"memory_order must be one of {', '.join(MEMORY_ORDERS)}, got {order!r}", args["memory_order"]
+            )
         dst = self.region_arg(args["dst"], f"the destination of T.atomic_{kind}")
         if dst.buffer.scope != "global":
-            raise self.error(f"T.atomic_{kind} updates global memory, but {dst.buffer.name} is a "
-                             f"{dst.buffer.scope} buffer", args["dst"])
+            raise self.error(
+                f"T.atomic_{kind} updates global memory, but {dst.buffer.name} is a {dst.buffer.scope} buffer",
+                args["dst"],
+            )
         value_node = args["value"]
         if self.is_tile_operand(value_node):
             value_arg = self.region_arg(value_node, f"the value of T.atomic_{kind}")
             dst_region, value_region = self.pair_regions(
-                dst, value_arg, f"T.atomic_{kind}", node, ("destination", "value"))
+                dst, value_arg, f"T.atomic_{kind}", node, ("destination", "value")
+            )
             return [N.Atomic(kind, dst_region, value_region, self.span(node))]
         if not dst.is_start_point:
-            raise self.error(f"T.atomic_{kind} of a scalar needs an element destination like "
-                             f"{dst.buffer.name}[i, j], not a region", args["dst"])
+            raise self.error(
+                f"T.atomic_{kind} of a scalar needs an element destination like {dst.buffer.name}[i, j], not a region",
+                args["dst"],
+            )
         self.check_indices(dst.buffer, dst.starts, args["dst"])
         value = self.scalar(self.eval(value_node), value_node)
         value = E.as_expr(value, self.span(value_node), like=dst.buffer.dtype)
@@ -235,8 +261,7 @@ class TileOps(BufferViews):
         """Whether an atomic's value is a tile (a buffer or slice region), not a scalar."""
         if isinstance(node, ast.Subscript):
             items = self.subscript_items(node)
-            return any(isinstance(i, ast.Slice) for i in items) and \
-                isinstance(self.eval_raw(node.value), N.Buffer)
+            return any(isinstance(i, ast.Slice) for i in items) and isinstance(self.eval_raw(node.value), N.Buffer)
         value = self.eval_raw(node)
         return isinstance(value, N.Buffer) and value.scope != "var"
 
@@ -272,8 +297,7 @@ class TileOps(BufferViews):
     def stmt_op_annotate_layout(self, args, node):
         mapping = args["layout_map"]
         if not isinstance(mapping, ast.Dict) or any(k is None for k in mapping.keys):
-            raise self.error("T.annotate_layout takes a dict literal "
-                             "{buf: T.make_swizzled_layout(buf)}", node)
+            raise self.error("T.annotate_layout takes a dict literal {buf: T.make_swizzled_layout(buf)}", node)
         buffers = []
         for key, value in zip(mapping.keys, mapping.values):
             buf = self.buffer(key, "a key of T.annotate_layout")
@@ -290,12 +314,17 @@ class TileOps(BufferViews):
 
         layout = self.eval(node)
         if not isinstance(layout, Layout):
-            raise self.error(f"the layout of {buf.name} must be T.make_swizzled_layout({buf.name}), "
-                             f"a T.Layout or a T.Fragment, got {E.describe(layout)}", node)
+            raise self.error(
+                f"the layout of {buf.name} must be T.make_swizzled_layout({buf.name}), "
+                f"a T.Layout or a T.Fragment, got {E.describe(layout)}",
+                node,
+            )
         if len(layout.shape) != len(buf.shape) or any(
-                isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(layout.shape, buf.shape)):
-            raise self.error(f"the layout's shape {layout.shape} is not the shape of {buf.name} "
-                             f"{shape_text(buf.shape)}", node)
+            isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(layout.shape, buf.shape)
+        ):
+            raise self.error(
+                f"the layout's shape {layout.shape} is not the shape of {buf.name} {shape_text(buf.shape)}", node
+            )
 
     def is_swizzle_of(self, node, buf: N.Buffer) -> bool:
         if not isinstance(node, ast.Call):
@@ -314,8 +343,10 @@ def shape_text(shape) -> str:
 
 def _add_family(ops: dict, method: str):
     for op_name, kind in ops.items():
+
         def handler(self, args, node, _kind=kind):
             return getattr(self, method)(_kind, args, node)
+
         handler.__name__ = "stmt_op_" + op_name
         handler.__doc__ = f"T.{op_name}(...)"
         setattr(TileOps, handler.__name__, handler)

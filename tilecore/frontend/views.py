@@ -12,6 +12,7 @@
 
 Nothing new reaches the IR: every backend runs these as the loads, stores and selects they are.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,18 +50,22 @@ class BufferViews(Evaluator):
         assert isinstance(data, BufferData)  # the parser makes views only of `A.data`
         base = data.buffer
         if ttype.dtype != base.dtype:
-            raise self.error(f"a view of {base.name} must have its dtype {base.dtype}, not {ttype.dtype} "
-                             "(a view reinterprets no bits; convert with T.copy)", node)
+            raise self.error(
+                f"a view of {base.name} must have its dtype {base.dtype}, not {ttype.dtype} "
+                "(a view reinterprets no bits; convert with T.copy)",
+                node,
+            )
         shapes = (ttype.shape, base.shape)
         if any(not isinstance(d, int) for shape in shapes for d in shape):
-            raise self.error(f"a view of {base.name} needs static shapes (got {ttype.shape} over "
-                             f"{base.shape})", node)
+            raise self.error(f"a view of {base.name} needs static shapes (got {ttype.shape} over {base.shape})", node)
         view_n, base_n = math.prod(_static(ttype.shape)), math.prod(_static(base.shape))
         if view_n > base_n:
-            raise self.error(f"the view of shape {ttype.shape} has more elements than {base.name} "
-                             f"{base.shape} ({view_n} > {base_n})", node)
-        stand_in = N.Buffer(self.fresh(f"{base.name}_view"), tuple(ttype.shape), base.dtype, "global",
-                            self.span(node))
+            raise self.error(
+                f"the view of shape {ttype.shape} has more elements than {base.name} "
+                f"{base.shape} ({view_n} > {base_n})",
+                node,
+            )
+        stand_in = N.Buffer(self.fresh(f"{base.name}_view"), tuple(ttype.shape), base.dtype, "global", self.span(node))
         views[id(ttype)] = (ttype, stand_in, base)  # the TensorType is kept alive, so its id stays unique
         return stand_in
 
@@ -73,8 +78,11 @@ class BufferViews(Evaluator):
 
     def check_not_a_view(self, buffer: N.Buffer, what: str, node) -> None:
         if self.viewed_base(buffer) is not None:
-            raise self.error(f"{what} cannot be a buffer view (T.Tensor(..., A.data)); views are "
-                             "supported as the source or destination of T.copy", node)
+            raise self.error(
+                f"{what} cannot be a buffer view (T.Tensor(..., A.data)); views are "
+                "supported as the source or destination of T.copy",
+                node,
+            )
 
     # ------------------------------------------------------------------ copy through a view
 
@@ -91,8 +99,9 @@ class BufferViews(Evaluator):
             value = N.Load(src.buffer, src_idx, src.buffer.dtype, span)
         else:
             inside, mapped = self.view_to_base(src.buffer, src_base, src_idx, span)
-            value = E.select(inside, N.Load(src_base, mapped, src_base.dtype, span),
-                             E.const(0, src_base.dtype, span), span)
+            value = E.select(
+                inside, N.Load(src_base, mapped, src_base.dtype, span), E.const(0, src_base.dtype, span), span
+            )
         dst_base = self.viewed_base(dst.buffer)
         if dst_base is None:
             body: Tuple[N.Stmt, ...] = (N.Store(dst.buffer, dst_idx, value, span),)
@@ -120,43 +129,61 @@ class BufferViews(Evaluator):
 
     # ------------------------------------------------------------------ im2col
 
-    def im2col_stmts(self, img: N.Buffer, col: N.Region, nhw_step: N.Expr, c_step: N.Expr,
-                     window: Tuple[int, int, int, int], node) -> List[N.Stmt]:
+    def im2col_stmts(
+        self, img: N.Buffer, col: N.Region, nhw_step: N.Expr, c_step: N.Expr, window: Tuple[int, int, int, int], node
+    ) -> List[N.Stmt]:
         """T.im2col: col[i, j] = the image element of output row nhw_step*BM + i, patch column
         c_step*BK + j (BM, BK: the tile's last two extents), zero outside the image."""
         kernel, stride, dilation, pad = window
         span = self.span(node)
         if img.ndim != 4 or any(not isinstance(d, int) for d in img.shape):
-            raise self.error(f"the image of T.im2col must be a 4-D NHWC tensor of static shape, got "
-                             f"{img.name} {img.shape}", node)
+            raise self.error(
+                f"the image of T.im2col must be a 4-D NHWC tensor of static shape, got {img.name} {img.shape}", node
+            )
         batch, height, width, channels = _static(img.shape)
         out_h = (height + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
         out_w = (width + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
         if out_h <= 0 or out_w <= 0:
-            raise self.error(f"T.im2col: the {kernel}x{kernel} window (dilation {dilation}, padding "
-                             f"{pad}) does not fit the {height}x{width} image", node)
+            raise self.error(
+                f"T.im2col: the {kernel}x{kernel} window (dilation {dilation}, padding "
+                f"{pad}) does not fit the {height}x{width} image",
+                node,
+            )
         if len(col.extents) < 2 or any(e != 1 for e in col.extents[:-2]):
-            raise self.error(f"the tile of T.im2col must be 2-D (rows, columns), got extents {col.extents}",
-                             node)
+            raise self.error(f"the tile of T.im2col must be 2-D (rows, columns), got extents {col.extents}", node)
         rows, cols = col.extents[-2:]
         i, j = (N.Var(self.fresh(name), "int32", span) for name in ("i", "j"))
         b = lambda op, x, y: E.binary(op, x, y, span)  # noqa: E731
         m = b("+", b("*", nhw_step, rows), i)
         k = b("+", b("*", c_step, cols), j)
-        h = b("-", b("+", b("*", b("//", b("%", m, out_h * out_w), out_w), stride),
-                     b("*", b("//", k, kernel * channels), dilation)), pad)
-        w = b("-", b("+", b("*", b("%", m, out_w), stride),
-                     b("*", b("%", b("//", k, channels), kernel), dilation)), pad)
+        h = b(
+            "-",
+            b(
+                "+",
+                b("*", b("//", b("%", m, out_h * out_w), out_w), stride),
+                b("*", b("//", k, kernel * channels), dilation),
+            ),
+            pad,
+        )
+        w = b(
+            "-", b("+", b("*", b("%", m, out_w), stride), b("*", b("%", b("//", k, channels), kernel), dilation)), pad
+        )
         n = b("//", m, out_h * out_w)
-        checks = [b(">=", h, 0), b("<", h, height), b(">=", w, 0), b("<", w, width),
-                  b(">=", m, 0), b("<", m, batch * out_h * out_w), b(">=", k, 0),
-                  b("<", k, kernel * kernel * channels)]
+        checks = [
+            b(">=", h, 0),
+            b("<", h, height),
+            b(">=", w, 0),
+            b("<", w, width),
+            b(">=", m, 0),
+            b("<", m, batch * out_h * out_w),
+            b(">=", k, 0),
+            b("<", k, kernel * kernel * channels),
+        ]
         inside = checks[0]
         for check in checks[1:]:
             inside = b("and", inside, check)
         clamp = lambda x, hi: b("max", b("min", x, hi - 1), 0)  # noqa: E731
-        load = N.Load(img, (clamp(n, batch), clamp(h, height), clamp(w, width), b("%", k, channels)),
-                      img.dtype, span)
+        load = N.Load(img, (clamp(n, batch), clamp(h, height), clamp(w, width), b("%", k, channels)), img.dtype, span)
         value = E.select(inside, load, E.const(0, img.dtype, span), span)
         dst = tuple(col.starts[:-2]) + (b("+", col.starts[-2], i), b("+", col.starts[-1], j))
         return [N.Parallel((i, j), (rows, cols), (N.Store(col.buffer, dst, value, span),), span)]

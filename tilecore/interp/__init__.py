@@ -4,6 +4,7 @@
 place (one array per parameter, outputs included). It is also the backend
 "reference" (see tilecore.interp.plugin), registered like every other backend.
 """
+
 from __future__ import annotations
 
 import threading

@@ -5,6 +5,7 @@ to int truncates toward zero (C), int narrowing wraps, anything to bool is
 "nonzero". numpy does all of that except float64 -> bfloat16, where ml_dtypes
 rounds twice (through float32); `convert` fixes that with round-to-odd.
 """
+
 from __future__ import annotations
 
 import ml_dtypes
@@ -68,7 +69,7 @@ def _f64_to_bf16(x: np.ndarray) -> np.ndarray:
         bits = f32.view(np.uint32)
         overshot = inexact & (np.abs(back) > np.abs(x))
         bits[overshot] -= np.uint32(1)  # step back toward zero: truncation
-        bits[inexact] |= np.uint32(1)   # sticky bit: the value lies strictly inside
+        bits[inexact] |= np.uint32(1)  # sticky bit: the value lies strictly inside
     return f32.astype(ml_dtypes.bfloat16)
 
 
@@ -82,8 +83,12 @@ def convert(value, dtype: str):
     arr = np.asarray(value)
     if arr.dtype == target:
         return value
-    if dtype == "bfloat16" and arr.dtype.kind in "fiu" and arr.dtype.itemsize > 4 or (
-            dtype == "bfloat16" and arr.dtype.kind in "iu" and arr.dtype.itemsize > 2):
+    if (
+        dtype == "bfloat16"
+        and arr.dtype.kind in "fiu"
+        and arr.dtype.itemsize > 4
+        or (dtype == "bfloat16" and arr.dtype.kind in "iu" and arr.dtype.itemsize > 2)
+    ):
         out = _f64_to_bf16(arr.astype(np.float64))
     else:
         out = arr.astype(target)

@@ -27,6 +27,7 @@ Where DESIGN.md is silent, the interpreter decides (and conformance follows):
 * T.print writes `[block (bx, ...)] msg: value` to stdout; inside T.Parallel
   the value is the array of the active elements.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -55,6 +56,7 @@ def _free_memory() -> int:
     except (ValueError, OSError, AttributeError):
         return 1 << 62
 
+
 Closure = Callable[["Frame"], Any]  # a numpy array or scalar (or an index)
 
 
@@ -66,7 +68,7 @@ class Frame:
     def __init__(self):
         self.vars: Dict[str, object] = {}
         self.bufs: Dict[str, np.ndarray] = {}
-        self.mask = None      # bool array (broadcastable to `space`) inside a masked Parallel region
+        self.mask = None  # bool array (broadcastable to `space`) inside a masked Parallel region
         self.block: Tuple[int, ...] = ()
         self.space: Optional[Tuple[int, ...]] = None  # extents of the running T.Parallel
 
@@ -75,7 +77,7 @@ class _Scope:
     """Compile-time context: the enclosing T.Parallel (if any) and which vars vary over it."""
 
     def __init__(self, axes=None, extents=(), varying=()):
-        self.axes: Optional[Dict[str, int]] = axes   # parallel var name -> axis
+        self.axes: Optional[Dict[str, int]] = axes  # parallel var name -> axis
         self.extents: Tuple[int, ...] = tuple(extents)
         self.varying = set(varying)
 
@@ -119,13 +121,27 @@ def _int_pow(a, b):
 
 
 _ARITH: Dict[str, Callable[[Any, Any], Any]] = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul,
-    "//": np.floor_divide, "%": np.mod, "min": np.minimum, "max": np.maximum,
-    "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor,
-    "<<": np.left_shift, ">>": np.right_shift,
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "//": np.floor_divide,
+    "%": np.mod,
+    "min": np.minimum,
+    "max": np.maximum,
+    "&": np.bitwise_and,
+    "|": np.bitwise_or,
+    "^": np.bitwise_xor,
+    "<<": np.left_shift,
+    ">>": np.right_shift,
 }
 _COMPARE: Dict[str, Callable[[Any, Any], Any]] = {
-    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
 
 
 def _sigmoid(x):
@@ -137,9 +153,19 @@ def _rsqrt(x):
 
 
 _MATH: Dict[str, Callable[[Any], Any]] = {
-    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
-    "rsqrt": _rsqrt, "tanh": np.tanh, "sigmoid": _sigmoid, "sin": np.sin, "cos": np.cos,
-    "floor": np.floor, "ceil": np.ceil, "abs": np.abs,
+    "exp": np.exp,
+    "exp2": np.exp2,
+    "log": np.log,
+    "log2": np.log2,
+    "sqrt": np.sqrt,
+    "rsqrt": _rsqrt,
+    "tanh": np.tanh,
+    "sigmoid": _sigmoid,
+    "sin": np.sin,
+    "cos": np.cos,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "abs": np.abs,
 }
 
 _ATOMIC_UFUNC = {"add": np.add, "max": np.maximum, "min": np.minimum}
@@ -179,7 +205,8 @@ class Program(Dispatcher):
         if len(args) != len(self.params):
             raise TileRuntimeError(
                 f"{func.name} takes {len(self.params)} arrays ({', '.join(p.name for p in self.params)}), "
-                f"got {len(args)}")
+                f"got {len(args)}"
+            )
         frame = Frame()
         dims: Dict[str, int] = {}
         for param, arg in zip(self.params, args):
@@ -188,25 +215,30 @@ class Program(Dispatcher):
             want = np_dtype(param.dtype)
             if arg.dtype != want:
                 raise TileRuntimeError(
-                    f"argument {param.name}: expected dtype {param.dtype}, got {_dtype_name(arg.dtype)}")
+                    f"argument {param.name}: expected dtype {param.dtype}, got {_dtype_name(arg.dtype)}"
+                )
             if arg.ndim != len(param.shape):
                 raise TileRuntimeError(
-                    f"argument {param.name}: expected {len(param.shape)} dimensions, got shape {arg.shape}")
+                    f"argument {param.name}: expected {len(param.shape)} dimensions, got shape {arg.shape}"
+                )
             for axis, (want_dim, got) in enumerate(zip(param.shape, arg.shape)):
                 if isinstance(want_dim, N.Var):
                     seen = dims.setdefault(want_dim.name, got)
                     if seen != got:
                         raise TileRuntimeError(
                             f"argument {param.name}: dimension {axis} is {want_dim.name}={got}, but "
-                            f"{want_dim.name}={seen} from an earlier argument")
+                            f"{want_dim.name}={seen} from an earlier argument"
+                        )
                 elif int(want_dim) != got:
                     raise TileRuntimeError(
-                        f"argument {param.name}: expected shape {_shape_text(param.shape)}, got {arg.shape}")
+                        f"argument {param.name}: expected shape {_shape_text(param.shape)}, got {arg.shape}"
+                    )
             frame.bufs[param.name] = arg
         for name, value in (bindings or {}).items():
             if name in dims and dims[name] != int(value):
                 raise TileRuntimeError(
-                    f"dynamic dimension {name}: bound to {value} but the arguments give {dims[name]}")
+                    f"dynamic dimension {name}: bound to {value} but the arguments give {dims[name]}"
+                )
             dims.setdefault(name, int(value))
         for name, var in self.dyn_names.items():
             if name not in dims:
@@ -241,6 +273,7 @@ class Program(Dispatcher):
                     raise
                 except Exception as ex:  # numpy errors become errors at the user's line
                     raise error(_describe(ex), only_span) from ex
+
             return run_one
 
         def run_body(fr):
@@ -252,6 +285,7 @@ class Program(Dispatcher):
                 raise
             except Exception as ex:
                 raise error(_describe(ex), spans[k]) from ex
+
         return run_body
 
     def _stmt(self, s, sc: _Scope) -> Optional[Closure]:
@@ -261,11 +295,12 @@ class Program(Dispatcher):
         tile_ops = (N.Copy, N.Fill, N.Gemm, N.Reduce, N.Cumsum, N.Alloc, N.Kernel, N.Parallel)
         if sc.in_parallel and isinstance(s, tile_ops):
             what = type(s).__name__
-            raise self._error(f"{what} cannot appear inside a T.Parallel loop "
-                              f"(tile operations run on whole tiles, at block level)", s.span)
+            raise self._error(
+                f"{what} cannot appear inside a T.Parallel loop (tile operations run on whole tiles, at block level)",
+                s.span,
+            )
         if sc.in_parallel and isinstance(s, N.Atomic) and isinstance(s.value, N.Region):
-            raise self._error("a tile atomic cannot appear inside a T.Parallel loop; "
-                              "use the element form", s.span)
+            raise self._error("a tile atomic cannot appear inside a T.Parallel loop; use the element form", s.span)
         return method(self, s, sc)
 
     def _s_Hint(self, s, sc):
@@ -287,9 +322,12 @@ class Program(Dispatcher):
             for d in dims:
                 blocks *= d
             if blocks > MAX_BLOCKS:
-                raise error(f"the grid {tuple(dims)} has {blocks} blocks; the reference interpreter runs at "
-                            f"most {MAX_BLOCKS} per launch (one after another, in Python): use a smaller grid "
-                            f"(more work per block) or a compiled backend", span)
+                raise error(
+                    f"the grid {tuple(dims)} has {blocks} blocks; the reference interpreter runs at "
+                    f"most {MAX_BLOCKS} per launch (one after another, in Python): use a smaller grid "
+                    f"(more work per block) or a compiled backend",
+                    span,
+                )
             global_bufs = dict(fr.bufs)
             vars_ = fr.vars
             # Blocks run one after another, the first grid dimension fastest (CUDA's x).
@@ -301,6 +339,7 @@ class Program(Dispatcher):
                 fr.bufs = dict(global_bufs)  # allocations belong to one block
                 body(fr)
             fr.bufs = global_bufs
+
         return run_kernel
 
     def _s_Alloc(self, s: N.Alloc, sc):
@@ -317,8 +356,11 @@ class Program(Dispatcher):
             for n in shape:
                 nbytes *= n
             if nbytes > _free_memory():
-                raise error(f"allocating {name} of shape {shape} ({buf.dtype}) needs {nbytes / 2**30:.1f} GiB, "
-                            f"more than the {_free_memory() / 2**30:.1f} GiB of memory free", span)
+                raise error(
+                    f"allocating {name} of shape {shape} ({buf.dtype}) needs {nbytes / 2**30:.1f} GiB, "
+                    f"more than the {_free_memory() / 2**30:.1f} GiB of memory free",
+                    span,
+                )
             return nbytes
 
         def allocate(shape):
@@ -326,8 +368,10 @@ class Program(Dispatcher):
             try:
                 return np.full(shape, fill, dt)
             except MemoryError:
-                raise error(f"out of memory allocating {name} of shape {shape} ({buf.dtype}, "
-                            f"{nbytes / 2**30:.2f} GiB)", span) from None
+                raise error(
+                    f"out of memory allocating {name} of shape {shape} ({buf.dtype}, {nbytes / 2**30:.2f} GiB)", span
+                ) from None
+
         static = tuple(d for d in buf.shape if isinstance(d, int))
         if len(static) == len(buf.shape):
             shape = static
@@ -335,11 +379,13 @@ class Program(Dispatcher):
 
             def alloc(fr):
                 fr.bufs[name] = np.full(shape, fill, dt)
+
             return alloc
         dims = [self._expr(d, sc) if isinstance(d, N.Expr) else (lambda fr, d=d: d) for d in buf.shape]
 
         def alloc_dynamic(fr):
             fr.bufs[name] = allocate(tuple(int(d(fr)) for d in dims))
+
         return alloc_dynamic
 
     def _s_Let(self, s: N.Let, sc: _Scope):
@@ -353,10 +399,12 @@ class Program(Dispatcher):
                 if isinstance(v, np.ndarray) and v.base is not None:
                     v = v.copy()  # a view of a buffer must not see later stores
                 fr.vars[name] = v
+
             return let_array
 
         def let(fr):
             fr.vars[name] = value(fr)
+
         return let
 
     def _s_For(self, s: N.For, sc: _Scope):
@@ -370,12 +418,14 @@ class Program(Dispatcher):
             inner.varying.add(name)
         body = self._body(s.body, inner)
         if not varying_bounds:
+
             def loop(fr):
                 b = int(begin(fr))
                 vars_ = fr.vars
                 for k in range(b, b + int(extent(fr))):
                     vars_[name] = make(k)
                     body(fr)
+
             return loop
 
         def masked_loop(fr):
@@ -392,6 +442,7 @@ class Program(Dispatcher):
                     body(fr)
             finally:
                 fr.mask = saved
+
         return masked_loop
 
     def _s_Parallel(self, s: N.Parallel, sc: _Scope):
@@ -418,6 +469,7 @@ class Program(Dispatcher):
             finally:
                 fr.space = None
                 fr.mask = None
+
         return parallel
 
     def _s_If(self, s: N.If, sc: _Scope):
@@ -426,11 +478,13 @@ class Program(Dispatcher):
         else_body = self._body(s.else_body, sc.child()) if s.else_body else None
 
         if not (sc.in_parallel and self._varies(s.cond, sc)):
+
             def branch(fr):
                 if cond(fr):
                     then_body(fr)
                 elif else_body is not None:
                     else_body(fr)
+
             return branch
 
         def masked_branch(fr):
@@ -454,6 +508,7 @@ class Program(Dispatcher):
                         else_body(fr)
             finally:
                 fr.mask = saved
+
         return masked_branch
 
     # ---------------------------------------------------------- element stores
@@ -474,6 +529,7 @@ class Program(Dispatcher):
                 idx = tuple([int(f(fr)) for f in index_fns])
                 check(arr, idx, fr)
                 arr[idx] = value(fr)
+
             return store
 
         general = self._general_store(s, index_fns, value)
@@ -505,6 +561,7 @@ class Program(Dispatcher):
                 if perm is not None:
                     m = m.transpose(perm)
                 np.copyto(view, v, casting="unsafe", where=m)
+
         return slice_store
 
     def _general_store(self, s: N.Store, index_fns, value):
@@ -529,6 +586,7 @@ class Program(Dispatcher):
                 parts = [p[m] for p in parts]
                 v = v[m]
             arr[tuple(parts)] = v
+
         return scatter
 
     # ---------------------------------------------------------- tile operations
@@ -543,15 +601,19 @@ class Program(Dispatcher):
             def starts(fr):
                 return const
         else:
+
             def starts(fr):
                 return [int(f(fr)) for f in fns]
+
         return r.buffer.name, starts, tuple(int(e) for e in r.extents)
 
     def _check_pairing(self, a: N.Region, b: N.Region, span, what: str):
         if a.squeezed_shape() != b.squeezed_shape():
             raise self._error(
                 f"{what}: the regions have shapes {tuple(a.extents)} and {tuple(b.extents)}, "
-                f"which do not pair (after squeezing unit dimensions)", span)
+                f"which do not pair (after squeezing unit dimensions)",
+                span,
+            )
 
     def _s_Copy(self, s: N.Copy, sc):
         self._check_pairing(s.src, s.dst, s.span, "T.copy")
@@ -568,6 +630,7 @@ class Program(Dispatcher):
             if needs_convert:
                 tile = convert(tile, ddt)
             write_tile(fr.bufs[dname], dstarts(fr), dext, tile)
+
         return copy
 
     def _s_Fill(self, s: N.Fill, sc):
@@ -576,6 +639,7 @@ class Program(Dispatcher):
 
         def fill(fr):
             write_tile(fr.bufs[dname], dstarts(fr), dext, value(fr))
+
         return fill
 
     def _s_Gemm(self, s: N.Gemm, sc):
@@ -592,7 +656,9 @@ class Program(Dispatcher):
         if ka != kb or (m, n) != tuple(c2):
             raise self._error(
                 f"T.gemm: shapes do not agree: A {a2}{' (transposed)' if s.transpose_a else ''}, "
-                f"B {b2}{' (transposed)' if s.transpose_b else ''}, C {c2}", s.span)
+                f"B {b2}{' (transposed)' if s.transpose_b else ''}, C {c2}",
+                s.span,
+            )
         acc = _acc_dtype(s.a.buffer.dtype, s.b.buffer.dtype)
         cdt = s.c.buffer.dtype
         ta, tb, clear = s.transpose_a, s.transpose_b, s.clear_accum
@@ -606,6 +672,7 @@ class Program(Dispatcher):
             if not clear:
                 prod += read_tile(carr, cstarts, cext).reshape(c2)
             write_tile(carr, cstarts, cext, convert(prod, cdt).reshape(cext))
+
         return gemm
 
     def _s_Reduce(self, s: N.Reduce, sc):
@@ -618,15 +685,14 @@ class Program(Dispatcher):
         sshape = src.static_shape()
         dshape = dst.static_shape()
         if sshape is not None and dshape is not None:
-            want = sshape[:dim] + sshape[dim + 1:]
-            keep = sshape[:dim] + (1,) + sshape[dim + 1:]
+            want = sshape[:dim] + sshape[dim + 1 :]
+            keep = sshape[:dim] + (1,) + sshape[dim + 1 :]
             if dshape not in (want, keep) and int(np.prod(dshape)) != int(np.prod(want)):
                 raise self._error(f"T.reduce_{kind}: {dname} has shape {dshape}, expected {want}", s.span)
         acc = _acc_dtype(src.dtype, dst.dtype)
         ddt, clear = dst.dtype, s.clear
         absolute = kind in ("abssum", "absmax")
-        combine = {"sum": np.add, "abssum": np.add, "max": np.maximum, "absmax": np.maximum,
-                   "min": np.minimum}[kind]
+        combine = {"sum": np.add, "abssum": np.add, "max": np.maximum, "absmax": np.maximum, "min": np.minimum}[kind]
 
         def reduce(fr):
             x = fr.bufs[sname].astype(acc)
@@ -638,6 +704,7 @@ class Program(Dispatcher):
             if not clear:
                 r = combine(darr.astype(acc), r)
             darr[...] = convert(r, ddt)
+
         return reduce
 
     def _s_Cumsum(self, s: N.Cumsum, sc):
@@ -657,6 +724,7 @@ class Program(Dispatcher):
                 r = np.cumsum(x, axis=dim)
             darr = fr.bufs[dname]
             darr[...] = convert(r.reshape(darr.shape), ddt)
+
         return cumsum
 
     def _s_Atomic(self, s: N.Atomic, sc: _Scope):
@@ -677,11 +745,15 @@ class Program(Dispatcher):
                 if inside is not None:
                     val = val[inside]
                 view[...] = ufunc(view, val)
+
             return atomic_tile
 
         if any(e != 1 for e in s.dst.extents):
-            raise self._error(f"T.atomic_{s.kind} of a scalar value needs a single-element destination, "
-                              f"got extents {tuple(s.dst.extents)}", s.span)
+            raise self._error(
+                f"T.atomic_{s.kind} of a scalar value needs a single-element destination, "
+                f"got extents {tuple(s.dst.extents)}",
+                s.span,
+            )
         value = self._as(s.value, ddt, sc)
         index_fns = [self._as_index(i, sc) for i in s.dst.starts]
         buf = s.dst.buffer
@@ -693,6 +765,7 @@ class Program(Dispatcher):
                 idx = tuple([int(f(fr)) for f in index_fns])
                 check(arr, idx, fr)
                 arr[idx] = ufunc(arr[idx], value(fr))
+
             return atomic_scalar
 
         raise_oob = self._oob_raiser(buf, s.span, s.dst.starts)
@@ -716,6 +789,7 @@ class Program(Dispatcher):
                 parts = [p.reshape(-1) for p in parts]
                 v = v.reshape(-1)
             ufunc.at(arr, tuple(parts), v)
+
         return atomic_elements
 
     def _s_Print(self, s: N.Print, sc: _Scope):
@@ -725,6 +799,7 @@ class Program(Dispatcher):
 
             def print_buffer(fr):
                 _emit(fr.block, msg, f"{bname} =\n{fr.bufs[bname]}")
+
             return print_buffer
         value = self._expr(s.value, sc)
 
@@ -737,6 +812,7 @@ class Program(Dispatcher):
             elif fr.mask is not None and not np.any(fr.mask):
                 return
             _emit(fr.block, msg, v)
+
         return print_value
 
     # -------------------------------------------------------------- expressions
@@ -757,6 +833,7 @@ class Program(Dispatcher):
 
         def cast(fr):
             return convert(f(fr), dtype)
+
         return cast
 
     def _as_index(self, e, sc: _Scope) -> Closure:
@@ -765,8 +842,9 @@ class Program(Dispatcher):
     def _expr(self, e, sc: _Scope) -> Closure:
         method = self.handler("_e_", e)
         if method is None:
-            raise self._error(f"the interpreter does not know the expression {type(e).__name__}",
-                              getattr(e, "span", None))
+            raise self._error(
+                f"the interpreter does not know the expression {type(e).__name__}", getattr(e, "span", None)
+            )
         return method(self, e, sc)
 
     def _e_Const(self, e: N.Const, sc):
@@ -774,6 +852,7 @@ class Program(Dispatcher):
 
         def const(fr):
             return v
+
         return const
 
     def _e_Var(self, e: N.Var, sc):
@@ -784,6 +863,7 @@ class Program(Dispatcher):
                 return fr.vars[name]
             except KeyError:
                 raise error(f"variable {name} is used before it has a value", span) from None
+
         return var
 
     def _e_Cast(self, e: N.Cast, sc):
@@ -817,10 +897,12 @@ class Program(Dispatcher):
 
             def binop_convert(fr):
                 return convert(fn(fa(fr), fb(fr)), out)
+
             return binop_convert
 
         def binop(fr):
             return fn(fa(fr), fb(fr))
+
         return binop
 
     def _logic(self, e: N.BinOp, sc):
@@ -842,6 +924,7 @@ class Program(Dispatcher):
             finally:
                 fr.mask = saved
             return np.logical_and(x, y) if is_and else np.logical_or(x, y)
+
         return logic
 
     def _e_UnaryOp(self, e: N.UnaryOp, sc):
@@ -897,6 +980,7 @@ class Program(Dispatcher):
             finally:
                 fr.mask = saved
             return np.where(c, x, y)
+
         return select
 
     def _e_Load(self, e: N.Load, sc: _Scope):
@@ -928,6 +1012,7 @@ class Program(Dispatcher):
                     if fr.mask is not None and not np.any(fr.mask):
                         return zero
                     check(arr, (i,), fr)
+
                 return load1
 
             def load(fr):
@@ -939,6 +1024,7 @@ class Program(Dispatcher):
                             return zero  # no element is active: nothing is read
                         check(arr, idx, fr)
                 return arr[idx]
+
             return load
 
         raise_oob = self._oob_raiser(buf, span, e.indices)
@@ -965,8 +1051,7 @@ class Program(Dispatcher):
         perm = None if order == list(range(len(view_axes))) else tuple(order)
         present = set(view_axes)
         nd = len(sc.extents)
-        expand = None if len(present) == nd else tuple(
-            slice(None) if a in present else None for a in range(nd))
+        expand = None if len(present) == nd else tuple(slice(None) if a in present else None for a in range(nd))
         slicer = self._slicer(plan, sc.extents)
 
         def slice_load(fr):
@@ -980,6 +1065,7 @@ class Program(Dispatcher):
             if expand is not None:
                 v = v[expand]
             return v
+
         return slice_load
 
     # ---------------------------------------------------------- index helpers
@@ -1037,6 +1123,7 @@ class Program(Dispatcher):
                         return None
                     key.append(o)
             return tuple(key)
+
         return slicer
 
     def _scalar_checker(self, buf: N.Buffer, span, index_exprs=()):
@@ -1049,7 +1136,10 @@ class Program(Dispatcher):
                     raise error(
                         f"index out of bounds: {name}[{', '.join(str(int(k)) for k in idx)}] but {name} "
                         f"has shape {tuple(arr.shape)} (dimension {axis} index {int(i)} is outside "
-                        f"[0, {n})){_context(fr, names)}", span)
+                        f"[0, {n})){_context(fr, names)}",
+                        span,
+                    )
+
         return check
 
     def _oob_raiser(self, buf: N.Buffer, span, index_exprs=()):
@@ -1064,7 +1154,10 @@ class Program(Dispatcher):
             raise error(
                 f"index out of bounds: {name}[{', '.join(map(str, idx))}] but {name} has shape "
                 f"{tuple(arr.shape)} (dimension {axis} index {idx[axis]} is outside [0, {arr.shape[axis]}))"
-                f"{_context(fr, names, where, bad.shape)}", span)
+                f"{_context(fr, names, where, bad.shape)}",
+                span,
+            )
+
         return raise_oob
 
 
@@ -1127,4 +1220,3 @@ def _dtype_name(dt) -> str:
 
 def _shape_text(shape) -> str:
     return "(" + ", ".join(s.name if isinstance(s, N.Var) else str(s) for s in shape) + ")"
-

@@ -6,6 +6,7 @@ program); the launcher loads it and runs the interpreter on numpy views of the
 arguments (DLPack, zero-copy where possible; otherwise copies that are written
 back after the run).
 """
+
 from __future__ import annotations
 
 import sys
@@ -92,8 +93,7 @@ def tilecore_codegen(backend, module, options):
     # The JSON keeps spans and the user's file text, so run-time errors quote the
     # user's line even when a cached artifact is loaded in another process.
     meta: Dict[str, Any] = {"ir": serialize.dumps(func)}
-    return Artifact(backend=NAME, target=module.target, entry=func.name,
-                    source=printer.to_source(func), meta=meta)
+    return Artifact(backend=NAME, target=module.target, entry=func.name, source=printer.to_source(func), meta=meta)
 
 
 @hookimpl
@@ -161,7 +161,8 @@ def as_numpy(arg) -> Tuple[np.ndarray, bool]:
 
         raise TileRuntimeError(
             f"the reference backend runs on host memory and cannot read a {type(arg).__name__} "
-            f"({err}); pass numpy arrays or CPU tensors") from None
+            f"({err}); pass numpy arrays or CPU tensors"
+        ) from None
 
 
 def _copy_back(original, result: np.ndarray) -> None:

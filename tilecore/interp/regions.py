@@ -4,6 +4,7 @@ A tile read outside a buffer gives zeros for the missing elements; a tile
 write outside a buffer drops them (DESIGN.md "Out-of-bounds"). In-bounds tiles
 (the common case) are plain numpy views, so nothing is copied.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Sequence, Tuple

@@ -4,15 +4,23 @@ The node classes, dtypes and traversal helpers are re-exported here, loaded on f
 that only needs the IR version or spans (the plugin registry, launchers of cached kernels) does
 not pay for building the node classes.
 """
+
 import importlib
 from typing import Any, List
 
 from .span import NO_SPAN, Span  # noqa: F401
 from .version import TILE_IR_VERSION  # noqa: F401
 
-_FROM = {"DTYPES": "types", "normalize_dtype": "types", "promote": "types",
-         "Transformer": "visitor", "children": "visitor", "substitute": "visitor",
-         "walk": "visitor", "walk_stmts": "visitor"}
+_FROM = {
+    "DTYPES": "types",
+    "normalize_dtype": "types",
+    "promote": "types",
+    "Transformer": "visitor",
+    "children": "visitor",
+    "substitute": "visitor",
+    "walk": "visitor",
+    "walk_stmts": "visitor",
+}
 _SUBMODULES = ("nodes", "types", "visitor", "printer", "serialize", "version", "span")
 
 

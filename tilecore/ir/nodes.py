@@ -9,6 +9,7 @@ Conventions that every consumer (passes, interpreter, backends) relies on:
   resolves "extents from the other side" and slices);
 * a statement body is a tuple of statements (there is no Seq node).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -80,8 +81,7 @@ class UnaryOp(Expr):
 
 
 # Math intrinsics (one argument unless noted). Result dtype = argument dtype.
-MATH_FUNCS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid",
-              "sin", "cos", "floor", "ceil", "abs")
+MATH_FUNCS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "floor", "ceil", "abs")
 
 
 @dataclass(frozen=True)
@@ -424,8 +424,12 @@ class PrimFunc:
         kernels = [s for s in self.body if isinstance(s, Kernel)]
         if len(kernels) == 1 and not self.scratch:
             return (self,)
-        return tuple(PrimFunc(f"{self.name}__stage{k}", params, (kernel,), self.dyn_vars, self.source,
-                              self.span, self.scalar_params) for k, kernel in enumerate(kernels))
+        return tuple(
+            PrimFunc(
+                f"{self.name}__stage{k}", params, (kernel,), self.dyn_vars, self.source, self.span, self.scalar_params
+            )
+            for k, kernel in enumerate(kernels)
+        )
 
     @property
     def scalar_names(self) -> Tuple[str, ...]:
@@ -446,5 +450,4 @@ def is_stage_stmt(stmt: Stmt) -> bool:
 
 
 EXPR_TYPES = (Const, Var, BinOp, UnaryOp, Call, Cast, Select, Load)
-STMT_TYPES = (Alloc, Store, Let, For, Parallel, If, Kernel, Copy, Fill, Gemm, Reduce,
-              Cumsum, Atomic, Print, Hint)
+STMT_TYPES = (Alloc, Store, Let, For, Parallel, If, Kernel, Copy, Fill, Gemm, Reduce, Cumsum, Atomic, Print, Hint)

@@ -9,6 +9,7 @@ and as slices otherwise. `Copy.predicated` is an analysis result (the bounds
 pass clears it) and has no DSL spelling: a proven copy is printed with a
 comment saying so, and parses back as predicated.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,20 +23,38 @@ INDENT = "    "
 
 # Python precedence of what we print (higher binds tighter).
 PRECEDENCE = {
-    "or": 1, "and": 2, "not": 3,
-    "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4,
-    "|": 5, "^": 6, "&": 7, "<<": 8, ">>": 8, "+": 9, "-": 9,
-    "*": 10, "/": 10, "//": 10, "%": 10, "neg": 11, "~": 11,
+    "or": 1,
+    "and": 2,
+    "not": 3,
+    "<": 4,
+    "<=": 4,
+    ">": 4,
+    ">=": 4,
+    "==": 4,
+    "!=": 4,
+    "|": 5,
+    "^": 6,
+    "&": 7,
+    "<<": 8,
+    ">>": 8,
+    "+": 9,
+    "-": 9,
+    "*": 10,
+    "/": 10,
+    "//": 10,
+    "%": 10,
+    "neg": 11,
+    "~": 11,
 }
 ATOM = 12
 CALL_OPS = ("min", "max", "pow")
-ALLOC_FUNCS = {"shared": "alloc_shared", "fragment": "alloc_fragment", "local": "alloc_local",
-               "global": "alloc_global"}
+ALLOC_FUNCS = {"shared": "alloc_shared", "fragment": "alloc_fragment", "local": "alloc_local", "global": "alloc_global"}
 
 
 def adopted_dtype(value: object, other: str) -> str:
     """The frontend's literal rule (kept in one place: tilecore.frontend.exprs)."""
     from ..frontend.exprs import adopted_dtype as rule
+
     return rule(value, other)
 
 
@@ -76,7 +95,7 @@ class _Printer(Dispatcher):
             out.append(f'{v.name} = {self.T}.dynamic("{v.name}", "{v.dtype}")')
         if dims:
             out.append("")
-        params = [f"{p.name}: {self.T}.Tensor({self.shape(p.shape)}, \"{p.dtype}\")" for p in f.params]
+        params = [f'{p.name}: {self.T}.Tensor({self.shape(p.shape)}, "{p.dtype}")' for p in f.params]
         for position, v in f.scalar_params:
             params.insert(position, f"{v.name}: {self.T}.{v.dtype}")
         out += [f"@{self.T}.prim_func", f"def {f.name}({', '.join(params)}):"]
@@ -283,8 +302,12 @@ class _Printer(Dispatcher):
             return self.index(extent)
         if isinstance(begin, N.Const) and isinstance(extent, N.Const) and begin.dtype == extent.dtype == INDEX_DTYPE:
             return f"{begin.value}, {begin.value + extent.value}"
-        if isinstance(extent, N.BinOp) and extent.op == "-" and extent.b == begin and not (
-                isinstance(extent.a, N.BinOp) and extent.a.op == "+" and extent.a.a == begin):
+        if (
+            isinstance(extent, N.BinOp)
+            and extent.op == "-"
+            and extent.b == begin
+            and not (isinstance(extent.a, N.BinOp) and extent.a.op == "+" and extent.a.a == begin)
+        ):
             return f"{self.index(begin)}, {self.index(extent.a)}"
         end = N.BinOp("+", begin, extent, begin.dtype)
         return f"{self.index(begin)}, {self.expr(end)}"
@@ -361,6 +384,7 @@ class _Printer(Dispatcher):
 
 def _all_named(func: N.PrimFunc) -> Iterator[Union[N.Var, N.Buffer]]:
     from .visitor import walk
+
     for node in walk(func):
         if isinstance(node, (N.Var, N.Buffer)):
             yield node

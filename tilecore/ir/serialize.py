@@ -6,6 +6,7 @@ lists; a span is [file index, line, col, end_line, end_col] into "files";
 non-finite floats are {"float": "inf" | "-inf" | "nan"}. Keys are sorted and
 there is no whitespace, so equal IR gives byte-equal text (it feeds the cache key).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,8 +18,7 @@ from . import nodes as N
 from .version import TILE_IR_VERSION
 
 FORMAT = "tilecore-ir"
-_CLASSES = {cls.__name__: cls for cls in
-            N.EXPR_TYPES + N.STMT_TYPES + (N.Buffer, N.Region, N.PrimFunc)}
+_CLASSES = {cls.__name__: cls for cls in N.EXPR_TYPES + N.STMT_TYPES + (N.Buffer, N.Region, N.PrimFunc)}
 
 
 class IRFormatError(ValueError):
@@ -28,8 +28,7 @@ class IRFormatError(ValueError):
 def dumps(func: N.PrimFunc) -> str:
     """`func` as JSON text."""
     encoder = _Encoder()
-    doc = {"format": FORMAT, "version": TILE_IR_VERSION, "func": encoder.value(func),
-           "files": encoder.files}
+    doc = {"format": FORMAT, "version": TILE_IR_VERSION, "func": encoder.value(func), "files": encoder.files}
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
@@ -40,14 +39,13 @@ def loads(text: str) -> N.PrimFunc:
     except json.JSONDecodeError as exc:
         raise IRFormatError(f"not Tile IR JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise IRFormatError("not Tile IR JSON (no \"format\": \"tilecore-ir\")")
+        raise IRFormatError('not Tile IR JSON (no "format": "tilecore-ir")')
     version = str(doc.get("version"))
     if version.split(".")[0] != TILE_IR_VERSION.split(".")[0]:
-        raise IRFormatError(f"Tile IR version {version} cannot be read by this tilecore "
-                            f"(IR version {TILE_IR_VERSION})")
+        raise IRFormatError(f"Tile IR version {version} cannot be read by this tilecore (IR version {TILE_IR_VERSION})")
     func = _Decoder(doc.get("files", [])).value(doc["func"])
     if not isinstance(func, N.PrimFunc):
-        raise IRFormatError("the \"func\" entry is not a PrimFunc")
+        raise IRFormatError('the "func" entry is not a PrimFunc')
     return func
 
 
@@ -98,8 +96,7 @@ class _Decoder:
             cls = _CLASSES.get(str(x.get("_")))
             if cls is None:
                 raise IRFormatError(f"unknown Tile IR node {x.get('_')!r}")
-            fields = {f.name: self.value(x[f.name], f.name)
-                      for f in dataclasses.fields(cls) if f.name in x}
+            fields = {f.name: self.value(x[f.name], f.name) for f in dataclasses.fields(cls) if f.name in x}
             return cls(**fields)
         if isinstance(x, list):
             return tuple(self.value(v) for v in x)

@@ -3,6 +3,7 @@
 Its own module so that diagnostics (and through them the plugin registry and launchers) can
 name spans without importing the IR node classes.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -8,6 +8,7 @@ Rules (DESIGN.md "Numbers"):
   (uint8 with int8 gives int16);
 * bool behaves as the narrowest int when mixed with numbers.
 """
+
 from __future__ import annotations
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -15,16 +16,36 @@ INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8")
 DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
 
 _BITS = {
-    "bool": 1, "int8": 8, "uint8": 8, "int16": 16, "int32": 32, "int64": 64,
-    "float16": 16, "bfloat16": 16, "float32": 32, "float64": 64,
+    "bool": 1,
+    "int8": 8,
+    "uint8": 8,
+    "int16": 16,
+    "int32": 32,
+    "int64": 64,
+    "float16": 16,
+    "bfloat16": 16,
+    "float32": 32,
+    "float64": 64,
 }
 
 # Aliases users write (TileLang / numpy / torch spellings).
 ALIASES = {
-    "half": "float16", "fp16": "float16", "f16": "float16",
-    "bf16": "bfloat16", "float": "float32", "fp32": "float32", "f32": "float32", "tfloat32": "float32",
-    "double": "float64", "fp64": "float64", "f64": "float64",
-    "int": "int32", "long": "int64", "char": "int8", "byte": "uint8", "bool_": "bool",
+    "half": "float16",
+    "fp16": "float16",
+    "f16": "float16",
+    "bf16": "bfloat16",
+    "float": "float32",
+    "fp32": "float32",
+    "f32": "float32",
+    "tfloat32": "float32",
+    "double": "float64",
+    "fp64": "float64",
+    "f64": "float64",
+    "int": "int32",
+    "long": "int64",
+    "char": "int8",
+    "byte": "uint8",
+    "bool_": "bool",
 }
 
 INDEX_DTYPE = "int32"
@@ -42,7 +63,7 @@ def normalize_dtype(dtype: object) -> str:
     name = dtype.__name__ if isinstance(dtype, type) else str(dtype)
     for prefix in ("torch.", "numpy.", "np."):
         if name.startswith(prefix):
-            name = name[len(prefix):]
+            name = name[len(prefix) :]
     name = ALIASES.get(name, name)
     if name not in DTYPES:
         raise DTypeError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")

@@ -1,4 +1,5 @@
 """Generic traversal and rewriting of Tile IR (nodes are immutable dataclasses)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -92,7 +93,7 @@ class Dispatcher:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._tile_dispatch_cache = {}       # every visitor class caches its own handlers
+        cls._tile_dispatch_cache = {}  # every visitor class caches its own handlers
 
     def handler(self, prefix: str, node: object) -> Optional[Callable[..., Any]]:
         """The unbound handler of `node` for `prefix` (call it as `h(self, node, ...)`), or None."""

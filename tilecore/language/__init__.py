@@ -6,6 +6,7 @@ names are either Python-level objects (`T.Tensor`, `T.dynamic`, dtypes,
 `T.GemmWarpPolicy`) or kernel-body operations that only mean something inside
 a prim_func (see `tilecore.language.ops`).
 """
+
 from __future__ import annotations
 
 import sys

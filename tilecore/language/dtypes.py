@@ -5,6 +5,7 @@ accepted (`T.alloc_shared((64, 64), T.float16)` or `"float16"`). Calling one
 inside a kernel (`T.float32(x)`) is a cast; on a Python number it makes a
 typed constant.
 """
+
 from __future__ import annotations
 
 from ..ir.types import DTYPES
@@ -18,7 +19,8 @@ class DType(str):
     def __call__(self, value):
         raise RuntimeError(
             f"T.{self}(...) can only be used inside a @T.prim_func kernel body "
-            "(outside a kernel, use the Python value directly)")
+            "(outside a kernel, use the Python value directly)"
+        )
 
     def __repr__(self) -> str:
         return f"T.{str(self)}"

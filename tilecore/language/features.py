@@ -5,6 +5,7 @@ a kernel that uses an undeclared one ("backend X does not support Y", at the
 user's line), and the conformance suite generates programs only for declared
 features and reports the rest as unsupported.
 """
+
 from __future__ import annotations
 
 from typing import Dict

@@ -10,6 +10,7 @@ tensor annotated with a permuting layout is stored permuted there; here it stays
 logical order, which is what a program that reads it back through the same
 annotation sees in both.
 """
+
 from __future__ import annotations
 
 
@@ -29,8 +30,7 @@ class Layout:
 class Fragment(Layout):
     """`T.Fragment(shape, forward_thread_fn=, replicate=1, forward_index_fn=)`: a thread mapping."""
 
-    def __init__(self, shape, forward_thread_fn=None, replicate=1, forward_index_fn=None,
-                 forward_fn=None):
+    def __init__(self, shape, forward_thread_fn=None, replicate=1, forward_index_fn=None, forward_fn=None):
         fn = forward_fn or forward_thread_fn or forward_index_fn
         super().__init__(shape, fn if fn is not None else (lambda *i: list(i)))
         self.replicate = replicate

@@ -7,6 +7,7 @@ below. Called as ordinary Python (outside a `@T.prim_func` body) they raise a
 `KernelOnlyError` that says so. A few (`T.ceildiv`, `T.max`, `T.min`) also
 compute on plain Python numbers, which is how they are evaluated at parse time.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -40,7 +41,8 @@ def _kernel_only(func):
     def outside(*args, **kwargs):
         raise KernelOnlyError(
             f"T.{name}(...) can only be used inside the body of a @T.prim_func function; "
-            "tilecore translates that body to Tile IR instead of running it as Python")
+            "tilecore translates that body to Tile IR instead of running it as Python"
+        )
 
     intrinsic = typing.cast(_Intrinsic, outside)
     intrinsic.__tile_intrinsic__ = name
@@ -122,8 +124,7 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
 
 
 @_kernel_only
-def im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_policy=None,
-           annotations=None):
+def im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_policy=None, annotations=None):
     """Fill the 2-D tile `col` with the im2col patches of the NHWC image `img` for a 2-D
     convolution (square `kernel`, `stride`, `dilation`, `pad`): row i is output pixel
     nhw_step * rows + i, column j is patch element (kh * kernel + kw) * C + c with
@@ -132,8 +133,7 @@ def im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_p
 
 
 @_kernel_only
-def c2d_im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_policy=None,
-               annotations=None):
+def c2d_im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_policy=None, annotations=None):
     """TileLang's older name of `T.im2col`."""
 
 
@@ -148,8 +148,17 @@ def clear(buffer):
 
 
 @_kernel_only
-def gemm(A, B, C, transpose_A=False, transpose_B=False,  # noqa: N803
-         policy=GemmWarpPolicy.Square, clear_accum=False, k_pack=1, wg_wait=0):
+def gemm(
+    A,
+    B,
+    C,
+    transpose_A=False,
+    transpose_B=False,  # noqa: N803
+    policy=GemmWarpPolicy.Square,
+    clear_accum=False,
+    k_pack=1,
+    wg_wait=0,
+):
     """C (+)= op(A) @ op(B), accumulating in C's dtype.
 
     `k_pack` and `wg_wait` (TileLang's instruction-selection hints) are
@@ -240,6 +249,7 @@ def unroll(start, stop=None, step=None):
 def _unary(name, doc):
     def func(x):
         pass
+
     func.__name__ = func.__qualname__ = name
     func.__doc__ = doc
     return _kernel_only(func)

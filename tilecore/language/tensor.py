@@ -3,6 +3,7 @@
 `T.Tensor(shape, dtype)` annotates a kernel parameter; `T.dynamic(name)` makes a
 symbolic dimension; `T.GemmWarpPolicy` names the warp-partition hints of gemm.
 """
+
 from __future__ import annotations
 
 import enum
@@ -42,7 +43,7 @@ class InvalidTensorType:
         return f"<invalid T.Tensor: {self.error}>"
 
 
-MAX_DIM = 2 ** 63 - 1  # sizes are int64 at most everywhere (numpy, DLPack, TVM)
+MAX_DIM = 2**63 - 1  # sizes are int64 at most everywhere (numpy, DLPack, TVM)
 
 
 def _tensor_type(shape, dtype, scope: str):
@@ -67,8 +68,10 @@ def _dims(shape) -> Tuple[Union[int, N.Var], ...]:
             raise TypeError(f"a tensor dimension must be an int or a T.dynamic dim, got {dim!r}")
         dim = operator.index(dim)  # numpy integers become ints
         if dim <= 0:
-            raise ValueError(f"a tensor dimension must be positive, got {dim} in shape "
-                             f"{tuple(shape)} (for sizes that may be 0 at run time, use T.dynamic)")
+            raise ValueError(
+                f"a tensor dimension must be positive, got {dim} in shape "
+                f"{tuple(shape)} (for sizes that may be 0 at run time, use T.dynamic)"
+            )
         if dim > MAX_DIM:
             raise ValueError(f"a tensor dimension must be below 2**63, got {dim}")
         dims.append(dim)
@@ -106,8 +109,11 @@ class _TensorAnnotation:
 
     def __getitem__(self, key):
         """TileLang's subscript spelling `T.Tensor[(M, K), "float16"]` (dtype defaults to float32)."""
-        shape, dtype = key if isinstance(key, tuple) and len(key) == 2 and not _is_integer(key[1]) \
-            and not isinstance(key[1], N.Var) else (key, "float32")
+        shape, dtype = (
+            key
+            if isinstance(key, tuple) and len(key) == 2 and not _is_integer(key[1]) and not isinstance(key[1], N.Var)
+            else (key, "float32")
+        )
         return self(shape, dtype)
 
     def __repr__(self) -> str:

@@ -8,6 +8,7 @@ and `T.<name>` looks them up among the installed backends. A kernel using one ge
 UnsupportedFeatureError at its line naming the backend that recognized it, instead of
 an attribute error; with no such plugin installed it is an unknown name.
 """
+
 from __future__ import annotations
 
 import threading
@@ -16,9 +17,23 @@ from typing import Optional
 from ..diagnostics import UnsupportedFeatureError
 
 # dtypes TileLang has and tilecore's language does not (yet)
-UNSUPPORTED_DTYPES = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e8m0fnu", "float4_e2m1fn",
-                      "float6_e2m3fn", "float6_e3m2fn", "int4", "uint4", "uint16", "uint32",
-                      "uint64", "int2", "uint2", "int1")
+UNSUPPORTED_DTYPES = (
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3",
+    "float8_e8m0fnu",
+    "float4_e2m1fn",
+    "float6_e2m3fn",
+    "float6_e3m2fn",
+    "int4",
+    "uint4",
+    "uint16",
+    "uint32",
+    "uint64",
+    "int2",
+    "uint2",
+    "int1",
+)
 
 _looking_up = threading.local()  # a plugin being loaded may itself probe `T.<name>`: no recursion
 
@@ -51,13 +66,17 @@ def unsupported_name_error(name: str) -> Optional[UnsupportedPrimitiveError]:
     """The error for `T.<name>` when it is a TileLang name tilecore does not provide, else None."""
     if name in UNSUPPORTED_DTYPES:
         return UnsupportedPrimitiveError(
-            "tilecore", f"the dtype T.{name} (the language's dtypes are float16, bfloat16, float32, "
-            "float64, int8, int16, int32, int64, uint8 and bool)")
+            "tilecore",
+            f"the dtype T.{name} (the language's dtypes are float16, bfloat16, float32, "
+            "float64, int8, int16, int32, int64, uint8 and bool)",
+        )
     backend = declaring_backend(name)
     if backend is None:
         return None
     owner = f"backend {backend.name!r}" + (f" ({backend.distribution})" if backend.distribution else "")
     note = f": {backend.tilelang.primitive_note}" if backend.tilelang.primitive_note else ""
     return UnsupportedPrimitiveError(
-        "tilecore", f"T.{name}, a TileLang primitive specific to the hardware of {owner}, which "
-        f"tilecore's language does not provide{note}")
+        "tilecore",
+        f"T.{name}, a TileLang primitive specific to the hardware of {owner}, which "
+        f"tilecore's language does not provide{note}",
+    )

@@ -25,6 +25,7 @@ the lowering it is used in (its target description, the kernel's helper library)
 
 This module imports TVM at top level: import it only from backend code.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Dict, Iterable, List, Tuple, Union
@@ -146,7 +147,7 @@ def _resolve_named(name: str, dtype: str, args):
     if name.startswith("llvm."):
         return tx.call_llvm_pure_intrin(dtype, name, *args)
     if name.startswith("extern:"):
-        return tx.call_pure_extern(dtype, name[len("extern:"):], *args)
+        return tx.call_pure_extern(dtype, name[len("extern:") :], *args)
     return getattr(tx, name)(*args)
 
 
@@ -198,10 +199,20 @@ def _times_pow2(p, k):
     Two factors keep each scale a normal float, so results that are subnormal
     or overflow to inf come out right.
     """
+
     def scale(ki):
-        return _let(tx.shift_right(ki, tx.const(1, "int32")), lambda k1: p * tx.reinterpret(  # floor(k / 2)
-            "float32", tx.shift_left(k1 + tx.const(127, "int32"), tx.const(23, "int32"))) * tx.reinterpret(
-            "float32", tx.shift_left(ki - k1 + tx.const(127, "int32"), tx.const(23, "int32"))), "k1")
+        return _let(
+            tx.shift_right(ki, tx.const(1, "int32")),
+            lambda k1: (
+                p
+                * tx.reinterpret(  # floor(k / 2)
+                    "float32", tx.shift_left(k1 + tx.const(127, "int32"), tx.const(23, "int32"))
+                )
+                * tx.reinterpret("float32", tx.shift_left(ki - k1 + tx.const(127, "int32"), tx.const(23, "int32")))
+            ),
+            "k1",
+        )
+
     return _let(tx.Cast("int32", k), scale, "ki")
 
 
@@ -222,9 +233,19 @@ def _exp2_body(x):
     # The clamp keeps the exponent arithmetic in range; outside it the result
     # saturates to inf / 0 exactly as exp2 does. NaN is restored at the end.
     xc = tx.Max(tx.Min(x, _f(129.0)), _f(-152.0))
-    return _let(xc, lambda xc: _let(tx.round(xc), lambda k: _let(
-        (xc - k) * _f(_LN2),  # xc - k is exact
-        lambda r: tx.Select(tx.isnan(x), x, _times_pow2(_exp_of_reduced(r), k)), "r"), "k"), "xc")
+    return _let(
+        xc,
+        lambda xc: _let(
+            tx.round(xc),
+            lambda k: _let(
+                (xc - k) * _f(_LN2),  # xc - k is exact
+                lambda r: tx.Select(tx.isnan(x), x, _times_pow2(_exp_of_reduced(r), k)),
+                "r",
+            ),
+            "k",
+        ),
+        "xc",
+    )
 
 
 def vectorizable_exp_f32(x):
@@ -234,9 +255,19 @@ def vectorizable_exp_f32(x):
 
 def _exp_body(x):
     xc = tx.Max(tx.Min(x, _f(89.5)), _f(-105.0))
-    return _let(xc, lambda xc: _let(tx.round(xc * _f(_LOG2E)), lambda k: _let(
-        xc - k * _f(0.693145751953125) - k * _f(1.428606765330187e-06),
-        lambda r: tx.Select(tx.isnan(x), x, _times_pow2(_exp_of_reduced(r), k)), "r"), "k"), "xc")
+    return _let(
+        xc,
+        lambda xc: _let(
+            tx.round(xc * _f(_LOG2E)),
+            lambda k: _let(
+                xc - k * _f(0.693145751953125) - k * _f(1.428606765330187e-06),
+                lambda r: tx.Select(tx.isnan(x), x, _times_pow2(_exp_of_reduced(r), k)),
+                "r",
+            ),
+            "k",
+        ),
+        "xc",
+    )
 
 
 def vectorizable_table() -> Dict[Tuple[str, str], Callable]:
@@ -251,8 +282,12 @@ def vectorizable_table() -> Dict[Tuple[str, str], Callable]:
     def sigmoid(args):
         # e = exp(-|x|) never overflows; sigmoid(x) = 1/(1+e) for x >= 0, e/(1+e) below.
         def body(x):
-            return _let(vectorizable_exp_f32(_f(0.0) - tx.abs(x)), lambda e: _let(
-                _f(1.0) / (_f(1.0) + e), lambda s: tx.Select(x >= _f(0.0), s, e * s), "s"), "e")
+            return _let(
+                vectorizable_exp_f32(_f(0.0) - tx.abs(x)),
+                lambda e: _let(_f(1.0) / (_f(1.0) + e), lambda s: tx.Select(x >= _f(0.0), s, e * s), "s"),
+                "e",
+            )
+
         return _let(args[0], body, "x")
 
     def tanh(args):
@@ -263,12 +298,23 @@ def vectorizable_table() -> Dict[Tuple[str, str], Callable]:
 
             def with_e(e):
                 big = (_f(1.0) - e) / (_f(1.0) + e)
-                return _let(x * x, lambda x2: tx.Select(
-                    ax < _f(0.125),
-                    x * (_f(1.0) + x2 * (_f(-0.33333334) + x2 * (_f(0.13333334) + x2 * (
-                        _f(-0.053968254) + x2 * _f(0.021869488))))),
-                    tx.Select(x < _f(0.0), _f(0.0) - big, big)), "x2")
+                return _let(
+                    x * x,
+                    lambda x2: tx.Select(
+                        ax < _f(0.125),
+                        x
+                        * (
+                            _f(1.0)
+                            + x2
+                            * (_f(-0.33333334) + x2 * (_f(0.13333334) + x2 * (_f(-0.053968254) + x2 * _f(0.021869488))))
+                        ),
+                        tx.Select(x < _f(0.0), _f(0.0) - big, big),
+                    ),
+                    "x2",
+                )
+
             return tx.Select(tx.isnan(x), x, _let(vectorizable_exp_f32(_f(-2.0) * ax), with_e, "e"))
+
         return _let(args[0], body, "x")
 
     out = {}

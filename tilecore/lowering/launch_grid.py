@@ -4,6 +4,7 @@ The GPU backends store each grid dimension of the Tile IR kernel as a small
 Python expression over the bindings dict `b` (dynamic dimensions by name);
 their launchers evaluate it at every call.
 """
+
 from __future__ import annotations
 
 

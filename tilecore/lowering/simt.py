@@ -20,6 +20,7 @@ the CPU backend) with buffer views that map tiles onto threads.
 
 Imports TVM: use it from backend code only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -86,8 +87,14 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
     `iterate_linear`, `emit_body`, `sync`, `instruction`, `err` and `claim`.
     """
 
-    def __init__(self, func: N.PrimFunc, target: TargetDescription, rules: Optional[RuleTable] = None,
-                 intrinsics=None, options: Optional[dict] = None):
+    def __init__(
+        self,
+        func: N.PrimFunc,
+        target: TargetDescription,
+        rules: Optional[RuleTable] = None,
+        intrinsics=None,
+        options: Optional[dict] = None,
+    ):
         self.func = func
         self.target = target
         self.rules = rules if rules is not None else RuleTable()
@@ -96,8 +103,9 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         self.kernel = func.kernel
         self.threads = prod(self.kernel.threads) if self.kernel.threads else 128
         if self.threads > 1024:
-            raise TileCompileError(f"threads={self.threads} exceeds 1024 threads per block",
-                                   self.kernel.span, self.source)
+            raise TileCompileError(
+                f"threads={self.threads} exceeds 1024 threads per block", self.kernel.span, self.source
+            )
         self.plan = plan_for_target(func, self.threads, target, self.rules.all_rules())
         # one helper source per module (TVM emits each distinct source block once)
         self.device_lib = target.device_library + "".join(self.plan.device_sources)
@@ -166,11 +174,9 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
                 return True
         return False
 
-
     def lower(self, e: N.Expr):
         """A Tile IR expression as a PrimExpr in the current thread iteration."""
         return self.ex.lower(e)
-
 
     # ------------------------------------------------------------------ entry
     def build(self) -> LoweredKernel:
@@ -194,9 +200,17 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
                     self.ex.bind_buffer(b.name, self.make_view_fn(b))
                 self.emit_kernel()
         prim = ib.get()
-        lk = LoweredKernel(prim, func.name, tuple(self.kernel.grid), self.launch_threads, self.smem_bytes,
-                           self.plan, list(self.plan.notes), self.device_lib if self.lib_used else "",
-                           {op: names + ["portable"] for op, names in self.rules.describe().items()})
+        lk = LoweredKernel(
+            prim,
+            func.name,
+            tuple(self.kernel.grid),
+            self.launch_threads,
+            self.smem_bytes,
+            self.plan,
+            list(self.plan.notes),
+            self.device_lib if self.lib_used else "",
+            {op: names + ["portable"] for op, names in self.rules.describe().items()},
+        )
         return lk
 
     def emit_kernel(self):
@@ -242,8 +256,9 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
             return
         if hints:
             params = dict(hints[0].params)
-        elif self.target.gemm_block_panel and len(k.grid) == 2 \
-                and any(isinstance(s, N.Gemm) for s in walk_stmts(k.body)):
+        elif (
+            self.target.gemm_block_panel and len(k.grid) == 2 and any(isinstance(s, N.Gemm) for s in walk_stmts(k.body))
+        ):
             params = {"panel_size": self.target.gemm_block_panel}
         else:
             return
@@ -265,7 +280,6 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
             new_bx, new_by = new_by, new_bx
         self.ex.bind(names[0], new_bx)
         self.ex.bind(names[1], new_by)
-
 
     # ------------------------------------------------------------------ statements
     def emit_body(self, stmts):
@@ -369,8 +383,12 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         # a run-time trip count stays a serial loop even under T.unroll: unrolling is a hint, and
         # TVM's UnrollLoop refuses a non-constant extent ("Cannot unroll non-constant loop")
         constant = isinstance(extent, tx.IntImm)
-        kind = B.unroll if constant and (s.kind == "unroll" or self.in_parallel and isinstance(s.extent, N.Const)
-                                         and s.extent.value <= 8) else B.serial
+        kind = (
+            B.unroll
+            if constant
+            and (s.kind == "unroll" or self.in_parallel and isinstance(s.extent, N.Const) and s.extent.value <= 8)
+            else B.serial
+        )
         with kind(begin, begin + extent) as v:
             self.ex.bind(s.var.name, v)
             self.emit_body(s.body)
@@ -389,14 +407,17 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
                 for v, e in zip(p.vars, index_exprs):
                     self.ex.bind(v.name, e)
                 self.emit_parallel_body(p.body, lay)
+
             if len(idx) < len(p.vars):
                 raise self.err("internal: anchor rank", p)
             self.iterate_layout(lay, body)
         else:
+
             def body(index_exprs):
                 for v, e in zip(p.vars, index_exprs):
                     self.ex.bind(v.name, e)
                 self.emit_parallel_body(p.body, None)
+
             self.iterate_linear(tuple(p.extents), 1, body)
 
     def emit_parallel_body(self, stmts, layout):
@@ -406,8 +427,9 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         try:
             for st in stmts:
                 if isinstance(st, N.Store) or isinstance(st, N.Atomic):
-                    needs_primary = (isinstance(layout, (RowLayout, StridedRowLayout))
-                                     and not (isinstance(st, N.Store) and self.plan.storage[st.buffer.name] == "reg"))
+                    needs_primary = isinstance(layout, (RowLayout, StridedRowLayout)) and not (
+                        isinstance(st, N.Store) and self.plan.storage[st.buffer.name] == "reg"
+                    )
                     if needs_primary:
                         if isinstance(layout, RowLayout):
                             q, w = layout.primary(self.t)
@@ -426,8 +448,13 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
 # ---------------------------------------------------------------------- utilities
 
 
-def lower_kernel(func: N.PrimFunc, target: TargetDescription, rules: Optional[RuleTable] = None,
-                 intrinsics=None, options: Optional[dict] = None) -> LoweredKernel:
+def lower_kernel(
+    func: N.PrimFunc,
+    target: TargetDescription,
+    rules: Optional[RuleTable] = None,
+    intrinsics=None,
+    options: Optional[dict] = None,
+) -> LoweredKernel:
     """Lower `func` for `target` with the backend's `rules` (a RuleTable) and `intrinsics` (the
     entries the plugins contributed); raises TileCompileError with the user's line on bad input."""
     return SimtLowering(func, target, rules, intrinsics, options).build()
@@ -452,8 +479,9 @@ def register_simt_pipeline() -> str:
     original = s_tir.transform.ThreadSync
 
     def factory(**kwargs):
-        base, host, device = sp.default_s_tir_pipeline() if hasattr(sp, "default_s_tir_pipeline") \
-            else cp.get_tir_pipeline("default")
+        base, host, device = (
+            sp.default_s_tir_pipeline() if hasattr(sp, "default_s_tir_pipeline") else cp.get_tir_pipeline("default")
+        )
 
         @tvm.transform.module_pass(opt_level=0)
         def _pipeline(mod, ctx):
@@ -461,11 +489,13 @@ def register_simt_pipeline() -> str:
                 if scope in ("shared", "shared.dyn"):
                     return tvm.transform.Sequential([])
                 return original(scope)
+
             s_tir.transform.ThreadSync = thread_sync
             try:
                 return base(mod)
             finally:
                 s_tir.transform.ThreadSync = original
+
         return _pipeline, host, device
 
     cp.register_tir_pipeline(PIPELINE_NAME, factory)

@@ -5,6 +5,7 @@ not yet synchronized (read after write, write after read).
 
 A mixin of `simt.SimtLowering`. Imports TVM: use it from backend code only.
 """
+
 from __future__ import annotations
 
 from typing import Set, Tuple
@@ -81,4 +82,5 @@ def shared_accesses(stmts, storage) -> Tuple[Set[str], Set[str]]:
 
 def _exprs_of(s):
     from .simt_plan import _stmt_exprs
+
     return _stmt_exprs(s)

@@ -3,6 +3,7 @@
 Pure Python (no TVM): the planner's rules (a pipeline rule deciding which copies it
 can make asynchronous) and the lowering ask the same questions.
 """
+
 from __future__ import annotations
 
 from math import gcd
@@ -35,13 +36,19 @@ def contiguous_run(r: N.Region, vec: int, plan) -> bool:
     st = plan.storage[r.buffer.name]
     if st == "smem":
         lay = plan.layout[r.buffer.name]
-        return not lay.swizzle and r.extents[-1] % vec == 0 and divisible(r.starts[-1], vec) \
-            and lay.row_elems % vec == 0
+        return (
+            not lay.swizzle and r.extents[-1] % vec == 0 and divisible(r.starts[-1], vec) and lay.row_elems % vec == 0
+        )
     if st != "global":
         return False
     last = r.buffer.shape[-1]
-    return (r.extents[-1] > 1 and r.extents[-1] % vec == 0 and isinstance(last, int) and last % vec == 0
-            and divisible(r.starts[-1], vec))
+    return (
+        r.extents[-1] > 1
+        and r.extents[-1] % vec == 0
+        and isinstance(last, int)
+        and last % vec == 0
+        and divisible(r.starts[-1], vec)
+    )
 
 
 def _width_16_bytes(c: N.Copy, plan) -> int:

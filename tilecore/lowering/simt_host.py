@@ -11,6 +11,7 @@ SimtLowering's method order).
 
 Pure Python: importing this does not import TVM.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set

@@ -23,6 +23,7 @@ Every entry is called as `impl(lowering, args)`, `lowering` being the
 
 Imports TVM: use it from backend code only.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -34,8 +35,17 @@ from tvm.tirx.script.builder import ir as B
 from .intrinsics import contextual, dtype_of
 from .tir_expr import cast_to, tir_const
 
-DEVICE_INSTRUCTIONS = ("shuffle_xor", "barrier", "vector_copy", "async_copy", "async_commit", "async_wait",
-                       "atomic_add", "atomic_max", "atomic_min")
+DEVICE_INSTRUCTIONS = (
+    "shuffle_xor",
+    "barrier",
+    "vector_copy",
+    "async_copy",
+    "async_commit",
+    "async_wait",
+    "atomic_add",
+    "atomic_max",
+    "atomic_min",
+)
 
 
 @contextual
@@ -46,8 +56,15 @@ def warp_shuffle_xor(lowering, args):
     src = tx.bitwise_xor(tx.floormod(lowering.thread, ws), cast_to(mask, "int32"))
 
     def shfl32(v):
-        return tx.call_intrin(dtype_of(v), "tirx.tvm_warp_shuffle", tx.const(0, "int32"), v, src,
-                              tir_const(ws, "int32"), tir_const(ws, "int32"))
+        return tx.call_intrin(
+            dtype_of(v),
+            "tirx.tvm_warp_shuffle",
+            tx.const(0, "int32"),
+            v,
+            src,
+            tir_const(ws, "int32"),
+            tir_const(ws, "int32"),
+        )
 
     dt = dtype_of(value)
     if dt in ("float32", "int32", "uint32"):
@@ -56,8 +73,10 @@ def warp_shuffle_xor(lowering, args):
         bits = tx.reinterpret("int64", value) if dt == "float64" else value
         lo = shfl32(tx.Cast("int32", bits))
         hi = shfl32(tx.Cast("int32", tx.shift_right(bits, tir_const(32, "int64"))))
-        joined = tx.bitwise_or(tx.shift_left(tx.Cast("int64", hi), tir_const(32, "int64")),
-                               tx.bitwise_and(tx.Cast("int64", lo), tir_const(0xFFFFFFFF, "int64")))
+        joined = tx.bitwise_or(
+            tx.shift_left(tx.Cast("int64", hi), tir_const(32, "int64")),
+            tx.bitwise_and(tx.Cast("int64", lo), tir_const(0xFFFFFFFF, "int64")),
+        )
         return tx.reinterpret("float64", joined) if dt == "float64" else joined
     wide = "float32" if dt in ("float16", "bfloat16") else "int32"
     return cast_to(shfl32(cast_to(value, wide)), dt)
@@ -99,7 +118,9 @@ def tvm_atomic_add(lowering, args):
 def portable_device_table() -> Dict[Tuple[str, Optional[str]], Callable[..., Any]]:
     """The portable device instructions (see the module docstring)."""
     table: Dict[Tuple[str, Optional[str]], Callable[..., Any]] = {
-        ("barrier", None): storage_barrier, ("vector_copy", None): ramp_vector_copy}
+        ("barrier", None): storage_barrier,
+        ("vector_copy", None): ramp_vector_copy,
+    }
     for dt in ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint32"):
         table[("shuffle_xor", dt)] = warp_shuffle_xor
     for dt in ("float32", "int32"):

@@ -17,6 +17,7 @@ Pure Python (no TVM): the lowering in `simt.py` turns these into index arithmeti
 A backend with another warp width or matrix unit adds its own layout classes with
 the same `local_size` / `iter_space` / `coords` methods.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -203,8 +204,12 @@ class SharedLayout:
         if self.blocked:
             e = self.block_elems
             within = floormod(col, e)
-            return (floordiv(col, e) * (self.shape[0] * e) + row * e
-                    + xor(floordiv(within, v), floormod(row, 8)) * v + floormod(col, v))
+            return (
+                floordiv(col, e) * (self.shape[0] * e)
+                + row * e
+                + xor(floordiv(within, v), floormod(row, 8)) * v
+                + floormod(col, v)
+            )
         return row * self.row_elems + xor(floordiv(col, v), self.xor_term(row)) * v + floormod(col, v)
 
     def physical_row(self, row, floordiv, floormod):

@@ -7,6 +7,7 @@ the current thread iteration, per-thread copies).
 
 A mixin of `simt.SimtLowering`. Imports TVM: use it from backend code only.
 """
+
 from __future__ import annotations
 
 from math import prod
@@ -44,8 +45,11 @@ class SimtMemory(SimtHost):
 
     def shared_tiles(self):
         """(name, buffer, layout) of every shared tile, in plan order."""
-        return [(name, self.plan.buffers[name], self.plan.layout[name])
-                for name, st in self.plan.storage.items() if st == "smem"]
+        return [
+            (name, self.plan.buffers[name], self.plan.layout[name])
+            for name, st in self.plan.storage.items()
+            if st == "smem"
+        ]
 
     def shared_offsets(self, smem):
         """(byte offset of each shared tile, total bytes): the tiles, the cross-warp reduction
@@ -86,7 +90,10 @@ class SimtMemory(SimtHost):
             span = smem[0][1].span if smem else self.kernel.span
             raise TileCompileError(
                 f"the kernel needs {total} bytes of shared memory; {self.target.name}:{self.target.arch} "
-                f"allows {self.target.max_shared_memory} per block", span, self.source)
+                f"allows {self.target.max_shared_memory} per block",
+                span,
+                self.source,
+            )
         self.smem_bytes = total
         if not total:
             return
@@ -100,8 +107,9 @@ class SimtMemory(SimtHost):
             dtype = self.storage_dtype(b.dtype)
             if pool:
                 eb = lay.elem_bytes
-                view = B.decl_buffer((lay.numel * lay.stages,), dtype, data=data,
-                                     elem_offset=offsets[name] // eb, scope=scope)
+                view = B.decl_buffer(
+                    (lay.numel * lay.stages,), dtype, data=data, elem_offset=offsets[name] // eb, scope=scope
+                )
             else:
                 view = B.alloc_buffer((lay.numel * lay.stages,), dtype, scope=scope)
             IRBuilder.name(name, view)
@@ -109,8 +117,11 @@ class SimtMemory(SimtHost):
             self.ex.bind_buffer(name, self.make_view_fn(b))
         if self.scratch_off is not None:
             n = self._scratch_size() // 4
-            self.scratch = (B.decl_buffer((n,), "float32", data=data, elem_offset=self.scratch_off // 4, scope=scope)
-                            if pool else B.alloc_buffer((n,), "float32", scope=scope))
+            self.scratch = (
+                B.decl_buffer((n,), "float32", data=data, elem_offset=self.scratch_off // 4, scope=scope)
+                if pool
+                else B.alloc_buffer((n,), "float32", scope=scope)
+            )
             IRBuilder.name("reduce_scratch", self.scratch)
 
     def _scratch_size(self):
@@ -174,17 +185,21 @@ class SimtMemory(SimtHost):
             return view, [self.reg_index(buf.name)]
         if st == "owned":
             owner = self.plan.owners[buf.name]
-            raise AssertionError(f"buffer {buf.name} is held by the rule {getattr(owner, 'name', owner)!r}, "
-                                 "which must lower every statement that touches it")
+            raise AssertionError(
+                f"buffer {buf.name} is held by the rule {getattr(owner, 'name', owner)!r}, "
+                "which must lower every statement that touches it"
+            )
         return view, [self.rep_index(buf, indices)]
 
     def make_view_fn(self, buf: N.Buffer):
         """The expression lowerer's view of `buf`: element loads through `access` (bool tiles
         stored as another dtype read back as bool)."""
+
         def load(indices):
             view, idx = self.access(buf, indices)
             v = tx.BufferLoad(view, idx)
             return cast_to(v, "bool") if buf.dtype == "bool" and view.dtype != "bool" else v
+
         return load
 
     def store(self, buf: N.Buffer, indices, value):

@@ -11,6 +11,7 @@ of the body on stage k. The copies are the target's "async_copy" / "async_commit
 
 Planning is pure Python; lowering imports TVM when the rule runs.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -67,10 +68,15 @@ def pipeline_copies(loop: N.For, kernel: N.Kernel, plan, target) -> Optional[Tup
     if loop.num_stages < 2:
         return None
     body_vars = {s.var.name for s in walk_stmts(loop.body) if isinstance(s, (N.Let, N.For))}
-    copies = [s for s in loop.body
-              if isinstance(s, N.Copy) and plan.storage.get(s.src.buffer.name) == "global"
-              and plan.storage.get(s.dst.buffer.name) == "smem"
-              and vector_width(s, plan, target) > 1 and not _region_uses(s.src, body_vars)]
+    copies = [
+        s
+        for s in loop.body
+        if isinstance(s, N.Copy)
+        and plan.storage.get(s.src.buffer.name) == "global"
+        and plan.storage.get(s.dst.buffer.name) == "smem"
+        and vector_width(s, plan, target) > 1
+        and not _region_uses(s.src, body_vars)
+    ]
     if not copies:
         return None
     names = {c.dst.buffer.name for c in copies}

@@ -20,6 +20,7 @@ and every rule may refine the finished plan (`LoweringRule.plan`, see `plan_for_
 
 Pure Python (no TVM). The same plan serves every SIMT backend.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -106,15 +107,18 @@ def plan_for_target(func: N.PrimFunc, threads: int, target, rules=()) -> KernelP
 
 
 def _is_loop_vars(indices, vars_) -> bool:
-    return len(indices) == len(vars_) and all(isinstance(i, N.Var) and i.name == v.name
-                                              for i, v in zip(indices, vars_))
+    return len(indices) == len(vars_) and all(isinstance(i, N.Var) and i.name == v.name for i, v in zip(indices, vars_))
 
 
 def whole_region(r: N.Region, ndim: Optional[int] = None) -> bool:
     """Whether region `r` is its whole (static) buffer, of rank `ndim` when given."""
     shape = r.buffer.static_shape()
-    return (shape is not None and (ndim is None or len(shape) == ndim) and tuple(r.extents) == shape
-            and all(isinstance(s, N.Const) and s.value == 0 for s in r.starts))
+    return (
+        shape is not None
+        and (ndim is None or len(shape) == ndim)
+        and tuple(r.extents) == shape
+        and all(isinstance(s, N.Const) and s.value == 0 for s in r.starts)
+    )
 
 
 def _uses_vars(expr, names) -> bool:
@@ -199,8 +203,9 @@ def _fragment_candidates(body, allocs, parallels) -> Tuple[Set[str], Set[str]]:
     return frag_like, forced
 
 
-def plan_kernel(func: N.PrimFunc, threads: int, accumulator_layout: Optional[AccumulatorChooser] = None,
-                warp_size: int = 32) -> KernelPlan:
+def plan_kernel(
+    func: N.PrimFunc, threads: int, accumulator_layout: Optional[AccumulatorChooser] = None, warp_size: int = 32
+) -> KernelPlan:
     """Decide storage and layouts for every buffer of `func` (see the module docstring).
 
     `accumulator_layout(gemm, warps, prefer_rows, existing)` gives a gemm accumulator its
@@ -223,8 +228,18 @@ def plan_kernel(func: N.PrimFunc, threads: int, accumulator_layout: Optional[Acc
     demoted = set(forced)
     row_reduced = {r.src.name for r in reduces if r.dim == len(r.src.shape) - 1}
     for _ in range(8):
-        layouts, mma = _assign(plan, frag_like - demoted, parallels, gemms, reduces,
-                               kernel.body, threads, accumulator_layout, row_reduced, warp_size)
+        layouts, mma = _assign(
+            plan,
+            frag_like - demoted,
+            parallels,
+            gemms,
+            reduces,
+            kernel.body,
+            threads,
+            accumulator_layout,
+            row_reduced,
+            warp_size,
+        )
         new = unreachable_fragments(layouts, frag_like - demoted, parallels, kernel.body, reduces)
         for g in gemms:  # A in registers only in the MMA accumulator layout of C's warp rows
             if g.a.buffer.name in frag_like - demoted and not rs_ok(g, layouts, mma):
@@ -301,15 +316,29 @@ def demote_unreachable(plan: KernelPlan, kernel: N.Kernel) -> Set[str]:
 
 def _rs_candidate(g: N.Gemm, frag_like) -> bool:
     a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
-    return (a.name in frag_like and c.name in frag_like and not g.transpose_a and len(a.shape) == 2
-            and a.dtype == b.dtype and a.dtype in ("float16", "bfloat16") and whole_region(g.a))
+    return (
+        a.name in frag_like
+        and c.name in frag_like
+        and not g.transpose_a
+        and len(a.shape) == 2
+        and a.dtype == b.dtype
+        and a.dtype in ("float16", "bfloat16")
+        and whole_region(g.a)
+    )
 
 
 def rs_ok(g: N.Gemm, layouts, mma) -> bool:
     """Whether gemm `g` can take A straight from registers (tensor cores, warp rows match C)."""
     la, lc = layouts.get(g.a.buffer.name), mma.get(id(g))
-    return (isinstance(la, MmaLayout) and isinstance(lc, MmaLayout) and la.wn == 1 and lc.wn == 1
-            and la.wm == lc.wm and la.M == lc.M and la.N % 16 == 0)
+    return (
+        isinstance(la, MmaLayout)
+        and isinstance(lc, MmaLayout)
+        and la.wn == 1
+        and lc.wn == 1
+        and la.wm == lc.wm
+        and la.M == lc.M
+        and la.N % 16 == 0
+    )
 
 
 def _block_level_fragment_access(body, frag_like) -> Set[str]:
@@ -358,13 +387,23 @@ def _assign(plan, live, parallels, gemms, reduces, body, threads, accumulator_la
         changed = False
         for r in reduces:
             src_l = layouts.get(r.src.name)
-            if (isinstance(src_l, MmaLayout) and r.dim == 1 and r.dst.name in live
-                    and r.dst.name not in layouts and tuple(r.dst.shape) in ((src_l.M,), (src_l.M, 1))):
+            if (
+                isinstance(src_l, MmaLayout)
+                and r.dim == 1
+                and r.dst.name in live
+                and r.dst.name not in layouts
+                and tuple(r.dst.shape) in ((src_l.M,), (src_l.M, 1))
+            ):
                 layouts[r.dst.name] = RowLayout(src_l.M, src_l.wm, src_l.wn, len(r.dst.shape))
                 changed = True
-            if (isinstance(src_l, StridedLayout) and len(src_l.shape) == 2 and r.dim == 1
-                    and r.dst.name in live and r.dst.name not in layouts
-                    and tuple(r.dst.shape) in ((src_l.shape[0],), (src_l.shape[0], 1))):
+            if (
+                isinstance(src_l, StridedLayout)
+                and len(src_l.shape) == 2
+                and r.dim == 1
+                and r.dst.name in live
+                and r.dst.name not in layouts
+                and tuple(r.dst.shape) in ((src_l.shape[0],), (src_l.shape[0], 1))
+            ):
                 row = StridedRowLayout.of(src_l, len(r.dst.shape))
                 if row is not None:
                     layouts[r.dst.name] = row
@@ -382,18 +421,28 @@ def _assign(plan, live, parallels, gemms, reduces, body, threads, accumulator_la
                     changed = True
             if isinstance(lay, StridedLayout) and len(lay.shape) == 2:
                 for b, i in acc:
-                    if (b.name not in layouts and len(i) in (1, 2) and isinstance(i[0], N.Var)
-                            and i[0].name == p.vars[0].name and b.shape[0] == lay.shape[0]
-                            and (len(i) == 1 or (isinstance(i[1], N.Const) and b.shape[1] == 1))):
+                    if (
+                        b.name not in layouts
+                        and len(i) in (1, 2)
+                        and isinstance(i[0], N.Var)
+                        and i[0].name == p.vars[0].name
+                        and b.shape[0] == lay.shape[0]
+                        and (len(i) == 1 or (isinstance(i[1], N.Const) and b.shape[1] == 1))
+                    ):
                         row = StridedRowLayout.of(lay, len(b.shape))
                         if row is not None:
                             layouts[b.name] = row
                             changed = True
             if isinstance(lay, MmaLayout):
                 for b, i in acc:
-                    if (b.name not in layouts and len(i) in (1, 2) and isinstance(i[0], N.Var)
-                            and i[0].name == p.vars[0].name and b.shape[0] == lay.M
-                            and (len(i) == 1 or (isinstance(i[1], N.Const) and b.shape[1] == 1))):
+                    if (
+                        b.name not in layouts
+                        and len(i) in (1, 2)
+                        and isinstance(i[0], N.Var)
+                        and i[0].name == p.vars[0].name
+                        and b.shape[0] == lay.M
+                        and (len(i) == 1 or (isinstance(i[1], N.Const) and b.shape[1] == 1))
+                    ):
                         layouts[b.name] = RowLayout(lay.M, lay.wm, lay.wn, len(b.shape))
                         changed = True
         for s in walk_stmts(body):
@@ -418,8 +467,11 @@ def compatible(anchor_layout, anchor_idx, layout, idx) -> bool:
     """Whether the thread that runs iteration `anchor_idx` of `anchor_layout` owns `idx` of `layout`."""
     if layout == anchor_layout and tuple(idx) == tuple(anchor_idx):
         return True
-    if isinstance(layout, StridedRowLayout) and isinstance(anchor_layout, StridedLayout) \
-            and layout.matches(anchor_layout):
+    if (
+        isinstance(layout, StridedRowLayout)
+        and isinstance(anchor_layout, StridedLayout)
+        and layout.matches(anchor_layout)
+    ):
         if idx and idx[0] == anchor_idx[0] and (len(idx) == 1 or (isinstance(idx[1], N.Const) and idx[1].value == 0)):
             return True
     if isinstance(layout, RowLayout) and isinstance(anchor_layout, MmaLayout) and layout.matches(anchor_layout):
@@ -439,9 +491,13 @@ def choose_anchor(p: N.Parallel, layouts, live):
     if best is None:
         # a row vector over the loop's only variable
         for b, i, _ in acc:
-            if b.name in live and isinstance(layouts.get(b.name), (RowLayout, StridedRowLayout)) \
-                    and _is_loop_vars(i[:1], p.vars) \
-                    and len(p.vars) == 1 and b.shape[0] == p.extents[0]:
+            if (
+                b.name in live
+                and isinstance(layouts.get(b.name), (RowLayout, StridedRowLayout))
+                and _is_loop_vars(i[:1], p.vars)
+                and len(p.vars) == 1
+                and b.shape[0] == p.extents[0]
+            ):
                 return b, i
         return None
     return best[0], best[1]
@@ -468,9 +524,14 @@ def unreachable_fragments(layouts, live, parallels, body, reduces) -> Set[str]:
             pass
     for r in reduces:
         src_l, dst_l = layouts.get(r.src.name), layouts.get(r.dst.name)
-        special = (isinstance(src_l, MmaLayout) and isinstance(dst_l, RowLayout) and dst_l.matches(src_l)
-                   and r.dim == 1) or (isinstance(src_l, StridedLayout) and isinstance(dst_l, StridedRowLayout)
-                                       and dst_l.matches(src_l) and r.dim == 1)
+        special = (
+            isinstance(src_l, MmaLayout) and isinstance(dst_l, RowLayout) and dst_l.matches(src_l) and r.dim == 1
+        ) or (
+            isinstance(src_l, StridedLayout)
+            and isinstance(dst_l, StridedRowLayout)
+            and dst_l.matches(src_l)
+            and r.dim == 1
+        )
         if not special and r.src.name in live:
             new.add(r.src.name)
         if not special and r.dst.name in live and not isinstance(dst_l, StridedLayout):

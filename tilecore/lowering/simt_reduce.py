@@ -6,6 +6,7 @@ lane groups over shared tiles or one owner per output element.
 
 A mixin of `simt.SimtLowering`. Imports TVM: use it from backend code only.
 """
+
 from __future__ import annotations
 
 from math import prod
@@ -36,7 +37,7 @@ class SimtReductions(SimtHost):
         big = float("inf") if is_float(dtype) else None
         if big is None:
             info = {"int8": 127, "int16": 32767, "int32": 2**31 - 1, "int64": 2**63 - 1, "uint8": 255}[dtype]
-            lo = {"int8": -128, "int16": -32768, "int32": -2**31, "int64": -2**63, "uint8": 0}[dtype]
+            lo = {"int8": -128, "int16": -32768, "int32": -(2**31), "int64": -(2**63), "uint8": 0}[dtype]
             return tir_const(lo if kind == "max" else info, dtype)
         return tir_const(-big if kind == "max" else big, dtype)
 
@@ -54,7 +55,7 @@ class SimtReductions(SimtHost):
         softmax were latency-bound), and no operand repeated by a NaN-propagating select."""
         while len(values) > 1:
             paired = [B.Bind(self._combine(kind, a, b)) for a, b in zip(values[::2], values[1::2])]
-            values = paired + values[len(values) - len(values) % 2:]
+            values = paired + values[len(values) - len(values) % 2 :]
         return values[0]
 
     def _reduce_input(self, r: N.Reduce, idx, k, keep: bool, wide: str):
@@ -73,11 +74,20 @@ class SimtReductions(SimtHost):
         src_l = self.plan.layout.get(r.src.name)
         dst_l = self.plan.layout.get(r.dst.name)
         wide = "float32" if r.dst.dtype in ("float16", "bfloat16") else r.dst.dtype
-        if isinstance(src_l, MmaLayout) and isinstance(dst_l, RowLayout) and r.dim == 1 \
-                and self.plan.storage[r.src.name] == "reg":
+        if (
+            isinstance(src_l, MmaLayout)
+            and isinstance(dst_l, RowLayout)
+            and r.dim == 1
+            and self.plan.storage[r.src.name] == "reg"
+        ):
             return self.emit_mma_row_reduce(r, src_l, dst_l, wide)
-        if isinstance(src_l, StridedLayout) and isinstance(dst_l, StridedRowLayout) and r.dim == 1 \
-                and self.plan.storage[r.src.name] == "reg" and self.plan.storage[r.dst.name] == "reg":
+        if (
+            isinstance(src_l, StridedLayout)
+            and isinstance(dst_l, StridedRowLayout)
+            and r.dim == 1
+            and self.plan.storage[r.src.name] == "reg"
+            and self.plan.storage[r.dst.name] == "reg"
+        ):
             return self.emit_strided_row_reduce(r, src_l, dst_l, wide)
         src = r.src
         keep = len(r.dst.shape) == len(src.shape)
@@ -159,6 +169,7 @@ class SimtReductions(SimtHost):
         with B.unroll(0, L) as i:
             B.buffer_store(part, self._identity(r.kind, wide), [i])
         with B.unroll(0, src_l.per_thread) as k:
+
             def elem(u):
                 x = cast_to(src_v[k * v + u], wide)
                 return tx.abs(x) if r.kind in ("abssum", "absmax") else x
@@ -179,6 +190,7 @@ class SimtReductions(SimtHost):
                 chunk = tree[0] if v > 1 else elem(0)
                 slot = tx.floordiv(k, q) if q > 1 else k
                 B.buffer_store(part, self._combine(r.kind, part[slot], chunk), [slot])
+
             if not src_l.exact:
                 with B.If(k * P + self.t < src_l.chunks):
                     with B.Then():
@@ -249,8 +261,9 @@ class SimtReductions(SimtHost):
                     row = (warp // src_l.wn) * (src_l.M // src_l.wm) + mi * 16 + lane // 4 + h * 8
                     B.buffer_store(part, self.scratch[row], [mi * 2 + h])
                     with B.unroll(1, src_l.wn) as w:
-                        B.buffer_store(part, self._combine(r.kind, part[mi * 2 + h],
-                                                           self.scratch[w * src_l.M + row]), [mi * 2 + h])
+                        B.buffer_store(
+                            part, self._combine(r.kind, part[mi * 2 + h], self.scratch[w * src_l.M + row]), [mi * 2 + h]
+                        )
             self.sync()
         with B.unroll(0, src_l.MI * 2) as i:
             res = part[i]

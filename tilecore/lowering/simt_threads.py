@@ -6,6 +6,7 @@ threads; region indices and bounds predicates for partial tiles.
 
 A mixin of `simt.SimtLowering`. Imports TVM: use it from backend code only.
 """
+
 from __future__ import annotations
 
 from math import prod
@@ -58,8 +59,8 @@ class SimtThreads(SimtHost):
             def inner(idx, local, k=None):
                 self.ctx = _Ctx(lay, (k,), local)
                 body(idx)
-            self._strided(lay.shape, lay.vec, inner, exact=lay.exact, unroll=True, pass_k=True,
-                          vectorize=vectorize)
+
+            self._strided(lay.shape, lay.vec, inner, exact=lay.exact, unroll=True, pass_k=True, vectorize=vectorize)
         self.ctx = saved
 
     def _strided(self, shape, vec, body, exact, unroll, per_chunk=False, pass_k=False, vectorize=False):
@@ -96,9 +97,16 @@ class SimtThreads(SimtHost):
 
         def inner(idx, local):
             body(idx)
+
         P = self.threads
-        self._strided(shape, vec, inner, exact=(prod(shape) // vec) % P == 0,
-                      unroll=(prod(shape) // vec) <= 16 * P, per_chunk=vec > 1)
+        self._strided(
+            shape,
+            vec,
+            inner,
+            exact=(prod(shape) // vec) % P == 0,
+            unroll=(prod(shape) // vec) <= 16 * P,
+            per_chunk=vec > 1,
+        )
         self.ctx = saved
 
     def region_index(self, r: N.Region, it_idx):
@@ -148,7 +156,7 @@ def unflatten(e, shape):
         if d == 0:
             idx.append(e if len(shape) == 1 else tx.floordiv(e, prod(shape[1:])))
         else:
-            idx.append(tx.floormod(tx.floordiv(e, prod(shape[d + 1:])) if d + 1 < len(shape) else e, shape[d]))
+            idx.append(tx.floormod(tx.floordiv(e, prod(shape[d + 1 :])) if d + 1 < len(shape) else e, shape[d]))
     return list(reversed(idx))
 
 

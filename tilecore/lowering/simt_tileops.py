@@ -6,6 +6,7 @@ scans, one atomic device instruction per element.
 
 A mixin of `simt.SimtLowering`. Imports TVM: use it from backend code only.
 """
+
 from __future__ import annotations
 
 from math import prod
@@ -58,14 +59,20 @@ class SimtTileOps(SimtHost):
             anchor = dst.buffer if ds == "reg" else src.buffer
             other = src if ds == "reg" else dst
             lay = self.plan.layout[anchor.name]
-            vec_ok = (isinstance(lay, StridedLayout) and lay.vec > 1 and not (pred_src or pred_dst)
-                      and "bool" not in (src.buffer.dtype, dst.buffer.dtype)
-                      and lay.vec * max(itemsize(src.buffer.dtype), itemsize(dst.buffer.dtype)) <= 32
-                      and ss != ds and self._contiguous_run(other, lay.vec))
+            vec_ok = (
+                isinstance(lay, StridedLayout)
+                and lay.vec > 1
+                and not (pred_src or pred_dst)
+                and "bool" not in (src.buffer.dtype, dst.buffer.dtype)
+                and lay.vec * max(itemsize(src.buffer.dtype), itemsize(dst.buffer.dtype)) <= 32
+                and ss != ds
+                and self._contiguous_run(other, lay.vec)
+            )
             self.iterate_layout(lay, lambda idx: element(_squeeze(idx, anchor.shape)), vectorize=vec_ok)
             return
         vec = self.vector_width(c)
         if vec > 1:
+
             def vector(it_idx):
                 si = self.region_index(src, it_idx)
                 di = self.region_index(dst, it_idx)
@@ -80,8 +87,11 @@ class SimtTileOps(SimtHost):
                         self.instruction("async_copy", None, d_el, s_el, tx.const(True, "bool"), vec)
                     return
                 if pred_src or pred_dst:
-                    ok = tx.And(self.in_bounds(src, si), self.in_bounds(dst, di)) if pred_src and pred_dst else \
-                        (self.in_bounds(src, si) if pred_src else self.in_bounds(dst, di))
+                    ok = (
+                        tx.And(self.in_bounds(src, si), self.in_bounds(dst, di))
+                        if pred_src and pred_dst
+                        else (self.in_bounds(src, si) if pred_src else self.in_bounds(dst, di))
+                    )
                     with B.If(ok):
                         with B.Then():
                             self.instruction("vector_copy", None, d_el, s_el, vec)
@@ -90,6 +100,7 @@ class SimtTileOps(SimtHost):
                                 self.instruction("vector_copy", None, d_el, None, vec)
                 else:
                     self.instruction("vector_copy", None, d_el, s_el, vec)
+
             self.iterate_linear(tuple(shape), vec, vector)
             return
         if async_copy:
@@ -183,7 +194,7 @@ class SimtTileOps(SimtHost):
             B.buffer_store(tmp, tir_const(0, wide), [0])
             with B.serial(0, n) as k:
                 pos = (n - 1 - k) if s.reverse else k
-                full = list(idx[:s.dim]) + [pos] + list(idx[s.dim:]) if len(shape) > 1 else [pos]
+                full = list(idx[: s.dim]) + [pos] + list(idx[s.dim :]) if len(shape) > 1 else [pos]
                 view, si = self.access(s.src, full)
                 B.buffer_store(tmp, tmp[0] + cast_to(tx.BufferLoad(view, si), wide), [0])
                 self.store(s.dst, full, tmp[0])

@@ -8,6 +8,7 @@ plugin's own rules want to read (an architecture number, a fast-math switch).
 
 Pure Python: importing this does not import TVM.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -64,5 +65,5 @@ class TargetDescription:
         return self.properties.get(key, default)
 
     def label(self) -> str:
-        """"name:arch" for messages."""
+        """ "name:arch" for messages."""
         return f"{self.name}:{self.arch}" if self.arch else self.name

@@ -27,6 +27,7 @@ instead of trapping; casts to bool test `!= 0`; float -> int casts truncate.
 
 This module imports TVM at top level: import it only from backend code.
 """
+
 from __future__ import annotations
 
 import math
@@ -73,8 +74,7 @@ def round_to_bfloat16(x32):
     it on small expressions only (see ExprLowerer._lower_Cast).
     """
     u = tx.reinterpret("uint32", x32)
-    bias = tx.const(0x7FFF, "uint32") + tx.bitwise_and(tx.shift_right(u, tx.const(16, "uint32")),
-                                                       tx.const(1, "uint32"))
+    bias = tx.const(0x7FFF, "uint32") + tx.bitwise_and(tx.shift_right(u, tx.const(16, "uint32")), tx.const(1, "uint32"))
     rounded = tx.bitwise_and(u + bias, tx.const(0xFFFF0000, "uint32"))
     return tx.Select(tx.isnan(x32), x32, tx.reinterpret("float32", rounded))
 
@@ -145,8 +145,7 @@ def cast_to(expr, dtype: str):
 # else-branch update of an int64 accumulator under a run-time if).
 _WRAP_WIDE = {"int8": "int32", "int16": "int32", "uint8": "int32", "uint16": "int64"}
 _WRAP_WIDE_DATA = {**_WRAP_WIDE, "int32": "int64"}
-_WRAPPING_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-                 "<<": tx.shift_left}
+_WRAPPING_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "<<": tx.shift_left}
 
 
 def wrap_to(value, dtype: str):
@@ -206,7 +205,7 @@ def _opaque_negative_zero(dtype: str):
     to 0, which is wrong for inf and NaN). LLVM still sees a constant, and without
     fast-math flags keeps the IEEE `fmul x, -0.0`. (+0.0 would be the bit pattern 0,
     which TVM's codegen reserves for null pointers.)"""
-    width = 16 if dtype == "bfloat16" else int(dtype[len("float"):])
+    width = 16 if dtype == "bfloat16" else int(dtype[len("float") :])
     return tx.reinterpret(dtype, tx.const(1 << (width - 1), f"uint{width}"))
 
 
@@ -231,7 +230,7 @@ def ieee_mul(a, b):
         x, zero = a, zero_b
     else:
         x, zero = b, zero_a if zero_a is not None else 0.0  # one of them is a zero constant
-    product = tx.Mul(x, _opaque_negative_zero(dtype))    # x * -0.0
+    product = tx.Mul(x, _opaque_negative_zero(dtype))  # x * -0.0
     if math.copysign(1.0, zero) > 0:
         product = tx.Mul(product, tir_const(-1.0, dtype))  # x * +0.0 == -(x * -0.0), exactly
     return product
@@ -255,11 +254,15 @@ def has_load(expr: N.Expr) -> bool:
 class ExprLowerer(Dispatcher):
     """Lower Tile IR expressions for one function (see the module docstring)."""
 
-    def __init__(self, buffers: Optional[Mapping[str, BufferView]] = None,
-                 variables: Optional[Mapping[str, object]] = None,
-                 intrinsics: Optional[IntrinsicTable] = None,
-                 backend: str = "tvm", source: str = "",
-                 narrow_float_via_float32: bool = True):
+    def __init__(
+        self,
+        buffers: Optional[Mapping[str, BufferView]] = None,
+        variables: Optional[Mapping[str, object]] = None,
+        intrinsics: Optional[IntrinsicTable] = None,
+        backend: str = "tvm",
+        source: str = "",
+        narrow_float_via_float32: bool = True,
+    ):
         self.buffers: Dict[str, BufferView] = dict(buffers or {})
         self.variables: Dict[str, object] = dict(variables or {})
         self.intrinsics = intrinsics if intrinsics is not None else default_table()
@@ -309,8 +312,7 @@ class ExprLowerer(Dispatcher):
     def reads_memory(self, e: N.Expr) -> bool:
         """Whether `e` reads a buffer, directly or through a name bound to such a value: data,
         whose int32 arithmetic must wrap, unlike the index arithmetic of loop variables."""
-        return any(isinstance(n, N.Load) or (isinstance(n, N.Var) and n.name in self.memory_names)
-                   for n in walk(e))
+        return any(isinstance(n, N.Load) or (isinstance(n, N.Var) and n.name in self.memory_names) for n in walk(e))
 
     def bind_buffer(self, name: str, view: BufferView) -> None:
         self.buffers[name] = view
@@ -338,8 +340,11 @@ class ExprLowerer(Dispatcher):
         if self._exact.get(id(value)) is value:
             return True
         # bfloat16_bits_as_float32's form
-        return isinstance(value, tvm.ir.Call) and value.op.name == "tirx.reinterpret" and \
-            isinstance(value.args[0], tx.LShift)
+        return (
+            isinstance(value, tvm.ir.Call)
+            and value.op.name == "tirx.reinterpret"
+            and isinstance(value.args[0], tx.LShift)
+        )
 
     def to_bfloat16(self, value, hold: bool = True):
         """Any lowered value converted to bfloat16, as the float32 holding it exactly.
@@ -366,8 +371,7 @@ class ExprLowerer(Dispatcher):
             return self.to_bfloat16(value.value, hold)
         if isinstance(value, tvm.ir.TensorLoad):
             return bfloat16_bits_as_float32(value)
-        raise TileCompileError(f"internal error: bfloat16 value {value} cannot be held in float32",
-                               None, self.source)
+        raise TileCompileError(f"internal error: bfloat16 value {value} cannot be held in float32", None, self.source)
 
     # -- expressions
     def __call__(self, expr: N.Expr):
@@ -376,8 +380,9 @@ class ExprLowerer(Dispatcher):
     def lower(self, expr: N.Expr):
         method = self.handler("_lower_", expr)
         if method is None:
-            raise UnsupportedFeatureError(self.backend, f"expression {type(expr).__name__}",
-                                          getattr(expr, "span", None), self.source)
+            raise UnsupportedFeatureError(
+                self.backend, f"expression {type(expr).__name__}", getattr(expr, "span", None), self.source
+            )
         value = method(self, expr)
         if self.bfloat16_as_float32 and expr.dtype == "bfloat16" and dtype_of(value) != "float32":
             return self.to_bfloat16(value)
@@ -396,9 +401,14 @@ class ExprLowerer(Dispatcher):
         TVM's bfloat16 legalization (rocm) rewrites no cast to bfloat16 inside a `Let` value
         ("BF16 needs to be storaged lowered first"). Not inside a `T.if_then_else` branch,
         whose reads may only be valid when it is taken."""
-        if (dtype == "bfloat16" and dtype_of(value) == "float64" and self.hold is not None
-                and not self.bfloat16_as_float32 and not self._speculative
-                and not isinstance(value, (tx.Var, tvm.ir.TensorLoad))):
+        if (
+            dtype == "bfloat16"
+            and dtype_of(value) == "float64"
+            and self.hold is not None
+            and not self.bfloat16_as_float32
+            and not self._speculative
+            and not isinstance(value, (tx.Var, tvm.ir.TensorLoad))
+        ):
             return self.hold(value)
         return value
 
@@ -439,8 +449,13 @@ class ExprLowerer(Dispatcher):
             return value if e.value.dtype == "bfloat16" else self.to_bfloat16(value)
         if e.dtype == "bfloat16" and dtype_of(value) != "bfloat16" and _small(e.value):
             # an explicit cast rounds even if the value is widened again (see round_to_bfloat16)
-            x32 = value if dtype_of(value) == "float32" else float32_round_to_odd(value) \
-                if dtype_of(value) == "float64" else tx.Cast("float32", value)
+            x32 = (
+                value
+                if dtype_of(value) == "float32"
+                else float32_round_to_odd(value)
+                if dtype_of(value) == "float64"
+                else tx.Cast("float32", value)
+            )
             return tx.Cast("bfloat16", round_to_bfloat16(x32))
         return cast_to(value, e.dtype)
 
@@ -513,8 +528,7 @@ class ExprLowerer(Dispatcher):
             held = self.value_dtype(common)
             a = self.lower_as(e.a, common) if e.a.dtype != "bool" else tx.Cast(held, self.lower(e.a))
             b = self.lower_as(e.b, common) if e.b.dtype != "bool" else tx.Cast(held, self.lower(e.b))
-            return {"<": tx.LT, "<=": tx.LE, ">": tx.GT, ">=": tx.GE,
-                    "==": tx.EQ, "!=": tx.NE}[op](a, b)
+            return {"<": tx.LT, "<=": tx.LE, ">": tx.GT, ">=": tx.GE, "==": tx.EQ, "!=": tx.NE}[op](a, b)
         if op == "pow":
             return self._lower_pow(e)
         wide = self._compute_dtype(e.dtype)
@@ -528,10 +542,10 @@ class ExprLowerer(Dispatcher):
             # TVM's LLVM codegen compares i1 values as floats (invalid IR): compare as int8
             return tx.NE(tx.Cast("int8", a), tx.Cast("int8", b))
         if dtype == "bool" and op in ("&", "|", "+", "*", "min", "max"):
-            return {"&": tx.And, "*": tx.And, "min": tx.And, "|": tx.Or, "+": tx.Or,
-                    "max": tx.Or}[op](a, b)
-        if op in _WRAPPING_OPS and (dtype in _WRAP_WIDE or (
-                dtype in _WRAP_WIDE_DATA and node is not None and self.reads_memory(node))):
+            return {"&": tx.And, "*": tx.And, "min": tx.And, "|": tx.Or, "+": tx.Or, "max": tx.Or}[op](a, b)
+        if op in _WRAPPING_OPS and (
+            dtype in _WRAP_WIDE or (dtype in _WRAP_WIDE_DATA and node is not None and self.reads_memory(node))
+        ):
             return wrapping_arith(op, a, b, dtype)
         if op == "+":
             return a + b
@@ -566,8 +580,9 @@ class ExprLowerer(Dispatcher):
                 return tx.shift_left(a, b)
             if op == ">>":
                 return tx.shift_right(a, b)
-        raise UnsupportedFeatureError(self.backend, f"operator {op} on {dtype}",
-                                      getattr(node, "span", None), self.source)
+        raise UnsupportedFeatureError(
+            self.backend, f"operator {op} on {dtype}", getattr(node, "span", None), self.source
+        )
 
     @staticmethod
     def _int_div(a, b, dtype, fn):
@@ -584,8 +599,10 @@ class ExprLowerer(Dispatcher):
         if e.dtype.startswith("float") or e.dtype == "bfloat16":
             if not self.intrinsics.has("pow", e.dtype):
                 raise UnsupportedFeatureError(self.backend, f"T.pow on {e.dtype}", e.span, self.source)
-            return self._narrow_result(self.intrinsics.lower("pow", e.dtype, [self.lower_as(e.a, e.dtype),
-                                                                              self.lower_as(e.b, e.dtype)]), e.dtype)
+            return self._narrow_result(
+                self.intrinsics.lower("pow", e.dtype, [self.lower_as(e.a, e.dtype), self.lower_as(e.b, e.dtype)]),
+                e.dtype,
+            )
         # exact integer power: only for a constant non-negative exponent
         if isinstance(e.b, N.Const) and int(e.b.value) >= 0:
             base = self.lower_as(e.a, e.dtype)

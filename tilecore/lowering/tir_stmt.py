@@ -24,6 +24,7 @@ vectorized nest when the tile is entirely inside.
 
 This module imports TVM at top level: import it only from backend code.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,7 +53,7 @@ from .tir_expr import (
 
 Rule = Callable[["TirLowering", N.Stmt], "tvm.tirx.Stmt"]
 
-INT32_MAX = 2 ** 31 - 1
+INT32_MAX = 2**31 - 1
 
 # int32 slots of the error buffer: [0] = failing check id + 1, [1:] = its indices
 ERROR_SLOTS = 10
@@ -102,9 +103,14 @@ class TirLowering(Dispatcher):
     # buffers are then float32 buffers of exactly rounded values, and every store rounds.
     bfloat16_as_float32 = False
 
-    def __init__(self, func: N.PrimFunc, intrinsics: IntrinsicTable,
-                 rules: Optional[Dict[str, Rule]] = None, storage_scope: str = "global",
-                 check_bounds: bool = False):
+    def __init__(
+        self,
+        func: N.PrimFunc,
+        intrinsics: IntrinsicTable,
+        rules: Optional[Dict[str, Rule]] = None,
+        storage_scope: str = "global",
+        check_bounds: bool = False,
+    ):
         self.func = func
         # element indexing checks (see `checked_load`): proven accesses cost nothing, the
         # others are guarded and report the first failure through `error_buffer`
@@ -112,8 +118,7 @@ class TirLowering(Dispatcher):
         self.checks: List[Dict] = []
         self.ranges: Dict[str, Tuple[int, int]] = {}
         self._pending: List[List] = [[]]
-        self.error_buffer = tx.decl_buffer([ERROR_SLOTS], "int32", "tilecore_error",
-                                           data_alignment=4, offset_factor=1)
+        self.error_buffer = tx.decl_buffer([ERROR_SLOTS], "int32", "tilecore_error", data_alignment=4, offset_factor=1)
         self.source = func.source
         self.rules = dict(rules or {})
         self.storage_scope = storage_scope
@@ -129,8 +134,9 @@ class TirLowering(Dispatcher):
             self.expr.checked_load = self.checked_load
         for p in func.params:
             # callers' arrays may be views at any element offset: promise only element alignment
-            buf = tx.decl_buffer(self.shape_of(p), p.dtype, p.name,
-                                 data_alignment=max(1, itemsize(p.dtype)), offset_factor=1)
+            buf = tx.decl_buffer(
+                self.shape_of(p), p.dtype, p.name, data_alignment=max(1, itemsize(p.dtype)), offset_factor=1
+            )
             self.tir_buffers[p.name] = buf
             self.expr.bind_buffer(p.name, buf)
 
@@ -157,9 +163,12 @@ class TirLowering(Dispatcher):
                 out.append(self.dyn[s.name])
             else:
                 if int(s) > INT32_MAX:
-                    raise self.error(f"dimension {k} of {buf.name!r} has {int(s)} elements; the "
-                                     f"{self.backend_name} backend indexes dimensions with int32 "
-                                     f"(at most {INT32_MAX})", buf)
+                    raise self.error(
+                        f"dimension {k} of {buf.name!r} has {int(s)} elements; the "
+                        f"{self.backend_name} backend indexes dimensions with int32 "
+                        f"(at most {INT32_MAX})",
+                        buf,
+                    )
                 # int64 extents make TVM compute the flat offset in int64
                 out.append(tx.const(int(s), "int64") if wide else int(s))
         return out
@@ -242,13 +251,19 @@ class TirLowering(Dispatcher):
             held = str(tb.dtype) == "float32"
             return tx.BufferStore(tb, x32 if held else float32_as_bfloat16_bits(x32), list(indices))
         if dt == "bfloat16" and exact_bfloat16 and src in ("float32", "float64", "float16"):
-            x32 = value if src == "float32" else float32_round_to_odd(value) if src == "float64" \
+            x32 = (
+                value
+                if src == "float32"
+                else float32_round_to_odd(value)
+                if src == "float64"
                 else tx.Cast("float32", value)
+            )
             return tx.BufferStore(tb, tx.Cast("bfloat16", round_to_bfloat16(x32)), list(indices))
         return tx.BufferStore(tb, cast_to(value, dt), list(indices))
 
-    def loop_nest(self, extents: Sequence, body_fn: Callable, vectorize: bool = True,
-                  dtype: Optional[str] = None, kind_outer=None):
+    def loop_nest(
+        self, extents: Sequence, body_fn: Callable, vectorize: bool = True, dtype: Optional[str] = None, kind_outer=None
+    ):
         """`for v0 in ext0: ... for vn in extn: body_fn([v0..vn])`, innermost vectorized.
 
         The innermost extent (an int) is split by `vector_lanes(dtype)` when it
@@ -320,8 +335,11 @@ class TirLowering(Dispatcher):
             return int(e.value), int(e.value)
         if isinstance(e, N.Var):
             return self.ranges.get(e.name)
-        if isinstance(e, N.Cast) and e.dtype in ("int32", "int64") and e.value.dtype in (
-                "int8", "int16", "int32", "int64", "uint8", "bool"):
+        if (
+            isinstance(e, N.Cast)
+            and e.dtype in ("int32", "int64")
+            and e.value.dtype in ("int8", "int16", "int32", "int64", "uint8", "bool")
+        ):
             return self._range(e.value)
         if isinstance(e, N.BinOp) and e.dtype in ("int32", "int64"):
             a, b = self._range(e.a), self._range(e.b)
@@ -375,12 +393,19 @@ class TirLowering(Dispatcher):
         """The statement that records a failed check (first failure wins in practice)."""
         sp = getattr(node, "span", None) or N.NO_SPAN
         param = next((k for k, p in enumerate(self.func.params) if p.name == buf.name), None)
-        self.checks.append({"buffer": buf.name, "param": param,
-                            "shape": [s if isinstance(s, int) else None for s in buf.shape],
-                            "span": [sp.file, sp.line, sp.col, sp.end_line, sp.end_col]})
+        self.checks.append(
+            {
+                "buffer": buf.name,
+                "param": param,
+                "shape": [s if isinstance(s, int) else None for s in buf.shape],
+                "span": [sp.file, sp.line, sp.col, sp.end_line, sp.end_col],
+            }
+        )
         ident = len(self.checks)
-        stores = [tx.BufferStore(self.error_buffer, cast_to(i, "int32"), [k + 1])
-                  for k, i in enumerate(lowered[:ERROR_SLOTS - 1])]
+        stores = [
+            tx.BufferStore(self.error_buffer, cast_to(i, "int32"), [k + 1])
+            for k, i in enumerate(lowered[: ERROR_SLOTS - 1])
+        ]
         stores.append(tx.BufferStore(self.error_buffer, tir_const(ident, "int32"), [0]))
         return seq(stores)
 
@@ -500,8 +525,7 @@ class TirLowering(Dispatcher):
         from ..ir.visitor import walk_stmts
 
         for st in walk_stmts(body):
-            if isinstance(st, (N.For, N.Parallel, N.Atomic, N.Print, N.If, N.Copy, N.Gemm,
-                               N.Reduce, N.Cumsum, N.Fill)):
+            if isinstance(st, (N.For, N.Parallel, N.Atomic, N.Print, N.If, N.Copy, N.Gemm, N.Reduce, N.Cumsum, N.Fill)):
                 return False
         return True
 
@@ -534,8 +558,12 @@ class TirLowering(Dispatcher):
         tb = self.buffer(region.buffer)
         conds = []
         for idx, dim in zip(indices, tb.shape):
-            conds.append(tx.And(tx.GE(idx, tir_const(0, dtype_of(idx))), tx.LT(idx, tx.Cast(dtype_of(idx), dim))
-                                if dtype_of(dim) != dtype_of(idx) else tx.LT(idx, dim)))
+            conds.append(
+                tx.And(
+                    tx.GE(idx, tir_const(0, dtype_of(idx))),
+                    tx.LT(idx, tx.Cast(dtype_of(idx), dim)) if dtype_of(dim) != dtype_of(idx) else tx.LT(idx, dim),
+                )
+            )
         if not conds:
             return None
         c = conds[0]
@@ -549,8 +577,12 @@ class TirLowering(Dispatcher):
         conds = []
         for st_e, ext, dim in zip(region.starts, region.extents, tb.shape):
             st = self.index(st_e)
-            conds.append(tx.And(tx.GE(st, tir_const(0, dtype_of(st))),
-                                tx.LE(st + tir_const(ext, dtype_of(st)), cast_to(dim, dtype_of(st)))))
+            conds.append(
+                tx.And(
+                    tx.GE(st, tir_const(0, dtype_of(st))),
+                    tx.LE(st + tir_const(ext, dtype_of(st)), cast_to(dim, dtype_of(st))),
+                )
+            )
         c = conds[0] if conds else tx.const(True, "bool")
         for x in conds[1:]:
             c = tx.And(c, x)
@@ -560,8 +592,7 @@ class TirLowering(Dispatcher):
         src, dst = s.src, s.dst
         shape = list(src.squeezed_shape())
         if list(dst.squeezed_shape()) != shape:
-            raise self.error(f"copy between regions of shapes {src.squeezed_shape()} and "
-                             f"{dst.squeezed_shape()}", s)
+            raise self.error(f"copy between regions of shapes {src.squeezed_shape()} and {dst.squeezed_shape()}", s)
         tsrc, tdst = self.buffer(src.buffer), self.buffer(dst.buffer)
         dd = dst.buffer.dtype
 
@@ -576,14 +607,16 @@ class TirLowering(Dispatcher):
                 sc = self.in_bounds(src, si)
                 value = tx.if_then_else(sc, value, tir_const(0, dtype_of(value)))
                 return tx.IfThenElse(self.in_bounds(dst, di), self.store(tdst, value, di), None)
+
             return self.loop_nest(shape, body, vectorize=vectorize, dtype=dd)
 
         if not shape:
             shape = []
         if not s.predicated:
             return nest(False, True)
-        return tx.IfThenElse(tx.And(self.tile_in_bounds(src), self.tile_in_bounds(dst)),
-                             nest(False, True), nest(True, False))
+        return tx.IfThenElse(
+            tx.And(self.tile_in_bounds(src), self.tile_in_bounds(dst)), nest(False, True), nest(True, False)
+        )
 
     def lower_Fill(self, s: N.Fill):
         dst = s.dst
@@ -598,9 +631,11 @@ class TirLowering(Dispatcher):
 
         if dst.buffer.scope != "global":
             return self.loop_nest(shape, lambda i: body(i, False), dtype=dst.buffer.dtype)
-        return tx.IfThenElse(self.tile_in_bounds(dst),
-                             self.loop_nest(shape, lambda i: body(i, False), dtype=dst.buffer.dtype),
-                             self.loop_nest(shape, lambda i: body(i, True), vectorize=False))
+        return tx.IfThenElse(
+            self.tile_in_bounds(dst),
+            self.loop_nest(shape, lambda i: body(i, False), dtype=dst.buffer.dtype),
+            self.loop_nest(shape, lambda i: body(i, True), vectorize=False),
+        )
 
     # ----------------------------------------------------------------- reductions and scans
     def lower_Reduce(self, s: N.Reduce):
@@ -630,9 +665,13 @@ class TirLowering(Dispatcher):
                 return nan_max(a, b)
             return nan_min(a, b)
 
-        init = {"sum": tir_const(0, acc_t), "abssum": tir_const(0, acc_t),
-                "max": lowest(acc_t), "absmax": tir_const(0, acc_t) if kind == "absmax" else None,
-                "min": highest(acc_t)}[kind]
+        init = {
+            "sum": tir_const(0, acc_t),
+            "abssum": tir_const(0, acc_t),
+            "max": lowest(acc_t),
+            "absmax": tir_const(0, acc_t) if kind == "absmax" else None,
+            "min": highest(acc_t),
+        }[kind]
 
         def dst_index(out_idx):
             out_idx = list(out_idx)
@@ -647,11 +686,13 @@ class TirLowering(Dispatcher):
             old = cast_to(self.load(tdst, di), acc_t)
             return self.store(tdst, combine(old, acc), di)
 
-        out_shape = shape[:d] + shape[d + 1:]
+        out_shape = shape[:d] + shape[d + 1 :]
         parts = (shape[d], acc_t, init, element, combine, finish)
         if d == len(shape) - 1:
+
             def row(out_idx):
                 return self._reduce_row(list(out_idx), *parts)
+
             return row([]) if not out_shape else self.loop_nest(out_shape, row, vectorize=False)
         return self._reduce_outer(out_shape, d, *parts)
 
@@ -665,23 +706,44 @@ class TirLowering(Dispatcher):
             vi, vo, k = self.fresh("vi"), self.fresh("vo"), self.fresh("k")
             init_s = tx.For(vi, 0, lanes, tx.ForKind.VECTORIZED, tx.BufferStore(part, init, [vi]))
             vi2 = self.fresh("vi")
-            upd = tx.For(vo, 0, n // lanes, tx.ForKind.SERIAL,
-                         tx.For(vi2, 0, lanes, tx.ForKind.VECTORIZED,
-                                tx.BufferStore(part, combine(
-                                    tx.BufferLoad(part, [vi2]),
-                                    element(out_idx + [vo * lanes + vi2])), [vi2])))
+            upd = tx.For(
+                vo,
+                0,
+                n // lanes,
+                tx.ForKind.SERIAL,
+                tx.For(
+                    vi2,
+                    0,
+                    lanes,
+                    tx.ForKind.VECTORIZED,
+                    tx.BufferStore(
+                        part, combine(tx.BufferLoad(part, [vi2]), element(out_idx + [vo * lanes + vi2])), [vi2]
+                    ),
+                ),
+            )
             fold = [tx.BufferStore(acc, tx.BufferLoad(part, [0]), [0])]
-            fold.append(tx.For(k, 1, lanes - 1, tx.ForKind.UNROLLED,
-                               tx.BufferStore(acc, combine(tx.BufferLoad(acc, [0]),
-                                                           tx.BufferLoad(part, [k])), [0])))
-            return seq([tx.AllocBuffer(part), tx.AllocBuffer(acc), init_s, upd, fold,
-                        finish(out_idx, tx.BufferLoad(acc, [0]))])
+            fold.append(
+                tx.For(
+                    k,
+                    1,
+                    lanes - 1,
+                    tx.ForKind.UNROLLED,
+                    tx.BufferStore(acc, combine(tx.BufferLoad(acc, [0]), tx.BufferLoad(part, [k])), [0]),
+                )
+            )
+            return seq(
+                [tx.AllocBuffer(part), tx.AllocBuffer(acc), init_s, upd, fold, finish(out_idx, tx.BufferLoad(acc, [0]))]
+            )
         acc = self.local_buffer([1], acc_t, "acc")
         k = self.fresh("k")
-        upd = tx.For(k, 0, n, tx.ForKind.SERIAL,
-                     tx.BufferStore(acc, combine(tx.BufferLoad(acc, [0]), element(out_idx + [k])), [0]))
-        return seq([tx.AllocBuffer(acc), tx.BufferStore(acc, init, [0]), upd,
-                    finish(out_idx, tx.BufferLoad(acc, [0]))])
+        upd = tx.For(
+            k,
+            0,
+            n,
+            tx.ForKind.SERIAL,
+            tx.BufferStore(acc, combine(tx.BufferLoad(acc, [0]), element(out_idx + [k])), [0]),
+        )
+        return seq([tx.AllocBuffer(acc), tx.BufferStore(acc, init, [0]), upd, finish(out_idx, tx.BufferLoad(acc, [0]))])
 
     def _reduce_outer(self, out_shape, d, n, acc_t, init, element, combine, finish):
         """A reduction along an outer axis: whole rows of the remaining axes accumulated at once."""
@@ -724,11 +786,12 @@ class TirLowering(Dispatcher):
             return self.store(tdst, tx.if_then_else(tx.EQ(k, 0), value, running), here)
 
         outer_shape = shape[:d]
-        inner_shape = shape[d + 1:]
+        inner_shape = shape[d + 1 :]
 
         def scan(outer_idx):
             def inner(ii):
                 return body(list(outer_idx) + list(ii))
+
             if inner_shape:
                 return tx.For(k, 0, n, tx.ForKind.SERIAL, self.loop_nest(inner_shape, inner, dtype=dd))
             return tx.For(k, 0, n, tx.ForKind.SERIAL, inner([]))
@@ -771,8 +834,15 @@ class TirLowering(Dispatcher):
         update = tx.For(k, 0, K, tx.ForKind.SERIAL, self.store(tc, c_old + prod, c_idx(i, j)))
         stmts = []
         if s.clear_accum:
-            stmts.append(tx.For(i, 0, M, tx.ForKind.SERIAL, tx.For(j, 0, Nn, tx.ForKind.SERIAL,
-                                                                   self.store(tc, tir_const(0, acc_t), c_idx(i, j)))))
+            stmts.append(
+                tx.For(
+                    i,
+                    0,
+                    M,
+                    tx.ForKind.SERIAL,
+                    tx.For(j, 0, Nn, tx.ForKind.SERIAL, self.store(tc, tir_const(0, acc_t), c_idx(i, j))),
+                )
+            )
             i, j, k = self.fresh("i"), self.fresh("j"), self.fresh("k")
             prod = cast_to(self.load(ta, a_idx(i, k)), acc_t) * cast_to(self.load(tb, b_idx(k, j)), acc_t)
             c_old = cast_to(self.load(tc, c_idx(i, j)), acc_t)

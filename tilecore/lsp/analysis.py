@@ -12,6 +12,7 @@ plus the passes and layout rules of the `target` backend when one is chosen — 
 
 The result is a JSON-able dict with LSP ranges; nothing here compiles code or imports TVM.
 """
+
 from __future__ import annotations
 
 import ast
@@ -122,8 +123,7 @@ def _start_kernel(doc: LoadedDocument, source: KernelSource, backend, target) ->
         return None
     passes = build_pipeline(backend).passes()
     names = [pass_name(p) for p in passes]
-    ctx = PassContext(backend=backend, target=target, options={"target": target, "out_idx": []},
-                      source=func.source)
+    ctx = PassContext(backend=backend, target=target, options={"target": target, "out_idx": []}, source=func.source)
     layout = names.index("layout_inference") if "layout_inference" in names else len(passes)
     return _KernelRun(source, func, ctx, passes, layout)
 
@@ -157,8 +157,9 @@ def _early_findings(doc: LoadedDocument, run: _KernelRun, clear_fixes: Dict[int,
     for fact in run.ctx.analyses.get("bounds", ()):
         if not fact.proven and fact.span.line > 0 and fact.span.file == doc.path:
             what = "T.copy" if fact.op == "Copy" else "the atomic"
-            doc.problems.append(Problem(fact.span, f"{what} is not proven in bounds, so it is {fact.reason}",
-                                        "information", "bounds"))
+            doc.problems.append(
+                Problem(fact.span, f"{what} is not proven in bounds, so it is {fact.reason}", "information", "bounds")
+            )
     if any(w.category.__name__ == "UninitializedReadWarning" for w in caught):
         clear_fixes.update(_clear_fixes(doc, run.func))
 
@@ -185,8 +186,7 @@ def _warning_problems(doc: LoadedDocument, caught, clear_fixes: Dict[int, Dict])
             continue
         text = doc.lines[item.lineno - 1] if item.lineno <= len(doc.lines) else ""
         col = len(text.encode("utf-8")) - len(text.lstrip().encode("utf-8"))
-        problem = Problem(Span(doc.path, item.lineno, col), str(item.message), "warning",
-                          item.category.__name__)
+        problem = Problem(Span(doc.path, item.lineno, col), str(item.message), "warning", item.category.__name__)
         if item.category.__name__ == "UninitializedReadWarning" and item.lineno in clear_fixes:
             problem.data["fixes"] = [clear_fixes[item.lineno]]
         problems.append(problem)
@@ -205,8 +205,16 @@ def _diagnostics(doc: LoadedDocument, caught, clear_fixes: Dict[int, Dict]) -> L
         if key in seen:
             continue
         seen.add(key)
-        out.append({"range": rng, "severity": SEVERITY[p.severity], "message": p.message,
-                    "source": "tilecore", "code": p.code, "data": p.data or None})
+        out.append(
+            {
+                "range": rng,
+                "severity": SEVERITY[p.severity],
+                "message": p.message,
+                "source": "tilecore",
+                "code": p.code,
+                "data": p.data or None,
+            }
+        )
     return out
 
 
@@ -239,12 +247,12 @@ def _clear_fixes(doc: LoadedDocument, func: N.PrimFunc) -> Dict[int, Dict]:
         anchor = loops[0] if loops else stmt
         line = anchor.span.line
         text = doc.lines[line - 1]
-        indent = text[:len(text) - len(text.lstrip())]
+        indent = text[: len(text) - len(text.lstrip())]
         name = F.source_name(doc.lines, buf.span, buf.name)
         fixes[stmt.span.line] = {
             "title": f"Insert {alias}.clear({name}) before the {'loop' if loops else 'statement'}",
-            "edits": [{"range": lsp_range(doc.lines, line, 0, line, 0),
-                       "newText": f"{indent}{alias}.clear({name})\n"}]}
+            "edits": [{"range": lsp_range(doc.lines, line, 0, line, 0), "newText": f"{indent}{alias}.clear({name})\n"}],
+        }
     return fixes
 
 
@@ -269,19 +277,28 @@ def _shrink_fixes(doc: LoadedDocument, source: KernelSource, func: N.PrimFunc, s
     what, rng = edit
     new_shape = tuple(value // 2 if i == axis else d for i, d in enumerate(shape))
     name = F.source_name(doc.lines, alloc.buffer.span, alloc.buffer.name)
-    return [{"title": f"Shrink {name} to {new_shape}: {what} {value} → {value // 2}",
-             "edits": [{"range": rng, "newText": str(value // 2)}]}]
+    return [
+        {
+            "title": f"Shrink {name} to {new_shape}: {what} {value} → {value // 2}",
+            "edits": [{"range": rng, "newText": str(value // 2)}],
+        }
+    ]
 
 
 def _threads_fixes(doc: LoadedDocument, run: _KernelRun, span: Span) -> List[Dict]:
     """Setting `threads=` of a T.Kernel that asks for more threads than the backend has."""
     limit = getattr(getattr(run.ctx.backend, "capabilities", None), "max_threads", None)
     kernel = next((s for s in run.func.body if isinstance(s, N.Kernel) and s.span == span), None)
-    if limit is None or kernel is None or len(kernel.threads) != 1 or kernel.threads[0] <= limit \
-            or doc.tree is None:
+    if limit is None or kernel is None or len(kernel.threads) != 1 or kernel.threads[0] <= limit or doc.tree is None:
         return []
-    call = next((n for n in ast.walk(doc.tree) if isinstance(n, ast.Call) and n.lineno == span.line
-                 and any(k.arg == "threads" for k in n.keywords)), None)
+    call = next(
+        (
+            n
+            for n in ast.walk(doc.tree)
+            if isinstance(n, ast.Call) and n.lineno == span.line and any(k.arg == "threads" for k in n.keywords)
+        ),
+        None,
+    )
     if call is None:
         return []
     value = next(k.value for k in call.keywords if k.arg == "threads")
@@ -289,9 +306,13 @@ def _threads_fixes(doc: LoadedDocument, run: _KernelRun, span: Span) -> List[Dic
     if edit is None:
         return []
     what, rng = edit
-    return [{"title": f"Use the {limit} threads backend {run.ctx.backend.name} allows: {what} "
-                      f"{kernel.threads[0]} → {limit}",
-             "edits": [{"range": rng, "newText": str(limit)}]}]
+    return [
+        {
+            "title": f"Use the {limit} threads backend {run.ctx.backend.name} allows: {what} "
+            f"{kernel.threads[0]} → {limit}",
+            "edits": [{"range": rng, "newText": str(limit)}],
+        }
+    ]
 
 
 def _shape_elements(tree: ast.Module, span: Span) -> Optional[List[ast.expr]]:
@@ -299,8 +320,7 @@ def _shape_elements(tree: ast.Module, span: Span) -> Optional[List[ast.expr]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and node.lineno == span.line and isinstance(node.value, ast.Call):
             call = node.value
-            shape = call.args[0] if call.args else next(
-                (k.value for k in call.keywords if k.arg == "shape"), None)
+            shape = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "shape"), None)
             if isinstance(shape, (ast.Tuple, ast.List)):
                 return list(shape.elts)
     return None
@@ -308,6 +328,7 @@ def _shape_elements(tree: ast.Module, span: Span) -> Optional[List[ast.expr]]:
 
 def _edit_for_value(doc: LoadedDocument, source: KernelSource, node: ast.expr, old: int, new: int):
     """(what is changed, LSP range) of the literal that sets a shape element, or None."""
+
     def literal(n) -> bool:
         return isinstance(n, ast.Constant) and n.value == old and type(n.value) is int
 
@@ -324,12 +345,17 @@ def _edit_for_value(doc: LoadedDocument, source: KernelSource, node: ast.expr, o
         found = _comment_argument(doc, source, node.id, params.index(node.id))
         if found is not None:
             return f"`{node.id}` in `# tile: args=`", found
-    defaults = dict(zip(params[len(params) - len(source.node.args.defaults):], source.node.args.defaults))
+    defaults = dict(zip(params[len(params) - len(source.node.args.defaults) :], source.node.args.defaults))
     if node.id in defaults and literal(defaults[node.id]):
         return f"the default of `{node.id}`", rng(defaults[node.id])
     for stmt in doc.tree.body if doc.tree is not None else ():
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
-                isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == node.id and literal(stmt.value):
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id == node.id
+            and literal(stmt.value)
+        ):
             return f"`{node.id}`", rng(stmt.value)
     return None
 

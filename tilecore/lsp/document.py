@@ -12,6 +12,7 @@ Factory arguments come from a `# tile: args=...` comment on the lines just above
 factory (written as call arguments: `# tile: args=1024, 1024, 512, block_K=64`), else
 from the factory's defaults.
 """
+
 from __future__ import annotations
 
 import ast
@@ -35,8 +36,8 @@ class Problem:
 
     span: Span
     message: str
-    severity: str = "error"          # "error", "warning", "information", "hint"
-    code: str = ""                   # what kind of finding (for code actions)
+    severity: str = "error"  # "error", "warning", "information", "hint"
+    code: str = ""  # what kind of finding (for code actions)
     data: Dict[str, Any] = field(default_factory=dict)
 
 
@@ -48,12 +49,13 @@ class KernelSource:
     node: ast.FunctionDef
     obj: Any
     args: Tuple[Sequence[Any], Dict[str, Any]] = ((), {})
-    args_line: int = 0               # line of the `# tile: args=` comment (0: defaults)
+    args_line: int = 0  # line of the `# tile: args=` comment (0: defaults)
 
 
 @dataclass
 class LoadedDocument:
     """A document after its definitions ran: text, AST, namespace, kernels and problems so far."""
+
     path: str
     text: str
     lines: List[str]
@@ -99,8 +101,9 @@ def _runnable(node: ast.stmt, blocked: set) -> bool:
         value = node.value
         if value is None:
             return True
-        return all(_call_is_allowed(n, blocked) for n in ast.walk(value) if isinstance(n, ast.Call)) \
-            and not any(isinstance(n, (ast.Await, ast.Yield, ast.NamedExpr)) for n in ast.walk(value))
+        return all(_call_is_allowed(n, blocked) for n in ast.walk(value) if isinstance(n, ast.Call)) and not any(
+            isinstance(n, (ast.Await, ast.Yield, ast.NamedExpr)) for n in ast.walk(value)
+        )
     if isinstance(node, ast.Try):  # `try: import torch / except ImportError: torch = None`
         inner = node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body]
         return all(_runnable(s, blocked) for s in inner)
@@ -135,8 +138,7 @@ def problem_from_exception(err: BaseException, path: str, fallback: Span) -> Pro
     from ..diagnostics import TileCompileError, TileError
 
     if isinstance(err, TileCompileError):
-        span = err.span if err.span.line > 0 and err.span.file == path else \
-            exception_span(err, path, fallback)
+        span = err.span if err.span.line > 0 and err.span.file == path else exception_span(err, path, fallback)
         return Problem(span, err.message, "error", "compile-error")
     if isinstance(err, TileError):
         return Problem(exception_span(err, path, fallback), str(err).splitlines()[0], "error", "tile-error")
@@ -172,7 +174,7 @@ def load_document(path: str, text: str) -> LoadedDocument:
         doc.tree = _parse(path, text)
     except SyntaxError as err:
         line = err.lineno or 1
-        col = len((err.text or "")[:max((err.offset or 1) - 1, 0)].encode("utf-8"))
+        col = len((err.text or "")[: max((err.offset or 1) - 1, 0)].encode("utf-8"))
         doc.problems.append(Problem(Span(path, line, col), f"invalid syntax: {err.msg}", "error", "syntax"))
         return doc
     # The frontend reads the kernel's source through linecache: give it the editor's text.
@@ -246,8 +248,7 @@ def _future_flags(tree: ast.Module) -> int:
 
 
 def _run_statement(doc: LoadedDocument, node: ast.stmt, flags: int = 0) -> None:
-    code = compile(ast.Module(body=[node], type_ignores=[]), doc.path, "exec", flags=flags,
-                   dont_inherit=True)
+    code = compile(ast.Module(body=[node], type_ignores=[]), doc.path, "exec", flags=flags, dont_inherit=True)
     try:
         exec(code, doc.namespace)
     except (Exception, SystemExit) as err:  # the user's code: every failure becomes a diagnostic
@@ -264,11 +265,16 @@ def explain_skipped_names(skipped: Dict[str, int], problems: List[Problem]) -> N
     for problem in problems:
         for name, line in skipped.items():
             quoted = f"'{name}'"
-            if quoted in problem.message and ("not defined" in problem.message or "undefined name" in problem.message) \
-                    and problem.severity == "error":
+            if (
+                quoted in problem.message
+                and ("not defined" in problem.message or "undefined name" in problem.message)
+                and problem.severity == "error"
+            ):
                 problem.severity = "information"
-                problem.message += (f" ({quoted} is set on line {line}, which the language server does "
-                                    "not run because it calls code other than the language)")
+                problem.message += (
+                    f" ({quoted} is set on line {line}, which the language server does "
+                    "not run because it calls code other than the language)"
+                )
                 break
 
 
@@ -288,24 +294,35 @@ def _kernel_source(doc: LoadedDocument, node: ast.FunctionDef) -> Optional[Kerne
         try:
             args = _parse_args(args_text, doc.namespace)
         except (Exception, SystemExit) as err:
-            doc.problems.append(Problem(Span(doc.path, args_line, 0), f"cannot read `# tile: args=`: "
-                                        f"{type(err).__name__}: {err}", "error", "args-comment"))
+            doc.problems.append(
+                Problem(
+                    Span(doc.path, args_line, 0),
+                    f"cannot read `# tile: args=`: {type(err).__name__}: {err}",
+                    "error",
+                    "args-comment",
+                )
+            )
             return None
         return KernelSource(node.name, node, obj, args, args_line)
     missing = [a.arg for a in _required_params(node)]
     if missing:
-        doc.problems.append(Problem(_def_span(doc.path, node, doc.lines),
-                                    f"{node.name} is not checked: its parameters {', '.join(missing)} have "
-                                    f"no defaults; add a comment `# tile: args=...` above it "
-                                    f"(e.g. `# tile: args={', '.join('128' for _ in missing)}`)",
-                                    "information", "needs-args"))
+        doc.problems.append(
+            Problem(
+                _def_span(doc.path, node, doc.lines),
+                f"{node.name} is not checked: its parameters {', '.join(missing)} have "
+                f"no defaults; add a comment `# tile: args=...` above it "
+                f"(e.g. `# tile: args={', '.join('128' for _ in missing)}`)",
+                "information",
+                "needs-args",
+            )
+        )
         return None
     return KernelSource(node.name, node, obj)
 
 
 def _required_params(node: ast.FunctionDef) -> List[ast.arg]:
     positional = node.args.posonlyargs + node.args.args
-    required = positional[:len(positional) - len(node.args.defaults)]
+    required = positional[: len(positional) - len(node.args.defaults)]
     required += [a for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if d is None]
     return required
 

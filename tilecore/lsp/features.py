@@ -3,6 +3,7 @@
 The model is what tilecore.lsp.analysis returns: plain dicts with LSP ranges. These
 functions only look things up in it, so they answer at once while a new analysis runs.
 """
+
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
@@ -38,8 +39,14 @@ def hover(model: Dict, lines: List[str], line: int, character: int, aliases) -> 
     kernels = _kernels_at(model, line)
     if qualifier_of(text, start) in aliases and word in language_help.language_names():
         op_name = OP_OF_CALL.get(word, word)
-        op = next((o for o in model.get("ops", ()) if o["kernel"] in kernels and o["op"] == op_name
-                   and contains(o["range"], line, character)), None)
+        op = next(
+            (
+                o
+                for o in model.get("ops", ())
+                if o["kernel"] in kernels and o["op"] == op_name and contains(o["range"], line, character)
+            ),
+            None,
+        )
         if op is not None:
             return op_markdown(model, op, word), rng
         if word == "Kernel" and kernels:
@@ -74,8 +81,11 @@ def buffer_markdown(model: Dict, b: Dict) -> str:
     if b["layout"]:
         out.append(f"layout ({model.get('target')}): `{b['layout']}`")
     elif b["scope"] in ("shared", "fragment"):
-        out.append("layout: set `tile.target` to a backend to see the one it infers" if not model.get("target")
-                   else f"layout: backend {model['target']} infers none for it")
+        out.append(
+            "layout: set `tile.target` to a backend to see the one it infers"
+            if not model.get("target")
+            else f"layout: backend {model['target']} infers none for it"
+        )
     return "\n\n".join(out)
 
 
@@ -83,8 +93,10 @@ def kernel_markdown(k: Dict) -> str:
     """Grid, threads, memory totals and pipeline stages of a kernel."""
     name = k["name"] if k["name"] == k["prim_func"] else f"{k['name']} → prim_func {k['prim_func']}"
     stale = " — from the last text it built from (it does not build now)" if k.get("stale") else ""
-    out = [f"**kernel {name}**" + (f" (target {k['target']})" if k.get("target") else "") + stale,
-           f"grid: ({', '.join(map(str, k['grid']))}) · threads: {' × '.join(map(str, k['threads']))}"]
+    out = [
+        f"**kernel {name}**" + (f" (target {k['target']})" if k.get("target") else "") + stale,
+        f"grid: ({', '.join(map(str, k['grid']))}) · threads: {' × '.join(map(str, k['threads']))}",
+    ]
     limit = f" of {_bytes(k['shared_limit'])} allowed" if k.get("shared_limit") else ""
     out.append(f"shared memory per block: {_bytes(k['shared_bytes'])}{limit}")
     if k.get("fragment_bytes") is not None:
@@ -123,8 +135,13 @@ def inlay_hints(model: Dict, first_line: int, last_line: int) -> List[Dict]:
         for r in op["regions"]:
             if r["range"] is None:
                 continue
-            hints.append({"position": r["range"]["end"], "label": _shape(r["extents"]),
-                          "tooltip": f"{r['role']} region of {r['buffer']}: {_shape(r['extents'])}"})
+            hints.append(
+                {
+                    "position": r["range"]["end"],
+                    "label": _shape(r["extents"]),
+                    "tooltip": f"{r['role']} region of {r['buffer']}: {_shape(r['extents'])}",
+                }
+            )
     return hints
 
 
@@ -135,8 +152,9 @@ def carry_over_facts(old: Optional[Dict], new: Dict) -> Dict:
     if not old or old.get("line_count") != new.get("line_count"):
         return new
     have = {k["name"] for k in new.get("kernels", ())}
-    merged = dict(new, kernels=list(new.get("kernels", ())), buffers=list(new.get("buffers", ())),
-                  ops=list(new.get("ops", ())))
+    merged = dict(
+        new, kernels=list(new.get("kernels", ())), buffers=list(new.get("buffers", ())), ops=list(new.get("ops", ()))
+    )
     for index, kernel in enumerate(old.get("kernels", ())):
         if kernel["name"] in have:
             continue

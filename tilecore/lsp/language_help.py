@@ -5,6 +5,7 @@ docstrings, so the editor says exactly what the language defines. The documentat
 target of an op is its section in docs/language.md when the docs sit next to the
 package (a source checkout), and always its definition with the docstring.
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,8 +22,11 @@ def language_names() -> Dict[str, object]:
     """Public name -> object of `tilecore.language` (modules and private names left out)."""
     import tilecore.language as T
 
-    return {name: value for name, value in sorted(vars(T).items())
-            if not name.startswith("_") and not inspect.ismodule(value) and name != "annotations"}
+    return {
+        name: value
+        for name, value in sorted(vars(T).items())
+        if not name.startswith("_") and not inspect.ismodule(value) and name != "annotations"
+    }
 
 
 def signature_text(name: str, obj) -> str:
@@ -44,7 +48,7 @@ def doc_text(obj) -> str:
 
 
 def kind_of(obj) -> str:
-    """"class", "function" or "constant" (the LSP completion kind chosen by the server)."""
+    """ "class", "function" or "constant" (the LSP completion kind chosen by the server)."""
     if inspect.isclass(obj):
         return "class"
     if callable(obj):
@@ -54,8 +58,11 @@ def kind_of(obj) -> str:
 
 def completions(prefix: str) -> List[Dict[str, str]]:
     """The language's names starting with `prefix`, with signature and docstring."""
-    return [{"name": name, "kind": kind_of(obj), "detail": signature_text(name, obj), "doc": doc_text(obj)}
-            for name, obj in language_names().items() if name.startswith(prefix)]
+    return [
+        {"name": name, "kind": kind_of(obj), "detail": signature_text(name, obj), "doc": doc_text(obj)}
+        for name, obj in language_names().items()
+        if name.startswith(prefix)
+    ]
 
 
 def open_call(text_before: str, aliases) -> Optional[Tuple[str, int, str]]:
@@ -72,15 +79,15 @@ def open_call(text_before: str, aliases) -> Optional[Tuple[str, int, str]]:
         elif char in "[{":  # inside a subscript or literal: it belongs to the current argument
             commas, current = 0, None
         elif char == "(":
-            match = _CALL_OPEN.search(text_before[:i + 1])
+            match = _CALL_OPEN.search(text_before[: i + 1])
             if not match or match.group(1) not in aliases or match.group(2) not in language_names():
                 return None
-            argument = current if current is not None else text_before[i + 1:]
+            argument = current if current is not None else text_before[i + 1 :]
             named = re.match(r"\s*([A-Za-z_][A-Za-z_0-9]*)\s*=(?!=)", argument)
             return match.group(2), commas, named.group(1) if named else ""
         elif char == "," and depth == 0:
             if current is None:
-                current = text_before[i + 1:]
+                current = text_before[i + 1 :]
             commas += 1
     return None
 
@@ -113,8 +120,7 @@ def docs_file() -> Optional[str]:
     """docs/language.md next to the installed package (a source checkout), if present."""
     import tilecore
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(tilecore.__file__))),
-                        "docs", "language.md")
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(tilecore.__file__))), "docs", "language.md")
     return path if os.path.isfile(path) else None
 
 
@@ -143,8 +149,10 @@ def documentation_locations(name: str) -> List[Tuple[str, int]]:
     return found
 
 
-_ALIAS_IMPORTS = (re.compile(r"^\s*import\s+tilecore\.language\s+as\s+([A-Za-z_]\w*)", re.M),
-                  re.compile(r"^\s*from\s+tilecore\s+import\s+language\s+as\s+([A-Za-z_]\w*)", re.M))
+_ALIAS_IMPORTS = (
+    re.compile(r"^\s*import\s+tilecore\.language\s+as\s+([A-Za-z_]\w*)", re.M),
+    re.compile(r"^\s*from\s+tilecore\s+import\s+language\s+as\s+([A-Za-z_]\w*)", re.M),
+)
 
 
 def aliases_in(text: str) -> set:

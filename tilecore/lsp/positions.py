@@ -5,6 +5,7 @@ A `Span` has a 1-based line and a 0-based column counted the way Python's `ast` 
 points (indices into the line's `str`); the server converts those to the client's
 position encoding (UTF-16 by default) when it sends them (pygls's position codec).
 """
+
 from __future__ import annotations
 
 import re
@@ -15,7 +16,7 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
 def byte_to_index(line: str, byte_col: int) -> int:
     """The str index of the character that starts at UTF-8 byte `byte_col` of `line`."""
-    return len(line.encode("utf-8")[:max(byte_col, 0)].decode("utf-8", errors="ignore"))
+    return len(line.encode("utf-8")[: max(byte_col, 0)].decode("utf-8", errors="ignore"))
 
 
 def lsp_range(lines: List[str], line: int, col: int, end_line: int = 0, end_col: int = 0) -> Dict:

@@ -15,6 +15,7 @@ edits: a document edited five times while its lane was busy is analysed once, at
 latest text. Every analysis has a time budget; past it the worker is killed (and started
 again for the next one), so the editor is never left waiting on a runaway analysis.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -46,7 +47,7 @@ class WorkerProcess:
         self.proc: Optional[asyncio.subprocess.Process] = None
         self.lock = asyncio.Lock()
         self.warm_target: Any = False  # the target the running worker was warmed for
-        self.imported: set = set()     # the import lines it has run
+        self.imported: set = set()  # the import lines it has run
         self._ids = 0
 
     async def call(self, request: Dict[str, Any], timeout: float) -> Any:
@@ -57,8 +58,14 @@ class WorkerProcess:
             if self.proc is None or self.proc.returncode is not None:
                 extra = ["--nice", str(self.niceness)] if self.niceness else []
                 self.proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "tilecore.lsp.worker", *extra, stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE, limit=1 << 26)
+                    sys.executable,
+                    "-m",
+                    "tilecore.lsp.worker",
+                    *extra,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    limit=1 << 26,
+                )
                 self.warm_target, self.imported = False, set()
             if request.get("method") == "analyze":
                 await self._prepare(request)
@@ -72,8 +79,7 @@ class WorkerProcess:
             self.warm_target = request.get("target")
         imports = tuple(line for line in request["text"].splitlines() if line.startswith(("import ", "from ")))
         if imports not in self.imported:
-            await self._call({"method": "imports", "path": request["path"], "text": request["text"]},
-                             WARM_UP_SECONDS)
+            await self._call({"method": "imports", "path": request["path"], "text": request["text"]}, WARM_UP_SECONDS)
             self.imported.add(imports)
 
     async def _call(self, request: Dict[str, Any], timeout: float) -> Any:
@@ -107,8 +113,7 @@ class WorkerProcess:
 class Lane:
     """A queue of documents analysed by one worker; `done(uri, model)` gets each result."""
 
-    def __init__(self, scheduler: "Scheduler", layouts: bool, done: Callable[[str, Dict], None],
-                 niceness: int = 0):
+    def __init__(self, scheduler: "Scheduler", layouts: bool, done: Callable[[str, Dict], None], niceness: int = 0):
         self.scheduler = scheduler
         self.server = scheduler.server
         self.layouts = layouts
@@ -145,19 +150,28 @@ class Lane:
             return
         version, text, generation = doc.version, doc.source, self.scheduler.generation
         budget = self.server.time_budget()
-        request = {"method": "analyze", "path": to_fs_path(uri) or uri, "text": text,
-                   "target": self.server.settings.get("target") or None, "layouts": self.layouts}
+        request = {
+            "method": "analyze",
+            "path": to_fs_path(uri) or uri,
+            "text": text,
+            "target": self.server.settings.get("target") or None,
+            "layouts": self.layouts,
+        }
         try:
             model = await self.worker.call(request, budget)
         except asyncio.TimeoutError:
-            model = message_model(f"tilecore: analysing this file took longer than the {budget:g} s budget "
-                                  f"(setting tile.timeBudget) and was stopped; Python code that runs while "
-                                  f"the kernels are built (the factory, the kernel's meta-programming) may "
-                                  f"not finish", "time-budget")
+            model = message_model(
+                f"tilecore: analysing this file took longer than the {budget:g} s budget "
+                f"(setting tile.timeBudget) and was stopped; Python code that runs while "
+                f"the kernels are built (the factory, the kernel's meta-programming) may "
+                f"not finish",
+                "time-budget",
+            )
         except WorkerError as err:
             log.error("%s", err)
-            model = message_model(f"tilecore: the analysis failed inside the language server: "
-                                  f"{str(err).splitlines()[0]}", "internal")
+            model = message_model(
+                f"tilecore: the analysis failed inside the language server: {str(err).splitlines()[0]}", "internal"
+            )
         model["version"] = version
         if generation == self.scheduler.generation:  # else analysed under old settings
             self.done(uri, model)
@@ -166,9 +180,17 @@ class Lane:
 def message_model(message: str, code: str) -> Dict:
     """A model with one warning on the first line and no facts."""
     rng = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
-    return {"kernels": [], "buffers": [], "ops": [], "target": None, "layouts": False, "failed": True,
-            "diagnostics": [{"range": rng, "severity": 2, "message": message, "source": "tilecore",
-                             "code": code, "data": None}]}
+    return {
+        "kernels": [],
+        "buffers": [],
+        "ops": [],
+        "target": None,
+        "layouts": False,
+        "failed": True,
+        "diagnostics": [
+            {"range": rng, "severity": 2, "message": message, "source": "tilecore", "code": code, "data": None}
+        ],
+    }
 
 
 class Scheduler:
@@ -178,9 +200,9 @@ class Scheduler:
         self.server = server
         self.quick = Lane(self, False, self._diagnosed)
         self.full = Lane(self, True, self._completed, FACTS_NICENESS)
-        self.models: Dict[str, Dict] = {}          # uri -> latest model (a full one when current)
-        self.published: Dict[str, tuple] = {}      # uri -> (version, diagnostics)
-        self.generation = 0                        # counts settings changes
+        self.models: Dict[str, Dict] = {}  # uri -> latest model (a full one when current)
+        self.published: Dict[str, tuple] = {}  # uri -> (version, diagnostics)
+        self.generation = 0  # counts settings changes
         self._facts_timers: Dict[str, asyncio.TimerHandle] = {}
         self._updated: Optional[asyncio.Event] = None
 
@@ -215,8 +237,7 @@ class Scheduler:
         self._publish(uri, model)
         if not model.get("layouts") and not model.get("failed") and uri not in self.quick.pending:
             self._cancel_facts(uri)
-            self._facts_timers[uri] = asyncio.get_running_loop().call_later(
-                FACTS_DELAY, self._start_facts, uri)
+            self._facts_timers[uri] = asyncio.get_running_loop().call_later(FACTS_DELAY, self._start_facts, uri)
 
     def _start_facts(self, uri: str) -> None:
         self._facts_timers.pop(uri, None)
@@ -249,8 +270,12 @@ class Scheduler:
         while self._updated is not None:
             doc = self.server.workspace.text_documents.get(uri)
             current = self.models.get(uri)
-            if doc is None or (current and current["version"] == doc.version and uri not in self.quick.pending
-                               and (current.get("layouts") or current.get("failed"))):
+            if doc is None or (
+                current
+                and current["version"] == doc.version
+                and uri not in self.quick.pending
+                and (current.get("layouts") or current.get("failed"))
+            ):
                 break
             remaining = deadline - loop.time()
             if remaining <= 0:

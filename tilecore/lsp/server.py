@@ -11,6 +11,7 @@ Settings (initializationOptions, or `workspace/didChangeConfiguration` under "ti
               (e.g. "cuda", "metal"); default: none, the core passes only
   timeBudget  seconds one analysis may take (default 5)
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -58,18 +59,26 @@ class TileLanguageServer(LanguageServer):
 
         def position(p: Dict) -> L.Position:
             text = lines[p["line"]] if p["line"] < len(lines) else ""
-            return L.Position(p["line"], doc.position_codec.client_num_units(text[:p["character"]]))
+            return L.Position(p["line"], doc.position_codec.client_num_units(text[: p["character"]]))
 
         return L.Range(position(rng["start"]), position(rng["end"]))
 
     def publish(self, uri: str, model: Dict) -> None:
         """Send the model's diagnostics for `uri`."""
-        diagnostics = [L.Diagnostic(range=self.client_range(uri, d["range"]), message=d["message"],
-                                    severity=L.DiagnosticSeverity(d["severity"]), source=d["source"],
-                                    code=d["code"] or None, data=d["data"])
-                       for d in model["diagnostics"]]
+        diagnostics = [
+            L.Diagnostic(
+                range=self.client_range(uri, d["range"]),
+                message=d["message"],
+                severity=L.DiagnosticSeverity(d["severity"]),
+                source=d["source"],
+                code=d["code"] or None,
+                data=d["data"],
+            )
+            for d in model["diagnostics"]
+        ]
         self.text_document_publish_diagnostics(
-            L.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=model.get("version")))
+            L.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=model.get("version"))
+        )
 
     def cursor(self, uri: str, position: L.Position):
         """(document lines, line, code-point column) of a client position."""
@@ -129,8 +138,11 @@ def _register_document_sync(server: TileLanguageServer) -> None:
     @server.feature("tile/status")
     async def status(ls: TileLanguageServer, *args):
         """Whether TVM is loaded in the server and in the workers (it never should be)."""
-        return {"server_tvm_loaded": "tvm" in sys.modules, "workers": await ls.scheduler.status(),
-                "settings": ls.settings}
+        return {
+            "server_tvm_loaded": "tvm" in sys.modules,
+            "workers": await ls.scheduler.status(),
+            "settings": ls.settings,
+        }
 
 
 def _register_analysis_features(server: TileLanguageServer) -> None:
@@ -144,8 +156,9 @@ def _register_analysis_features(server: TileLanguageServer) -> None:
         if found is None:
             return None
         text, rng = found
-        return L.Hover(contents=L.MarkupContent(kind=L.MarkupKind.Markdown, value=text),
-                       range=ls.client_range(uri, rng))
+        return L.Hover(
+            contents=L.MarkupContent(kind=L.MarkupKind.Markdown, value=text), range=ls.client_range(uri, rng)
+        )
 
     @server.feature(L.TEXT_DOCUMENT_INLAY_HINT)
     async def inlay_hint(ls: TileLanguageServer, params: L.InlayHintParams):
@@ -153,29 +166,45 @@ def _register_analysis_features(server: TileLanguageServer) -> None:
         uri = params.text_document.uri
         model = await ls.scheduler.model(uri, ls.time_budget())
         hints = features.inlay_hints(model or {}, params.range.start.line, params.range.end.line)
-        return [L.InlayHint(position=ls.client_range(uri, {"start": h["position"], "end": h["position"]}).start,
-                            label=h["label"], kind=L.InlayHintKind.Type, padding_left=True,
-                            tooltip=h["tooltip"]) for h in hints]
+        return [
+            L.InlayHint(
+                position=ls.client_range(uri, {"start": h["position"], "end": h["position"]}).start,
+                label=h["label"],
+                kind=L.InlayHintKind.Type,
+                padding_left=True,
+                tooltip=h["tooltip"],
+            )
+            for h in hints
+        ]
 
-    @server.feature(L.TEXT_DOCUMENT_CODE_ACTION,
-                    L.CodeActionOptions(code_action_kinds=[L.CodeActionKind.QuickFix]))
+    @server.feature(L.TEXT_DOCUMENT_CODE_ACTION, L.CodeActionOptions(code_action_kinds=[L.CodeActionKind.QuickFix]))
     def code_action(ls: TileLanguageServer, params: L.CodeActionParams):
         """The fixes the diagnostics in the request carry."""
         uri = params.text_document.uri
         actions = []
         for diagnostic in params.context.diagnostics:
             for fix in features.fixes(diagnostic.data):
-                edits = [L.TextEdit(range=ls.client_range(uri, e["range"]), new_text=e["newText"])
-                         for e in fix["edits"]]
-                actions.append(L.CodeAction(title=fix["title"], kind=L.CodeActionKind.QuickFix,
-                                            diagnostics=[diagnostic], is_preferred=True,
-                                            edit=L.WorkspaceEdit(changes={uri: edits})))
+                edits = [
+                    L.TextEdit(range=ls.client_range(uri, e["range"]), new_text=e["newText"]) for e in fix["edits"]
+                ]
+                actions.append(
+                    L.CodeAction(
+                        title=fix["title"],
+                        kind=L.CodeActionKind.QuickFix,
+                        diagnostics=[diagnostic],
+                        is_preferred=True,
+                        edit=L.WorkspaceEdit(changes={uri: edits}),
+                    )
+                )
         return actions
 
 
 def _register_language_features(server: TileLanguageServer) -> None:
-    kinds = {"function": L.CompletionItemKind.Function, "class": L.CompletionItemKind.Class,
-             "constant": L.CompletionItemKind.Constant}
+    kinds = {
+        "function": L.CompletionItemKind.Function,
+        "class": L.CompletionItemKind.Class,
+        "constant": L.CompletionItemKind.Constant,
+    }
 
     @server.feature(L.TEXT_DOCUMENT_COMPLETION, L.CompletionOptions(trigger_characters=["."]))
     def completion(ls: TileLanguageServer, params: L.CompletionParams):
@@ -187,13 +216,21 @@ def _register_language_features(server: TileLanguageServer) -> None:
         qualifier = qualifier_of(text, char - len(prefix))
         if qualifier not in language_help.aliases_in("\n".join(lines)):
             return None
-        items = [L.CompletionItem(label=c["name"], kind=kinds[c["kind"]], detail=c["detail"],
-                                  documentation=L.MarkupContent(kind=L.MarkupKind.Markdown, value=c["doc"]))
-                 for c in language_help.completions(prefix)]
+        items = [
+            L.CompletionItem(
+                label=c["name"],
+                kind=kinds[c["kind"]],
+                detail=c["detail"],
+                documentation=L.MarkupContent(kind=L.MarkupKind.Markdown, value=c["doc"]),
+            )
+            for c in language_help.completions(prefix)
+        ]
         return L.CompletionList(is_incomplete=False, items=items)
 
-    @server.feature(L.TEXT_DOCUMENT_SIGNATURE_HELP,
-                    L.SignatureHelpOptions(trigger_characters=["(", ","], retrigger_characters=[","]))
+    @server.feature(
+        L.TEXT_DOCUMENT_SIGNATURE_HELP,
+        L.SignatureHelpOptions(trigger_characters=["(", ","], retrigger_characters=[","]),
+    )
     def signature_help(ls: TileLanguageServer, params: L.SignatureHelpParams):
         """The signature of the `T.op(` call around the cursor."""
         lines, line, char = ls.cursor(params.text_document.uri, params.position)
@@ -206,9 +243,13 @@ def _register_language_features(server: TileLanguageServer) -> None:
         signature = L.SignatureInformation(
             label=language_help.signature_text(name, obj),
             documentation=L.MarkupContent(kind=L.MarkupKind.Markdown, value=language_help.doc_text(obj)),
-            parameters=[L.ParameterInformation(label=p) for p in language_help.parameters(name)])
-        return L.SignatureHelp(signatures=[signature], active_signature=0,
-                               active_parameter=language_help.active_parameter(name, index, keyword))
+            parameters=[L.ParameterInformation(label=p) for p in language_help.parameters(name)],
+        )
+        return L.SignatureHelp(
+            signatures=[signature],
+            active_signature=0,
+            active_parameter=language_help.active_parameter(name, index, keyword),
+        )
 
     @server.feature(L.TEXT_DOCUMENT_DEFINITION)
     def definition(ls: TileLanguageServer, params: L.DefinitionParams):
@@ -217,8 +258,10 @@ def _register_language_features(server: TileLanguageServer) -> None:
         word, start, _ = word_at(lines[line] if line < len(lines) else "", char)
         if not word or qualifier_of(lines[line], start) not in language_help.aliases_in("\n".join(lines)):
             return None
-        return [L.Location(uri=from_fs_path(path), range=L.Range(L.Position(row, 0), L.Position(row, 0)))
-                for path, row in language_help.documentation_locations(word)] or None
+        return [
+            L.Location(uri=from_fs_path(path), range=L.Range(L.Position(row, 0), L.Position(row, 0)))
+            for path, row in language_help.documentation_locations(word)
+        ] or None
 
 
 def serve_tcp(server: TileLanguageServer, host: str, port: int, announce=None) -> None:
@@ -230,8 +273,13 @@ def serve_tcp(server: TileLanguageServer, host: str, port: int, announce=None) -
 
     async def connection(reader, writer):
         server.protocol.set_writer(writer)
-        await run_async(stop_event=stop, reader=reader, protocol=server.protocol, logger=log,
-                        error_handler=server.report_server_error)
+        await run_async(
+            stop_event=stop,
+            reader=reader,
+            protocol=server.protocol,
+            logger=log,
+            error_handler=server.report_server_error,
+        )
         if tcp is not None:
             tcp.close()
 

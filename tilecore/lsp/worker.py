@@ -16,6 +16,7 @@ Failures answer {"id": n, "error": "..."}. Output the user's code prints goes to
 TVM is never imported here: a meta-path finder refuses it (the server's promise that
 diagnostics never wait for TVM), and `status` reports whether it was ever loaded.
 """
+
 from __future__ import annotations
 
 import importlib.abc
@@ -28,7 +29,7 @@ from typing import Any, Dict
 BLOCKED_PACKAGES = ("tvm",)
 _blocked_attempts: Dict[str, int] = {}
 
-WARM_KERNEL = '''
+WARM_KERNEL = """
 import tilecore
 import tilecore.language as T
 
@@ -49,7 +50,7 @@ def warm(M=64, N=64, K=64, dtype="float16"):
                 C_f[i, j] = T.exp(C_f[i, j])
             T.copy(C_f, C)
     return main
-'''
+"""
 
 
 class RefuseTVM(importlib.abc.MetaPathFinder):
@@ -60,8 +61,11 @@ class RefuseTVM(importlib.abc.MetaPathFinder):
         root = fullname.partition(".")[0]
         if root in BLOCKED_PACKAGES:
             _blocked_attempts[root] = _blocked_attempts.get(root, 0) + 1
-            raise ModuleNotFoundError(f"the tilecore language server does not import {root} (it only "
-                                      f"checks kernels; compiling them needs {root})", name=fullname)
+            raise ModuleNotFoundError(
+                f"the tilecore language server does not import {root} (it only "
+                f"checks kernels; compiling them needs {root})",
+                name=fullname,
+            )
         return None
 
 
@@ -82,8 +86,11 @@ def handle(request: Dict[str, Any]) -> Any:
         model = analyze("<tile-lsp-warm-up>", WARM_KERNEL, request.get("target"))
         return {"seconds": model["seconds"], "diagnostics": len(model["diagnostics"])}
     if method == "status":
-        return {"pid": os.getpid(), "tvm_loaded": any(p in sys.modules for p in BLOCKED_PACKAGES),
-                "blocked_imports": dict(_blocked_attempts)}
+        return {
+            "pid": os.getpid(),
+            "tvm_loaded": any(p in sys.modules for p in BLOCKED_PACKAGES),
+            "blocked_imports": dict(_blocked_attempts),
+        }
     raise ValueError(f"unknown method {method!r}")
 
 
@@ -102,8 +109,11 @@ def main() -> int:
         try:
             answer = {"id": request.get("id"), "result": handle(request)}
         except Exception as err:  # report, keep serving
-            answer = {"id": request.get("id"), "error": f"{type(err).__name__}: {err}",
-                      "traceback": traceback.format_exc()}
+            answer = {
+                "id": request.get("id"),
+                "error": f"{type(err).__name__}: {err}",
+                "traceback": traceback.format_exc(),
+            }
         protocol.write(json.dumps(answer) + "\n")
         protocol.flush()
     return 0

@@ -5,4 +5,5 @@ bounds (proves tile copies in bounds), check_features (backend capabilities),
 liveness + memory_plan (block-local memory against device limits),
 layout_inference (fixpoint engine over backend-supplied rules).
 """
+
 from .pipeline import POINTS, PassContext, Pipeline, default_pipeline  # noqa: F401

@@ -19,6 +19,7 @@ analysis over exact integers:
 `ctx.analyses["bounds"]` is a list of BoundsFact in program order, one per
 Copy and Atomic, saying whether it was proven and why (or why not).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,7 +38,7 @@ Interval = Tuple[int, int]
 class BoundsFact:
     """Why one tile op is (or is not) proven inside its buffers."""
 
-    op: str            # "Copy" or "Atomic"
+    op: str  # "Copy" or "Atomic"
     span: N.Span
     proven: bool
     reason: str
@@ -208,8 +209,7 @@ def refine(env: Dict[str, Interval], cond: N.Expr, holds: bool, lets=None) -> Di
     return out
 
 
-def _narrow(var: N.Var, terms: Dict[N.Expr, int], const: int, op: str,
-            env: Dict[str, Interval]) -> Optional[Interval]:
+def _narrow(var: N.Var, terms: Dict[N.Expr, int], const: int, op: str, env: Dict[str, Interval]) -> Optional[Interval]:
     """The interval of `var` given  sum(terms) + const  (op)  0."""
     a = terms[var]
     rlo = rhi = const  # a * var + rest  (op)  0, with rest in [rlo, rhi]
@@ -277,8 +277,10 @@ class _Analyzer:
             if lo < 0:
                 return False, (f"dimension {d} of {buf.name}: start {_fmt(start)} may be {lo} < 0")
             if hi + extent > size:
-                return False, (f"dimension {d} of {buf.name}: start {_fmt(start)} reaches {hi}, "
-                               f"{hi} + {extent} = {hi + extent} > size {size}")
+                return False, (
+                    f"dimension {d} of {buf.name}: start {_fmt(start)} reaches {hi}, "
+                    f"{hi} + {extent} = {hi + extent} > size {size}"
+                )
             notes.append(f"{buf.name} dim {d}: [{lo}, {hi}] + {extent} <= {size}")
         return True, "; ".join(notes)
 
@@ -319,8 +321,9 @@ class _Analyzer:
             cond = substitute(s.cond, lets) if lets else s.cond
             then_env = refine(env, cond, True, lets)
             else_env = refine(env, cond, False, lets)
-            return dataclasses.replace(s, then_body=self.body(s.then_body, then_env, lets),
-                                       else_body=self.body(s.else_body, else_env, lets))
+            return dataclasses.replace(
+                s, then_body=self.body(s.then_body, then_env, lets), else_body=self.body(s.else_body, else_env, lets)
+            )
         if isinstance(s, N.Copy):
             ok_src, why_src = self.region_inside(s.src, env, lets)
             ok_dst, why_dst = self.region_inside(s.dst, env, lets)

@@ -13,6 +13,7 @@ context the pass does nothing.
 Runs after bounds analysis: a copy proven in bounds does not need the
 "partial_tiles" feature.
 """
+
 from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
@@ -48,7 +49,7 @@ FEATURE_LABELS: Dict[str, str] = {
 def feature_label(feature: str) -> str:
     """A human description of a feature name for error messages."""
     if feature.startswith("dtype:"):
-        return f"dtype {feature[len('dtype:'):]}"
+        return f"dtype {feature[len('dtype:') :]}"
     return FEATURE_LABELS.get(feature, feature)
 
 
@@ -61,7 +62,7 @@ def _supported(feature: str, caps) -> bool:
     if feature in caps.features:
         return True
     if feature.startswith("dtype:"):
-        return feature[len("dtype:"):] in caps.dtypes
+        return feature[len("dtype:") :] in caps.dtypes
     return False
 
 
@@ -79,8 +80,14 @@ def first_unsupported(func: N.PrimFunc, backend) -> Optional[Tuple[str, str, N.S
             if isinstance(s, N.Gemm):
                 pair = (s.a.buffer.dtype, s.c.buffer.dtype)
                 if pair not in caps.gemm_dtypes:
-                    problems.append((_order(s.span), "gemm_dtype",
-                                     f"T.gemm with {pair[0]} inputs and a {pair[1]} accumulator", s.span))
+                    problems.append(
+                        (
+                            _order(s.span),
+                            "gemm_dtype",
+                            f"T.gemm with {pair[0]} inputs and a {pair[1]} accumulator",
+                            s.span,
+                        )
+                    )
     if not problems:
         return None
     _, key, label, span = min(problems, key=lambda p: p[0])
@@ -111,8 +118,12 @@ class CheckFeaturesPass:
                     for t in s.threads:
                         total *= t
                     if total > max_threads:
-                        raise TileCompileError(f"threads={total} exceeds the {max_threads} threads per "
-                                               f"block that backend {backend.name} supports", s.span, source)
+                        raise TileCompileError(
+                            f"threads={total} exceeds the {max_threads} threads per "
+                            f"block that backend {backend.name} supports",
+                            s.span,
+                            source,
+                        )
         return func
 
 

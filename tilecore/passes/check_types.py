@@ -21,6 +21,7 @@ Every problem raises TileCompileError(message, span, func.source) with the span
 of the most specific node available (an index, a region, then the statement).
 The frontend calls `check(func)` at the end of parsing.
 """
+
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple, TypeGuard
@@ -46,10 +47,22 @@ GEMM_ACCUMULATORS: Dict[str, Tuple[str, ...]] = {
 
 BLOCK_LOCAL_SCOPES = ("shared", "fragment", "local", "var")
 TILE_OPS = (N.Copy, N.Fill, N.Gemm, N.Reduce, N.Cumsum)
-_OP_NAMES = {N.Copy: "T.copy", N.Fill: "T.fill", N.Gemm: "T.gemm", N.Reduce: "T.reduce",
-             N.Cumsum: "T.cumsum", N.Atomic: "T.atomic", N.Alloc: "T.alloc"}
-_ALLOC_NAMES = {"shared": "T.alloc_shared", "fragment": "T.alloc_fragment",
-                "local": "T.alloc_local", "var": "T.alloc_var", "global": "a global allocation"}
+_OP_NAMES = {
+    N.Copy: "T.copy",
+    N.Fill: "T.fill",
+    N.Gemm: "T.gemm",
+    N.Reduce: "T.reduce",
+    N.Cumsum: "T.cumsum",
+    N.Atomic: "T.atomic",
+    N.Alloc: "T.alloc",
+}
+_ALLOC_NAMES = {
+    "shared": "T.alloc_shared",
+    "fragment": "T.alloc_fragment",
+    "local": "T.alloc_local",
+    "var": "T.alloc_var",
+    "global": "a global allocation",
+}
 
 
 def _has_line(span: object) -> TypeGuard[Span]:
@@ -127,9 +140,12 @@ class _Checker:
             found = scope.get(buf.name)
             if found is not None:
                 if found != buf:
-                    raise self.error(f"buffer {buf.name} is used with shape {_fmt_shape(buf.shape)} "
-                                     f"{buf.dtype} {buf.scope} but was declared as "
-                                     f"{_fmt_shape(found.shape)} {found.dtype} {found.scope}", use)
+                    raise self.error(
+                        f"buffer {buf.name} is used with shape {_fmt_shape(buf.shape)} "
+                        f"{buf.dtype} {buf.scope} but was declared as "
+                        f"{_fmt_shape(found.shape)} {found.dtype} {found.scope}",
+                        use,
+                    )
                 return found
         if buf.scope in BLOCK_LOCAL_SCOPES and not self.in_kernel:
             raise self.error(f"{buf.scope} buffer {buf.name} cannot be used outside T.Kernel", use)
@@ -177,8 +193,9 @@ class _Checker:
                 raise self.error(f"T.{e.func} takes one argument, got {len(e.args)}", e)
             self.expr(e.args[0], role)
             if e.func != "abs" and e.args[0].dtype not in FLOAT_DTYPES:
-                raise self.error(f"T.{e.func} needs a float argument, got {e.args[0].dtype} "
-                                 f"(use T.cast first)", e.args[0], e)
+                raise self.error(
+                    f"T.{e.func} needs a float argument, got {e.args[0].dtype} (use T.cast first)", e.args[0], e
+                )
         elif isinstance(e, N.Cast):
             self.expr(e.value, role)
         elif isinstance(e, N.Select):
@@ -202,37 +219,47 @@ class _Checker:
     def element_access(self, buf: N.Buffer, indices: Tuple[N.Expr, ...], node) -> None:
         buf = self.lookup_buffer(buf, node)
         if len(indices) != buf.ndim:
-            raise self.error(f"{buf.name} has {buf.ndim} dimension{'s' if buf.ndim != 1 else ''} "
-                             f"but is indexed with {len(indices)} index{'es' if len(indices) != 1 else ''}",
-                             node)
+            raise self.error(
+                f"{buf.name} has {buf.ndim} dimension{'s' if buf.ndim != 1 else ''} "
+                f"but is indexed with {len(indices)} index{'es' if len(indices) != 1 else ''}",
+                node,
+            )
         for d, idx in enumerate(indices):
             value = self.index(idx, buf, d, node)
             size = buf.shape[d]
             if value is not None and isinstance(size, int) and not 0 <= value < size:
-                raise self.error(f"index {value} is out of range for dimension {d} of {buf.name} "
-                                 f"(size {size})", idx, node)
+                raise self.error(
+                    f"index {value} is out of range for dimension {d} of {buf.name} (size {size})", idx, node
+                )
 
     def region(self, r: N.Region, stmt, role: str) -> N.Buffer:
         if not isinstance(r, N.Region):
             raise self.error(f"{_op_name(stmt)} {role} must be a buffer region, got {type(r).__name__}", stmt)
         buf = self.lookup_buffer(r.buffer, r)
         if len(r.starts) != buf.ndim or len(r.extents) != buf.ndim:
-            raise self.error(f"region of {buf.name} has {len(r.starts)} starts and {len(r.extents)} "
-                             f"extents but {buf.name} has {buf.ndim} dimensions", r, stmt)
+            raise self.error(
+                f"region of {buf.name} has {len(r.starts)} starts and {len(r.extents)} "
+                f"extents but {buf.name} has {buf.ndim} dimensions",
+                r,
+                stmt,
+            )
         for d, (start, extent) in enumerate(zip(r.starts, r.extents)):
             if not isinstance(extent, int) or isinstance(extent, bool) or extent <= 0:
-                raise self.error(f"extent {extent!r} of dimension {d} of {buf.name} must be a positive "
-                                 f"constant", r, stmt)
+                raise self.error(
+                    f"extent {extent!r} of dimension {d} of {buf.name} must be a positive constant", r, stmt
+                )
             value = self.index(start, buf, d, r)
             size = buf.shape[d]
             if buf.scope == "global" or value is None or not isinstance(size, int):
                 continue  # tile regions may hang over the edge of global tensors (predicated)
             if not 0 <= value < size:
-                raise self.error(f"index {value} is out of range for dimension {d} of {buf.name} "
-                                 f"(size {size})", start, r, stmt)
+                raise self.error(
+                    f"index {value} is out of range for dimension {d} of {buf.name} (size {size})", start, r, stmt
+                )
             if value + extent > size:
-                raise self.error(f"region {value}:{value + extent} exceeds dimension {d} of {buf.name} "
-                                 f"(size {size})", start, r, stmt)
+                raise self.error(
+                    f"region {value}:{value + extent} exceeds dimension {d} of {buf.name} (size {size})", start, r, stmt
+                )
         return buf
 
     # -- statements
@@ -253,12 +280,18 @@ class _Checker:
             if method is None:
                 raise self.error(f"unknown statement node {type(s).__name__}", s)
             if isinstance(s, TILE_OPS) and self.in_parallel:
-                raise self.error(f"{_op_name(s)} is a tile operation and cannot appear inside T.Parallel "
-                                 f"(T.Parallel bodies are per element)", s)
+                raise self.error(
+                    f"{_op_name(s)} is a tile operation and cannot appear inside T.Parallel "
+                    f"(T.Parallel bodies are per element)",
+                    s,
+                )
             if not self.in_kernel and not isinstance(s, (N.Kernel, N.Let, N.Hint)):
                 if isinstance(s, N.Alloc):
-                    raise self.error(f"{_ALLOC_NAMES.get(s.buffer.scope, 'T.alloc')} buffer {s.buffer.name} "
-                                     f"must be allocated inside `with T.Kernel(...)`", s)
+                    raise self.error(
+                        f"{_ALLOC_NAMES.get(s.buffer.scope, 'T.alloc')} buffer {s.buffer.name} "
+                        f"must be allocated inside `with T.Kernel(...)`",
+                        s,
+                    )
                 raise self.error(f"{_op_name(s)} must be inside `with T.Kernel(...)`", s)
             method(s)
         finally:
@@ -267,19 +300,26 @@ class _Checker:
     def stmt_Alloc(self, s: N.Alloc) -> None:
         buf = s.buffer
         if buf.scope not in BLOCK_LOCAL_SCOPES:
-            raise self.error(f"buffer {buf.name} has scope {buf.scope!r}; kernels allocate only "
-                             f"{', '.join(BLOCK_LOCAL_SCOPES)} buffers", s)
+            raise self.error(
+                f"buffer {buf.name} has scope {buf.scope!r}; kernels allocate only "
+                f"{', '.join(BLOCK_LOCAL_SCOPES)} buffers",
+                s,
+            )
         if self.in_parallel:
-            raise self.error(f"{_ALLOC_NAMES[buf.scope]} cannot be used inside T.Parallel "
-                             f"(allocate {buf.name} before the loop)", s)
+            raise self.error(
+                f"{_ALLOC_NAMES[buf.scope]} cannot be used inside T.Parallel (allocate {buf.name} before the loop)", s
+            )
         if buf.dtype not in DTYPES:
             raise self.error(f"buffer {buf.name} has unknown dtype {buf.dtype!r}", s)
         if not buf.shape:
             raise self.error(f"buffer {buf.name} needs at least one dimension", s)
         for d, size in enumerate(buf.shape):
             if not isinstance(size, int) or isinstance(size, bool):
-                raise self.error(f"dimension {d} of {buf.scope} buffer {buf.name} must be a constant, "
-                                 f"got {size.name if isinstance(size, N.Var) else size!r}", s)
+                raise self.error(
+                    f"dimension {d} of {buf.scope} buffer {buf.name} must be a constant, "
+                    f"got {size.name if isinstance(size, N.Var) else size!r}",
+                    s,
+                )
             if size <= 0:
                 raise self.error(f"dimension {d} of {buf.name} must be positive, got {size}", s)
         if buf.scope == "var" and tuple(buf.shape) != (1,):
@@ -335,8 +375,7 @@ class _Checker:
         if not s.grid:
             raise self.error("T.Kernel needs at least one grid extent", s)
         if len(s.block_vars) != len(s.grid):
-            raise self.error(f"T.Kernel has {len(s.grid)} grid extents but binds {len(s.block_vars)} "
-                             f"block indices", s)
+            raise self.error(f"T.Kernel has {len(s.grid)} grid extents but binds {len(s.block_vars)} block indices", s)
         for d, g in enumerate(s.grid):
             self.expr(g, "grid extent")
             if g.dtype not in INT_DTYPES:
@@ -360,10 +399,14 @@ class _Checker:
         dst = self.region(s.dst, s, "destination")
         a, b = s.src.squeezed_shape(), s.dst.squeezed_shape()
         if a != b:
-            raise self.error(f"T.copy shape mismatch: source {src.name} region has shape "
-                             f"{_fmt_shape(s.src.extents)} (squeezed {_fmt_shape(a)}) but destination "
-                             f"{dst.name} region has shape {_fmt_shape(s.dst.extents)} (squeezed "
-                             f"{_fmt_shape(b)})", s, s.dst)
+            raise self.error(
+                f"T.copy shape mismatch: source {src.name} region has shape "
+                f"{_fmt_shape(s.src.extents)} (squeezed {_fmt_shape(a)}) but destination "
+                f"{dst.name} region has shape {_fmt_shape(s.dst.extents)} (squeezed "
+                f"{_fmt_shape(b)})",
+                s,
+                s.dst,
+            )
 
     def stmt_Fill(self, s: N.Fill) -> None:
         self.region(s.dst, s, "destination")
@@ -372,8 +415,7 @@ class _Checker:
     def _gemm_shape(self, r: N.Region, buf: N.Buffer, role: str, s) -> Tuple[int, int]:
         shape = r.matrix_shape()  # batch-like unit dims of a 3-D stage buffer dropped
         if len(shape) != 2:
-            raise self.error(f"T.gemm operand {role} ({buf.name}) must be 2-D, got shape "
-                             f"{_fmt_shape(r.extents)}", r, s)
+            raise self.error(f"T.gemm operand {role} ({buf.name}) must be 2-D, got shape {_fmt_shape(r.extents)}", r, s)
         return shape[0], shape[1]
 
     def stmt_Gemm(self, s: N.Gemm) -> None:
@@ -383,11 +425,18 @@ class _Checker:
         a, b, c = bufs["A"], bufs["B"], bufs["C"]
         for role, r in (("A", s.a), ("B", s.b)):
             if bufs[role].scope == "global":
-                raise self.error(f"T.gemm operand {role} ({bufs[role].name}) is a global tensor; copy it "
-                                 f"into a shared or fragment tile first", r, s)
+                raise self.error(
+                    f"T.gemm operand {role} ({bufs[role].name}) is a global tensor; copy it "
+                    f"into a shared or fragment tile first",
+                    r,
+                    s,
+                )
         if c.scope not in ("fragment", "local", "shared"):
-            raise self.error(f"T.gemm accumulator C ({c.name}) must be a fragment, local or shared buffer, "
-                             f"not a {c.scope} tensor", s.c, s)
+            raise self.error(
+                f"T.gemm accumulator C ({c.name}) must be a fragment, local or shared buffer, not a {c.scope} tensor",
+                s.c,
+                s,
+            )
         am, ak = self._gemm_shape(s.a, a, "A", s)
         if s.transpose_a:
             am, ak = ak, am
@@ -398,20 +447,33 @@ class _Checker:
         ta = "A^T" if s.transpose_a else "A"
         tb = "B^T" if s.transpose_b else "B"
         if ak != bk:
-            raise self.error(f"T.gemm shape mismatch: {ta} ({a.name}) is ({am}, {ak}) and {tb} ({b.name}) "
-                             f"is ({bk}, {bn}): the inner dimensions {ak} and {bk} differ", s, s.b)
+            raise self.error(
+                f"T.gemm shape mismatch: {ta} ({a.name}) is ({am}, {ak}) and {tb} ({b.name}) "
+                f"is ({bk}, {bn}): the inner dimensions {ak} and {bk} differ",
+                s,
+                s.b,
+            )
         if (cm, cn) != (am, bn):
-            raise self.error(f"T.gemm shape mismatch: {ta} @ {tb} is ({am}, {bn}) but C ({c.name}) is "
-                             f"({cm}, {cn})", s, s.c)
+            raise self.error(
+                f"T.gemm shape mismatch: {ta} @ {tb} is ({am}, {bn}) but C ({c.name}) is ({cm}, {cn})", s, s.c
+            )
         if a.dtype != b.dtype:
-            raise self.error(f"T.gemm dtype mismatch: A ({a.name}) is {a.dtype} but B ({b.name}) is "
-                             f"{b.dtype}; both inputs must have the same dtype", s.b, s)
+            raise self.error(
+                f"T.gemm dtype mismatch: A ({a.name}) is {a.dtype} but B ({b.name}) is "
+                f"{b.dtype}; both inputs must have the same dtype",
+                s.b,
+                s,
+            )
         allowed = GEMM_ACCUMULATORS.get(a.dtype)
         if allowed is None:
             raise self.error(f"T.gemm does not accept {a.dtype} inputs", s.a, s)
         if c.dtype not in allowed:
-            raise self.error(f"T.gemm accumulator C ({c.name}) is {c.dtype} but {a.dtype} inputs "
-                             f"accumulate in {' or '.join(allowed)}", s.c, s)
+            raise self.error(
+                f"T.gemm accumulator C ({c.name}) is {c.dtype} but {a.dtype} inputs "
+                f"accumulate in {' or '.join(allowed)}",
+                s.c,
+                s,
+            )
 
     def stmt_Reduce(self, s: N.Reduce) -> None:
         if s.kind not in N.REDUCE_KINDS:
@@ -421,37 +483,47 @@ class _Checker:
         name = _op_name(s)
         for buf, role in ((src, "source"), (dst, "destination")):
             if buf.scope == "global":
-                raise self.error(f"{name} {role} {buf.name} is a global tensor; reduce a shared or "
-                                 f"fragment tile", s)
+                raise self.error(f"{name} {role} {buf.name} is a global tensor; reduce a shared or fragment tile", s)
             if buf.dtype == "bool":
                 raise self.error(f"{name} {role} {buf.name} is bool; reductions need numbers", s)
         if not -src.ndim <= s.dim < src.ndim:
-            raise self.error(f"{name} dim={s.dim} is out of range for {src.name} with {src.ndim} "
-                             f"dimension{'s' if src.ndim != 1 else ''}", s)
+            raise self.error(
+                f"{name} dim={s.dim} is out of range for {src.name} with {src.ndim} "
+                f"dimension{'s' if src.ndim != 1 else ''}",
+                s,
+            )
         dim = s.dim % src.ndim
-        removed = tuple(src.shape[:dim]) + tuple(src.shape[dim + 1:])
-        kept = tuple(src.shape[:dim]) + (1,) + tuple(src.shape[dim + 1:])
+        removed = tuple(src.shape[:dim]) + tuple(src.shape[dim + 1 :])
+        kept = tuple(src.shape[:dim]) + (1,) + tuple(src.shape[dim + 1 :])
         ok = tuple(dst.shape) in (removed, kept) or (not removed and tuple(dst.shape) == (1,))
         if not ok:
-            raise self.error(f"{name} shape mismatch: reducing {src.name} {_fmt_shape(src.shape)} over "
-                             f"dim {dim} gives {_fmt_shape(removed)} but {dst.name} is "
-                             f"{_fmt_shape(dst.shape)}", s)
+            raise self.error(
+                f"{name} shape mismatch: reducing {src.name} {_fmt_shape(src.shape)} over "
+                f"dim {dim} gives {_fmt_shape(removed)} but {dst.name} is "
+                f"{_fmt_shape(dst.shape)}",
+                s,
+            )
 
     def stmt_Cumsum(self, s: N.Cumsum) -> None:
         src = self.lookup_buffer(s.src, s)
         dst = self.lookup_buffer(s.dst, s)
         for buf, role in ((src, "source"), (dst, "destination")):
             if buf.scope == "global":
-                raise self.error(f"T.cumsum {role} {buf.name} is a global tensor; scan a shared or "
-                                 f"fragment tile", s)
+                raise self.error(f"T.cumsum {role} {buf.name} is a global tensor; scan a shared or fragment tile", s)
             if buf.dtype == "bool":
                 raise self.error(f"T.cumsum {role} {buf.name} is bool; scans need numbers", s)
         if not -src.ndim <= s.dim < src.ndim:
-            raise self.error(f"T.cumsum dim={s.dim} is out of range for {src.name} with {src.ndim} "
-                             f"dimension{'s' if src.ndim != 1 else ''}", s)
+            raise self.error(
+                f"T.cumsum dim={s.dim} is out of range for {src.name} with {src.ndim} "
+                f"dimension{'s' if src.ndim != 1 else ''}",
+                s,
+            )
         if tuple(src.shape) != tuple(dst.shape):
-            raise self.error(f"T.cumsum shape mismatch: {src.name} is {_fmt_shape(src.shape)} but "
-                             f"{dst.name} is {_fmt_shape(dst.shape)}", s)
+            raise self.error(
+                f"T.cumsum shape mismatch: {src.name} is {_fmt_shape(src.shape)} but "
+                f"{dst.name} is {_fmt_shape(dst.shape)}",
+                s,
+            )
 
     def stmt_Atomic(self, s: N.Atomic) -> None:
         if s.kind not in N.ATOMIC_KINDS:
@@ -459,8 +531,9 @@ class _Checker:
         name = _op_name(s)
         dst = self.region(s.dst, s, "destination")
         if dst.scope != "global":
-            raise self.error(f"{name} needs a global tensor as destination, but {dst.name} is a "
-                             f"{dst.scope} buffer", s.dst, s)
+            raise self.error(
+                f"{name} needs a global tensor as destination, but {dst.name} is a {dst.scope} buffer", s.dst, s
+            )
         if dst.dtype == "bool":
             raise self.error(f"{name} destination {dst.name} is bool; atomics need numbers", s.dst, s)
         if isinstance(s.value, N.Region):
@@ -468,14 +541,22 @@ class _Checker:
                 raise self.error(f"tile-wide {name} cannot appear inside T.Parallel", s)
             src = self.region(s.value, s, "value")
             if s.value.squeezed_shape() != s.dst.squeezed_shape():
-                raise self.error(f"{name} shape mismatch: value {src.name} region is "
-                                 f"{_fmt_shape(s.value.squeezed_shape())} but destination {dst.name} "
-                                 f"region is {_fmt_shape(s.dst.squeezed_shape())}", s, s.value)
+                raise self.error(
+                    f"{name} shape mismatch: value {src.name} region is "
+                    f"{_fmt_shape(s.value.squeezed_shape())} but destination {dst.name} "
+                    f"region is {_fmt_shape(s.dst.squeezed_shape())}",
+                    s,
+                    s.value,
+                )
         else:
             self.expr(s.value, "atomic value")
             if any(e != 1 for e in s.dst.extents):
-                raise self.error(f"{name} with a scalar value needs a single element destination, got "
-                                 f"region {_fmt_shape(s.dst.extents)} of {dst.name}", s.dst, s)
+                raise self.error(
+                    f"{name} with a scalar value needs a single element destination, got "
+                    f"region {_fmt_shape(s.dst.extents)} of {dst.name}",
+                    s.dst,
+                    s,
+                )
 
     def stmt_Print(self, s: N.Print) -> None:
         if isinstance(s.value, N.Buffer):
@@ -495,11 +576,16 @@ class _Checker:
         count = len(f.params) + len(f.scalar_params)
         for position, v in f.scalar_params:
             if dyn.get(v.name) != v or v.dtype != "int32":
-                raise self.error(f"scalar parameter {v.name} must be an int32 variable listed in "
-                                 f"{f.name}'s dynamic variables", v, f)
+                raise self.error(
+                    f"scalar parameter {v.name} must be an int32 variable listed in {f.name}'s dynamic variables", v, f
+                )
             if not 0 <= position < count or position in positions:
-                raise self.error(f"scalar parameter {v.name} has the position {position}, not a free "
-                                 f"place among the {count} parameters", v, f)
+                raise self.error(
+                    f"scalar parameter {v.name} has the position {position}, not a free "
+                    f"place among the {count} parameters",
+                    v,
+                    f,
+                )
             positions.add(position)
 
     def function(self) -> None:
@@ -514,28 +600,40 @@ class _Checker:
             if not isinstance(p, N.Buffer):
                 raise self.error(f"parameter {p!r} of {f.name} is not a tensor", f)
             if p.scope != "global":
-                raise self.error(f"parameter {p.name} is a {p.scope} buffer; kernel parameters must be "
-                                 f"global tensors (T.Tensor) and {p.scope} buffers are allocated inside "
-                                 f"T.Kernel", p, f)
+                raise self.error(
+                    f"parameter {p.name} is a {p.scope} buffer; kernel parameters must be "
+                    f"global tensors (T.Tensor) and {p.scope} buffers are allocated inside "
+                    f"T.Kernel",
+                    p,
+                    f,
+                )
             if p.dtype not in DTYPES:
                 raise self.error(f"parameter {p.name} has unknown dtype {p.dtype!r}", p, f)
             for d, size in enumerate(p.shape):
                 if isinstance(size, N.Var):
                     if size.name not in dyn:
-                        raise self.error(f"dimension {d} of {p.name} uses {size.name}, which is not a "
-                                         f"declared dynamic dimension (T.dynamic)", p, f)
+                        raise self.error(
+                            f"dimension {d} of {p.name} uses {size.name}, which is not a "
+                            f"declared dynamic dimension (T.dynamic)",
+                            p,
+                            f,
+                        )
                 elif not isinstance(size, int) or isinstance(size, bool) or size <= 0:
-                    raise self.error(f"dimension {d} of {p.name} must be a positive int or a T.dynamic "
-                                     f"dimension, got {size!r}", p, f)
+                    raise self.error(
+                        f"dimension {d} of {p.name} must be a positive int or a T.dynamic dimension, got {size!r}", p, f
+                    )
             self.define_buffer(p, p)
         self.scalar_params(f, dyn)
         kernels = [s for s in f.body if isinstance(s, N.Kernel)]
         if not kernels:
             raise self.error(f"{f.name} has no `with T.Kernel(...)` block", f)
         if len(kernels) > 1:
-            raise self.error(f"{f.name} has {len(kernels)} T.Kernel blocks and other statements "
-                             "outside them; beside several T.Kernel blocks only T.alloc_global "
-                             "scratch may stand", kernels[1])
+            raise self.error(
+                f"{f.name} has {len(kernels)} T.Kernel blocks and other statements "
+                "outside them; beside several T.Kernel blocks only T.alloc_global "
+                "scratch may stand",
+                kernels[1],
+            )
         self.body(f.body, new_scope=False)
 
 
@@ -544,32 +642,60 @@ class _Checker:
 # What each field of each node must hold. Checked before anything else so that
 # IR built by a buggy frontend, plugin or JSON file is a clear error, not a crash.
 _E, _ES, _BUF, _REG, _BODY, _INT, _INTS, _STR, _BOOL, _VAR, _VARS, _SHAPE = (
-    "expression", "tuple of expressions", "Buffer", "Region", "tuple of statements", "int", "tuple of ints",
-    "str", "bool", "Var", "tuple of Vars", "shape (tuple of ints and Vars)")
+    "expression",
+    "tuple of expressions",
+    "Buffer",
+    "Region",
+    "tuple of statements",
+    "int",
+    "tuple of ints",
+    "str",
+    "bool",
+    "Var",
+    "tuple of Vars",
+    "shape (tuple of ints and Vars)",
+)
 _SCHEMA = {
-    N.Const: {"value": "number", "dtype": _STR}, N.Var: {"name": _STR, "dtype": _STR},
-    N.BinOp: {"op": _STR, "a": _E, "b": _E, "dtype": _STR}, N.UnaryOp: {"op": _STR, "a": _E, "dtype": _STR},
-    N.Call: {"func": _STR, "args": _ES, "dtype": _STR}, N.Cast: {"value": _E, "dtype": _STR},
+    N.Const: {"value": "number", "dtype": _STR},
+    N.Var: {"name": _STR, "dtype": _STR},
+    N.BinOp: {"op": _STR, "a": _E, "b": _E, "dtype": _STR},
+    N.UnaryOp: {"op": _STR, "a": _E, "dtype": _STR},
+    N.Call: {"func": _STR, "args": _ES, "dtype": _STR},
+    N.Cast: {"value": _E, "dtype": _STR},
     N.Select: {"cond": _E, "a": _E, "b": _E, "dtype": _STR},
     N.Load: {"buffer": _BUF, "indices": _ES, "dtype": _STR},
     N.Buffer: {"name": _STR, "shape": _SHAPE, "dtype": _STR, "scope": _STR},
     N.Region: {"buffer": _BUF, "starts": _ES, "extents": _INTS},
-    N.Alloc: {"buffer": _BUF}, N.Store: {"buffer": _BUF, "indices": _ES, "value": _E},
+    N.Alloc: {"buffer": _BUF},
+    N.Store: {"buffer": _BUF, "indices": _ES, "value": _E},
     N.Let: {"var": _VAR, "value": _E},
     N.For: {"var": _VAR, "begin": _E, "extent": _E, "kind": _STR, "body": _BODY, "num_stages": _INT},
     N.Parallel: {"vars": _VARS, "extents": _INTS, "body": _BODY},
     N.If: {"cond": _E, "then_body": _BODY, "else_body": _BODY},
     N.Kernel: {"grid": _ES, "block_vars": _VARS, "threads": _INTS, "body": _BODY},
-    N.Copy: {"src": _REG, "dst": _REG, "predicated": _BOOL}, N.Fill: {"dst": _REG, "value": _E},
-    N.Gemm: {"a": _REG, "b": _REG, "c": _REG, "transpose_a": _BOOL, "transpose_b": _BOOL,
-             "clear_accum": _BOOL, "policy": _STR},
+    N.Copy: {"src": _REG, "dst": _REG, "predicated": _BOOL},
+    N.Fill: {"dst": _REG, "value": _E},
+    N.Gemm: {
+        "a": _REG,
+        "b": _REG,
+        "c": _REG,
+        "transpose_a": _BOOL,
+        "transpose_b": _BOOL,
+        "clear_accum": _BOOL,
+        "policy": _STR,
+    },
     N.Reduce: {"kind": _STR, "src": _BUF, "dst": _BUF, "dim": _INT, "clear": _BOOL},
     N.Cumsum: {"src": _BUF, "dst": _BUF, "dim": _INT, "reverse": _BOOL},
     N.Atomic: {"kind": _STR, "dst": _REG, "value": "expression or Region"},
     N.Print: {"value": "expression or Buffer", "msg": _STR},
     N.Hint: {"kind": _STR, "buffers": "tuple of Buffers", "params": "tuple of (name, value) pairs"},
-    N.PrimFunc: {"name": _STR, "params": "tuple of Buffers", "body": _BODY, "dyn_vars": _VARS,
-                 "scalar_params": "tuple of (position, Var) pairs"},
+    N.PrimFunc: {
+        "name": _STR,
+        "params": "tuple of Buffers",
+        "body": _BODY,
+        "dyn_vars": _VARS,
+        "scalar_params": "tuple of (position, Var) pairs",
+    },
 }
 
 
@@ -633,8 +759,12 @@ def check_structure(func: N.PrimFunc) -> None:
         for name, kind in _SCHEMA[type(node)].items():
             value = getattr(node, name)
             if not _fits(kind, value):
-                raise TileCompileError(f"malformed Tile IR: {type(node).__name__}.{name} must be a {kind}, "
-                                       f"got {type(value).__name__} {value!r:.60}", near, source)
+                raise TileCompileError(
+                    f"malformed Tile IR: {type(node).__name__}.{name} must be a {kind}, "
+                    f"got {type(value).__name__} {value!r:.60}",
+                    near,
+                    source,
+                )
             items = value if isinstance(value, tuple) else (value,)
             for item in items:
                 if type(item) in _SCHEMA:

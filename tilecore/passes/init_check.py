@@ -11,6 +11,7 @@ reads uninitialized memory. Writes inside an `if` count as writes, and partial
 writes count as whole ones, so there are no false alarms on correct programs;
 it is a warning, not an error, because the behaviour is undefined, not illegal.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -134,9 +135,11 @@ def warn_uninitialized_reads(func: N.PrimFunc) -> None:
         if isinstance(stmt, N.Gemm):
             fix = f"T.clear({buffer.name}) before the loop, or pass clear_accum=True"
         scope = "var" if buffer.scope == "var" else f"{buffer.scope} buffer"
-        message = (f"{what} reads {buffer.name} (a {scope}) before anything has written it: its "
-                   f"contents are undefined (NaN on the reference backend, leftover values on "
-                   f"hardware); {fix}")
+        message = (
+            f"{what} reads {buffer.name} (a {scope}) before anything has written it: its "
+            f"contents are undefined (NaN on the reference backend, leftover values on "
+            f"hardware); {fix}"
+        )
         span = stmt.span
         if span.line > 0:  # Python prints file:line and the source line itself
             warnings.warn_explicit(message, UninitializedReadWarning, span.file, span.line)

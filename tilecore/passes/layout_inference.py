@@ -23,6 +23,7 @@ Layouts are any hashable values with equality; a layout may define
 `merge(other) -> layout | None` to combine with a compatible one (None: conflict).
 FragmentLayout is a generic value type for "which thread holds which element".
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -90,8 +91,13 @@ class FragmentLayout(Layout):
     def merge(self, other):
         if self == other:
             return self
-        if isinstance(other, FragmentLayout) and self.shape == other.shape and self.thread == other.thread \
-                and self.local == other.local and self.thread_extent == other.thread_extent:
+        if (
+            isinstance(other, FragmentLayout)
+            and self.shape == other.shape
+            and self.thread == other.thread
+            and self.local == other.local
+            and self.thread_extent == other.thread_extent
+        ):
             # the same placement, replicated more or less: the wider replication serves both
             return self if self.replicate >= other.replicate else other
         return None
@@ -138,8 +144,9 @@ def _describe(stmt: N.Stmt) -> str:
     return f"{type(stmt).__name__} at line {line}" if line else type(stmt).__name__
 
 
-def infer_layouts(func: N.PrimFunc, rules: Mapping[str, Rule], ctx=None,
-                  max_sweeps: Optional[int] = None) -> LayoutResult:
+def infer_layouts(
+    func: N.PrimFunc, rules: Mapping[str, Rule], ctx=None, max_sweeps: Optional[int] = None
+) -> LayoutResult:
     """Run the fixpoint; raise TileCompileError on a conflict or without convergence."""
     result = LayoutResult()
     source = getattr(ctx, "source", "") or func.source
@@ -167,7 +174,10 @@ def infer_layouts(func: N.PrimFunc, rules: Mapping[str, Rule], ctx=None,
                 if merged is None:
                     raise TileCompileError(
                         f"layout conflict for {name}: this op needs {layout!r} but {name} already has "
-                        f"{old!r} (from {_describe(result.decided_by[name])})", stmt.span, source)
+                        f"{old!r} (from {_describe(result.decided_by[name])})",
+                        stmt.span,
+                        source,
+                    )
                 if merged != old:
                     result.layouts[name] = merged
                     result.decided_by[name] = stmt
@@ -175,21 +185,25 @@ def infer_layouts(func: N.PrimFunc, rules: Mapping[str, Rule], ctx=None,
         if not changed:
             return result
         if result.iterations >= limit:
-            raise TileCompileError(f"layout inference did not converge after {result.iterations} sweeps "
-                                   f"(the backend's layout rules keep changing their answer)",
-                                   func.kernel.span if any(isinstance(s, N.Kernel) for s in func.body)
-                                   else func.span, source)
+            raise TileCompileError(
+                f"layout inference did not converge after {result.iterations} sweeps "
+                f"(the backend's layout rules keep changing their answer)",
+                func.kernel.span if any(isinstance(s, N.Kernel) for s in func.body) else func.span,
+                source,
+            )
 
 
-def collect_rules(backend, options: Optional[Mapping[str, Any]] = None,
-                  extra: Optional[Mapping[str, Rule]] = None) -> Dict[str, Rule]:
+def collect_rules(
+    backend, options: Optional[Mapping[str, Any]] = None, extra: Optional[Mapping[str, Rule]] = None
+) -> Dict[str, Rule]:
     """Rules from the plugin hook, then ctx options, then `extra` (later wins)."""
     rules: Dict[str, Rule] = {}
     if backend is not None:
         from ..plugin.manager import get_plugin_manager
 
-        get_plugin_manager().call("tilecore_layout_rules", what=f"for backend {backend.name!r}",
-                                  backend=backend, rules=rules)
+        get_plugin_manager().call(
+            "tilecore_layout_rules", what=f"for backend {backend.name!r}", backend=backend, rules=rules
+        )
     if options and options.get("layout_rules"):
         rules.update(options["layout_rules"])
     if extra:

@@ -13,6 +13,7 @@ that contains every position where the buffer's contents may be needed:
 Two buffers whose intervals do not overlap may therefore share storage.
 `ctx.analyses["liveness"]` holds the Liveness result.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -48,8 +49,21 @@ def buffers_used_by(stmt: N.Stmt) -> List[N.Buffer]:
         return []
     found: List[N.Buffer] = []
     seen = set()
-    for name in ("buffer", "src", "dst", "a", "b", "c", "value", "indices", "cond", "begin", "extent",
-                 "grid", "starts"):
+    for name in (
+        "buffer",
+        "src",
+        "dst",
+        "a",
+        "b",
+        "c",
+        "value",
+        "indices",
+        "cond",
+        "begin",
+        "extent",
+        "grid",
+        "starts",
+    ):
         value = getattr(stmt, name, None)
         if value is None:
             continue

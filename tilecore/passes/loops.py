@@ -13,6 +13,7 @@ Guarantees, for every sequential loop (For) of the kernel, in program order,
 * `pipelined`: kind "pipelined", num_stages > 1 and at least one stage buffer,
   i.e. there is something to overlap.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ def _own_loads(s: N.Stmt) -> set[str]:
     names: set[str] = set()
     for name in ("indices", "value", "cond", "begin", "extent", "src", "dst", "a", "b", "c"):
         value = getattr(s, name, None)
-        for item in (value if isinstance(value, tuple) else (value,)):
+        for item in value if isinstance(value, tuple) else (value,):
             if hasattr(item, "__dataclass_fields__"):
                 names.update(n.buffer.name for n in walk(item) if isinstance(n, N.Load))
     return names
@@ -64,16 +65,20 @@ def _reads(stmt: N.Stmt) -> set:
 
 
 def _full_cover(r: N.Region) -> bool:
-    return all(isinstance(s, N.Const) and s.value == 0 for s in r.starts) and \
-        tuple(r.extents) == tuple(r.buffer.shape)
+    return all(isinstance(s, N.Const) and s.value == 0 for s in r.starts) and tuple(r.extents) == tuple(r.buffer.shape)
 
 
 def _stage_buffers(body) -> Tuple[str, ...]:
     read_so_far = set()
     stages = []
     for s in body:
-        if isinstance(s, N.Copy) and s.src.buffer.scope == "global" and s.dst.buffer.scope != "global" \
-                and _full_cover(s.dst) and s.dst.buffer.name not in read_so_far:
+        if (
+            isinstance(s, N.Copy)
+            and s.src.buffer.scope == "global"
+            and s.dst.buffer.scope != "global"
+            and _full_cover(s.dst)
+            and s.dst.buffer.name not in read_so_far
+        ):
             stages.append(s.dst.buffer.name)
         read_so_far |= _reads(s)
     return tuple(n for n in dict.fromkeys(stages))
@@ -86,8 +91,9 @@ def analyze(func: N.PrimFunc) -> List[LoopInfo]:
     def visit(body, depth):
         for s in body:
             if isinstance(s, N.For):
-                out.append(LoopInfo(s.var.name, s.kind, s.span, depth, as_int(s.extent), s.num_stages,
-                                    _stage_buffers(s.body)))
+                out.append(
+                    LoopInfo(s.var.name, s.kind, s.span, depth, as_int(s.extent), s.num_stages, _stage_buffers(s.body))
+                )
                 visit(s.body, depth + 1)
                 continue
             for field in ("body", "then_body", "else_body"):

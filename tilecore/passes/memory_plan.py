@@ -17,6 +17,7 @@ software-pipeline T.Pipelined loops), each stage buffer of a pipelined loop
 (tilecore.passes.loops) is planned `num_stages` times over. `ctx.analyses["memory_plan"]` holds the MemoryPlan and
 `ctx.analyses["liveness"]` the liveness it used. The function is unchanged.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -54,16 +55,23 @@ class StoragePlan:
     storage: str
     alignment: int
     offsets: Dict[str, int] = field(default_factory=dict)
-    sizes: Dict[str, int] = field(default_factory=dict)   # bytes, stage copies included
+    sizes: Dict[str, int] = field(default_factory=dict)  # bytes, stage copies included
     stages: Dict[str, int] = field(default_factory=dict)  # copies of each buffer (multi-buffering)
     total_bytes: int = 0
-    unshared_bytes: int = 0          # what it would take without any reuse
+    unshared_bytes: int = 0  # what it would take without any reuse
     limit: Optional[int] = None
 
     def as_dict(self) -> dict:
-        return {"storage": self.storage, "alignment": self.alignment, "offsets": dict(self.offsets),
-                "sizes": dict(self.sizes), "stages": dict(self.stages), "total_bytes": self.total_bytes,
-                "unshared_bytes": self.unshared_bytes, "limit": self.limit}
+        return {
+            "storage": self.storage,
+            "alignment": self.alignment,
+            "offsets": dict(self.offsets),
+            "sizes": dict(self.sizes),
+            "stages": dict(self.stages),
+            "total_bytes": self.total_bytes,
+            "unshared_bytes": self.unshared_bytes,
+            "limit": self.limit,
+        }
 
 
 @dataclass
@@ -101,16 +109,20 @@ def _first_fit(order: List[str], sizes: Dict[str, int], live: _liveness.Liveness
     return offsets
 
 
-def plan_storage(storage: str, names: List[str], live: _liveness.Liveness,
-                 stages: Optional[Dict[str, int]] = None) -> StoragePlan:
+def plan_storage(
+    storage: str, names: List[str], live: _liveness.Liveness, stages: Optional[Dict[str, int]] = None
+) -> StoragePlan:
     """Place `names` (in program order) so that overlapping live ranges never share bytes."""
     align = ALIGNMENT[storage]
     stages = {n: (stages or {}).get(n, 1) for n in names}
     # each stage copy starts aligned, so a multi-buffered buffer spans stages * aligned size
-    sizes = {n: buffer_bytes(live.buffers[n]) if stages[n] == 1
-             else stages[n] * _align(buffer_bytes(live.buffers[n]), align) for n in names}
-    plan = StoragePlan(storage, align, sizes=sizes, stages=stages,
-                       unshared_bytes=sum(_align(s, align) for s in sizes.values()))
+    sizes = {
+        n: buffer_bytes(live.buffers[n]) if stages[n] == 1 else stages[n] * _align(buffer_bytes(live.buffers[n]), align)
+        for n in names
+    }
+    plan = StoragePlan(
+        storage, align, sizes=sizes, stages=stages, unshared_bytes=sum(_align(s, align) for s in sizes.values())
+    )
     best: Optional[Tuple[int, Dict[str, int]]] = None
     for order in (list(names), sorted(names, key=lambda n: (-sizes[n], names.index(n)))):
         offsets = _first_fit(order, sizes, live, align)
@@ -134,8 +146,9 @@ def pipeline_stages(func: N.PrimFunc, loops=None) -> Dict[str, int]:
     return stages
 
 
-def plan_memory(func: N.PrimFunc, backend=None, source: str = "", live=None,
-                stages: Optional[Dict[str, int]] = None) -> MemoryPlan:
+def plan_memory(
+    func: N.PrimFunc, backend=None, source: str = "", live=None, stages: Optional[Dict[str, int]] = None
+) -> MemoryPlan:
     """Plan shared and fragment storage; raise TileCompileError over a backend limit.
 
     `stages` multiplies buffers that a backend multi-buffers (see pipeline_stages).
@@ -151,12 +164,15 @@ def plan_memory(func: N.PrimFunc, backend=None, source: str = "", live=None,
         if plan.limit is not None and plan.total_bytes > plan.limit:
             culprit = next(n for n in names if plan.offsets[n] + plan.sizes[n] > plan.limit)
             peers = [n for n in names if live.overlaps(culprit, n)]
-            listing = ", ".join(f"{n} {plan.sizes[n]} B" + (f" ({plan.stages[n]} stages)"
-                                                            if plan.stages[n] > 1 else "") for n in peers)
+            listing = ", ".join(
+                f"{n} {plan.sizes[n]} B" + (f" ({plan.stages[n]} stages)" if plan.stages[n] > 1 else "") for n in peers
+            )
             raise TileCompileError(
                 f"{_WHAT[storage]} over the limit: the kernel needs {plan.total_bytes} bytes but backend "
                 f"{backend.name} allows {plan.limit} bytes per block ({listing} live together)",
-                live.allocs[culprit].span, source or func.source)
+                live.allocs[culprit].span,
+                source or func.source,
+            )
     return result
 
 

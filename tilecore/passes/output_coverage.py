@@ -13,6 +13,7 @@ by the copy, so overshooting is fine). An output the kernel also reads, accumula
 reduce with its destination kept, atomics) or prints keeps the zero fill, as its initial value is
 then observable.
 """
+
 from __future__ import annotations
 
 import operator
@@ -23,8 +24,14 @@ from ..ir import nodes as N
 from ..ir.visitor import walk, walk_stmts
 
 _ARITH: Dict[str, Callable[[int, int], int]] = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
-    "%": operator.mod, "min": min, "max": max}
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "//": operator.floordiv,
+    "%": operator.mod,
+    "min": min,
+    "max": max,
+}
 
 
 def writes_every_element(func: N.PrimFunc, output: N.Buffer, bindings: Mapping[str, int]) -> bool:
@@ -37,8 +44,10 @@ def writes_every_element(func: N.PrimFunc, output: N.Buffer, bindings: Mapping[s
         return False
     if any(s == 0 for s in sizes):
         return True  # nothing to write
-    return any(_covers(starts, extents, loops, sizes)
-               for starts, extents, loops in _unconditional_writes(func.body, output.name, {}, bindings))
+    return any(
+        _covers(starts, extents, loops, sizes)
+        for starts, extents, loops in _unconditional_writes(func.body, output.name, {}, bindings)
+    )
 
 
 def _value(e: N.Expr, bindings: Mapping[str, int]) -> Optional[int]:
@@ -73,8 +82,9 @@ def _observes(func: N.PrimFunc, name: str) -> bool:
     return any(isinstance(node, N.Load) and node.buffer.name == name for stmt in func.body for node in walk(stmt))
 
 
-def _unconditional_writes(body, name: str, loops: Dict[N.Expr, int],
-                          bindings: Mapping[str, int]) -> Iterator[Tuple[tuple, tuple, Dict[N.Expr, int]]]:
+def _unconditional_writes(
+    body, name: str, loops: Dict[N.Expr, int], bindings: Mapping[str, int]
+) -> Iterator[Tuple[tuple, tuple, Dict[N.Expr, int]]]:
     """(starts, extents, {loop variable: trip count}) of each write to `name` that every run reaches."""
     for stmt in body:
         if isinstance(stmt, (N.Copy, N.Fill)) and stmt.dst.buffer.name == name:
@@ -85,15 +95,15 @@ def _unconditional_writes(body, name: str, loops: Dict[N.Expr, int],
             grid = [_value(g, bindings) for g in stmt.grid]
             extents = [n for n in grid if n is not None]
             if len(extents) == len(grid):
-                yield from _unconditional_writes(stmt.body, name, {**loops, **dict(zip(stmt.block_vars, extents))},
-                                                 bindings)
+                yield from _unconditional_writes(
+                    stmt.body, name, {**loops, **dict(zip(stmt.block_vars, extents))}, bindings
+                )
         elif isinstance(stmt, N.For):
             begin, extent = _value(stmt.begin, bindings), _value(stmt.extent, bindings)
             if begin == 0 and extent is not None:
                 yield from _unconditional_writes(stmt.body, name, {**loops, stmt.var: extent}, bindings)
         elif isinstance(stmt, N.Parallel):
-            yield from _unconditional_writes(stmt.body, name, {**loops, **dict(zip(stmt.vars, stmt.extents))},
-                                             bindings)
+            yield from _unconditional_writes(stmt.body, name, {**loops, **dict(zip(stmt.vars, stmt.extents))}, bindings)
 
 
 def _covers(starts, extents, loops: Dict[N.Expr, int], sizes) -> bool:

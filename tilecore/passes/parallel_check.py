@@ -16,6 +16,7 @@ same element. A store guarded by an `if` on a left-out variable
 not read the element (every iteration writing the same value is harmless), and
 leaving out a variable whose axis has extent 1 (`T.Parallel(1, 8)`: one iteration).
 """
+
 from __future__ import annotations
 
 from typing import Dict, FrozenSet, List, Optional, Set, Tuple
@@ -38,8 +39,7 @@ def _var_names(expr, lets: Dict[str, FrozenSet[str]]) -> Set[str]:
 
 
 def _reads_element(value: N.Expr, buffer: N.Buffer, indices) -> bool:
-    return any(isinstance(n, N.Load) and n.buffer.name == buffer.name and n.indices == indices
-               for n in walk(value))
+    return any(isinstance(n, N.Load) and n.buffer.name == buffer.name and n.indices == indices for n in walk(value))
 
 
 def check_parallel_races(func: N.PrimFunc) -> None:
@@ -62,7 +62,10 @@ def check_parallel_races(func: N.PrimFunc) -> None:
                         f"of T.Parallel (its index does not depend on {names}); T.Parallel iterations "
                         f"are independent, so this accumulation is a race and backends give "
                         f"different results: use T.serial for a sequential loop, T.reduce_sum on a "
-                        f"tile, or T.atomic_add", s.span, func.source)
+                        f"tile, or T.atomic_add",
+                        s.span,
+                        func.source,
+                    )
             if isinstance(s, N.Parallel):
                 # an axis of extent 1 has one iteration: leaving it out of an index shares nothing
                 several = {v.name for v, n in zip(s.vars, s.extents) if not (isinstance(n, int) and n == 1)}
@@ -110,8 +113,7 @@ def _eval_index(e, env: Dict[str, np.ndarray]) -> Optional[np.ndarray]:
             return None
         if e.op in ("//", "%") and np.any(b == 0):
             return None
-        return {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide,
-                "%": np.mod}[e.op](a, b)
+        return {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod}[e.op](a, b)
     return None
 
 
@@ -123,8 +125,7 @@ def _accesses(body, env, lets, guarded, out) -> None:
             for node in walk(s.value):
                 if isinstance(node, N.Load):
                     idx = [_eval_index(i, {**env, **lets}) for i in node.indices]
-                    out.append((False, node.buffer.name,
-                                None if guarded or any(i is None for i in idx) else idx, s))
+                    out.append((False, node.buffer.name, None if guarded or any(i is None for i in idx) else idx, s))
             value = _eval_index(s.value, {**env, **lets})
             if value is not None:
                 lets[s.var.name] = value
@@ -141,8 +142,9 @@ def _accesses(body, env, lets, guarded, out) -> None:
                 for node in walk(e):
                     if isinstance(node, N.Load):
                         idx = [_eval_index(i, {**env, **lets}) for i in node.indices]
-                        out.append((False, node.buffer.name, None if guarded or any(
-                            i is None for i in idx) else idx, s))
+                        out.append(
+                            (False, node.buffer.name, None if guarded or any(i is None for i in idx) else idx, s)
+                        )
             if isinstance(s, N.Store):
                 idx = [_eval_index(i, {**env, **lets}) for i in s.indices]
                 out.append((True, s.buffer.name, None if guarded or any(i is None for i in idx) else idx, s))
@@ -187,7 +189,10 @@ def _check_cross_iteration(par: N.Parallel, func: N.PrimFunc) -> None:
                 f"iteration ({where(q)}) of T.Parallel reads an element of {name} that iteration "
                 f"({where(p)}) writes: T.Parallel iterations are independent, so this is a race and "
                 f"backends give different results; write into another buffer (double-buffer) or use "
-                f"T.serial", store.span, func.source)
+                f"T.serial",
+                store.span,
+                func.source,
+            )
 
 
 def _element_ids(a_arrays, b_arrays) -> Tuple[np.ndarray, np.ndarray]:

@@ -18,6 +18,7 @@ Guarantees:
 A pass is any callable `(func, ctx) -> func` with a `name` attribute (a plain
 function's `__name__` is used when it has none).
 """
+
 from __future__ import annotations
 
 import functools
@@ -28,8 +29,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..ir import nodes as N
 
-POINTS = ("after_parse", "after_check", "after_simplify", "after_bounds", "after_layout",
-          "before_codegen")
+POINTS = ("after_parse", "after_check", "after_simplify", "after_bounds", "after_layout", "before_codegen")
 
 Pass = Callable[[N.PrimFunc, "PassContext"], N.PrimFunc]
 
@@ -182,18 +182,20 @@ def default_pipeline() -> Pipeline:
     from .memory_plan import memory_plan
     from .simplify import simplify
 
-    return Pipeline([
-        ("point", "after_parse"),
-        ("pass", check_types),
-        ("point", "after_check"),
-        ("pass", simplify),
-        ("point", "after_simplify"),
-        ("pass", bounds),
-        ("point", "after_bounds"),
-        ("pass", check_features),
-        ("pass", loops),
-        ("pass", memory_plan),
-        ("pass", layout_inference),
-        ("point", "after_layout"),
-        ("point", "before_codegen"),
-    ])
+    return Pipeline(
+        [
+            ("point", "after_parse"),
+            ("pass", check_types),
+            ("point", "after_check"),
+            ("pass", simplify),
+            ("point", "after_simplify"),
+            ("pass", bounds),
+            ("point", "after_bounds"),
+            ("pass", check_features),
+            ("pass", loops),
+            ("pass", memory_plan),
+            ("pass", layout_inference),
+            ("point", "after_layout"),
+            ("point", "before_codegen"),
+        ]
+    )

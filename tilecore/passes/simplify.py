@@ -19,6 +19,7 @@ with floor semantics):
 
 Helpers for other passes: `simplify_expr`, `as_int`, `linearize`, `eval_int_binop`.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -74,7 +75,7 @@ def eval_int_binop(op: str, a: int, b: int, dtype: str) -> Optional[int]:
     elif op == "pow":
         if b < 0 or (b > 64 and abs(a) > 1):
             return None
-        r = a ** b
+        r = a**b
     elif op == "&":
         r = a & b
     elif op == "|":
@@ -309,8 +310,9 @@ def _fold_const_binop(op: str, a: N.Const, b: N.Const, dt: str, span: N.Span) ->
     if op in N.COMPARE_OPS:
         if a.dtype != b.dtype:
             return None
-        if a.dtype in FLOAT_DTYPES and not (_finite(_rounded(a.value, a.dtype))
-                                            and _finite(_rounded(b.value, b.dtype))):
+        if a.dtype in FLOAT_DTYPES and not (
+            _finite(_rounded(a.value, a.dtype)) and _finite(_rounded(b.value, b.dtype))
+        ):
             return None
         if a.dtype == b.dtype and (_is_int_dtype(a.dtype) or a.dtype == "bool"):
             return _const(_compare(op, int(a.value), int(b.value)), "bool", span)
@@ -350,8 +352,13 @@ def _fold_const_binop(op: str, a: N.Const, b: N.Const, dt: str, span: N.Span) ->
 
 def _fold_unary(e: N.UnaryOp) -> N.Expr:
     a = e.a
-    if isinstance(a, N.UnaryOp) and a.op == e.op and e.op in ("neg", "not", "~") and a.a.dtype == e.dtype \
-            and a.dtype == e.dtype:
+    if (
+        isinstance(a, N.UnaryOp)
+        and a.op == e.op
+        and e.op in ("neg", "not", "~")
+        and a.a.dtype == e.dtype
+        and a.dtype == e.dtype
+    ):
         return a.a  # double negation is exact (wraps back for ints too)
     if not isinstance(a, N.Const) or a.dtype != e.dtype:
         return e
@@ -426,7 +433,12 @@ def _fold_select(e: N.Select) -> N.Expr:
 
 
 _FOLDERS: Dict[type, Callable[[Any], Optional[N.Expr]]] = {
-    N.BinOp: _fold_binop, N.UnaryOp: _fold_unary, N.Cast: _fold_cast, N.Call: _fold_call, N.Select: _fold_select}
+    N.BinOp: _fold_binop,
+    N.UnaryOp: _fold_unary,
+    N.Cast: _fold_cast,
+    N.Call: _fold_call,
+    N.Select: _fold_select,
+}
 
 
 class _ExprSimplifier(Transformer):

@@ -4,6 +4,7 @@ Plugin authors need `hookimpl` (to mark hook implementations) and the classes
 of `tilecore.plugin.backend`; the hooks are documented in
 `tilecore.plugin.hookspecs`.
 """
+
 import pluggy
 
 from .backend import Artifact, Backend, Capabilities, TileLangNames, TileModule, ToolchainStatus  # noqa: F401
@@ -16,7 +17,24 @@ from .manager import PluginLoadError, get_plugin_manager, register_plugin, reset
 from .registry import IRVersionMismatchError, TargetError, get_registry, resolve  # noqa: E402,F401
 
 __all__ = [
-    "Artifact", "Backend", "Capabilities", "TileLangNames", "TileModule", "ToolchainStatus", "PLUGIN_API_VERSION",
-    "PROJECT", "Option", "OptionError", "hookimpl", "PluginLoadError", "get_plugin_manager", "register_plugin",
-    "reset_plugins", "unregister_plugin", "IRVersionMismatchError", "TargetError", "get_registry", "resolve",
+    "Artifact",
+    "Backend",
+    "Capabilities",
+    "TileLangNames",
+    "TileModule",
+    "ToolchainStatus",
+    "PLUGIN_API_VERSION",
+    "PROJECT",
+    "Option",
+    "OptionError",
+    "hookimpl",
+    "PluginLoadError",
+    "get_plugin_manager",
+    "register_plugin",
+    "reset_plugins",
+    "unregister_plugin",
+    "IRVersionMismatchError",
+    "TargetError",
+    "get_registry",
+    "resolve",
 ]

@@ -1,4 +1,5 @@
 """What a backend declares, and what its codegen produces."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -208,6 +209,10 @@ def files_fingerprint(paths: Iterable[str]) -> str:
 
 def tvm_fingerprint() -> str:
     """The installed TVM's libraries (LLVM is linked into libtvm), for backends built on TVM."""
-    return files_fingerprint([package_file("tvm", "lib", "libtvm.so"),
-                              package_file("tvm", "lib", "libtvm_runtime.so"),
-                              package_file("tvm_ffi", "lib", "libtvm_ffi.so")])
+    return files_fingerprint(
+        [
+            package_file("tvm", "lib", "libtvm.so"),
+            package_file("tvm", "lib", "libtvm_runtime.so"),
+            package_file("tvm_ffi", "lib", "libtvm_ffi.so"),
+        ]
+    )

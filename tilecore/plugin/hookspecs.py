@@ -18,6 +18,7 @@ fresh pipeline and step 3 a fresh rule table every time, and step 4 is called
 by the backend's own codegen when it builds its tables. Step 6 runs on the
 kernel's first call, once per process and artifact.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -26,6 +26,7 @@ plugin's implementation itself, so an exception is reported as a
 `PluginHookError` naming that plugin (entry point, distribution, version) and
 the hook, never blamed on another plugin or on the backend.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -62,8 +63,7 @@ class PluginLoadError:
     traceback: str = ""
 
     @classmethod
-    def from_exception(cls, name: str, dist: str, version: str, target: str,
-                       err: BaseException) -> "PluginLoadError":
+    def from_exception(cls, name: str, dist: str, version: str, target: str, err: BaseException) -> "PluginLoadError":
         tb = "".join(_traceback.format_exception(type(err), err, err.__traceback__))
         return cls(name, dist, version, target, _one_line(err), tb)
 
@@ -73,8 +73,13 @@ class PluginLoadError:
         return f"plugin {self.name!r}{f' ({where})' if where else ''}: {self.error}"
 
     def to_dict(self) -> Dict[str, str]:
-        return {"name": self.name, "distribution": self.distribution, "version": self.version,
-                "entry_point": self.target, "error": self.error}
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "entry_point": self.target,
+            "error": self.error,
+        }
 
 
 @dataclass(frozen=True)
@@ -132,9 +137,16 @@ class TilecorePluginManager:
             declared = {name for name, _ in seen}
             for name in self.allowlist:
                 if name not in declared and name not in BUILTIN_PLUGINS:
-                    self.errors.append(PluginLoadError(
-                        name, "", "", "", "listed in TILECORE_PLUGINS, but no installed "
-                        "distribution declares a 'tilecore' entry point of that name"))
+                    self.errors.append(
+                        PluginLoadError(
+                            name,
+                            "",
+                            "",
+                            "",
+                            "listed in TILECORE_PLUGINS, but no installed "
+                            "distribution declares a 'tilecore' entry point of that name",
+                        )
+                    )
         # Built-ins also load when tilecore runs from a source tree without its metadata.
         for name, module in BUILTIN_PLUGINS.items():
             if name not in self.plugins and not any(e.name == name for e in self.errors):
@@ -145,8 +157,7 @@ class TilecorePluginManager:
                     continue
                 self._register(obj, name, "tilecore", _tilecore_version(), module, builtin=True)
 
-    def register(self, plugin: Any, name: Optional[str] = None, distribution: str = "",
-                 version: str = "") -> str:
+    def register(self, plugin: Any, name: Optional[str] = None, distribution: str = "", version: str = "") -> str:
         """Register a plugin object or module explicitly (no entry point needed); return its name.
 
         Raises ValueError when the name is taken or the hooks do not match the hookspecs.
@@ -164,8 +175,9 @@ class TilecorePluginManager:
         if info is not None:
             self.pm.unregister(name=name)
 
-    def _register(self, obj: Any, name: str, dist: str, version: str, target: str,
-                  builtin: bool = False, record: bool = True) -> Optional[str]:
+    def _register(
+        self, obj: Any, name: str, dist: str, version: str, target: str, builtin: bool = False, record: bool = True
+    ) -> Optional[str]:
         try:
             self.pm.register(obj, name=name)
         except Exception as err:  # duplicate name, or a hookimpl whose arguments the spec lacks
@@ -212,7 +224,10 @@ class TilecorePluginManager:
                     f"{self.describe_plugin(impl.plugin_name)} failed in hook {hook_name}"
                     f"{' ' + what if what else ''}: {type(err).__name__}"
                     f"{': ' + text[0] if text else ''} (TILECORE_TRACEBACK=1 shows the plugin's "
-                    f"traceback)", impl.plugin_name, hook_name) from err
+                    f"traceback)",
+                    impl.plugin_name,
+                    hook_name,
+                ) from err
             if result is not None:
                 if firstresult:
                     return result
@@ -277,7 +292,8 @@ class _EntryPoint:
 
         if _EntryPoint._PATTERN is None:  # importlib.metadata.EntryPoint.pattern
             _EntryPoint._PATTERN = re.compile(
-                r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
+                r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$"
+            )
         match = _EntryPoint._PATTERN.match(self.value)
         if match is None:
             raise ValueError(f"malformed entry point value {self.value!r}")
@@ -429,8 +445,7 @@ def get_plugin_manager() -> TilecorePluginManager:
         return _manager
 
 
-def register_plugin(plugin: Any, name: Optional[str] = None, distribution: str = "",
-                    version: str = "") -> str:
+def register_plugin(plugin: Any, name: Optional[str] = None, distribution: str = "", version: str = "") -> str:
     """Register a plugin explicitly (works with TILECORE_DISABLE_PLUGIN_AUTOLOAD=1).
 
     The plugin stays registered across `reset_plugins(keep_explicit=True)`.

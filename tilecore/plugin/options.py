@@ -8,6 +8,7 @@ dict, so a misspelled option (``sourse="asm"``) is an error naming the valid
 ones instead of a silently different kernel, and two spellings of one value
 share one cache entry.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,11 +45,15 @@ class Option:
         if self.type is float and isinstance(value, int) and not isinstance(value, bool):
             value, ok = float(value), True
         if not ok:
-            raise OptionError(f"compile option {self.name}={value!r} for backend {backend_name!r} must be "
-                              f"a {self.type.__name__}, not {type(value).__name__}")
+            raise OptionError(
+                f"compile option {self.name}={value!r} for backend {backend_name!r} must be "
+                f"a {self.type.__name__}, not {type(value).__name__}"
+            )
         if self.choices and value not in self.choices:
-            raise OptionError(f"compile option {self.name}={value!r} for backend {backend_name!r} must be "
-                              f"one of {', '.join(repr(c) for c in self.choices)}")
+            raise OptionError(
+                f"compile option {self.name}={value!r} for backend {backend_name!r} must be "
+                f"one of {', '.join(repr(c) for c in self.choices)}"
+            )
         return value
 
 
@@ -60,8 +65,7 @@ CORE_OPTIONS: Tuple[Option, ...] = (
 RESERVED = ("target", "out_idx")
 
 
-def validate_options(backend_name: str, declared: Optional[Iterable[Option]],
-                     given: Dict[str, Any]) -> Dict[str, Any]:
+def validate_options(backend_name: str, declared: Optional[Iterable[Option]], given: Dict[str, Any]) -> Dict[str, Any]:
     """Every declared option with its checked value (defaults filled in); raise OptionError for
     an unknown name, naming the valid ones."""
     specs = {o.name: o for o in CORE_OPTIONS}
@@ -72,8 +76,9 @@ def validate_options(backend_name: str, declared: Optional[Iterable[Option]],
         if spec is None:
             valid = ", ".join(specs[n].describe() for n in sorted(specs))
             why = " (it is set by compile's own argument)" if name in RESERVED else ""
-            raise OptionError(f"unknown compile option {name!r} for backend {backend_name!r}{why}; "
-                              f"valid options: {valid}")
+            raise OptionError(
+                f"unknown compile option {name!r} for backend {backend_name!r}{why}; valid options: {valid}"
+            )
         out[name] = spec.check(value, backend_name)
     for name, spec in specs.items():
         out.setdefault(name, spec.default)

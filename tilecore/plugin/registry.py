@@ -10,6 +10,7 @@ before the colon picks the backend. The default target is, in order:
 4. ``cpu`` when a cpu backend is installed;
 5. ``reference``.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,7 +45,8 @@ class IRVersionMismatchError(TileError):
             f"backend {backend.name!r} ({dist}) accepts Tile IR version(s) {accepted}, "
             f"but this tilecore {__version__} produces Tile IR {ir_version}. Install a release of "
             f"{backend.distribution or 'the plugin'} that supports Tile IR {ir_version}, or a "
-            f"tilecore release that produces one of {accepted}.")
+            f"tilecore release that produces one of {accepted}."
+        )
 
 
 class ConfigError(TileError):
@@ -95,14 +97,16 @@ class BackendRegistry:
                 kwargs = {"register": declared.append}
                 impl.function(**{a: kwargs[a] for a in impl.argnames})
             except (Exception, SystemExit) as err:
-                self.registration_errors.append(PluginLoadError.from_exception(
-                    impl.plugin_name, dist, version, target, err))
+                self.registration_errors.append(
+                    PluginLoadError.from_exception(impl.plugin_name, dist, version, target, err)
+                )
                 continue
             for backend in declared:
                 problem = _validate(backend)
                 if problem:
-                    self.registration_errors.append(PluginLoadError(
-                        impl.plugin_name, dist, version, target, f"invalid backend: {problem}"))
+                    self.registration_errors.append(
+                        PluginLoadError(impl.plugin_name, dist, version, target, f"invalid backend: {problem}")
+                    )
                     continue
                 if not backend.distribution:
                     backend.distribution = dist
@@ -121,10 +125,13 @@ class BackendRegistry:
             self.backends[name] = backend
             self.provider[name] = plugin
             return
-        builtin = [p for p in providers if self.manager.plugins.get(p[0]) is not None
-                   and self.manager.plugins[p[0]].builtin]
-        who = sorted(f"{(p[1] + ' ' + p[2]).strip() or 'unknown distribution'} (plugin {p[0]!r}, "
-                     f"entry point {p[3]})" for p in providers)
+        builtin = [
+            p for p in providers if self.manager.plugins.get(p[0]) is not None and self.manager.plugins[p[0]].builtin
+        ]
+        who = sorted(
+            f"{(p[1] + ' ' + p[2]).strip() or 'unknown distribution'} (plugin {p[0]!r}, entry point {p[3]})"
+            for p in providers
+        )
         if builtin:
             self.backends[name] = builtin[0][4]
             self.provider[name] = builtin[0][0]
@@ -132,10 +139,16 @@ class BackendRegistry:
         else:
             outcome = "none of them is used"
         dists = ", ".join(sorted({p[1] for p in providers if p[1]}))
-        self.registration_errors.append(PluginLoadError(
-            name, dists, "", ", ".join(sorted(p[3] for p in providers)),
-            f"backend {name!r} is declared by {len(providers)} plugins: {' and '.join(who)}; "
-            f"{outcome}. Uninstall all but one, or choose one with TILECORE_PLUGINS"))
+        self.registration_errors.append(
+            PluginLoadError(
+                name,
+                dists,
+                "",
+                ", ".join(sorted(p[3] for p in providers)),
+                f"backend {name!r} is declared by {len(providers)} plugins: {' and '.join(who)}; "
+                f"{outcome}. Uninstall all but one, or choose one with TILECORE_PLUGINS",
+            )
+        )
 
     # ------------------------------------------------------------------ queries
 
@@ -169,8 +182,9 @@ class BackendRegistry:
             full = target
         else:
             where = "" if origin == "target" else f" (from {origin})"
-            raise TargetError(f"backend {name!r} does not accept target {target!r}{where}; "
-                              f"its targets: {', '.join(backend.targets)}")
+            raise TargetError(
+                f"backend {name!r} does not accept target {target!r}{where}; its targets: {', '.join(backend.targets)}"
+            )
         if check_ir:
             check_ir_version(backend)
         return backend, full
@@ -209,16 +223,16 @@ class BackendRegistry:
             if not isinstance(configured, str) or not configured.strip():
                 raise ConfigError(f"{path}: 'target' must be a non-empty string, got {configured!r}")
             return configured.strip(), f"config file {path}"
-        present = [b for b in self.backends.values()
-                   if b.name != "reference" and self.device_present(b)]
+        present = [b for b in self.backends.values() if b.name != "reference" and self.device_present(b)]
         if present:
             best = max(present, key=lambda b: b.priority)  # max keeps the first among equals
             return best.name, f"device present for backend {best.name!r}"
         for fallback in ("cpu", "reference"):
             if fallback in self.backends:
                 return fallback, "fallback"
-        raise TargetError("no backend is installed (not even the built-in 'reference'); "
-                          "run `tile backends` to see plugin load errors")
+        raise TargetError(
+            "no backend is installed (not even the built-in 'reference'); run `tile backends` to see plugin load errors"
+        )
 
 
 def check_ir_version(backend: Backend, ir_version: str = TILE_IR_VERSION) -> None:
@@ -256,10 +270,15 @@ def _validate_tilelang(backend: Backend) -> str:
     if not isinstance(names, TileLangNames):
         return f"backend {backend.name!r}: tilelang must be a tilecore.plugin.TileLangNames"
     strings = list(names.targets) + list(names.primitives) + list(names.pass_configs.values())
-    if isinstance(names.targets, str) or isinstance(names.primitives, str) \
-            or not all(isinstance(x, str) and x for x in strings):
-        return f"backend {backend.name!r}: tilelang targets, primitives and pass config keys must be " \
-               "tuples / a dict of non-empty strings"
+    if (
+        isinstance(names.targets, str)
+        or isinstance(names.primitives, str)
+        or not all(isinstance(x, str) and x for x in strings)
+    ):
+        return (
+            f"backend {backend.name!r}: tilelang targets, primitives and pass config keys must be "
+            "tuples / a dict of non-empty strings"
+        )
     if names.device_version is not None and not callable(names.device_version):
         return f"backend {backend.name!r}: tilelang device_version must be callable or None"
     bad = [m for m in names.pass_configs if not (isinstance(m, str) and m.isidentifier())]
@@ -269,6 +288,7 @@ def _validate_tilelang(backend: Backend) -> str:
 
 
 # ---------------------------------------------------------------------- config file
+
 
 def config_path() -> str:
     """Where the config file is looked for."""

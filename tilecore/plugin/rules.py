@@ -9,6 +9,7 @@ list that a third party can read and extend (`RuleTable.describe()`).
 
 Pure Python: importing this does not import TVM.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,8 +41,9 @@ class LoweringRule:
     #: shown by `RuleTable.describe()`; defaults to the class name
     name: str = ""
 
-    def accumulator_layout(self, gemm: N.Gemm, warps: int, prefer_rows: bool, existing: Any,
-                           target: TargetDescription) -> Any:
+    def accumulator_layout(
+        self, gemm: N.Gemm, warps: int, prefer_rows: bool, existing: Any, target: TargetDescription
+    ) -> Any:
         """The register layout this rule wants for `gemm`'s accumulator, or None.
 
         :param gemm: a `tilecore.ir.nodes.Gemm` whose accumulator is a register fragment.
@@ -144,8 +146,10 @@ class RuleTable:
         return {op: [e.name for e in entries] for op, entries in self._entries.items() if entries}
 
 
-def collect_lowering_tables(backend: Backend, manager: Optional[TilecorePluginManager] = None,
-                            ) -> Tuple[RuleTable, Dict[Tuple[str, Any], Any]]:
+def collect_lowering_tables(
+    backend: Backend,
+    manager: Optional[TilecorePluginManager] = None,
+) -> Tuple[RuleTable, Dict[Tuple[str, Any], Any]]:
     """Run `tilecore_lowering_rules` and `tilecore_intrinsics` for `backend`.
 
     :param backend: the `tilecore.plugin.Backend` being compiled for.

@@ -6,10 +6,12 @@ interquartile spread, TFLOP/s and GB/s from the Tile IR's work, and the fraction
 of the device's peak when the backend's Timer states it); `tile bench` prints it.
 How runs are timed is the backend's business (`tilecore_timer` hook, timer.py).
 """
+
 from .timer import Peak, Timer, host_cpu_name, timer_for  # noqa: F401
 
-_LAZY = {name: "profiler" for name in ("BenchResult", "Profiler", "bench", "compare_outputs", "outputs_of",
-                                        "random_inputs")}
+_LAZY = {
+    name: "profiler" for name in ("BenchResult", "Profiler", "bench", "compare_outputs", "outputs_of", "random_inputs")
+}
 _LAZY.update(Work="work", work_of="work")
 
 

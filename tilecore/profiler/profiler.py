@@ -5,6 +5,7 @@ Runs are timed by the backend's Timer (see timer.py). As in Triton and TileLang,
 `warmup` and `rep` are time budgets in milliseconds, turned into run counts
 from the time of one run; `n_warmup` / `n_repeat` give the counts directly.
 """
+
 from __future__ import annotations
 
 import math
@@ -84,9 +85,11 @@ class BenchResult:
 
     def summary(self) -> str:
         """One line: median, spread, runs, rates and roofline fractions."""
-        text = (f"{self.kernel} on {self.target} ({self.device}, {self.method}): median "
-                f"{self.median_ms:.4g} ms, IQR {self.spread_pct:.1f}%, min {self.min_ms:.4g} ms, "
-                f"{len(self.times_ms)} runs after {self.n_warmup} warm-up")
+        text = (
+            f"{self.kernel} on {self.target} ({self.device}, {self.method}): median "
+            f"{self.median_ms:.4g} ms, IQR {self.spread_pct:.1f}%, min {self.min_ms:.4g} ms, "
+            f"{len(self.times_ms)} runs after {self.n_warmup} warm-up"
+        )
         if self.tflops is not None:
             text += f"; {self.tflops:.3g} TFLOP/s"
             if self.flops_fraction is not None:
@@ -99,12 +102,25 @@ class BenchResult:
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-able record (benchmark results, `tile bench --json`)."""
-        return {"kernel": self.kernel, "target": self.target, "device": self.device,
-                "method": self.method, "median_ms": self.median_ms, "min_ms": self.min_ms,
-                "spread_pct": self.spread_pct, "runs": len(self.times_ms), "warmup": self.n_warmup,
-                "times_ms": list(self.times_ms), "flops": self.work.flops, "bytes": self.work.bytes,
-                "tflops": self.tflops, "gbps": self.gbps, "flops_fraction": self.flops_fraction,
-                "bytes_fraction": self.bytes_fraction, **self.extra}
+        return {
+            "kernel": self.kernel,
+            "target": self.target,
+            "device": self.device,
+            "method": self.method,
+            "median_ms": self.median_ms,
+            "min_ms": self.min_ms,
+            "spread_pct": self.spread_pct,
+            "runs": len(self.times_ms),
+            "warmup": self.n_warmup,
+            "times_ms": list(self.times_ms),
+            "flops": self.work.flops,
+            "bytes": self.work.bytes,
+            "tflops": self.tflops,
+            "gbps": self.gbps,
+            "flops_fraction": self.flops_fraction,
+            "bytes_fraction": self.bytes_fraction,
+            **self.extra,
+        }
 
 
 def random_inputs(kernel, seed: int = 0) -> List[Any]:
@@ -124,9 +140,11 @@ def random_inputs(kernel, seed: int = 0) -> List[Any]:
     for param in kernel.inputs:
         dynamic = [d.name for d in param.shape if isinstance(d, N.Var)]
         if dynamic:
-            raise TileError(f"kernel {kernel.name!r}: input {param.name!r} has the dynamic "
-                            f"dimension(s) {', '.join(dynamic)}, so the profiler cannot make inputs "
-                            f"for it; pass them (input_tensors=... or tilecore.bench(kernel, *arrays))")
+            raise TileError(
+                f"kernel {kernel.name!r}: input {param.name!r} has the dynamic "
+                f"dimension(s) {', '.join(dynamic)}, so the profiler cannot make inputs "
+                f"for it; pass them (input_tensors=... or tilecore.bench(kernel, *arrays))"
+            )
         shape = tuple(int(d) for d in param.shape)
         if param.dtype == "bool":
             host = rng.random(shape) < 0.5
@@ -139,8 +157,14 @@ def random_inputs(kernel, seed: int = 0) -> List[Any]:
     return arrays
 
 
-def run_counts(timer: Timer, run: Callable[[], None], warmup_ms: float, rep_ms: float,
-               n_warmup: Optional[int], n_repeat: Optional[int]):
+def run_counts(
+    timer: Timer,
+    run: Callable[[], None],
+    warmup_ms: float,
+    rep_ms: float,
+    n_warmup: Optional[int],
+    n_repeat: Optional[int],
+):
     """(n_warmup, n_repeat): the given counts, else the budgets divided by one run's time."""
     if timer.deterministic:
         return (1 if n_warmup is None else n_warmup), (1 if n_repeat is None else n_repeat)
@@ -179,9 +203,15 @@ class Profiler:
             self._timer = timer_for(self.kernel.backend)
         return self._timer
 
-    def bench(self, func: Optional[Callable] = None, warmup: float = 25, rep: float = 100,
-              n_warmup: Optional[int] = None, n_repeat: Optional[int] = None,
-              input_tensors: Optional[Sequence[Any]] = None) -> BenchResult:
+    def bench(
+        self,
+        func: Optional[Callable] = None,
+        warmup: float = 25,
+        rep: float = 100,
+        n_warmup: Optional[int] = None,
+        n_repeat: Optional[int] = None,
+        input_tensors: Optional[Sequence[Any]] = None,
+    ) -> BenchResult:
         """Time `func(*inputs)` (default: the kernel) and return every measurement."""
         inputs = list(input_tensors) if input_tensors is not None else self.inputs
         target = func if func is not None else self.kernel
@@ -196,24 +226,39 @@ class Profiler:
         times = timer.measure(run, warm, reps)
         work = work_of(self.kernel.ir, bindings)
         name = self.kernel.name if func is None else getattr(func, "__name__", "function")
-        return BenchResult(name, self.kernel.target, timer.device(), timer.method,
-                           [t * 1e3 for t in times], warm, work, timer.peak(work.dtype))
+        return BenchResult(
+            name,
+            self.kernel.target,
+            timer.device(),
+            timer.method,
+            [t * 1e3 for t in times],
+            warm,
+            work,
+            timer.peak(work.dtype),
+        )
 
-    def do_bench(self, func: Optional[Callable] = None, warmup: float = 25, rep: float = 100,
-                 n_warmup: Optional[int] = None, n_repeat: Optional[int] = None,
-                 input_tensors: Optional[Sequence[Any]] = None, **_ignored) -> float:
+    def do_bench(
+        self,
+        func: Optional[Callable] = None,
+        warmup: float = 25,
+        rep: float = 100,
+        n_warmup: Optional[int] = None,
+        n_repeat: Optional[int] = None,
+        input_tensors: Optional[Sequence[Any]] = None,
+        **_ignored,
+    ) -> float:
         """The median time of one run in milliseconds (TileLang's `Profiler.do_bench`)."""
         return self.bench(func, warmup, rep, n_warmup, n_repeat, input_tensors).median_ms
 
-    def assert_allclose(self, reference_program: Callable, rtol: Optional[float] = None,
-                        atol: Optional[float] = None) -> None:
+    def assert_allclose(
+        self, reference_program: Callable, rtol: Optional[float] = None, atol: Optional[float] = None
+    ) -> None:
         """Run the kernel and `reference_program` on the same inputs; raise on a mismatch.
 
         `reference_program(*inputs)` returns the outputs (one array or a tuple) in
         any array library; tolerances default to tilecore.testing's per dtype.
         """
-        problem = compare_outputs(self.kernel, self.inputs, reference_program(*self.inputs),
-                                  rtol, atol)
+        problem = compare_outputs(self.kernel, self.inputs, reference_program(*self.inputs), rtol, atol)
         if problem:
             raise AssertionError(problem)
 
@@ -234,8 +279,14 @@ def outputs_of(kernel, inputs: Sequence[Any]) -> tuple:
     return tuple((p, to_numpy(c)) for p, c in zip(kernel.inputs, copies) if p.name in written)
 
 
-def compare_outputs(kernel, inputs: Sequence[Any], expected, rtol: Optional[float] = None,
-                    atol: Optional[float] = None, scale_atol: bool = False) -> Optional[str]:
+def compare_outputs(
+    kernel,
+    inputs: Sequence[Any],
+    expected,
+    rtol: Optional[float] = None,
+    atol: Optional[float] = None,
+    scale_atol: bool = False,
+) -> Optional[str]:
     """None when what `kernel(*inputs)` produces (see outputs_of) matches `expected` (an array or a
     tuple of them, in any array library), else a description of the first difference.
 
@@ -260,12 +311,14 @@ def compare_outputs(kernel, inputs: Sequence[Any], expected, rtol: Optional[floa
     return None
 
 
-def bench(kernel, *args, warmup: float = 25, rep: float = 100, n_warmup: Optional[int] = None,
-          n_repeat: Optional[int] = None) -> BenchResult:
+def bench(
+    kernel, *args, warmup: float = 25, rep: float = 100, n_warmup: Optional[int] = None, n_repeat: Optional[int] = None
+) -> BenchResult:
     """Time `kernel(*args)` (no args: random inputs) on its backend; see BenchResult."""
     from ..runtime.api import LazyKernel
 
     if isinstance(kernel, LazyKernel):
         kernel = kernel.compiled()
     return Profiler(kernel, list(args) if args else None).bench(
-        warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat)
+        warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat
+    )

@@ -5,6 +5,7 @@ The core knows only the host wall clock. A plugin whose hardware needs more
 returns its own Timer from the `tilecore_timer` hook; the profiler and the
 autotuner never name a vendor.
 """
+
 from __future__ import annotations
 
 import os

@@ -9,6 +9,7 @@ bytes: every global parameter read or written once (its size times its dtype's
 width): the traffic no schedule can avoid, so GB/s against the device's peak
 bandwidth is a lower bound on how close the kernel runs to the memory roofline.
 """
+
 from __future__ import annotations
 
 import operator
@@ -19,8 +20,14 @@ from ..ir import nodes as N
 from ..runtime.arrays import numpy_dtype
 
 _INT_OPS: Dict[str, Callable[[int, int], int]] = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
-    "%": operator.mod, "min": min, "max": max}
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "//": operator.floordiv,
+    "%": operator.mod,
+    "min": min,
+    "max": max,
+}
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ compile(func, target, out_idx, **options):
   4. a Kernel whose launcher (`tilecore_launcher`) is created on its first call,
      so code can be generated for hardware that is not present.
 """
+
 from __future__ import annotations
 
 import functools
@@ -78,23 +79,27 @@ def _check_func(func: object) -> N.PrimFunc:
     if isinstance(func, N.PrimFunc):
         return func
     if isinstance(func, JITFunction):
-        raise TileError(f"{func.__name__} is a @tilecore.jit factory: call it with its arguments "
-                        f"(e.g. {func.__name__}(...)) to get a compiled kernel")
-    raise TileError(f"tilecore.compile expects a PrimFunc (made by @T.prim_func), "
-                    f"got {type(func).__name__}")
+        raise TileError(
+            f"{func.__name__} is a @tilecore.jit factory: call it with its arguments "
+            f"(e.g. {func.__name__}(...)) to get a compiled kernel"
+        )
+    raise TileError(f"tilecore.compile expects a PrimFunc (made by @T.prim_func), got {type(func).__name__}")
 
 
 def _single_stage(func: N.PrimFunc, what: str) -> N.PrimFunc:
     """`func` when it has one T.Kernel block; the pass pipeline runs on one stage at a time."""
     if func.is_multi_stage:
         count = len(func.split_stages())
-        raise TileError(f"{func.name} has {count} T.Kernel stage(s) and T.alloc_global scratch: "
-                        f"{what} one stage at a time ({func.name}.split_stages()[k])")
+        raise TileError(
+            f"{func.name} has {count} T.Kernel stage(s) and T.alloc_global scratch: "
+            f"{what} one stage at a time ({func.name}.split_stages()[k])"
+        )
     return func
 
 
-def _codegen_options(target: str, out_idx: Sequence[int], options: Dict[str, Any],
-                     backend: Optional[Backend] = None) -> Dict[str, Any]:
+def _codegen_options(
+    target: str, out_idx: Sequence[int], options: Dict[str, Any], backend: Optional[Backend] = None
+) -> Dict[str, Any]:
     """The options codegen receives: validated against the backend's declared options (unknown
     names and mistyped values raise OptionError), defaults filled in, target and out_idx added."""
     from ..plugin.options import validate_options
@@ -119,8 +124,10 @@ def _check_index_range(func: N.PrimFunc, backend: Backend) -> None:
                 raise TileCompileError(
                     f"dimension {axis} of {param.name!r} has {n} elements, more than backend {backend.name!r} "
                     f"can index ({bits}-bit signed indices, at most {limit} per dimension); split the work "
-                    f"or use a backend with 64-bit indexing", param.span if param.span.line > 0 else func.span,
-                    func.source)
+                    f"or use a backend with 64-bit indexing",
+                    param.span if param.span.line > 0 else func.span,
+                    func.source,
+                )
 
 
 def _ir_json(func: N.PrimFunc) -> str:
@@ -135,8 +142,7 @@ def _check_toolchain(backend: Backend) -> None:
     try:
         status = backend.toolchain_status()
     except Exception as err:
-        raise BackendError(f"backend {backend.name!r}: toolchain_status() failed: "
-                           f"{type(err).__name__}: {err}") from err
+        raise BackendError(f"backend {backend.name!r}: toolchain_status() failed: {type(err).__name__}: {err}") from err
     if not status.ok:
         fix = f" Fix: {status.fix}" if status.fix else ""
         raise BackendError(f"backend {backend.name!r} cannot compile here: {status.summary}.{fix}")
@@ -149,8 +155,7 @@ def build_pipeline(backend: Optional[Backend]) -> Pipeline:
 
     pipeline = default_pipeline()
     if backend is not None:
-        _manager().call("tilecore_passes", what=f"for backend {backend.name!r}", backend=backend,
-                        pipeline=pipeline)
+        _manager().call("tilecore_passes", what=f"for backend {backend.name!r}", backend=backend, pipeline=pipeline)
     return pipeline
 
 
@@ -161,8 +166,9 @@ def _context(func: N.PrimFunc, backend: Backend, target: str, options: Dict[str,
 
 
 @user_facing
-def lower(func: N.PrimFunc, target: Optional[str] = None, out_idx: OutIdx = None,
-          **options: Any) -> Tuple[N.PrimFunc, PassContext]:
+def lower(
+    func: N.PrimFunc, target: Optional[str] = None, out_idx: OutIdx = None, **options: Any
+) -> Tuple[N.PrimFunc, PassContext]:
     """Run the pass pipeline for `target`; return (function after the passes, PassContext).
 
     This is what the backend's codegen receives (`tile compile --emit ir`).
@@ -176,8 +182,9 @@ def lower(func: N.PrimFunc, target: Optional[str] = None, out_idx: OutIdx = None
 
 
 @user_facing
-def trace(func: N.PrimFunc, target: Optional[str] = None, out_idx: OutIdx = None,
-          **options: Any) -> List[Tuple[str, N.PrimFunc]]:
+def trace(
+    func: N.PrimFunc, target: Optional[str] = None, out_idx: OutIdx = None, **options: Any
+) -> List[Tuple[str, N.PrimFunc]]:
     """[("input", func), (pass name, func after it), ...] for `target` (`tile trace`)."""
     func = _single_stage(_check_func(func), "trace")
     backend, full = resolve_target(target)
@@ -191,15 +198,24 @@ def _codegen(func: N.PrimFunc, backend: Backend, target: str, options: Dict[str,
     ctx = _context(func, backend, target, options)
     lowered = build_pipeline(backend).run(func, ctx)
     module = TileModule(lowered, target, ctx.analyses)
-    artifact = _manager().call("tilecore_codegen", firstresult=True,
-                               what=f"for backend {backend.name!r} compiling {func.name!r}",
-                               backend=backend, module=module, options=dict(options))
+    artifact = _manager().call(
+        "tilecore_codegen",
+        firstresult=True,
+        what=f"for backend {backend.name!r} compiling {func.name!r}",
+        backend=backend,
+        module=module,
+        options=dict(options),
+    )
     if artifact is None:
-        raise BackendError(f"no installed plugin generates code for backend {backend.name!r} "
-                           f"(no tilecore_codegen hook returned an artifact)")
+        raise BackendError(
+            f"no installed plugin generates code for backend {backend.name!r} "
+            f"(no tilecore_codegen hook returned an artifact)"
+        )
     if not isinstance(artifact, Artifact):
-        raise BackendError(f"backend {backend.name!r}: tilecore_codegen returned "
-                           f"{type(artifact).__name__}, expected tilecore.plugin.Artifact")
+        raise BackendError(
+            f"backend {backend.name!r}: tilecore_codegen returned "
+            f"{type(artifact).__name__}, expected tilecore.plugin.Artifact"
+        )
     return artifact
 
 
@@ -209,13 +225,19 @@ def _launcher_factory(key: str, backend: Backend, artifact: Artifact) -> Callabl
             launch: Optional[Callable[..., Any]] = _launchers.get(key)
         if launch is not None:
             return launch
-        launch = _manager().call("tilecore_launcher", firstresult=True,
-                                 what=f"loading a compiled kernel of backend {backend.name!r}",
-                                 backend=backend, artifact=artifact)
+        launch = _manager().call(
+            "tilecore_launcher",
+            firstresult=True,
+            what=f"loading a compiled kernel of backend {backend.name!r}",
+            backend=backend,
+            artifact=artifact,
+        )
         if launch is None:
-            raise BackendError(f"backend {backend.name!r} has no launcher here (no "
-                               f"tilecore_launcher hook handled it); code generation works, running "
-                               f"needs its device and runtime")
+            raise BackendError(
+                f"backend {backend.name!r} has no launcher here (no "
+                f"tilecore_launcher hook handled it); code generation works, running "
+                f"needs its device and runtime"
+            )
         if key:
             with _lock:
                 _launchers[key] = launch
@@ -243,8 +265,11 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx: OutIdx = No
     if func.is_multi_stage:
         if func.scalar_params:
             raise UnsupportedFeatureError(
-                backend.name, "scalar parameters in a prim_func with several T.Kernel stages or "
-                "T.alloc_global scratch", func.scalar_params[0][1].span, func.source)
+                backend.name,
+                "scalar parameters in a prim_func with several T.Kernel stages or T.alloc_global scratch",
+                func.scalar_params[0][1].span,
+                func.source,
+            )
         return _compile_stages(func, backend, full, out, profiler_inputs, options)
     opts = _codegen_options(full, out, options, backend)
     use_cache = _cache.cache_enabled()
@@ -268,12 +293,12 @@ def compile(func: N.PrimFunc, target: Optional[str] = None, out_idx: OutIdx = No
             key = key or _key(func, backend, full, opts)
             _cache.DiskCache().put(key, artifact)
             _remember(key, artifact)
-    return Kernel(func, backend, full, artifact, out, _launcher_factory(key, backend, artifact), opts,
-                  profiler_inputs)
+    return Kernel(func, backend, full, artifact, out, _launcher_factory(key, backend, artifact), opts, profiler_inputs)
 
 
-def _compile_stages(func: N.PrimFunc, backend: Backend, target: str, out: Tuple[int, ...], profiler_inputs: str,
-                    options: Dict[str, Any]) -> Kernel:
+def _compile_stages(
+    func: N.PrimFunc, backend: Backend, target: str, out: Tuple[int, ...], profiler_inputs: str, options: Dict[str, Any]
+) -> Kernel:
     """A function with several T.Kernel blocks or T.alloc_global scratch: each stage compiled as
     its own PrimFunc (tilecore.runtime.stages), one Kernel launching them in order."""
     from ..passes.check_types import check
@@ -283,17 +308,24 @@ def _compile_stages(func: N.PrimFunc, backend: Backend, target: str, out: Tuple[
     S.check_scratch(func)
     parts = [compile(stage, target=target, **options) for stage in func.split_stages()]
     opts = _codegen_options(target, out, options, backend)
-    return Kernel(func, backend, target, S.stage_artifact(func, parts), out, S.stage_launcher(func, parts),
-                  opts, profiler_inputs)
+    return Kernel(
+        func, backend, target, S.stage_artifact(func, parts), out, S.stage_launcher(func, parts), opts, profiler_inputs
+    )
 
 
 def _key(func: N.PrimFunc, backend: Backend, target: str, options: Dict[str, Any]) -> str:
-    return _cache.cache_key(_ir_json(func), backend.name, backend.version, target, options,
-                            _plugin_fingerprint(), _code_fingerprint(backend))
+    return _cache.cache_key(
+        _ir_json(func),
+        backend.name,
+        backend.version,
+        target,
+        options,
+        _plugin_fingerprint(),
+        _code_fingerprint(backend),
+    )
 
 
-def compile_cache_key(func: N.PrimFunc, target: Optional[str] = None, out_idx: OutIdx = None,
-                      **options: Any) -> str:
+def compile_cache_key(func: N.PrimFunc, target: Optional[str] = None, out_idx: OutIdx = None, **options: Any) -> str:
     """The compile-cache key under which `compile` with these arguments stores its artifact
     (the autotuner moves artifacts compiled on other machines into this process's cache)."""
     func = _check_func(func)
@@ -338,8 +370,11 @@ def _code_fingerprint(backend: Backend) -> str:
     folders = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]  # the tilecore package
     provider = get_registry().provider.get(backend.name)
     info = _manager().plugins.get(provider) if provider else None
-    module = sys.modules.get(str(getattr(info.plugin, "__module__", None) or getattr(info.plugin, "__name__", ""))) \
-        if info is not None else None
+    module = (
+        sys.modules.get(str(getattr(info.plugin, "__module__", None) or getattr(info.plugin, "__name__", "")))
+        if info is not None
+        else None
+    )
     top = sys.modules.get((getattr(module, "__name__", "") or "").split(".")[0])
     top_file = getattr(top, "__file__", None)
     if top_file and top is not sys.modules.get("tilecore"):
@@ -354,8 +389,9 @@ def _code_fingerprint(backend: Backend) -> str:
         try:
             h.update(str(backend.toolchain_fingerprint()).encode())
         except Exception as err:
-            raise BackendError(f"backend {backend.name!r}: toolchain_fingerprint() failed: "
-                               f"{type(err).__name__}: {err}") from err
+            raise BackendError(
+                f"backend {backend.name!r}: toolchain_fingerprint() failed: {type(err).__name__}: {err}"
+            ) from err
     found = h.hexdigest()
     with _lock:
         _fingerprints[backend.name] = found
@@ -392,8 +428,9 @@ class JITFunction:
 
     __name__: str  # the factory's, copied by functools.update_wrapper
 
-    def __init__(self, factory: Callable[..., Any], out_idx: OutIdx = None, target: Optional[str] = None,
-                 **options: Any):
+    def __init__(
+        self, factory: Callable[..., Any], out_idx: OutIdx = None, target: Optional[str] = None, **options: Any
+    ):
         functools.update_wrapper(self, factory)
         self.factory = factory
         self.out_idx = out_idx
@@ -406,8 +443,10 @@ class JITFunction:
         """Call the factory and check it returned a PrimFunc."""
         func = self.factory(*args, **kwargs)
         if not isinstance(func, N.PrimFunc):
-            raise TileError(f"@tilecore.jit factory {self.__name__!r} must return a function made by "
-                            f"@T.prim_func, but it returned {type(func).__name__}")
+            raise TileError(
+                f"@tilecore.jit factory {self.__name__!r} must return a function made by "
+                f"@T.prim_func, but it returned {type(func).__name__}"
+            )
         return func
 
     @user_facing
@@ -421,8 +460,7 @@ class JITFunction:
                 kernel = self._kernels.get(key)
             if kernel is not None:
                 return kernel
-        kernel = compile(self.prim_func(*args, **kwargs), target=self.target, out_idx=self.out_idx,
-                         **self.options)
+        kernel = compile(self.prim_func(*args, **kwargs), target=self.target, out_idx=self.out_idx, **self.options)
         if key is not None:
             with self._lock:
                 self._kernels[key] = kernel
@@ -462,8 +500,9 @@ class LazyKernel:
         return getattr(self.compiled(), name)
 
 
-def jit(func: Optional[Callable[..., Any]] = None, *, out_idx: OutIdx = None, target: Optional[str] = None,
-        **options: Any) -> Any:
+def jit(
+    func: Optional[Callable[..., Any]] = None, *, out_idx: OutIdx = None, target: Optional[str] = None, **options: Any
+) -> Any:
     """Decorate a kernel factory (a function returning a @T.prim_func) to compile on call.
 
     A function whose own body holds the `with T.Kernel(...)` block is an eager-style
@@ -473,6 +512,7 @@ def jit(func: Optional[Callable[..., Any]] = None, *, out_idx: OutIdx = None, ta
     Kernels are memoized per factory arguments; compiled artifacts are also
     cached on disk (see tilecore.runtime.cache).
     """
+
     def wrap(f: Any) -> Union[LazyKernel, JITFunction, EagerJITFunction]:
         if isinstance(f, N.PrimFunc):
             return LazyKernel(f, out_idx=out_idx, target=target, **options)

@@ -4,6 +4,7 @@ Supported: numpy arrays, torch tensors, cupy arrays, and any object with
 ``__dlpack__`` / ``__dlpack_device__``. torch and cupy are imported only when an
 argument is one of theirs, so numpy-only users never pay for them.
 """
+
 from __future__ import annotations
 
 import functools
@@ -16,8 +17,19 @@ import numpy as np
 from ..ir.types import DTypeError, normalize_dtype
 
 # DLPack device types (dlpack.h) -> tilecore memory space.
-_DLPACK_SPACES = {1: "cpu", 2: "cuda", 3: "cpu", 4: "opencl", 7: "vulkan", 8: "metal",
-                  9: "vpi", 10: "rocm", 11: "cpu", 13: "cuda", 14: "oneapi"}
+_DLPACK_SPACES = {
+    1: "cpu",
+    2: "cuda",
+    3: "cpu",
+    4: "opencl",
+    7: "vulkan",
+    8: "metal",
+    9: "vpi",
+    10: "rocm",
+    11: "cpu",
+    13: "cuda",
+    14: "oneapi",
+}
 
 
 def _dlpack_device_type(obj: Any) -> Optional[int]:
@@ -75,13 +87,19 @@ def _dtype_name(raw: Any) -> str:
 
 
 def _is_torch(obj: Any) -> bool:
-    return "torch" in sys.modules and type(obj).__module__.startswith("torch") and \
-        isinstance(obj, sys.modules["torch"].Tensor)
+    return (
+        "torch" in sys.modules
+        and type(obj).__module__.startswith("torch")
+        and isinstance(obj, sys.modules["torch"].Tensor)
+    )
 
 
 def _is_cupy(obj: Any) -> bool:
-    return "cupy" in sys.modules and type(obj).__module__.startswith("cupy") and \
-        isinstance(obj, sys.modules["cupy"].ndarray)
+    return (
+        "cupy" in sys.modules
+        and type(obj).__module__.startswith("cupy")
+        and isinstance(obj, sys.modules["cupy"].ndarray)
+    )
 
 
 def _c_contiguous_strides(shape: Sequence[int]) -> Tuple[int, ...]:
@@ -97,8 +115,16 @@ def describe(obj: Any) -> ArrayInfo:
     """An ArrayInfo for `obj`; raises NotAnArray for anything that is not an array."""
     if isinstance(obj, np.ndarray):
         item = obj.dtype.itemsize or 1
-        return ArrayInfo("numpy", tuple(obj.shape), _dtype_name(obj.dtype), "cpu", "cpu",
-                         tuple(s // item for s in obj.strides), bool(obj.flags.c_contiguous), obj)
+        return ArrayInfo(
+            "numpy",
+            tuple(obj.shape),
+            _dtype_name(obj.dtype),
+            "cpu",
+            "cpu",
+            tuple(s // item for s in obj.strides),
+            bool(obj.flags.c_contiguous),
+            obj,
+        )
     if _is_torch(obj):
         dev = obj.device
         space = dev.type
@@ -109,14 +135,30 @@ def describe(obj: Any) -> ArrayInfo:
         device = space if dev.index is None and space == "cpu" else f"{space}:{dev.index or 0}"
         if obj.is_conj():  # only complex tensors have one, and no tilecore dtype is complex
             raise NotAnArray("got a torch tensor with its conjugate bit set; pass tensor.resolve_conj()")
-        return ArrayInfo("torch", tuple(obj.shape), _dtype_name(obj.dtype), device, space,
-                         tuple(obj.stride()), bool(obj.is_contiguous()), obj, bool(obj.is_neg()))
+        return ArrayInfo(
+            "torch",
+            tuple(obj.shape),
+            _dtype_name(obj.dtype),
+            device,
+            space,
+            tuple(obj.stride()),
+            bool(obj.is_contiguous()),
+            obj,
+            bool(obj.is_neg()),
+        )
     if _is_cupy(obj):
         space = _DLPACK_SPACES.get(int(obj.__dlpack_device__()[0]), "cuda")
         item = obj.dtype.itemsize or 1
-        return ArrayInfo("cupy", tuple(obj.shape), _dtype_name(obj.dtype),
-                         f"{space}:{obj.device.id}", space, tuple(s // item for s in obj.strides),
-                         bool(obj.flags.c_contiguous), obj)
+        return ArrayInfo(
+            "cupy",
+            tuple(obj.shape),
+            _dtype_name(obj.dtype),
+            f"{space}:{obj.device.id}",
+            space,
+            tuple(s // item for s in obj.strides),
+            bool(obj.flags.c_contiguous),
+            obj,
+        )
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         dev_type, dev_id = obj.__dlpack_device__()
         space = _DLPACK_SPACES.get(int(dev_type), f"dlpack-device-{int(dev_type)}")
@@ -134,8 +176,9 @@ def describe(obj: Any) -> ArrayInfo:
         strides = tuple(strides) if strides is not None else None
         contiguous = strides is None or strides == _c_contiguous_strides(shape)
         return ArrayInfo("dlpack", shape, dtype, f"{space}:{dev_id}", space, strides, contiguous, obj)
-    raise NotAnArray(f"got {type(obj).__name__}, which is not an array "
-                     "(expected numpy, torch, cupy or an object with __dlpack__)")
+    raise NotAnArray(
+        f"got {type(obj).__name__}, which is not an array (expected numpy, torch, cupy or an object with __dlpack__)"
+    )
 
 
 def memory_range(array: Any) -> Optional[Tuple[int, int]]:
@@ -165,8 +208,9 @@ def numpy_dtype(dtype: str) -> np.dtype[Any]:
     return np.dtype(dtype)
 
 
-def allocate(like: Optional[ArrayInfo], shape: Tuple[int, ...], dtype: str, memory_space: str = "cpu",
-             zeroed: bool = True) -> Any:
+def allocate(
+    like: Optional[ArrayInfo], shape: Tuple[int, ...], dtype: str, memory_space: str = "cpu", zeroed: bool = True
+) -> Any:
     """An array of `shape` and `dtype` in `like`'s library and on its device, zero-filled unless
     `zeroed` is False (the Kernel passes False only for outputs the kernel provably writes in full).
 
@@ -177,8 +221,9 @@ def allocate(like: Optional[ArrayInfo], shape: Tuple[int, ...], dtype: str, memo
     return allocator(like, shape, dtype, memory_space, zeroed)()
 
 
-def allocator(like: Optional[ArrayInfo], shape: Tuple[int, ...], dtype: str,
-              memory_space: str = "cpu", zeroed: bool = True) -> Callable[[], Any]:
+def allocator(
+    like: Optional[ArrayInfo], shape: Tuple[int, ...], dtype: str, memory_space: str = "cpu", zeroed: bool = True
+) -> Callable[[], Any]:
     """A function of no arguments that returns what `allocate(like, shape, dtype, memory_space,
     zeroed)` does.
 
@@ -205,11 +250,13 @@ def _cupy_allocator(device_id: int, shape: Tuple[int, ...], dtype: str, zeroed: 
 
         with cupy.cuda.Device(device_id):
             return (cupy.zeros if zeroed else cupy.empty)(shape, dtype=numpy_dtype(dtype))
+
     return cupy_array
 
 
 def _device_allocator(shape: Tuple[int, ...], dtype: str, memory_space: str, zeroed: bool) -> Callable[[], Any]:
     """Device memory with no array to copy the library from: torch, else cupy."""
+
     def device_array() -> Any:
         try:
             import torch
@@ -220,9 +267,12 @@ def _device_allocator(shape: Tuple[int, ...], dtype: str, memory_space: str, zer
         try:
             import cupy
         except ImportError:
-            raise NotAnArray(f"cannot allocate an output in {memory_space} memory: pass the inputs as "
-                             "torch or cupy arrays, or install torch or cupy") from None
+            raise NotAnArray(
+                f"cannot allocate an output in {memory_space} memory: pass the inputs as "
+                "torch or cupy arrays, or install torch or cupy"
+            ) from None
         return (cupy.zeros if zeroed else cupy.empty)(shape, dtype=numpy_dtype(dtype))
+
     return device_array
 
 

@@ -44,6 +44,7 @@ removed, and over the limit the least recently used entries and native objects
 80% of the limit. `tile cache clear` removes exactly these files (the secret
 stays) and nothing else, whatever else the folder holds.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -116,16 +117,24 @@ def canonical_encoding(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [type(value).__name__] + [canonical_encoding(v) for v in value]
     if isinstance(value, dict):
-        items = sorted(([canonical_encoding(k), canonical_encoding(v)] for k, v in value.items()),
-                       key=lambda kv: json.dumps(kv[0]))
+        items = sorted(
+            ([canonical_encoding(k), canonical_encoding(v)] for k, v in value.items()), key=lambda kv: json.dumps(kv[0])
+        )
         return ["dict"] + items
     if isinstance(value, (set, frozenset)):
         return ["set"] + sorted((canonical_encoding(v) for v in value), key=json.dumps)
     return ["repr", type(value).__qualname__, repr(value)]
 
 
-def cache_key(ir_json: str, backend_name: str, backend_version: str, target: str,
-              options: Dict[str, Any], plugins: str = "", codegen: str = "") -> str:
+def cache_key(
+    ir_json: str,
+    backend_name: str,
+    backend_version: str,
+    target: str,
+    options: Dict[str, Any],
+    plugins: str = "",
+    codegen: str = "",
+) -> str:
     """The hex sha256 that names a compiled artifact.
 
     `plugins` names every loaded plugin with its distribution and version (any
@@ -135,8 +144,16 @@ def cache_key(ir_json: str, backend_name: str, backend_version: str, target: str
     from .. import __version__
 
     h = hashlib.sha256()
-    for part in (ir_json, backend_name, backend_version, target,
-                 json.dumps(canonical_encoding(options)), __version__, plugins, codegen):
+    for part in (
+        ir_json,
+        backend_name,
+        backend_version,
+        target,
+        json.dumps(canonical_encoding(options)),
+        __version__,
+        plugins,
+        codegen,
+    ):
         data = part.encode("utf-8")
         h.update(len(data).to_bytes(8, "little"))  # length-prefixed: no ambiguity between parts
         h.update(data)
@@ -169,11 +186,11 @@ def decode_entry(data: bytes, key: Optional[str] = None, secret: bytes = b"") ->
     if newline < 0:
         raise CorruptEntry("truncated header")
     try:
-        header = json.loads(data[len(MAGIC):newline].decode("utf-8"))
+        header = json.loads(data[len(MAGIC) : newline].decode("utf-8"))
         expected = header.pop("mac")
     except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as err:
         raise CorruptEntry(f"bad header: {err}") from None
-    payload = data[newline + 1:]
+    payload = data[newline + 1 :]
     if not isinstance(expected, str) or not hmac.compare_digest(_mac(secret, header, payload), expected):
         raise CorruptEntry("authentication code mismatch (corrupt, or not written with this cache's key)")
     if key is not None and header.get("key") != key:
@@ -189,10 +206,18 @@ def _split_payload(header: Dict[str, Any], payload: bytes) -> Dict[str, bytes]:
     offset = 0
     pieces: Dict[str, bytes] = {}
     for part in parts:
-        if not (isinstance(part, list) and len(part) == 2 and isinstance(part[0], str)
-                and isinstance(part[1], int) and part[1] >= 0) or part[0] in pieces:
+        if (
+            not (
+                isinstance(part, list)
+                and len(part) == 2
+                and isinstance(part[0], str)
+                and isinstance(part[1], int)
+                and part[1] >= 0
+            )
+            or part[0] in pieces
+        ):
             raise CorruptEntry(f"malformed part {part!r}")
-        pieces[part[0]] = payload[offset:offset + part[1]]
+        pieces[part[0]] = payload[offset : offset + part[1]]
         offset += part[1]
     if offset != size or "artifact" not in pieces:
         raise CorruptEntry("parts do not cover the payload, or there is no artifact record")
@@ -204,13 +229,23 @@ def _artifact_from(pieces: Dict[str, bytes]) -> Artifact:
         meta = json.loads(pieces.pop("artifact").decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as err:
         raise CorruptEntry(f"bad artifact record: {err}") from None
-    if not isinstance(meta, dict) or not all(isinstance(meta.get(f), str) for f in ("backend", "target", "entry")) \
-            or not isinstance(meta.get("source", ""), str) or not isinstance(meta.get("meta", {}), dict) \
-            or not all(name.startswith("blob:") for name in pieces):
+    if (
+        not isinstance(meta, dict)
+        or not all(isinstance(meta.get(f), str) for f in ("backend", "target", "entry"))
+        or not isinstance(meta.get("source", ""), str)
+        or not isinstance(meta.get("meta", {}), dict)
+        or not all(name.startswith("blob:") for name in pieces)
+    ):
         raise CorruptEntry("malformed artifact record")
-    blobs = {name[len("blob:"):]: data for name, data in pieces.items()}
-    return Artifact(backend=meta["backend"], target=meta["target"], entry=meta["entry"],
-                    source=meta.get("source", ""), blobs=blobs, meta=meta.get("meta", {}))
+    blobs = {name[len("blob:") :]: data for name, data in pieces.items()}
+    return Artifact(
+        backend=meta["backend"],
+        target=meta["target"],
+        entry=meta["entry"],
+        source=meta.get("source", ""),
+        blobs=blobs,
+        meta=meta.get("meta", {}),
+    )
 
 
 def _mac(secret: bytes, header: Dict[str, Any], payload: bytes) -> str:
@@ -334,8 +369,7 @@ class DiskCache:
         try:
             data = encode_entry(key, artifact, secret)
         except (TypeError, ValueError) as err:  # meta or blobs a plugin made unserializable
-            log.warning("tilecore cache: artifact of backend %s cannot be stored (%s)",
-                        artifact.backend, err)
+            log.warning("tilecore cache: artifact of backend %s cannot be stored (%s)", artifact.backend, err)
             return None
         return self._write(os.path.join(self.root, key[:2]), key + SUFFIX, data)
 
@@ -353,8 +387,10 @@ class DiskCache:
 
     def _native_path(self, kind: str, name: str) -> str:
         if not _NATIVE_KIND.match(kind) or not _NATIVE_NAME.match(name):
-            raise ValueError(f"native object {kind}/{name}: kind must be lower-case letters, digits, "
-                             f"'-' or '_', and the name a hex digest with one or two suffixes")
+            raise ValueError(
+                f"native object {kind}/{name}: kind must be lower-case letters, digits, "
+                f"'-' or '_', and the name a hex digest with one or two suffixes"
+            )
         return os.path.join(self.root, NATIVE, kind, name)
 
     def get_native(self, kind: str, name: str) -> Optional[bytes]:

@@ -5,6 +5,7 @@ and the sizes read from the arrays' shapes (memoized), runs it and returns its
 `T.empty` outputs; `.compile(**values)` returns the Kernel for given Python
 values and `T.const` sizes, to be called with the tensor arguments.
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,16 +36,22 @@ class EagerJITFunction:
 
     __name__: str  # the kernel function's, copied by functools.update_wrapper
 
-    def __init__(self, func: Callable[..., Any], out_idx: Union[None, int, Sequence[int]] = None,
-                 target: Optional[str] = None, **options: Any):
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        out_idx: Union[None, int, Sequence[int]] = None,
+        target: Optional[str] = None,
+        **options: Any,
+    ):
         functools.update_wrapper(self, func)
         self.func = func
         self.signature = inspect.signature(func)
         self.target = target
         self.options = options
         if out_idx is not None:
-            raise TileError(f"{func.__name__}: an eager-style kernel returns its T.empty outputs; "
-                            "out_idx does not apply to it")
+            raise TileError(
+                f"{func.__name__}: an eager-style kernel returns its T.empty outputs; out_idx does not apply to it"
+            )
         self._kernels: Dict[Any, Kernel] = {}
         self._lock = threading.Lock()
 
@@ -114,8 +121,9 @@ class EagerJITFunction:
         prim, parser = parse_eager(self.func, py, consts)
         n_params, n_out = len(prim.params), len(parser.outputs)
         factory = _EagerFactory(self, tuple(names))
-        return JITFunction(factory, out_idx=list(range(n_params - n_out, n_params)) or None,
-                           target=self.target, **self.options)
+        return JITFunction(
+            factory, out_idx=list(range(n_params - n_out, n_params)) or None, target=self.target, **self.options
+        )
 
     @user_facing
     def get_kernel_source(self, *args: Any, **kwargs: Any) -> str:
@@ -130,8 +138,12 @@ class EagerJITFunction:
         values, tensors = self.bind_call(args, kwargs)
         return self.compile(**values), tensors
 
-    def bind_call(self, args: Sequence[Any], kwargs: Dict[str, Any], leave_out: Collection[str] = frozenset(),
-                  ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    def bind_call(
+        self,
+        args: Sequence[Any],
+        kwargs: Dict[str, Any],
+        leave_out: Collection[str] = frozenset(),
+    ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         """({Python parameter or T.const size: value}, {tensor parameter: array}) of a call with
         arrays: sizes read from the arrays' shapes, defaults applied; the Python parameters in
         `leave_out` (tuned ones) may be missing."""
@@ -151,22 +163,30 @@ class EagerJITFunction:
         consts: Dict[str, int] = {}
         for name, ttype in probe.declared_types.items():
             if name not in tensors:
-                raise TileError(f"{self.__name__}(): the tensor parameter '{name}' needs an array, "
-                                f"got {type(bound.arguments.get(name)).__name__}")
+                raise TileError(
+                    f"{self.__name__}(): the tensor parameter '{name}' needs an array, "
+                    f"got {type(bound.arguments.get(name)).__name__}"
+                )
             shape = tuple(tensors[name].shape)
             if len(shape) != len(ttype.shape):
-                raise TileError(f"{self.__name__}(): '{name}' is declared with {len(ttype.shape)} "
-                                f"dimension(s), got an array of shape {shape}")
+                raise TileError(
+                    f"{self.__name__}(): '{name}' is declared with {len(ttype.shape)} "
+                    f"dimension(s), got an array of shape {shape}"
+                )
             for dim, size in zip(ttype.shape, shape):
                 if isinstance(dim, N.Var) and dim.name in probe.const_names:
                     known = consts.setdefault(dim.name, int(size))
                     if known != int(size):
-                        raise TileError(f"{self.__name__}(): T.const '{dim.name}' is {known} from "
-                                        f"one argument and {int(size)} from '{name}'")
+                        raise TileError(
+                            f"{self.__name__}(): T.const '{dim.name}' is {known} from "
+                            f"one argument and {int(size)} from '{name}'"
+                        )
         missing = [n for n in probe.const_names if n not in consts]
         if missing:
-            raise TileError(f"{self.__name__}(): T.const {', '.join(missing)} cannot be read from "
-                            f"the arguments' shapes; use {self.__name__}.compile({missing[0]}=...)")
+            raise TileError(
+                f"{self.__name__}(): T.const {', '.join(missing)} cannot be read from "
+                f"the arguments' shapes; use {self.__name__}.compile({missing[0]}=...)"
+            )
         return {**py, **consts}, tensors
 
     def __repr__(self) -> str:
@@ -183,8 +203,7 @@ class _EagerFactory:
         self.__doc__ = eager.func.__doc__
         self.__module__ = eager.func.__module__
         self.__code__ = eager.func.__code__
-        self.__signature__ = inspect.Signature(
-            [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in names])
+        self.__signature__ = inspect.Signature([inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in names])
 
     def __call__(self, **values: Any) -> N.PrimFunc:
         return self.eager.prim_func(**values)

@@ -11,6 +11,7 @@ file). Temporary files live in private `tempfile.mkdtemp` folders, never at a
 fixed path in the temp folder, removed at exit (or, after a SIGKILL, by the
 next process that makes a folder for the same purpose).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -39,15 +40,13 @@ def _problems(path: str) -> List[str]:
     uid = os.geteuid()
     if st.st_uid != uid:
         problems.append(f"it belongs to uid {st.st_uid}, not to you (uid {uid})")
-    writers = [who for who, bit in (("its group", stat.S_IWGRP), ("other users", stat.S_IWOTH))
-               if st.st_mode & bit]
+    writers = [who for who, bit in (("its group", stat.S_IWGRP), ("other users", stat.S_IWOTH)) if st.st_mode & bit]
     if writers:
         problems.append(f"{' and '.join(writers)} can write it (mode {stat.S_IMODE(st.st_mode):o})")
     parent = os.path.dirname(os.path.realpath(path))
     pst = os.stat(parent)
     if pst.st_mode & stat.S_IWOTH and not pst.st_mode & stat.S_ISVTX and pst.st_uid != uid:
-        problems.append(f"other users can replace it: its parent {parent} is writable by others "
-                        f"and not sticky")
+        problems.append(f"other users can replace it: its parent {parent} is writable by others and not sticky")
     return problems
 
 
@@ -87,7 +86,8 @@ def private_folder(path: str, what: str, setting: str) -> str:
             f"{what} {path} is not private: {'; '.join(problems)}. Anyone who can write it can make "
             f"tilecore run their code in your processes. Fix: `chmod 700 {path}` if it is yours, or set "
             f"{setting} to a folder only you can write; for a cache shared on purpose with users you "
-            f"trust, set {TRUST_ENV}=1 (or `cache_trusted = true` in the tilecore config file)")
+            f"trust, set {TRUST_ENV}=1 (or `cache_trusted = true` in the tilecore config file)"
+        )
     with _lock:
         _checked[path] = state
     return path

@@ -1,4 +1,5 @@
 """The Kernel: a compiled PrimFunc that checks its arguments, allocates outputs and launches."""
+
 from __future__ import annotations
 
 import functools
@@ -24,8 +25,9 @@ Plan = Callable[[Args], Any]  # runs a call of a remembered signature, returns i
 Allocators = Tuple[Tuple[int, Callable[[], Any]], ...]  # (parameter index, allocate) per output
 
 
-def normalize_out_idx(out_idx: Union[None, int, Sequence[int]], nparams: int,
-                      func_name: str = "kernel") -> Tuple[int, ...]:
+def normalize_out_idx(
+    out_idx: Union[None, int, Sequence[int]], nparams: int, func_name: str = "kernel"
+) -> Tuple[int, ...]:
     """Sorted, non-negative parameter indices of the outputs (None -> no outputs)."""
     if out_idx is None:
         return ()
@@ -37,8 +39,7 @@ def normalize_out_idx(out_idx: Union[None, int, Sequence[int]], nparams: int,
             raise TileError(f"out_idx entries must be ints, got {i!r}")
         j = i + nparams if i < 0 else i
         if not 0 <= j < nparams:
-            raise TileError(f"out_idx {i} is out of range for {func_name!r}, which has {nparams} "
-                            f"parameter(s)")
+            raise TileError(f"out_idx {i} is out of range for {func_name!r}, which has {nparams} parameter(s)")
         if j in result:
             raise TileError(f"out_idx names parameter {j} twice")
         result.append(j)
@@ -56,8 +57,10 @@ def output_params(func: N.PrimFunc, out_idx: Any) -> Tuple[int, ...]:
     for j in full:
         if j in scalars:
             name = next(v.name for position, v in func.scalar_params if position == j)
-            raise TileError(f"out_idx names parameter {j} of {func.name!r}, the scalar parameter {name!r}; "
-                            f"outputs are tensors the kernel allocates")
+            raise TileError(
+                f"out_idx names parameter {j} of {func.name!r}, the scalar parameter {name!r}; "
+                f"outputs are tensors the kernel allocates"
+            )
     return tuple(j - sum(position < j for position in scalars) for j in full)
 
 
@@ -68,19 +71,29 @@ def scalar_argument(value: Any, var: N.Var, who: str) -> int:
     """The int a scalar parameter's argument passes (a Python or numpy integer, or a 0-d integer
     tensor); TileRuntimeError naming the parameter for anything else or a value out of range."""
     kind = type(value).__name__
-    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__") or \
-            getattr(value, "ndim", 0) != 0 or isinstance(value, float):
-        raise TileRuntimeError(f"{who}, argument {var.name!r}: expected an integer for the scalar "
-                               f"parameter {var.name}: T.{var.dtype}, got {kind} {value!r}"[:400])
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not hasattr(value, "__index__")
+        or getattr(value, "ndim", 0) != 0
+        or isinstance(value, float)
+    ):
+        raise TileRuntimeError(
+            f"{who}, argument {var.name!r}: expected an integer for the scalar "
+            f"parameter {var.name}: T.{var.dtype}, got {kind} {value!r}"[:400]
+        )
     try:
         number = int(value.__index__())
     except TypeError:  # a 0-d float tensor defines __index__ but refuses it
-        raise TileRuntimeError(f"{who}, argument {var.name!r}: expected an integer for the scalar "
-                               f"parameter {var.name}: T.{var.dtype}, got {kind} {value!r}"[:400]) from None
+        raise TileRuntimeError(
+            f"{who}, argument {var.name!r}: expected an integer for the scalar "
+            f"parameter {var.name}: T.{var.dtype}, got {kind} {value!r}"[:400]
+        ) from None
     low, high = _INT32
     if not low <= number <= high:
-        raise TileRuntimeError(f"{who}, argument {var.name!r}: {number} does not fit the scalar "
-                               f"parameter's dtype {var.dtype} ([{low}, {high}])")
+        raise TileRuntimeError(
+            f"{who}, argument {var.name!r}: {number} does not fit the scalar "
+            f"parameter's dtype {var.dtype} ([{low}, {high}])"
+        )
     return number
 
 
@@ -145,17 +158,21 @@ def _find_torch_tensor() -> Optional[type]:
     return _torch_tensor
 
 
-def _generic_run(launch: Callable[[List[Any], Dict[str, int]], None],
-                 bindings: Dict[str, int]) -> Callable[[Args], None]:
+def _generic_run(
+    launch: Callable[[List[Any], Dict[str, int]], None], bindings: Dict[str, int]
+) -> Callable[[Args], None]:
     """`run(args)` through the launcher's plain `launch(args, bindings)` contract (each call gets its
     own list and dict, so a launcher that changes them cannot change the remembered plan)."""
     if not bindings:
+
         def run_unbound(call_args: Args) -> None:
             launch(list(call_args), {})
+
         return run_unbound
 
     def run(call_args: Args) -> None:
         launch(list(call_args), dict(bindings))
+
     return run
 
 
@@ -172,9 +189,17 @@ class Kernel:
     full target it was compiled for.
     """
 
-    def __init__(self, func: N.PrimFunc, backend: Backend, target: str, artifact: Artifact,
-                 out_idx: Union[None, int, Sequence[int]], launcher_factory: Callable[[], Callable[..., Any]],
-                 options: Optional[Dict[str, Any]] = None, profiler_inputs: str = "numpy"):
+    def __init__(
+        self,
+        func: N.PrimFunc,
+        backend: Backend,
+        target: str,
+        artifact: Artifact,
+        out_idx: Union[None, int, Sequence[int]],
+        launcher_factory: Callable[[], Callable[..., Any]],
+        options: Optional[Dict[str, Any]] = None,
+        profiler_inputs: str = "numpy",
+    ):
         self.ir = func
         # the array library of the inputs get_profiler() draws: "numpy" (device arrays off the
         # cpu) or "torch" (what TileLang's profiler hands a reference program)
@@ -195,8 +220,9 @@ class Kernel:
         self._outputs_last = self.out_idx == tuple(range(len(self.inputs), len(func.params)))
         # (inputs + outputs) -> parameter order, for out_idx that are not the last parameters
         positions = {p: k for k, p in enumerate(self._input_index + self.out_idx)}
-        self._param_order: Callable[[Args], Args] = \
+        self._param_order: Callable[[Args], Args] = (
             operator.itemgetter(*[positions[i] for i in range(len(func.params))]) if len(func.params) > 1 else tuple
+        )
         # argument signatures of calls that passed check_arguments -> plan (see _make_plan)
         self._plans: Dict[Signature, Plan] = {}
         # the same signatures -> the launcher's bind_call (see _remember_fast_call); _fast: the latest
@@ -237,8 +263,9 @@ class Kernel:
         """The generated code (TileLang's spelling of `source`, for ported code)."""
         return self.source
 
-    def get_profiler(self, inputs: Optional[Sequence[Any]] = None, seed: int = 0,
-                     tensor_supply_type: Any = None) -> Profiler:
+    def get_profiler(
+        self, inputs: Optional[Sequence[Any]] = None, seed: int = 0, tensor_supply_type: Any = None
+    ) -> Profiler:
         """A `tilecore.profiler.Profiler` timing this kernel (TileLang's spelling):
         `kernel.get_profiler().do_bench()` is the median run time in ms; `inputs` default to
         random arrays drawn from `seed` (TileLang's `tensor_supply_type` is accepted and ignored)."""
@@ -247,8 +274,11 @@ class Kernel:
         return Profiler(self, inputs, seed)
 
     def __repr__(self) -> str:
-        ins = ", ".join(name for name, _ in self._call_slots) if self._call_slots else \
-            ", ".join(p.name for p in self.inputs)
+        ins = (
+            ", ".join(name for name, _ in self._call_slots)
+            if self._call_slots
+            else ", ".join(p.name for p in self.inputs)
+        )
         outs = ", ".join(p.name for p in self.outputs)
         return f"<tilecore.Kernel {self.name}({ins}) -> ({outs}) on {self.target}>"
 
@@ -326,13 +356,24 @@ class Kernel:
         like = next((info for _, info in infos if info.library != "dlpack"), None)
         space = self.backend.capabilities.memory_space
         filled = {i: not self.writes_every_element(i, bindings) for i in self.out_idx}
-        allocators = tuple((i, arrays.allocator(like, self._output_shape(self.ir.params[i], bindings),
-                                                self.ir.params[i].dtype, space, zeroed=filled[i]))
-                           for i in self.out_idx)
+        allocators = tuple(
+            (
+                i,
+                arrays.allocator(
+                    like,
+                    self._output_shape(self.ir.params[i], bindings),
+                    self.ir.params[i].dtype,
+                    space,
+                    zeroed=filled[i],
+                ),
+            )
+            for i in self.out_idx
+        )
         checked = tuple(info.array for _, info in infos)
         # CPU DLPack objects are checked (and run) as numpy views: not the caller's object
-        cacheable = signature is not None and None not in signature and \
-            all(array is arg for array, arg in zip(checked, inputs))
+        cacheable = (
+            signature is not None and None not in signature and all(array is arg for array, arg in zip(checked, inputs))
+        )
         launch = self._launch or self._launcher()
         outputs = self._allocate(allocators)
         call_args = self._arrange(checked, outputs)
@@ -356,8 +397,13 @@ class Kernel:
             if self._written_inputs and len(self.inputs) > 1:
                 plan = self._with_alias_check(plan)
             self._plans[signature] = plan
-            self._remember_fast_call(signature, launch, call_args, bindings,
-                                     tuple((i, allocate, not filled[i]) for i, allocate in allocators))
+            self._remember_fast_call(
+                signature,
+                launch,
+                call_args,
+                bindings,
+                tuple((i, allocate, not filled[i]) for i, allocate in allocators),
+            )
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else outputs
@@ -370,9 +416,14 @@ class Kernel:
 
         return writes_every_element(self.ir, self.ir.params[param_index], bindings or {})
 
-    def _remember_fast_call(self, signature: Signature, launch: Callable[..., Any], call_args: Args,
-                            bindings: Dict[str, int], outputs: Tuple[Tuple[int, Callable[[], Any], bool], ...],
-                            ) -> None:
+    def _remember_fast_call(
+        self,
+        signature: Signature,
+        launch: Callable[..., Any],
+        call_args: Args,
+        bindings: Dict[str, int],
+        outputs: Tuple[Tuple[int, Callable[[], Any], bool], ...],
+    ) -> None:
         """Ask the launcher for `bind_call`: the whole call for this signature as one callable that
         checks the signature itself and hands any other call to `_checked_call`; it becomes the
         first thing __call__ tries. `outputs`: (parameter index, allocate, uninitialised) triples."""
@@ -398,6 +449,7 @@ class Kernel:
         def checked(inputs: Args) -> Any:
             check(inputs)
             return plan(inputs)
+
         return checked
 
     def _check_aliasing(self, inputs: Sequence[Any]) -> None:
@@ -416,7 +468,8 @@ class Kernel:
                     f"{self._where(self.inputs[k])}: shares memory with argument {self.inputs[j].name!r}, "
                     f"but the kernel writes {self.inputs[k].name!r} while it reads the other, so the result "
                     f"would depend on the order of reads and writes; pass a separate array (e.g. a copy)",
-                    self.inputs[k])
+                    self.inputs[k],
+                )
 
     def _make_plan(self, run: Callable[[Args], Any], allocators: Allocators) -> Plan:
         """`plan(inputs)` for a remembered signature: allocate the outputs, `run` all arguments, return
@@ -426,7 +479,7 @@ class Kernel:
             return run
         allocate, arrange, allocation_failure = self._allocate, self._arrange, self._allocation_failure
         if len(allocators) == 1 and self._outputs_last:
-            (param_index, allocate_one), = allocators
+            ((param_index, allocate_one),) = allocators
 
             def plan_one(inputs: Args) -> Any:
                 try:
@@ -435,12 +488,14 @@ class Kernel:
                     raise allocation_failure(param_index, err) from err
                 run(inputs + (out,))
                 return out
+
             return plan_one
 
         def plan(inputs: Args) -> Any:
             outputs = allocate(allocators)
             run(arrange(inputs, outputs))
             return outputs[0] if len(outputs) == 1 else outputs
+
         return plan
 
     def _allocate(self, allocators: Allocators) -> Args:
@@ -455,8 +510,7 @@ class Kernel:
     def _allocation_failure(self, param_index: int, err: Exception) -> TileRuntimeError:
         """The error for an output that could not be allocated (no array library, out of memory)."""
         what = str(err) if isinstance(err, arrays.NotAnArray) else f"{type(err).__name__}: {err}"
-        return TileRuntimeError(f"{self._who()}: cannot allocate output "
-                                f"{self.ir.params[param_index].name!r}: {what}")
+        return TileRuntimeError(f"{self._who()}: cannot allocate output {self.ir.params[param_index].name!r}: {what}")
 
     def _arrange(self, inputs: Args, outputs: Args) -> Args:
         """All arguments in parameter order."""
@@ -467,7 +521,8 @@ class Kernel:
     def _launch_failure(self, err: Exception) -> TileRuntimeError:
         return TileRuntimeError(
             f"{self._who()}: backend {self.backend.name!r} failed to run the kernel: "
-            f"{type(err).__name__}: {err} (TILECORE_TRACEBACK=1 shows the backend's traceback)")
+            f"{type(err).__name__}: {err} (TILECORE_TRACEBACK=1 shows the backend's traceback)"
+        )
 
     def _who(self) -> str:
         return f"kernel {self.name!r}"
@@ -483,17 +538,20 @@ class Kernel:
                 scalars[var.name] = scalar_argument(value, var, self._who())
         return tuple(arrays_in), scalars
 
-    def _match_arguments(self, args: Sequence[Any], kwargs: Dict[str, Any],
-                         names: Optional[List[str]] = None) -> List[Any]:
+    def _match_arguments(
+        self, args: Sequence[Any], kwargs: Dict[str, Any], names: Optional[List[str]] = None
+    ) -> List[Any]:
         names = names or [p.name for p in self.inputs]
         if len(args) > len(names) or (not kwargs and len(args) != len(names)):
             outs = ""
             if self.outputs:
-                outs = (f"; the output(s) {', '.join(p.name for p in self.outputs)} are allocated by "
-                        f"the kernel (out_idx={list(self.out_idx)})")
+                outs = (
+                    f"; the output(s) {', '.join(p.name for p in self.outputs)} are allocated by "
+                    f"the kernel (out_idx={list(self.out_idx)})"
+                )
             raise TileRuntimeError(
-                f"{self._who()} takes {len(names)} input(s) ({', '.join(names)}) but "
-                f"{len(args)} were given{outs}")
+                f"{self._who()} takes {len(names)} input(s) ({', '.join(names)}) but {len(args)} were given{outs}"
+            )
         values: Dict[str, Any] = dict(zip(names, args))
         for key, value in kwargs.items():
             if key not in names:
@@ -523,24 +581,29 @@ class Kernel:
             except arrays.NotAnArray as err:
                 raise self._param_error(f"{where(param)}: {err}", param) from None
             if info.memory_space != space:
-                hint = " (e.g. tensor.cpu() or numpy.asarray)" if space == "cpu" else \
-                    f" (e.g. tensor.to('{space}'))"
+                hint = " (e.g. tensor.cpu() or numpy.asarray)" if space == "cpu" else f" (e.g. tensor.to('{space}'))"
                 raise self._param_error(
                     f"{where(param)}: expected an array in {space} memory for backend "
-                    f"{self.backend.name!r}, got one on {info.device}; move it there first{hint}", param)
+                    f"{self.backend.name!r}, got one on {info.device}; move it there first{hint}",
+                    param,
+                )
             if space != "cpu":
                 if first_device is None:
                     first_device = (param.name, info.device)
                 elif info.device != first_device[1]:
                     raise self._param_error(
                         f"{where(param)}: is on {info.device} but {first_device[0]!r} is on "
-                        f"{first_device[1]}; all arguments must be on one device", param)
+                        f"{first_device[1]}; all arguments must be on one device",
+                        param,
+                    )
             if info.dtype != param.dtype:
                 raise self._param_error(f"{where(param)}: expected dtype {param.dtype}, got {info.dtype}", param)
             if len(info.shape) != param.ndim:
                 raise self._param_error(
                     f"{where(param)}: expected a {param.ndim}-D array of shape {_shape_text(param.shape)}, "
-                    f"got a {len(info.shape)}-D array of shape {tuple(info.shape)}", param)
+                    f"got a {len(info.shape)}-D array of shape {tuple(info.shape)}",
+                    param,
+                )
             for axis, (want, got) in enumerate(zip(param.shape, info.shape)):
                 if isinstance(want, N.Var):
                     if want.name in bindings and bindings[want.name] != got:
@@ -549,7 +612,9 @@ class Kernel:
                             f"{bindings[want.name]} was bound by argument {bound_by[want.name][0]!r} "
                             f"(dimension {bound_by[want.name][1]}); expected shape "
                             f"{_shape_text(param.shape)} with {want.name} = {bindings[want.name]}, "
-                            f"got {tuple(info.shape)}", param)
+                            f"got {tuple(info.shape)}",
+                            param,
+                        )
                     if got > self._dim_limits.get(want.name, self._index_limit):
                         raise self._param_error(self._dimension_message(param, axis, want, got), param)
                     bindings.setdefault(want.name, int(got))
@@ -557,54 +622,70 @@ class Kernel:
                 elif want != got:
                     raise self._param_error(
                         f"{where(param)}: expected shape {_shape_text(param.shape)}, got {tuple(info.shape)} "
-                        f"(dimension {axis} must be {want}, not {got})", param)
+                        f"(dimension {axis} must be {want}, not {got})",
+                        param,
+                    )
             # flat offsets of dynamically shaped arrays are computed at the index width too
             if any(isinstance(s, N.Var) for s in param.shape) and _elements(info.shape) > self._index_limit:
-                raise self._param_error(self._index_message(
-                    param, f"has {_elements(info.shape)} elements (shape {tuple(info.shape)})"), param)
+                raise self._param_error(
+                    self._index_message(param, f"has {_elements(info.shape)} elements (shape {tuple(info.shape)})"),
+                    param,
+                )
             if info.negated:
                 if param.name in self._written:
                     raise self._param_error(
                         f"{where(param)}: the tensor has its negative bit set (a lazily negated view) and "
-                        f"the kernel writes it; pass tensor.resolve_neg() and use that result", param)
+                        f"the kernel writes it; pass tensor.resolve_neg() and use that result",
+                        param,
+                    )
                 info.array = info.array.resolve_neg()  # a negated copy: the kernel only reads it
             if param.name in self._written and not _writeable(info.array):
                 raise self._param_error(
                     f"{where(param)}: the kernel writes this argument, but the array is read-only; pass a "
-                    f"writable copy (e.g. numpy.array(a)) or allocate it with out_idx", param)
+                    f"writable copy (e.g. numpy.array(a)) or allocate it with out_idx",
+                    param,
+                )
             if not info.contiguous:
                 raise self._param_error(
                     f"{where(param)}: expected a C-contiguous (row-major, dense) array, got strides "
                     f"{info.strides} for shape {tuple(info.shape)}; pass tensor.contiguous() (torch) "
-                    f"or numpy.ascontiguousarray(a) (numpy/cupy)", param)
+                    f"or numpy.ascontiguousarray(a) (numpy/cupy)",
+                    param,
+                )
             infos.append((param_index, info))
         if self._written_inputs and len(inputs) > 1:
             self._check_aliasing([info.array for _, info in infos])
         scalars = self.ir.scalar_names
         for var in self.ir.dyn_vars:
             if var.name not in bindings and var.name not in scalars:
-                users = [p.name for p in self.outputs
-                         if any(isinstance(s, N.Var) and s.name == var.name for s in p.shape)]
+                users = [
+                    p.name for p in self.outputs if any(isinstance(s, N.Var) and s.name == var.name for s in p.shape)
+                ]
                 what = f"output {users[0]!r}" if users else "the kernel"
                 raise TileRuntimeError(
                     f"{self._who()}: dynamic dimension {var.name} of {what} is not the size of any "
-                    f"input dimension, so it cannot be bound")
+                    f"input dimension, so it cannot be bound"
+                )
         return infos, bindings
 
     def _index_message(self, param: N.Buffer, what: str) -> str:
         bits = self.backend.capabilities.index_bits
-        return (f"{self._where(param)}: {what}, more than backend {self.backend.name!r} can index (its "
-                f"kernels use {bits}-bit signed indices, at most {self._index_limit} per dimension, and per "
-                f"array when its shape is dynamic); "
-                f"split the work into smaller calls or use a backend with 64-bit indexing")
+        return (
+            f"{self._where(param)}: {what}, more than backend {self.backend.name!r} can index (its "
+            f"kernels use {bits}-bit signed indices, at most {self._index_limit} per dimension, and per "
+            f"array when its shape is dynamic); "
+            f"split the work into smaller calls or use a backend with 64-bit indexing"
+        )
 
     def _dimension_message(self, param: N.Buffer, axis: int, var: N.Var, got: int) -> str:
         if got > self._index_limit:
             return self._index_message(param, f"dimension {axis} ({var.name}) is {got}")
         limit = self._dim_limits[var.name]
-        return (f"{self._where(param)}: dimension {axis} ({var.name}) is {got}, more than its declared "
-                f"dtype {var.dtype} can hold (at most {limit}); declare it "
-                f"T.dynamic({var.name!r}, \"int64\") or split the work into smaller calls")
+        return (
+            f"{self._where(param)}: dimension {axis} ({var.name}) is {got}, more than its declared "
+            f"dtype {var.dtype} can hold (at most {limit}); declare it "
+            f'T.dynamic({var.name!r}, "int64") or split the work into smaller calls'
+        )
 
     def _where(self, param: N.Buffer) -> str:
         return f"{self._who()}, argument {param.name!r}"
@@ -616,5 +697,3 @@ class Kernel:
 
     def _output_shape(self, param: N.Buffer, bindings: Dict[str, int]) -> Tuple[int, ...]:
         return tuple(bindings[s.name] if isinstance(s, N.Var) else int(s) for s in param.shape)
-
-

@@ -7,6 +7,7 @@ buffers. The Kernel returned to the user has the whole function as its IR and a 
 that allocates the scratch buffers for the call and runs the stages in order, so a stage
 sees every global write of the stages before it (semantics.md, "Several kernels").
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence
@@ -29,16 +30,16 @@ def check_scratch(func: N.PrimFunc) -> None:
     """Scratch buffers need static shapes (they are allocated per call, before any binding)."""
     for buf in func.scratch:
         if not all(isinstance(d, int) for d in buf.shape):
-            raise TileCompileError(f"T.alloc_global {buf.name!r} needs a static shape, got "
-                                   f"{buf.shape}", buf.span, func.source)
+            raise TileCompileError(
+                f"T.alloc_global {buf.name!r} needs a static shape, got {buf.shape}", buf.span, func.source
+            )
 
 
 def stage_artifact(func: N.PrimFunc, stages: Sequence[Kernel]) -> Artifact:
     """One Artifact describing the stage kernels (their sources, in launch order)."""
     first = stages[0].artifact
     source = "\n\n".join(f"// ---- stage {k}: {s.name}\n{s.artifact.source}" for k, s in enumerate(stages))
-    return Artifact(first.backend, first.target, func.name, source,
-                    meta={"stages": [s.artifact.entry for s in stages]})
+    return Artifact(first.backend, first.target, func.name, source, meta={"stages": [s.artifact.entry for s in stages]})
 
 
 def _scratch_allocator(buf: N.Buffer, like: Any) -> Callable[[], Any]:
@@ -65,5 +66,7 @@ def stage_launcher(func: N.PrimFunc, stages: Sequence[Kernel]) -> Callable[[], L
             full = list(args) + [_scratch_allocator(buf, like)() for buf in scratch]
             for run in launches:
                 run(list(full), dict(bindings))
+
         return launch
+
     return make

@@ -7,6 +7,7 @@ Each bug is what a real backend could get wrong, planted our own way:
 * numeric bugs change the reference interpreter's number handling during the
   launch (reference only: they model conversion and accumulation hardware).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -18,8 +19,13 @@ from tilecore.ir import nodes as N
 from tilecore.ir.types import bits, is_float, is_int
 from tilecore.ir.visitor import Transformer, walk
 
-INT_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "int32": (-2**31, 2**31 - 1),
-              "int64": (-2**63, 2**63 - 1)}
+INT_RANGES = {
+    "int8": (-128, 127),
+    "uint8": (0, 255),
+    "int16": (-32768, 32767),
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+}
 
 
 def _c(v, dtype):
@@ -139,8 +145,9 @@ class _SaturatingAdd(Transformer):
         if e.op == "+" and e.dtype in ("int8", "int16"):
             lo, hi = INT_RANGES[e.dtype]
             wide = N.BinOp("+", N.Cast(e.a, "int32"), N.Cast(e.b, "int32"), "int32")
-            return N.Cast(N.BinOp("max", N.BinOp("min", wide, _c(hi, "int32"), "int32"), _c(lo, "int32"), "int32"),
-                          e.dtype)
+            return N.Cast(
+                N.BinOp("max", N.BinOp("min", wide, _c(hi, "int32"), "int32"), _c(lo, "int32"), "int32"), e.dtype
+            )
         return e
 
 
@@ -209,7 +216,7 @@ def _log2_via_log(x, d, call):
 
 
 def _rsqrt_estimate(x, d, call):
-    return N.BinOp("*", call, _c(1.0 + 2.0 ** -12, d), d)
+    return N.BinOp("*", call, _c(1.0 + 2.0**-12, d), d)
 
 
 # ----------------------------------------------------------------------------- loops, shapes, layouts
@@ -269,8 +276,10 @@ class _SquareTileTransposed(Transformer):
         if "global" in (src.buffer.scope, dst.buffer.scope) or len(src.extents) != 2:
             return s
         e = tuple(int(x) for x in src.extents)
-        whole = all(tuple(r.buffer.shape) == e and all(isinstance(x, N.Const) and x.value == 0 for x in r.starts)
-                    for r in (src, dst))
+        whole = all(
+            tuple(r.buffer.shape) == e and all(isinstance(x, N.Const) and x.value == 0 for x in r.starts)
+            for r in (src, dst)
+        )
         if not whole or e[0] != e[1] or e[0] < 2:
             return s
         self.n += 1
@@ -321,9 +330,9 @@ def _flush_subnormals(args, state):
     for a in args:
         if a.dtype.kind == "f" or str(a.dtype) == "bfloat16":
             x = a.astype(np.float64)
-            tiny = {2: 2.0 ** -14, 4: 2.0 ** -126, 8: 2.0 ** -1022}[a.dtype.itemsize]
+            tiny = {2: 2.0**-14, 4: 2.0**-126, 8: 2.0**-1022}[a.dtype.itemsize]
             if str(a.dtype) == "bfloat16":
-                tiny = 2.0 ** -126
+                tiny = 2.0**-126
             sub = (x != 0) & (np.abs(x) < tiny)
             a[sub] = np.copysign(0.0, x[sub]).astype(a.dtype)
 
@@ -357,6 +366,7 @@ def _f16_ties_away(convert):
             return out
         fixed = np.where(tie, away, yd).astype(np.float16)
         return fixed if isinstance(out, np.ndarray) else fixed[()]
+
     return buggy
 
 
@@ -364,9 +374,13 @@ def _bf16_double_rounding(convert):
     def buggy(value, dtype):
         arr = np.asarray(value)
         if dtype == "bfloat16" and arr.dtype == np.float64:
-            return convert(arr.astype(np.float32), dtype) if isinstance(value, np.ndarray) else \
-                convert(arr.astype(np.float32), dtype)[()]
+            return (
+                convert(arr.astype(np.float32), dtype)
+                if isinstance(value, np.ndarray)
+                else convert(arr.astype(np.float32), dtype)[()]
+            )
         return convert(value, dtype)
+
     return buggy
 
 
@@ -375,6 +389,7 @@ def _int16_accumulation(acc_dtype):
         if dtypes and all(d in ("int8", "uint8") for d in dtypes):
             return np.dtype(np.int16)
         return acc_dtype(*dtypes)
+
     return buggy
 
 

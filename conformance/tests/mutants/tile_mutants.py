@@ -19,6 +19,7 @@ only when wrapping reference), plus
 Registered through the entry-point group "tilecore" (tests write a dist-info
 for it) or with tilecore.plugin.manager.register_plugin.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,8 +41,7 @@ PREFIX = "cpu-bug-"
 def planted_bugs(wrapped: str = "") -> tuple:
     """The bugs of the mutation score for a wrapped backend (numeric ones need the interpreter)."""
     wrapped = wrapped or wrapped_name()
-    return tuple(bugs.IR_BUGS) + tuple(bugs.LAUNCH_BUGS) + (tuple(bugs.NUMERIC_BUGS) if wrapped == "reference"
-                                                             else ())
+    return tuple(bugs.IR_BUGS) + tuple(bugs.LAUNCH_BUGS) + (tuple(bugs.NUMERIC_BUGS) if wrapped == "reference" else ())
 
 
 def mutants() -> tuple:
@@ -70,7 +70,7 @@ def _wrapped_backend():
 
 def _mutant(backend):
     name = getattr(backend, "name", "")
-    return name[len(PREFIX):] if name.startswith(PREFIX) and name[len(PREFIX):] in mutants() else None
+    return name[len(PREFIX) :] if name.startswith(PREFIX) and name[len(PREFIX) :] in mutants() else None
 
 
 def _pm():
@@ -85,9 +85,17 @@ def tilecore_register_backends(register):
     base = _wrapped_backend()
     for m in mutants():
         # the version names the wrapped backend so compile caches never mix the two
-        register(dataclasses.replace(base, name=PREFIX + m, targets=(PREFIX + m,), distribution="tile-mutants",
-                                     version=f"0.0.0+{base.name}", priority=-100,
-                                     description=f"{base.name} with a planted bug: {m}"))
+        register(
+            dataclasses.replace(
+                base,
+                name=PREFIX + m,
+                targets=(PREFIX + m,),
+                distribution="tile-mutants",
+                version=f"0.0.0+{base.name}",
+                priority=-100,
+                description=f"{base.name} with a planted bug: {m}",
+            )
+        )
 
 
 @hookimpl
@@ -130,7 +138,7 @@ class _WrongAxis(Transformer):
             return s
         other = (s.dim + 1) % src.ndim
         wrong_shape = tuple(n for i, n in enumerate(src.shape) if i != other)
-        kept = tuple(src.shape[:other]) + (1,) + tuple(src.shape[other + 1:])
+        kept = tuple(src.shape[:other]) + (1,) + tuple(src.shape[other + 1 :])
         if tuple(dst.shape) in (wrong_shape, kept):
             return dataclasses.replace(s, dim=other)
         n = len(self.allocs)
@@ -230,15 +238,23 @@ def tilecore_codegen(backend, module, options):
     func = _plant(mutant, module.func)
     # the wrapped backend compiles for its own target (tile-cpu refuses a target it cannot parse)
     wrapped_module = dataclasses.replace(module, func=func, target=base.targets[0])
-    inner = _pm().hook.tilecore_codegen(backend=base, module=wrapped_module,
-                                        options=options)
+    inner = _pm().hook.tilecore_codegen(backend=base, module=wrapped_module, options=options)
     meta = dict(inner.meta)
-    meta["mutant"] = {"bug": mutant, "wraps": inner.backend,
-                      "edge_writes": _edge_writes(module.func) if mutant == "edge" else [],
-                      "has_reduce": any(isinstance(n, N.Reduce) for n in walk(module.func)),
-                      "bf16_params": [i for i, p in enumerate(module.func.params) if p.dtype == "bfloat16"]}
-    return Artifact(backend=backend.name, target=backend.name, entry=inner.entry, source=inner.source,
-                    blobs=dict(inner.blobs), meta=meta)
+    meta["mutant"] = {
+        "bug": mutant,
+        "wraps": inner.backend,
+        "edge_writes": _edge_writes(module.func) if mutant == "edge" else [],
+        "has_reduce": any(isinstance(n, N.Reduce) for n in walk(module.func)),
+        "bf16_params": [i for i, p in enumerate(module.func.params) if p.dtype == "bfloat16"],
+    }
+    return Artifact(
+        backend=backend.name,
+        target=backend.name,
+        entry=inner.entry,
+        source=inner.source,
+        blobs=dict(inner.blobs),
+        meta=meta,
+    )
 
 
 def _truncate_bf16(a: np.ndarray) -> None:
@@ -278,8 +294,14 @@ def tilecore_launcher(backend, artifact):
     info = artifact.meta["mutant"]
     base = _wrapped_backend()
     meta = {k: v for k, v in artifact.meta.items() if k != "mutant"}
-    inner_artifact = Artifact(backend=info["wraps"], target=base.targets[0], entry=artifact.entry,
-                              source=artifact.source, blobs=dict(artifact.blobs), meta=meta)
+    inner_artifact = Artifact(
+        backend=info["wraps"],
+        target=base.targets[0],
+        entry=artifact.entry,
+        source=artifact.source,
+        blobs=dict(artifact.blobs),
+        meta=meta,
+    )
     inner = _pm().hook.tilecore_launcher(backend=base, artifact=inner_artifact)
 
     def launch(args, bindings=None):
@@ -298,7 +320,7 @@ def tilecore_launcher(backend, artifact):
         if mutant == "edge":
             for i, extents in info["edge_writes"]:
                 arr = args[i]
-                ext = extents[-arr.ndim:] if len(extents) >= arr.ndim else extents
+                ext = extents[-arr.ndim :] if len(extents) >= arr.ndim else extents
                 for d in range(arr.ndim):
                     if d < len(ext) and ext[d] > 1 and arr.shape[d] % ext[d] != 0:
                         sl = [slice(None)] * arr.ndim

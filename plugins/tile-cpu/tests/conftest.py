@@ -1,4 +1,5 @@
 """The cpu plugin's tests import their shared GEMM cases (cpu_gemm_cases) from this folder."""
+
 import os
 import sys
 

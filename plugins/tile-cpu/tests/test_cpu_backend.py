@@ -4,6 +4,7 @@ Each test compiles a DSL kernel for "cpu" and for "reference" through
 `tilecore.testing.assert_matches_reference`, runs both on fresh random inputs
 and compares with the per-dtype tolerances.
 """
+
 from __future__ import annotations
 
 import ml_dtypes
@@ -17,10 +18,21 @@ import tilecore.language as T
 from tilecore.testing import assert_matches_reference
 
 RNG = np.random.default_rng(11)
-SLOW = settings(max_examples=5, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-NP = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
-      "bfloat16": ml_dtypes.bfloat16, "int32": np.int32, "int8": np.int8, "int64": np.int64}
+SLOW = settings(
+    max_examples=5,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+NP = {
+    "float32": np.float32,
+    "float64": np.float64,
+    "float16": np.float16,
+    "bfloat16": ml_dtypes.bfloat16,
+    "int32": np.int32,
+    "int8": np.int8,
+    "int64": np.int64,
+}
 
 
 def rand(shape, dtype="float32", lo=-1.0, hi=1.0):
@@ -36,12 +48,24 @@ def gemm_kernel(M, N, K, bm, bn, bk, dtype, accum, ta=False, tb=False):
 
 
 @settings(SLOW, max_examples=10)
-@given(M=st.integers(1, 130), N=st.integers(1, 130), K=st.integers(1, 100),
-       # leftover register blocks: M % MR, N % NR, N below one vector, K shorter than the tile
-       tiles=st.sampled_from([(32, 32, 16), (64, 64, 32), (16, 48, 8), (13, 40, 7), (64, 64, 64)]),
-       dtypes=st.sampled_from([("float32", "float32"), ("float16", "float32"), ("bfloat16", "float32"),
-                               ("int8", "int32"), ("float64", "float64")]),
-       ta=st.booleans(), tb=st.booleans())
+@given(
+    M=st.integers(1, 130),
+    N=st.integers(1, 130),
+    K=st.integers(1, 100),
+    # leftover register blocks: M % MR, N % NR, N below one vector, K shorter than the tile
+    tiles=st.sampled_from([(32, 32, 16), (64, 64, 32), (16, 48, 8), (13, 40, 7), (64, 64, 64)]),
+    dtypes=st.sampled_from(
+        [
+            ("float32", "float32"),
+            ("float16", "float32"),
+            ("bfloat16", "float32"),
+            ("int8", "int32"),
+            ("float64", "float64"),
+        ]
+    ),
+    ta=st.booleans(),
+    tb=st.booleans(),
+)
 def test_gemm_matches_reference(M, N, K, tiles, dtypes, ta, tb):
     dtype, accum = dtypes
     f = gemm_kernel(M, N, K, *tiles, dtype, accum, ta, tb)
@@ -58,9 +82,14 @@ def test_gemm_large_tiles_use_the_micro_kernel():
 
 
 @SLOW
-@given(M=st.integers(1, 80), N=st.sampled_from([16, 24, 64, 100]), kind=st.sampled_from(
-    ["sum", "max", "min", "abssum", "absmax"]), dim=st.sampled_from([0, 1]), clear=st.booleans(),
-    dtype=st.sampled_from(["float32", "float16", "int32"]))
+@given(
+    M=st.integers(1, 80),
+    N=st.sampled_from([16, 24, 64, 100]),
+    kind=st.sampled_from(["sum", "max", "min", "abssum", "absmax"]),
+    dim=st.sampled_from([0, 1]),
+    clear=st.booleans(),
+    dtype=st.sampled_from(["float32", "float16", "int32"]),
+)
 def test_reductions_match_reference(M, N, kind, dim, clear, dtype):
     bm = 16
     out_n = N if dim == 0 else bm
@@ -80,8 +109,13 @@ def test_reductions_match_reference(M, N, kind, dim, clear, dtype):
 
 
 @SLOW
-@given(M=st.integers(1, 40), N=st.sampled_from([8, 32, 48]), dim=st.sampled_from([0, 1]),
-       reverse=st.booleans(), dtype=st.sampled_from(["float32", "int32", "float16"]))
+@given(
+    M=st.integers(1, 40),
+    N=st.sampled_from([8, 32, 48]),
+    dim=st.sampled_from([0, 1]),
+    reverse=st.booleans(),
+    dtype=st.sampled_from(["float32", "int32", "float16"]),
+)
 def test_cumsum_matches_reference(M, N, dim, reverse, dtype):
     bm = 8
 
@@ -97,8 +131,9 @@ def test_cumsum_matches_reference(M, N, dim, reverse, dtype):
 
 
 @SLOW
-@given(M=st.integers(1, 100), N=st.integers(1, 100), dtype=st.sampled_from(
-    ["float32", "float16", "bfloat16", "float64"]))
+@given(
+    M=st.integers(1, 100), N=st.integers(1, 100), dtype=st.sampled_from(["float32", "float16", "bfloat16", "float64"])
+)
 def test_elementwise_math_partial_tiles(M, N, dtype):
     bm, bn = 32, 32
 
@@ -108,10 +143,19 @@ def test_elementwise_math_partial_tiles(M, N, dtype):
             t = T.alloc_fragment((bm, bn), dtype)
             T.copy(A[by * bm, bx * bn], t)
             for i, j in T.Parallel(bm, bn):
-                t[i, j] = (T.sigmoid(t[i, j]) * T.exp(t[i, j]) + T.sqrt(T.abs(t[i, j])) - T.tanh(t[i, j])
-                           + T.exp2(t[i, j]) * T.log(T.abs(t[i, j]) + 1.0) + T.rsqrt(t[i, j] * t[i, j] + 1.0)
-                           + T.sin(t[i, j]) * T.cos(t[i, j]) + T.floor(t[i, j] * 4.0) + T.ceil(t[i, j])
-                           + T.log2(T.abs(t[i, j]) + 2.0) + T.max(t[i, j], 0.25) + T.min(t[i, j], -0.5))
+                t[i, j] = (
+                    T.sigmoid(t[i, j]) * T.exp(t[i, j])
+                    + T.sqrt(T.abs(t[i, j]))
+                    - T.tanh(t[i, j])
+                    + T.exp2(t[i, j]) * T.log(T.abs(t[i, j]) + 1.0)
+                    + T.rsqrt(t[i, j] * t[i, j] + 1.0)
+                    + T.sin(t[i, j]) * T.cos(t[i, j])
+                    + T.floor(t[i, j] * 4.0)
+                    + T.ceil(t[i, j])
+                    + T.log2(T.abs(t[i, j]) + 2.0)
+                    + T.max(t[i, j], 0.25)
+                    + T.min(t[i, j], -0.5)
+                )
             T.copy(t, B[by * bm, bx * bn])
 
     assert_matches_reference(main, [rand((M, N), dtype)], backend="cpu", out_idx=[-1])
@@ -127,8 +171,11 @@ def test_exp_edge_values():
                 # exp2 and sigmoid compile alongside; `* 0.0` is NaN for inf (IEEE), so select it away
                 B[i] = T.exp(A[i]) + T.if_then_else(A[i] < 100.0, T.exp2(A[i]) * 0.0 + T.sigmoid(A[i]) * 0.0, 0.0)
 
-    a = np.array([0.0, -0.0, 1.0, -1.0, 88.7, 89.0, -87.0, -103.0, -110.0, 200.0, -200.0,
-                  np.inf, -np.inf] + list(np.linspace(-20, 20, n - 13)), np.float32)
+    a = np.array(
+        [0.0, -0.0, 1.0, -1.0, 88.7, 89.0, -87.0, -103.0, -110.0, 200.0, -200.0, np.inf, -np.inf]
+        + list(np.linspace(-20, 20, n - 13)),
+        np.float32,
+    )
     b = tilecore.compile(main, target="cpu", out_idx=[-1])(a)
     with np.errstate(over="ignore"):
         want = np.exp(a.astype(np.float64)).astype(np.float32)
@@ -143,8 +190,12 @@ def test_integer_arithmetic_is_exact(n, dtype):
         with T.Kernel(T.ceildiv(n, 64)) as bx:
             for i in T.Parallel(64):
                 if bx * 64 + i < n:
-                    C[bx * 64 + i] = (A[bx * 64 + i] // B[bx * 64 + i]) * 3 + A[bx * 64 + i] % B[bx * 64 + i] \
-                        - (A[bx * 64 + i] ^ B[bx * 64 + i]) + T.abs(A[bx * 64 + i])
+                    C[bx * 64 + i] = (
+                        (A[bx * 64 + i] // B[bx * 64 + i]) * 3
+                        + A[bx * 64 + i] % B[bx * 64 + i]
+                        - (A[bx * 64 + i] ^ B[bx * 64 + i])
+                        + T.abs(A[bx * 64 + i])
+                    )
 
     a = rand(n, dtype)
     b = rand(n, dtype)
@@ -156,8 +207,13 @@ def test_atomics_across_parallel_blocks():
     n, bins, block = 4000, 16, 128
 
     @T.prim_func
-    def main(V: T.Tensor((n,), "int32"), W: T.Tensor((n,), "float32"), H: T.Tensor((bins,), "int32"),
-             S: T.Tensor((bins,), "float32"), X: T.Tensor((bins,), "float32")):
+    def main(
+        V: T.Tensor((n,), "int32"),
+        W: T.Tensor((n,), "float32"),
+        H: T.Tensor((bins,), "int32"),
+        S: T.Tensor((bins,), "float32"),
+        X: T.Tensor((bins,), "float32"),
+    ):
         with T.Kernel(T.ceildiv(n, block)) as bx:
             for i in T.Parallel(block):
                 if bx * block + i < n:
@@ -228,14 +284,19 @@ def test_dynamic_shapes(rows):
     kernel = tilecore.compile(main, target="cpu", out_idx=[-1])
     a = rand((rows, 8))
     # LLVM may fuse a*3 + i into one FMA (one rounding instead of two): equal within an ulp
-    np.testing.assert_allclose(kernel(a), a * np.float32(3) + (np.arange(rows) % 32)[:, None].astype(np.float32),
-                               rtol=2e-7, atol=1e-7)
+    np.testing.assert_allclose(
+        kernel(a), a * np.float32(3) + (np.arange(rows) % 32)[:, None].astype(np.float32), rtol=2e-7, atol=1e-7
+    )
 
 
 def test_select_casts_and_narrow_stores():
     @T.prim_func
-    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "bfloat16"), C: T.Tensor((64,), "int8"),
-             D: T.Tensor((64,), "float16")):
+    def main(
+        A: T.Tensor((64,), "float32"),
+        B: T.Tensor((64,), "bfloat16"),
+        C: T.Tensor((64,), "int8"),
+        D: T.Tensor((64,), "float16"),
+    ):
         with T.Kernel(1) as bx:
             for i in T.Parallel(64):
                 B[i] = T.if_then_else(A[i] > 0, A[i], -A[i] * 2.0)
@@ -363,8 +424,14 @@ def test_third_party_rules_and_intrinsics_override_the_cpu_lowering(monkeypatch)
 
 def test_bool_and_narrow_integer_tensors_wrap_like_numpy():
     @T.prim_func
-    def main(A: T.Tensor((64,), "int8"), B: T.Tensor((64,), "int8"), M: T.Tensor((64,), "bool"),
-             C: T.Tensor((64,), "int8"), D: T.Tensor((64,), "bool"), U: T.Tensor((64,), "uint8")):
+    def main(
+        A: T.Tensor((64,), "int8"),
+        B: T.Tensor((64,), "int8"),
+        M: T.Tensor((64,), "bool"),
+        C: T.Tensor((64,), "int8"),
+        D: T.Tensor((64,), "bool"),
+        U: T.Tensor((64,), "uint8"),
+    ):
         with T.Kernel(1) as bx:
             for i in T.Parallel(64):
                 C[i] = T.if_then_else(M[i], A[i] + B[i], A[i] * B[i])
@@ -379,9 +446,14 @@ def test_bool_and_narrow_integer_tensors_wrap_like_numpy():
 
 def test_intermediate_bfloat16_casts_round_exactly():
     """T.cast(x, "bfloat16") rounds even when the value is widened again (TVM keeps bf16 math in f32)."""
+
     @T.prim_func
-    def main(A: T.Tensor((64,), "float32"), H: T.Tensor((64,), "float16"),
-             O: T.Tensor((64,), "float32"), P: T.Tensor((64,), "float16")):
+    def main(
+        A: T.Tensor((64,), "float32"),
+        H: T.Tensor((64,), "float16"),
+        O: T.Tensor((64,), "float32"),
+        P: T.Tensor((64,), "float16"),
+    ):
         with T.Kernel(1) as bx:
             for i in T.Parallel(64):
                 O[i] = T.cast(A[i], "bfloat16")

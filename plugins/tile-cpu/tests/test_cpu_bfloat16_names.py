@@ -5,6 +5,7 @@ bfloat16 name (`t = x[i, j]` with a bfloat16 `x`) failed to compile, and a float
 name computed from a bfloat16 load (`t = T.cast(x[i, j], "float32") * 2`) read the
 stored bits as an integer (0.75 became 32320.0) without any error.
 """
+
 from __future__ import annotations
 
 import ml_dtypes
@@ -34,12 +35,17 @@ def _kernel(src: str, dst: str, name_dtype, scale: float):
                     t = T.cast(X[i, j], name_dtype) * scale
                 u = t + t
                 Y[i, j] = u
+
     return named
 
 
 @settings(max_examples=12, deadline=None)
-@given(src=st.sampled_from(DTYPES), dst=st.sampled_from(DTYPES),
-       name_dtype=st.sampled_from([None, *DTYPES]), scale=st.sampled_from([1.0, 0.5, 4.0, 0.3]))
+@given(
+    src=st.sampled_from(DTYPES),
+    dst=st.sampled_from(DTYPES),
+    name_dtype=st.sampled_from([None, *DTYPES]),
+    scale=st.sampled_from([1.0, 0.5, 4.0, 0.3]),
+)
 def test_named_values_with_bfloat16_match_the_reference(src, dst, name_dtype, scale):
     x = (np.random.default_rng(0).random((4, 16)) * 4 - 2).astype(NP[src])
     got = assert_matches_reference(_kernel(src, dst, name_dtype, scale), [x], backend="cpu", out_idx=[-1])
@@ -62,5 +68,6 @@ def test_a_bfloat16_name_outside_parallel_in_a_serial_loop(dst):
                 w: T.float32 = T.cast(t, "float32") * 3.0
                 v: T.bfloat16 = w
                 Y[bx * 4 + k] = v
+
     x = np.linspace(-1, 1, 8).astype(ml_dtypes.bfloat16)
     assert_matches_reference(rows, [x], backend="cpu", out_idx=[-1])

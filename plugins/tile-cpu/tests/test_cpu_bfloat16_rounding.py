@@ -7,6 +7,7 @@ program 11) and by several bfloat16 ulps when stored to bfloat16. tile-cpu now h
 bfloat16 values in float32 and rounds them with integer operations, each operation's
 value computed once into a cell (a chain compiles in time linear in its length).
 """
+
 from __future__ import annotations
 
 import ml_dtypes
@@ -23,12 +24,14 @@ BF16 = ml_dtypes.bfloat16
 
 def _chain(out_dtype: str):
     """Out = a chain of bfloat16 operations on A, widened (or not) to `out_dtype`."""
+
     @T.prim_func
     def chain(A: T.Tensor((16, 8), "bfloat16"), Out: T.Tensor((16, 8), out_dtype)):
         with T.Kernel(1) as bx:
             for i, j in T.Parallel(16, 8):
                 x = A[i, j]
                 Out[i, j] = T.cast(x * x + x * 3.0 - x / 7.0 + T.abs(x) + T.exp(x) - 1.0, out_dtype) + 1.0
+
     return chain
 
 
@@ -37,8 +40,21 @@ def long_chain(A: T.Tensor((16, 8), "bfloat16"), Out: T.Tensor((16, 8), "float32
     with T.Kernel(1) as bx:
         for i, j in T.Parallel(16, 8):
             x = A[i, j]
-            Out[i, j] = T.cast(x * 1.5 + x * 2.5 + x * 3.5 + x * 4.5 + x * 5.5 + x * 6.5 + x * 7.5 + x * 8.5
-                               + x * 9.5 + x * 10.5 + x * 11.5 + x * 12.5, "float32")
+            Out[i, j] = T.cast(
+                x * 1.5
+                + x * 2.5
+                + x * 3.5
+                + x * 4.5
+                + x * 5.5
+                + x * 6.5
+                + x * 7.5
+                + x * 8.5
+                + x * 9.5
+                + x * 10.5
+                + x * 11.5
+                + x * 12.5,
+                "float32",
+            )
 
 
 def _same(func, inputs, out_idx=(-1,)):
@@ -50,8 +66,11 @@ def _same(func, inputs, out_idx=(-1,)):
 
 
 @settings(max_examples=6, deadline=None)
-@given(seed=st.integers(0, 2 ** 16), out_dtype=st.sampled_from(["float32", "bfloat16"]),
-       scale=st.sampled_from([1.0, 3.0, 100.0]))
+@given(
+    seed=st.integers(0, 2**16),
+    out_dtype=st.sampled_from(["float32", "bfloat16"]),
+    scale=st.sampled_from([1.0, 3.0, 100.0]),
+)
 def test_a_bfloat16_chain_is_rounded_per_operation(seed, out_dtype, scale):
     a = (np.random.default_rng(seed).uniform(-2, 2, (16, 8)) * scale).astype(BF16)
     _same(_chain(out_dtype), [a])
@@ -72,6 +91,7 @@ def test_a_guarded_branch_reads_only_when_taken():
         with T.Kernel(1) as bx:
             for i in T.Parallel(16):
                 Out[i] = T.cast(T.if_then_else(i < 8, A[i + 8] * 3.0 + A[i], A[i] - 0.1), "float32") * 2.0
+
     a = np.random.default_rng(2).uniform(-2, 2, 16).astype(BF16)
     _same(guarded, [a])
 
@@ -94,11 +114,11 @@ def test_the_else_branch_of_a_nan_comparison_is_computed():
     # P == Q is false for NaN, so -P (held before the store) must be computed there
     # (conformance seed 4244 program 21 caught a guard TVM rewrote into an ordered !=)
     @T.prim_func
-    def select_eq(P: T.Tensor((8, 64), "bfloat16"), Q: T.Tensor((8, 64), "bfloat16"),
-                  O: T.Tensor((8, 64), "bfloat16")):
+    def select_eq(P: T.Tensor((8, 64), "bfloat16"), Q: T.Tensor((8, 64), "bfloat16"), O: T.Tensor((8, 64), "bfloat16")):
         with T.Kernel(1) as bx:
             for i, j in T.Parallel(8, 64):
                 O[i, j] = T.if_then_else(P[i, j] == Q[i, j], Q[i, j], -P[i, j])
+
     p = np.random.default_rng(3).uniform(-2, 2, (8, 64)).astype(BF16)
     q = p.copy()
     q[::2] = 1.0

@@ -8,6 +8,7 @@ name `x = a * 0.3` used twice came out one or more float16 ulps off. The per-ope
 roundings themselves were kept (fptrunc after each float32 operation, or LLVM's
 half-precision vector ops); `tir_const` now rounds each constant to its dtype.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,24 +24,32 @@ SCALES = [0.3, 0.1, 0.7, 1.1, 1.0 / 3.0]
 
 def _chain(out_dtype: str, scale: float):
     """Out = (A * scale + B) * C - A in float16, stored as `out_dtype` (vectorized: T.Parallel)."""
+
     @T.prim_func
-    def chain(A: T.Tensor((16, 8), "float16"), B: T.Tensor((16, 8), "float16"),
-              C: T.Tensor((16, 8), "float16"), Out: T.Tensor((16, 8), out_dtype)):
+    def chain(
+        A: T.Tensor((16, 8), "float16"),
+        B: T.Tensor((16, 8), "float16"),
+        C: T.Tensor((16, 8), "float16"),
+        Out: T.Tensor((16, 8), out_dtype),
+    ):
         with T.Kernel(1) as bx:
             for i, j in T.Parallel(16, 8):
                 Out[i, j] = T.cast((A[i, j] * scale + B[i, j]) * C[i, j] - A[i, j], out_dtype)
+
     return chain
 
 
 def _named(parallel: bool, scale: float):
     """A float16 name `x = A * scale` used twice, in a T.Parallel (vector) or serial (scalar) loop."""
     if parallel:
+
         @T.prim_func
         def named(A: T.Tensor((16, 8), "float16"), Out: T.Tensor((16, 8), "float32")):
             with T.Kernel(1) as bx:
                 for i, j in T.Parallel(16, 8):
                     x_v = A[i, j] * scale
                     Out[i, j] = T.cast(x_v * 3.0 + x_v, "float32")
+
         return named
 
     @T.prim_func
@@ -50,6 +59,7 @@ def _named(parallel: bool, scale: float):
                 for j in T.serial(8):
                     x_v = A[i, j] * scale
                     Out[i, j] = T.cast(x_v * 3.0 + x_v, "float32")
+
     return named_serial
 
 
@@ -68,8 +78,12 @@ def _bit_exact(func, inputs):
 
 
 @settings(max_examples=6, deadline=None)
-@given(seed=st.integers(0, 2 ** 16), out_dtype=st.sampled_from(["float16", "float32"]),
-       scale=st.sampled_from(SCALES), magnitude=st.sampled_from([1.0, 1e-3, 100.0]))
+@given(
+    seed=st.integers(0, 2**16),
+    out_dtype=st.sampled_from(["float16", "float32"]),
+    scale=st.sampled_from(SCALES),
+    magnitude=st.sampled_from([1.0, 1e-3, 100.0]),
+)
 def test_a_float16_chain_with_an_inexact_constant_is_bit_exact(seed, out_dtype, scale, magnitude):
     a, b, c = _inputs(seed, 3, magnitude)
     _, want = _bit_exact(_chain(out_dtype, scale), [a, b, c])
@@ -81,7 +95,7 @@ def test_a_float16_chain_with_an_inexact_constant_is_bit_exact(seed, out_dtype, 
 
 
 @settings(max_examples=6, deadline=None)
-@given(seed=st.integers(0, 2 ** 16), parallel=st.booleans(), scale=st.sampled_from(SCALES))
+@given(seed=st.integers(0, 2**16), parallel=st.booleans(), scale=st.sampled_from(SCALES))
 def test_a_float16_name_scaled_by_an_inexact_constant_is_bit_exact(seed, parallel, scale):
     (a,) = _inputs(seed, 1, 1.0)
     _bit_exact(_named(parallel, scale), [a])

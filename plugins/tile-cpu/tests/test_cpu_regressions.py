@@ -1,4 +1,5 @@
 """Regressions for the bugs the QA helper found in tile-cpu (/tmp/team/cpu_bugs.md), each against the reference."""
+
 from __future__ import annotations
 
 import functools
@@ -53,8 +54,7 @@ def test_zero_size_dynamic_dimension_tile_copy_grid_of_zero_blocks(launch_path):
     got = assert_matches_reference(copy_rows, [np.ones((0, 8), np.float32)], backend="cpu", out_idx=[-1])
     assert got.shape == (0, 8)
     # and a non-empty call of the same kernel still works
-    assert_matches_reference(copy_rows, [np.arange(48, dtype=np.float32).reshape(6, 8)], backend="cpu",
-                             out_idx=[-1])
+    assert_matches_reference(copy_rows, [np.arange(48, dtype=np.float32).reshape(6, 8)], backend="cpu", out_idx=[-1])
 
 
 def test_read_only_numpy_input(launch_path):
@@ -78,8 +78,7 @@ def test_xor_of_two_bools():
             for i in T.Parallel(8):
                 O[i] = T.cast((A[i] > 0) ^ (A[i] > 0.5), "int32")
 
-    got = assert_matches_reference(main, [np.linspace(-2, 2, 8).astype(np.float32)], backend="cpu",
-                                   out_idx=[-1])
+    got = assert_matches_reference(main, [np.linspace(-2, 2, 8).astype(np.float32)], backend="cpu", out_idx=[-1])
     assert got.tolist() == [0, 0, 0, 0, 1, 0, 0, 0]
 
 
@@ -91,8 +90,7 @@ def test_times_zero_is_nan_for_inf_and_nan(dtype):
             for i in T.Parallel(4):
                 B[i] = A[i] * 0.0
 
-    got = assert_matches_reference(main, [np.array([np.inf, np.nan, 2, -np.inf], dtype)], backend="cpu",
-                                   out_idx=[-1])
+    got = assert_matches_reference(main, [np.array([np.inf, np.nan, 2, -np.inf], dtype)], backend="cpu", out_idx=[-1])
     assert np.isnan(got[[0, 1, 3]]).all() and got[2] == 0
 
 
@@ -103,16 +101,16 @@ def test_min_of_minus_inf_times_zero_is_nan():
             for i in T.Parallel(2):
                 B[i] = T.min(A[i], 0.0) * 0.0
 
-    got = assert_matches_reference(main, [np.array([-np.inf, 1.0], np.float32)], backend="cpu",
-                                   out_idx=[-1])
+    got = assert_matches_reference(main, [np.array([-np.inf, 1.0], np.float32)], backend="cpu", out_idx=[-1])
     assert np.isnan(got[0]) and got[1] == 0
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_nan_propagates_through_elementwise_max_and_min(dtype):
     @T.prim_func
-    def main(A: T.Tensor((64,), dtype), B: T.Tensor((64,), dtype), C: T.Tensor((64,), dtype),
-             D: T.Tensor((64,), dtype)):
+    def main(
+        A: T.Tensor((64,), dtype), B: T.Tensor((64,), dtype), C: T.Tensor((64,), dtype), D: T.Tensor((64,), dtype)
+    ):
         with T.Kernel(1) as bx:
             for i in T.Parallel(64):
                 C[i] = T.max(A[i], B[i])
@@ -184,7 +182,7 @@ def test_int_max_and_min_unchanged():
 
 
 def test_extent_of_2_pow_31_is_a_clear_error_at_the_users_line():
-    n = 2 ** 31
+    n = 2**31
 
     @T.prim_func
     def main(A: T.Tensor((n, 4), "float32"), C: T.Tensor((n, 4), "float32")):
@@ -212,7 +210,7 @@ def test_int8_flat_offset_beyond_int32_compiles():
 
 @pytest.mark.skipif(not os.environ.get("TILECORE_SLOW"), reason="needs 4.3 GB of memory; TILECORE_SLOW=1 runs it")
 def test_flat_offsets_beyond_int32_run_correctly():
-    rows, cols = 2 ** 15 + 2, 2 ** 16  # 2**31 + 2**17 elements: the last rows' flat offsets exceed int32
+    rows, cols = 2**15 + 2, 2**16  # 2**31 + 2**17 elements: the last rows' flat offsets exceed int32
 
     @T.prim_func
     def main(A: T.Tensor((rows, cols), "int8"), C: T.Tensor((rows, cols), "int8")):
@@ -292,6 +290,7 @@ def _cpu_run(kernel, *arrays):
 
 def test_nan_converts_to_true():
     """bool(x) is x != 0, and NaN != 0 (an ordered compare said False)."""
+
     @T.prim_func
     def k(A: T.Tensor((4,), "float64"), B: T.Tensor((4,), "bool")):
         with T.Kernel(1) as bx:
@@ -305,6 +304,7 @@ def test_nan_converts_to_true():
 
 def test_float64_to_bfloat16_rounds_once():
     """float64 -> bfloat16 is one correct rounding: through float32 it rounded twice (86.50000012 -> 86)."""
+
     @T.prim_func
     def k(A: T.Tensor((3,), "float64"), B: T.Tensor((3,), "bfloat16")):
         with T.Kernel(1) as bx:
@@ -322,6 +322,7 @@ def test_float64_to_bfloat16_rounds_once():
 @pytest.mark.parametrize("dtype", ["float64", "bfloat16", "float16"])
 def test_tanh_keeps_relative_accuracy_near_zero(dtype):
     """TVM's tanh, (1 - e^-2x) / (1 + e^-2x), cancelled near 0 (tanh(1e-8) was 0 in bfloat16)."""
+
     @T.prim_func
     def k(A: T.Tensor((4,), dtype), B: T.Tensor((4,), dtype)):
         with T.Kernel(1) as bx:
@@ -332,16 +333,17 @@ def test_tanh_keeps_relative_accuracy_near_zero(dtype):
     a = np.array([1e-8, -3e-5, 0.0024, 0.5]).astype(npd)
     _, b = _cpu_run(k, a, np.zeros(4, npd))
     want = np.tanh(a.astype(np.float64))
-    assert np.all(np.abs(b.astype(np.float64) - want) <= 2 * np.abs(want) * (2.0 ** -52 if dtype == "float64"
-                                                                           else 2.0 ** -7)), (b, want)
+    assert np.all(
+        np.abs(b.astype(np.float64) - want) <= 2 * np.abs(want) * (2.0**-52 if dtype == "float64" else 2.0**-7)
+    ), (b, want)
 
 
 def test_signed_overflow_wraps_inside_expressions():
     """int8 / int16 + - * wrap (two's complement) even where LLVM could exploit `nsw` (TVM marks signed
     arithmetic so); int64 is a known open case (see tilecore/lowering/tir_expr.py, _WRAP_WIDE)."""
+
     @T.prim_func
-    def k(A: T.Tensor((4,), "int16"), O: T.Tensor((4,), "int16"), P: T.Tensor((4,), "int8"),
-          Z: T.Tensor((4,), "int8")):
+    def k(A: T.Tensor((4,), "int16"), O: T.Tensor((4,), "int16"), P: T.Tensor((4,), "int8"), Z: T.Tensor((4,), "int8")):
         with T.Kernel(1) as bx:
             for i in T.Parallel(4):
                 O[i] = T.min(A[i] + A[i], 100)
@@ -360,8 +362,9 @@ def test_signed_overflow_wraps_inside_expressions():
 
 
 @T.prim_func
-def _int32_data_wraps(A: T.Tensor((64,), "uint8"), B: T.Tensor((64,), "int32"), C: T.Tensor((64,), "int8"),
-                      O: T.Tensor((6, 64), "int32")):
+def _int32_data_wraps(
+    A: T.Tensor((64,), "uint8"), B: T.Tensor((64,), "int32"), C: T.Tensor((64,), "int8"), O: T.Tensor((6, 64), "int32")
+):
     with T.Kernel(1, threads=64) as bx:
         for i in T.Parallel(64):
             O[0, i] = T.cast(not ((B[i] + A[i]) > B[i]), "int32")  # LLVM folded this to A[i] == 0
@@ -378,13 +381,15 @@ def _int32_data_wraps_kernel():
     return tilecore.compile(_int32_data_wraps, target="cpu")
 
 
-int32s = st.one_of(st.integers(-2 ** 31, 2 ** 31 - 1),
-                   st.sampled_from([2 ** 31 - 1, -2 ** 31, 2 ** 30, -(2 ** 30) - 1]))
+int32s = st.one_of(st.integers(-(2**31), 2**31 - 1), st.sampled_from([2**31 - 1, -(2**31), 2**30, -(2**30) - 1]))
 
 
 @settings(max_examples=15, deadline=None)
-@given(b=st.lists(int32s, min_size=64, max_size=64), a=st.lists(st.integers(0, 255), min_size=64, max_size=64),
-       c=st.lists(st.integers(-128, 127), min_size=64, max_size=64))
+@given(
+    b=st.lists(int32s, min_size=64, max_size=64),
+    a=st.lists(st.integers(0, 255), min_size=64, max_size=64),
+    c=st.lists(st.integers(-128, 127), min_size=64, max_size=64),
+)
 def test_integer_arithmetic_on_data_wraps(a, b, c):
     """int32 + - * of values read from memory wrap like the reference (conformance seed 5151, program
     163: TVM marks signed arithmetic `nsw`, and LLVM folded `not (B + A > B)` to `A == 0`); int32 index
@@ -400,6 +405,7 @@ def test_integer_arithmetic_on_data_wraps(a, b, c):
 
 def test_int64_accumulator_update_under_runtime_if():
     """O = O - int64(a) * 2 in the else branch of a run-time if (conformance control family)."""
+
     @T.prim_func
     def k(A: T.Tensor((1, 2), "int32"), Out: T.Tensor((1,), "int64")):
         with T.Kernel(1, threads=128) as bx:
@@ -434,14 +440,14 @@ def test_pipelined_copy_from_a_tile_chosen_by_a_name_bound_in_the_loop(stages, f
             T.clear(acc)
             for step in T.Pipelined(steps, num_stages=stages):
                 t = T.if_then_else(bx < 1, first + step, step)
-                T.copy(A[t * 8:(t + 1) * 8, :], s)
+                T.copy(A[t * 8 : (t + 1) * 8, :], s)
                 late = t >= first + 1
                 for i, j in T.Parallel(8, 8):
                     acc[i, j] += T.if_then_else(late, s[i, j] * 2, s[i, j])
             T.copy(acc, B)
 
     a = np.random.default_rng(seed).random((rows, 8)).astype(np.float32)
-    want = sum(a[(first + k) * 8:(first + k + 1) * 8] * (2 if k >= 1 else 1) for k in range(steps))
+    want = sum(a[(first + k) * 8 : (first + k + 1) * 8] * (2 if k >= 1 else 1) for k in range(steps))
     out = tilecore.compile(pick, target="cpu", out_idx=[-1])(a)
     np.testing.assert_allclose(out, want, rtol=1e-5)
     assert_matches_reference(pick, [a], backend="cpu", out_idx=[-1])

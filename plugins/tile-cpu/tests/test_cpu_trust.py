@@ -1,6 +1,7 @@
 """Issue 16 on tile-cpu: a support object planted in the cache is never linked (its constructor would
 run in the user's process), kernel libraries load from a private copy of the verified entry, and the
 cache key follows tile-cpu's own source and toolchain."""
+
 from __future__ import annotations
 
 import os
@@ -64,7 +65,7 @@ def test_planted_support_object_is_never_linked(tmp_path, cpu_env):
     marker = tmp_path / "owned.txt"
     evil = tmp_path / "evil.c"
     evil.write_text(EVIL_C)
-    subprocess.run(["cc", "-fPIC", "-c", f"-DMARKER=\"{marker}\"", str(evil), "-o", str(obj)], check=True)
+    subprocess.run(["cc", "-fPIC", "-c", f'-DMARKER="{marker}"', str(evil), "-o", str(obj)], check=True)
     for entry in C.DiskCache(str(tmp_path / "cache")).entries():
         os.unlink(entry[2])  # force a new link of the kernel library
     second = _run(cpu_env, ATOMIC_KERNEL)
@@ -102,8 +103,9 @@ def test_library_folder_of_a_killed_process_is_removed_by_the_next(cpu_env, tmp_
     temp = tmp_path / "tmp"
     temp.mkdir(mode=0o700)
     cpu_env["TMPDIR"] = str(temp)
-    killed = _run(cpu_env, ATOMIC_KERNEL + "sys.stdout.flush()\nimport os, signal\n"
-                                           "os.kill(os.getpid(), signal.SIGKILL)\n")
+    killed = _run(
+        cpu_env, ATOMIC_KERNEL + "sys.stdout.flush()\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    )
     assert killed.returncode == -9, killed.stderr
     orphan = os.path.dirname(killed.stdout.strip().splitlines()[-1])
     assert os.path.isfile(os.path.join(orphan, os.listdir(orphan)[0]))  # left behind
@@ -129,8 +131,11 @@ def test_grid_past_int32_blocks_is_refused_never_wrapped():
             if bx + by == 0:
                 C[0] = A[0] + 7
 
-    with pytest.raises(TileCompileError, match=r"the grid \(65536, 65536\) has 4294967296 blocks, more than "
-                                               r"backend cpu can number \(2147483647") as info:
+    with pytest.raises(
+        TileCompileError,
+        match=r"the grid \(65536, 65536\) has 4294967296 blocks, more than "
+        r"backend cpu can number \(2147483647",
+    ) as info:
         tilecore.compile(static_grid, target="cpu")
     assert "T.Kernel(65536, 65536)" in str(info.value) and "Literal value" not in str(info.value)
 
@@ -147,7 +152,10 @@ def test_grid_past_int32_blocks_is_refused_never_wrapped():
     kernel(np.ones(300, np.int32), np.ones(200, np.int32), c)
     assert c[0] == 9
     c[0] = 0
-    with pytest.raises(TileRuntimeError, match=r"test_cpu_trust.py:\d+:\d+: the grid of this T.Kernel has more than "
-                                               r"2147483647 blocks"):
+    with pytest.raises(
+        TileRuntimeError,
+        match=r"test_cpu_trust.py:\d+:\d+: the grid of this T.Kernel has more than "
+        r"2147483647 blocks",
+    ):
         kernel(np.ones(65536, np.int32), np.ones(65536, np.int32), c)
     assert c[0] == 0

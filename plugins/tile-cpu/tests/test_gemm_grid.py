@@ -1,6 +1,7 @@
 """A kernel grid that is one whole GEMM (tile_cpu.gemm_grid): which kernels it recognizes, and
 its results against the reference interpreter for every operand dtype and every remainder
 (rows per task, row blocks, K chunks, column blocks)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,6 +45,7 @@ def matmul_rows_first(M, N, K, bm, bn, bk, dtype="float32", c_dtype="float32"):
                 T.copy(A[by * bm, k * bk], A_s)
                 T.gemm(A_s, B_s, C_f)
             T.copy(C_f, C[by * bm, bx * bn])
+
     return main
 
 
@@ -80,15 +82,18 @@ def test_narrow_c_sums_all_of_k_in_registers_and_rounds_once(dtype):
     assert np.all(np.abs(got - exact) <= 0.5 * ulp + 1e-4)
 
 
-@pytest.mark.parametrize("func,why", [
-    (gemm(200, 200, 200, 64, 64, 32), "partial tiles: copies are predicated"),
-    (gemm(128, 128, 64, 64, 64, 32, "float16", "float16"), "the accumulator tile in float16"),
-    (matmul_rows_first(128, 128, 64, 64, 64, 32, "int8", "int8"), "int32 sums stored into int8"),
-    (gemm(128, 128, 64, 64, 64, 32, ta=True), "transposed A"),
-    (gemm(128, 128, 64, 64, 64, 32, tb=True), "transposed B"),
-    (gemm_with_epilogue(128, 128, 64, 64, 64, 32, in_loop=False), "an epilogue on the accumulator"),
-    (gemm_with_epilogue(128, 128, 64, 64, 64, 32, in_loop=True), "a statement in the K loop"),
-])
+@pytest.mark.parametrize(
+    "func,why",
+    [
+        (gemm(200, 200, 200, 64, 64, 32), "partial tiles: copies are predicated"),
+        (gemm(128, 128, 64, 64, 64, 32, "float16", "float16"), "the accumulator tile in float16"),
+        (matmul_rows_first(128, 128, 64, 64, 64, 32, "int8", "int8"), "int32 sums stored into int8"),
+        (gemm(128, 128, 64, 64, 64, 32, ta=True), "transposed A"),
+        (gemm(128, 128, 64, 64, 64, 32, tb=True), "transposed B"),
+        (gemm_with_epilogue(128, 128, 64, 64, 64, 32, in_loop=False), "an epilogue on the accumulator"),
+        (gemm_with_epilogue(128, 128, 64, 64, 64, 32, in_loop=True), "a statement in the K loop"),
+    ],
+)
 def test_other_kernels_lower_block_by_block(func, why):
     assert match(kernel_of(func)) is None, why
 
@@ -115,11 +120,21 @@ def test_every_remainder_matches_reference():
     assert_matches_reference(f, [rand((M, K), "float32"), rand((K, N), "float32")], backend="cpu", out_idx=[-1])
 
 
-@pytest.mark.parametrize("dtype,accum", [("float32", "float32"), ("float16", "float32"), ("bfloat16", "float32"),
-                                         ("int8", "int32"), ("float64", "float64")])
+@pytest.mark.parametrize(
+    "dtype,accum",
+    [
+        ("float32", "float32"),
+        ("float16", "float32"),
+        ("bfloat16", "float32"),
+        ("int8", "int32"),
+        ("float64", "float64"),
+    ],
+)
 @settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(tiles=st.tuples(st.sampled_from([8, 16, 48]), st.sampled_from([16, 32]), st.sampled_from([8, 32])),
-       counts=st.tuples(st.integers(1, 4), st.integers(1, 3), st.integers(1, 3)))
+@given(
+    tiles=st.tuples(st.sampled_from([8, 16, 48]), st.sampled_from([16, 32]), st.sampled_from([8, 32])),
+    counts=st.tuples(st.integers(1, 4), st.integers(1, 3), st.integers(1, 3)),
+)
 def test_whole_gemm_matches_reference(dtype, accum, tiles, counts):
     """Converted panels (float16/bfloat16 -> float32, int8 -> int32 exactly) through the same kernel."""
     (bm, bn, bk), (gm, gn, gk) = tiles, counts

@@ -6,6 +6,7 @@ The compile-tier tests build `examples/gemm.py`-style kernels for `cpu:znver3` (
 assembly: the micro-kernel must use the ISA's vector registers, its FMA form, and as many
 distinct accumulator registers as the register block has vectors.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,10 +46,15 @@ INT_BOUND = {"int8": 127, "int16": 1000, "int32": 1000}  # K <= 96 products stay
 
 
 @settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(tile=st.tuples(st.sampled_from([1, 2, 4, 32]), st.sampled_from([1, 2, 32]), st.sampled_from([1, 2, 8]))
-       .filter(lambda t: min(t) <= 2),
-       dtypes=st.sampled_from([("int8", "int32"), ("int16", "int32"), ("int32", "int32"), ("int16", "int64")]),
-       ta=st.booleans(), tb=st.booleans(), extra=st.tuples(*[st.integers(0, 1)] * 3))
+@given(
+    tile=st.tuples(st.sampled_from([1, 2, 4, 32]), st.sampled_from([1, 2, 32]), st.sampled_from([1, 2, 8])).filter(
+        lambda t: min(t) <= 2
+    ),
+    dtypes=st.sampled_from([("int8", "int32"), ("int16", "int32"), ("int32", "int32"), ("int16", "int64")]),
+    ta=st.booleans(),
+    tb=st.booleans(),
+    extra=st.tuples(*[st.integers(0, 1)] * 3),
+)
 def test_integer_gemm_with_unit_and_pair_tiles_is_exact(tile, dtypes, ta, tb, extra):
     """Tiles with an extent of 1 or 2 (a 32 x 1 transposed A tile once lost its unit axis: 'T.gemm
     needs 2-D tiles') compile and match the reference bit-exactly, for every transpose."""
@@ -92,8 +98,9 @@ def copies_left_in_main_loop(func):
     return [st for st in fused if isinstance(st, N.Copy)]
 
 
-@pytest.mark.parametrize("dtype,accum,kept", [("float32", "float32", 1), ("bfloat16", "float32", 0),
-                                              ("int8", "int32", 0)])
+@pytest.mark.parametrize(
+    "dtype,accum,kept", [("float32", "float32", 1), ("bfloat16", "float32", 0), ("int8", "int32", 0)]
+)
 def test_staged_operands_are_read_from_the_tensor(dtype, accum, kept):
     """Whole-tile copies only the gemm reads: B's always go, A's where A is packed (converted) anyway."""
     f = gemm(128, 192, 96, 64, 64, 32, dtype, accum)  # every copy proven in bounds
@@ -105,14 +112,13 @@ def test_staging_tile_read_elsewhere_keeps_its_copy():
     """B_s is read again after the gemm (an epilogue in the K loop): its staging copy must stay."""
     f = gemm_with_epilogue(64, 64, 48, 32, 32, 16, in_loop=True)
     assert len(copies_left_in_main_loop(f)) == 2
-    assert_matches_reference(f, [rand((64, 48), "float32"), rand((48, 64), "float32")], backend="cpu",
-                             out_idx=[-1])
+    assert_matches_reference(f, [rand((64, 48), "float32"), rand((48, 64), "float32")], backend="cpu", out_idx=[-1])
 
 
 def test_cache_blocks_follow_the_caches():
     tile = MicroTile(6, 2, 8)
     caches = {"l1": 32 * 1024, "l2": 512 * 1024, "l3": 1 << 25}
-    assert cache_blocks(tile, 64, 32, 4, caches) == (32, 64)      # the user's tile fits: no blocking
+    assert cache_blocks(tile, 64, 32, 4, caches) == (32, 64)  # the user's tile fits: no blocking
     kc, mc = cache_blocks(tile, 1024, 600, 4, caches)
     assert kc * tile.nr * 4 <= caches["l1"] // 2 < (kc + 1) * tile.nr * 4
     assert mc % tile.mr == 0 and mc * kc * 4 <= caches["l2"] // 2
@@ -121,13 +127,16 @@ def test_cache_blocks_follow_the_caches():
 # ------------------------------------------------------------------ register blocks
 
 
-@pytest.mark.parametrize("bits,regs,acc,mr,nr", [
-    (256, 16, "float32", 6, 16),    # AVX2 + FMA: 12 of 16 ymm accumulate
-    (512, 32, "float32", 12, 32),   # AVX-512: 24 of 32 zmm
-    (128, 32, "float32", 8, 12),    # NEON: 24 of 32 q registers
-    (256, 16, "float64", 6, 8),
-    (512, 32, "int32", 12, 32),
-])
+@pytest.mark.parametrize(
+    "bits,regs,acc,mr,nr",
+    [
+        (256, 16, "float32", 6, 16),  # AVX2 + FMA: 12 of 16 ymm accumulate
+        (512, 32, "float32", 12, 32),  # AVX-512: 24 of 32 zmm
+        (128, 32, "float32", 8, 12),  # NEON: 24 of 32 q registers
+        (256, 16, "float64", 6, 8),
+        (512, 32, "int32", 12, 32),
+    ],
+)
 def test_register_block_fits_the_register_file(bits, regs, acc, mr, nr):
     tile = micro_tile(bits, regs, acc)
     assert (tile.mr, tile.nr) == (mr, nr)
@@ -165,17 +174,22 @@ def test_micro_kernel_instruction_selection(target, shape):
 
 def test_cross_compiled_kernel_refuses_to_run_here():
     kernel = tilecore.compile(gemm(64, 64, 64, 64, 64, 32), target="cpu:neoverse-v2", out_idx=[-1])
-    assert "fmla" in tilecore.compile(gemm(64, 64, 64, 64, 64, 32), target="cpu:neoverse-v2",
-                                      out_idx=[-1], source="asm").source
+    assert (
+        "fmla"
+        in tilecore.compile(gemm(64, 64, 64, 64, 64, 32), target="cpu:neoverse-v2", out_idx=[-1], source="asm").source
+    )
     with pytest.raises(TileRuntimeError, match="cpu:neoverse-v2.*cannot run"):
         kernel(rand((64, 64), "float32"), rand((64, 64), "float32"))
 
 
-@pytest.mark.parametrize("target,message", [
-    ("cpu:pentium-9000", "knows no CPU named 'pentium-9000'"),
-    ("cpu:znver3,avx512f", "must start with \\+ or -"),
-    ("cpu:znver3,+not-a-feature", "does not know the feature"),
-])
+@pytest.mark.parametrize(
+    "target,message",
+    [
+        ("cpu:pentium-9000", "knows no CPU named 'pentium-9000'"),
+        ("cpu:znver3,avx512f", "must start with \\+ or -"),
+        ("cpu:znver3,+not-a-feature", "does not know the feature"),
+    ],
+)
 def test_bad_cpu_targets_are_clear_errors(target, message):
     with pytest.raises(TileCompileError, match=message):
         tilecore.compile(gemm(64, 64, 64, 64, 64, 32), target=target, out_idx=[-1])
@@ -183,6 +197,7 @@ def test_bad_cpu_targets_are_clear_errors(target, message):
 
 def test_explicit_features_change_the_instruction_selection():
     """x86-64-v3 (AVX2) plus +avx512f: the same kernel on zmm registers."""
-    asm = tilecore.compile(gemm(128, 128, 128, 64, 64, 32), target="cpu:x86-64-v3,+avx512f",
-                           out_idx=[-1], source="asm").source
+    asm = tilecore.compile(
+        gemm(128, 128, 128, 64, 64, 32), target="cpu:x86-64-v3,+avx512f", out_idx=[-1], source="asm"
+    ).source
     assert re.search(ISAS["cpu:sapphirerapids"][0], asm)

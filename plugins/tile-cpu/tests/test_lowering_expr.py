@@ -6,6 +6,7 @@ numpy's (Python's) semantics: floor division/modulo, division by zero,
 casts to bool and from floats, narrow-float rounding, and the vectorizable
 float32 exp family against float64 numpy.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,8 +35,12 @@ def run_exprs(exprs, inputs, out_dtype, vectorize=False):
     table.update(vectorizable_table())
     low = ExprLowerer(tbufs, {"i": i}, table)
     kind = tx.ForKind.VECTORIZED if vectorize else tx.ForKind.SERIAL
-    body = seq([tx.For(i, 0, N_ELEM, kind, tx.BufferStore(out, low.lower_as(e(bufs), out_dtype), [k, i]))
-                       for k, e in enumerate(exprs)])
+    body = seq(
+        [
+            tx.For(i, 0, N_ELEM, kind, tx.BufferStore(out, low.lower_as(e(bufs), out_dtype), [k, i]))
+            for k, e in enumerate(exprs)
+        ]
+    )
     f = tx.PrimFunc(list(tbufs.values()) + [out], body).with_attr("global_symbol", "f")
     lib = tvm.compile(tvm.IRModule({"f": f}), target={"kind": "llvm"})
     result = np.zeros((len(exprs), N_ELEM), out_dtype)
@@ -48,15 +53,20 @@ def load(name, dtype):
 
 
 @settings(max_examples=5, deadline=None, derandomize=True)
-@given(st.lists(st.integers(-1000, 1000), min_size=N_ELEM, max_size=N_ELEM),
-       st.lists(st.integers(-7, 7), min_size=N_ELEM, max_size=N_ELEM))
+@given(
+    st.lists(st.integers(-1000, 1000), min_size=N_ELEM, max_size=N_ELEM),
+    st.lists(st.integers(-7, 7), min_size=N_ELEM, max_size=N_ELEM),
+)
 def test_integer_floor_division_and_modulo(a, b):
     a = np.array(a, np.int32)
     b = np.array(b, np.int32)
     A, B = load("A", "int32"), load("B", "int32")
-    exprs = [lambda x: N.BinOp("//", A(x), B(x), "int32"), lambda x: N.BinOp("%", A(x), B(x), "int32"),
-             lambda x: N.BinOp("//", A(x), N.Const(-3, "int32"), "int32"),
-             lambda x: N.BinOp("%", A(x), N.Const(5, "int32"), "int32")]
+    exprs = [
+        lambda x: N.BinOp("//", A(x), B(x), "int32"),
+        lambda x: N.BinOp("%", A(x), B(x), "int32"),
+        lambda x: N.BinOp("//", A(x), N.Const(-3, "int32"), "int32"),
+        lambda x: N.BinOp("%", A(x), N.Const(5, "int32"), "int32"),
+    ]
     got = run_exprs(exprs, {"A": a, "B": b}, "int32")
     safe = np.where(b == 0, 1, b)
     np.testing.assert_array_equal(got[0], np.where(b == 0, 0, a // safe))  # no SIGFPE: 0
@@ -82,10 +92,12 @@ def test_integer_true_division_of_the_ir_truncates_toward_zero():
 def test_float_floor_ops_and_casts():
     a = np.linspace(-5.5, 5.5, N_ELEM).astype(np.float32)
     A = load("A", "float32")
-    exprs = [lambda x: N.BinOp("//", A(x), N.Const(2.0, "float32"), "float32"),
-             lambda x: N.BinOp("%", A(x), N.Const(2.0, "float32"), "float32"),
-             lambda x: N.Cast(N.Cast(A(x), "int32"), "float32"),
-             lambda x: N.Cast(N.Cast(A(x), "bool"), "float32")]
+    exprs = [
+        lambda x: N.BinOp("//", A(x), N.Const(2.0, "float32"), "float32"),
+        lambda x: N.BinOp("%", A(x), N.Const(2.0, "float32"), "float32"),
+        lambda x: N.Cast(N.Cast(A(x), "int32"), "float32"),
+        lambda x: N.Cast(N.Cast(A(x), "bool"), "float32"),
+    ]
     got = run_exprs(exprs, {"A": a}, "float32")
     np.testing.assert_array_equal(got[0], a // np.float32(2))
     np.testing.assert_allclose(got[1], a % np.float32(2), atol=1e-6)
@@ -98,20 +110,24 @@ def test_float16_arithmetic_rounds_like_numpy():
     a = rng.uniform(-10, 10, N_ELEM).astype(np.float16)
     b = rng.uniform(-10, 10, N_ELEM).astype(np.float16)
     A, B = load("A", "float16"), load("B", "float16")
-    exprs = [lambda x: N.BinOp("*", N.BinOp("+", A(x), B(x), "float16"), B(x), "float16"),
-             lambda x: N.BinOp("/", A(x), B(x), "float16")]
+    exprs = [
+        lambda x: N.BinOp("*", N.BinOp("+", A(x), B(x), "float16"), B(x), "float16"),
+        lambda x: N.BinOp("/", A(x), B(x), "float16"),
+    ]
     got = run_exprs(exprs, {"A": a, "B": b}, "float16")
     np.testing.assert_array_equal(got[0], (a + b) * b)
     np.testing.assert_array_equal(got[1], a / b)
 
 
-@pytest.mark.parametrize("func,ref", [("exp", np.exp), ("exp2", np.exp2), ("tanh", np.tanh),
-                                      ("sigmoid", lambda v: 1 / (1 + np.exp(-v)))])
+@pytest.mark.parametrize(
+    "func,ref", [("exp", np.exp), ("exp2", np.exp2), ("tanh", np.tanh), ("sigmoid", lambda v: 1 / (1 + np.exp(-v)))]
+)
 def test_vectorizable_float32_math_is_accurate(func, ref):
     a = np.concatenate([np.linspace(-100, 90, N_ELEM - 6), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30]])
     a = a.astype(np.float32)
-    got = run_exprs([lambda x: N.Call(func, (load("A", "float32")(x),), "float32")], {"A": a}, "float32",
-                    vectorize=True)[0]
+    got = run_exprs(
+        [lambda x: N.Call(func, (load("A", "float32")(x),), "float32")], {"A": a}, "float32", vectorize=True
+    )[0]
     with np.errstate(all="ignore"):
         want = ref(a.astype(np.float64)).astype(np.float32)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))

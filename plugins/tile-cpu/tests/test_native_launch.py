@@ -3,6 +3,7 @@
 Each kernel is run through both launchers on the same inputs: the ctypes one
 (`Kernel` uses it) and `make_launch` with TVM's PackedFunc (the fallback).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,16 +24,23 @@ from tile_cpu.runtime import make_launch
 from tilecore.diagnostics import TileRuntimeError
 
 RNG = np.random.default_rng(5)
-NP = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
-      "bfloat16": ml_dtypes.bfloat16, "int8": np.int8, "int32": np.int32, "int64": np.int64,
-      "uint8": np.uint8, "bool": np.bool_}
+NP = {
+    "float32": np.float32,
+    "float64": np.float64,
+    "float16": np.float16,
+    "bfloat16": ml_dtypes.bfloat16,
+    "int8": np.int8,
+    "int32": np.int32,
+    "int64": np.int64,
+    "uint8": np.uint8,
+    "bool": np.bool_,
+}
 
 
 def tvm_launcher(kernel):
     """The fallback launcher (TVM's loader and FFI) for a compiled cpu Kernel."""
     blob = kernel.artifact.blobs["kernel.so"]
-    return make_launch(kernel.artifact, native=None,
-                       tvm_function=lambda: load_library(blob)[kernel.artifact.entry])
+    return make_launch(kernel.artifact, native=None, tvm_function=lambda: load_library(blob)[kernel.artifact.entry])
 
 
 def native_launcher(kernel):
@@ -56,6 +64,7 @@ def scale_kernel(dtype, n=37):
             for i, j in T.Parallel(8, 5):
                 if bx * 8 + i < n:
                     B[bx * 8 + i, j] = A[bx * 8 + i, j] + A[bx * 8 + i, j]
+
     return scale
 
 
@@ -65,14 +74,15 @@ def copy_bool_kernel(n=19):
         with T.Kernel(1) as bx:
             for i in T.Parallel(n):
                 B[i] = not A[i]
+
     return flip
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int8", "int32", "int64",
-                                   "uint8", "bool"])
+@pytest.mark.parametrize(
+    "dtype", ["float32", "float64", "float16", "bfloat16", "int8", "int32", "int64", "uint8", "bool"]
+)
 def test_native_and_tvm_launchers_agree(dtype):
-    k = tilecore.compile(copy_bool_kernel() if dtype == "bool" else scale_kernel(dtype),
-                         target="cpu", out_idx=[-1])
+    k = tilecore.compile(copy_bool_kernel() if dtype == "bool" else scale_kernel(dtype), target="cpu", out_idx=[-1])
     a = rand(k.inputs[0].shape, dtype)
     outs = []
     for launch in (native_launcher(k), tvm_launcher(k)):
@@ -88,8 +98,7 @@ def test_native_and_tvm_launchers_agree(dtype):
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int32", "bool"])
 def test_native_launcher_takes_torch_tensors(dtype):
     torch = pytest.importorskip("torch")
-    k = tilecore.compile(copy_bool_kernel() if dtype == "bool" else scale_kernel(dtype),
-                         target="cpu", out_idx=[-1])
+    k = tilecore.compile(copy_bool_kernel() if dtype == "bool" else scale_kernel(dtype), target="cpu", out_idx=[-1])
     a = rand(k.inputs[0].shape, dtype)
     ta = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16) if dtype == "bfloat16" else torch.from_numpy(a)
     out = k(ta)
@@ -125,9 +134,13 @@ def test_read_only_and_empty_inputs():
 @pytest.mark.parametrize("bad", ["shape", "dtype", "rank", "strided", "fortran"])
 def test_raw_launch_rejects_like_tvm(bad):
     k = tilecore.compile(scale_kernel("float32", n=16), target="cpu", out_idx=[-1])
-    wrong = {"shape": np.ones((8, 5), np.float32), "dtype": np.ones((16, 5), np.float64),
-             "rank": np.ones((16, 5, 1), np.float32), "strided": np.ones((32, 5), np.float32)[::2],
-             "fortran": np.asfortranarray(np.ones((16, 5), np.float32))}[bad]
+    wrong = {
+        "shape": np.ones((8, 5), np.float32),
+        "dtype": np.ones((16, 5), np.float64),
+        "rank": np.ones((16, 5, 1), np.float32),
+        "strided": np.ones((32, 5), np.float32)[::2],
+        "fortran": np.asfortranarray(np.ones((16, 5), np.float32)),
+    }[bad]
     messages = []
     for launch in (native_launcher(k), tvm_launcher(k)):
         with pytest.raises(TileRuntimeError, match="kernel 'scale' on cpu rejected its arguments") as info:
@@ -153,8 +166,7 @@ def test_out_of_bounds_is_a_tile_runtime_error_at_the_users_line():
     np.testing.assert_array_equal(k(a, np.array([3, 0, 15, 2], np.int32)), a[[3, 0, 15, 2]])
     messages = []
     for launch in (native_launcher(k), tvm_launcher(k)):
-        with pytest.raises(TileRuntimeError, match=r"index out of bounds: A\[40\] but A has shape \(16,\)") \
-                as info:
+        with pytest.raises(TileRuntimeError, match=r"index out of bounds: A\[40\] but A has shape \(16,\)") as info:
             launch([a, np.array([1, 40, 2, 3], np.int32), np.zeros(4, np.float32)], {})
         messages.append(str(info.value))
     assert messages[0] == messages[1]
@@ -195,8 +207,10 @@ def test_elf_symbol_table_lists_the_entry_and_context_symbols():
     k = tilecore.compile(scale_kernel("float32", n=64), target="cpu", out_idx=[-1])
     from tile_cpu.build import library_file
 
-    symbols = {name: (defined, is_data) for name, defined, is_data in
-               native.dynamic_symbols(library_file(k.artifact.blobs["kernel.so"]))}
+    symbols = {
+        name: (defined, is_data)
+        for name, defined, is_data in native.dynamic_symbols(library_file(k.artifact.blobs["kernel.so"]))
+    }
     assert symbols["__tvm_ffi_scale"] == (True, False)  # the entry: a function
     assert symbols["__TVMBackendParallelLaunch"] == (True, True)  # a pointer the launcher fills
     assert symbols["TVMFFIErrorSetRaisedFromCStrParts"][0] is False  # resolved in libtvm_ffi
@@ -235,8 +249,10 @@ def test_cache_hit_in_a_fresh_process_does_not_import_tvm(tmp_path):
     env.pop("TILE_CPU_LAUNCH", None)
     script = tmp_path / "fresh.py"  # @T.prim_func reads the kernel's source file
     script.write_text(FRESH_PROCESS)
-    runs = [subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
-                           timeout=300) for _ in range(2)]  # the first compiles, the second hits the cache
+    runs = [
+        subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+        for _ in range(2)
+    ]  # the first compiles, the second hits the cache
     for run in runs:
         assert run.returncode == 0, run.stderr
     assert "tvm True" in runs[0].stdout  # the cold compile needs TVM

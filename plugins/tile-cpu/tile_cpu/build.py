@@ -3,6 +3,7 @@
 Everything here imports TVM lazily (inside functions): `tile backends` and the
 plugin's registration stay cheap.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -13,6 +13,7 @@ dtype keeps its staging copy: the micro-kernel reads it in place, and the rows o
 a large tensor, a power of two apart, would collide in L1 where the tile's do not.
 Results are the same: the gemm reads the values the copy would have stored.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -44,7 +45,7 @@ def _own_buffers(st: N.Stmt) -> Set[str]:
         if field.name in _BODIES or field.name == "span":
             continue
         value = getattr(st, field.name)
-        for item in (value if isinstance(value, tuple) else (value,)):
+        for item in value if isinstance(value, tuple) else (value,):
             if dataclasses.is_dataclass(item) and not isinstance(item, type):
                 names.update(n.name for n in walk(item) if isinstance(n, N.Buffer))
     return names
@@ -53,8 +54,11 @@ def _own_buffers(st: N.Stmt) -> Set[str]:
 def _whole(region: N.Region) -> bool:
     """Whether the region is its whole buffer (starts 0, extents the shape)."""
     shape = region.buffer.static_shape()
-    return (shape is not None and tuple(region.extents) == tuple(shape)
-            and all(isinstance(s, N.Const) and int(s.value) == 0 for s in region.starts))
+    return (
+        shape is not None
+        and tuple(region.extents) == tuple(shape)
+        and all(isinstance(s, N.Const) and int(s.value) == 0 for s in region.starts)
+    )
 
 
 def _staged(copy: N.Stmt, mentions: Counter) -> Optional[N.Buffer]:

@@ -17,6 +17,7 @@ and K step); inside one T.gemm the speed comes from here, as in BLIS/OpenBLAS:
 * cache blocking: K is split so that one B panel (kc x NR) stays in L1, and M so
   that the A rows one panel meets (mc x kc) stay in half of L2.
 """
+
 from __future__ import annotations
 
 import math
@@ -87,8 +88,9 @@ def lower_gemm(low, s: N.Gemm, tile_of, caches: Dict[str, int]):
     n_full = (Nn // NR) * NR
     stmts = []
     if s.clear_accum:
-        stmts.append(low.loop_nest([M, Nn], lambda ij: low.store(tc, tir_const(0, acc_t), c_idx(*ij)),
-                                   dtype=str(tc.dtype)))
+        stmts.append(
+            low.loop_nest([M, Nn], lambda ij: low.store(tc, tir_const(0, acc_t), c_idx(*ij)), dtype=str(tc.dtype))
+        )
     # B's full column panels [n_full/NR][K][NR] in the accumulator dtype, unless B can be read in place
     in_place = b_reads_in_place(s, str(tb.dtype), acc_t, NR, K, caches)
     bp = None
@@ -111,11 +113,13 @@ def lower_gemm(low, s: N.Gemm, tile_of, caches: Dict[str, int]):
     def b_panel(jo_, col0, nr):
         def value(k_, j_):
             return tx.BufferLoad(bp, [jo_, k_, j_])
+
         return value
 
     def b_direct(jo_, col0, nr):
         def value(k_, j_):
             return cast_to(low.load(tb, b_idx(k_, col0 + jo_ * nr + j_)), acc_t)
+
         return value
 
     kernel = MicroKernel(low, acc_t, tc, c_idx, a_val)
@@ -135,8 +139,21 @@ def pack_b(low, bp, b_value, panels: int, K: int):
     """bp[jo, k, j] = b_value(k, jo * NR + j) for `panels` column panels of NR = bp's last extent."""
     NR = int(bp.shape[2])
     jo, k = low.fresh("jo"), low.fresh("k")
-    return tx.For(jo, 0, panels, tx.ForKind.SERIAL, tx.For(k, 0, K, tx.ForKind.SERIAL, low.loop_nest(
-        [NR], lambda j: tx.BufferStore(bp, b_value(k, jo * NR + j[0]), [jo, k, j[0]]), dtype=str(bp.dtype))))
+    return tx.For(
+        jo,
+        0,
+        panels,
+        tx.ForKind.SERIAL,
+        tx.For(
+            k,
+            0,
+            K,
+            tx.ForKind.SERIAL,
+            low.loop_nest(
+                [NR], lambda j: tx.BufferStore(bp, b_value(k, jo * NR + j[0]), [jo, k, j[0]]), dtype=str(bp.dtype)
+            ),
+        ),
+    )
 
 
 def pack_a(low, ap, a_value, M: int, K: int):
@@ -146,12 +163,38 @@ def pack_a(low, ap, a_value, M: int, K: int):
     stmts = []
     if full:  # i innermost: contiguous stores of MR values
         io, k, i = low.fresh("io"), low.fresh("k"), low.fresh("i")
-        stmts.append(tx.For(io, 0, full, tx.ForKind.SERIAL, tx.For(k, 0, K, tx.ForKind.SERIAL, tx.For(
-            i, 0, MR, tx.ForKind.UNROLLED, tx.BufferStore(ap, a_value(io * MR + i, k), [io, k, i])))))
+        stmts.append(
+            tx.For(
+                io,
+                0,
+                full,
+                tx.ForKind.SERIAL,
+                tx.For(
+                    k,
+                    0,
+                    K,
+                    tx.ForKind.SERIAL,
+                    tx.For(i, 0, MR, tx.ForKind.UNROLLED, tx.BufferStore(ap, a_value(io * MR + i, k), [io, k, i])),
+                ),
+            )
+        )
     if M > full * MR:
         k, i = low.fresh("k"), low.fresh("i")
-        stmts.append(tx.For(k, 0, K, tx.ForKind.SERIAL, tx.For(i, 0, M - full * MR, tx.ForKind.UNROLLED,
-                     tx.BufferStore(ap, a_value(full * MR + i, k), [full, k, i]))))
+        stmts.append(
+            tx.For(
+                k,
+                0,
+                K,
+                tx.ForKind.SERIAL,
+                tx.For(
+                    i,
+                    0,
+                    M - full * MR,
+                    tx.ForKind.UNROLLED,
+                    tx.BufferStore(ap, a_value(full * MR + i, k), [full, k, i]),
+                ),
+            )
+        )
     return seq(stmts)
 
 
@@ -231,18 +274,40 @@ class MicroKernel:
             start = tir_const(0, acc_t) if self.zero_c else cast_to(low.load(tc, c_idx(row0 + i, col0 + j1)), acc_t)
             load_c.append(tx.For(j1, 0, nr, tx.ForKind.VECTORIZED, tx.BufferStore(acc, start, [j1])))
             a = self.a_val(row0 + i, kstart + k)
-            fma.append(tx.For(j2, 0, nr, tx.ForKind.VECTORIZED, tx.BufferStore(
-                acc, tx.BufferLoad(acc, [j2]) + a * b_val(kstart + k, j2), [j2])))
-            store_c.append(tx.For(j3, 0, nr, tx.ForKind.VECTORIZED, low.store(
-                tc, tx.BufferLoad(acc, [j3]), c_idx(row0 + i, col0 + j3))))
+            fma.append(
+                tx.For(
+                    j2,
+                    0,
+                    nr,
+                    tx.ForKind.VECTORIZED,
+                    tx.BufferStore(acc, tx.BufferLoad(acc, [j2]) + a * b_val(kstart + k, j2), [j2]),
+                )
+            )
+            store_c.append(
+                tx.For(
+                    j3,
+                    0,
+                    nr,
+                    tx.ForKind.VECTORIZED,
+                    low.store(tc, tx.BufferLoad(acc, [j3]), c_idx(row0 + i, col0 + j3)),
+                )
+            )
         # the next block's C lines (below, or to the right along_rows) while this one computes:
         # a large C tile (256 x 512 fp32 is all of Zen 3's L2) otherwise waits on L3 every block
         per_line = max(1, CACHE_LINE * 8 // bits(acc_t))
         r1, c1 = (row0, col0 + nr) if along_rows else (row0 + mr, col0)
-        ahead = [prefetch(tc, c_idx(r1 + i, c1 + j * per_line), LOCALITY_L1)
-                 for i in range(mr) for j in range(-(-nr // per_line))]
-        return seq([tx.AllocBuffer(a) for a in accs] + load_c + ahead
-                   + [tx.For(k, 0, klen, tx.ForKind.SERIAL, seq(fma))] + store_c)
+        ahead = [
+            prefetch(tc, c_idx(r1 + i, c1 + j * per_line), LOCALITY_L1)
+            for i in range(mr)
+            for j in range(-(-nr // per_line))
+        ]
+        return seq(
+            [tx.AllocBuffer(a) for a in accs]
+            + load_c
+            + ahead
+            + [tx.For(k, 0, klen, tx.ForKind.SERIAL, seq(fma))]
+            + store_c
+        )
 
 
 def chunks(total: int, size: int):
@@ -259,12 +324,23 @@ def _scalar_columns(low, acc_t, tc, ta, tb, a_idx, b_idx, c_idx, M, c0, Nn, K):
     i, j, k = low.fresh("i"), low.fresh("j"), low.fresh("k")
     jj = j + c0
     cell = low.local_buffer([1], acc_t, "cell")
-    body = seq([
-        tx.AllocBuffer(cell),
-        tx.BufferStore(cell, cast_to(low.load(tc, c_idx(i, jj)), acc_t), [0]),
-        tx.For(k, 0, K, tx.ForKind.SERIAL, tx.BufferStore(
-            cell, tx.BufferLoad(cell, [0]) + cast_to(low.load(ta, a_idx(i, k)), acc_t)
-            * cast_to(low.load(tb, b_idx(k, jj)), acc_t), [0])),
-        low.store(tc, tx.BufferLoad(cell, [0]), c_idx(i, jj)),
-    ])
+    body = seq(
+        [
+            tx.AllocBuffer(cell),
+            tx.BufferStore(cell, cast_to(low.load(tc, c_idx(i, jj)), acc_t), [0]),
+            tx.For(
+                k,
+                0,
+                K,
+                tx.ForKind.SERIAL,
+                tx.BufferStore(
+                    cell,
+                    tx.BufferLoad(cell, [0])
+                    + cast_to(low.load(ta, a_idx(i, k)), acc_t) * cast_to(low.load(tb, b_idx(k, jj)), acc_t),
+                    [0],
+                ),
+            ),
+            low.store(tc, tx.BufferLoad(cell, [0]), c_idx(i, jj)),
+        ]
+    )
     return tx.For(i, 0, M, tx.ForKind.SERIAL, tx.For(j, 0, Nn - c0, tx.ForKind.SERIAL, body))

@@ -21,6 +21,7 @@ to C's dtype once, as the block-by-block fragment copy does (B's panels are then
 live in L2 rather than L1). The match is strict; anything else (partial tiles, transposes, an
 epilogue, other dtypes, dynamic shapes) lowers block by block.
 """
+
 from __future__ import annotations
 
 import os
@@ -79,8 +80,12 @@ def _is(e: N.Expr, var: str, coef: int) -> bool:
 
 def _whole(region: N.Region) -> bool:
     shape = region.buffer.static_shape()
-    return (shape is not None and len(shape) == 2 and tuple(region.extents) == tuple(shape)
-            and all(_affine(s) == {"": 0} for s in region.starts))
+    return (
+        shape is not None
+        and len(shape) == 2
+        and tuple(region.extents) == tuple(shape)
+        and all(_affine(s) == {"": 0} for s in region.starts)
+    )
 
 
 def _loop_parts(loop: N.Stmt):
@@ -117,20 +122,35 @@ def match(kernel: N.Kernel) -> Optional[WholeGemm]:
         return None
     ca, cb, gemm = parts
     acc_buf = gemm.c.buffer
-    if (gemm.transpose_a or gemm.transpose_b or gemm.clear_accum or ca.predicated or cb.predicated
-            or out.predicated or {a.buffer.name for a in allocs} != {ca.dst.buffer.name, cb.dst.buffer.name,
-                                                                      acc_buf.name}):
+    if (
+        gemm.transpose_a
+        or gemm.transpose_b
+        or gemm.clear_accum
+        or ca.predicated
+        or cb.predicated
+        or out.predicated
+        or {a.buffer.name for a in allocs} != {ca.dst.buffer.name, cb.dst.buffer.name, acc_buf.name}
+    ):
         return None
-    if not (all(_whole(r) for r in (gemm.a, gemm.b, gemm.c, ca.dst, cb.dst, clear.dst, out.src))
-            and clear.dst.buffer.name == acc_buf.name and out.src.buffer.name == acc_buf.name
-            and isinstance(clear.value, N.Const) and clear.value.value == 0):
+    if not (
+        all(_whole(r) for r in (gemm.a, gemm.b, gemm.c, ca.dst, cb.dst, clear.dst, out.src))
+        and clear.dst.buffer.name == acc_buf.name
+        and out.src.buffer.name == acc_buf.name
+        and isinstance(clear.value, N.Const)
+        and clear.value.value == 0
+    ):
         return None
     A, B, C = ca.src.buffer, cb.src.buffer, out.dst.buffer
     shapes = [sh for sh in (buf.static_shape() for buf in (A, B, C)) if sh is not None and len(sh) == 2]
     acc = accum_dtype(acc_buf.dtype)
-    if (len(shapes) != 3 or len({A.name, B.name, C.name}) != 3
-            or A.dtype != ca.dst.buffer.dtype or B.dtype != cb.dst.buffer.dtype
-            or acc_buf.dtype != acc or not (C.dtype == acc or (acc == "float32" and C.dtype in NARROW_C))):
+    if (
+        len(shapes) != 3
+        or len({A.name, B.name, C.name}) != 3
+        or A.dtype != ca.dst.buffer.dtype
+        or B.dtype != cb.dst.buffer.dtype
+        or acc_buf.dtype != acc
+        or not (C.dtype == acc or (acc == "float32" and C.dtype in NARROW_C))
+    ):
         return None
     (M, K), (Kb, Nn), (Mc, Nc) = shapes
     (bm, bk), (bk2, bn) = ca.dst.buffer.static_dims(), cb.dst.buffer.static_dims()
@@ -141,10 +161,19 @@ def match(kernel: N.Kernel) -> Optional[WholeGemm]:
         return None
     k = loop.var.name
     for row, col in (tuple(grid), tuple(grid)[::-1]):
-        if (_is(ca.src.starts[0], row, bm) and _is(ca.src.starts[1], k, bk) and _is(cb.src.starts[0], k, bk)
-                and _is(cb.src.starts[1], col, bn) and _is(out.dst.starts[0], row, bm)
-                and _is(out.dst.starts[1], col, bn) and grid[row] * bm == M and grid[col] * bn == Nn
-                and _affine(loop.extent) == {"": K // bk} and K % bk == 0 and K > 0):
+        if (
+            _is(ca.src.starts[0], row, bm)
+            and _is(ca.src.starts[1], k, bk)
+            and _is(cb.src.starts[0], k, bk)
+            and _is(cb.src.starts[1], col, bn)
+            and _is(out.dst.starts[0], row, bm)
+            and _is(out.dst.starts[1], col, bn)
+            and grid[row] * bm == M
+            and grid[col] * bn == Nn
+            and _affine(loop.extent) == {"": K // bk}
+            and K % bk == 0
+            and K > 0
+        ):
             return WholeGemm(A, B, C, M, Nn, K, acc)
     return None
 
@@ -205,10 +234,13 @@ def _task(low, plan: WholeGemm, tile: MicroTile, ta, tb, tc, row0, rows: int, nc
         a_value = lambda i, k: cast_to(low.load(ta, [row0 + i, k0 + k]), acc)  # noqa: E731
         b_value = lambda k, j: cast_to(low.load(tb, [k0 + k, col0 + j]), acc)  # noqa: E731
         kernel = MicroKernel(low, acc, tc, lambda i, j: [row0 + i, col0 + j], a_val, zero_c=first)
-        block = seq([pack_b(low, bp, b_value, nc // NR, klen),
-                     kernel.panels(0, rows, MR, 0, nc, NR, b_panel, 0, klen, rows_outer=True)])
-        return seq([pack_a(low, ap, a_value, rows, klen),
-                    tx.For(jb, 0, plan.N // nc, tx.ForKind.SERIAL, block)])
+        block = seq(
+            [
+                pack_b(low, bp, b_value, nc // NR, klen),
+                kernel.panels(0, rows, MR, 0, nc, NR, b_panel, 0, klen, rows_outer=True),
+            ]
+        )
+        return seq([pack_a(low, ap, a_value, rows, klen), tx.For(jb, 0, plan.N // nc, tx.ForKind.SERIAL, block)])
 
     parts = []
     for start, length, count in chunks(plan.K, kc):

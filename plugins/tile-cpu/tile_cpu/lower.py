@@ -10,6 +10,7 @@
 * Atomics: calls into support.c (compare-and-swap loops, real atomics).
 * T.print: calls into support.c (printf + fflush).
 """
+
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
@@ -38,8 +39,15 @@ class CpuLowering(TirLowering):
     # rounded explicitly after each operation (see ExprLowerer.bfloat16_as_float32)
     bfloat16_as_float32 = True
 
-    def __init__(self, func: N.PrimFunc, intrinsics: IntrinsicTable, vector_bits: int = 128,
-                 rules: Optional[Dict] = None, vector_regs: int = 16, caches: Optional[Dict[str, int]] = None):
+    def __init__(
+        self,
+        func: N.PrimFunc,
+        intrinsics: IntrinsicTable,
+        vector_bits: int = 128,
+        rules: Optional[Dict] = None,
+        vector_regs: int = 16,
+        caches: Optional[Dict[str, int]] = None,
+    ):
         super().__init__(func, intrinsics, rules, check_bounds=True)
         self.vector_bits = vector_bits
         self.vector_regs = vector_regs
@@ -141,15 +149,25 @@ class CpuLowering(TirLowering):
         blk = tx.Var("block", "int32")
 
         def take():
-            return tx.BufferStore(current, tx.call_extern(
-                "int32", "tilecore_cpu_next_block", tx.address_of(tx.BufferLoad(counter, [0]))), [0])
+            return tx.BufferStore(
+                current,
+                tx.call_extern("int32", "tilecore_cpu_next_block", tx.address_of(tx.BufferLoad(counter, [0]))),
+                [0],
+            )
 
-        loop = tx.While(tx.LT(tx.BufferLoad(current, [0]), total),
-                        seq([tx.Bind(blk, tx.BufferLoad(current, [0])), block_body(blk), take()]))
+        loop = tx.While(
+            tx.LT(tx.BufferLoad(current, [0]), total),
+            seq([tx.Bind(blk, tx.BufferLoad(current, [0])), block_body(blk), take()]),
+        )
         tasks = tx.Min(total, tir_const(self.max_tasks, "int32"))
-        return seq(guard + [tx.AllocBuffer(counter), tx.BufferStore(counter, tir_const(0, "int32"), [0]),
-                    tx.For(task, 0, tasks, tx.ForKind.PARALLEL,
-                           seq([tx.AllocBuffer(current), take(), loop]))])
+        return seq(
+            guard
+            + [
+                tx.AllocBuffer(counter),
+                tx.BufferStore(counter, tir_const(0, "int32"), [0]),
+                tx.For(task, 0, tasks, tx.ForKind.PARALLEL, seq([tx.AllocBuffer(current), take(), loop])),
+            ]
+        )
 
     def grid_guard(self, s: N.Kernel, grid) -> list:
         """The blocks of a launch are numbered with one int32 (the flattened grid): a static grid
@@ -162,9 +180,12 @@ class CpuLowering(TirLowering):
             for g in consts:
                 count *= int(g.value)
             if count > limit:
-                raise self.error(f"the grid {tuple(int(g.value) for g in consts)} has {count} blocks, more than "
-                                 f"backend cpu can number ({limit}, 32-bit block indices): give each block more "
-                                 f"work", s)
+                raise self.error(
+                    f"the grid {tuple(int(g.value) for g in consts)} has {count} blocks, more than "
+                    f"backend cpu can number ({limit}, 32-bit block indices): give each block more "
+                    f"work",
+                    s,
+                )
             return []
         total = tir_const(1, "int64")
         fits = tir_const(True, "bool")
@@ -174,9 +195,18 @@ class CpuLowering(TirLowering):
             total = total * wide
         fits = tx.And(fits, tx.LE(total, tir_const(limit, "int64")))
         where = f"{s.span}: " if s.span is not None and s.span.line > 0 else ""
-        return [tx.AssertStmt(fits, tvm.ir.StringImm("RuntimeError"), [tvm.ir.StringImm(
-            f"{where}the grid of this T.Kernel has more than {limit} blocks for these dynamic dimensions, "
-            f"more than backend cpu can number (32-bit block indices): split the work into smaller calls")])]
+        return [
+            tx.AssertStmt(
+                fits,
+                tvm.ir.StringImm("RuntimeError"),
+                [
+                    tvm.ir.StringImm(
+                        f"{where}the grid of this T.Kernel has more than {limit} blocks for these dynamic dimensions, "
+                        f"more than backend cpu can number (32-bit block indices): split the work into smaller calls"
+                    )
+                ],
+            )
+        ]
 
     def lower_body(self, body: N.Body) -> tx.Stmt:
         """Statements as the shared lowering does, GEMM operands taken from global where staged."""
@@ -216,8 +246,11 @@ class CpuLowering(TirLowering):
             v = cast_to(value, "float32")
         else:
             v = cast_to(value, dt)
-        return tx.Evaluate(tx.call_extern("int32", f"tilecore_cpu_atomic_{kind}_{dt}",
-                                          tx.address_of(tx.BufferLoad(tb, list(indices))), v))
+        return tx.Evaluate(
+            tx.call_extern(
+                "int32", f"tilecore_cpu_atomic_{kind}_{dt}", tx.address_of(tx.BufferLoad(tb, list(indices))), v
+            )
+        )
 
     def lower_Atomic(self, s: N.Atomic):
         dst = s.dst
@@ -237,6 +270,7 @@ class CpuLowering(TirLowering):
                 call = self.atomic_call(s.kind, tdst, di, v, s)
                 dc = self.in_bounds(dst, di)
                 return tx.IfThenElse(dc, call, None) if dc is not None else call
+
             return self.loop_nest(shape, body, vectorize=False)
         di = [self.index(e) for e in dst.starts]
         value = self.lower_expr(s.value)
@@ -259,8 +293,9 @@ class CpuLowering(TirLowering):
                 shape = [cast_to(x, "int32") for x in tb.shape]
             else:
                 shape = list(b.shape)
-            head = tx.Evaluate(tx.call_extern("int32", "tilecore_cpu_print_buffer_head", msg,
-                                              *self._block_args(), b.name))
+            head = tx.Evaluate(
+                tx.call_extern("int32", "tilecore_cpu_print_buffer_head", msg, *self._block_args(), b.name)
+            )
             ndim = max(1, len(shape))
 
             def edge_count(idx, at_edge):
@@ -279,11 +314,21 @@ class CpuLowering(TirLowering):
                 closed = edge_count(idx, lambda i, n: tx.EQ(i, n - 1))
                 rank = tir_const(ndim, "int32")
                 if is_float(b.dtype):
-                    return tx.Evaluate(tx.call_extern("int32", "tilecore_cpu_print_elem_float",
-                                                      cast_to(v, "float64"), _float_kind(b.dtype),
-                                                      opened, closed, rank))
-                return tx.Evaluate(tx.call_extern("int32", "tilecore_cpu_print_elem_int",
-                                                  cast_to(v, "int64"), opened, closed, rank))
+                    return tx.Evaluate(
+                        tx.call_extern(
+                            "int32",
+                            "tilecore_cpu_print_elem_float",
+                            cast_to(v, "float64"),
+                            _float_kind(b.dtype),
+                            opened,
+                            closed,
+                            rank,
+                        )
+                    )
+                return tx.Evaluate(
+                    tx.call_extern("int32", "tilecore_cpu_print_elem_int", cast_to(v, "int64"), opened, closed, rank)
+                )
+
             return seq([head, self.loop_nest(shape, elem, vectorize=False)])
         v = self.lower_expr(s.value)
         dt = s.value.dtype  # a bfloat16 value is held in float32 (bfloat16_as_float32)
@@ -292,8 +337,16 @@ class CpuLowering(TirLowering):
         elif is_float(dt):
             if dt == "bfloat16":  # TVM may hold a bfloat16 value unrounded in float32
                 v = round_to_bfloat16(cast_to(v, "float32"))
-            return tx.Evaluate(tx.call_extern("int32", "tilecore_cpu_print_float", msg, *self._block_args(),
-                                              cast_to(v, "float64"), _float_kind(dt)))
+            return tx.Evaluate(
+                tx.call_extern(
+                    "int32",
+                    "tilecore_cpu_print_float",
+                    msg,
+                    *self._block_args(),
+                    cast_to(v, "float64"),
+                    _float_kind(dt),
+                )
+            )
         else:
             fn, arg = "tilecore_cpu_print_int", cast_to(v, "int64")
         return tx.Evaluate(tx.call_extern("int32", fn, msg, *self._block_args(), arg))

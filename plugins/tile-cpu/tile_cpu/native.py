@@ -19,6 +19,7 @@ embedded modules, a non-ELF platform, an argument that is neither a numpy
 array nor a CPU torch tensor), `load` returns None or `Caller.__call__`
 returns NOT_HANDLED and the caller uses TVM instead.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -34,17 +35,28 @@ import numpy as np
 NOT_HANDLED = object()  # Caller result: this call needs the TVM path
 
 # DLPack type codes (dlpack.h): kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6
-_DL_CODES = {"int8": (0, 8), "int16": (0, 16), "int32": (0, 32), "int64": (0, 64),
-             "uint8": (1, 8), "uint16": (1, 16), "uint32": (1, 32), "uint64": (1, 64),
-             "float16": (2, 16), "float32": (2, 32), "float64": (2, 64),
-             "bfloat16": (4, 16), "bool": (6, 8)}
+_DL_CODES = {
+    "int8": (0, 8),
+    "int16": (0, 16),
+    "int32": (0, 32),
+    "int64": (0, 64),
+    "uint8": (1, 8),
+    "uint16": (1, 16),
+    "uint32": (1, 32),
+    "uint64": (1, 64),
+    "float16": (2, 16),
+    "float32": (2, 32),
+    "float64": (2, 64),
+    "bfloat16": (4, 16),
+    "bool": (6, 8),
+}
 _KDL_CPU = 1
-_TYPE_DLTENSOR_PTR = 7   # kTVMFFIDLTensorPtr
+_TYPE_DLTENSOR_PTR = 7  # kTVMFFIDLTensorPtr
 _TYPE_STATIC_OBJECT_BEGIN = 64
 _OBJECT_HEADER_BYTES = 24  # TVMFFIObject: ref count u64, type index i32, padding u32, deleter ptr
-_ANY_WORDS = 2             # TVMFFIAny: 16 bytes
-_DLTENSOR_WORDS = 6        # data, device, ndim+dtype, shape*, strides*, byte_offset
-_ERROR_WORDS = 5           # the kernels' int32[10] error buffer (runtime.ERROR_SLOTS)
+_ANY_WORDS = 2  # TVMFFIAny: 16 bytes
+_DLTENSOR_WORDS = 6  # data, device, ndim+dtype, shape*, strides*, byte_offset
+_ERROR_WORDS = 5  # the kernels' int32[10] error buffer (runtime.ERROR_SLOTS)
 
 _lock = threading.Lock()
 _runtime: Dict[str, ctypes.CDLL] = {}
@@ -148,7 +160,7 @@ def dynamic_symbols(path: str) -> List[Tuple[str, bool, bool]]:
         data = f.read()
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         raise ValueError("not a 64-bit little-endian ELF file")
-    shoff, = struct.unpack_from("<Q", data, 0x28)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
     out = []
@@ -160,8 +172,9 @@ def dynamic_symbols(path: str) -> List[Tuple[str, bool, bool]]:
         for k in range(1, size // entsize):
             st_name, info, _other, shndx = struct.unpack_from("<IBBH", data, offset + k * entsize)
             end = data.index(b"\0", stroff + st_name)
-            out.append((data[stroff + st_name:end].decode("ascii", "replace"), shndx != 0,
-                        info & 0xF == 1))  # STT_OBJECT
+            out.append(
+                (data[stroff + st_name : end].decode("ascii", "replace"), shndx != 0, info & 0xF == 1)
+            )  # STT_OBJECT
     return out
 
 
@@ -280,13 +293,13 @@ class _Frame:
             w[t + 4] = ctypes.addressof(extra) + 8 * nd if strides is not None else 0
         else:
             at = self.shapes_at + _SLOT_DIMS * i
-            w[at:at + nd] = list(shape)
+            w[at : at + nd] = list(shape)
             w[t + 3] = self.base + 8 * at
             if strides is None:
                 w[t + 4] = 0
             else:
                 s_at = self.strides_at + _SLOT_DIMS * i
-                w[s_at:s_at + nd] = list(strides)
+                w[s_at : s_at + nd] = list(strides)
                 w[t + 4] = self.base + 8 * s_at
         w[t + 2] = nd | word
 
@@ -302,8 +315,9 @@ class Caller:
 
     def __init__(self, address: int, n_params: int, with_error: bool, library: ctypes.CDLL):
         # c_void_p objects prepared in the frame are passed as they are (no per-call conversion)
-        self.function = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
-                                         ctypes.c_void_p)(address)
+        self.function = ctypes.CFUNCTYPE(
+            ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p
+        )(address)
         self.library = library  # keeps the library loaded while the caller lives
         self.n_params = n_params
         self._with_error = with_error
@@ -331,8 +345,11 @@ class Caller:
                     ptr = _addressof(_from_buffer(a))  # type: ignore[arg-type]
                 except (TypeError, ValueError, BufferError):  # read-only or empty
                     ptr = a.ctypes.data
-            elif (type(a) is not _ndarray and (torch := sys.modules.get("torch")) is not None
-                  and isinstance(a, torch.Tensor)):
+            elif (
+                type(a) is not _ndarray
+                and (torch := sys.modules.get("torch")) is not None
+                and isinstance(a, torch.Tensor)
+            ):
                 # (a conjugate bit exists only on complex tensors, which have no entry in the dtype table)
                 if not a.is_cpu or a.is_neg():
                     return NOT_HANDLED
@@ -347,8 +364,7 @@ class Caller:
             else:
                 return NOT_HANDLED
             if key != sig[i]:
-                word = (_NUMPY_DTYPES if type(a) is _ndarray else
-                        _torch_dtype_words(sys.modules["torch"])).get(key[0])
+                word = (_NUMPY_DTYPES if type(a) is _ndarray else _torch_dtype_words(sys.modules["torch"])).get(key[0])
                 if word is None:
                     return NOT_HANDLED
                 frame.set_slot(i, word, tuple(key[1]), key[2] if len(key) == 3 else None)
@@ -373,6 +389,8 @@ class Caller:
 _ndarray = np.ndarray
 _from_buffer = ctypes.c_char.from_buffer
 _addressof = ctypes.addressof
+
+
 class KernelError(RuntimeError):
     """An error the kernel raised through TVMFFIErrorSetRaised (e.g. TVM's argument checks)."""
 
@@ -394,6 +412,7 @@ def _raised_error_message() -> Tuple[str, str]:
         def byte_array(at):
             data, size = struct.unpack("<QQ", ctypes.string_at(at, 16))
             return ctypes.string_at(data, size).decode("utf-8", "replace") if data else ""
+
         return byte_array(cell), byte_array(cell + 16)
     finally:
         ffi.TVMFFIObjectDecRef(handle)

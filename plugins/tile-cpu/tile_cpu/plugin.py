@@ -4,6 +4,7 @@ Registered through the entry point `cpu = "tile_cpu.plugin"` in the group
 "tilecore". TVM is imported only inside codegen, the launcher and
 toolchain_status, never when the plugin registers.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -66,16 +67,27 @@ def toolchain_status() -> ToolchainStatus:
 
         info = host_info()
     except Exception as err:  # TVM missing or broken
-        return ToolchainStatus(ok=False, summary=f"apache-tvm is not usable: {err}",
-                               fix="pip install 'apache-tvm>=0.27,<0.28'")
+        return ToolchainStatus(
+            ok=False, summary=f"apache-tvm is not usable: {err}", fix="pip install 'apache-tvm>=0.27,<0.28'"
+        )
     cc = compiler()
-    details = (("tvm", info["tvm"]), ("llvm", info["llvm"]), ("target triple", info["triple"]),
-               ("cpu", info["cpu"]), ("vector bits", str(info["vector_bits"])), ("linker", cc or "missing"))
+    details = (
+        ("tvm", info["tvm"]),
+        ("llvm", info["llvm"]),
+        ("target triple", info["triple"]),
+        ("cpu", info["cpu"]),
+        ("vector bits", str(info["vector_bits"])),
+        ("linker", cc or "missing"),
+    )
     summary = f"TVM {info['tvm']}, LLVM {info['llvm']}, {info['triple']} ({info['cpu']})"
     if cc is None:
-        return ToolchainStatus(ok=False, summary=summary + "; no C compiler to link kernels",
-                               details=details, device="host CPU",
-                               fix="install a C compiler (apt-get install gcc)")
+        return ToolchainStatus(
+            ok=False,
+            summary=summary + "; no C compiler to link kernels",
+            details=details,
+            device="host CPU",
+            fix="install a C compiler (apt-get install gcc)",
+        )
     return ToolchainStatus(ok=True, summary=summary, details=details, device="host CPU")
 
 
@@ -157,8 +169,11 @@ def _libm_tanh_table() -> Dict:
     def narrow(dtype):
         return lambda args: tx.Cast(dtype, tx.call_pure_extern("float32", "tanhf", tx.Cast("float32", args[0])))
 
-    return {("tanh", "float64"): "extern:tanh", ("tanh", "float16"): narrow("float16"),
-            ("tanh", "bfloat16"): narrow("bfloat16")}
+    return {
+        ("tanh", "float64"): "extern:tanh",
+        ("tanh", "float16"): narrow("float16"),
+        ("tanh", "bfloat16"): narrow("bfloat16"),
+    }
 
 
 def _collect(hook_name: str, backend) -> Dict:
@@ -193,8 +208,14 @@ def tilecore_codegen(backend, module, options):
         raise TileCompileError(str(err), func.span, func.source) from None
     table = IntrinsicTable(_collect("tilecore_intrinsics", backend))
     rules = _collect("tilecore_lowering_rules", backend)
-    lowering = CpuLowering(func, table, vector_bits=info["vector_bits"], rules=rules,
-                           vector_regs=info["vector_regs"], caches=info["caches"])
+    lowering = CpuLowering(
+        func,
+        table,
+        vector_bits=info["vector_bits"],
+        rules=rules,
+        vector_regs=info["vector_regs"],
+        caches=info["caches"],
+    )
     prim = lowering.lower_function()
     try:
         blob, llvm_ir, asm = build_shared_library(prim, func.name, info, with_support=lowering.needs_support)
@@ -202,16 +223,28 @@ def tilecore_codegen(backend, module, options):
         raise
     except Exception as err:
         # never let a TVM traceback reach the user: name the kernel and the stage
-        raise TileCompileError(f"backend cpu failed to compile kernel {func.name!r}: "
-                               f"{str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__}",
-                               func.span, func.source) from err
+        raise TileCompileError(
+            f"backend cpu failed to compile kernel {func.name!r}: "
+            f"{str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__}",
+            func.span,
+            func.source,
+        ) from err
     show = options.get("source", "llvm")
-    meta: Dict[str, Any] = {"host": dict(info), "params": [p.name for p in func.params],
-                            "scalars": list(func.scalar_names),
-                            "checks": lowering.checks, "user_source": func.source}
-    return Artifact(backend=NAME, target=module.target, entry=func.name,
-                    source=asm if show == "asm" else llvm_ir,
-                    blobs={"kernel.so": blob} if blob is not None else {}, meta=meta)
+    meta: Dict[str, Any] = {
+        "host": dict(info),
+        "params": [p.name for p in func.params],
+        "scalars": list(func.scalar_names),
+        "checks": lowering.checks,
+        "user_source": func.source,
+    }
+    return Artifact(
+        backend=NAME,
+        target=module.target,
+        entry=func.name,
+        source=asm if show == "asm" else llvm_ir,
+        blobs={"kernel.so": blob} if blob is not None else {},
+        meta=meta,
+    )
 
 
 def _compile_only_launch(artifact):
@@ -223,9 +256,12 @@ def _compile_only_launch(artifact):
     info = artifact.meta.get("host", {})
 
     def launch(args, bindings=None):
-        raise TileRuntimeError(f"kernel {artifact.entry!r} was compiled for {artifact.target} ({info.get('cpu')}, "
-                               f"{info.get('triple')}), which this host cannot run; its code is in "
-                               f"kernel.source (compile with source='asm' for assembly)")
+        raise TileRuntimeError(
+            f"kernel {artifact.entry!r} was compiled for {artifact.target} ({info.get('cpu')}, "
+            f"{info.get('triple')}), which this host cannot run; its code is in "
+            f"kernel.source (compile with source='asm' for assembly)"
+        )
+
     return as_cpu_launch(launch, None, None)
 
 
@@ -247,7 +283,7 @@ def tilecore_launcher(backend, artifact):
     if blob is None:  # compiled for another CPU (cross-compilation): code to inspect, not to run
         return _compile_only_launch(artifact)
     params = artifact.meta.get("params") or []
-    caller = native.load(library_file(blob), artifact.entry, len(params),
-                         with_error=artifact.meta.get("checks") is not None)
-    return make_launch(artifact, native=caller,
-                       tvm_function=lambda: load_library(blob)[artifact.entry])
+    caller = native.load(
+        library_file(blob), artifact.entry, len(params), with_error=artifact.meta.get("checks") is not None
+    )
+    return make_launch(artifact, native=caller, tvm_function=lambda: load_library(blob)[artifact.entry])

@@ -8,6 +8,7 @@ source region of iteration k + 1 into L2 (prefetch instructions never fault, so
 tiles that reach past a tensor need no guard). With the user's small tiles the
 copies otherwise wait on L3/DRAM latency for a few short rows at a time.
 """
+
 from __future__ import annotations
 
 from typing import List
@@ -30,8 +31,13 @@ def global_copies(body) -> List[N.Copy]:
     depends on no name bound inside `body` (the prefetch runs before the body binds it)."""
     stmts = body.stmts if hasattr(body, "stmts") else (body if isinstance(body, (list, tuple)) else [body])
     bound = {s.var.name for s in walk_stmts(stmts) if isinstance(s, N.Let)}
-    return [s for s in stmts if isinstance(s, N.Copy) and s.src.buffer.scope == "global"
-            and not any(isinstance(v, N.Var) and v.name in bound for e in s.src.starts for v in walk(e))]
+    return [
+        s
+        for s in stmts
+        if isinstance(s, N.Copy)
+        and s.src.buffer.scope == "global"
+        and not any(isinstance(v, N.Var) and v.name in bound for e in s.src.starts for v in walk(e))
+    ]
 
 
 def prefetch_next(low, loop: N.For, var, copies: List[N.Copy], max_bytes: int):
@@ -54,9 +60,16 @@ def prefetch_next(low, loop: N.For, var, copies: List[N.Copy], max_bytes: int):
 
 def prefetch(tb, indices, locality: int):
     """A prefetch (for reading) of the cache line holding tb[indices]."""
-    return tx.Evaluate(tx.call_llvm_intrin("void", "llvm.prefetch.p0", tx.address_of(tx.BufferLoad(tb, list(indices))),
-                                           tir_const(0, "int32"), tir_const(locality, "int32"),
-                                           tir_const(1, "int32")))
+    return tx.Evaluate(
+        tx.call_llvm_intrin(
+            "void",
+            "llvm.prefetch.p0",
+            tx.address_of(tx.BufferLoad(tb, list(indices))),
+            tir_const(0, "int32"),
+            tir_const(locality, "int32"),
+            tir_const(1, "int32"),
+        )
+    )
 
 
 def _tile_bytes(region: N.Region) -> int:

@@ -5,6 +5,7 @@ numpy arrays and CPU torch tensors are passed to the TVM function as they are
 ml_dtypes.bfloat16, so such arrays travel as a zero-copy torch view when torch
 is installed, else through a TVM tensor that is copied in and back.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple, cast
@@ -26,6 +27,7 @@ def _bfloat16_arg(arr: np.ndarray) -> Tuple[Any, Callable[[], None]]:
 
     def write_back():
         arr[...] = t.numpy()
+
     return t, write_back
 
 
@@ -64,21 +66,22 @@ def raise_index_error(artifact, check, error, args) -> None:
     if check.get("param") is not None:
         shape = list(np.shape(args[check["param"]])) if hasattr(args[check["param"]], "shape") else shape
     dims = tuple(shape)
-    idx = [int(v) for v in error[1:1 + len(dims)]]
+    idx = [int(v) for v in error[1 : 1 + len(dims)]]
     axis = next((k for k, (i, n) in enumerate(zip(idx, dims)) if n is not None and not 0 <= i < n), 0)
     span = Span(*check["span"])
     raise TileRuntimeError(
         f"index out of bounds: {name}[{', '.join(map(str, idx))}] but {name} has shape {dims} "
         f"(dimension {axis} index {idx[axis]} is outside [0, {dims[axis]}))",
-        span, artifact.meta.get("user_source", ""))
+        span,
+        artifact.meta.get("user_source", ""),
+    )
 
 
 def _rejected(entry: str, message: str):
     from tilecore.diagnostics import TileRuntimeError
 
     lines = message.strip().splitlines()
-    return TileRuntimeError(f"kernel {entry!r} on cpu rejected its arguments: "
-                            f"{lines[-1] if lines else message}")
+    return TileRuntimeError(f"kernel {entry!r} on cpu rejected its arguments: {lines[-1] if lines else message}")
 
 
 def make_launch(artifact, native=None, tvm_function: Optional[Callable[[], Any]] = None) -> Callable:
@@ -96,8 +99,9 @@ def make_launch(artifact, native=None, tvm_function: Optional[Callable[[], Any]]
     def function():
         if not cell:
             if tvm_function is None:
-                raise RuntimeError(f"kernel {entry!r}: no TVM loader was given for the arguments the native "
-                                   f"caller does not take")
+                raise RuntimeError(
+                    f"kernel {entry!r}: no TVM loader was given for the arguments the native caller does not take"
+                )
             cell.append(tvm_function())
         return cell[0]
 
@@ -117,6 +121,7 @@ def make_launch(artifact, native=None, tvm_function: Optional[Callable[[], Any]]
             raise_index_error(artifact, checks[int(error[0]) - 1], error, args)
 
     if native is None:
+
         def launch(args, bindings=None):
             tvm_launch(args)
     else:

@@ -12,6 +12,7 @@ AVX2-only Zen 3, so the width is derived from the features instead), and the cac
 sizes (the host's from sysfs; typical sizes for a named CPU). Everything imports TVM
 lazily.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,9 @@ def parse(target: str) -> Tuple[Optional[str], List[str]]:
     cpu, *features = [part.strip() for part in variant.split(",")]
     for feat in features:
         if len(feat) < 2 or feat[0] not in "+-":
-            raise CpuTargetError(f"target {target!r}: feature {feat!r} must start with + or - "
-                                 f"(e.g. cpu:{cpu},+avx512f)")
+            raise CpuTargetError(
+                f"target {target!r}: feature {feat!r} must start with + or - (e.g. cpu:{cpu},+avx512f)"
+            )
     return cpu or None, features
 
 
@@ -81,9 +83,27 @@ def _host_caches() -> Dict[str, int]:
 
 
 # What the lowering needs of a features set: names as LLVM spells them.
-REPORTED_FEATURES = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512bf16", "avx512fp16",
-                     "avx512vnni", "avxvnni", "amx-bf16", "amx-int8", "neon", "sve", "sve2", "bf16",
-                     "i8mm", "dotprod", "fullfp16")
+REPORTED_FEATURES = (
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512bf16",
+    "avx512fp16",
+    "avx512vnni",
+    "avxvnni",
+    "amx-bf16",
+    "amx-int8",
+    "neon",
+    "sve",
+    "sve2",
+    "bf16",
+    "i8mm",
+    "dotprod",
+    "fullfp16",
+)
 
 
 def describe(target: str = "cpu") -> Dict[str, Any]:
@@ -105,8 +125,10 @@ def describe(target: str = "cpu") -> Dict[str, Any]:
     else:
         triple = next((t for t in _TRIPLES if codegen.llvm_is_valid_cpu(cpu, t)), None)
         if triple is None:
-            raise CpuTargetError(f"target {target!r}: LLVM {codegen.llvm_version_major()} knows no CPU named "
-                                 f"{cpu!r} (try e.g. cpu:znver3, cpu:sapphirerapids, cpu:neoverse-v2)")
+            raise CpuTargetError(
+                f"target {target!r}: LLVM {codegen.llvm_version_major()} knows no CPU named "
+                f"{cpu!r} (try e.g. cpu:znver3, cpu:sapphirerapids, cpu:neoverse-v2)"
+            )
         if triple.split("-")[0] == host_triple.split("-")[0]:
             triple = host_triple  # the host's own spelling: the linker and loader expect it
     spec: Dict[str, Any] = {"kind": "llvm", "mcpu": cpu, "mtriple": triple}
@@ -130,13 +152,23 @@ def describe(target: str = "cpu") -> Dict[str, Any]:
     bits, regs = _vector_shape(arch, has)
     is_host = cpu == host_cpu and triple == host_triple and not features
     reported = [f for f in REPORTED_FEATURES if has(f)]
-    runs_here = is_host or (arch == host_triple.split("-")[0] and set(reported) <= _host_features(host_cpu,
-                                                                                               host_triple))
-    return {"cpu": cpu, "triple": triple, "mattr": mattr, "arch": arch, "vector_bits": bits,
-            "vector_regs": regs, "features": reported,
-            "caches": _host_caches() if is_host else dict(_DEFAULT_CACHES), "host": is_host,
-            "runs_here": runs_here,
-            "llvm": str(codegen.llvm_version_major()), "tvm": tvm.__version__}
+    runs_here = is_host or (
+        arch == host_triple.split("-")[0] and set(reported) <= _host_features(host_cpu, host_triple)
+    )
+    return {
+        "cpu": cpu,
+        "triple": triple,
+        "mattr": mattr,
+        "arch": arch,
+        "vector_bits": bits,
+        "vector_regs": regs,
+        "features": reported,
+        "caches": _host_caches() if is_host else dict(_DEFAULT_CACHES),
+        "host": is_host,
+        "runs_here": runs_here,
+        "llvm": str(codegen.llvm_version_major()),
+        "tvm": tvm.__version__,
+    }
 
 
 def _host_features(cpu: str, triple: str) -> set:

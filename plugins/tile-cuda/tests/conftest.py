@@ -8,6 +8,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 def _gpu():
     from tile_cuda import toolchain
+
     return toolchain.device_present()
 
 

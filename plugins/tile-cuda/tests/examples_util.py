@@ -1,4 +1,5 @@
 """Build the repository's examples (examples/*.py) for the cuda backend."""
+
 import importlib
 import os
 import sys

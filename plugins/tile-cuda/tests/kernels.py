@@ -1,4 +1,5 @@
 """Hand-built Tile IR kernels for the tests and benchmarks (independent of the DSL frontend)."""
+
 from __future__ import annotations
 
 from tilecore.ir import nodes as N
@@ -20,8 +21,24 @@ def full(buf):
     return region(buf, [c(0)] * len(buf.shape), buf.shape)
 
 
-def gemm_kernel(M, Nn, K, bm=128, bn=128, bk=32, stages=3, threads=128, dtype="float16", accum="float32",
-                out_dtype=None, ta=False, tb=False, predicated=False, name="gemm", swizzle_panel=0):
+def gemm_kernel(
+    M,
+    Nn,
+    K,
+    bm=128,
+    bn=128,
+    bk=32,
+    stages=3,
+    threads=128,
+    dtype="float16",
+    accum="float32",
+    out_dtype=None,
+    ta=False,
+    tb=False,
+    predicated=False,
+    name="gemm",
+    swizzle_panel=0,
+):
     out_dtype = out_dtype or dtype
     A = N.Buffer("A", (K, M) if ta else (M, K), dtype)
     Bb = N.Buffer("B", (Nn, K) if tb else (K, Nn), dtype)
@@ -33,14 +50,27 @@ def gemm_kernel(M, Nn, K, bm=128, bn=128, bk=32, stages=3, threads=128, dtype="f
     row0, col0, k0 = b("*", by, c(bm)), b("*", bx, c(bn)), b("*", k, c(bk))
     a_start = [k0, row0] if ta else [row0, k0]
     b_start = [col0, k0] if tb else [k0, col0]
-    loop = N.For(k, c(0), c(-(-K // bk)), "pipelined", (
-        N.Copy(region(A, a_start, As.shape), full(As), predicated),
-        N.Copy(region(Bb, b_start, Bs.shape), full(Bs), predicated),
-        N.Gemm(full(As), full(Bs), full(Cf), ta, tb),
-    ), num_stages=stages)
+    loop = N.For(
+        k,
+        c(0),
+        c(-(-K // bk)),
+        "pipelined",
+        (
+            N.Copy(region(A, a_start, As.shape), full(As), predicated),
+            N.Copy(region(Bb, b_start, Bs.shape), full(Bs), predicated),
+            N.Gemm(full(As), full(Bs), full(Cf), ta, tb),
+        ),
+        num_stages=stages,
+    )
     hint = (N.Hint("use_swizzle", (), (("panel_size", swizzle_panel), ("enable", True))),) if swizzle_panel else ()
-    body = hint + (N.Alloc(As), N.Alloc(Bs), N.Alloc(Cf), N.Fill(full(Cf), c(0, accum)), loop,
-            N.Copy(full(Cf), region(C, [row0, col0], (bm, bn)), predicated))
+    body = hint + (
+        N.Alloc(As),
+        N.Alloc(Bs),
+        N.Alloc(Cf),
+        N.Fill(full(Cf), c(0, accum)),
+        loop,
+        N.Copy(full(Cf), region(C, [row0, col0], (bm, bn)), predicated),
+    )
     kern = N.Kernel((c(-(-Nn // bn)), c(-(-M // bm))), (bx, by), (threads,), body)
     return N.PrimFunc(name, (A, Bb, C), (kern,))
 
@@ -57,14 +87,26 @@ def softmax_kernel(M, Nn, threads=256, dtype="float16", rows=1, name="softmax", 
     r0 = b("*", bx, c(rows))
     ld = lambda buf, *ix: N.Load(buf, tuple(ix), buf.dtype)
     body = (
-        N.Alloc(xs), N.Alloc(mx), N.Alloc(sm),
+        N.Alloc(xs),
+        N.Alloc(mx),
+        N.Alloc(sm),
         N.Copy(region(X, [r0, c(0)], (rows, Nn)), full(xs), False),
         N.Reduce("max", xs, mx, 1, True),
-        N.Parallel((i, j), (rows, Nn), (N.Store(xs, (i, j), N.Call("exp", (
-            b("-", N.Cast(ld(xs, i, j), "float32"), ld(mx, i), "float32"),), "float32")),)),
+        N.Parallel(
+            (i, j),
+            (rows, Nn),
+            (
+                N.Store(
+                    xs,
+                    (i, j),
+                    N.Call("exp", (b("-", N.Cast(ld(xs, i, j), "float32"), ld(mx, i), "float32"),), "float32"),
+                ),
+            ),
+        ),
         N.Reduce("sum", xs, sm, 1, True),
-        N.Parallel((i, j), (rows, Nn), (N.Store(xs, (i, j), b("/", N.Cast(ld(xs, i, j), "float32"), ld(sm, i),
-                                                              "float32")),)),
+        N.Parallel(
+            (i, j), (rows, Nn), (N.Store(xs, (i, j), b("/", N.Cast(ld(xs, i, j), "float32"), ld(sm, i), "float32")),)
+        ),
         N.Copy(full(xs), region(Y, [r0, c(0)], (rows, Nn)), False),
     )
     kern = N.Kernel((c(M // rows),), (bx,), (threads,), body)
@@ -79,10 +121,15 @@ def elementwise_kernel(n, block=1024, threads=256, dtype="float32", name="axpb",
     bx, i = N.Var("bx"), N.Var("i")
     t = N.Buffer("t_s", (block,), dtype, "shared")
     grid = b("//", b("+", nv, c(block - 1)), c(block)) if dynamic else c(-(-n // block))
-    body = (N.Alloc(t),
-            N.Copy(region(X, [b("*", bx, c(block))], (block,)), full(t), True),
-            N.Parallel((i,), (block,), (N.Store(t, (i,), b("+", b("*", N.Load(t, (i,), dtype), c(2.0, dtype), dtype),
-                                                              c(1.0, dtype), dtype)),)),
-            N.Copy(full(t), region(Y, [b("*", bx, c(block))], (block,)), True))
+    body = (
+        N.Alloc(t),
+        N.Copy(region(X, [b("*", bx, c(block))], (block,)), full(t), True),
+        N.Parallel(
+            (i,),
+            (block,),
+            (N.Store(t, (i,), b("+", b("*", N.Load(t, (i,), dtype), c(2.0, dtype), dtype), c(1.0, dtype), dtype)),),
+        ),
+        N.Copy(full(t), region(Y, [b("*", bx, c(block))], (block,)), True),
+    )
     kern = N.Kernel((grid,), (bx,), (threads,), body)
     return N.PrimFunc(name, (X, Y), (kern,), dyn_vars=(nv,) if dynamic else ())

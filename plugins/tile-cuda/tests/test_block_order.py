@@ -1,5 +1,6 @@
 """The L2-friendly block order of gemm kernels (TargetDescription.gemm_block_panel, option
 gemm_block_panel): compile tier here, execute tier on a GPU."""
+
 import kernels as K
 import numpy as np
 import pytest
@@ -32,8 +33,9 @@ def test_gemm_kernels_take_the_panel_order_by_default():
     func = _gemm()
     kern = func.body[0]
     off = N.Hint("use_swizzle", (), (("panel_size", 8), ("enable", False)))
-    disabled = N.PrimFunc(func.name, func.params, (N.Kernel(kern.grid, kern.block_vars, kern.threads,
-                                                            (off,) + kern.body),))
+    disabled = N.PrimFunc(
+        func.name, func.params, (N.Kernel(kern.grid, kern.block_vars, kern.threads, (off,) + kern.body),)
+    )
     assert _source(disabled) == launch_order
     assert _source(_gemm(), {"gemm_block_panel": 4}) == _source(_gemm(swizzle_panel=4))
 
@@ -59,8 +61,19 @@ def test_gemm_in_panel_order_matches_torch(panel):
     multiple of either) visit every block exactly once."""
     import torch
 
-    func = K.gemm_kernel(1000, 600, 256, bm=64, bn=64, bk=32, stages=2, threads=128, predicated=True,
-                         accum="float32", out_dtype="float32")
+    func = K.gemm_kernel(
+        1000,
+        600,
+        256,
+        bm=64,
+        bn=64,
+        bk=32,
+        stages=2,
+        threads=128,
+        predicated=True,
+        accum="float32",
+        out_dtype="float32",
+    )
     be = plugin.make_backend()
     art = plugin.tilecore_codegen(backend=be, module=TileModule(func, "cuda"), options={"gemm_block_panel": panel})
     launch = plugin.tilecore_launcher(backend=be, artifact=art)

@@ -2,6 +2,7 @@
 is often a wrapper script (`exec /usr/local/cuda-13.0/bin/nvcc "$@"`) whose bytes, size and date do
 not change when the toolkit behind it does, so for a script the key holds what nvcc itself reports;
 a real nvcc binary is fingerprinted by its files (no process started on a cache hit)."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,9 @@ from tile_cuda import toolchain
 
 pytestmark = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="needs nvcc (compile tier)")
 
-FINGERPRINT = ("from tilecore.plugin.registry import get_registry\n"
-               "print(get_registry().get('cuda').toolchain_fingerprint())\n")
+FINGERPRINT = (
+    "from tilecore.plugin.registry import get_registry\nprint(get_registry().get('cuda').toolchain_fingerprint())\n"
+)
 
 
 def test_fingerprint_names_the_toolkit_behind_a_wrapper_script(tmp_path):
@@ -27,8 +29,7 @@ def test_fingerprint_names_the_toolkit_behind_a_wrapper_script(tmp_path):
     wrapper.write_text(f'#!/bin/sh\nexec {real} "$@"\n')
     wrapper.chmod(0o755)
     env = dict(os.environ, CUDA_HOME=str(home), TILECORE_PLUGINS="cuda")
-    out = subprocess.run([sys.executable, "-c", FINGERPRINT], env=env, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run([sys.executable, "-c", FINGERPRINT], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert build in out.stdout  # e.g. "Build cuda_13.0.r13.0/compiler.36424714_0"
     assert "release" in out.stdout

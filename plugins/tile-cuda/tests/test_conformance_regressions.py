@@ -1,5 +1,6 @@
 """Regressions from the conformance run on an H200 (cuda:sm_90a, execute tier, seed 12): the generated
 CUDA text at the compile tier here, the values against the reference interpreter on a GPU host."""
+
 import re
 
 import numpy as np
@@ -10,8 +11,9 @@ import tilecore.language as T
 from tile_cuda import plugin, toolchain
 from tilecore.plugin.backend import TileModule
 
-needs_compiler = pytest.mark.skipif(toolchain.find_nvcc() is None and toolchain.find_nvrtc() is None,
-                                    reason="no nvcc / NVRTC here")
+needs_compiler = pytest.mark.skipif(
+    toolchain.find_nvcc() is None and toolchain.find_nvrtc() is None, reason="no nvcc / NVRTC here"
+)
 
 
 def codegen(func, **options):
@@ -20,8 +22,12 @@ def codegen(func, **options):
 
 
 @T.prim_func
-def float_math(X: T.Tensor((256,), "float32"), E: T.Tensor((256,), "float32"),
-               E2: T.Tensor((256,), "float32"), L: T.Tensor((256,), "float32")):
+def float_math(
+    X: T.Tensor((256,), "float32"),
+    E: T.Tensor((256,), "float32"),
+    E2: T.Tensor((256,), "float32"),
+    L: T.Tensor((256,), "float32"),
+):
     with T.Kernel(1, threads=256) as bx:
         for i in T.Parallel(256):
             E[i] = T.exp(X[i])
@@ -43,8 +49,13 @@ def other_math(X: T.Tensor((64,), "float32"), O: T.Tensor((6, 64), "float32")):
 
 # seed 12, program 53: ~ of a uint8 converted to float16 gave -1 (C promotes uchar to int)
 @T.prim_func
-def narrow_ints(A: T.Tensor((64,), "uint8"), B: T.Tensor((64,), "uint8"), C: T.Tensor((64,), "int8"),
-                S: T.Tensor((64,), "uint8"), Out: T.Tensor((6, 64), "float16")):
+def narrow_ints(
+    A: T.Tensor((64,), "uint8"),
+    B: T.Tensor((64,), "uint8"),
+    C: T.Tensor((64,), "int8"),
+    S: T.Tensor((64,), "uint8"),
+    Out: T.Tensor((6, 64), "float16"),
+):
     with T.Kernel(1, threads=64) as bx:
         for i in T.Parallel(64):
             Out[0, i] = ~T.if_then_else(A[i] < B[i], B[i] & A[i], T.min(A[i], B[i]))
@@ -58,9 +69,14 @@ def narrow_ints(A: T.Tensor((64,), "uint8"), B: T.Tensor((64,), "uint8"), C: T.T
 # session 6: int32 data arithmetic wraps (cpu seed 5151 program 163 folded it under nsw), and a
 # bfloat16 name converted through float64 back to bfloat16 (held in a register for rocm)
 @T.prim_func
-def data_wraps_and_bfloat16_through_float64(A: T.Tensor((64,), "uint8"), B: T.Tensor((64,), "int32"),
-                                            H: T.Tensor((64,), "bfloat16"), D: T.Tensor((64,), "float64"),
-                                            Out: T.Tensor((4, 64), "int32"), Hb: T.Tensor((64,), "bfloat16")):
+def data_wraps_and_bfloat16_through_float64(
+    A: T.Tensor((64,), "uint8"),
+    B: T.Tensor((64,), "int32"),
+    H: T.Tensor((64,), "bfloat16"),
+    D: T.Tensor((64,), "float64"),
+    Out: T.Tensor((4, 64), "int32"),
+    Hb: T.Tensor((64,), "bfloat16"),
+):
     with T.Kernel(1, threads=64) as bx:
         for i in T.Parallel(64):
             Out[0, i] = T.cast(not ((B[i] + A[i]) > B[i]), "int32")
@@ -126,6 +142,7 @@ def test_unroll_over_a_dynamic_trip_count_compiles_to_a_loop():
 
 # ---- execute tier: the values against the reference interpreter
 
+
 def _run_both(func, arrays, out_idx):
 
     ref = tilecore.compile(func, target="reference", out_idx=out_idx)(*arrays)
@@ -159,8 +176,9 @@ def test_float32_math_within_the_ulp_table_on_the_gpu():
     from tile_conformance import accuracy
     from tile_conformance.edges import ulp
 
-    x = np.concatenate([np.linspace(80.0, 88.72, 96), np.linspace(-87.0, 3.0, 96),
-                        np.linspace(100.0, 127.9, 64)]).astype(np.float32)
+    x = np.concatenate(
+        [np.linspace(80.0, 88.72, 96), np.linspace(-87.0, 3.0, 96), np.linspace(100.0, 127.9, 64)]
+    ).astype(np.float32)
     refs, gots = _run_both(float_math, [x], [1, 2, 3])
     for name, ref, got in zip(("exp", "exp2", "log"), refs, gots):
         limit = accuracy.ulps(name, "float32") * ulp(ref.astype(np.float64), "float32")
@@ -196,8 +214,9 @@ def test_int32_data_wraps_and_bfloat16_through_float64_on_the_gpu():
 
     rng = np.random.default_rng(61)
     a = rng.integers(0, 256, 64).astype(np.uint8)
-    b = np.concatenate([np.array([2 ** 31 - 1, -2 ** 31, 2 ** 30, -(2 ** 30) - 1], np.int64),
-                        rng.integers(-2 ** 31, 2 ** 31, 60)]).astype(np.int32)
+    b = np.concatenate(
+        [np.array([2**31 - 1, -(2**31), 2**30, -(2**30) - 1], np.int64), rng.integers(-(2**31), 2**31, 60)]
+    ).astype(np.int32)
     h = rng.uniform(-3, 3, 64).astype(ml_dtypes.bfloat16)
     d = rng.uniform(-1, 1, 64) * 10.0 ** rng.integers(-6, 2, 64)
     ref, got = _run_both(data_wraps_and_bfloat16_through_float64, [a, b, h, d], [-2, -1])

@@ -1,4 +1,5 @@
 """Execute tier on a GPU host (skipped where no NVIDIA GPU is present)."""
+
 import kernels as K
 import numpy as np
 import pytest
@@ -56,9 +57,18 @@ def test_gemm_bf16_and_int8(dtype):
 
     M = N = 256
     Kd = 128
-    launch = build(K.gemm_kernel(M, N, Kd, bk=64 if dtype == "int8" else 32, dtype=dtype,
-                                 accum="int32" if dtype == "int8" else "float32",
-                                 out_dtype="int32" if dtype == "int8" else dtype, tb=dtype == "int8"))
+    launch = build(
+        K.gemm_kernel(
+            M,
+            N,
+            Kd,
+            bk=64 if dtype == "int8" else 32,
+            dtype=dtype,
+            accum="int32" if dtype == "int8" else "float32",
+            out_dtype="int32" if dtype == "int8" else dtype,
+            tb=dtype == "int8",
+        )
+    )
     if dtype == "int8":
         a = torch.randint(-8, 8, (M, Kd), device="cuda", dtype=torch.int8)
         b = torch.randint(-8, 8, (N, Kd), device="cuda", dtype=torch.int8)
@@ -112,7 +122,7 @@ def test_examples_match_reference(case):
         a, b = ta.float().cpu().numpy(), tb.float().cpu().numpy()
         out, ref = kern(ta, tb), a.astype(np.float64) @ b
     elif mod_name == "softmax":
-        (x, tx_), = [rnd((args[0], args[1]), -4, 4)]
+        ((x, tx_),) = [rnd((args[0], args[1]), -4, 4)]
         out, ref = kern(tx_), m.reference(tx_.float().cpu().numpy())
     elif mod_name == "layernorm":
         M, N = args[:2]
@@ -256,7 +266,6 @@ def test_kernel_call_from_a_thread_that_never_touched_cuda():
     torch.testing.assert_close(y, 2 * x + 1)
 
 
-
 # ---- arrays off a 16-byte boundary: refused with a clear error, and the CUDA context stays usable
 
 
@@ -275,7 +284,7 @@ def test_misaligned_views_are_refused_and_the_context_stays_usable(dtype):
     tdtype = getattr(torch, dtype)
     base_x = torch.randn(n + 8, device="cuda", dtype=tdtype)
     base_y = torch.full_like(base_x, float("nan"))
-    x, y = base_x[1:n + 1], base_y[1:n + 1]  # contiguous views one element in: off the boundary
+    x, y = base_x[1 : n + 1], base_y[1 : n + 1]  # contiguous views one element in: off the boundary
     offset = x.data_ptr() % 16
     assert x.is_contiguous() and offset != 0
     message = r"kernel 'axpb', argument '{}': .* \(address % 16 = " + str(offset) + r"\).*x\[1:\]\.clone\(\)"
@@ -295,7 +304,7 @@ def test_misaligned_views_are_refused_and_the_context_stays_usable(dtype):
     aligned_y.fill_(float("nan"))
     kern(aligned_x, aligned_y)
     step = 16 // base_x.element_size()  # a view that starts 16 bytes in is aligned, and runs
-    launch([base_x[step:step + n], base_y[step:step + n]], {})
+    launch([base_x[step : step + n], base_y[step : step + n]], {})
     torch.cuda.synchronize()
     torch.testing.assert_close(aligned_y, expected)
-    torch.testing.assert_close(base_y[step:step + n], (2 * base_x[step:step + n].float() + 1).to(tdtype))
+    torch.testing.assert_close(base_y[step : step + n], (2 * base_x[step : step + n].float() + 1).to(tdtype))

@@ -2,6 +2,7 @@
 callback that reads the parameter block as the driver does (argv[i] -> value) at call time, and
 CPU tensors marked as CUDA ones stand in for device tensors. What reaches a real driver and GPU is
 tested in test_gpu.py."""
+
 from __future__ import annotations
 
 import ctypes
@@ -17,11 +18,23 @@ from tilecore.plugin.backend import Artifact
 torch = pytest.importorskip("torch")
 
 # what tile_cuda's codegen records for kernels.elementwise_kernel(0, dynamic=True)
-META = {"arch": "sm_90a", "kernel_symbol": "axpb_kernel", "params": ["X", "Y"],
-        "kernel_params": [["ptr", "X"], ["ptr", "Y"], ["int", "n"]], "threads": 256, "dyn_smem_bytes": 0,
-        "grid_py": ["((b['n'] + 1023) // 1024)"]}
-_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,
-                           ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+META = {
+    "arch": "sm_90a",
+    "kernel_symbol": "axpb_kernel",
+    "params": ["X", "Y"],
+    "kernel_params": [["ptr", "X"], ["ptr", "Y"], ["int", "n"]],
+    "threads": 256,
+    "dyn_smem_bytes": 0,
+    "grid_py": ["((b['n'] + 1023) // 1024)"],
+}
+_LAUNCH = ctypes.CFUNCTYPE(
+    ctypes.c_int,
+    ctypes.c_void_p,
+    *[ctypes.c_uint] * 7,
+    ctypes.c_void_p,
+    ctypes.POINTER(ctypes.c_void_p),
+    ctypes.c_void_p,
+)
 
 
 class CudaMarked(torch.Tensor):
@@ -51,10 +64,14 @@ class RecordingDriver:
         self.callback = _LAUNCH(self._launch)
 
     def _launch(self, fn, gx, gy, gz, bx, by, bz, smem, stream, argv, extra):
-        params = (ctypes.c_uint64.from_address(argv[0]).value, ctypes.c_uint64.from_address(argv[1]).value,
-                  ctypes.c_int32.from_address(argv[2]).value)
-        self.launches.append({"fn": fn, "grid": (gx, gy, gz), "block": (bx, by, bz), "smem": smem,
-                              "stream": stream, "params": params})
+        params = (
+            ctypes.c_uint64.from_address(argv[0]).value,
+            ctypes.c_uint64.from_address(argv[1]).value,
+            ctypes.c_int32.from_address(argv[2]).value,
+        )
+        self.launches.append(
+            {"fn": fn, "grid": (gx, gy, gz), "block": (bx, by, bz), "smem": smem, "stream": stream, "params": params}
+        )
         return 0
 
     def __getitem__(self, name):
@@ -72,8 +89,9 @@ def driver(monkeypatch):
 
 @pytest.fixture
 def launcher(driver):
-    launch = L.CudaKernelLauncher(Artifact(backend="cuda", target="cuda:sm_90a", entry="axpb", source="",
-                                           blobs={"cubin": b""}, meta=META))
+    launch = L.CudaKernelLauncher(
+        Artifact(backend="cuda", target="cuda:sm_90a", entry="axpb", source="", blobs={"cubin": b""}, meta=META)
+    )
     launch.functions[0] = ctypes.c_void_p(0x1234)  # as if the cubin were loaded on device 0
     return launch
 
@@ -87,8 +105,14 @@ def test_specialized_runs_pack_each_calls_pointers_and_their_own_sizes(driver, l
     for n, run in ((5000, run_5000), (3000, run_3000), (5000, run_5000)):
         a, b = cuda_marked(n), cuda_marked(n)
         run((a, b))
-        assert driver.launches[-1] == {"fn": 0x1234, "grid": (-(-n // 1024), 1, 1), "block": (256, 1, 1),
-                                       "smem": 0, "stream": 0xABC00, "params": (a.data_ptr(), b.data_ptr(), n)}
+        assert driver.launches[-1] == {
+            "fn": 0x1234,
+            "grid": (-(-n // 1024), 1, 1),
+            "block": (256, 1, 1),
+            "smem": 0,
+            "stream": 0xABC00,
+            "params": (a.data_ptr(), b.data_ptr(), n),
+        }
     assert len(junk) == 2000
 
 
@@ -116,9 +140,11 @@ MISALIGNED = [(torch.float16, 1, 2), (torch.float32, 1, 4), (torch.float32, 2, 8
 
 
 def _misaligned_message(name, offset):
-    return (rf"kernel 'axpb', argument '{name}': device address 0x[0-9a-f]+ is {offset} bytes past a "
-            rf"16-byte boundary \(address % 16 = {offset}\).*Pass a 16-byte aligned tensor, e\.g\. "
-            rf"x\[1:\]\.clone\(\) instead of the view x\[1:\]")
+    return (
+        rf"kernel 'axpb', argument '{name}': device address 0x[0-9a-f]+ is {offset} bytes past a "
+        rf"16-byte boundary \(address % 16 = {offset}\).*Pass a 16-byte aligned tensor, e\.g\. "
+        rf"x\[1:\]\.clone\(\) instead of the view x\[1:\]"
+    )
 
 
 @pytest.mark.parametrize("dtype,elements,offset", MISALIGNED)
@@ -167,10 +193,12 @@ def test_cached_launch_path_stays_light():
     import subprocess
     import sys
 
-    code = ("import sys; from tile_cuda import plugin, launcher; "
-            "from tilecore.lowering.launch_grid import grid_function; "
-            "assert grid_function(['4', \"b['n'] // 2\"])({'n': 10}) == (4, 5); "
-            "print(sorted(m for m in ('tvm', 'tilecore.ir.nodes', 'tilecore.frontend') if m in sys.modules))")
+    code = (
+        "import sys; from tile_cuda import plugin, launcher; "
+        "from tilecore.lowering.launch_grid import grid_function; "
+        "assert grid_function(['4', \"b['n'] // 2\"])({'n': 10}) == (4, 5); "
+        "print(sorted(m for m in ('tvm', 'tilecore.ir.nodes', 'tilecore.frontend') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -238,8 +266,14 @@ def test_bind_call_launches_each_calls_arrays_with_the_signatures_sizes(driver, 
     for _ in range(3):  # fresh arrays each call: their own pointers
         a, b = cuda_marked(5000), cuda_marked(5000)
         assert call((a, b)) is None
-        assert driver.launches[-1] == {"fn": 0x1234, "grid": (5, 1, 1), "block": (256, 1, 1), "smem": 0,
-                                       "stream": None, "params": (a.data_ptr(), b.data_ptr(), 5000)}
+        assert driver.launches[-1] == {
+            "fn": 0x1234,
+            "grid": (5, 1, 1),
+            "block": (256, 1, 1),
+            "smem": 0,
+            "stream": None,
+            "params": (a.data_ptr(), b.data_ptr(), 5000),
+        }
     assert fallback.calls == [] and len(driver.launches) == 3
 
 
@@ -282,14 +316,16 @@ def test_bind_call_hands_every_other_call_to_the_fallback(driver, launcher, fast
 def test_uninitialised_outputs_come_from_the_array_librarys_c_allocator(driver, fastcall):
     """An output marked uninitialised is allocated through torch's DLPack C allocator, shaped like
     the first call's, and launched with its own pointer; the Python allocator is not called."""
+
     def never():
         raise AssertionError("the Python allocator was called")
 
     params = (("ptr", 0), ("ptr", 1), ("scalar", 3000))
     launch_address = ctypes.cast(driver.callback, ctypes.c_void_p).value
     x, y = torch.zeros(3000), torch.zeros(3000)
-    call = fastcall.FastCall(launch_address, 0x1234, (3, 1, 1), (256, 1, 1), 0, 16, (x, y), (0,),
-                             ((1, never, True),), params, Fallback())
+    call = fastcall.FastCall(
+        launch_address, 0x1234, (3, 1, 1), (256, 1, 1), 0, 16, (x, y), (0,), ((1, never, True),), params, Fallback()
+    )
     fresh = torch.randn(3000)
     out = call((fresh,))
     assert type(out) is torch.Tensor and out.shape == (3000,) and out.dtype == torch.float32
@@ -298,11 +334,11 @@ def test_uninitialised_outputs_come_from_the_array_librarys_c_allocator(driver, 
     assert again is not out and again.data_ptr() != out.data_ptr()
     assert driver.launches[-1]["params"] == (fresh.data_ptr(), again.data_ptr(), 3000)
     with pytest.raises(ValueError, match="inputs and outputs must make up the arguments"):
-        fastcall.FastCall(launch_address, 0x1234, (3, 1, 1), (256, 1, 1), 0, 16, (x, y), (0,), (), params,
-                          Fallback())
+        fastcall.FastCall(launch_address, 0x1234, (3, 1, 1), (256, 1, 1), 0, 16, (x, y), (0,), (), params, Fallback())
     with pytest.raises(ValueError, match="output position out of range"):
-        fastcall.FastCall(launch_address, 0x1234, (3, 1, 1), (256, 1, 1), 0, 16, (x, y), (0,),
-                          ((5, never, True),), params, Fallback())
+        fastcall.FastCall(
+            launch_address, 0x1234, (3, 1, 1), (256, 1, 1), 0, 16, (x, y), (0,), ((5, never, True),), params, Fallback()
+        )
 
 
 def test_bind_call_falls_back_when_the_launch_or_an_allocation_fails(driver, launcher, fastcall, monkeypatch):
@@ -362,8 +398,7 @@ def test_bind_call_launches_exactly_the_calls_of_its_signature(fastcall, n, othe
     launch.functions[0] = ctypes.c_void_p(0x1234)
     dtype = torch.float16 if half else torch.float32
     fallback = Fallback()
-    call = launch.bind_call((cuda_marked(n, dtype=dtype), cuda_marked(n, dtype=dtype)), {"n": n}, (0, 1), (),
-                            fallback)
+    call = launch.bind_call((cuda_marked(n, dtype=dtype), cuda_marked(n, dtype=dtype)), {"n": n}, (0, 1), (), fallback)
     a, b = offset_view(other, offset, dtype), cuda_marked(other, dtype=dtype)
     result = call((a, b))
     fits = other == n and (a.data_ptr() % 16 == 0)
@@ -376,10 +411,13 @@ def test_grid_larger_than_cuda_launches_is_refused_never_wrapped(driver, launche
     """Issue 16: cuLaunchKernel's grid sizes are 32-bit unsigned; a grid of 2^32 + 1 blocks passed
     as ctypes.c_uint became a 1-block launch. No launch happens; the message names the grid."""
     x, y = cuda_marked(16), cuda_marked(16)
-    n = (2 ** 32 + 1) * 1024  # the bindings alone (the arrays are never read)
-    with pytest.raises(L.TileRuntimeError, match=r"kernel 'axpb': the grid \(4294967297, 1, 1\) .* larger than "
-                                                 r"CUDA launches \(at most 2147483647 x 65535 x 65535"):
+    n = (2**32 + 1) * 1024  # the bindings alone (the arrays are never read)
+    with pytest.raises(
+        L.TileRuntimeError,
+        match=r"kernel 'axpb': the grid \(4294967297, 1, 1\) .* larger than "
+        r"CUDA launches \(at most 2147483647 x 65535 x 65535",
+    ):
         launcher([x, y], {"n": n})
     with pytest.raises(L.TileRuntimeError, match=r"the grid \(2147483648, 1, 1\)"):
-        launcher.specialize((x, y), {"n": 2 ** 31 * 1024})  # the per-signature run is refused too
+        launcher.specialize((x, y), {"n": 2**31 * 1024})  # the per-signature run is refused too
     assert driver.launches == []

@@ -1,6 +1,7 @@
 """tile-cuda's Timer for the profiler: CUDA events with an L2 flush, the device's peak rates.
 
 The hook is checked here; timing itself needs a GPU (marked `gpu`, run on the H200)."""
+
 from __future__ import annotations
 
 import os
@@ -40,8 +41,12 @@ def test_gemm_bench_and_autotune_on_the_gpu():
     if result.peak is not None:
         assert 0 < result.flops_fraction < 1 and 0 < result.bytes_fraction < 1
 
-    tuned = tilecore.autotune(configs=[{"block_M": 64, "block_N": 64}, {"block_M": 128, "block_N": 128}],
-                              warmup=5, rep=20, ref_prog=lambda a, b: (a.float() @ b.float()).half())(matmul)
+    tuned = tilecore.autotune(
+        configs=[{"block_M": 64, "block_N": 64}, {"block_M": 128, "block_N": 128}],
+        warmup=5,
+        rep=20,
+        ref_prog=lambda a, b: (a.float() @ b.float()).half(),
+    )(matmul)
     kernel = tuned(1024, 1024, 1024)
     report = tuned.last_report
     assert [c.status for c in report.candidates] == ["ok", "ok"] and report.method.startswith("cuda events")

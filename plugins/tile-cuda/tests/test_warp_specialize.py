@@ -1,5 +1,6 @@
 """Warp-specialized pipelines (tile_cuda/warp_specialize.py, option warp_specialize): which loops
 qualify (planning, pure Python), what the generated code does (compile tier), and results on a GPU."""
+
 import kernels as K
 import numpy as np
 import pytest
@@ -17,8 +18,9 @@ WS = {"warp_specialize": True}
 
 
 def _attention(causal, block_M=128, block_N=128, stages=2, seq_len=512):
-    return example("flash_attention").flashattn.prim_func(1, 2, seq_len, 128, causal, block_M=block_M,
-                                                         block_N=block_N, num_stages=stages)
+    return example("flash_attention").flashattn.prim_func(
+        1, 2, seq_len, 128, causal, block_M=block_M, block_N=block_N, num_stages=stages
+    )
 
 
 def _claim(func, options):
@@ -51,8 +53,9 @@ def test_option_off_and_other_targets_keep_the_async_copy_pipeline():
 
 def _gemm_writing_shared_in_the_loop():
     @T.prim_func
-    def main(A: T.Tensor((256, 256), "float16"), B: T.Tensor((256, 256), "float16"),
-             C: T.Tensor((256, 256), "float16")):
+    def main(
+        A: T.Tensor((256, 256), "float16"), B: T.Tensor((256, 256), "float16"), C: T.Tensor((256, 256), "float16")
+    ):
         with T.Kernel(2, 2, threads=256) as (bx, by):
             A_s = T.alloc_shared((128, 64), "float16")
             B_s = T.alloc_shared((64, 128), "float16")
@@ -65,6 +68,7 @@ def _gemm_writing_shared_in_the_loop():
                 T.gemm(A_s, B_s, C_f)
                 T.copy(C_f, C_s)  # a shared write in the body: the consumers would need a barrier
             T.copy(C_s, C[by * 128, bx * 128])
+
     return main
 
 
@@ -94,10 +98,18 @@ def test_attention_source_has_the_producer_and_the_turns():
     art = _source(_attention(True), WS)
     src = art.source
     assert art.meta["threads"] == 384 and "__launch_bounds__(384)" in src
-    for needle in ("tc::regs_increase<232>", "tc::regs_decrease<40>", "tc::mbar_wait", "tc::cp_async_arrive",
-                   "tc::mbar_arrive_warp", "tc::named_arrive(2, 256)", "tc::wgmma_retire<64>", "tc::max_nan("):
+    for needle in (
+        "tc::regs_increase<232>",
+        "tc::regs_decrease<40>",
+        "tc::mbar_wait",
+        "tc::cp_async_arrive",
+        "tc::mbar_arrive_warp",
+        "tc::named_arrive(2, 256)",
+        "tc::wgmma_retire<64>",
+        "tc::max_nan(",
+    ):
         assert needle in src, needle
-    body = src[src.index("__launch_bounds__(384) main_kernel"):]
+    body = src[src.index("__launch_bounds__(384) main_kernel") :]
     assert body.count("__syncthreads()") == 1  # once, after the mbarriers are initialized
     assert ", 1>((&(acc_s_cast_ptr[0]))" in body  # the second gemm (A in registers) left in flight
 
@@ -109,13 +121,18 @@ def test_switched_off_the_kernel_keeps_the_block_barriers():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", [(False, 128, 128, 2, 512), (True, 128, 128, 2, 200), (True, 128, 64, 3, 512),
-                                  (False, 64, 64, 2, 320)])
+@pytest.mark.parametrize(
+    "case", [(False, 128, 128, 2, 512), (True, 128, 128, 2, 200), (True, 128, 64, 3, 512), (False, 64, 64, 2, 320)]
+)
 def test_warp_specialized_attention_matches_numpy(case):
     causal, bm, bn, stages, seq = case
     fa = example("flash_attention")
-    kern = tilecore.compile(fa.flashattn.prim_func(1, 2, seq, 128, causal, block_M=bm, block_N=bn,
-                                                   num_stages=stages), target="cuda", out_idx=[3], **WS)
+    kern = tilecore.compile(
+        fa.flashattn.prim_func(1, 2, seq, 128, causal, block_M=bm, block_N=bn, num_stages=stages),
+        target="cuda",
+        out_idx=[3],
+        **WS,
+    )
     assert "mbar_wait" in kern.artifact.source
     import torch
 
@@ -143,6 +160,7 @@ def test_warp_specialized_gemm_matches_numpy(n, bn, stages):
 @pytest.mark.gpu
 def test_row_max_propagates_nan_on_the_gpu():
     """max.NaN.f32 in the tree reduction: a NaN anywhere in a row gives NaN, other rows exact."""
+
     @T.prim_func
     def rowmax(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64,), "float32")):
         with T.Kernel(1, threads=128):
@@ -151,6 +169,7 @@ def test_row_max_propagates_nan_on_the_gpu():
             T.copy(X, x)
             T.reduce_max(x, m, dim=1)
             T.copy(m, Y)
+
     import torch
 
     x = np.random.default_rng(3).standard_normal((64, 64)).astype(np.float32)

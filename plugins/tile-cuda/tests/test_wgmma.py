@@ -5,6 +5,7 @@ The matrix covers every operand layout the descriptors describe: K-major and MN-
 blocks, fp16 / bf16 / int8, N from 32 to 256, one and two warpgroups, pipelined and not, and
 the register-A form (FlashAttention's P @ V).
 """
+
 import re
 import shutil
 import subprocess
@@ -19,7 +20,8 @@ needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="no nvcc h
 DISASSEMBLER = shutil.which("cuobjdump") or shutil.which("nvdisasm")
 needs_disassembler = pytest.mark.skipif(
     toolchain.find_nvcc() is None or DISASSEMBLER is None,
-    reason="no nvcc or no SASS disassembler (cuobjdump / nvdisasm) here; the H200 image has both")
+    reason="no nvcc or no SASS disassembler (cuobjdump / nvdisasm) here; the H200 image has both",
+)
 SCHEDULES = ("slack", "release")  # the overlapped main loops (tile_cuda/wgmma_pipeline.py)
 
 # (bm, bn, bk, threads, stages, dtype, ta, tb)
@@ -59,8 +61,22 @@ def _ids(c):
 def _kernel(case, M, N, Kd, predicated=False):
     bm, bn, bk, th, st, dt, ta, tb = case
     accum = "int32" if dt == "int8" else "float32"
-    return K.gemm_kernel(M, N, Kd, bm=bm, bn=bn, bk=bk, stages=st, threads=th, dtype=dt, accum=accum,
-                         out_dtype=accum, ta=ta, tb=tb, predicated=predicated)
+    return K.gemm_kernel(
+        M,
+        N,
+        Kd,
+        bm=bm,
+        bn=bn,
+        bk=bk,
+        stages=st,
+        threads=th,
+        dtype=dt,
+        accum=accum,
+        out_dtype=accum,
+        ta=ta,
+        tb=tb,
+        predicated=predicated,
+    )
 
 
 def _codegen(func, target, options=None):
@@ -95,8 +111,10 @@ def test_sm80_and_wgmma_off_keep_mma_sync():
 def test_shapes_outside_wgmma_fall_back_to_mma_sync():
     # 128 rows on 4 warps with A column-major (32 rows per warp need a row-major A) and N = 8
     # (8-element rows of B are 16 bytes)
-    for func in (K.gemm_kernel(256, 256, 128, bm=128, bn=128, bk=32, threads=128, ta=True),
-                 K.gemm_kernel(128, 64, 64, bm=64, bn=8, bk=16, threads=128)):
+    for func in (
+        K.gemm_kernel(256, 256, 128, bm=128, bn=128, bk=32, threads=128, ta=True),
+        K.gemm_kernel(128, 64, 64, bm=64, bn=8, bk=16, threads=128),
+    ):
         src = _codegen(func, "cuda:sm_90a").source
         assert "tc::wgmma_ss<" not in src and "tc::gemm_ss<" in src
 
@@ -124,8 +142,9 @@ OVERLAP_CASES = [c for c in CASES if c[4] >= 3]
 @pytest.mark.parametrize("case", [OVERLAP_CASES[i] for i in (6, 8, 9)], ids=_ids)
 def test_overlapped_main_loop_keeps_one_wgmma_group_in_flight(case, schedule):
     bm, bn, bk, th, st, dt, ta, tb = case
-    src = _codegen(_kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a",
-                   {"wgmma_overlap": schedule, "warp_specialize": False}).source
+    src = _codegen(
+        _kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a", {"wgmma_overlap": schedule, "warp_specialize": False}
+    ).source
     # the loop's gemm leaves its group running, the peeled last k-step retires every group
     calls = re.findall(r"tc::wgmma_ss<[^>]*, (\d)>\(", src)
     assert calls == ["1", "0"], calls
@@ -133,12 +152,13 @@ def test_overlapped_main_loop_keeps_one_wgmma_group_in_flight(case, schedule):
     assert f"tc::cp_async_wait<{ahead - 1}>" in src
     # barriers per k-step ("release" frees the stage of gemm k-1 with a second one), then the last step's
     loop = re.search(r"for \(int v(_\d+)? = 0;", src)  # TVM numbers the name after the block order's
-    loop_and_last_step = src[loop.start():src.index(", 0>(")]
+    loop_and_last_step = src[loop.start() : src.index(", 0>(")]
     assert loop_and_last_step.count("__syncthreads();") == (2 if schedule == "release" else 1) + 1
     ptx = compiler.compile_ptx(src, "sm_90a")
     assert "wgmma.wait_group.sync.aligned 1;" in ptx and "wgmma.wait_group.sync.aligned 0;" in ptx
-    plain = _codegen(_kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a",
-                     {"wgmma_overlap": False, "warp_specialize": False}).source
+    plain = _codegen(
+        _kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a", {"wgmma_overlap": False, "warp_specialize": False}
+    ).source
     assert re.findall(r"tc::wgmma_ss<[^>]*, (\d)>\(", plain) == ["0"]
 
 
@@ -146,8 +166,9 @@ def accumulator_reads_before_last_wait(sass: str):
     """SASS instructions other than warpgroup MMAs that touch an MMA accumulator register between
     the first warpgroup MMA and the last wait for every group (`WARPGROUP.DEPBAR.LE gsb0, 0x0`):
     reads of registers an MMA may still be writing."""
-    ins = [ln.split("*/", 1)[1].split(";")[0].strip() for ln in sass.splitlines()
-           if re.match(r"\s*/\*[0-9a-f]{4,}\*/", ln)]
+    ins = [
+        ln.split("*/", 1)[1].split(";")[0].strip() for ln in sass.splitlines() if re.match(r"\s*/\*[0-9a-f]{4,}\*/", ln)
+    ]
     mma = re.compile(r"^[HIQ]GMMA\.64x(\d+)x\d+[.\w]* R(\d+)")
     acc = set()
     for i in ins:
@@ -156,8 +177,7 @@ def accumulator_reads_before_last_wait(sass: str):
             acc |= set(range(int(m.group(2)), int(m.group(2)) + int(m.group(1)) // 2))
     first = next(n for n, i in enumerate(ins) if mma.match(i))
     last = max(n for n, i in enumerate(ins) if i.startswith("WARPGROUP.DEPBAR.LE gsb0, 0x0"))
-    return [i for i in ins[first:last]
-            if not mma.match(i) and any(int(r) in acc for r in re.findall(r"\bR(\d+)\b", i))]
+    return [i for i in ins[first:last] if not mma.match(i) and any(int(r) in acc for r in re.findall(r"\bR(\d+)\b", i))]
 
 
 @needs_disassembler
@@ -169,8 +189,11 @@ def test_overlapped_loop_reads_accumulators_after_the_last_wait(case, schedule, 
     it. The machine code must not touch an accumulator before the last wait, partial tiles too."""
     bm, bn, bk, th, st, dt, ta, tb = case
     for pred in (False, True):
-        art = _codegen(_kernel(case, 2 * bm - 24 * pred, 2 * bn, 12 * bk, pred), "cuda:sm_90a",
-                       {"wgmma_overlap": schedule, "warp_specialize": False})
+        art = _codegen(
+            _kernel(case, 2 * bm - 24 * pred, 2 * bn, 12 * bk, pred),
+            "cuda:sm_90a",
+            {"wgmma_overlap": schedule, "warp_specialize": False},
+        )
         cubin = tmp_path / "kernel.cubin"
         cubin.write_bytes(art.blobs["cubin"])
         args = ["-sass"] if DISASSEMBLER.endswith("cuobjdump") else ["-c"]
@@ -180,6 +203,7 @@ def test_overlapped_loop_reads_accumulators_after_the_last_wait(case, schedule, 
 
 
 # ------------------------------------------------------------------------------ execute tier
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", CASES, ids=_ids)
@@ -201,16 +225,19 @@ def test_warp_specialized_wgmma_gemm_matches_torch(case):
 
 
 # "release" also takes 2-stage loops: two of them (bf16, int8 on 32 rows per warp) besides the others
-OVERLAP_RUNS = ([(c, "slack") for c in OVERLAP_CASES]
-                + [(c, "release") for c in OVERLAP_CASES + [CASES[14], CASES[22]]]
-                + [(c, None) for c in OVERLAP_CASES[:2]])  # None: wgmma_overlap's default ("release")
+OVERLAP_RUNS = (
+    [(c, "slack") for c in OVERLAP_CASES]
+    + [(c, "release") for c in OVERLAP_CASES + [CASES[14], CASES[22]]]
+    + [(c, None) for c in OVERLAP_CASES[:2]]
+)  # None: wgmma_overlap's default ("release")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case,schedule", OVERLAP_RUNS, ids=[f"{_ids(c)}-{s}" for c, s in OVERLAP_RUNS])
 def test_overlapped_wgmma_gemm_matches_torch(case, schedule):
-    _check_against_torch(case, {"warp_specialize": False} if schedule is None
-                         else {"wgmma_overlap": schedule, "warp_specialize": False})
+    _check_against_torch(
+        case, {"warp_specialize": False} if schedule is None else {"wgmma_overlap": schedule, "warp_specialize": False}
+    )
 
 
 def _check_against_torch(case, options):

@@ -1,5 +1,6 @@
 """The Hopper wgmma plan (tile_cuda's WgmmaGemm rule on the toolkit's plan): which gemms take
 warpgroup MMA, and that the shared-tile layout the lowering writes is the one wgmma's descriptors read."""
+
 import itertools
 
 import pytest
@@ -37,8 +38,10 @@ def hardware_offset(rows, cols, eb, r, c):
     return addr ^ (((addr >> 7) & mask) << 4)
 
 
-@pytest.mark.parametrize("rows,cols,eb", [(64, 16, 2), (64, 32, 2), (64, 64, 2), (128, 128, 2),
-                                          (16, 256, 2), (64, 64, 1), (128, 128, 1), (32, 512, 1)])
+@pytest.mark.parametrize(
+    "rows,cols,eb",
+    [(64, 16, 2), (64, 32, 2), (64, 64, 2), (128, 128, 2), (16, 256, 2), (64, 64, 1), (128, 128, 1), (32, 512, 1)],
+)
 def test_shared_layout_is_wgmma_canonical(rows, cols, eb):
     lay = SharedLayout((rows, cols), eb, swizzle=True, blocked=cols * eb > 128)
     seen = set()
@@ -50,12 +53,27 @@ def test_shared_layout_is_wgmma_canonical(rows, cols, eb):
 
 
 @settings(max_examples=40, deadline=None)
-@given(bm=st.sampled_from([64, 128]), bn=st.sampled_from([16, 32, 64, 128, 256]),
-       bk=st.sampled_from([16, 32, 64, 128]), ta=st.booleans(), tb=st.booleans(),
-       dtype=st.sampled_from(["float16", "bfloat16"]))
+@given(
+    bm=st.sampled_from([64, 128]),
+    bn=st.sampled_from([16, 32, 64, 128, 256]),
+    bk=st.sampled_from([16, 32, 64, 128]),
+    ta=st.booleans(),
+    tb=st.booleans(),
+    dtype=st.sampled_from(["float16", "bfloat16"]),
+)
 def test_gemm_tiles_take_wgmma_with_canonical_operands(bm, bn, bk, ta, tb, dtype):
-    func = gemm_kernel(M=2 * bm, N=2 * bn, K=2 * bk, dtype=dtype, transpose_A=ta, transpose_B=tb,
-                       block_M=bm, block_N=bn, block_K=bk, threads=2 * bm)
+    func = gemm_kernel(
+        M=2 * bm,
+        N=2 * bn,
+        K=2 * bk,
+        dtype=dtype,
+        transpose_A=ta,
+        transpose_B=tb,
+        block_M=bm,
+        block_N=bn,
+        block_K=bk,
+        threads=2 * bm,
+    )
     plan = _plan(func)
     (g,) = _gemms(func)
     assert _wgmma(plan) == {id(g): (dtype, bn)}
@@ -84,14 +102,20 @@ def test_row_blocks_give_each_m64_instruction_sixteen_rows_of_every_warp(rows, c
 
 
 @settings(max_examples=20, deadline=None)
-@given(bn=st.sampled_from([32, 64, 128, 256]), bk=st.sampled_from([16, 32, 64]), tb=st.booleans(),
-       dtype=st.sampled_from(["float16", "bfloat16"]), warpgroups=st.sampled_from([1, 2]))
+@given(
+    bn=st.sampled_from([32, 64, 128, 256]),
+    bk=st.sampled_from([16, 32, 64]),
+    tb=st.booleans(),
+    dtype=st.sampled_from(["float16", "bfloat16"]),
+    warpgroups=st.sampled_from([1, 2]),
+)
 def test_thirty_two_rows_per_warp_take_wgmma_with_row_blocks(bn, bk, tb, dtype, warpgroups):
     """TileLang's quickstart shape (128 x N on 128 threads; 256 x N on 256): two m64 instructions per
     warpgroup, A stored with row_blocks = 2, B as for 16 rows per warp."""
     bm, threads = 128 * warpgroups, 128 * warpgroups
-    func = gemm_kernel(M=2 * bm, N=2 * bn, K=2 * bk, dtype=dtype, transpose_B=tb, block_M=bm, block_N=bn,
-                       block_K=bk, threads=threads)
+    func = gemm_kernel(
+        M=2 * bm, N=2 * bn, K=2 * bk, dtype=dtype, transpose_B=tb, block_M=bm, block_N=bn, block_K=bk, threads=threads
+    )
     plan = _plan(func)
     (g,) = _gemms(func)
     assert _wgmma(plan) == {id(g): (dtype, bn)}
@@ -109,8 +133,19 @@ def test_wgmma_needs_sm90a_sixteen_or_thirty_two_rows_per_warp_and_k_major_int8(
     assert not _wgmma(_plan(f))
     # int8 reads operands K-major only: A row-major and B transposed
     for ta, tb, ok in ((False, True, True), (False, False, False), (True, True, False)):
-        f = gemm_kernel(M=128, N=128, K=128, dtype="int8", accum="int32", transpose_A=ta, transpose_B=tb,
-                        block_M=64, block_N=64, block_K=64, threads=128)
+        f = gemm_kernel(
+            M=128,
+            N=128,
+            K=128,
+            dtype="int8",
+            accum="int32",
+            transpose_A=ta,
+            transpose_B=tb,
+            block_M=64,
+            block_N=64,
+            block_K=64,
+            threads=128,
+        )
         assert bool(_wgmma(_plan(f))) == ok, (ta, tb)
     # N = 8 gives 16-byte rows of B, which no descriptor swizzle describes
     f = gemm_kernel(M=128, N=16, K=64, block_M=64, block_N=8, block_K=16, threads=128)
@@ -136,18 +171,25 @@ OVERLAP = "wgmma_overlap_pipeline"
 
 
 @settings(max_examples=20, deadline=None)
-@given(stages=st.integers(1, 6), bk=st.sampled_from([32, 64]), warpgroups=st.sampled_from([1, 2]),
-       rows_per_warp=st.sampled_from([16, 32]), option=st.sampled_from([False, True, "slack", "release"]))
+@given(
+    stages=st.integers(1, 6),
+    bk=st.sampled_from([32, 64]),
+    warpgroups=st.sampled_from([1, 2]),
+    rows_per_warp=st.sampled_from([16, 32]),
+    option=st.sampled_from([False, True, "slack", "release"]),
+)
 def test_overlapped_main_loop_takes_shared_a_wgmma_loops_with_enough_stages(
-        stages, bk, warpgroups, rows_per_warp, option):
+    stages, bk, warpgroups, rows_per_warp, option
+):
     """Option wgmma_overlap: a pipelined loop of stage copies + one wgmma gemm keeps a group in
     flight when it has >= 3 stages ("slack"/True: one stage of slack for the group in flight) or
     >= 2 ("release": a second barrier frees the stage instead); its staged tiles are multi-buffered
     exactly as for the plain async-copy pipeline."""
     threads = 128 * warpgroups
     bm = threads // 32 * rows_per_warp
-    func = gemm_kernel(M=2 * bm, N=256, K=8 * bk, block_M=bm, block_N=128, block_K=bk, threads=threads,
-                       num_stages=stages)
+    func = gemm_kernel(
+        M=2 * bm, N=256, K=8 * bk, block_M=bm, block_N=128, block_K=bk, threads=threads, num_stages=stages
+    )
     plan = cuda_plan(func, "sm_90a", {"wgmma_overlap": option})
     (loop,) = [s for s in walk_stmts(func.kernel.body) if isinstance(s, N.For) and s.kind == "pipelined"]
     assert _wgmma(plan)
@@ -189,8 +231,9 @@ def test_overlapped_main_loop_needs_a_static_trip_count():
 
     # A transposed: its rows (k) are 256 elements whatever K is, so both copies stay asynchronous
     def kernel(k_dim):
-        return gemm_kernel(M=256, N=256, K=k_dim, transpose_A=True, block_M=128, block_N=128, block_K=64,
-                           threads=256, num_stages=4)
+        return gemm_kernel(
+            M=256, N=256, K=k_dim, transpose_A=True, block_M=128, block_N=128, block_K=64, threads=256, num_stages=4
+        )
 
     for k_dim, overlapped in ((T.dynamic("K"), False), (512, True)):
         plan = cuda_plan(kernel(k_dim), "sm_90a", {"wgmma_overlap": True})

@@ -1,4 +1,5 @@
 """Tile IR -> CUDA C++ (TVM's CUDA codegen) -> cubin (nvcc, or NVRTC when nvcc is absent)."""
+
 from __future__ import annotations
 
 import os
@@ -12,10 +13,18 @@ from tilecore.diagnostics import TileCompileError
 
 from . import toolchain
 
-NVCC_FLAGS = ["-O3", "-std=c++17", "-w", "--expt-relaxed-constexpr", "-U__CUDA_NO_HALF_OPERATORS__",
-              "-U__CUDA_NO_HALF_CONVERSIONS__", "-U__CUDA_NO_BFLOAT16_OPERATORS__",
-              "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "-U__CUDA_NO_BFLOAT162_OPERATORS__",
-              "-U__CUDA_NO_BFLOAT162_CONVERSIONS__"]
+NVCC_FLAGS = [
+    "-O3",
+    "-std=c++17",
+    "-w",
+    "--expt-relaxed-constexpr",
+    "-U__CUDA_NO_HALF_OPERATORS__",
+    "-U__CUDA_NO_HALF_CONVERSIONS__",
+    "-U__CUDA_NO_BFLOAT16_OPERATORS__",
+    "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "-U__CUDA_NO_BFLOAT162_OPERATORS__",
+    "-U__CUDA_NO_BFLOAT162_CONVERSIONS__",
+]
 
 
 def default_tables():
@@ -49,13 +58,19 @@ def generate_source(func, arch: str, options: Dict[str, Any], tables=None):
         raise
     except Exception as err:
         msg = str(err).strip().splitlines()
-        raise TileCompileError(f"backend cuda could not generate code for kernel {func.name!r}: "
-                               f"{msg[-1] if msg else type(err).__name__}", func.span, func.source) from err
+        raise TileCompileError(
+            f"backend cuda could not generate code for kernel {func.name!r}: {msg[-1] if msg else type(err).__name__}",
+            func.span,
+            func.source,
+        ) from err
     src = keep_first_copy(src, lk.device_lib)
     if lk.plan.shared_alignment and lk.plan.shared_alignment > 128:
         # wgmma's swizzled operand tiles sit at 1024-byte aligned pool offsets: align the pool too
-        src = re.sub(r"extern __shared__ __align__\(\d+\) uchar smem_pool_ptr\[\]",
-                     f"extern __shared__ __align__({lk.plan.shared_alignment}) uchar smem_pool_ptr[]", src)
+        src = re.sub(
+            r"extern __shared__ __align__\(\d+\) uchar smem_pool_ptr\[\]",
+            f"extern __shared__ __align__({lk.plan.shared_alignment}) uchar smem_pool_ptr[]",
+            src,
+        )
     entry, params = parse_kernel_signature(src)
     return src, entry, params, lk
 
@@ -118,8 +133,9 @@ def compile_cubin(src: str, arch: str) -> Tuple[bytes, str, float]:
 
         blob = tvm_nvcc.compile_cuda(src, target_format="cubin", arch=arch, compiler="nvrtc")
         return bytes(blob), "nvrtc", time.perf_counter() - t0
-    raise TileCompileError(f"no CUDA compiler found: neither nvcc nor NVRTC. Fix: {toolchain.NVCC_FIX}"
-                           f"  or  {toolchain.NVRTC_FIX}")
+    raise TileCompileError(
+        f"no CUDA compiler found: neither nvcc nor NVRTC. Fix: {toolchain.NVCC_FIX}  or  {toolchain.NVRTC_FIX}"
+    )
 
 
 def _errors_only(stderr: str) -> str:
@@ -128,7 +144,7 @@ def _errors_only(stderr: str) -> str:
     keep = []
     for i, line in enumerate(lines):
         if "error" in line:
-            keep.extend(lines[i:i + 3])
+            keep.extend(lines[i : i + 3])
     return ("\n".join(keep) or stderr)[-3000:]
 
 
@@ -143,8 +159,9 @@ def compile_ptx(src: str, arch: str) -> str:
         out = os.path.join(d, "kernel.ptx")
         with open(cu, "w") as f:
             f.write(src)
-        proc = subprocess.run([nvcc, "-ptx", f"-arch=compute_{sm}", *NVCC_FLAGS, "-o", out, cu],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [nvcc, "-ptx", f"-arch=compute_{sm}", *NVCC_FLAGS, "-o", out, cu], capture_output=True, text=True
+        )
         if proc.returncode != 0:
             raise RuntimeError("nvcc failed:\n" + proc.stderr[-4000:])
         with open(out) as f:

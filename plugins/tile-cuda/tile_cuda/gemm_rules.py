@@ -8,6 +8,7 @@ falls through to the toolkit's portable gemm.
 
 Planning is pure Python; lowering imports TVM when a rule runs.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,8 +30,12 @@ MMA_DTYPES = {("float16", "float32"), ("bfloat16", "float32"), ("int8", "int32")
 def mma_shape_ok(g: N.Gemm) -> bool:
     """Dtypes and shapes that the m16n8k16 (int8: m16n8k32) MMA atoms tile exactly."""
     a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
-    if not (a.dtype == b.dtype and (a.dtype, c.dtype) in MMA_DTYPES and len(c.shape) == 2
-            and len(a.squeezed_shape() if hasattr(a, "squeezed_shape") else a.shape) == 2):
+    if not (
+        a.dtype == b.dtype
+        and (a.dtype, c.dtype) in MMA_DTYPES
+        and len(c.shape) == 2
+        and len(a.squeezed_shape() if hasattr(a, "squeezed_shape") else a.shape) == 2
+    ):
         return False
     ka = g.a.extents[0] if g.transpose_a else g.a.extents[-1]
     kstep = 32 if a.dtype == "int8" else 16
@@ -83,8 +88,11 @@ class MmaSyncGemm(LoweringRule):
                 continue
             for r in (g.a, g.b):
                 lay = plan.layout.get(r.buffer.name)
-                if (isinstance(lay, SharedLayout) and r.buffer.name not in pinned
-                        and SharedLayout.can_swizzle(lay.shape, lay.elem_bytes)):
+                if (
+                    isinstance(lay, SharedLayout)
+                    and r.buffer.name not in pinned
+                    and SharedLayout.can_swizzle(lay.shape, lay.elem_bytes)
+                ):
                     plan.layout[r.buffer.name] = dataclasses.replace(lay, swizzle=True)
 
     def __call__(self, lowering, g):
@@ -94,8 +102,12 @@ class MmaSyncGemm(LoweringRule):
         storage = lowering.plan.storage
         if storage[g.a.buffer.name] == "reg" and storage[g.b.buffer.name] == "smem" and whole_region(g.b, 2):
             return self.emit_rs(lowering, g, lay)
-        if storage[g.a.buffer.name] == "smem" and storage[g.b.buffer.name] == "smem" \
-                and whole_region(g.a, 2) and whole_region(g.b, 2):
+        if (
+            storage[g.a.buffer.name] == "smem"
+            and storage[g.b.buffer.name] == "smem"
+            and whole_region(g.a, 2)
+            and whole_region(g.b, 2)
+        ):
             return self.emit_ss(lowering, g, lay)
         return NotImplemented
 
@@ -109,11 +121,14 @@ class MmaSyncGemm(LoweringRule):
         la, lb = lowering.plan.layout[a.name], lowering.plan.layout[b.name]
         K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
         _clear_accumulator(lowering, g, lay)
-        tmpl = (f"tc::gemm_ss<{lay.M}, {lay.N}, {K}, {lay.wm}, {lay.wn}, {_b(g.transpose_a)}, "
-                f"{_b(g.transpose_b)}, {CXX_TYPES[a.dtype]}, {la.row_elems}, {lb.row_elems}, "
-                f"{_b(la.swizzle)}, {_b(lb.swizzle)}>")
-        B.evaluate(helper_call(lowering, tmpl, lowering.stage_base_addr(a), lowering.stage_base_addr(b),
-                               _first(lowering, c)))
+        tmpl = (
+            f"tc::gemm_ss<{lay.M}, {lay.N}, {K}, {lay.wm}, {lay.wn}, {_b(g.transpose_a)}, "
+            f"{_b(g.transpose_b)}, {CXX_TYPES[a.dtype]}, {la.row_elems}, {lb.row_elems}, "
+            f"{_b(la.swizzle)}, {_b(lb.swizzle)}>"
+        )
+        B.evaluate(
+            helper_call(lowering, tmpl, lowering.stage_base_addr(a), lowering.stage_base_addr(b), _first(lowering, c))
+        )
 
     def emit_rs(self, lowering, g: N.Gemm, lay: MmaLayout):
         """C += A B with A in registers (the FlashAttention-2 trick), B in shared memory."""
@@ -125,10 +140,13 @@ class MmaSyncGemm(LoweringRule):
         lb = lowering.plan.layout[b.name]
         K = g.a.extents[1]
         _clear_accumulator(lowering, g, lay)
-        tmpl = (f"tc::gemm_rs<{lay.M}, {lay.N}, {K}, {lay.wm}, {_b(g.transpose_b)}, {CXX_TYPES[a.dtype]}, "
-                f"{lb.row_elems}, {_b(lb.swizzle)}>")
-        B.evaluate(helper_call(lowering, tmpl, _first(lowering, a), lowering.stage_base_addr(b),
-                               _first(lowering, g.c.buffer)))
+        tmpl = (
+            f"tc::gemm_rs<{lay.M}, {lay.N}, {K}, {lay.wm}, {_b(g.transpose_b)}, {CXX_TYPES[a.dtype]}, "
+            f"{lb.row_elems}, {_b(lb.swizzle)}>"
+        )
+        B.evaluate(
+            helper_call(lowering, tmpl, _first(lowering, a), lowering.stage_base_addr(b), _first(lowering, g.c.buffer))
+        )
 
 
 class WgmmaGemm(LoweringRule):
@@ -167,8 +185,7 @@ class WgmmaGemm(LoweringRule):
                     wide = lay.shape[-1] * lay.elem_bytes > 128
                     # 32 rows per warp: A's rows permuted so that each m64 instruction reads 16 of every warp
                     rows = wgmma.row_blocks(g, ctx.threads // 32) if r is g.a else 1
-                    plan.layout[r.buffer.name] = dataclasses.replace(lay, swizzle=True, blocked=wide,
-                                                                     row_blocks=rows)
+                    plan.layout[r.buffer.name] = dataclasses.replace(lay, swizzle=True, blocked=wide, row_blocks=rows)
         plan.device_sources.append(wgmma.cxx_source(chosen.values()))
         plan.before_barrier.append("async_proxy_fence")
         plan.shared_alignment = wgmma.SMEM_ALIGN
@@ -199,8 +216,10 @@ def emit_wgmma(lowering, g: N.Gemm, pending: int = 0) -> None:
         a_ptr = _first(lowering, a)
     else:
         la = lowering.plan.layout[a.name]
-        tmpl = (f"tc::wgmma_ss<{lay.N}, {K}, {_b(g.transpose_a)}, {_b(g.transpose_b)}, {T}, "
-                f"{la.shape[0]}, {la.shape[1]}, {lb.shape[0]}, {lb.shape[1]}, {lay.MI}, {pending}>")
+        tmpl = (
+            f"tc::wgmma_ss<{lay.N}, {K}, {_b(g.transpose_a)}, {_b(g.transpose_b)}, {T}, "
+            f"{la.shape[0]}, {la.shape[1]}, {lb.shape[0]}, {lb.shape[1]}, {lay.MI}, {pending}>"
+        )
         a_ptr = lowering.stage_base_addr(a)
     B.evaluate(helper_call(lowering, tmpl, a_ptr, lowering.stage_base_addr(b), _first(lowering, g.c.buffer)))
 
@@ -231,8 +250,9 @@ def select_wgmma_gemms(plan, gemms, warps, no_swizzle) -> Dict[int, tuple]:
         a_reg = plan.storage.get(g.a.buffer.name) == "reg"
         if a_reg and g.a.buffer.dtype not in ("float16", "bfloat16"):
             continue
-        if wgmma.row_blocks(g, warps) > 1 and (a_reg or sum(g.a.buffer.name in (h.a.buffer.name, h.b.buffer.name)
-                                                            for h in gemms) > 1):
+        if wgmma.row_blocks(g, warps) > 1 and (
+            a_reg or sum(g.a.buffer.name in (h.a.buffer.name, h.b.buffer.name) for h in gemms) > 1
+        ):
             continue  # its A tile's rows are permuted for this gemm alone (SharedLayout.row_blocks)
         if not wgmma.operands_ok(g, plan.storage, a_reg):
             continue

@@ -8,6 +8,7 @@ every dtype, the async-proxy fence of wgmma kernels, and ex2.approx.
 
 Imports TVM: used by codegen only.
 """
+
 from __future__ import annotations
 
 from typing import Dict
@@ -18,9 +19,18 @@ from tvm.tirx.script.builder import ir as B
 from tilecore.lowering.intrinsics import contextual, default_table
 
 # Tile IR dtype -> its C++ spelling in CUDA source
-CXX_TYPES = {"float16": "half", "bfloat16": "__nv_bfloat16", "int8": "signed char", "float32": "float",
-             "float64": "double", "int32": "int", "int64": "int64_t", "int16": "int16_t",
-             "uint8": "uint8_t", "bool": "bool"}
+CXX_TYPES = {
+    "float16": "half",
+    "bfloat16": "__nv_bfloat16",
+    "int8": "signed char",
+    "float32": "float",
+    "float64": "double",
+    "int32": "int",
+    "int64": "int64_t",
+    "int16": "int16_t",
+    "uint8": "uint8_t",
+    "bool": "bool",
+}
 ATOMIC_OPS = {"add": 0, "max": 1, "min": 2}  # the Op template argument of tc::atomic
 
 
@@ -34,6 +44,7 @@ def _func_call(name, args, source, ret):
     if hasattr(tx, "cuda_func_call"):
         return tx.cuda_func_call(name, *args, source_code=source, return_type=ret)
     from tvm.backend.cuda import op as cop
+
     return cop.cuda_func_call(name, *args, source_code=source, return_type=ret)
 
 
@@ -90,6 +101,7 @@ def _atomic(kind):
         buf, idx, value = args
         op = f"tc::atomic<{ATOMIC_OPS[kind]}, {CXX_TYPES[buf.dtype]}>"
         B.evaluate(helper_call(lowering, op, lowering.addr(buf, idx), value))
+
     atomic.__doc__ = f"atomic {kind} for every dtype (16-bit and 8-bit ones by a CAS loop)"
     return atomic
 
@@ -102,6 +114,7 @@ def _fast(name, extern):
         if not lowering.target.prop("fast_math", False):
             return portable(args)
         return tx.call_pure_extern("float32", extern, args[0])
+
     fast.__doc__ = f"{extern} under the compile option fast_math=True; by default TVM's accurate {name}"
     return fast
 
@@ -120,20 +133,28 @@ def _nan_minmax(op):
     def minmax(lowering, args):
         if lowering.target.prop("sm", 0) < 80:  # max.NaN is PTX ISA 7.0, sm_80
             from tilecore.lowering.tir_expr import nan_max, nan_min
+
             return (nan_max if op == "max" else nan_min)(*args)
         return helper_call(lowering, f"tc::{op}_nan", *args, ret="float32")
+
     minmax.__doc__ = f"{op} of two float32 values, NaN if either is NaN: {op}.NaN.f32 (sm_80+)"
     return minmax
 
 
 def cuda_intrinsics() -> Dict:
     """Every entry tile-cuda contributes (added with setdefault: a third party's entry wins)."""
-    table: Dict = {("exp", "float32"): _fast("exp", "__expf"), ("log", "float32"): _fast("log", "__logf"),
-                   ("exp2", "float32"): fast_exp2,
-                   ("vector_copy", None): copy16, ("async_copy", None): cp_async16,
-                   ("async_commit", None): cp_async_commit, ("async_wait", None): cp_async_wait,
-                   ("async_proxy_fence", None): async_proxy_fence,
-                   ("nan_max", "float32"): _nan_minmax("max"), ("nan_min", "float32"): _nan_minmax("min")}
+    table: Dict = {
+        ("exp", "float32"): _fast("exp", "__expf"),
+        ("log", "float32"): _fast("log", "__logf"),
+        ("exp2", "float32"): fast_exp2,
+        ("vector_copy", None): copy16,
+        ("async_copy", None): cp_async16,
+        ("async_commit", None): cp_async_commit,
+        ("async_wait", None): cp_async_wait,
+        ("async_proxy_fence", None): async_proxy_fence,
+        ("nan_max", "float32"): _nan_minmax("max"),
+        ("nan_min", "float32"): _nan_minmax("min"),
+    }
     for dt in CXX_TYPES:
         table[("shuffle_xor", dt)] = shuffle_xor
         for kind in ATOMIC_OPS:

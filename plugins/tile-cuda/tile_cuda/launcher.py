@@ -17,6 +17,7 @@ Both refuse, before launching, an array whose device address is not a multiple o
 (ARRAY_ALIGNMENT): the generated code moves global memory in 16-byte vectors and 16-byte cp.async
 copies, and a misaligned one is a CUDA error that poisons the context for the rest of the process.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -35,8 +36,14 @@ CUDA_ERROR_INVALID_CONTEXT = 201
 # allocations from torch/cupy do, offset views such as x[1:] usually do not.
 ARRAY_ALIGNMENT = 16
 _MISALIGNED = ARRAY_ALIGNMENT - 1
-_CTYPES = {"int": ctypes.c_int32, "int32_t": ctypes.c_int32, "unsigned int": ctypes.c_uint32,
-           "uint32_t": ctypes.c_uint32, "long long": ctypes.c_int64, "int64_t": ctypes.c_int64}
+_CTYPES = {
+    "int": ctypes.c_int32,
+    "int32_t": ctypes.c_int32,
+    "unsigned int": ctypes.c_uint32,
+    "uint32_t": ctypes.c_uint32,
+    "long long": ctypes.c_int64,
+    "int64_t": ctypes.c_int64,
+}
 
 
 def _check(rc, what):
@@ -55,7 +62,8 @@ def misaligned_error(kernel: str, argument: str, address: int) -> TileRuntimeErr
         f"{ARRAY_ALIGNMENT}-byte boundary (address % {ARRAY_ALIGNMENT} = {offset}); the cuda backend's "
         f"kernels read and write arrays in {ARRAY_ALIGNMENT}-byte vectors, so every array argument must "
         f"start on a {ARRAY_ALIGNMENT}-byte boundary, which an offset view such as x[1:] usually does not. "
-        f"Pass a {ARRAY_ALIGNMENT}-byte aligned tensor, e.g. x[1:].clone() instead of the view x[1:]")
+        f"Pass a {ARRAY_ALIGNMENT}-byte aligned tensor, e.g. x[1:].clone() instead of the view x[1:]"
+    )
 
 
 def _grid_fn(exprs: List[str]):
@@ -70,8 +78,9 @@ class _ParamBlock:
     parameters, the ones that change from call to call."""
 
     def __init__(self, params: Sequence[Tuple[str, str]], index: Dict[str, int]):
-        self.values = [ctypes.c_uint64(0) if kind == "ptr" else _CTYPES.get(kind, ctypes.c_int32)(0)
-                       for kind, _ in params]
+        self.values = [
+            ctypes.c_uint64(0) if kind == "ptr" else _CTYPES.get(kind, ctypes.c_int32)(0) for kind, _ in params
+        ]
         self.argv = (ctypes.c_void_p * max(1, len(self.values)))(*[ctypes.addressof(v) for v in self.values])
         self.pointers = tuple((v, index[name]) for v, (kind, name) in zip(self.values, params) if kind == "ptr")
         self.scalars = tuple((v, name) for v, (kind, name) in zip(self.values, params) if kind != "ptr")
@@ -90,19 +99,20 @@ class CudaKernelLauncher:
     def __init__(self, artifact):
         meta = artifact.meta
         self.cubin = artifact.blobs["cubin"]
-        self.name = artifact.entry                   # the Tile IR function's name, for messages
+        self.name = artifact.entry  # the Tile IR function's name, for messages
         self.entry = meta["kernel_symbol"]
-        self.params = meta["kernel_params"]          # [(kind, name)]
-        self.param_names = meta["params"]            # Tile IR parameter names in order
+        self.params = meta["kernel_params"]  # [(kind, name)]
+        self.param_names = meta["params"]  # Tile IR parameter names in order
         self.threads = int(meta["threads"])
         self.smem = int(meta["dyn_smem_bytes"])
         self.grid = _grid_fn(meta["grid_py"])
         self.arch = meta["arch"]
-        self.functions: Dict[int, Any] = {}           # device ordinal -> CUfunction
+        self.functions: Dict[int, Any] = {}  # device ordinal -> CUfunction
         self.cu = toolchain.libcuda()
         if self.cu is None:
-            raise TileRuntimeError("no CUDA driver (libcuda.so.1) on this machine: the cuda backend can "
-                                   "compile here but not run")
+            raise TileRuntimeError(
+                "no CUDA driver (libcuda.so.1) on this machine: the cuda backend can compile here but not run"
+            )
         # cuLaunchKernel without argtypes, every argument passed as a ready ctypes object: ctypes'
         # per-argument conversion would be about half of the call's Python cost. (`cu[name]` is a
         # function object of our own; the library's shared one keeps whatever argtypes it has.)
@@ -140,16 +150,20 @@ class CudaKernelLauncher:
         # a cubin runs on its own major version with an equal or newer minor; 'a' targets only exactly
         if have // 10 != want // 10 or have < want or (self.arch.endswith(("a", "f")) and have != want):
             suffix = "a" if major.value in (9, 10, 12) else ""
-            raise TileRuntimeError(f"kernel was compiled for {self.arch} but GPU {device} is "
-                                   f"sm_{have}; compile with target cuda:sm_{have}{suffix} (or target 'cuda' "
-                                   f"on the GPU host)")
+            raise TileRuntimeError(
+                f"kernel was compiled for {self.arch} but GPU {device} is "
+                f"sm_{have}; compile with target cuda:sm_{have}{suffix} (or target 'cuda' "
+                f"on the GPU host)"
+            )
         mod = ctypes.c_void_p()
         _check(cu.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(self.cubin)), "cuModuleLoadData")
         fn = ctypes.c_void_p()
         _check(cu.cuModuleGetFunction(ctypes.byref(fn), mod, self.entry.encode()), "cuModuleGetFunction")
         if self.smem > 48 * 1024:
-            _check(cu.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, self.smem),
-                   f"raising the shared-memory limit to {self.smem} bytes")
+            _check(
+                cu.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, self.smem),
+                f"raising the shared-memory limit to {self.smem} bytes",
+            )
         self.functions[device] = fn
         return fn
 
@@ -165,7 +179,8 @@ class CudaKernelLauncher:
             raise TileRuntimeError(
                 f"kernel {self.name!r}: the grid ({gx}, {gy}, {gz}) for these dynamic dimensions is larger than "
                 f"CUDA launches (at most {MAX_GRID[0]} x {MAX_GRID[1]} x {MAX_GRID[2]} blocks): split the work "
-                f"into smaller calls or give each block more work")
+                f"into smaller calls or give each block more work"
+            )
         return int(gx), int(gy), int(gz)
 
     def _fixed_arguments(self, fn, grid: Tuple[int, int, int]) -> tuple:
@@ -227,8 +242,11 @@ class CudaKernelLauncher:
         and device). None when `args` are not all CUDA torch tensors on one device (the plain path
         then checks and explains)."""
         torch = sys.modules.get("torch")
-        if torch is None or not args or not all(isinstance(a, torch.Tensor) and a.is_cuda and a.is_contiguous()
-                                    for a in args):
+        if (
+            torch is None
+            or not args
+            or not all(isinstance(a, torch.Tensor) and a.is_cuda and a.is_contiguous() for a in args)
+        ):
             return None
         devices = {a.device.index or 0 for a in args}
         if len(devices) > 1:
@@ -263,10 +281,17 @@ class CudaKernelLauncher:
                 if rc == CUDA_ERROR_INVALID_CONTEXT and make_current(device):
                     return run(args)
                 _check(rc, "cuLaunchKernel")
+
         return run
 
-    def bind_call(self, args: Sequence[Any], bindings: Dict[str, int], input_positions: Sequence[int],
-                  outputs: Sequence[Tuple[int, Callable[[], Any], bool]], fallback: Callable[[tuple], Any]):
+    def bind_call(
+        self,
+        args: Sequence[Any],
+        bindings: Dict[str, int],
+        input_positions: Sequence[int],
+        outputs: Sequence[Tuple[int, Callable[[], Any], bool]],
+        fallback: Callable[[tuple], Any],
+    ):
         """The Kernel's whole call for the signature of `args` (a first call that passed its checks, in
         parameter order, outputs included), as one C object `call(inputs)`; outputs marked
         uninitialised are allocated through torch's DLPack C allocator instead of `allocate()`.
@@ -274,8 +299,12 @@ class CudaKernelLauncher:
         is missing, the arrays are not CUDA torch tensors on one device, or the grid is empty."""
         fastcall = _fastcall_module()
         torch = sys.modules.get("torch")
-        if fastcall is None or torch is None or not args or \
-                not all(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
+        if (
+            fastcall is None
+            or torch is None
+            or not args
+            or not all(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+        ):
             return None
         devices = {a.device.index or 0 for a in args}
         if len(devices) > 1:
@@ -284,12 +313,24 @@ class CudaKernelLauncher:
         grid = self._grid_dims(bindings)
         if grid is None:
             return None
-        params = tuple(("ptr", self.index[name]) if kind == "ptr" else ("scalar", int(bindings[name]))
-                       for kind, name in self.params)
+        params = tuple(
+            ("ptr", self.index[name]) if kind == "ptr" else ("scalar", int(bindings[name]))
+            for kind, name in self.params
+        )
         try:
-            return fastcall.FastCall(ctypes.cast(self._cu_launch, ctypes.c_void_p).value, fn.value, grid,
-                                     (self.threads, 1, 1), self.smem, ARRAY_ALIGNMENT, tuple(args),
-                                     tuple(input_positions), tuple(outputs), params, fallback)
+            return fastcall.FastCall(
+                ctypes.cast(self._cu_launch, ctypes.c_void_p).value,
+                fn.value,
+                grid,
+                (self.threads, 1, 1),
+                self.smem,
+                ARRAY_ALIGNMENT,
+                tuple(args),
+                tuple(input_positions),
+                tuple(outputs),
+                params,
+                fallback,
+            )
         except (TypeError, ValueError, BufferError):  # arrays it cannot read without Python calls
             return None
 
@@ -323,8 +364,7 @@ def _array_info(a, name):
         if not a.is_cuda:
             raise TileRuntimeError(f"argument {name!r} is on {a.device}, expected a CUDA tensor")
         if not a.is_contiguous():
-            raise TileRuntimeError(f"argument {name!r} is not contiguous (strides {a.stride()}); "
-                                   f"pass .contiguous()")
+            raise TileRuntimeError(f"argument {name!r} is not contiguous (strides {a.stride()}); pass .contiguous()")
         return a.data_ptr(), a.device.index or 0, _torch_stream
     if cupy is not None and isinstance(a, cupy.ndarray):
         if not a.flags.c_contiguous:
@@ -337,8 +377,9 @@ def _array_info(a, name):
         try:
             import torch
         except ImportError:
-            raise TileRuntimeError(f"argument {name!r} is a DLPack CUDA array, which tile-cuda reads through "
-                                   f"torch; install torch or pass a torch or cupy array") from None
+            raise TileRuntimeError(
+                f"argument {name!r} is a DLPack CUDA array, which tile-cuda reads through "
+                f"torch; install torch or pass a torch or cupy array"
+            ) from None
         return _array_info(torch.from_dlpack(a), name)
-    raise TileRuntimeError(f"argument {name!r} of type {type(a).__name__} is not a CUDA array "
-                           f"(torch, cupy or DLPack)")
+    raise TileRuntimeError(f"argument {name!r} of type {type(a).__name__} is not a CUDA array (torch, cupy or DLPack)")

@@ -9,6 +9,7 @@ Registered through the entry point `cuda = "tile_cuda.plugin"` (group "tilecore"
 Neither TVM nor torch is imported when the plugin registers; TVM is imported by
 codegen only, and a cached kernel launches without it.
 """
+
 from __future__ import annotations
 
 from typing import Any, Dict
@@ -30,15 +31,21 @@ def toolchain_status() -> ToolchainStatus:
     nvcc = toolchain.find_nvcc()
     nvrtc = toolchain.find_nvrtc()
     gpu = toolchain.gpu_info()
-    details = [("nvcc", f"{nvcc} (CUDA {toolchain.nvcc_version()})" if nvcc else "not found"),
-               ("nvrtc", nvrtc or "not found")]
+    details = [
+        ("nvcc", f"{nvcc} (CUDA {toolchain.nvcc_version()})" if nvcc else "not found"),
+        ("nvrtc", nvrtc or "not found"),
+    ]
     try:
         import importlib.metadata as md
 
         details.append(("apache-tvm", md.version("apache-tvm")))
     except Exception:
-        return ToolchainStatus(ok=False, summary="apache-tvm is not installed", details=tuple(details),
-                               fix="pip install 'apache-tvm>=0.27,<0.28'")
+        return ToolchainStatus(
+            ok=False,
+            summary="apache-tvm is not installed",
+            details=tuple(details),
+            fix="pip install 'apache-tvm>=0.27,<0.28'",
+        )
     device = None
     if gpu:
         name, major, minor, drv = gpu
@@ -47,8 +54,13 @@ def toolchain_status() -> ToolchainStatus:
     else:
         details.append(("gpu", "none present (kernels compile; running needs an NVIDIA GPU)"))
     if not nvcc and not nvrtc:
-        return ToolchainStatus(ok=False, summary="no CUDA compiler: neither nvcc nor NVRTC was found",
-                               details=tuple(details), device=device, fix=toolchain.NVCC_FIX)
+        return ToolchainStatus(
+            ok=False,
+            summary="no CUDA compiler: neither nvcc nor NVRTC was found",
+            details=tuple(details),
+            device=device,
+            fix=toolchain.NVCC_FIX,
+        )
     comp = f"nvcc {toolchain.nvcc_version()}" if nvcc else "NVRTC"
     summary = f"{comp}; " + (f"GPU {device}" if device else "no GPU (compile only)")
     return ToolchainStatus(ok=True, summary=summary, details=tuple(details), device=device)
@@ -66,8 +78,11 @@ def _code_version() -> str:
     here = os.path.dirname(os.path.abspath(__file__))
     low = os.path.dirname(os.path.abspath(lowering.__file__))
     files = [os.path.join(here, f) for f in sorted(os.listdir(here)) if f.endswith(".py") and f != "launcher.py"]
-    files += [os.path.join(low, f) for f in sorted(os.listdir(low))
-              if f.endswith(".py") and (f.startswith("simt") or f in ("target.py", "tir_expr.py", "intrinsics.py"))]
+    files += [
+        os.path.join(low, f)
+        for f in sorted(os.listdir(low))
+        if f.endswith(".py") and (f.startswith("simt") or f in ("target.py", "tir_expr.py", "intrinsics.py"))
+    ]
     for f in files:
         try:
             with open(f, "rb") as fh:
@@ -82,8 +97,9 @@ def make_backend() -> Backend:
     from tilecore.ir.version import TILE_IR_VERSION
     from tilecore.language.features import ALL_FEATURES
 
-    dtypes = frozenset({"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
-                        "uint8", "bool"})
+    dtypes = frozenset(
+        {"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"}
+    )
     gemm = set()
     for a in ("float16", "bfloat16"):
         gemm |= {(a, "float32"), (a, a)}
@@ -109,20 +125,42 @@ def make_backend() -> Backend:
         distribution="tile-cuda",
         version=_code_version(),
         priority=PRIORITY,
-        description="NVIDIA GPUs through TVM's CUDA codegen and nvcc/NVRTC; mma.sync tensor cores, "
-                    "cp.async pipelines",
-        options=(Option("wgmma", bool, True, "use wgmma tensor-core GEMMs on sm_90a"),
-                 Option("wgmma_overlap", object, DEFAULT_OVERLAP, "the overlapped wgmma main loop on sm_90a: "
-                        "False off, \"slack\" (or True) or \"release\"", choices=(False, True) + OVERLAP_SCHEDULES),
-                 Option("gemm_block_panel", int, GEMM_BLOCK_PANEL, "kernels with a gemm and a 2-D grid visit blocks "
-                        "in panels of this many block rows (L2 reuse) unless T.use_swizzle says otherwise; 0: "
-                        "launch order"),
-                 Option("fast_math", bool, False, "fast approximate exp/exp2/log (__expf, ex2.approx, __logf); "
-                        "off by default: the accurate expf/exp2f/logf meet the conformance ULP table"),
-                 Option("warp_specialize", bool, DEFAULT_WARP_SPECIALIZE, "sm_90a: a producer warpgroup "
-                        "fills the stages of the T.Pipelined loop (mbarriers) and two warpgroups take turns at "
-                        "their gemms (ping-pong); None (default): blocks of two or more warpgroups, True: every "
-                        "block, False: off", optional=True)),
+        description="NVIDIA GPUs through TVM's CUDA codegen and nvcc/NVRTC; mma.sync tensor cores, cp.async pipelines",
+        options=(
+            Option("wgmma", bool, True, "use wgmma tensor-core GEMMs on sm_90a"),
+            Option(
+                "wgmma_overlap",
+                object,
+                DEFAULT_OVERLAP,
+                'the overlapped wgmma main loop on sm_90a: False off, "slack" (or True) or "release"',
+                choices=(False, True) + OVERLAP_SCHEDULES,
+            ),
+            Option(
+                "gemm_block_panel",
+                int,
+                GEMM_BLOCK_PANEL,
+                "kernels with a gemm and a 2-D grid visit blocks "
+                "in panels of this many block rows (L2 reuse) unless T.use_swizzle says otherwise; 0: "
+                "launch order",
+            ),
+            Option(
+                "fast_math",
+                bool,
+                False,
+                "fast approximate exp/exp2/log (__expf, ex2.approx, __logf); "
+                "off by default: the accurate expf/exp2f/logf meet the conformance ULP table",
+            ),
+            Option(
+                "warp_specialize",
+                bool,
+                DEFAULT_WARP_SPECIALIZE,
+                "sm_90a: a producer warpgroup "
+                "fills the stages of the T.Pipelined loop (mbarriers) and two warpgroups take turns at "
+                "their gemms (ping-pong); None (default): blocks of two or more warpgroups, True: every "
+                "block, False: off",
+                optional=True,
+            ),
+        ),
         toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + toolchain.compiler_fingerprint(),
         tilelang=TILELANG_NAMES,
     )
@@ -169,8 +207,11 @@ def kernel_layout_rule(stmt, layouts, ctx):
     except ValueError:
         arch = "sm_80"
     plan = cuda_plan(N.PrimFunc("kernel", (), (stmt,)), arch)
-    return {name: plan.layout[name] for name, where in plan.storage.items()
-            if where in ("reg", "smem") and name in plan.layout}
+    return {
+        name: plan.layout[name]
+        for name, where in plan.storage.items()
+        if where in ("reg", "smem") and name in plan.layout
+    }
 
 
 @hookimpl
@@ -210,17 +251,28 @@ def tilecore_codegen(backend, module, options):
     except TileCompileError:
         raise
     except Exception as err:
-        raise TileCompileError(f"backend cuda: the CUDA compiler rejected the generated code for "
-                               f"{func.name!r}: {str(err)[-1500:]}", func.span, func.source) from err
+        raise TileCompileError(
+            f"backend cuda: the CUDA compiler rejected the generated code for {func.name!r}: {str(err)[-1500:]}",
+            func.span,
+            func.source,
+        ) from err
     meta: Dict[str, Any] = {
-        "arch": arch, "kernel_symbol": entry, "kernel_params": kparams,
-        "params": [p.name for p in func.params], "threads": lk.threads,
-        "dyn_smem_bytes": lk.dyn_smem_bytes, "grid_py": [_grid_py(g) for g in lk.grid],
-        "compiler": compiler_desc, "compile_seconds": round(secs, 3),
-        "storage": dict(lk.plan.storage), "notes": lk.notes, "rules": lk.rules,
+        "arch": arch,
+        "kernel_symbol": entry,
+        "kernel_params": kparams,
+        "params": [p.name for p in func.params],
+        "threads": lk.threads,
+        "dyn_smem_bytes": lk.dyn_smem_bytes,
+        "grid_py": [_grid_py(g) for g in lk.grid],
+        "compiler": compiler_desc,
+        "compile_seconds": round(secs, 3),
+        "storage": dict(lk.plan.storage),
+        "notes": lk.notes,
+        "rules": lk.rules,
     }
-    return Artifact(backend=NAME, target=f"{NAME}:{arch}", entry=func.name, source=src,
-                    blobs={"cubin": cubin}, meta=meta)
+    return Artifact(
+        backend=NAME, target=f"{NAME}:{arch}", entry=func.name, source=src, blobs={"cubin": cubin}, meta=meta
+    )
 
 
 @hookimpl

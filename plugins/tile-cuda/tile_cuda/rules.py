@@ -10,6 +10,7 @@
 a third party adds its own rules for "cuda" the same way (a higher priority puts
 them first).
 """
+
 from __future__ import annotations
 
 from math import prod
@@ -63,6 +64,7 @@ def _printf(fmt, *args):
     if hasattr(tx, "cuda_printf"):
         return tx.cuda_printf(fmt, *args)
     from tvm.backend.cuda import op as cop
+
     return cop.cuda_printf(fmt, *args)
 
 

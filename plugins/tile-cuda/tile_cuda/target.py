@@ -1,4 +1,5 @@
 """The target description of an NVIDIA GPU for the SIMT lowering toolkit."""
+
 from __future__ import annotations
 
 from typing import Any, Dict
@@ -6,8 +7,15 @@ from typing import Any, Dict
 from . import toolchain
 
 # bytes of shared memory per block, by compute capability (sm_XY -> XY)
-SHARED_MEMORY = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024,
-                 100: 227 * 1024, 120: 99 * 1024}
+SHARED_MEMORY = {
+    80: 163 * 1024,
+    86: 99 * 1024,
+    87: 163 * 1024,
+    89: 99 * 1024,
+    90: 227 * 1024,
+    100: 227 * 1024,
+    120: 99 * 1024,
+}
 
 
 def cuda_target(arch: str, options: Dict[str, Any]):
@@ -28,14 +36,28 @@ def cuda_target(arch: str, options: Dict[str, Any]):
     sm = toolchain.arch_number(arch)
     smem = SHARED_MEMORY.get(sm, 48 * 1024 if sm < 80 else 99 * 1024)
     return TargetDescription(
-        name="cuda", arch=arch, tvm_target={"kind": "cuda", "arch": arch}, warp_size=32,
-        max_shared_memory=smem, shared_scope="shared.dyn", shared_pool=True, shared_alignment=128,
-        max_vector_lanes=16, max_vector_element_bytes=16, bool_storage="bool", bool_vectors=True,
-        device_library=CUDA_DEVICE_LIB, gemm_block_panel=gemm_block_panel(options.get("gemm_block_panel")),
-        properties={"sm": sm, "wgmma": bool(options.get("wgmma", True)),
-                    "wgmma_overlap": overlap_schedule(options.get("wgmma_overlap", DEFAULT_OVERLAP)),
-                    "fast_math": bool(options.get("fast_math", False)),
-                    "warp_specialize": warp_specialize_mode(options.get("warp_specialize"))})
+        name="cuda",
+        arch=arch,
+        tvm_target={"kind": "cuda", "arch": arch},
+        warp_size=32,
+        max_shared_memory=smem,
+        shared_scope="shared.dyn",
+        shared_pool=True,
+        shared_alignment=128,
+        max_vector_lanes=16,
+        max_vector_element_bytes=16,
+        bool_storage="bool",
+        bool_vectors=True,
+        device_library=CUDA_DEVICE_LIB,
+        gemm_block_panel=gemm_block_panel(options.get("gemm_block_panel")),
+        properties={
+            "sm": sm,
+            "wgmma": bool(options.get("wgmma", True)),
+            "wgmma_overlap": overlap_schedule(options.get("wgmma_overlap", DEFAULT_OVERLAP)),
+            "fast_math": bool(options.get("fast_math", False)),
+            "warp_specialize": warp_specialize_mode(options.get("warp_specialize")),
+        },
+    )
 
 
 def has_mma_sync(target) -> bool:
@@ -79,8 +101,7 @@ def overlap_schedule(value) -> str:
         return "slack"
     if value in OVERLAP_SCHEDULES:
         return value
-    raise ValueError(f"compile option wgmma_overlap must be True, False or one of {OVERLAP_SCHEDULES}, "
-                     f"got {value!r}")
+    raise ValueError(f"compile option wgmma_overlap must be True, False or one of {OVERLAP_SCHEDULES}, got {value!r}")
 
 
 def gemm_block_panel(value) -> int:

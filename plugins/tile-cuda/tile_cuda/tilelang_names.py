@@ -4,6 +4,7 @@
 `Backend.tilelang` (`tilecore.plugin.TileLangNames`): the core itself names no vendor's
 compiler switch or primitive.
 """
+
 from __future__ import annotations
 
 from tilecore.plugin import TileLangNames
@@ -23,16 +24,39 @@ PASS_CONFIGS = {
 # TileLang primitives that program Hopper/Blackwell hardware directly (mbarriers, the TMA unit,
 # tensor memory, clusters, warp specialization); "x*" is a prefix.
 PRIMITIVES = (
-    "alloc_barrier", "alloc_cluster_barrier", "tma_copy", "tma_load", "tma_store",
-    "barrier_wait", "barrier_arrive", "alloc_tmem", "wgmma_gemm", "wait_wgmma", "fence_proxy_async",
-    "set_max_nreg", "no_set_max_nreg", "ws", "ClusterKernel", "block_rank_in_cluster",
-    "create_tma_descriptor", "cp_async_barrier_noinc", "PersistentTileScheduler", "annotate_ws_schedule",
-    "mbarrier_*", "tcgen05_*", "warpgroup_*", "tma_*", "ptx_*", "WS*",
+    "alloc_barrier",
+    "alloc_cluster_barrier",
+    "tma_copy",
+    "tma_load",
+    "tma_store",
+    "barrier_wait",
+    "barrier_arrive",
+    "alloc_tmem",
+    "wgmma_gemm",
+    "wait_wgmma",
+    "fence_proxy_async",
+    "set_max_nreg",
+    "no_set_max_nreg",
+    "ws",
+    "ClusterKernel",
+    "block_rank_in_cluster",
+    "create_tma_descriptor",
+    "cp_async_barrier_noinc",
+    "PersistentTileScheduler",
+    "annotate_ws_schedule",
+    "mbarrier_*",
+    "tcgen05_*",
+    "warpgroup_*",
+    "tma_*",
+    "ptx_*",
+    "WS*",
 )
 
-PRIMITIVE_NOTE = ("it programs NVIDIA Hopper/Blackwell hardware directly (mbarriers, TMA, tensor memory, "
-                  "clusters, warp specialization); write the copy with T.copy inside T.Pipelined, which "
-                  "tile-cuda lowers to asynchronous copies where the hardware has them")
+PRIMITIVE_NOTE = (
+    "it programs NVIDIA Hopper/Blackwell hardware directly (mbarriers, TMA, tensor memory, "
+    "clusters, warp specialization); write the copy with T.copy inside T.Pipelined, which "
+    "tile-cuda lowers to asynchronous copies where the hardware has them"
+)
 
 
 def compute_capability():
@@ -41,5 +65,6 @@ def compute_capability():
     return (info[1], info[2]) if info else None
 
 
-TILELANG_NAMES = TileLangNames(pass_configs=PASS_CONFIGS, primitives=PRIMITIVES, primitive_note=PRIMITIVE_NOTE,
-                               device_version=compute_capability)
+TILELANG_NAMES = TileLangNames(
+    pass_configs=PASS_CONFIGS, primitives=PRIMITIVES, primitive_note=PRIMITIVE_NOTE, device_version=compute_capability
+)

@@ -7,6 +7,7 @@ L2 cache is zeroed, so no run finds the previous run's data in L2 (Triton's and
 TileLang's method). Peak rates are the datasheet numbers of the devices listed
 in PEAKS (dense, no sparsity).
 """
+
 from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional
@@ -17,12 +18,30 @@ from tilecore.profiler import Peak, Timer
 _T = 1e12
 # device name fragment -> ({dtype: dense FLOP/s of the GEMM unit}, memory bytes/s)
 PEAKS: Dict[str, tuple] = {
-    "H200": ({"float16": 989.4 * _T, "bfloat16": 989.4 * _T, "int8": 1978.9 * _T,
-              "float32": 66.9 * _T, "float64": 66.9 * _T}, 4.8e12),
-    "H100": ({"float16": 989.4 * _T, "bfloat16": 989.4 * _T, "int8": 1978.9 * _T,
-              "float32": 66.9 * _T, "float64": 66.9 * _T}, 3.35e12),
-    "A100": ({"float16": 312 * _T, "bfloat16": 312 * _T, "int8": 624 * _T,
-              "float32": 19.5 * _T, "float64": 19.5 * _T}, 2.0e12),
+    "H200": (
+        {
+            "float16": 989.4 * _T,
+            "bfloat16": 989.4 * _T,
+            "int8": 1978.9 * _T,
+            "float32": 66.9 * _T,
+            "float64": 66.9 * _T,
+        },
+        4.8e12,
+    ),
+    "H100": (
+        {
+            "float16": 989.4 * _T,
+            "bfloat16": 989.4 * _T,
+            "int8": 1978.9 * _T,
+            "float32": 66.9 * _T,
+            "float64": 66.9 * _T,
+        },
+        3.35e12,
+    ),
+    "A100": (
+        {"float16": 312 * _T, "bfloat16": 312 * _T, "int8": 624 * _T, "float32": 19.5 * _T, "float64": 19.5 * _T},
+        2.0e12,
+    ),
 }
 FALLBACK_L2_BYTES = 128 << 20
 
@@ -31,8 +50,7 @@ def _torch():
     try:
         import torch
     except ImportError:
-        raise TileError("timing CUDA kernels needs torch (its CUDA events and streams): "
-                        "pip install torch") from None
+        raise TileError("timing CUDA kernels needs torch (its CUDA events and streams): pip install torch") from None
     return torch
 
 

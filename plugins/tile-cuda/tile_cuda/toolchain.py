@@ -1,4 +1,5 @@
 """Finding the CUDA toolchain (nvcc or NVRTC) and the GPU, without importing TVM or torch."""
+
 from __future__ import annotations
 
 import ctypes
@@ -28,6 +29,7 @@ def find_nvcc() -> Optional[str]:
             return cand
     try:
         import nvidia.cuda_nvcc as m  # type: ignore
+
         for base in getattr(m, "__path__", []):
             cand = os.path.join(base, "bin", "nvcc")
             if os.path.isfile(cand):
@@ -67,6 +69,7 @@ def find_nvrtc() -> Optional[str]:
     names = []
     try:
         import nvidia.cuda_nvrtc as m  # type: ignore
+
         for base in getattr(m, "__path__", []):
             names += sorted(glob.glob(os.path.join(base, "lib", "libnvrtc.so*")))
     except Exception:
@@ -107,8 +110,9 @@ def compiler_fingerprint() -> str:
         return f"nvcc {nvcc_identity()}"
     real = os.path.realpath(nvcc)
     bin_dir = os.path.dirname(real)
-    return "nvcc " + files_fingerprint([real, os.path.join(bin_dir, "ptxas"),
-                                        os.path.join(os.path.dirname(bin_dir), "version.json")])
+    return "nvcc " + files_fingerprint(
+        [real, os.path.join(bin_dir, "ptxas"), os.path.join(os.path.dirname(bin_dir), "version.json")]
+    )
 
 
 def _is_script(path: str) -> bool:
@@ -182,8 +186,9 @@ def parse_target(target: str) -> str:
         raise ValueError(f"not a cuda target: {target!r}")
     arch = target.split(":", 1)[1]
     if not re.fullmatch(r"sm_\d{2,3}[af]?", arch):
-        raise ValueError(f"unknown CUDA architecture {arch!r} in target {target!r}; "
-                         f"expected e.g. cuda:sm_80, cuda:sm_90a")
+        raise ValueError(
+            f"unknown CUDA architecture {arch!r} in target {target!r}; expected e.g. cuda:sm_80, cuda:sm_90a"
+        )
     return arch
 
 

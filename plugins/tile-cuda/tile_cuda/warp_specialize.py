@@ -34,6 +34,7 @@ them). Other loops keep the other pipelines.
 
 Planning is pure Python; lowering imports TVM when the rules run.
 """
+
 from __future__ import annotations
 
 from typing import List, NamedTuple, Optional
@@ -49,10 +50,10 @@ from .target import has_wgmma
 
 WARPGROUP = 128
 PRODUCER_THREADS = WARPGROUP  # a warpgroup, so that it can hand its registers over (setmaxnreg)
-PRODUCER_REGISTERS = 40       # enough for the copy loops' addresses
-REGISTER_FILE = 65536         # 32-bit registers per SM (sm_90)
+PRODUCER_REGISTERS = 40  # enough for the copy loops' addresses
+REGISTER_FILE = 65536  # 32-bit registers per SM (sm_90)
 CONSUMER_BARRIER = 1  # named barrier of the consumer threads (0 is the whole block's)
-TURN_BARRIER = 2      # warpgroup w waits on TURN_BARRIER + w before each gemm (ping-pong)
+TURN_BARRIER = 2  # warpgroup w waits on TURN_BARRIER + w before each gemm (ping-pong)
 
 WS_LIB = r"""
 #ifndef TILECORE_WS_LIB
@@ -135,10 +136,11 @@ def ws_loop(func: N.PrimFunc, plan, threads: int, target) -> Optional[WsLoop]:
         return None
     known = {v.name for v in kernel.block_vars} | {loop.var.name} | {v.name for v in func.dyn_vars}
     lets = []
-    for s in kernel.body[:[id(t) for t in kernel.body].index(id(loop))]:
+    for s in kernel.body[: [id(t) for t in kernel.body].index(id(loop))]:
         # a name of block indices alone (causal attention's trip count): the producer recomputes it
-        if isinstance(s, N.Let) and all(not isinstance(n, N.Load) and (not isinstance(n, N.Var) or n.name in known)
-                                        for n in walk(s.value)):
+        if isinstance(s, N.Let) and all(
+            not isinstance(n, N.Load) and (not isinstance(n, N.Var) or n.name in known) for n in walk(s.value)
+        ):
             lets.append(s)
             known.add(s.var.name)
     exprs = [loop.begin, loop.extent] + [st for c in copies for st in c.src.starts + c.dst.starts]
@@ -181,13 +183,20 @@ def _barrier_free(body, plan) -> bool:
         return False
     storage, layout = plan.storage, plan.layout
     for s in walk_stmts(body):
-        if isinstance(s, N.Copy) and not (storage.get(s.src.buffer.name) == storage.get(s.dst.buffer.name) == "reg"
-                                          and layout.get(s.src.buffer.name) == layout.get(s.dst.buffer.name)):
+        if isinstance(s, N.Copy) and not (
+            storage.get(s.src.buffer.name) == storage.get(s.dst.buffer.name) == "reg"
+            and layout.get(s.src.buffer.name) == layout.get(s.dst.buffer.name)
+        ):
             return False
         if isinstance(s, N.Reduce):
             src_l = layout.get(s.src.name)
-            if not (storage.get(s.src.name) == "reg" and isinstance(src_l, MmaLayout) and src_l.wn == 1
-                    and s.dim == 1 and isinstance(layout.get(s.dst.name), RowLayout)):
+            if not (
+                storage.get(s.src.name) == "reg"
+                and isinstance(src_l, MmaLayout)
+                and src_l.wn == 1
+                and s.dim == 1
+                and isinstance(layout.get(s.dst.name), RowLayout)
+            ):
                 return False
         if isinstance(s, (N.Cumsum, N.Atomic, N.Print)):
             return False
@@ -208,8 +217,10 @@ class WarpSpecializedPipeline(LoweringRule):
             return
         ctx.plan.claimed(self.name)[id(found.loop)] = found
         ctx.plan.device_sources.append(WS_LIB)
-        ctx.plan.notes.append(f"warp-specialized pipeline: {found.stages} stages, producer warpgroup"
-                              + (", ping-pong gemms" if found.pingpong else ""))
+        ctx.plan.notes.append(
+            f"warp-specialized pipeline: {found.stages} stages, producer warpgroup"
+            + (", ping-pong gemms" if found.pingpong else "")
+        )
 
     def __call__(self, lowering, loop):
         info = lowering.claim(self.name, loop)
@@ -273,8 +284,13 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
     lowering.alloc_all()
     C = len(info.copies)
     # in the dynamic pool, after the tiles (shared_tail): see _full and _empty
-    barriers = B.decl_buffer((2 * C * S,), "uint64", data=lowering.pool.data, elem_offset=lowering.tail_off // 8,
-                             scope=lowering.target.shared_scope)
+    barriers = B.decl_buffer(
+        (2 * C * S,),
+        "uint64",
+        data=lowering.pool.data,
+        elem_offset=lowering.tail_off // 8,
+        scope=lowering.target.shared_scope,
+    )
     lowering.warp_specialized = barriers
     with B.If(lowering.thread == 0):
         with B.Then():
@@ -289,9 +305,9 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
         with B.Then():
             if consumer_regs > launch_regs:
                 _call(lowering, f"tc::regs_increase<{consumer_regs}>")
-            lowering.intrinsics[("barrier", None)] = \
-                lambda args: _call(lowering, "tc::named_sync", tx.IntImm("int32", CONSUMER_BARRIER),
-                                   tx.IntImm("int32", T))
+            lowering.intrinsics[("barrier", None)] = lambda args: _call(
+                lowering, "tc::named_sync", tx.IntImm("int32", CONSUMER_BARRIER), tx.IntImm("int32", T)
+            )
             lowering.emit_body(kernel.body)
         with B.Else():
             if consumer_regs > launch_regs:
@@ -334,8 +350,12 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
             for ci, c in enumerate(info.copies):
                 with B.If(j >= S):
                     with B.Then():  # the buffer's previous use (phase j/S - 1) is over
-                        _call(lowering, "tc::mbar_wait", _empty(barriers, C, S, ci, stage),
-                              tx.floormod(tx.floordiv(j, S) + 1, 2))
+                        _call(
+                            lowering,
+                            "tc::mbar_wait",
+                            _empty(barriers, C, S, ci, stage),
+                            tx.floormod(tx.floordiv(j, S) + 1, 2),
+                        )
                 lowering.emit_copy_async(c)
                 # arrives once every earlier cp.async of the thread has landed (this copy's included)
                 _call(lowering, "tc::cp_async_arrive", _full(barriers, C, S, ci, stage))
@@ -408,6 +428,7 @@ def _pass_turn(lowering, wg, threads, last: bool, more) -> None:
 
     def arrive():
         _call(lowering, "tc::named_arrive", TURN_BARRIER + 1 - wg, threads)
+
     if not last:
         arrive()
         return
@@ -418,7 +439,9 @@ def _pass_turn(lowering, wg, threads, last: bool, more) -> None:
 
 def _no_barrier(lowering, loop):
     def refuse(args):
-        raise lowering.err("internal: the warp-specialized loop body asked for a block barrier "
-                           "(compile with warp_specialize=False)", loop)
-    return refuse
+        raise lowering.err(
+            "internal: the warp-specialized loop body asked for a block barrier (compile with warp_specialize=False)",
+            loop,
+        )
 
+    return refuse

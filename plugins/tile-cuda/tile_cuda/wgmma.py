@@ -20,6 +20,7 @@ row (the same XOR as `SharedLayout.xor_term`), and tiles wider than 128 bytes sp
 
 Everything else keeps the mma.sync path. Pure Python: importing this does not import TVM.
 """
+
 from __future__ import annotations
 
 from typing import Iterable, Tuple
@@ -213,25 +214,42 @@ def _instruction(dtype: str, n: int) -> str:
     s = nacc  # first input operand number
     ss_tmpl = "template <int TRANS_A, int TRANS_B>"
     if is_int:
-        ss_asm = (f'"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s + 2}, 0;\\n'
-                  f'wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, %{s}, %{s + 1}, p;\\n}}\\n"')
+        ss_asm = (
+            f'"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s + 2}, 0;\\n'
+            f'wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, %{s}, %{s + 1}, p;\\n}}\\n"'
+        )
         ss_in = '"l"(da), "l"(db), "r"(1)'
     else:
-        ss_asm = (f'"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s + 2}, 0;\\n'
-                  f'wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, %{s}, %{s + 1}, p, 1, 1, '
-                  f'%{s + 3}, %{s + 4};\\n}}\\n"')
+        ss_asm = (
+            f'"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s + 2}, 0;\\n'
+            f"wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, %{s}, %{s + 1}, p, 1, 1, "
+            f'%{s + 3}, %{s + 4};\\n}}\\n"'
+        )
         ss_in = '"l"(da), "l"(db), "r"(1), "n"(TRANS_A), "n"(TRANS_B)'
     guard = f"TILECORE_WGMMA_{ptx.upper()}_N{n}"  # TVM repeats the source at every call site
-    out = [f"#ifndef {guard}", f"#define {guard}", f"template <> struct Wgmma<{ctype}, {n}> {{",
-           f"  {ss_tmpl} static __device__ __forceinline__ void ss({acc_t}* d, u64 da, u64 db) {{",
-           f"    asm volatile({ss_asm}", f"      : {outs}", f"      : {ss_in});", "  }"]
+    out = [
+        f"#ifndef {guard}",
+        f"#define {guard}",
+        f"template <> struct Wgmma<{ctype}, {n}> {{",
+        f"  {ss_tmpl} static __device__ __forceinline__ void ss({acc_t}* d, u64 da, u64 db) {{",
+        f"    asm volatile({ss_asm}",
+        f"      : {outs}",
+        f"      : {ss_in});",
+        "  }",
+    ]
     if not is_int:
-        rs_asm = (f'"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s + 5}, 0;\\n'
-                  f'wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, {{%{s}, %{s + 1}, %{s + 2}, %{s + 3}}}, '
-                  f'%{s + 4}, p, 1, 1, %{s + 6};\\n}}\\n"')
-        out += ["  template <int TRANS_B> static __device__ __forceinline__ void rs(float* d, const u32* a, u64 db) {",
-                f"    asm volatile({rs_asm}", f"      : {outs}",
-                '      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(TRANS_B));', "  }"]
+        rs_asm = (
+            f'"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s + 5}, 0;\\n'
+            f"wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, {{%{s}, %{s + 1}, %{s + 2}, %{s + 3}}}, "
+            f'%{s + 4}, p, 1, 1, %{s + 6};\\n}}\\n"'
+        )
+        out += [
+            "  template <int TRANS_B> static __device__ __forceinline__ void rs(float* d, const u32* a, u64 db) {",
+            f"    asm volatile({rs_asm}",
+            f"      : {outs}",
+            '      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(TRANS_B));',
+            "  }",
+        ]
     out += ["};", "#endif"]
     return "\n".join(out)
 

@@ -35,6 +35,7 @@ wrong sums of 2026-11-29; benchmarks/results/h200-session5/).
 
 Pure Python planning; lowering imports TVM when the rule runs.
 """
+
 from __future__ import annotations
 
 from typing import List
@@ -77,8 +78,11 @@ class WgmmaOverlapPipeline(AsyncCopyPipeline):
             gemm = overlapped_gemm(loop, info[0], wgmma_gemms, ctx.plan.storage)
             # a static trip count: with a dynamic one the peeled last k-step sits under an `if`, and
             # ptxas serializes every wgmma of the kernel (C7514) for the path that skips it
-            if gemm is None or info[1] < min_stages(ctx.target.prop("wgmma_overlap")) \
-                    or not isinstance(loop.extent, N.Const):
+            if (
+                gemm is None
+                or info[1] < min_stages(ctx.target.prop("wgmma_overlap"))
+                or not isinstance(loop.extent, N.Const)
+            ):
                 del claims[id(loop)]
 
     def __call__(self, lowering, loop):
@@ -103,8 +107,7 @@ def overlapped_gemm(loop: N.For, copies: List[N.Copy], wgmma_gemms, storage):
     return g
 
 
-def emit_overlapped_loop(lowering, loop: N.For, copies: List[N.Copy], S: int, gemm: N.Gemm,
-                         schedule: str) -> None:
+def emit_overlapped_loop(lowering, loop: N.For, copies: List[N.Copy], S: int, gemm: N.Gemm, schedule: str) -> None:
     """The prologue, steady state and last k-step of the overlapped loop (see the module docstring);
     the loop's trip count is a constant."""
     from tvm import tirx as tx

@@ -3,6 +3,7 @@
 `tile conformance metal --tier compile --examples 100 --seed 0` must certify here;
 the full run and its report are under conformance/reports/.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -1,12 +1,15 @@
 """Execute tier on an Apple GPU (skipped here: Linux). Run on an Apple-silicon Mac with torch's
 MPS backend: `pytest plugins/tile-metal/tests -m gpu`."""
+
 import pytest
 
 import tilecore
 from tile_metal import plugin
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not plugin.device_present(), reason="no Metal device (needs macOS + torch MPS)")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not plugin.device_present(), reason="no Metal device (needs macOS + torch MPS)"),
+]
 
 
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, True)])

@@ -1,5 +1,6 @@
 """Source tier: MSL generated here by TVM's Metal codegen, structurally checked, and compared with
 the reviewed golden files under golden/ (TILECORE_UPDATE_GOLDEN=1 rewrites them)."""
+
 import importlib.util
 import os
 import pathlib
@@ -29,8 +30,7 @@ def _programs(gemm_func):
         progs["example_gemm_f16"] = _example("gemm").matmul.prim_func(256, 256, 256, 64, 64, 32)
         progs["example_softmax"] = _example("softmax").softmax.prim_func(256, 512, 8)
         progs["example_layernorm"] = _example("layernorm").layernorm.prim_func(256, 512, 8)
-        progs["example_flash_attention"] = _example("flash_attention").flashattn.prim_func(
-            1, 2, 256, 64, True, 32, 32)
+        progs["example_flash_attention"] = _example("flash_attention").flashattn.prim_func(1, 2, 256, 64, True, 32, 32)
     progs["gemm_f32"] = gemm_func(dtype="float32", accum="float32", threads=128)
     progs["gemm_f16_ta_tb"] = gemm_func(ta=True, tb=True, threads=128)
     progs["gemm_int8_portable"] = gemm_func(dtype="int8", accum="int32", threads=128)
@@ -72,8 +72,11 @@ def test_128x128x32_gemm_tile_keeps_its_accumulator_in_simdgroup_registers(stage
     kernel fits Apple's 32 KB of threadgroup memory (it needed 81920 bytes with the accumulator
     in threadgroup memory) and compiles to simdgroup_multiply_accumulate."""
     gemm = _example("gemm")
-    art = tilecore.compile(gemm.matmul.prim_func(1024, 1024, 1024, 128, 128, 32), target="metal").artifact \
-        if stages == 3 else tilecore.compile(_gemm_stages(stages), target="metal").artifact
+    art = (
+        tilecore.compile(gemm.matmul.prim_func(1024, 1024, 1024, 128, 128, 32), target="metal").artifact
+        if stages == 3
+        else tilecore.compile(_gemm_stages(stages), target="metal").artifact
+    )
     src = art.source
     assert compiler.check(src, art.meta["threads"], art.meta["params"]) == []
     assert art.meta["threadgroup_memory"] <= 16 * 1024 + 1024 < compiler.MAX_THREADGROUP_MEMORY
@@ -87,8 +90,9 @@ def _gemm_stages(stages):
     import tilecore.language as T
 
     @T.prim_func
-    def main(A: T.Tensor((512, 512), "float16"), B: T.Tensor((512, 512), "float16"),
-             C: T.Tensor((512, 512), "float16")):
+    def main(
+        A: T.Tensor((512, 512), "float16"), B: T.Tensor((512, 512), "float16"), C: T.Tensor((512, 512), "float16")
+    ):
         with T.Kernel(4, 4, threads=128) as (bx, by):
             A_s = T.alloc_shared((128, 32), "float16")
             B_s = T.alloc_shared((32, 128), "float16")
@@ -99,6 +103,7 @@ def _gemm_stages(stages):
                 T.copy(B[k * 32, bx * 128], B_s)
                 T.gemm(A_s, B_s, C_f)
             T.copy(C_f, C[by * 128, bx * 128])
+
     return main
 
 
@@ -107,8 +112,7 @@ def test_an_accumulator_used_elementwise_stays_in_threadgroup_memory():
     import tilecore.language as T
 
     @T.prim_func
-    def relu_gemm(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"),
-                  C: T.Tensor((64, 64), "float32")):
+    def relu_gemm(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"), C: T.Tensor((64, 64), "float32")):
         with T.Kernel(1, threads=128) as bx:
             A_s = T.alloc_shared((64, 32), "float16")
             B_s = T.alloc_shared((32, 64), "float16")
@@ -127,7 +131,7 @@ def test_an_accumulator_used_elementwise_stays_in_threadgroup_memory():
 
 def test_buffer_bindings_follow_parameters(gemm_func):
     src = tilecore.compile(gemm_func(threads=128), target="metal").artifact.source
-    (name, params), = compiler.kernels(src)
+    ((name, params),) = compiler.kernels(src)
     assert [(b[2], b[3]) for b in compiler.buffer_bindings(params)] == [("A_ptr", 0), ("B_ptr", 1), ("C_ptr", 2)]
 
 
@@ -187,12 +191,12 @@ def test_a_name_read_from_a_bfloat16_fragment_compiles():
     def named(A: T.Tensor((31, 47), "bfloat16"), Out: T.Tensor((31, 47), "float32")):
         with T.Kernel(3, 2, threads=128) as (bx, by):
             A_t = T.alloc_fragment((16, 16), "bfloat16")
-            T.copy(A[by * 16:by * 16 + 16, bx * 16:bx * 16 + 16], A_t)
+            T.copy(A[by * 16 : by * 16 + 16, bx * 16 : bx * 16 + 16], A_t)
             Out_t = T.alloc_fragment((16, 16), "float32")
             for i, j in T.Parallel(16, 16):
                 a_v = A_t[i, j]
                 Out_t[i, j] = a_v * 3.0
-            T.copy(Out_t, Out[by * 16:by * 16 + 16, bx * 16:bx * 16 + 16])
+            T.copy(Out_t, Out[by * 16 : by * 16 + 16, bx * 16 : bx * 16 + 16])
 
     src = tilecore.compile(named, target="metal").artifact.source
     assert "kernel void" in src

@@ -1,4 +1,5 @@
 """Tile IR -> TVM TIR (the SIMT toolkit with tile-metal's rules) -> Metal Shading Language."""
+
 from __future__ import annotations
 
 import re
@@ -7,7 +8,7 @@ from typing import Any, Dict, List, Tuple
 
 from tilecore.diagnostics import TileCompileError
 
-MAX_THREADS = 1024                 # threads per threadgroup on Apple GPUs
+MAX_THREADS = 1024  # threads per threadgroup on Apple GPUs
 MAX_THREADGROUP_MEMORY = 32 * 1024  # bytes of threadgroup memory per threadgroup
 
 
@@ -18,10 +19,19 @@ def metal_target(options: Dict[str, Any]):
     from tilecore.lowering.target import TargetDescription
 
     return TargetDescription(
-        name="metal", arch="apple", tvm_target=TVM_TARGET, warp_size=32,
-        max_shared_memory=MAX_THREADGROUP_MEMORY, shared_scope="shared", shared_pool=False,
-        max_vector_lanes=4, max_vector_element_bytes=4, register_vector_lanes=4,
-        bool_storage="int8", bool_vectors=False)
+        name="metal",
+        arch="apple",
+        tvm_target=TVM_TARGET,
+        warp_size=32,
+        max_shared_memory=MAX_THREADGROUP_MEMORY,
+        shared_scope="shared",
+        shared_pool=False,
+        max_vector_lanes=4,
+        max_vector_element_bytes=4,
+        register_vector_lanes=4,
+        bool_storage="int8",
+        bool_vectors=False,
+    )
 
 
 TVM_TARGET = {"kind": "metal", "max_num_threads": MAX_THREADS, "thread_warp_size": 32}
@@ -47,14 +57,18 @@ def generate(func, options: Dict[str, Any], tables=None):
     rules, intrinsics = tables if tables is not None else default_tables()
     lk = lower_kernel(func, metal_target(options), rules, intrinsics, options)
     try:
-        lib = tvm.compile(tvm.IRModule({func.name: lk.prim_func}), target=dict(TVM_TARGET),
-                          tir_pipeline=register_simt_pipeline())
+        lib = tvm.compile(
+            tvm.IRModule({func.name: lk.prim_func}), target=dict(TVM_TARGET), tir_pipeline=register_simt_pipeline()
+        )
     except TileCompileError:
         raise
     except Exception as err:
         msg = str(err).strip().splitlines()
-        raise TileCompileError(f"backend metal could not generate code for kernel {func.name!r}: "
-                               f"{msg[-1] if msg else type(err).__name__}", func.span, func.source) from err
+        raise TileCompileError(
+            f"backend metal could not generate code for kernel {func.name!r}: {msg[-1] if msg else type(err).__name__}",
+            func.span,
+            func.source,
+        ) from err
     dev = [m for m in lib.mod.imports if m.kind == "metal"][0]
     return with_device_lib(str(dev.inspect_source())), lk, time.perf_counter() - t0
 
@@ -86,7 +100,7 @@ def tensor_param(binding: str) -> str:
 def bound_tensors(src: str) -> List[str]:
     """Tensor parameters in buffer-binding order. TVM leaves out tensors the kernel never
     touches, so this can be a subset of the function's parameters."""
-    (_name, params), = kernels(src)
+    ((_name, params),) = kernels(src)
     return [tensor_param(b[2]) for b in sorted(buffer_bindings(params), key=lambda b: b[3])]
 
 
@@ -96,8 +110,21 @@ def buffer_bindings(params: str) -> List[Tuple[str, str, str, int]]:
 
 
 _TG = re.compile(r"threadgroup\s+(\w+)\s+(\w+)\[(\d+)\];")
-_SIZES = {"float": 4, "half": 2, "bfloat": 2, "int": 4, "uint": 4, "char": 1, "uchar": 1, "short": 2,
-          "ushort": 2, "long": 8, "ulong": 8, "bool": 1, "double": 8}
+_SIZES = {
+    "float": 4,
+    "half": 2,
+    "bfloat": 2,
+    "int": 4,
+    "uint": 4,
+    "char": 1,
+    "uchar": 1,
+    "short": 2,
+    "ushort": 2,
+    "long": 8,
+    "ulong": 8,
+    "bool": 1,
+    "double": 8,
+}
 
 
 def threadgroup_memory(src: str) -> int:

@@ -3,6 +3,7 @@
 Written against torch's documented API; it has not run here (no Apple GPU on the
 development machine) -- see the README. Elsewhere it raises a clear error at launch.
 """
+
 from __future__ import annotations
 
 import sys
@@ -37,7 +38,7 @@ class MetalKernelLauncher:
         self.source = artifact.source
         self.entry = meta["kernel_symbol"]
         self.param_names = meta["params"]
-        self.bound = meta["bound_params"]        # tensors in [[buffer(i)]] order (unused ones left out)
+        self.bound = meta["bound_params"]  # tensors in [[buffer(i)]] order (unused ones left out)
         self.scalars = meta["scalar_params"]
         self.threads = int(meta["threads"])
         self.grid = _grid_fn(meta["grid_py"])
@@ -45,14 +46,20 @@ class MetalKernelLauncher:
 
     def __call__(self, args, bindings):
         if sys.platform != "darwin":
-            raise TileRuntimeError(f"the metal backend generated MSL for {self.entry!r}, but running it needs "
-                                   f"macOS with an Apple GPU (this is {sys.platform})")
+            raise TileRuntimeError(
+                f"the metal backend generated MSL for {self.entry!r}, but running it needs "
+                f"macOS with an Apple GPU (this is {sys.platform})"
+            )
         if not device_present():
-            raise TileRuntimeError("no Metal device: torch.backends.mps.is_available() is False "
-                                   "(install torch with MPS support on an Apple-silicon Mac)")
+            raise TileRuntimeError(
+                "no Metal device: torch.backends.mps.is_available() is False "
+                "(install torch with MPS support on an Apple-silicon Mac)"
+            )
         if self.scalars:
-            raise TileRuntimeError(f"kernel {self.entry!r} takes dynamic dimensions {self.scalars}; the metal "
-                                   f"launcher supports static shapes only")
+            raise TileRuntimeError(
+                f"kernel {self.entry!r} takes dynamic dimensions {self.scalars}; the metal "
+                f"launcher supports static shapes only"
+            )
         import torch
 
         for name, a in zip(self.param_names, args):
@@ -69,6 +76,5 @@ class MetalKernelLauncher:
             return None
         kernel = getattr(self.library, self.entry)
         by_name = dict(zip(self.param_names, args))
-        kernel(*[by_name[n] for n in self.bound], threads=[gx * self.threads, gy, gz],
-               group_size=[self.threads, 1, 1])
+        kernel(*[by_name[n] for n in self.bound], threads=[gx * self.threads, gy, gz], group_size=[self.threads, 1, 1])
         return None

@@ -8,6 +8,7 @@ Registered through the entry point `metal = "tile_metal.plugin"` (group "tilecor
 TVM is imported by codegen only. Here (Linux, no Apple GPU) the backend is
 certified at the compile (source) tier: MSL is generated and structurally checked.
 """
+
 from __future__ import annotations
 
 import sys
@@ -31,8 +32,9 @@ def toolchain_status() -> ToolchainStatus:
 
         details.append(("apache-tvm", md.version("apache-tvm")))
     except Exception:
-        return ToolchainStatus(ok=False, summary="apache-tvm is not installed",
-                               fix="pip install 'apache-tvm>=0.27,<0.28'")
+        return ToolchainStatus(
+            ok=False, summary="apache-tvm is not installed", fix="pip install 'apache-tvm>=0.27,<0.28'"
+        )
     dev = "Apple GPU (torch MPS)" if device_present() else None
     details.append(("platform", sys.platform))
     details.append(("gpu", dev or "none (MSL is generated and checked; running needs macOS with an Apple GPU)"))
@@ -48,8 +50,14 @@ def make_backend() -> Backend:
     # Metal has no float64; int64 arithmetic exists in MSL
     dtypes = frozenset({"float16", "bfloat16", "float32", "int8", "int16", "int32", "int64", "uint8", "bool"})
     features = frozenset(f for f in ALL_FEATURES if f not in ("print", "dtype:float64"))
-    gemm = {("float16", "float32"), ("float16", "float16"), ("float32", "float32"), ("bfloat16", "float32"),
-            ("bfloat16", "bfloat16"), ("int8", "int32")}
+    gemm = {
+        ("float16", "float32"),
+        ("float16", "float16"),
+        ("float32", "float32"),
+        ("bfloat16", "float32"),
+        ("bfloat16", "bfloat16"),
+        ("int8", "int32"),
+    }
     return Backend(
         name=NAME,
         targets=(NAME,),
@@ -128,16 +136,22 @@ def tilecore_codegen(backend, module, options):
     params = [p.name for p in func.params]
     problems = compiler.check(src, lk.threads, params)
     if problems:
-        raise TileCompileError(f"backend metal generated unsound MSL for {func.name!r}: " + "; ".join(problems),
-                               func.span, func.source)
+        raise TileCompileError(
+            f"backend metal generated unsound MSL for {func.name!r}: " + "; ".join(problems), func.span, func.source
+        )
     name = compiler.kernels(src)[0][0]
     meta: Dict[str, Any] = {
-        "kernel_symbol": name, "params": params, "bound_params": compiler.bound_tensors(src),
+        "kernel_symbol": name,
+        "params": params,
+        "bound_params": compiler.bound_tensors(src),
         "scalar_params": [v.name for v in func.dyn_vars],
-        "threads": lk.threads, "threadgroup_memory": compiler.threadgroup_memory(src),
-        "grid_py": [_grid_py(g) for g in lk.grid], "compile_seconds": round(secs, 3),
+        "threads": lk.threads,
+        "threadgroup_memory": compiler.threadgroup_memory(src),
+        "grid_py": [_grid_py(g) for g in lk.grid],
+        "compile_seconds": round(secs, 3),
         "simdgroup_matrix": "simdgroup_multiply_accumulate" in src,
-        "storage": dict(lk.plan.storage), "notes": lk.notes,
+        "storage": dict(lk.plan.storage),
+        "notes": lk.notes,
     }
     return Artifact(backend=NAME, target=NAME, entry=func.name, source=src, meta=meta)
 

@@ -23,6 +23,7 @@ Transposed operands use transposed loads. Other gemms (int8, tiles not multiples
 
 Planning is pure Python; lowering imports TVM when the rule runs.
 """
+
 from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
@@ -60,8 +61,11 @@ def _eligible(g: N.Gemm, plan) -> bool:
 def simdgroup_grid(M: int, Nn: int, groups: int) -> Optional[Tuple[int, int]]:
     """The simdgroup grid (wm, wn) over an M x N accumulator with the squarest per-simdgroup
     block of whole 8x8 matrices, or None."""
-    options = [(wm, groups // wm) for wm in range(1, groups + 1)
-               if groups % wm == 0 and M % (8 * wm) == 0 and Nn % (8 * (groups // wm)) == 0]
+    options = [
+        (wm, groups // wm)
+        for wm in range(1, groups + 1)
+        if groups % wm == 0 and M % (8 * wm) == 0 and Nn % (8 * (groups // wm)) == 0
+    ]
     if not options:
         return None
     return min(options, key=lambda o: (abs(M // o[0] - Nn // o[1]), -o[0]))
@@ -74,8 +78,9 @@ def _touches(s: N.Stmt, name: str) -> bool:
         return True
     if isinstance(s, (N.Reduce, N.Cumsum)) and name in (s.src.name, s.dst.name):
         return True
-    if isinstance(s, N.Atomic) and (s.dst.buffer.name == name
-                                    or isinstance(s.value, N.Region) and s.value.buffer.name == name):
+    if isinstance(s, N.Atomic) and (
+        s.dst.buffer.name == name or isinstance(s.value, N.Region) and s.value.buffer.name == name
+    ):
         return True
     if isinstance(s, N.Store) and s.buffer.name == name:
         return True
@@ -96,9 +101,14 @@ def register_uses(kernel: N.Kernel, c: N.Buffer, plan):
             uses[id(s)] = ("gemm", s)
         elif isinstance(s, N.Fill) and whole_region(s.dst):
             uses[id(s)] = ("fill", s)
-        elif isinstance(s, N.Copy) and s.src.buffer.name == c.name and whole_region(s.src) \
-                and plan.storage.get(s.dst.buffer.name) == "global" and len(s.dst.buffer.shape) == 2 \
-                and tuple(s.dst.extents) == tuple(c.shape):
+        elif (
+            isinstance(s, N.Copy)
+            and s.src.buffer.name == c.name
+            and whole_region(s.src)
+            and plan.storage.get(s.dst.buffer.name) == "global"
+            and len(s.dst.buffer.shape) == 2
+            and tuple(s.dst.extents) == tuple(c.shape)
+        ):
             uses[id(s)] = ("store", s)
         else:
             return None
@@ -136,9 +146,11 @@ class SimdgroupGemm(LoweringRule):
             demote_unreachable(plan, ctx.kernel)
         if claims:
             where = sorted({kind for kind, _ in claims.values() if kind in ("registers", "threadgroup")})
-            plan.notes.append("T.gemm on simdgroup_matrix 8x8 (accumulators in "
-                              + " and ".join("simdgroup registers" if w == "registers" else "threadgroup memory"
-                                             for w in where) + ")")
+            plan.notes.append(
+                "T.gemm on simdgroup_matrix 8x8 (accumulators in "
+                + " and ".join("simdgroup registers" if w == "registers" else "threadgroup memory" for w in where)
+                + ")"
+            )
 
     def keep_in_registers(self, ctx, c: N.Buffer) -> bool:
         """Hold accumulator `c` in simdgroup matrices when its uses and shape allow; claim its
@@ -249,17 +261,18 @@ def emit_register_gemm(lowering, g: N.Gemm, grid) -> None:
         with B.unroll(0, tm) as mi:
             i0 = row0 + mi * 8
             off = k0 * lda + i0 if g.transpose_a else i0 * lda + k0
-            B.evaluate(mop.simdgroup_load(mat_a.data, mi, ptr(av, off), lda,
-                                          transpose_matrix=bool(g.transpose_a)))
+            B.evaluate(mop.simdgroup_load(mat_a.data, mi, ptr(av, off), lda, transpose_matrix=bool(g.transpose_a)))
         with B.unroll(0, tn) as ni:
             j0 = col0 + ni * 8
             off = j0 * ldb + k0 if g.transpose_b else k0 * ldb + j0
-            B.evaluate(mop.simdgroup_load(mat_b.data, ni, ptr(bv, off), ldb,
-                                          transpose_matrix=bool(g.transpose_b)))
+            B.evaluate(mop.simdgroup_load(mat_b.data, ni, ptr(bv, off), ldb, transpose_matrix=bool(g.transpose_b)))
         with B.unroll(0, tm) as mi:
             with B.unroll(0, tn) as ni:
-                B.evaluate(mop.simdgroup_multiply_accumulate(mats.data, mi * tn + ni, mat_a.data, mi,
-                                                             mat_b.data, ni, mats.data, mi * tn + ni))
+                B.evaluate(
+                    mop.simdgroup_multiply_accumulate(
+                        mats.data, mi * tn + ni, mat_a.data, mi, mat_b.data, ni, mats.data, mi * tn + ni
+                    )
+                )
 
 
 def emit_register_store(lowering, cp: N.Copy, grid) -> None:
@@ -341,12 +354,17 @@ def emit_simdgroup_gemm(lowering, g: N.Gemm):
                     k0 = kk * 8
                     a_off = k0 * lda + i0 if g.transpose_a else i0 * lda + k0
                     b_off = j0 * ldb + k0 if g.transpose_b else k0 * ldb + j0
-                    B.evaluate(mop.simdgroup_load(mat_a.data, zero, ptr(av, a_off), lda,
-                                                  transpose_matrix=bool(g.transpose_a)))
-                    B.evaluate(mop.simdgroup_load(mat_b.data, zero, ptr(bv, b_off), ldb,
-                                                  transpose_matrix=bool(g.transpose_b)))
-                    B.evaluate(mop.simdgroup_multiply_accumulate(mat_c.data, zero, mat_a.data, zero,
-                                                                 mat_b.data, zero, mat_c.data, zero))
+                    B.evaluate(
+                        mop.simdgroup_load(mat_a.data, zero, ptr(av, a_off), lda, transpose_matrix=bool(g.transpose_a))
+                    )
+                    B.evaluate(
+                        mop.simdgroup_load(mat_b.data, zero, ptr(bv, b_off), ldb, transpose_matrix=bool(g.transpose_b))
+                    )
+                    B.evaluate(
+                        mop.simdgroup_multiply_accumulate(
+                            mat_c.data, zero, mat_a.data, zero, mat_b.data, zero, mat_c.data, zero
+                        )
+                    )
                 B.evaluate(mop.simdgroup_store(mat_c.data, zero, ptr(cv, i0 * ldc + j0), ldc))
 
 
@@ -358,6 +376,7 @@ def _atomic(kind):
 
         buf, idx, value = args
         B.evaluate(tx.call_extern("void", f"tc_atomic_{kind}", lowering.addr(buf, idx), value))
+
     atomic.__doc__ = f"atomic {kind} through the `tc_atomic_{kind}` helper of METAL_DEVICE_LIB"
     return atomic
 
@@ -371,9 +390,13 @@ def metal_intrinsics():
 
 # MSL helpers for atomics (TVM 0.27's Metal codegen has none); the metal plugin inserts this
 # after the `using namespace metal;` line of the generated source.
-METAL_DEVICE_LIB = "\n".join(
-    f"inline void tc_atomic_{op}({space} {ctype}* p, {ctype} v) "
-    f"{{ atomic_fetch_{op}_explicit(({space} atomic_{ctype}*)p, v, memory_order_relaxed); }}"
-    for space in ("device", "threadgroup")
-    for ctype, ops in (("int", ("add", "max", "min")), ("float", ("add",)))
-    for op in ops) + "\n"
+METAL_DEVICE_LIB = (
+    "\n".join(
+        f"inline void tc_atomic_{op}({space} {ctype}* p, {ctype} v) "
+        f"{{ atomic_fetch_{op}_explicit(({space} atomic_{ctype}*)p, v, memory_order_relaxed); }}"
+        for space in ("device", "threadgroup")
+        for ctype, ops in (("int", ("add", "max", "min")), ("float", ("add",)))
+        for op in ops
+    )
+    + "\n"
+)

@@ -6,6 +6,7 @@ Checks the result against numpy first, then prints the simulator's report per
 launch. With num_stages=1 every k-step waits for its DMA before the matrix
 engine starts; with 2 or more the DMA of step k+1 runs while step k computes.
 """
+
 import sys
 
 import numpy as np
@@ -28,6 +29,7 @@ def matmul(M, N, K, bM=128, bN=128, bK=32, stages=2, dtype="float16", accum="flo
                 T.copy(B[k * bK, bx * bN], B_s)
                 T.gemm(A_s, B_s, C_f)
             T.copy(C_f, C[by * bM, bx * bN])
+
     return gemm
 
 

@@ -1,4 +1,5 @@
 """Binary encoding, assembler and disassembler round trips; the objdump/asm CLI."""
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -36,16 +37,20 @@ def test_object_round_trips_through_bytes_and_assembly():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(sorted(isa.OPS)), st.integers(0, 255), st.integers(0, 255), st.integers(-2**40, 2**40))
+@given(st.sampled_from(sorted(isa.OPS)), st.integers(0, 255), st.integers(0, 255), st.integers(-(2**40), 2**40))
 def test_every_instruction_formats_and_parses_back(name, reg, reg2, imm):
     info = isa.OPS[name]
-    ins = Instr(info.code, func=reg % max(len(info.func), 1) if info.func else 0,
-                dt=(reg % 10) + 1 if info.dt else 0,
-                dt2=((reg2 % 10) + 1 if info.dt2 == "dtype" else reg2 % 8 if info.dt2 == "flags" else 0),
-                r=tuple(reg if j < len(info.regs) else 0 for j in range(4)),
-                imm=(imm if info.imm in ("i", "d", "t") else 0))
+    ins = Instr(
+        info.code,
+        func=reg % max(len(info.func), 1) if info.func else 0,
+        dt=(reg % 10) + 1 if info.dt else 0,
+        dt2=((reg2 % 10) + 1 if info.dt2 == "dtype" else reg2 % 8 if info.dt2 == "flags" else 0),
+        r=tuple(reg if j < len(info.regs) else 0 for j in range(4)),
+        imm=(imm if info.imm in ("i", "d", "t") else 0),
+    )
     if info.imm == "f":
         import struct
+
         ins.imm = struct.unpack("<q", struct.pack("<d", imm / 3.0))[0]
     back = parse_instr(format_instr(ins))
     assert back.encode() == ins.encode()
@@ -73,6 +78,7 @@ def test_objdump_and_asm_cli(tmp_path, capsys):
 def test_reassembled_program_still_runs():
     k, prog = compiled_program()
     from tile_npu.launcher import NPULauncher
+
     x = np.random.default_rng(0).standard_normal((40, 33)).astype(np.float32)
     y = np.zeros_like(x)
     NPULauncher(assemble(disassemble(prog)).to_bytes())([x, y], {})

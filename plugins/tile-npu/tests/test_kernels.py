@@ -1,4 +1,5 @@
 """Kernels on the NPU (compiler + simulator) against the reference interpreter."""
+
 import re
 
 import numpy as np
@@ -17,6 +18,7 @@ def rand(rng, shape, dtype, lo=-2.0, hi=2.0):
         return rng.integers(-8 if dtype != "uint8" else 0, 8, size=shape).astype(dtype)
     x = rng.uniform(lo, hi, size=shape)
     import ml_dtypes
+
     return x.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
 
 
@@ -44,15 +46,17 @@ def gemm_func(M, N, K, bM=64, bN=64, bK=32, stages=2, dtype="float16", accum="fl
                     T.copy(B[k * bK, bx * bN], B_s)
                 T.gemm(A_s, B_s, C_f, transpose_A=ta, transpose_B=tb)
             T.copy(C_f, C[by * bM, bx * bN])
+
     return gemm
 
 
-@pytest.mark.parametrize("dtype,accum", [("float16", "float32"), ("bfloat16", "float32"), ("int8", "int32"),
-                                         ("float32", "float32")])
+@pytest.mark.parametrize(
+    "dtype,accum", [("float16", "float32"), ("bfloat16", "float32"), ("int8", "int32"), ("float32", "float32")]
+)
 @pytest.mark.parametrize("stages", [1, 2, 3])
 def test_gemm_matches_reference(dtype, accum, stages):
     rng = np.random.default_rng(stages)
-    M, N, K = 96, 80, 112            # partial tiles in every dimension
+    M, N, K = 96, 80, 112  # partial tiles in every dimension
     f = gemm_func(M, N, K, stages=stages, dtype=dtype, accum=accum)
     assert_matches_reference(f, [rand(rng, (M, K), dtype), rand(rng, (K, N), dtype)], backend="npu", out_idx=[-1])
 
@@ -73,8 +77,9 @@ def test_big_gemm_tiles_into_many_mma_instructions():
     f = gemm_func(128, 128, 320, bM=128, bN=128, bK=320, stages=1)
     k = tilecore.compile(f, target="npu", out_idx=[-1])
     assert len(re.findall(r"^\s+\d+: mma d", k.source, re.M)) == 2 * 2 * 2
-    assert_matches_reference(f, [rand(rng, (128, 320), "float16"), rand(rng, (320, 128), "float16")],
-                             backend="npu", out_idx=[-1])
+    assert_matches_reference(
+        f, [rand(rng, (128, 320), "float16"), rand(rng, (320, 128), "float16")], backend="npu", out_idx=[-1]
+    )
 
 
 def elementwise_func(M, N, block=32, dtype="float32"):
@@ -91,6 +96,7 @@ def elementwise_func(M, N, block=32, dtype="float32"):
                 else:
                     yf[i, j] = T.tanh(xs[i, j]) * T.max(yf[i, j], 0.25) + xs[j, i]
             T.copy(yf, Z[by * block, bx * block])
+
     return ew
 
 
@@ -104,7 +110,8 @@ def test_elementwise_masks_selects_math_and_partial_tiles(dtype):
 
 def test_large_parallel_is_strip_mined():
     rng = np.random.default_rng(2)
-    M, N = 128, 96           # 12288 elements per tile: 12 chunks of 1024
+    M, N = 128, 96  # 12288 elements per tile: 12 chunks of 1024
+
     @T.prim_func
     def scale(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
         with T.Kernel(1) as bx:
@@ -113,6 +120,7 @@ def test_large_parallel_is_strip_mined():
             for i, j in T.Parallel(M, N):
                 x[i, j] = x[i, j] * 2.0 + i - j
             T.copy(x, Y[0, 0])
+
     assert_matches_reference(scale, [rand(rng, (M, N), "float32")], backend="npu", out_idx=[-1])
 
 
@@ -134,6 +142,7 @@ def test_reductions(kind, dim):
             red(x, y, dim=dim, clear=False)
             red(x, y, dim=dim, clear=False)
             T.copy(y, Y[0])
+
     assert_matches_reference(r, [rand(rng, (M, N), "float32")], backend="npu", out_idx=[-1])
 
 
@@ -148,6 +157,7 @@ def test_cumsum(reverse):
             T.copy(X[0, 0], x)
             T.cumsum(x, dim=1, reverse=reverse)
             T.copy(x, Y[0, 0])
+
     assert_matches_reference(cs, [rand(rng, (16, 50), "float32")], backend="npu", out_idx=[-1])
 
 
@@ -155,8 +165,13 @@ def test_atomics_tile_and_element_forms():
     rng = np.random.default_rng(6)
 
     @T.prim_func
-    def hist(X: T.Tensor((64, 32), "float32"), Idx: T.Tensor((64,), "int32"), S: T.Tensor((32,), "float32"),
-             H: T.Tensor((8,), "int32"), Mx: T.Tensor((8,), "float32")):
+    def hist(
+        X: T.Tensor((64, 32), "float32"),
+        Idx: T.Tensor((64,), "int32"),
+        S: T.Tensor((32,), "float32"),
+        H: T.Tensor((8,), "int32"),
+        Mx: T.Tensor((8,), "float32"),
+    ):
         with T.Kernel(4) as bx:
             x = T.alloc_fragment((16, 32), "float32")
             s = T.alloc_fragment((32,), "float32")
@@ -166,11 +181,13 @@ def test_atomics_tile_and_element_forms():
             for i in T.Parallel(16):
                 T.atomic_add(H[Idx[bx * 16 + i]], 1)
                 T.atomic_max(Mx[Idx[bx * 16 + i]], x[i, 0])
+
     s0 = np.zeros(32, np.float32)
     h0 = np.zeros(8, np.int32)
     m0 = np.full(8, -100.0, np.float32)
-    assert_matches_reference(hist, [rand(rng, (64, 32), "float32"), rng.integers(0, 8, 64).astype(np.int32),
-                                    s0, h0, m0], backend="npu")
+    assert_matches_reference(
+        hist, [rand(rng, (64, 32), "float32"), rng.integers(0, 8, 64).astype(np.int32), s0, h0, m0], backend="npu"
+    )
 
 
 def test_runtime_control_flow_alloc_var_and_dynamic_shapes():
@@ -192,9 +209,9 @@ def test_runtime_control_flow_alloc_var_and_dynamic_shapes():
                         x[i] = x[i] * 3.0
             T.copy(x, Y[bx * 64])
             T.atomic_add(Cnt[0], c)
+
     for size in (100, 64, 7):
-        assert_matches_reference(f, [rand(rng, (size,), "float32"), np.zeros(1, np.int32)], backend="npu",
-                                 out_idx=[1])
+        assert_matches_reference(f, [rand(rng, (size,), "float32"), np.zeros(1, np.int32)], backend="npu", out_idx=[1])
 
 
 def test_gathers_with_non_affine_indices_and_int_math():
@@ -209,6 +226,7 @@ def test_gathers_with_non_affine_indices_and_int_math():
             for i, j in T.Parallel(32, 32):
                 y[i, j] = x[(i * 7) % 32, j // 2] // 3 + x[i, j] % 5 - (x[j, i] << 1) + X[i, 31 - j] // 2
             T.copy(y, Y[0, 0])
+
     assert_matches_reference(g, [rng.integers(-100, 100, (32, 32)).astype(np.int32)], backend="npu", out_idx=[-1])
 
 
@@ -240,6 +258,7 @@ def test_compile_error_when_scratchpad_overflows_points_at_alloc():
             for i, j in T.Parallel(256, 512):
                 y[i, j] = y[i, j] + x[i, j]
             T.copy(y, Y[0, 0])
+
     with pytest.raises(tilecore.diagnostics.TileCompileError) as ei:
         tilecore.compile(big, target="npu", out_idx=[-1])
     assert "scratchpad overflow on npu: y needs 786432 bytes" in str(ei.value)
@@ -251,8 +270,11 @@ def test_pipeline_stages_count_against_the_scratchpad():
     with pytest.raises(tilecore.diagnostics.TileCompileError) as ei:
         tilecore.compile(f, target="npu", out_idx=[-1])
     assert "x3 stages for T.Pipelined" in str(ei.value)
-    tilecore.compile(gemm_func(256, 256, 1024, bM=256, bN=256, bK=128, stages=2, dtype="float32",
-                               accum="float32"), target="npu", out_idx=[-1])
+    tilecore.compile(
+        gemm_func(256, 256, 1024, bM=256, bN=256, bK=128, stages=2, dtype="float32", accum="float32"),
+        target="npu",
+        out_idx=[-1],
+    )
 
 
 def test_dead_buffer_sharing_bytes_with_a_later_dma_target():
@@ -266,8 +288,10 @@ def test_dead_buffer_sharing_bytes_with_a_later_dma_target():
             T.copy(B[by, bx], B_t)
             for i, j in T.Parallel(1, 1):
                 Out[by + i, bx + j] = B_t[i, j]
-    assert_matches_reference(f, [np.ones((1, 1), np.float32), np.full((1, 1), 3, np.int16)], backend="npu",
-                             out_idx=[-1])
+
+    assert_matches_reference(
+        f, [np.ones((1, 1), np.float32), np.full((1, 1), 3, np.int16)], backend="npu", out_idx=[-1]
+    )
 
 
 def test_cumsum_into_another_buffer_multi_block():
@@ -281,6 +305,7 @@ def test_cumsum_into_another_buffer_multi_block():
             T.copy(A[by * 2, bx * 2], a)
             T.cumsum(a, c, dim=0)
             T.copy(c, Out[by * 2, bx * 2])
+
     assert_matches_reference(f, [rand(rng, (8, 4), "float32")], backend="npu", out_idx=[-1])
 
 
@@ -296,6 +321,7 @@ def test_print_scalars_tiles_and_per_element_values(capfd):
                 if x[i] > 1.5:
                     T.print(x[i] * 2.0, msg="lanes")
             T.copy(x, Y[0])
+
     x = np.arange(4, dtype=np.float32)
     tilecore.compile(p, target="npu", out_idx=[-1])(x)
     npu_out = capfd.readouterr().out
@@ -316,25 +342,29 @@ def test_pipelined_loops_that_must_not_be_prefetched():
             T.clear(s)
             T.clear(a)
             for k in T.Pipelined(8, num_stages=2):
-                for i in T.Parallel(16):        # reads `a` before this iteration's copy refills it
+                for i in T.Parallel(16):  # reads `a` before this iteration's copy refills it
                     s[i] = s[i] + a[i]
                 T.copy(A[k, 0], a)
             for k in T.Pipelined(4, num_stages=2):
-                T.copy(Acc[0], a)               # the loop also writes Acc: no prefetch allowed
+                T.copy(Acc[0], a)  # the loop also writes Acc: no prefetch allowed
                 for i in T.Parallel(16):
                     a[i] = a[i] * 2.0
                 T.copy(a, Acc[0])
             T.copy(s, Out[0])
+
     k = tilecore.compile(f, target="npu", out_idx=[-1])
     from tile_npu.isa import Program
+
     segments = [seg.name for seg in Program.from_bytes(k.artifact.blobs["program"]).segments]
-    assert not [n for n in segments if "@stage" in n], segments     # neither loop was multi-buffered
-    assert_matches_reference(f, [rand(rng, (8, 16), "float32"), rand(rng, (16,), "float32")], backend="npu",
-                             out_idx=[-1])
+    assert not [n for n in segments if "@stage" in n], segments  # neither loop was multi-buffered
+    assert_matches_reference(
+        f, [rand(rng, (8, 16), "float32"), rand(rng, (16,), "float32")], backend="npu", out_idx=[-1]
+    )
 
 
 def test_bank_conflicts_make_column_access_slower():
     """Reading a tile column-wise hits one bank per row pair; row-wise spreads over all banks."""
+
     def kernel(transposed):
         @T.prim_func
         def f(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
@@ -348,7 +378,9 @@ def test_bank_conflicts_make_column_access_slower():
                     else:
                         y[i, j] = x[i, j]
                 T.copy(y, Y[0, 0])
+
         return tilecore.compile(f, target="npu", out_idx=[-1])
+
     x = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
     rows, cols = kernel(False), kernel(True)
     np.testing.assert_array_equal(rows(x), x)
@@ -358,10 +390,17 @@ def test_bank_conflicts_make_column_access_slower():
 
 
 @settings(max_examples=15, deadline=None)
-@given(M=st.integers(1, 70), N=st.integers(1, 70), bm=st.sampled_from([8, 16, 32]), bn=st.sampled_from([8, 16, 64]),
-       dtype=st.sampled_from(["float32", "float16", "int32", "int8"]), offset=st.integers(-3, 3))
+@given(
+    M=st.integers(1, 70),
+    N=st.integers(1, 70),
+    bm=st.sampled_from([8, 16, 32]),
+    bn=st.sampled_from([8, 16, 64]),
+    dtype=st.sampled_from(["float32", "float16", "int32", "int8"]),
+    offset=st.integers(-3, 3),
+)
 def test_partial_tile_copies_and_shifted_reads(M, N, bm, bn, dtype, offset):
     """Tiles of any size over tensors of any size, read with a shifted (possibly out-of-bounds) window."""
+
     @T.prim_func
     def f(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
@@ -371,5 +410,6 @@ def test_partial_tile_copies_and_shifted_reads(M, N, bm, bn, dtype, offset):
             for i, j in T.Parallel(bm, bn):
                 u[i, j] = t[i, j] + t[bm - 1 - i, j]
             T.copy(u, Y[by * bm, bx * bn])
+
     rng = np.random.default_rng(M * 100 + N)
     assert_matches_reference(f, [rand(rng, (M, N), dtype)], backend="npu", out_idx=[-1])

@@ -5,6 +5,7 @@ pytest and the conformance suite through a .pth file that adds this
 environment's site-packages (`site.addsitedir`), and the generated package is
 installed with `pip --no-deps --no-build-isolation --no-index`.
 """
+
 import os
 import subprocess
 import sys
@@ -38,22 +39,39 @@ def test_generated_plugin_installs_lists_and_passes_its_tests(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = str(venv / "bin" / "python")
-    site_dir = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                              check=True, capture_output=True, text=True).stdout.strip()
+    site_dir = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     host = sysconfig.get_paths()["purelib"]
     with open(os.path.join(site_dir, "_tilecore_host.pth"), "w") as f:
         f.write(f"import site; site.addsitedir({host!r})\n")
-    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", TILE_CONFORMANCE_EXAMPLES="16",
-               TILECORE_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(
+        os.environ,
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        TILE_CONFORMANCE_EXAMPLES="16",
+        TILECORE_CACHE_DIR=str(tmp_path / "cache"),
+    )
     env.pop("TILECORE_PLUGINS", None)
-    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                    "-e", str(pkg)], check=True, env=env, capture_output=True)
+    subprocess.run(
+        [py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", "-e", str(pkg)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     # installed into the fresh venv only
     assert any(n.startswith("tile_acme_npu") for n in os.listdir(site_dir))
     listed = subprocess.run([py, "-m", "tilecore.cli", "backends"], env=env, capture_output=True, text=True)
     assert listed.returncode == 0, listed.stderr
     assert "acme_npu  (tile-acme_npu 0.1.0)" in listed.stdout or "acme_npu" in listed.stdout
-    tests = subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(pkg / "tests")],
-                           env=env, capture_output=True, text=True, cwd=str(pkg))
+    tests = subprocess.run(
+        [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(pkg / "tests")],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=str(pkg),
+    )
     assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-2000:]
     assert "3 passed" in tests.stdout

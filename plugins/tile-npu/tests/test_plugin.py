@@ -1,4 +1,5 @@
 """The npu backend as tilecore sees it: discovery, declared capabilities, honest refusals."""
+
 import numpy as np
 import pytest
 
@@ -31,6 +32,7 @@ def test_float64_kernel_is_refused_at_its_line():
         with T.Kernel(1) as bx:
             for i in T.Parallel(4):
                 Y[i] = X[i] * 2.0
+
     with pytest.raises(UnsupportedFeatureError, match="does not support dtype.float64"):
         tilecore.compile(f, target="npu", out_idx=[-1])
 
@@ -46,6 +48,7 @@ def test_gemm_format_the_matrix_engine_lacks_is_a_compile_error():
             T.copy(B[0, 0], b)
             T.gemm(a, b, c, clear_accum=True)
             T.copy(c, C[0, 0])
+
     with pytest.raises(TileCompileError) as ei:
         tilecore.compile(f, target="npu", out_idx=[-1])
     assert "int16" in str(ei.value) and "T.gemm(a, b, c" in str(ei.value)
@@ -58,8 +61,10 @@ def test_compile_options_reconfigure_the_hardware():
             x = T.alloc_shared((16, 64), "float32")
             T.copy(X[bx * 16, 0], x)
             T.copy(x, Y[bx * 16, 0])
+
     x = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
     import tile_npu
+
     one = tilecore.compile(f, target="npu", out_idx=[-1], cores=1)
     np.testing.assert_array_equal(one(x), x)
     four = tilecore.compile(f, target="npu", out_idx=[-1])

@@ -1,4 +1,5 @@
 """Every simulator trap, provoked by a deliberately bad program or a corrupted binary."""
+
 import numpy as np
 import pytest
 
@@ -27,6 +28,7 @@ def gemm_kernel():
                 T.copy(B[k * 32, 0], B_s)
                 T.gemm(A_s, B_s, C_f)
             T.copy(C_f, C[0, 0])
+
     return tilecore.compile(gemm, target="npu", out_idx=[-1])
 
 
@@ -55,13 +57,13 @@ def test_removing_the_dma_waits_traps_as_a_race():
         run_program(prog)
     assert ei.value.kind == "dma_race"
     assert "wait" in str(ei.value) and "A_s" in str(ei.value)
-    assert ei.value.span is not None and ei.value.span.line > 0     # points at the user's T.gemm line
+    assert ei.value.span is not None and ei.value.span.line > 0  # points at the user's T.gemm line
 
 
 def test_misaligned_dma_traps():
     prog = Program.from_bytes(gemm_kernel().artifact.blobs["program"])
     seg = next(s for s in prog.segments if s.name == "A_s")
-    seg.base += 2                    # still 2-byte aligned for float16, not 32-byte aligned for DMA
+    seg.base += 2  # still 2-byte aligned for float16, not 32-byte aligned for DMA
     with pytest.raises(NPUTrap) as ei:
         run_program(prog)
     assert ei.value.kind == "misaligned_dma"
@@ -71,7 +73,7 @@ def test_misaligned_dma_traps():
 def test_segment_beyond_the_scratchpad_traps_as_overflow():
     prog = Program.from_bytes(gemm_kernel().artifact.blobs["program"])
     seg = next(s for s in prog.segments if s.name == "C_f")
-    seg.base = NPUConfig().scratchpad_bytes - 1024       # 16 KiB segment hanging off the end
+    seg.base = NPUConfig().scratchpad_bytes - 1024  # 16 KiB segment hanging off the end
     with pytest.raises(NPUTrap) as ei:
         run_program(prog)
     assert ei.value.kind == "scratchpad_overflow"
@@ -127,11 +129,11 @@ def test_hand_written_program_with_and_without_wait():
     good = assemble(HAND_WRITTEN.format(wait="wait r8"))
     rep = Simulator(good).run([x, y])
     np.testing.assert_array_equal(y, x)
-    assert rep.cycles > NPUConfig().dma_latency          # the wait stalled for the DMA
+    assert rep.cycles > NPUConfig().dma_latency  # the wait stalled for the DMA
     bad = assemble(HAND_WRITTEN.format(wait="nop"))
     with pytest.raises(NPUTrap) as ei:
         Simulator(bad).run([x, np.zeros(64, np.float32)])
-    assert ei.value.kind == "dma_race" and ei.value.pc == 8   # the vld
+    assert ei.value.kind == "dma_race" and ei.value.pc == 8  # the vld
 
 
 def test_unwaited_dma_at_block_end_traps():
@@ -154,6 +156,7 @@ def test_out_of_bounds_element_index_is_a_runtime_error_at_the_line():
         with T.Kernel(1) as bx:
             for i in T.Parallel(8):
                 Y[i] = X[i + 5]
+
     k = tilecore.compile(oob, target="npu", out_idx=[-1])
     with pytest.raises(TileRuntimeError) as ei:
         k(np.zeros(8, np.float32))

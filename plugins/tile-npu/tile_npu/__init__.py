@@ -1,10 +1,12 @@
 """tile-npu: the reference NPU backend of tilecore (own ISA, compiler, assembler, simulator)."""
+
 __version__ = "0.1.0"
 
 
 def last_report():
     """The cycle report of the most recent NPU launch in this process."""
     from .launcher import last_report as _lr
+
     return _lr()
 
 

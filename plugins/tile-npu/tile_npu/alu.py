@@ -5,6 +5,7 @@ Follows the tile language's number rules: the operation happens in its dtype
 `/` truncates toward zero, comparisons give bool, and conversions are the
 store rules of `tilecore.interp.dtypes.convert`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -62,7 +63,7 @@ def binop(index: int, a, b, dtype: str):
             if kind in "iub":
                 neg = b < 0
                 r = np.power(a, np.where(neg, 0, b).astype(a.dtype))
-                if np.any(neg):   # a ** -n in integers: C-like truncation
+                if np.any(neg):  # a ** -n in integers: C-like truncation
                     alt = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 == 0, 1, -1), 0))
                     r = np.where(neg, alt, r).astype(a.dtype)
             else:
@@ -104,7 +105,7 @@ def unop(index: int, a, dtype: str):
         if op == "mov":
             r = a
         elif op == "neg":
-            r = a if dtype == "bool" else -a     # -True is nonzero: stays True
+            r = a if dtype == "bool" else -a  # -True is nonzero: stays True
         elif op == "~":
             r = ~a
         elif op == "abs":

@@ -1,9 +1,10 @@
 """`tile-npu`: objdump, asm and compile for the reference NPU's object files (.npuo).
 
-    tile-npu compile FILE::FUNC [ARGS...] [--arg k=v] -o out.npuo   Tile IR -> NPU object
-    tile-npu objdump out.npuo [--no-comments]                       NPU object -> assembly text
-    tile-npu asm prog.s -o out.npuo                                 assembly text -> NPU object
+tile-npu compile FILE::FUNC [ARGS...] [--arg k=v] -o out.npuo   Tile IR -> NPU object
+tile-npu objdump out.npuo [--no-comments]                       NPU object -> assembly text
+tile-npu asm prog.s -o out.npuo                                 assembly text -> NPU object
 """
+
 from __future__ import annotations
 
 import argparse

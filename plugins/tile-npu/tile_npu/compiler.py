@@ -4,6 +4,7 @@ The code generator itself lives in the `tile_npu.codegen` package, one module
 per concern (registers, placement, DMA synchronization, pipelining, scalar,
 tile and vector code); this module keeps the names other code imports.
 """
+
 from __future__ import annotations
 
 from .codegen import Codegen, compile_func, default_rules

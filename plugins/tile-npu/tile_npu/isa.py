@@ -25,6 +25,7 @@ A program file ("NPU object") is:
     strings        u16 length + utf-8 (T.print messages)
     debug          u32 length + JSON (pc -> source line, file, source text): not needed to run
 """
+
 from __future__ import annotations
 
 import json
@@ -35,27 +36,116 @@ from typing import Dict, List, Optional, Sequence, Tuple, Type, Union
 
 MAGIC = b"TNPU"
 FORMAT_VERSION = 1
-NO_REG = 255            # "no register / no mask" in a register field
+NO_REG = 255  # "no register / no mask" in a register field
 
 # ----------------------------------------------------------------------------- dtypes
 
-DTYPE_CODES = {"none": 0, "bool": 1, "int8": 2, "uint8": 3, "int16": 4, "int32": 5, "int64": 6,
-               "float16": 7, "bfloat16": 8, "float32": 9, "float64": 10}
+DTYPE_CODES = {
+    "none": 0,
+    "bool": 1,
+    "int8": 2,
+    "uint8": 3,
+    "int16": 4,
+    "int32": 5,
+    "int64": 6,
+    "float16": 7,
+    "bfloat16": 8,
+    "float32": 9,
+    "float64": 10,
+}
 DTYPE_NAMES = {v: k for k, v in DTYPE_CODES.items()}
 
 # ----------------------------------------------------------------------------- sub-operations
 
-BINOPS = ("+", "-", "*", "/", "//", "%", "min", "max", "pow", "&", "|", "^", "<<", ">>",
-          "<", "<=", ">", ">=", "==", "!=", "and", "or")
-BINOP_NAMES = ("add", "sub", "mul", "div", "fdiv", "mod", "min", "max", "pow", "and", "or", "xor",
-               "shl", "shr", "lt", "le", "gt", "ge", "eq", "ne", "land", "lor")
-UNOPS = ("mov", "neg", "not", "~", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid",
-         "sin", "cos", "floor", "ceil", "abs")
-UNOP_NAMES = ("mov", "neg", "lnot", "bnot", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh",
-              "sigmoid", "sin", "cos", "floor", "ceil", "abs")
+BINOPS = (
+    "+",
+    "-",
+    "*",
+    "/",
+    "//",
+    "%",
+    "min",
+    "max",
+    "pow",
+    "&",
+    "|",
+    "^",
+    "<<",
+    ">>",
+    "<",
+    "<=",
+    ">",
+    ">=",
+    "==",
+    "!=",
+    "and",
+    "or",
+)
+BINOP_NAMES = (
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "fdiv",
+    "mod",
+    "min",
+    "max",
+    "pow",
+    "and",
+    "or",
+    "xor",
+    "shl",
+    "shr",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "eq",
+    "ne",
+    "land",
+    "lor",
+)
+UNOPS = (
+    "mov",
+    "neg",
+    "not",
+    "~",
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "sigmoid",
+    "sin",
+    "cos",
+    "floor",
+    "ceil",
+    "abs",
+)
+UNOP_NAMES = (
+    "mov",
+    "neg",
+    "lnot",
+    "bnot",
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "sigmoid",
+    "sin",
+    "cos",
+    "floor",
+    "ceil",
+    "abs",
+)
 REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax")
 ATOMIC_KINDS = ("none", "add", "max", "min")
-SPR_KINDS = ("block", "nblocks", "dyn", "core")     # SPR rd, kind, imm=index
+SPR_KINDS = ("block", "nblocks", "dyn", "core")  # SPR rd, kind, imm=index
 
 # flags in dt2 for vector ALU ops: operand k is a scalar register broadcast to all lanes
 FLAG_SCALAR = (1, 2, 4)
@@ -70,12 +160,12 @@ FLAG_SCALAR = (1, 2, 4)
 class OpInfo:
     name: str
     code: int
-    unit: str                     # scalar | vector | matrix | dma
-    regs: str                     # schema of r0..r3, e.g. "rrr"
-    imm: str = ""                 # "", "i", "f", "d", "t"
-    func: Tuple[str, ...] = ()    # names of func values (empty: func unused)
+    unit: str  # scalar | vector | matrix | dma
+    regs: str  # schema of r0..r3, e.g. "rrr"
+    imm: str = ""  # "", "i", "f", "d", "t"
+    func: Tuple[str, ...] = ()  # names of func values (empty: func unused)
     dt: bool = False
-    dt2: str = ""                 # "", "dtype", "flags"
+    dt2: str = ""  # "", "dtype", "flags"
 
 
 OPS: Dict[str, OpInfo] = {}
@@ -101,9 +191,9 @@ _op("satom", 0x0C, "scalar", "r", "d", func=ATOMIC_KINDS, dt=True)
 _op("br", 0x0D, "scalar", "", "t")
 _op("bz", 0x0E, "scalar", "r", "t")
 _op("bnz", 0x0F, "scalar", "r", "t")
-_op("print", 0x10, "scalar", "r", "i", dt=True)          # scalar register, imm = message string
-_op("printt", 0x11, "scalar", "", "d", dt2="flags")      # print a tile; flags = message string + 1
-_op("setvl", 0x12, "scalar", "rr")                        # VL <- r0, VSTART <- r1
+_op("print", 0x10, "scalar", "r", "i", dt=True)  # scalar register, imm = message string
+_op("printt", 0x11, "scalar", "", "d", dt2="flags")  # print a tile; flags = message string + 1
+_op("setvl", 0x12, "scalar", "rr")  # VL <- r0, VSTART <- r1
 _op("viota", 0x20, "vector", "s", "d", func=tuple(f"d{i}" for i in range(8)))
 _op("vbin", 0x21, "vector", "sss", func=BINOP_NAMES, dt=True, dt2="flags")
 _op("vun", 0x22, "vector", "ss", func=UNOP_NAMES, dt=True, dt2="flags")
@@ -113,11 +203,11 @@ _op("vld", 0x25, "vector", "sm", "d")
 _op("vst", 0x26, "vector", "sm", "d", dt=True)
 _op("vatom", 0x27, "vector", "sm", "d", func=ATOMIC_KINDS, dt=True)
 _op("vtile", 0x28, "vector", "r", "d", func=("move", "fill"))
-_op("vred", 0x29, "vector", "", "d", func=REDUCE_KINDS, dt2="flags")   # flags bit0: clear
-_op("vscan", 0x2A, "vector", "", "d", dt2="flags")                      # flags bit0: reverse
-_op("vprint", 0x2B, "vector", "sm", "d", dt=True, dt2="flags")          # flags = message string + 1
-_op("mma", 0x30, "matrix", "", "d", dt2="flags")                        # flags bit0: clear accum
-_op("dma", 0x40, "dma", "rr", "d", func=ATOMIC_KINDS)                   # r0 <- token, r1 fill value
+_op("vred", 0x29, "vector", "", "d", func=REDUCE_KINDS, dt2="flags")  # flags bit0: clear
+_op("vscan", 0x2A, "vector", "", "d", dt2="flags")  # flags bit0: reverse
+_op("vprint", 0x2B, "vector", "sm", "d", dt=True, dt2="flags")  # flags = message string + 1
+_op("mma", 0x30, "matrix", "", "d", dt2="flags")  # flags bit0: clear accum
+_op("dma", 0x40, "dma", "rr", "d", func=ATOMIC_KINDS)  # r0 <- token, r1 fill value
 _op("wait", 0x41, "dma", "r")
 
 OPS_BY_CODE = {info.code: info for info in OPS.values()}
@@ -125,8 +215,7 @@ OPS_BY_CODE = {info.code: info for info in OPS.values()}
 # ----------------------------------------------------------------------------- descriptors
 # Descriptors are int32 lists whose first word is the kind.
 D_ACCESS, D_TILE, D_RED, D_MMA, D_DMA, D_EXT = 1, 2, 3, 4, 5, 6
-DESC_NAMES = {D_ACCESS: "access", D_TILE: "tile", D_RED: "red", D_MMA: "mma", D_DMA: "dma",
-              D_EXT: "ext"}
+DESC_NAMES = {D_ACCESS: "access", D_TILE: "tile", D_RED: "red", D_MMA: "mma", D_DMA: "dma", D_EXT: "ext"}
 SPACE_SEG, SPACE_PARAM = 0, 1
 
 
@@ -154,11 +243,11 @@ class Access:
     @staticmethod
     def from_words(w: Sequence[int]) -> "Access":
         space, sid, rank, n = w[1], w[2], w[3], w[4]
-        ext = tuple(w[5:5 + n])
+        ext = tuple(w[5 : 5 + n])
         pos = 5 + n
         dims = []
         for _ in range(rank):
-            dims.append((w[pos], w[pos + 1], tuple(w[pos + 2:pos + 2 + n])))
+            dims.append((w[pos], w[pos + 1], tuple(w[pos + 2 : pos + 2 + n])))
             pos += 2 + n
         return Access(space, sid, ext, tuple(dims))
 
@@ -168,7 +257,7 @@ class Reduction:
     """Reduce or scan a segment viewed as (outer, length, inner) along the middle axis."""
 
     src_seg: int
-    src_off: int          # register holding the element offset of the source
+    src_off: int  # register holding the element offset of the source
     dst_seg: int
     dst_off: int
     outer: int
@@ -176,8 +265,7 @@ class Reduction:
     inner: int
 
     def words(self):
-        return [D_RED, self.src_seg, self.src_off, self.dst_seg, self.dst_off, self.outer,
-                self.length, self.inner]
+        return [D_RED, self.src_seg, self.src_off, self.dst_seg, self.dst_off, self.outer, self.length, self.inner]
 
     @staticmethod
     def from_words(w):
@@ -204,8 +292,23 @@ class MatMul:
     trans_b: int
 
     def words(self):
-        return [D_MMA, self.a_seg, self.a_off, self.lda, self.b_seg, self.b_off, self.ldb,
-                self.c_seg, self.c_off, self.ldc, self.m, self.n, self.k, self.trans_a, self.trans_b]
+        return [
+            D_MMA,
+            self.a_seg,
+            self.a_off,
+            self.lda,
+            self.b_seg,
+            self.b_off,
+            self.ldb,
+            self.c_seg,
+            self.c_off,
+            self.ldc,
+            self.m,
+            self.n,
+            self.k,
+            self.trans_a,
+            self.trans_b,
+        ]
 
     @staticmethod
     def from_words(w):
@@ -236,11 +339,16 @@ class Extents:
 
     @staticmethod
     def from_words(w):
-        return Extents(tuple(w[2:2 + w[1]]))
+        return Extents(tuple(w[2 : 2 + w[1]]))
 
 
 _DESC_CLASSES: Dict[int, Type[Union[Access, Reduction, MatMul, Transfer, Extents]]] = {
-    D_ACCESS: Access, D_RED: Reduction, D_MMA: MatMul, D_DMA: Transfer, D_EXT: Extents}
+    D_ACCESS: Access,
+    D_RED: Reduction,
+    D_MMA: MatMul,
+    D_DMA: Transfer,
+    D_EXT: Extents,
+}
 
 
 def decode_desc(words: Sequence[int]):
@@ -249,6 +357,7 @@ def decode_desc(words: Sequence[int]):
     if cls is None:
         raise ValueError(f"unknown descriptor kind {words[0] if words else None}")
     return cls.from_words(list(words))
+
 
 # ----------------------------------------------------------------------------- program
 
@@ -283,6 +392,7 @@ class Segment:
     @property
     def nbytes(self) -> int:
         from .arch import dtype_size
+
         n = 1
         for s in self.shape:
             n *= s
@@ -309,16 +419,24 @@ class Program:
     kernel_pc: int = 0
     grid_rank: int = 1
     ncores: int = 0
-    debug: Dict = field(default_factory=dict)   # {"file":..., "lines": {pc: [line, col]}, "source": ...}
+    debug: Dict = field(default_factory=dict)  # {"file":..., "lines": {pc: [line, col]}, "source": ...}
 
     # -- binary form
 
     def to_bytes(self) -> bytes:
         out = bytearray(MAGIC)
         out += struct.pack("<HH", FORMAT_VERSION, self.ncores)
-        out += struct.pack("<8I", len(self.instrs), len(self.descs), len(self.segments),
-                           len(self.params), len(self.strings), self.grid_pc, self.kernel_pc,
-                           self.grid_rank)
+        out += struct.pack(
+            "<8I",
+            len(self.instrs),
+            len(self.descs),
+            len(self.segments),
+            len(self.params),
+            len(self.strings),
+            self.grid_pc,
+            self.kernel_pc,
+            self.grid_rank,
+        )
         for ins in self.instrs:
             out += ins.encode()
         for d in self.descs:
@@ -362,7 +480,7 @@ def _parse(data: bytes) -> Program:
     pos = 40
     prog = Program(grid_pc=grid_pc, kernel_pc=kernel_pc, grid_rank=grid_rank, ncores=ncores)
     for _ in range(n_ins):
-        prog.instrs.append(Instr.decode(data[pos:pos + 16]))
+        prog.instrs.append(Instr.decode(data[pos : pos + 16]))
         pos += 16
     for _ in range(n_desc):
         (n,) = struct.unpack_from("<H", data, pos)
@@ -374,21 +492,22 @@ def _parse(data: bytes) -> Program:
         shape = struct.unpack_from(f"<{rank}I", data, pos)
         pos += 4 * rank
         (ln,) = struct.unpack_from("<B", data, pos)
-        name = data[pos + 1:pos + 1 + ln].decode()
+        name = data[pos + 1 : pos + 1 + ln].decode()
         pos += 1 + ln
         prog.segments.append(Segment(name, DTYPE_NAMES[dt], tuple(shape), base))
     for _ in range(n_par):
         dt, rank, ln = struct.unpack_from("<BBB", data, pos)
-        name = data[pos + 3:pos + 3 + ln].decode()
+        name = data[pos + 3 : pos + 3 + ln].decode()
         pos += 3 + ln
         prog.params.append(Param(name, DTYPE_NAMES[dt], rank))
     for _ in range(n_str):
         (ln,) = struct.unpack_from("<H", data, pos)
-        prog.strings.append(data[pos + 2:pos + 2 + ln].decode())
+        prog.strings.append(data[pos + 2 : pos + 2 + ln].decode())
         pos += 2 + ln
     (ln,) = struct.unpack_from("<I", data, pos)
-    prog.debug = json.loads(data[pos + 4:pos + 4 + ln].decode()) if ln else {}
+    prog.debug = json.loads(data[pos + 4 : pos + 4 + ln].decode()) if ln else {}
     return prog
+
 
 # ----------------------------------------------------------------------------- disassembler
 
@@ -400,8 +519,7 @@ def format_instr(ins: Instr, pc: Optional[int] = None) -> str:
         return f".word {ins.encode().hex()}"
     name = info.name
     if info.func:
-        name += "." + (info.func[ins.func] if ins.func < len(info.func) and info.func[ins.func]
-                       else str(ins.func))
+        name += "." + (info.func[ins.func] if ins.func < len(info.func) and info.func[ins.func] else str(ins.func))
     if info.dt:
         name += "." + DTYPE_NAMES.get(ins.dt, str(ins.dt))
     if info.dt2 == "dtype":
@@ -429,8 +547,12 @@ def format_instr(ins: Instr, pc: Optional[int] = None) -> str:
 
 def disassemble(prog: Program, with_comments: bool = True) -> str:
     """The whole program as assembly text; `assemble(disassemble(p))` rebuilds `p`'s bytes."""
-    lines = [f"; tile-npu object, format {FORMAT_VERSION}", f".ncores {prog.ncores}",
-             f".grid {prog.grid_pc} {prog.grid_rank}", f".kernel {prog.kernel_pc}"]
+    lines = [
+        f"; tile-npu object, format {FORMAT_VERSION}",
+        f".ncores {prog.ncores}",
+        f".grid {prog.grid_pc} {prog.grid_rank}",
+        f".kernel {prog.kernel_pc}",
+    ]
     for p in prog.params:
         lines.append(f".param {p.name} {p.dtype} {p.rank}")
     for i, s in enumerate(prog.segments):
@@ -465,9 +587,13 @@ def disassemble(prog: Program, with_comments: bool = True) -> str:
 
 def _describe(d, prog: Program) -> str:
     if isinstance(d, Access):
-        where = (prog.segments[d.space_id].name if d.space == SPACE_SEG and d.space_id < len(prog.segments)
-                 else prog.params[d.space_id].name if d.space == SPACE_PARAM and d.space_id < len(prog.params)
-                 else "?")
+        where = (
+            prog.segments[d.space_id].name
+            if d.space == SPACE_SEG and d.space_id < len(prog.segments)
+            else prog.params[d.space_id].name
+            if d.space == SPACE_PARAM and d.space_id < len(prog.params)
+            else "?"
+        )
         idx = []
         for base, slot, coeffs in d.dims:
             terms = [f"r{base}"] + [f"{c}*i{k}" for k, c in enumerate(coeffs) if c]
@@ -476,8 +602,10 @@ def _describe(d, prog: Program) -> str:
             idx.append("+".join(terms))
         return f"{where}[{', '.join(idx)}] over {list(d.extents)}"
     if isinstance(d, MatMul):
-        return (f"C=v{d.c_seg}+r{d.c_off} ({d.m}x{d.n}) += A=v{d.a_seg}+r{d.a_off}{'^T' if d.trans_a else ''}"
-                f" @ B=v{d.b_seg}+r{d.b_off}{'^T' if d.trans_b else ''}, k={d.k}")
+        return (
+            f"C=v{d.c_seg}+r{d.c_off} ({d.m}x{d.n}) += A=v{d.a_seg}+r{d.a_off}{'^T' if d.trans_a else ''}"
+            f" @ B=v{d.b_seg}+r{d.b_off}{'^T' if d.trans_b else ''}, k={d.k}"
+        )
     if isinstance(d, Reduction):
         return f"v{d.src_seg} ({d.outer},{d.length},{d.inner}) -> v{d.dst_seg}"
     if isinstance(d, Transfer):
@@ -485,6 +613,7 @@ def _describe(d, prog: Program) -> str:
     if isinstance(d, Extents):
         return f"extents {list(d.extents)}"
     return ""
+
 
 # ----------------------------------------------------------------------------- assembler
 
@@ -545,8 +674,11 @@ def assemble(text: str) -> Program:
     prog = Program()
     seg_list: Dict[int, Segment] = {}
     for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.split(";", 1)[0].strip() if not raw.lstrip().startswith(".debug") and \
-            not raw.lstrip().startswith(".string") else raw.strip()
+        line = (
+            raw.split(";", 1)[0].strip()
+            if not raw.lstrip().startswith(".debug") and not raw.lstrip().startswith(".string")
+            else raw.strip()
+        )
         if not line or line.endswith(":") and not line[:-1].strip().isdigit():
             continue
         try:
@@ -562,8 +694,7 @@ def assemble(text: str) -> Program:
                 prog.params.append(Param(name, dt, int(rank)))
             elif line.startswith(".segment"):
                 _, idx, name, dt, shape, base = line.split()
-                seg_list[int(idx[1:])] = Segment(name, dt, tuple(int(x) for x in shape.split("x")),
-                                                 int(base[1:], 0))
+                seg_list[int(idx[1:])] = Segment(name, dt, tuple(int(x) for x in shape.split("x")), int(base[1:], 0))
             elif line.startswith(".string"):
                 _, idx, rest = line.split(" ", 2)
                 prog.strings.append(json.loads(rest))
@@ -571,7 +702,7 @@ def assemble(text: str) -> Program:
                 words = line.split()[2:]
                 prog.descs.append([int(w) for w in words])
             elif line.startswith(".debug"):
-                prog.debug = json.loads(line[len(".debug"):].strip())
+                prog.debug = json.loads(line[len(".debug") :].strip())
             else:
                 m = _LINE.match(line)
                 if m is None:  # never: the pattern matches any line

@@ -1,4 +1,5 @@
 """The launcher: loads an NPU object into the simulator and runs it on the caller's arrays."""
+
 from __future__ import annotations
 
 import threading
@@ -25,6 +26,7 @@ def _as_numpy(a):
     if isinstance(a, np.ndarray):
         return a
     from tilecore.runtime.arrays import as_numpy
+
     return as_numpy(a)
 
 
@@ -40,7 +42,7 @@ class NPULauncher:
         self.dyn_vars = tuple(dyn_vars) or tuple(self.program.debug.get("dyn_vars", ()))
         self.simulator = Simulator(self.program, self.config)
         self.last_report: Optional[LaunchReport] = None
-        self._lock = threading.Lock()     # one simulated device: launches run one at a time
+        self._lock = threading.Lock()  # one simulated device: launches run one at a time
 
     def __call__(self, args, bindings=None):
         global _last_report

@@ -1,4 +1,5 @@
 """tilecore plugin hooks of the reference NPU backend (entry point `npu = "tile_npu.plugin"`)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,9 +25,10 @@ def _build_id() -> str:
     """Version plus a hash of the compiler's sources, so an edited checkout never reuses stale cache."""
     import hashlib
     import pathlib
+
     h = hashlib.sha256()
     here = pathlib.Path(__file__).parent
-    for f in sorted(here.rglob("*.py")):        # the codegen package included
+    for f in sorted(here.rglob("*.py")):  # the codegen package included
         h.update(str(f.relative_to(here)).encode())
         h.update(f.read_bytes())
     return f"{__version__}+{h.hexdigest()[:10]}"
@@ -56,17 +58,18 @@ def make_backend() -> Backend:
             max_threads=None,
             warp_size=1,
             vector_bytes=cfg.vector_lanes * 4,
-            memory_space="cpu",          # the simulator's DRAM is host memory
+            memory_space="cpu",  # the simulator's DRAM is host memory
             tiers=("execute",),
         ),
         toolchain_status=toolchain_status,
         device_present=lambda: True,
         distribution="tile-npu",
         version=_build_id(),
-        priority=-100,                   # a simulator: never the default over real hardware
+        priority=-100,  # a simulator: never the default over real hardware
         description="reference NPU: own ISA and compiler, cycle-approximate simulator",
-        options=tuple(Option(f.name, type(f.default), f.default, "NPUConfig." + f.name)
-                      for f in dataclasses.fields(NPUConfig)),
+        options=tuple(
+            Option(f.name, type(f.default), f.default, "NPUConfig." + f.name) for f in dataclasses.fields(NPUConfig)
+        ),
     )
 
 
@@ -77,9 +80,12 @@ def toolchain_status() -> ToolchainStatus:
     return ToolchainStatus(
         ok=True,
         summary=f"built-in compiler and simulator (numpy {np.__version__})",
-        details=(("cores", str(cfg.cores)), ("scratchpad", f"{cfg.scratchpad_bytes // 1024} KiB/core"),
-                 ("matrix engine", f"{cfg.matrix_tile}x{cfg.matrix_tile}x{cfg.matrix_tile}"),
-                 ("vector engine", f"{cfg.vector_lanes} lanes")),
+        details=(
+            ("cores", str(cfg.cores)),
+            ("scratchpad", f"{cfg.scratchpad_bytes // 1024} KiB/core"),
+            ("matrix engine", f"{cfg.matrix_tile}x{cfg.matrix_tile}x{cfg.matrix_tile}"),
+            ("vector engine", f"{cfg.vector_lanes} lanes"),
+        ),
         device=f"simulated NPU ({cfg.cores} cores)",
     )
 
@@ -96,6 +102,7 @@ def tilecore_lowering_rules(backend, rules):
     if backend.name != NAME:
         return
     from .compiler import default_rules
+
     for name, rule in default_rules().items():
         rules.setdefault(name, rule)
 
@@ -106,6 +113,7 @@ def tilecore_intrinsics(backend, table):
     if backend.name != NAME:
         return
     from tilecore.ir.nodes import MATH_FUNCS
+
     for f in MATH_FUNCS:
         for dt in VECTOR_DTYPES:
             if dt != "bool":
@@ -116,6 +124,7 @@ def _collect_rules(backend):
     from tilecore.plugin.manager import get_plugin_manager
 
     from .compiler import default_rules
+
     rules: dict = {}
     try:
         get_plugin_manager().hook.tilecore_lowering_rules(backend=backend, rules=rules)
@@ -138,12 +147,17 @@ def tilecore_codegen(backend, module, options):
     cg = Codegen(module.func, module.analyses, cfg, rules=_collect_rules(backend))
     prog = cg.run()
     return Artifact(
-        backend=NAME, target=module.target, entry=module.func.name,
+        backend=NAME,
+        target=module.target,
+        entry=module.func.name,
         source=disassemble(prog),
         blobs={"program": prog.to_bytes()},
-        meta={"config": dataclasses.asdict(cfg), "dyn_vars": [v.name for v in module.func.dyn_vars],
-              "instructions": len(prog.instrs),
-              "scratchpad_bytes_used": max((s.base + s.nbytes for s in prog.segments), default=0)},
+        meta={
+            "config": dataclasses.asdict(cfg),
+            "dyn_vars": [v.name for v in module.func.dyn_vars],
+            "instructions": len(prog.instrs),
+            "scratchpad_bytes_used": max((s.base + s.nbytes for s in prog.segments), default=0),
+        },
     )
 
 
@@ -153,6 +167,7 @@ def tilecore_launcher(backend, artifact):
     if backend.name != NAME:
         return None
     from .launcher import NPULauncher
+
     return NPULauncher(artifact.blobs["program"], artifact.meta.get("config"), artifact.meta.get("dyn_vars", ()))
 
 
@@ -162,4 +177,5 @@ def tilecore_timer(backend):
     if backend.name != NAME:
         return None
     from .timing import SimulatedCyclesTimer
+
     return SimulatedCyclesTimer()

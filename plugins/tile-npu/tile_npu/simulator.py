@@ -19,6 +19,7 @@ misaligned DMA or access, a read or write of scratchpad whose DMA has not
 completed (a race in the generated code), out-of-bounds element indexing,
 illegal instructions and runaway programs.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,7 @@ ENGINES = ("scalar", "vector", "matrix", "dma")
 class NPUTrap(TileRuntimeError):
     """The simulated NPU stopped on a fault. `kind` names it; `pc` is the faulting instruction."""
 
-    def __init__(self, kind: str, message: str, pc: int = -1, span: Optional[Span] = None,
-                 source: str = ""):
+    def __init__(self, kind: str, message: str, pc: int = -1, span: Optional[Span] = None, source: str = ""):
         self.kind = kind
         self.pc = pc
         where = f" (pc {pc})" if pc >= 0 else ""
@@ -102,16 +102,25 @@ class LaunchReport:
         return self.cycles / (self.clock_ghz * 1e3)
 
     def as_dict(self) -> dict:
-        return {"cycles": self.cycles, "time_us": self.time_us, "cores": self.cores,
-                "blocks": self.blocks, "instructions": self.instructions,
-                "engine_busy": dict(self.engine_busy), "utilization": dict(self.utilization),
-                "per_core_cycles": list(self.per_core_cycles), "dma_bytes": self.dma_bytes}
+        return {
+            "cycles": self.cycles,
+            "time_us": self.time_us,
+            "cores": self.cores,
+            "blocks": self.blocks,
+            "instructions": self.instructions,
+            "engine_busy": dict(self.engine_busy),
+            "utilization": dict(self.utilization),
+            "per_core_cycles": list(self.per_core_cycles),
+            "dma_bytes": self.dma_bytes,
+        }
 
     def __str__(self) -> str:
         util = "  ".join(f"{e} {100 * u:5.1f}%" for e, u in self.utilization.items())
-        return (f"{self.cycles} cycles ({self.time_us:.2f} us at {self.clock_ghz} GHz) on "
-                f"{self.cores} cores, {self.blocks} blocks, {self.instructions} instructions, "
-                f"{self.dma_bytes} DMA bytes; utilization: {util}")
+        return (
+            f"{self.cycles} cycles ({self.time_us:.2f} us at {self.clock_ghz} GHz) on "
+            f"{self.cores} cores, {self.blocks} blocks, {self.instructions} instructions, "
+            f"{self.dma_bytes} DMA bytes; utilization: {util}"
+        )
 
 
 DEFAULT_MAX_STEPS = 5_000_000  # ~ a minute or two of simulation in Python
@@ -127,17 +136,17 @@ class Simulator:
             self.cfg = config.with_options({"cores": program.ncores})
         # instructions one launch may execute, all blocks together: a runaway loop or a launch too
         # big to simulate stops with a located trap instead of running for minutes
-        self.max_steps = int(max_steps if max_steps is not None else
-                             env_number("TILE_NPU_MAX_STEPS", DEFAULT_MAX_STEPS, minimum=1))
+        self.max_steps = int(
+            max_steps if max_steps is not None else env_number("TILE_NPU_MAX_STEPS", DEFAULT_MAX_STEPS, minimum=1)
+        )
         self.steps_left = self.max_steps
         self._scalar_ops = frozenset(i.code for i in OPS_BY_CODE.values() if i.unit == "scalar")
-        self.code = [(i.op, i.func, i.dt, i.dt2, i.r[0], i.r[1], i.r[2], i.r[3], i.imm)
-                     for i in program.instrs]
+        self.code = [(i.op, i.func, i.dt, i.dt2, i.r[0], i.r[1], i.r[2], i.r[3], i.imm) for i in program.instrs]
         self._descs: Dict[int, object] = {}
         self.lines = program.debug.get("lines", {})
         self.source = program.debug.get("source", "")
         self.file = program.debug.get("file", "<npu program>")
-        self.output: List[str] = []      # T.print lines (also printed)
+        self.output: List[str] = []  # T.print lines (also printed)
         self._unravel_cache: Dict[tuple, tuple] = {}
 
     # ------------------------------------------------------------------ helpers
@@ -181,16 +190,19 @@ class Simulator:
             self.trap("illegal_instruction", f"vector slot v{sid} used without an element type")
         size = seg.nbytes
         if seg.base + size > self.cfg.scratchpad_bytes or seg.base < 0:
-            self.trap("scratchpad_overflow",
-                      f"segment v{sid} ({seg.name}) occupies bytes [{seg.base:#x}, {seg.base + size:#x}) "
-                      f"but the scratchpad has {self.cfg.scratchpad_bytes:#x} bytes")
+            self.trap(
+                "scratchpad_overflow",
+                f"segment v{sid} ({seg.name}) occupies bytes [{seg.base:#x}, {seg.base + size:#x}) "
+                f"but the scratchpad has {self.cfg.scratchpad_bytes:#x} bytes",
+            )
         isz = dtype_size(dt)
         if seg.base % isz:
-            self.trap("misaligned_access",
-                      f"segment v{sid} ({seg.name}) at {seg.base:#x} is not aligned to its "
-                      f"{isz}-byte {dt} elements")
+            self.trap(
+                "misaligned_access",
+                f"segment v{sid} ({seg.name}) at {seg.base:#x} is not aligned to its {isz}-byte {dt} elements",
+            )
         n = size // isz
-        v = self.spad[seg.base:seg.base + n * isz].view(NP_DTYPES[dt])
+        v = self.spad[seg.base : seg.base + n * isz].view(NP_DTYPES[dt])
         self._views[key] = v
         return v
 
@@ -238,8 +250,10 @@ class Simulator:
 
     def _check_rank(self, acc, shape):
         if len(acc.dims) != len(shape):
-            self.trap("illegal_instruction",
-                      f"access to {self._space_name(acc)} has {len(acc.dims)} indices, it has {len(shape)} dims")
+            self.trap(
+                "illegal_instruction",
+                f"access to {self._space_name(acc)} has {len(acc.dims)} indices, it has {len(shape)} dims",
+            )
 
     def _in_bounds(self, acc, cs, shape, active):
         ok = np.ones(len(cs[0]) if cs else 1, dtype=bool)
@@ -252,8 +266,7 @@ class Simulator:
         if bad.any():
             i = int(np.argmax(bad))
             index = tuple(int(c[i]) for c in cs)
-            self.trap("out_of_bounds", f"index {list(index)} is outside {self._space_name(acc)} "
-                      f"of shape {list(shape)}")
+            self.trap("out_of_bounds", f"index {list(index)} is outside {self._space_name(acc)} of shape {list(shape)}")
         return ok
 
     def _flat(self, cs, shape):
@@ -283,23 +296,35 @@ class Simulator:
             for lo, hi in list(reads) + list(writes):
                 for a, b in p.spad_writes:
                     if lo < b and a < hi:
-                        self.trap("dma_race", f"scratchpad bytes [{lo:#x}, {hi:#x}) ({self._owner(lo)}) are "
-                                  f"accessed while DMA token {p.token} (issued at pc {p.pc}) is still "
-                                  f"writing them; the program must `wait` on the token first")
+                        self.trap(
+                            "dma_race",
+                            f"scratchpad bytes [{lo:#x}, {hi:#x}) ({self._owner(lo)}) are "
+                            f"accessed while DMA token {p.token} (issued at pc {p.pc}) is still "
+                            f"writing them; the program must `wait` on the token first",
+                        )
             for lo, hi in writes:
                 for a, b in p.spad_reads:
                     if lo < b and a < hi:
-                        self.trap("dma_race", f"scratchpad bytes [{lo:#x}, {hi:#x}) ({self._owner(lo)}) are "
-                                  f"overwritten while DMA token {p.token} (issued at pc {p.pc}) is still "
-                                  f"reading them")
+                        self.trap(
+                            "dma_race",
+                            f"scratchpad bytes [{lo:#x}, {hi:#x}) ({self._owner(lo)}) are "
+                            f"overwritten while DMA token {p.token} (issued at pc {p.pc}) is still "
+                            f"reading them",
+                        )
             for q in list(dram_reads) + list(dram_writes):
                 if q in p.dram_writes:
-                    self.trap("dma_race", f"DRAM tensor {self.prog.params[q].name} is accessed while DMA "
-                              f"token {p.token} (issued at pc {p.pc}) is still writing it")
+                    self.trap(
+                        "dma_race",
+                        f"DRAM tensor {self.prog.params[q].name} is accessed while DMA "
+                        f"token {p.token} (issued at pc {p.pc}) is still writing it",
+                    )
             for q in dram_writes:
                 if q in p.dram_reads:
-                    self.trap("dma_race", f"DRAM tensor {self.prog.params[q].name} is written while DMA "
-                              f"token {p.token} (issued at pc {p.pc}) is still reading it")
+                    self.trap(
+                        "dma_race",
+                        f"DRAM tensor {self.prog.params[q].name} is written while DMA "
+                        f"token {p.token} (issued at pc {p.pc}) is still reading it",
+                    )
 
     def _owner(self, addr):
         for s in self.prog.segments:
@@ -380,14 +405,16 @@ class Simulator:
         _CoreState.__init__(cores[0], nlines)  # reset in place: the grid program's timing does not count
         nblocks = math.prod(grid) if grid else 1
         if nblocks > self.steps_left:  # every block runs at least one instruction
-            raise TileRuntimeError(f"npu: the grid {grid} has {nblocks} blocks, more than the simulator's "
-                                   f"budget of {self.max_steps} instructions per launch "
-                                   f"(TILE_NPU_MAX_STEPS); launch a smaller grid")
+            raise TileRuntimeError(
+                f"npu: the grid {grid} has {nblocks} blocks, more than the simulator's "
+                f"budget of {self.max_steps} instructions per launch "
+                f"(TILE_NPU_MAX_STEPS); launch a smaller grid"
+            )
         for b in range(nblocks):
             core_id = b % cfg.cores
             coords = []
             rest = b
-            for g in grid:            # block index 0 varies fastest (bx, then by, ...)
+            for g in grid:  # block index 0 varies fastest (bx, then by, ...)
                 coords.append(rest % g)
                 rest //= g
             c = cores[core_id]
@@ -395,8 +422,11 @@ class Simulator:
             self._exec(prog.kernel_pc)
             if self.pending:
                 tok = next(iter(self.pending.values()))
-                self.trap("dma_race", f"block ended with DMA token {tok.token} (issued at pc {tok.pc}) "
-                          f"never waited on", pc=tok.pc)
+                self.trap(
+                    "dma_race",
+                    f"block ended with DMA token {tok.token} (issued at pc {tok.pc}) never waited on",
+                    pc=tok.pc,
+                )
             c.issue = max(c.issue, c.end, *c.free.values())
             c.end = c.issue
             c.blocks += 1
@@ -404,8 +434,17 @@ class Simulator:
         cycles = max(per_core) if per_core else 0
         busy = {e: int(sum(c.busy[e] for c in cores)) for e in ENGINES}
         util = {e: (busy[e] / (cycles * cfg.cores) if cycles else 0.0) for e in ENGINES}
-        return LaunchReport(cycles, cfg.cores, nblocks, sum(c.instructions for c in cores), busy, util,
-                            per_core, self.dma_bytes, cfg.clock_ghz)
+        return LaunchReport(
+            cycles,
+            cfg.cores,
+            nblocks,
+            sum(c.instructions for c in cores),
+            busy,
+            util,
+            per_core,
+            self.dma_bytes,
+            cfg.clock_ghz,
+        )
 
     def _start_block(self, spad, core, coords, grid, core_id):
         self.spad = spad
@@ -434,23 +473,25 @@ class Simulator:
             while True:
                 if not 0 <= pc < n:
                     self.pc = pc
-                    self.trap("illegal_instruction",
-                              f"program counter {pc} is outside the program (no halt?)")
+                    self.trap("illegal_instruction", f"program counter {pc} is outside the program (no halt?)")
                 ins = code[pc]
                 self.pc = pc
                 pc += 1
                 steps += 1
                 core.instructions += 1
                 if steps > budget:
-                    self.trap("runaway", f"the launch ran more than {self.max_steps} instructions (the simulator's "
-                              f"budget, TILE_NPU_MAX_STEPS): a loop that does not end, or a launch too large to "
-                              f"simulate (raise TILE_NPU_MAX_STEPS to allow it)")
+                    self.trap(
+                        "runaway",
+                        f"the launch ran more than {self.max_steps} instructions (the simulator's "
+                        f"budget, TILE_NPU_MAX_STEPS): a loop that does not end, or a launch too large to "
+                        f"simulate (raise TILE_NPU_MAX_STEPS to allow it)",
+                    )
                 h = handlers.get(ins[0])
                 if h is None:
                     self.trap("illegal_instruction", f"unknown opcode {ins[0]:#04x}")
                 if ins[0] in scalar_ops:
                     core.busy["scalar"] += 1
-                if ins[0] == 0x01:      # halt
+                if ins[0] == 0x01:  # halt
                     core.issue += 1
                     return
                 r = h(ins)
@@ -484,7 +525,7 @@ class Simulator:
 
     def op_li(self, ins):
         v = ins[8]
-        self.regs[ins[4]] = np.int64(v) if not -2**31 <= v < 2**31 else np.int32(v)
+        self.regs[ins[4]] = np.int64(v) if not -(2**31) <= v < 2**31 else np.int32(v)
         self.core.issue += 1
 
     def op_lf(self, ins):
@@ -531,8 +572,10 @@ class Simulator:
             else:
                 v = self.core_id
         except IndexError:
-            self.trap("illegal_instruction", f"special register {isa.SPR_KINDS[kind] if kind < 4 else kind}[{k}] "
-                      f"does not exist")
+            self.trap(
+                "illegal_instruction",
+                f"special register {isa.SPR_KINDS[kind] if kind < 4 else kind}[{k}] does not exist",
+            )
         self.regs[ins[4]] = np.int32(v)
         self.core.issue += 1
 
@@ -573,6 +616,7 @@ class Simulator:
             arr = self.args[acc.space_id]
             self.check_hazards(dram_writes=[acc.space_id])
             from .launcher import tile_dtype_of
+
             arr[tuple(int(c[0]) for c in cs)] = convert(value, tile_dtype_of(arr))[()]
             self.scalar_mem(latency=self.cfg.scalar_dram_latency)
 
@@ -587,6 +631,7 @@ class Simulator:
 
     def _atomic(self, kind, arr, index, values):
         from .launcher import tile_dtype_of
+
         dt = tile_dtype_of(arr)
         vals = convert(values, dt)
         if kind == 1:
@@ -663,8 +708,9 @@ class Simulator:
         self.vl = int(self.regs[ins[4]])
         self.vstart = int(self.regs[ins[5]])
         if self.vl > self.cfg.vector_chunk or self.vl < 0:
-            self.trap("illegal_instruction", f"vector length {self.vl} exceeds the {self.cfg.vector_chunk}"
-                      f"-element slots")
+            self.trap(
+                "illegal_instruction", f"vector length {self.vl} exceeds the {self.cfg.vector_chunk}-element slots"
+            )
         self.core.issue += 1
 
     # ------------------------------------------------------------------ vector engine
@@ -716,10 +762,19 @@ class Simulator:
         reads = [ra] if ra else []
         self.check_hazards(reads=reads, writes=[w])
         self.view(ins[4], odt)[:n] = np.broadcast_to(out, (n,))
-        transcendental = isa.UNOPS[ins[1]] in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh",
-                                               "sigmoid", "sin", "cos")
-        self.engine("vector", self._vcycles(n) * (4 if transcendental else 1), self.cfg.vector_latency,
-                    reads, [w])
+        transcendental = isa.UNOPS[ins[1]] in (
+            "exp",
+            "exp2",
+            "log",
+            "log2",
+            "sqrt",
+            "rsqrt",
+            "tanh",
+            "sigmoid",
+            "sin",
+            "cos",
+        )
+        self.engine("vector", self._vcycles(n) * (4 if transcendental else 1), self.cfg.vector_latency, reads, [w])
 
     def op_vcvt(self, ins):
         dt, sdt = self._dtype(ins[2]), self._dtype(ins[3])
@@ -766,6 +821,7 @@ class Simulator:
         index = tuple(np.where(act, c, 0) for c in cs) if cs else ()
         vals = arr[index] if cs else np.asarray([arr[()]])
         from .launcher import tile_dtype_of
+
         return np.where(act, vals, np.zeros((), vals.dtype)), [], tile_dtype_of(arr)
 
     def _is_gather(self, acc):
@@ -776,7 +832,7 @@ class Simulator:
         if flat.size == 0:
             return 1
         lb, nb = self.cfg.bank_line_bytes, self.cfg.scratchpad_banks
-        lines = np.unique((seg.base + flat[:self.cfg.vector_lanes] * dtype_size(seg.dtype)) // lb)
+        lines = np.unique((seg.base + flat[: self.cfg.vector_lanes] * dtype_size(seg.dtype)) // lb)
         return int(np.bincount(lines % nb, minlength=nb).max()) if lines.size else 1
 
     def _vaccess_cycles(self, acc, n):
@@ -824,6 +880,7 @@ class Simulator:
             cs = [c[mask] for c in cs]
             vals = vals[mask]
         from .launcher import tile_dtype_of
+
         if kind:
             self._atomic(kind, arr, tuple(cs), vals)
         elif cs:
@@ -866,8 +923,10 @@ class Simulator:
         if tr.src >= 0:
             src = self.desc(tr.src)
             if tuple(src.extents) != tuple(dst.extents):
-                self.trap("illegal_instruction", f"transfer d{ins[8]}: source and destination iterate "
-                          f"{list(src.extents)} vs {list(dst.extents)}")
+                self.trap(
+                    "illegal_instruction",
+                    f"transfer d{ins[8]}: source and destination iterate {list(src.extents)} vs {list(dst.extents)}",
+                )
         return tr, dst, n
 
     def op_vtile(self, ins):
@@ -900,7 +959,7 @@ class Simulator:
         else:
             r = xw.min(axis=1)
         segdt = self._seg(d.dst_seg).dtype
-        if not (ins[3] & 1):     # accumulate into dst
+        if not (ins[3] & 1):  # accumulate into dst
             old = dst.reshape(d.outer, d.inner).astype(wide)
             if kind in ("sum", "abssum"):
                 r = old + r
@@ -910,8 +969,13 @@ class Simulator:
                 r = np.minimum(old, r)
         self.check_hazards(reads=[rs] + ([] if ins[3] & 1 else [rd]), writes=[rd])
         dst[:] = convert(r, segdt).reshape(-1)
-        self.engine("vector", self._vcycles(src.size) + 2 * int(math.log2(max(d.length, 1)) + 1),
-                    self.cfg.vector_latency, [rs], [rd])
+        self.engine(
+            "vector",
+            self._vcycles(src.size) + 2 * int(math.log2(max(d.length, 1)) + 1),
+            self.cfg.vector_latency,
+            [rs],
+            [rd],
+        )
 
     def _red_operands(self, d, scan=False):
         sv = self.view(d.src_seg)
@@ -920,12 +984,18 @@ class Simulator:
         ns = d.outer * d.length * d.inner
         nd = ns if scan else d.outer * d.inner
         if so < 0 or so + ns > sv.size or do < 0 or do + nd > dv.size:
-            self.trap("out_of_bounds", f"reduction operands exceed segments "
-                      f"{self._seg(d.src_seg).name} / {self._seg(d.dst_seg).name}")
+            self.trap(
+                "out_of_bounds",
+                f"reduction operands exceed segments {self._seg(d.src_seg).name} / {self._seg(d.dst_seg).name}",
+            )
         isz_s, isz_d = sv.itemsize, dv.itemsize
         bs, bd = self._seg(d.src_seg).base, self._seg(d.dst_seg).base
-        return (sv[so:so + ns], dv[do:do + nd], (bs + so * isz_s, bs + (so + ns) * isz_s),
-                (bd + do * isz_d, bd + (do + nd) * isz_d))
+        return (
+            sv[so : so + ns],
+            dv[do : do + nd],
+            (bs + so * isz_s, bs + (so + ns) * isz_s),
+            (bd + do * isz_d, bd + (do + nd) * isz_d),
+        )
 
     def op_vscan(self, ins):
         d = self.desc(ins[8])
@@ -950,8 +1020,11 @@ class Simulator:
         base = int(self.regs[off])
         last = base + (rows - 1) * ld + cols - 1 if rows and cols else base
         if base < 0 or last >= v.size or cols > ld:
-            self.trap("out_of_bounds", f"matrix operand {what} ({rows}x{cols}, leading dim {ld}, offset "
-                      f"{base}) exceeds segment {self._seg(seg).name} of {v.size} elements")
+            self.trap(
+                "out_of_bounds",
+                f"matrix operand {what} ({rows}x{cols}, leading dim {ld}, offset "
+                f"{base}) exceeds segment {self._seg(seg).name} of {v.size} elements",
+            )
         m = np.lib.stride_tricks.as_strided(v[base:], shape=(rows, cols), strides=(ld * v.itemsize, v.itemsize))
         b0 = self._seg(seg).base
         return m, (b0 + base * v.itemsize, b0 + (last + 1) * v.itemsize)
@@ -967,8 +1040,9 @@ class Simulator:
         cdt = self._seg(d.c_seg).dtype
         fmt = MATRIX_FORMATS.get(adt)
         if fmt is None or cdt not in fmt[0] or self._seg(d.b_seg).dtype != adt:
-            self.trap("illegal_instruction", f"the matrix engine has no {adt} x "
-                      f"{self._seg(d.b_seg).dtype} -> {cdt} format")
+            self.trap(
+                "illegal_instruction", f"the matrix engine has no {adt} x {self._seg(d.b_seg).dtype} -> {cdt} format"
+            )
         clear = ins[3] & 1
         self.check_hazards(reads=[ra, rb] + ([] if clear else [rc]), writes=[rc])
         wide = np.int64 if adt == "int8" else np.float64
@@ -1005,7 +1079,7 @@ class Simulator:
             self.check_hazards(dram_reads=[src.space_id])
             arr = self.args[src.space_id]
             vals = arr[tuple(np.where(ok, c, 0) for c in cs)] if cs else np.asarray([arr[()]])
-            vals = np.where(ok, vals, np.zeros((), vals.dtype))     # clipped part: zero fill
+            vals = np.where(ok, vals, np.zeros((), vals.dtype))  # clipped part: zero fill
             dram_r.append(src.space_id)
         # destination side
         if dst.space == SPACE_SEG:
@@ -1025,6 +1099,7 @@ class Simulator:
             self.check_hazards(reads=spad_reads)
             arr = self.args[dst.space_id]
             from .launcher import tile_dtype_of
+
             if cs:
                 idx = tuple(c[ok] for c in cs)
                 if ins[1]:
@@ -1037,8 +1112,11 @@ class Simulator:
         # timing: every contiguous DRAM row costs whole bursts
         dram = dst if dst.space == SPACE_PARAM else src
         esize = max(self.args[dram.space_id].itemsize if dram is not None else 4, 1)
-        inner = dram.extents[-1] if dram is not None and dram.extents and dram.dims and \
-            dram.dims[-1][2] and dram.dims[-1][2][-1] == 1 else 1
+        inner = (
+            dram.extents[-1]
+            if dram is not None and dram.extents and dram.dims and dram.dims[-1][2] and dram.dims[-1][2][-1] == 1
+            else 1
+        )
         rows = max(n // max(inner, 1), 1)
         burst = self.cfg.dma_burst_bytes
         row_bytes = -(-inner * esize // burst) * burst
@@ -1054,9 +1132,12 @@ class Simulator:
         seg = self._seg(acc.space_id)
         align = self.cfg.dma_align_bytes
         if seg.base % align:
-            self.trap("misaligned_dma", f"DMA to/from scratchpad segment {seg.name} at {seg.base:#x}: the "
-                      f"DMA engine needs {align}-byte aligned scratchpad addresses")
-        self.view(acc.space_id)     # overflow check before touching it
+            self.trap(
+                "misaligned_dma",
+                f"DMA to/from scratchpad segment {seg.name} at {seg.base:#x}: the "
+                f"DMA engine needs {align}-byte aligned scratchpad addresses",
+            )
+        self.view(acc.space_id)  # overflow check before touching it
 
     def op_wait(self, ins):
         tok = int(self.regs[ins[4]])

@@ -3,6 +3,7 @@
 The simulator is cycle-approximate and deterministic, so one run gives the time;
 the host time it takes to simulate says nothing about the modelled hardware.
 """
+
 from __future__ import annotations
 
 from typing import Callable, List, Optional
@@ -40,5 +41,5 @@ class SimulatedCyclesTimer(Timer):
         flops = None
         if dtype in MATRIX_FORMATS:
             step_cycles = MATRIX_FORMATS[dtype][1]
-            flops = 2 * cfg.matrix_tile ** 3 / step_cycles * cfg.cores * clock
+            flops = 2 * cfg.matrix_tile**3 / step_cycles * cfg.cores * clock
         return Peak(flops, cfg.dma_bytes_per_cycle * cfg.cores * clock)

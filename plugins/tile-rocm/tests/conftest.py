@@ -12,6 +12,7 @@ def gemm_func():
 
     def make(M=128, N=128, K=64, dtype="float16", accum="float32", ta=False, tb=False, bk=32, threads=256):
         return gemm_kernel(M, N, K, dtype, accum, ta, tb, block_K=bk, threads=threads)
+
     return make
 
 

@@ -2,6 +2,7 @@
 mapping of v_mfma_*_16x16x* (no GPU needed): every accumulator element is owned exactly once,
 a 16x16 MFMA emulated per lane with those layouts computes A @ B, and row vectors line up
 with the rows of the accumulator registers."""
+
 import itertools
 
 import numpy as np
@@ -46,8 +47,8 @@ def test_emulated_mfma_with_these_layouts_computes_the_product(kw):
             At = np.zeros((16, K), np.int64)
             Bt = np.zeros((K, 16), np.int64)
             for L in range(WAVE):
-                At[L % 16, (L // 16) * kw:(L // 16 + 1) * kw] = a_lane[L]
-                Bt[(L // 16) * kw:(L // 16 + 1) * kw, L % 16] = b_lane[L]
+                At[L % 16, (L // 16) * kw : (L // 16 + 1) * kw] = a_lane[L]
+                Bt[(L // 16) * kw : (L // 16 + 1) * kw, L % 16] = b_lane[L]
             D = At @ Bt
             for L in range(WAVE):
                 for r in range(4):

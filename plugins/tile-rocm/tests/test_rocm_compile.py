@@ -1,4 +1,5 @@
 """Compile tier: AMDGPU code objects built here by TVM's ROCm target and ld.lld (no AMD GPU needed)."""
+
 import re
 import struct
 
@@ -10,7 +11,8 @@ from tile_rocm import plugin, toolchain
 
 pytestmark = pytest.mark.skipif(
     toolchain.find_lld() is None or toolchain.find_rocm_path() is None,
-    reason="ld.lld-22 or rocm-device-libs missing (apt-get install lld-22 rocm-device-libs)")
+    reason="ld.lld-22 or rocm-device-libs missing (apt-get install lld-22 rocm-device-libs)",
+)
 
 EM_AMDGPU = 224
 # e_flags EF_AMDGPU_MACH values (LLVM's ELF.h)
@@ -37,11 +39,13 @@ def test_gemm_code_object_is_amdgpu_elf_for_the_arch_with_mfma(gemm_func, arch):
     assert art.meta["wave_size"] == 64
 
 
-@pytest.mark.parametrize("dtype,accum,op", [("bfloat16", "float32", "v_mfma_f32_16x16x16_bf16"),
-                                            ("int8", "int32", "v_mfma_i32_16x16x32_i8")])
+@pytest.mark.parametrize(
+    "dtype,accum,op", [("bfloat16", "float32", "v_mfma_f32_16x16x16_bf16"), ("int8", "int32", "v_mfma_i32_16x16x32_i8")]
+)
 def test_bf16_and_int8_gemm_use_mfma_on_gfx942(gemm_func, dtype, accum, op):
-    k = tilecore.compile(gemm_func(dtype=dtype, accum=accum, bk=64 if dtype == "int8" else 32),
-                         target="rocm:gfx942", out_idx=[-1])
+    k = tilecore.compile(
+        gemm_func(dtype=dtype, accum=accum, bk=64 if dtype == "int8" else 32), target="rocm:gfx942", out_idx=[-1]
+    )
     assert op in k.artifact.source
 
 
@@ -85,7 +89,7 @@ def test_unknown_target_is_a_clear_error(gemm_func):
 def test_backend_declaration_and_toolchain_status():
     be = plugin.make_backend()
     assert be.capabilities.tiers[-1] == "compile" and "rocm:gfx942" in be.targets
-    assert be.tilelang.targets == ("hip",)   # TileLang's target="hip" means this backend
+    assert be.tilelang.targets == ("hip",)  # TileLang's target="hip" means this backend
     st = plugin.toolchain_status()
     assert st.ok and "ld.lld" in dict(st.details)
 
@@ -123,10 +127,15 @@ def test_float64_math_links_against_ocml():
     assert art.blobs["hsaco"][:4] == b"\x7fELF"
 
 
-@pytest.mark.parametrize("dtype,kind,instr", [("int32", "max", "global_atomic_smax"),
-                                              ("float64", "add", "global_atomic_add_f64"),
-                                              ("int64", "min", "global_atomic_smin_x2"),
-                                              ("float16", "add", "global_atomic_cmpswap")])
+@pytest.mark.parametrize(
+    "dtype,kind,instr",
+    [
+        ("int32", "max", "global_atomic_smax"),
+        ("float64", "add", "global_atomic_add_f64"),
+        ("int64", "min", "global_atomic_smin_x2"),
+        ("float16", "add", "global_atomic_cmpswap"),
+    ],
+)
 def test_atomics_become_hardware_atomics(dtype, kind, instr):
     import tilecore.language as T
 
@@ -207,8 +216,8 @@ def test_barrier_waits_for_lds_writes(arch):
     lines = [ln.strip() for ln in tilecore.compile(rev, target=f"rocm:{arch}").artifact.source.splitlines()]
     barrier = next(i for i, ln in enumerate(lines) if ln.startswith("s_barrier"))
     write = max(i for i, ln in enumerate(lines[:barrier]) if ln.startswith(("ds_write", "ds_store")))
-    waits = [ln for ln in lines[write + 1:barrier] if ln.startswith(("s_waitcnt", "s_wait_dscnt"))]
-    assert any("lgkmcnt(0)" in w or w == "s_waitcnt 0" for w in waits), lines[write:barrier + 1]
+    waits = [ln for ln in lines[write + 1 : barrier] if ln.startswith(("s_waitcnt", "s_wait_dscnt"))]
+    assert any("lgkmcnt(0)" in w or w == "s_waitcnt 0" for w in waits), lines[write : barrier + 1]
 
 
 def test_compile_without_lld_names_the_fix(gemm_func, monkeypatch):
@@ -224,14 +233,15 @@ def _names_over_a_bfloat16_shared_tile(dst_dtype):
     def names(A: T.Tensor((4, 32), "float64"), C: T.Tensor((4, 32), "bfloat16"), Out: T.Tensor((4, 32), dst_dtype)):
         with T.Kernel(2, 2, threads=256) as (bx, by):
             A_t = T.alloc_shared((2, 16), "float64")
-            T.copy(A[by * 2:by * 2 + 2, bx * 16:bx * 16 + 16], A_t)
+            T.copy(A[by * 2 : by * 2 + 2, bx * 16 : bx * 16 + 16], A_t)
             C_t = T.alloc_shared((2, 16), "bfloat16")
-            T.copy(C[by * 2:by * 2 + 2, bx * 16:bx * 16 + 16], C_t)
+            T.copy(C[by * 2 : by * 2 + 2, bx * 16 : bx * 16 + 16], C_t)
             for i, j in T.Parallel(2, 16):
                 a_v = A_t[i, j]
                 c_v = C_t[i, j]
                 w = T.cast(c_v, "float32") * 2.0
                 Out[by * 2 + i, bx * 16 + j] = T.max(T.sin(a_v), T.cast(w, "float64")) + c_v
+
     return names
 
 

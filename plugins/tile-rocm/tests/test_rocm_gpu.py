@@ -1,12 +1,15 @@
 """Execute tier on an AMD GPU (skipped here: this machine has none). Run on a ROCm host with
 torch for ROCm installed: `pytest plugins/tile-rocm/tests -m gpu`."""
+
 import pytest
 
 import tilecore
 from tile_rocm import toolchain
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not toolchain.device_present(), reason="no AMD GPU / HIP runtime here")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not toolchain.device_present(), reason="no AMD GPU / HIP runtime here"),
+]
 
 
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True)])

@@ -1,5 +1,6 @@
 """Tile IR -> TVM TIR (the SIMT toolkit with tile-rocm's rules) -> AMDGPU code object (TVM's ROCm
 target + ld.lld)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -65,9 +66,13 @@ def _stderr_filter_fd():
         import sys
 
         try:
-            _filter = subprocess.Popen([sys.executable, "-c", _FILTER_CODE, *_HARMLESS],
-                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL) \
-                if sys.executable else False
+            _filter = (
+                subprocess.Popen(
+                    [sys.executable, "-c", _FILTER_CODE, *_HARMLESS], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL
+                )
+                if sys.executable
+                else False
+            )
         except (OSError, ValueError, TypeError):
             _filter = False
     if isinstance(_filter, bool) or _filter is None or _filter.stdin is None:
@@ -123,29 +128,42 @@ def build(func, arch: str, options: Dict[str, Any], tables=None):
 
     t0 = time.perf_counter()
     if toolchain.configure_environment() is None:
-        raise TileCompileError(f"backend rocm: the ROCm device libraries were not found. Fix: {toolchain.BITCODE_FIX}",
-                               func.span, func.source)
+        raise TileCompileError(
+            f"backend rocm: the ROCm device libraries were not found. Fix: {toolchain.BITCODE_FIX}",
+            func.span,
+            func.source,
+        )
     if toolchain.find_lld() is None:
-        raise TileCompileError(f"backend rocm: ld.lld (LLVM {toolchain.LLVM_MAJOR}) was not found. "
-                               f"Fix: {toolchain.LLD_FIX}", func.span, func.source)
+        raise TileCompileError(
+            f"backend rocm: ld.lld (LLVM {toolchain.LLVM_MAJOR}) was not found. Fix: {toolchain.LLD_FIX}",
+            func.span,
+            func.source,
+        )
     lk = lower(func, arch, options, tables)
     with _lock:
         _install_link_capture()
         _captured.clear()
         try:
             with _quiet_native_stderr():
-                lib = tvm.compile(tvm.IRModule({func.name: lk.prim_func}), target=tvm_target(arch),
-                                  tir_pipeline=register_simt_pipeline())
+                lib = tvm.compile(
+                    tvm.IRModule({func.name: lk.prim_func}),
+                    target=tvm_target(arch),
+                    tir_pipeline=register_simt_pipeline(),
+                )
         except TileCompileError:
             raise
         except Exception as err:
             msg = str(err).strip().splitlines()
-            raise TileCompileError(f"backend rocm could not generate code for kernel {func.name!r} "
-                                   f"({arch}): {msg[-1] if msg else type(err).__name__}",
-                                   func.span, func.source) from err
+            raise TileCompileError(
+                f"backend rocm could not generate code for kernel {func.name!r} "
+                f"({arch}): {msg[-1] if msg else type(err).__name__}",
+                func.span,
+                func.source,
+            ) from err
         if len(_captured) != 1:
-            raise TileCompileError(f"backend rocm: expected one code object from TVM, got {len(_captured)}",
-                                   func.span, func.source)
+            raise TileCompileError(
+                f"backend rocm: expected one code object from TVM, got {len(_captured)}", func.span, func.source
+            )
         code_object = _captured[0]
     dev = [m for m in lib.mod.imports if m.kind == "hip"][0]
     asm = str(dev.inspect_source("asm"))

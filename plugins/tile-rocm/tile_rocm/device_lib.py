@@ -6,15 +6,21 @@ TVM 0.27's AMDGPU codegen emits only 32-bit atomic adds; LLVM's AMDGPU backend h
 add / max / min on 8- to 64-bit integers, float16, float32 and float64 all become hardware
 atomics here. Pure Python (writes text); the plugin hands the file to TVM's bitcode callback.
 """
+
 from __future__ import annotations
 
 import hashlib
 
 # Tile IR dtype -> (LLVM type, signed integer?, is float)
 ATOMIC_TYPES = {
-    "int8": ("i8", True, False), "uint8": ("i8", False, False), "int16": ("i16", True, False),
-    "int32": ("i32", True, False), "int64": ("i64", True, False),
-    "float16": ("half", None, True), "float32": ("float", None, True), "float64": ("double", None, True),
+    "int8": ("i8", True, False),
+    "uint8": ("i8", False, False),
+    "int16": ("i16", True, False),
+    "int32": ("i32", True, False),
+    "int64": ("i64", True, False),
+    "float16": ("half", None, True),
+    "float32": ("float", None, True),
+    "float64": ("double", None, True),
 }
 SPACES = {"global": 1, "shared": 3}
 
@@ -42,14 +48,17 @@ def library_ir() -> str:
                     f"define linkonce_odr hidden void @{helper_name(kind, dtype, space)}"
                     f"(ptr addrspace({addr}) %p, {ty} %v) #0 {{\n"
                     f"  %old = atomicrmw {_op(kind, signed, is_float)} ptr addrspace({addr}) %p, {ty} %v "
-                    f"syncscope(\"agent\") monotonic\n  ret void\n}}\n")
+                    f'syncscope("agent") monotonic\n  ret void\n}}\n'
+                )
     # __syncthreads as HIP defines it: TVM 0.27 lowers its barrier to a bare s_barrier, which on
     # gfx90a and newer (back-off barriers) does not wait for this wave's LDS writes to land
     out.append("declare void @llvm.amdgcn.s.barrier() #1\n")
-    out.append("define linkonce_odr hidden void @tc_barrier() #0 {\n"
-               "  fence syncscope(\"workgroup\") release\n"
-               "  call void @llvm.amdgcn.s.barrier()\n"
-               "  fence syncscope(\"workgroup\") acquire\n  ret void\n}\n")
+    out.append(
+        "define linkonce_odr hidden void @tc_barrier() #0 {\n"
+        '  fence syncscope("workgroup") release\n'
+        "  call void @llvm.amdgcn.s.barrier()\n"
+        '  fence syncscope("workgroup") acquire\n  ret void\n}\n'
+    )
     out.append("attributes #0 = { alwaysinline nounwind }\n")
     out.append("attributes #1 = { convergent nounwind }\n")
     return "\n".join(out)

@@ -3,6 +3,7 @@ fences, and atomics through the helper library `device_lib` (linked by `compiler
 
 Imports TVM: used by codegen only.
 """
+
 from __future__ import annotations
 
 from typing import Dict
@@ -31,6 +32,7 @@ def _atomic(kind):
             raise lowering.unsupported(f"T.atomic_{kind} on {buf.dtype} {storage} memory")
         name = helper_name(kind, buf.dtype, "global" if storage == "global" else "shared")
         B.evaluate(tx.call_extern("void", name, lowering.addr(buf, idx), value))
+
     atomic.__doc__ = f"atomic {kind} through the `{helper_name(kind, '<dtype>', '<space>')}` helpers"
     return atomic
 

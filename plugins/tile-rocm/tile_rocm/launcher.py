@@ -3,6 +3,7 @@
 Written to the HIP module API and the code object's own argument metadata; it has not
 run here (no AMD GPU on the development machine) -- see the README.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -31,7 +32,7 @@ class RocmKernelLauncher:
         meta = artifact.meta
         self.code_object = artifact.blobs["hsaco"]
         self.entry = meta["kernel_symbol"]
-        self.kargs = meta["kernel_args"]             # [(name, kind, offset, size)]
+        self.kargs = meta["kernel_args"]  # [(name, kind, offset, size)]
         self.kernarg_size = int(meta["kernarg_size"])
         self.param_names = meta["params"]
         self.threads = int(meta["threads"])
@@ -50,13 +51,26 @@ class RocmKernelLauncher:
         if hip is None:
             raise TileRuntimeError(
                 f"no HIP runtime (libamdhip64.so) on this machine: the rocm backend compiled this kernel "
-                f"for {self.arch} but running it needs an AMD GPU with ROCm installed")
+                f"for {self.arch} but running it needs an AMD GPU with ROCm installed"
+            )
         if not toolchain.device_present():
-            raise TileRuntimeError(f"no AMD GPU is present: the rocm backend compiled this kernel for "
-                                   f"{self.arch}, but it can only run on an AMD GPU")
+            raise TileRuntimeError(
+                f"no AMD GPU is present: the rocm backend compiled this kernel for "
+                f"{self.arch}, but it can only run on an AMD GPU"
+            )
         hip.hipModuleLaunchKernel.argtypes = [
-            ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
-            ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+            ctypes.c_void_p,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+        ]
         self.hip = hip
         return hip
 
@@ -77,11 +91,9 @@ class RocmKernelLauncher:
         hip = self._ensure_runtime()
         self._check(hip.hipSetDevice(device), "hipSetDevice")
         mod = ctypes.c_void_p()
-        self._check(hip.hipModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(self.code_object)),
-                    "hipModuleLoadData")
+        self._check(hip.hipModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(self.code_object)), "hipModuleLoadData")
         fn = ctypes.c_void_p()
-        self._check(hip.hipModuleGetFunction(ctypes.byref(fn), mod, self.entry.encode()),
-                    "hipModuleGetFunction")
+        self._check(hip.hipModuleGetFunction(ctypes.byref(fn), mod, self.entry.encode()), "hipModuleGetFunction")
         self.functions[device] = fn
         return fn
 
@@ -104,10 +116,17 @@ class RocmKernelLauncher:
             return None
         cbuf = (ctypes.c_char * max(1, len(buf))).from_buffer(buf) if buf else ctypes.create_string_buffer(1)
         size = ctypes.c_size_t(len(buf))
-        extra = (ctypes.c_void_p * 5)(HIP_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(cbuf),
-                                       HIP_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(size), HIP_LAUNCH_PARAM_END)
-        self._check(hip.hipModuleLaunchKernel(fn, gx, gy, gz, self.threads, 1, 1, self.dyn_lds, stream,
-                                              None, extra), "hipModuleLaunchKernel")
+        extra = (ctypes.c_void_p * 5)(
+            HIP_LAUNCH_PARAM_BUFFER_POINTER,
+            ctypes.addressof(cbuf),
+            HIP_LAUNCH_PARAM_BUFFER_SIZE,
+            ctypes.addressof(size),
+            HIP_LAUNCH_PARAM_END,
+        )
+        self._check(
+            hip.hipModuleLaunchKernel(fn, gx, gy, gz, self.threads, 1, 1, self.dyn_lds, stream, None, extra),
+            "hipModuleLaunchKernel",
+        )
         return None
 
 

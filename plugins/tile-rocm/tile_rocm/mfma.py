@@ -16,6 +16,7 @@ with kw = 4 (f16, bf16, int8 on gfx90a) or 8 (int8 16x16x32 on gfx942/gfx950).
 
 Planning is pure Python; lowering imports TVM when a rule runs.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -69,9 +70,14 @@ class MfmaLayout(MmaLayout):
     def choose_waves(M: int, N: int, waves: int, whole_rows: bool = False) -> Optional["MfmaLayout"]:
         """The most square wave grid whose tiles are multiples of 16x16 (with `whole_rows`, only
         grids where one wave owns whole rows: wn == 1), or None."""
-        options = [(wm, waves // wm) for wm in range(1, waves + 1)
-                   if waves % wm == 0 and M % (16 * wm) == 0 and N % (16 * (waves // wm)) == 0
-                   and (not whole_rows or waves // wm == 1)]
+        options = [
+            (wm, waves // wm)
+            for wm in range(1, waves + 1)
+            if waves % wm == 0
+            and M % (16 * wm) == 0
+            and N % (16 * (waves // wm)) == 0
+            and (not whole_rows or waves // wm == 1)
+        ]
         if not options:
             return None
         wm, wn = min(options, key=lambda o: (abs(M // o[0] - N // o[1]), -o[0]))
@@ -170,8 +176,10 @@ class MfmaGemm(LoweringRule):
             plan.layout.update(trial)
             plan.mma_gemms[id(s)] = plan.layout[c.name]
         if plan.mma_gemms:
-            plan.notes.append("T.gemm on MFMA: " + ", ".join(sorted({f"{l.M}x{l.N} waves {l.wm}x{l.wn}"
-                                                                     for l in plan.mma_gemms.values()})))
+            plan.notes.append(
+                "T.gemm on MFMA: "
+                + ", ".join(sorted({f"{l.M}x{l.N} waves {l.wm}x{l.wn}" for l in plan.mma_gemms.values()}))
+            )
 
     def __call__(self, lowering, g):
         lay = lowering.plan.mma_gemms.get(id(g))
@@ -215,8 +223,13 @@ def relayout_is_consistent(ctx, trial) -> bool:
     for r in reduces:
         if r.src.name in trial or r.dst.name in trial:
             src_l, dst_l = layouts.get(r.src.name), layouts.get(r.dst.name)
-            if not (isinstance(src_l, MfmaLayout) and isinstance(dst_l, MfmaRowLayout) and r.dim == 1
-                    and dst_l.matches(src_l) and src_l.wn == 1):
+            if not (
+                isinstance(src_l, MfmaLayout)
+                and isinstance(dst_l, MfmaRowLayout)
+                and r.dim == 1
+                and dst_l.matches(src_l)
+                and src_l.wn == 1
+            ):
                 return False
     live = {n for n, st in plan.storage.items() if st == "reg"}
     before = unreachable_fragments(plan.layout, live, parallels, body, reduces)
@@ -248,8 +261,12 @@ class MfmaRowReduce(LoweringRule):
 
     def __call__(self, lowering, r):
         src_l, dst_l = lowering.plan.layout.get(r.src.name), lowering.plan.layout.get(r.dst.name)
-        if not (isinstance(src_l, MfmaLayout) and isinstance(dst_l, RowLayout) and r.dim == 1
-                and lowering.plan.storage[r.src.name] == "reg"):
+        if not (
+            isinstance(src_l, MfmaLayout)
+            and isinstance(dst_l, RowLayout)
+            and r.dim == 1
+            and lowering.plan.storage[r.src.name] == "reg"
+        ):
             return NotImplemented
         from tvm import tirx as tx
         from tvm.tirx.script.builder import ir as B
@@ -291,11 +308,11 @@ def emit_mfma_gemm(lowering, g: N.Gemm, lay: MfmaLayout):
     if op is None:  # planning claimed this gemm only where mfma_op has an instruction
         raise lowering.unsupported(f"MFMA for {a.dtype} -> {c.dtype} on {lowering.target.arch}", g)
     intrin, kstep, opnd = op
-    kw = kstep // 4                     # operand elements per lane
+    kw = kstep // 4  # operand elements per lane
     K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
     acc = lowering.views[c.name]
     av, bv = lowering.views[a.name], lowering.views[b.name]
-    Ka, Kb = (a.shape[1], b.shape[1])   # row lengths of the (row-major) LDS tiles
+    Ka, Kb = (a.shape[1], b.shape[1])  # row lengths of the (row-major) LDS tiles
     lane = tx.floormod(lowering.thread, WAVE)
     wave = tx.floordiv(lowering.thread, WAVE)
     row0 = tx.floordiv(wave, lay.wn) * (lay.M // lay.wm) + tx.floormod(lane, 16)
@@ -322,8 +339,7 @@ def emit_mfma_gemm(lowering, g: N.Gemm, lay: MfmaLayout):
     def fill(frag, slot, view, contiguous, index_of):
         """Operand elements of this lane: one LDS vector load when they are contiguous."""
         if contiguous and frag_dtype == a.dtype:
-            B.buffer_store(frag, tx.BufferLoad(view, [tx.Ramp(index_of(0), one, kw)]),
-                           [tx.Ramp(slot * kw, one, kw)])
+            B.buffer_store(frag, tx.BufferLoad(view, [tx.Ramp(index_of(0), one, kw)]), [tx.Ramp(slot * kw, one, kw)])
             return
         with B.unroll(0, kw) as e:
             B.buffer_store(frag, element(view, index_of(e)), [slot * kw + e])
@@ -337,15 +353,21 @@ def emit_mfma_gemm(lowering, g: N.Gemm, lay: MfmaLayout):
         k0 = kk * kstep + kq
         with B.unroll(0, lay.MI) as mi:
             i = row0 + mi * 16
-            fill(a_frag, mi, av, not g.transpose_a,
-                 lambda e: (k0 + e) * Ka + i if g.transpose_a else i * Ka + k0 + e)
+            fill(a_frag, mi, av, not g.transpose_a, lambda e: (k0 + e) * Ka + i if g.transpose_a else i * Ka + k0 + e)
         with B.unroll(0, lay.NI) as ni:
             j = col0 + ni * 16
-            fill(b_frag, ni, bv, g.transpose_b,
-                 lambda e: j * Kb + k0 + e if g.transpose_b else (k0 + e) * Kb + j)
+            fill(b_frag, ni, bv, g.transpose_b, lambda e: j * Kb + k0 + e if g.transpose_b else (k0 + e) * Kb + j)
         with B.unroll(0, lay.MI) as mi:
             with B.unroll(0, lay.NI) as ni:
                 slot = tx.Ramp((mi * lay.NI + ni) * 4, one, 4)
-                res = tx.call_llvm_pure_intrin(acc_vec, intrin, operand(a_frag, mi), operand(b_frag, ni),
-                                               tx.BufferLoad(acc, [slot]), zero, zero, zero)
+                res = tx.call_llvm_pure_intrin(
+                    acc_vec,
+                    intrin,
+                    operand(a_frag, mi),
+                    operand(b_frag, ni),
+                    tx.BufferLoad(acc, [slot]),
+                    zero,
+                    zero,
+                    zero,
+                )
                 B.buffer_store(acc, res, [slot])

@@ -8,6 +8,7 @@ Registered through the entry point `rocm = "tile_rocm.plugin"` (group "tilecore"
 Neither TVM nor torch is imported when the plugin registers; TVM is imported by
 codegen only, and the launcher needs only the HIP runtime.
 """
+
 from __future__ import annotations
 
 from typing import Any, Dict
@@ -25,15 +26,18 @@ def toolchain_status() -> ToolchainStatus:
     """ld.lld, the ROCm device bitcode, TVM, and the HIP runtime / GPU."""
     lld = toolchain.find_lld()
     root = toolchain.find_rocm_path()
-    details = [("ld.lld", lld or "not found"),
-               ("device libs", f"{root}/amdgcn/bitcode" if root else "not found")]
+    details = [("ld.lld", lld or "not found"), ("device libs", f"{root}/amdgcn/bitcode" if root else "not found")]
     try:
         import importlib.metadata as md
 
         details.append(("apache-tvm", md.version("apache-tvm")))
     except Exception:
-        return ToolchainStatus(ok=False, summary="apache-tvm is not installed", details=tuple(details),
-                               fix="pip install 'apache-tvm>=0.27,<0.28'")
+        return ToolchainStatus(
+            ok=False,
+            summary="apache-tvm is not installed",
+            details=tuple(details),
+            fix="pip install 'apache-tvm>=0.27,<0.28'",
+        )
     gpu = toolchain.gpu_info()
     hip = toolchain.libhip()
     details.append(("HIP runtime", "found" if hip else "not found (needed only to run kernels)"))
@@ -47,8 +51,9 @@ def toolchain_status() -> ToolchainStatus:
         packages.append("rocm-device-libs")
     if missing:
         fix = "apt-get install " + " ".join(packages) + "  (on a ROCm host: install ROCm and set ROCM_PATH)"
-        return ToolchainStatus(ok=False, summary="missing " + " and ".join(missing), details=tuple(details),
-                               device=gpu, fix=fix)
+        return ToolchainStatus(
+            ok=False, summary="missing " + " and ".join(missing), details=tuple(details), device=gpu, fix=fix
+        )
     summary = f"ld.lld + device libs in {root}; " + (f"GPU {gpu}" if gpu else "no AMD GPU (compile only)")
     return ToolchainStatus(ok=True, summary=summary, details=tuple(details), device=gpu)
 
@@ -58,8 +63,9 @@ def make_backend() -> Backend:
     from tilecore.ir.version import TILE_IR_VERSION
     from tilecore.language.features import ALL_FEATURES
 
-    dtypes = frozenset({"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
-                        "uint8", "bool"})
+    dtypes = frozenset(
+        {"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"}
+    )
     gemm = set()
     for a in ("float16", "bfloat16"):
         gemm |= {(a, "float32"), (a, a)}
@@ -85,10 +91,10 @@ def make_backend() -> Backend:
         distribution="tile-rocm",
         version=__version__,
         priority=PRIORITY,
-        description="AMD GPUs through TVM's LLVM AMDGPU codegen (MFMA on gfx90a/gfx942/gfx950), "
-                    "HIP runtime",
-        toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + files_fingerprint(
-            [toolchain.find_lld() or "", toolchain.find_rocm_path() or ""]),
+        description="AMD GPUs through TVM's LLVM AMDGPU codegen (MFMA on gfx90a/gfx942/gfx950), HIP runtime",
+        toolchain_fingerprint=lambda: (
+            tvm_fingerprint() + ";" + files_fingerprint([toolchain.find_lld() or "", toolchain.find_rocm_path() or ""])
+        ),
         tilelang=TileLangNames(targets=("hip",)),  # TileLang's `target="hip"` means this backend
     )
 
@@ -148,14 +154,28 @@ def tilecore_codegen(backend, module, options):
     code_object, asm, ll, lk, secs = compiler.build(func, arch, options, collect_lowering_tables(backend))
     args = compiler.kernel_args(asm)
     meta: Dict[str, Any] = {
-        "arch": arch, "kernel_symbol": compiler.kernel_symbol(asm), "kernel_args": args,
+        "arch": arch,
+        "kernel_symbol": compiler.kernel_symbol(asm),
+        "kernel_args": args,
         "kernarg_size": compiler.kernarg_segment_size(asm),
-        "params": [p.name for p in func.params], "threads": lk.threads, "lds_bytes": lk.dyn_smem_bytes,
-        "dyn_lds_bytes": 0, "grid_py": [_grid_py(g) for g in lk.grid], "wave_size": toolchain.wave_size(arch),
-        "compile_seconds": round(secs, 3), "storage": dict(lk.plan.storage), "notes": lk.notes,
+        "params": [p.name for p in func.params],
+        "threads": lk.threads,
+        "lds_bytes": lk.dyn_smem_bytes,
+        "dyn_lds_bytes": 0,
+        "grid_py": [_grid_py(g) for g in lk.grid],
+        "wave_size": toolchain.wave_size(arch),
+        "compile_seconds": round(secs, 3),
+        "storage": dict(lk.plan.storage),
+        "notes": lk.notes,
     }
-    return Artifact(backend=NAME, target=f"{NAME}:{arch}", entry=func.name, source=asm,
-                    blobs={"hsaco": code_object, "llvm_ir": ll.encode()}, meta=meta)
+    return Artifact(
+        backend=NAME,
+        target=f"{NAME}:{arch}",
+        entry=func.name,
+        source=asm,
+        blobs={"hsaco": code_object, "llvm_ir": ll.encode()},
+        meta=meta,
+    )
 
 
 @hookimpl

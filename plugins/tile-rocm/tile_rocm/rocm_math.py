@@ -4,6 +4,7 @@ libraries (__ocml_*_f32) but not float64, where LLVM then aborts the process
 
 Imports TVM: use it from backend code only.
 """
+
 from __future__ import annotations
 
 from tvm import tirx as tx

@@ -1,4 +1,5 @@
 """The target description of an AMD GPU for the SIMT lowering toolkit."""
+
 from __future__ import annotations
 
 from typing import Any, Dict
@@ -13,9 +14,18 @@ def rocm_target(arch: str, options: Dict[str, Any]):
     from tilecore.lowering.target import TargetDescription
 
     return TargetDescription(
-        name="rocm", arch=arch, tvm_target=tvm_target(arch), warp_size=toolchain.wave_size(arch),
-        max_shared_memory=toolchain.lds_bytes(arch), shared_scope="shared", shared_pool=False,
-        max_vector_lanes=16, max_vector_element_bytes=16, bool_storage="int8", bool_vectors=True)
+        name="rocm",
+        arch=arch,
+        tvm_target=tvm_target(arch),
+        warp_size=toolchain.wave_size(arch),
+        max_shared_memory=toolchain.lds_bytes(arch),
+        shared_scope="shared",
+        shared_pool=False,
+        max_vector_lanes=16,
+        max_vector_element_bytes=16,
+        bool_storage="int8",
+        bool_vectors=True,
+    )
 
 
 def tvm_target(arch: str) -> dict:

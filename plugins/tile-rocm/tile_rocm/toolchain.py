@@ -1,4 +1,5 @@
 """Finding the ROCm toolchain pieces (ld.lld, device bitcode, HIP runtime) without importing TVM."""
+
 from __future__ import annotations
 
 import ctypes
@@ -19,11 +20,10 @@ ROCM_ROOTS = ("/opt/rocm", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-
 
 
 def parse_target(target: str) -> str:
-    """"rocm" -> the default gfx arch; "rocm:gfx90a" -> "gfx90a"; unknown archs are an error."""
+    """ "rocm" -> the default gfx arch; "rocm:gfx90a" -> "gfx90a"; unknown archs are an error."""
     arch = target.split(":", 1)[1] if ":" in target else DEFAULT_ARCH
     if arch not in ARCHS:
-        raise ValueError(f"unknown ROCm target {target!r}; use one of: "
-                         + ", ".join(f"rocm:{a}" for a in ARCHS))
+        raise ValueError(f"unknown ROCm target {target!r}; use one of: " + ", ".join(f"rocm:{a}" for a in ARCHS))
     return arch
 
 
@@ -40,8 +40,12 @@ def lds_bytes(arch: str) -> int:
 @lru_cache(maxsize=1)
 def find_lld() -> Optional[str]:
     """ld.lld matching TVM's LLVM, as TVM's ROCm linker looks for it."""
-    for name in (f"ld.lld-{LLVM_MAJOR}", "ld.lld", f"/usr/lib/llvm-{LLVM_MAJOR}/bin/ld.lld",
-                 "/opt/rocm/llvm/bin/ld.lld"):
+    for name in (
+        f"ld.lld-{LLVM_MAJOR}",
+        "ld.lld",
+        f"/usr/lib/llvm-{LLVM_MAJOR}/bin/ld.lld",
+        "/opt/rocm/llvm/bin/ld.lld",
+    ):
         p = shutil.which(name) if not name.startswith("/") else (name if os.path.isfile(name) else None)
         if p:
             return p

@@ -5,6 +5,7 @@ first; it declines every other fill (the toolkit's portable fill takes those). T
 fill becomes one call to this plugin's own device helper, which TVM emits with the
 call. Nothing else of the cuda backend changes.
 """
+
 from __future__ import annotations
 
 from tilecore.plugin import hookimpl
@@ -40,8 +41,15 @@ class HelperFill(LoweringRule):
 
         n = lowering.plan.layout[buf.name].local_size
         first = tx.address_of(tx.BufferLoad(lowering.views[buf.name], [tir_const(0, "int32")]))
-        B.evaluate(cop.cuda_func_call(f"override_fill<{n}>", first, cast_to(lowering.lower(f.value), "float32"),
-                                      source_code=HELPER, return_type="void"))
+        B.evaluate(
+            cop.cuda_func_call(
+                f"override_fill<{n}>",
+                first,
+                cast_to(lowering.lower(f.value), "float32"),
+                source_code=HELPER,
+                return_type="void",
+            )
+        )
         return None
 
 

@@ -1,4 +1,5 @@
 """toygpu's lowering rule and intrinsic (imports TVM: used by codegen only)."""
+
 from __future__ import annotations
 
 from tvm import tirx as tx
@@ -18,20 +19,26 @@ class OuterProductGemm(LoweringRule):
 
     def __call__(self, lowering, g: N.Gemm):
         c = g.c.buffer
-        if lowering.plan.storage.get(c.name) != "reg" or c.dtype != "float32" or not whole_region(g.c) \
-                or len(c.shape) != 2:
+        if (
+            lowering.plan.storage.get(c.name) != "reg"
+            or c.dtype != "float32"
+            or not whole_region(g.c)
+            or len(c.shape) != 2
+        ):
             return NotImplemented
         lay = lowering.plan.layout[c.name]
         K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
         if g.clear_accum:
             lowering.iterate_layout(lay, lambda idx: lowering.store(c, idx, tir_const(0, "float32")))
         with B.serial(0, K) as k:
+
             def update(idx):
                 i, j = idx
                 a = lowering.element(g.a.buffer, lowering.region_index(g.a, [k, i] if g.transpose_a else [i, k]))
                 b = lowering.element(g.b.buffer, lowering.region_index(g.b, [j, k] if g.transpose_b else [k, j]))
                 acc = lowering.element(c, idx)
                 lowering.store(c, idx, acc + cast_to(a, "float32") * cast_to(b, "float32"))
+
             lowering.iterate_layout(lay, update)
         lowering.plan.notes.append(f"toygpu: T.gemm into {c.name} as {K} outer products")
         return None

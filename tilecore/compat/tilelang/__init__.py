@@ -9,6 +9,7 @@ from tilecore's own autotuner and profiler when installed, and otherwise raise
 UnsupportedFeatureError naming the feature. Names TileLang has and tilecore does not
 are not defined (an AttributeError), never silent stand-ins.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -28,6 +29,7 @@ _SUBMODULES = ("testing", "layout", "autotuner", "profiler", "math", "utils")
 def __getattr__(name):
     if name == "PassConfigKey":  # built from the installed backends' declarations (host.pass_config_enum)
         from .host import pass_config_enum
+
         return pass_config_enum()
     if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
@@ -38,9 +40,12 @@ def __getattr__(name):
         return optional_import(module, attr, feature)
     if name == "JITKernel":
         from ...runtime.kernel import Kernel
+
         return Kernel
-    raise AttributeError(f"module 'tilelang' (tilecore.compat.tilelang) has no attribute {name!r}: "
-                         "tilecore does not provide this part of TileLang")
+    raise AttributeError(
+        f"module 'tilelang' (tilecore.compat.tilelang) has no attribute {name!r}: "
+        "tilecore does not provide this part of TileLang"
+    )
 
 
 class _Unavailable(Protocol):
@@ -63,6 +68,7 @@ def deferred(module: str, attr: str, feature: str):
 
     def unavailable(*args, **kwargs):
         raise reason
+
     unavailable.__name__ = attr
     stand_in = cast(_Unavailable, unavailable)
     stand_in.unavailable = True
@@ -82,5 +88,14 @@ def optional_import(module: str, attr: str, feature: str):
         raise UnsupportedFeatureError("tilecore", f"{feature}: {module} has no {attr}") from None
 
 
-__all__ = ["jit", "compile", "cdiv", "PassConfigKey", "TensorSupplyType", "language", "map_target",
-           *_SUBMODULES, *_LAZY]
+__all__ = [
+    "jit",
+    "compile",
+    "cdiv",
+    "PassConfigKey",
+    "TensorSupplyType",
+    "language",
+    "map_target",
+    *_SUBMODULES,
+    *_LAZY,
+]

@@ -4,6 +4,7 @@ Without tilecore.autotune installed, `@autotune(...)` still decorates (so a file
 defines tuned variants imports), and calling the decorated function raises
 UnsupportedFeatureError naming the autotuner.
 """
+
 from typing import Any, Callable, Protocol, cast
 
 from ...diagnostics import UnsupportedFeatureError
@@ -57,8 +58,7 @@ class _GivenValuesNarrowTuning:
             rest = self._agreeing(given)
             options = dict(self._options, configs=rest)
             eager = hasattr(self._func, "as_factory")  # tuned per call, over its sizes (_eager_kernel)
-            self._tuned[given] = self._real(**options)(self._func) if rest and rest != [{}] and not eager \
-                else None
+            self._tuned[given] = self._real(**options)(self._func) if rest and rest != [{}] and not eager else None
         return self._tuned[given]
 
     def _eager_kernel(self, values, given):
@@ -98,8 +98,11 @@ class _GivenValuesNarrowTuning:
         T.const sizes by name): with every tuned parameter given, that configuration's Kernel;
         otherwise the others are tuned first."""
         if not hasattr(self._func, "as_factory"):
-            raise UnsupportedFeatureError("tilecore", f"{getattr(self._func, '__name__', 'this')} has no "
-                                          ".compile: it is not an eager-style @tilelang.jit kernel")
+            raise UnsupportedFeatureError(
+                "tilecore",
+                f"{getattr(self._func, '__name__', 'this')} has no "
+                ".compile: it is not an eager-style @tilelang.jit kernel",
+            )
         given = tuple(sorted((k, values[k]) for k in self._keys if k in values))
         py, _ = self._func._split(values)  # defaults of the Python parameters filled in
         kernel = self._eager_kernel({**py, **values}, given) if len(given) < len(self._keys) else None
@@ -124,6 +127,7 @@ def _unavailable_wrapper(func, raiser):
     @functools.wraps(func)
     def tuned(*args, **kwargs):
         raiser()
+
     stand_in = cast(_Tuned, tuned)
     stand_in.compile = raiser
     return stand_in

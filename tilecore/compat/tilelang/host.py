@@ -13,6 +13,7 @@ key is an UnsupportedFeatureError. `execution_backend`, `verbose`, `target_host`
 give TileLang's profiler inputs: `kernel.get_profiler()` draws torch tensors (when torch
 is installed), which TileLang reference programs expect.
 """
+
 from __future__ import annotations
 
 import enum
@@ -131,8 +132,13 @@ def pass_config_enum():
     if _pass_config_enum[0] is not registry:
         members = pass_config_keys()
         # the members are the installed plugins' switches: mypy reads only literal member lists
-        made = enum.Enum("PassConfigKey", members, type=str, module=__name__,  # type: ignore[misc]
-                         qualname="PassConfigKey")
+        made = enum.Enum(  # type: ignore[misc]
+            "PassConfigKey",
+            members,
+            type=str,
+            module=__name__,
+            qualname="PassConfigKey",
+        )
         made.__doc__ = "TileLang's compiler switches (`pass_configs={PassConfigKey.X: value}`): no effect here."
         _pass_config_enum = (registry, made)
     return _pass_config_enum[1]
@@ -141,12 +147,14 @@ def pass_config_enum():
 def check_pass_configs(pass_configs) -> None:
     """Accept TileLang's known compiler switches; name an unknown one."""
     known = set(pass_config_keys().values())
-    for key in (pass_configs or {}):
+    for key in pass_configs or {}:
         value = key.value if isinstance(key, enum.Enum) else str(key)
         if value not in known:
             raise UnsupportedFeatureError(
-                "tilecore", f"the TileLang pass config {value!r} (neither a target-neutral TileLang switch "
-                "nor one an installed backend declares; `tile backends` lists the installed backends)")
+                "tilecore",
+                f"the TileLang pass config {value!r} (neither a target-neutral TileLang switch "
+                "nor one an installed backend declares; `tile backends` lists the installed backends)",
+            )
 
 
 def __getattr__(name):

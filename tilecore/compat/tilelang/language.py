@@ -1,4 +1,5 @@
 """`tilecore.compat.tilelang.language` is `tilecore.language` itself (one module object)."""
+
 import sys
 
 from ... import language as _language

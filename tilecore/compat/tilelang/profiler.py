@@ -6,6 +6,7 @@
 `warmup` and `rep` milliseconds, as TileLang's does. Without tilecore.profiler
 installed, calling it raises UnsupportedFeatureError.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -18,17 +19,33 @@ _FEATURE = "TileLang's profiler (tilelang.profiler.do_bench)"
 _MAX_RUNS = 1000
 
 
-def do_bench(fn, warmup: float = 25, rep: float = 100, _n_warmup: int = 0, _n_repeat: int = 0,
-             quantiles=None, return_mode: str = "mean", **_ignored):
+def do_bench(
+    fn,
+    warmup: float = 25,
+    rep: float = 100,
+    _n_warmup: int = 0,
+    _n_repeat: int = 0,
+    quantiles=None,
+    return_mode: str = "mean",
+    **_ignored,
+):
     """Milliseconds per call of `fn` (mean by default; `quantiles=[...]` or `return_mode=` as TileLang)."""
     import importlib
 
-    profiler = optional_import("tilecore.profiler", "timer_for", _FEATURE) and \
-        importlib.import_module("tilecore.profiler")
+    profiler = optional_import("tilecore.profiler", "timer_for", _FEATURE) and importlib.import_module(
+        "tilecore.profiler"
+    )
     own = getattr(profiler, "do_bench", None)
     if own is not None:
-        return own(fn, warmup=warmup, rep=rep, _n_warmup=_n_warmup, _n_repeat=_n_repeat,
-                   quantiles=quantiles, return_mode=return_mode)
+        return own(
+            fn,
+            warmup=warmup,
+            rep=rep,
+            _n_warmup=_n_warmup,
+            _n_repeat=_n_repeat,
+            quantiles=quantiles,
+            return_mode=return_mode,
+        )
     from ...plugin.registry import resolve
 
     timer = profiler.timer_for(resolve(None)[0])
@@ -43,7 +60,12 @@ def do_bench(fn, warmup: float = 25, rep: float = 100, _n_warmup: int = 0, _n_re
         picks = [ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in quantiles]
         return picks[0] if len(picks) == 1 else picks
     summary: Dict[str, Callable[[List[float]], Any]] = {
-        "mean": statistics.fmean, "median": statistics.median, "min": min, "max": max, "all": list}
+        "mean": statistics.fmean,
+        "median": statistics.median,
+        "min": min,
+        "max": max,
+        "all": list,
+    }
     if return_mode not in summary:
         raise ValueError(f"return_mode must be one of {sorted(summary)}, got {return_mode!r}")
     return summary[return_mode](times)

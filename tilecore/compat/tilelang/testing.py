@@ -8,6 +8,7 @@ present (and, for the version checks, unless the version that backend declares i
 arrays allowing a fraction of mismatches. The perf-regression helpers of TileLang's
 CI (`process_func`, `regression`) raise UnsupportedFeatureError.
 """
+
 from __future__ import annotations
 
 import functools
@@ -54,7 +55,9 @@ def _skip_unless(condition_fn, reason: str):
             if not condition_fn():
                 pytest.skip(reason)
             return func(*args, **kwargs)
+
         return run
+
     return decorate
 
 
@@ -66,16 +69,21 @@ def requires_cuda(func):
 def requires_cuda_compute_version(major_version, minor_version=0, mode="ge"):
     """Skip unless the CUDA device's compute capability (its backend's `tilelang.device_version`)
     compares to (major, minor) by `mode`."""
-    ops = {"ge": lambda a, b: a >= b, "gt": lambda a, b: a > b, "eq": lambda a, b: a == b,
-           "lt": lambda a, b: a < b, "le": lambda a, b: a <= b}
+    ops = {
+        "ge": lambda a, b: a >= b,
+        "gt": lambda a, b: a > b,
+        "eq": lambda a, b: a == b,
+        "lt": lambda a, b: a < b,
+        "le": lambda a, b: a <= b,
+    }
     if mode not in ops:
         raise ValueError(f"mode must be one of {sorted(ops)}, got {mode!r}")
 
     def ok():
         cap = _device_version("cuda")
         return cap is not None and ops[mode](cap, (major_version, minor_version))
-    return _skip_unless(ok, f"needs a CUDA device with compute capability {mode} "
-                            f"{major_version}.{minor_version}")
+
+    return _skip_unless(ok, f"needs a CUDA device with compute capability {mode} {major_version}.{minor_version}")
 
 
 def requires_cuda_compute_version_ge(major_version, minor_version=0):
@@ -100,8 +108,9 @@ def requires_cuda_compute_version_le(major_version, minor_version=0):
 
 def requires_package(*names):
     """Skip unless every named Python package is importable."""
-    return _skip_unless(lambda: all(importlib.util.find_spec(n) for n in names),
-                        f"needs the package(s) {', '.join(names)}")
+    return _skip_unless(
+        lambda: all(importlib.util.find_spec(n) for n in names), f"needs the package(s) {', '.join(names)}"
+    )
 
 
 def main():
@@ -131,9 +140,19 @@ def _numpy(x):
     return np.asarray(x)
 
 
-def torch_assert_close(actual, expected, rtol=1e-2, atol=1e-2, max_mismatched_ratio=0.001,
-                       verbose=False, equal_nan=True, check_device=True, check_dtype=True,
-                       base_name="LHS", ref_name="RHS"):
+def torch_assert_close(
+    actual,
+    expected,
+    rtol=1e-2,
+    atol=1e-2,
+    max_mismatched_ratio=0.001,
+    verbose=False,
+    equal_nan=True,
+    check_device=True,
+    check_dtype=True,
+    base_name="LHS",
+    ref_name="RHS",
+):
     """Assert |actual - expected| <= atol + rtol*|expected| except for a fraction of elements."""
     a = _numpy(actual).astype(np.float64)
     e = _numpy(expected).astype(np.float64)
@@ -143,9 +162,11 @@ def torch_assert_close(actual, expected, rtol=1e-2, atol=1e-2, max_mismatched_ra
     bad = int(close.size - close.sum())
     allowed = int(max_mismatched_ratio * close.size)
     if bad > allowed:
-        raise AssertionError(f"{bad} of {close.size} elements differ beyond rtol={rtol}, atol={atol} "
-                             f"(at most {allowed} allowed); max abs difference "
-                             f"{np.nanmax(np.abs(a - e)):.6g}")
+        raise AssertionError(
+            f"{bad} of {close.size} elements differ beyond rtol={rtol}, atol={atol} "
+            f"(at most {allowed} allowed); max abs difference "
+            f"{np.nanmax(np.abs(a - e)):.6g}"
+        )
 
 
 def process_func(*args, **kwargs):

@@ -24,6 +24,7 @@ Mapping (README.md "Compiler" has the long form):
   iteration i+S-1 issued before the compute of iteration i (real tokens);
 * blocks -> the grid is spread round-robin over the cores at launch.
 """
+
 from .driver import Codegen, compile_func, default_rules
 
 __all__ = ["Codegen", "compile_func", "default_rules"]

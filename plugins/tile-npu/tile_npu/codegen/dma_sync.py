@@ -1,4 +1,5 @@
 """DMA synchronization: in-flight transfers and the `wait`s that order them before their data is used."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from .host import NpuHost
 class PendingDMA:
     """A DMA issued but not yet waited for, with the segments and tensors it touches."""
 
-    token: int                      # register holding the token
+    token: int  # register holding the token
     seg_writes: Set[int] = field(default_factory=set)
     seg_reads: Set[int] = field(default_factory=set)
     dram_writes: Set[int] = field(default_factory=set)
@@ -35,12 +36,10 @@ class DmaSync(NpuHost):
         for p in self.pending:
             conflict = False
             for sp, sid in rs | ws:
-                if sp == SPACE_SEG and self._aliases(sid, p.seg_writes) or \
-                        sp == SPACE_PARAM and sid in p.dram_writes:
+                if sp == SPACE_SEG and self._aliases(sid, p.seg_writes) or sp == SPACE_PARAM and sid in p.dram_writes:
                     conflict = True
             for sp, sid in ws:
-                if sp == SPACE_SEG and self._aliases(sid, p.seg_reads) or \
-                        sp == SPACE_PARAM and sid in p.dram_reads:
+                if sp == SPACE_SEG and self._aliases(sid, p.seg_reads) or sp == SPACE_PARAM and sid in p.dram_reads:
                     conflict = True
             if conflict:
                 self.emit("wait", r=(p.token,))

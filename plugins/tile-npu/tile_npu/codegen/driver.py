@@ -1,4 +1,5 @@
 """The NPU code generator: one PrimFunc -> one Program (grid program, then kernel program)."""
+
 from __future__ import annotations
 
 from typing import Dict, List, Tuple
@@ -18,12 +19,28 @@ from .scalar import ScalarCodegen
 from .tiles import TileOps
 from .vector import VectorCodegen
 
-_RULE_OPS = ("Alloc", "Hint", "Kernel", "Let", "Store", "If", "For", "Copy", "Fill", "Gemm", "Reduce",
-             "Cumsum", "Atomic", "Print", "Parallel")
+_RULE_OPS = (
+    "Alloc",
+    "Hint",
+    "Kernel",
+    "Let",
+    "Store",
+    "If",
+    "For",
+    "Copy",
+    "Fill",
+    "Gemm",
+    "Reduce",
+    "Cumsum",
+    "Atomic",
+    "Print",
+    "Parallel",
+)
 
 
-class Codegen(Dispatcher, Emitter, RegisterAllocation, MemoryPlacement, DmaSync, Pipelining, ScalarCodegen,
-              TileOps, VectorCodegen):
+class Codegen(
+    Dispatcher, Emitter, RegisterAllocation, MemoryPlacement, DmaSync, Pipelining, ScalarCodegen, TileOps, VectorCodegen
+):
     """Compiles one PrimFunc; `run()` returns the Program.
 
     Each concern lives in its own mixin module (see the package docstring); this
@@ -38,15 +55,15 @@ class Codegen(Dispatcher, Emitter, RegisterAllocation, MemoryPlacement, DmaSync,
         self.analyses = analyses or {}
         self.source = func.source or ""
         self.prog = Program(ncores=config.cores)
-        self.env: Dict[str, int] = {}              # scalar variable name -> register
+        self.env: Dict[str, int] = {}  # scalar variable name -> register
         self.free_regs = all_free_registers()
         self.params = {p.name: i for i, p in enumerate(func.params)}
         self.buffers: Dict[str, N.Buffer] = {p.name: p for p in func.params}
-        self.bufseg: Dict[str, int] = {}           # scratchpad buffer name -> segment id (current stage)
+        self.bufseg: Dict[str, int] = {}  # scratchpad buffer name -> segment id (current stage)
         self.stage_segs: Dict[str, List[int]] = {}
         self.pending: List[PendingDMA] = []
         self.slot_free: List[int] = []
-        self.slots: List[int] = []                 # segment ids of vector slots
+        self.slots: List[int] = []  # segment ids of vector slots
         self.vctx = None
         self.lines: Dict[str, List[int]] = {}
         self.cur_span: N.Span = func.span
@@ -60,6 +77,7 @@ class Codegen(Dispatcher, Emitter, RegisterAllocation, MemoryPlacement, DmaSync,
         self.cur_span = kernel.span
         self.prog.params = [isa.Param(p.name, p.dtype, p.ndim) for p in func.params]
         from tilecore.passes import liveness as _liveness
+
         self.live = self.analyses.get("liveness") or _liveness.analyze(func)
         self._plan_pipelines(kernel.body)
         self._make_segments(kernel.body)
@@ -69,9 +87,13 @@ class Codegen(Dispatcher, Emitter, RegisterAllocation, MemoryPlacement, DmaSync,
         self.free_regs = all_free_registers()
         self._kernel_program()
         self._place_segments()
-        self.prog.debug = {"file": func.span.file if func.span.line else "<kernel>", "lines": self.lines,
-                           "source": self.source, "function": func.name,
-                           "dyn_vars": [v.name for v in func.dyn_vars]}
+        self.prog.debug = {
+            "file": func.span.file if func.span.line else "<kernel>",
+            "lines": self.lines,
+            "source": self.source,
+            "function": func.name,
+            "dyn_vars": [v.name for v in func.dyn_vars],
+        }
         return self.prog
 
     def _grid_program(self):
@@ -110,7 +132,7 @@ class Codegen(Dispatcher, Emitter, RegisterAllocation, MemoryPlacement, DmaSync,
                 self.s_Let(st)
             elif not isinstance(st, N.Hint):
                 raise self.error(f"{type(st).__name__} outside T.Kernel is not supported on npu", st.span)
-        after = func.body[func.body.index(func.kernel) + 1:]
+        after = func.body[func.body.index(func.kernel) + 1 :]
         for st in after:
             if not isinstance(st, N.Hint):
                 raise self.error(f"{type(st).__name__} after T.Kernel is not supported on npu", st.span)

@@ -1,4 +1,5 @@
 """Instruction emission: the program being built, descriptors, strings, branch patching, errors."""
+
 from __future__ import annotations
 
 from tilecore.diagnostics import TileCompileError

@@ -9,6 +9,7 @@ the concern) against the declarations below. Codegen assigns the state in `__ini
 `run`; the methods here are only declarations (each is defined again, earlier in Codegen's
 method order).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
@@ -57,8 +58,7 @@ class NpuHost:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ emitter.Emitter
-    def emit(self, op: Any, func: Any = 0, dt: Any = "none", dt2: Any = 0, r: Any = (0, 0, 0, 0),
-             imm: Any = 0) -> int:
+    def emit(self, op: Any, func: Any = 0, dt: Any = "none", dt2: Any = 0, r: Any = (0, 0, 0, 0), imm: Any = 0) -> int:
         """Append one instruction; its pc."""
         raise NotImplementedError
 

@@ -1,4 +1,5 @@
 """Software pipelining of T.Pipelined loops: which copies can be prefetched, and the unrolled loop."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,13 +19,13 @@ class _PipelineState:
 
     loop: N.For
     stages: int
-    bufs: List[str]                 # prefetched buffers (one segment per stage)
+    bufs: List[str]  # prefetched buffers (one segment per stage)
     copy_stmts: List[N.Copy]
-    rest: Tuple[N.Stmt, ...]        # the body without the prefetched copies
-    begin: int                      # register: the loop's begin
-    count: int                      # register: the trip count
-    tokens: List[List[int]]         # [stage][copy] -> register holding the DMA token
-    kreg: int                       # register: the loop variable of the iteration being prefetched
+    rest: Tuple[N.Stmt, ...]  # the body without the prefetched copies
+    begin: int  # register: the loop's begin
+    count: int  # register: the trip count
+    tokens: List[List[int]]  # [stage][copy] -> register holding the DMA token
+    kreg: int  # register: the loop variable of the iteration being prefetched
 
 
 class Pipelining(NpuHost):
@@ -42,16 +43,19 @@ class Pipelining(NpuHost):
         """(indices in `s.body`, destination names) of the copies the pipeline may issue early."""
         copies, bufs = [], []
         body_lets = {x.var.name for x in self._all_stmts(s.body) if isinstance(x, N.Let)}
-        inner_vars = body_lets | {v.name for x in self._all_stmts(s.body)
-                                  for v in getattr(x, "vars", ()) if isinstance(x, N.Parallel)}
+        inner_vars = body_lets | {
+            v.name for x in self._all_stmts(s.body) for v in getattr(x, "vars", ()) if isinstance(x, N.Parallel)
+        }
         inner_vars |= {x.var.name for x in self._all_stmts(s.body) if isinstance(x, N.For)}
         for i, c in enumerate(s.body):
-            if not (isinstance(c, N.Copy) and c.src.buffer.scope == "global"
-                    and c.dst.buffer.scope in ("shared", "fragment", "local")):
+            if not (
+                isinstance(c, N.Copy)
+                and c.src.buffer.scope == "global"
+                and c.dst.buffer.scope in ("shared", "fragment", "local")
+            ):
                 continue
             name = c.dst.buffer.name
-            used_vars = {n.name for e in c.src.starts + c.dst.starts for n in walk(e)
-                         if isinstance(n, N.Var)}
+            used_vars = {n.name for e in c.src.starts + c.dst.starts for n in walk(e) if isinstance(n, N.Var)}
             loads = any(isinstance(n, N.Load) for e in c.src.starts + c.dst.starts for n in walk(e))
             if used_vars & inner_vars or loads or name in bufs:
                 continue
@@ -67,13 +71,25 @@ class Pipelining(NpuHost):
         # the prefetch must not see different data than the copy would have:
         # nothing earlier in the body reads the destination, nothing in the loop
         # writes the source tensor
-        earlier = [x for x in self._all_stmts(s.body[:i])
-                   if any(isinstance(n, N.Buffer) and n.name == name for n in self._stmt_nodes(x))]
-        src_written = [x for x in self._all_stmts(s.body)
-                       if c.src.buffer.name in self._writes(x) or
-                       isinstance(x, N.Atomic) and x.dst.buffer.name == c.src.buffer.name]
-        return not (writers or earlier or src_written or self._used_outside(body, s, name) or
-                    any(isinstance(x, N.Alloc) and x.buffer.name == name for x in self._all_stmts(s.body)))
+        earlier = [
+            x
+            for x in self._all_stmts(s.body[:i])
+            if any(isinstance(n, N.Buffer) and n.name == name for n in self._stmt_nodes(x))
+        ]
+        src_written = [
+            x
+            for x in self._all_stmts(s.body)
+            if c.src.buffer.name in self._writes(x)
+            or isinstance(x, N.Atomic)
+            and x.dst.buffer.name == c.src.buffer.name
+        ]
+        return not (
+            writers
+            or earlier
+            or src_written
+            or self._used_outside(body, s, name)
+            or any(isinstance(x, N.Alloc) and x.buffer.name == name for x in self._all_stmts(s.body))
+        )
 
     def _all_stmts(self, body):
         """Every statement of `body`, pre-order, nested bodies included."""
@@ -103,12 +119,11 @@ class Pipelining(NpuHost):
 
     def _stmt_nodes(self, s):
         """Every IR node below the fields of statement `s` (not its nested bodies)."""
-        for fname in ("buffer", "src", "dst", "a", "b", "c", "value", "indices", "cond", "begin",
-                      "extent", "starts"):
+        for fname in ("buffer", "src", "dst", "a", "b", "c", "value", "indices", "cond", "begin", "extent", "starts"):
             v = getattr(s, fname, None)
             if v is None:
                 continue
-            for item in (v if isinstance(v, tuple) else (v,)):
+            for item in v if isinstance(v, tuple) else (v,):
                 if hasattr(item, "__dataclass_fields__"):
                     yield from walk(item)
 
@@ -129,7 +144,7 @@ class Pipelining(NpuHost):
         kreg = self.reg()
         st = _PipelineState(s, S, bufs, copy_stmts, rest, b, n, tokens, kreg)
         zero = self.li(0)
-        for j in range(S - 1):           # prologue
+        for j in range(S - 1):  # prologue
             jz = self._guarded(st, zero, j, lambda t, j=j: self._issue_copies(st, t, j))
             self.patch(jz, self.here())
         i = self.reg()
@@ -142,11 +157,14 @@ class Pipelining(NpuHost):
         self.emit("br", imm=top)
         for x in exits:
             self.patch(x, self.here())
-        for row in tokens:       # nothing is left in flight, but never leave a token behind
+        for row in tokens:  # nothing is left in flight, but never leave a token behind
             for t in row:
                 self.emit("wait", r=(t,))
-        self.free_regs.extend(r for r in [i, zero, kreg, b, n] + [t for row in tokens for t in row]
-                              if r not in self.free_regs and r >= FIRST_FREE_REG)
+        self.free_regs.extend(
+            r
+            for r in [i, zero, kreg, b, n] + [t for row in tokens for t in row]
+            if r not in self.free_regs and r >= FIRST_FREE_REG
+        )
 
     def _issue_copies(self, st: _PipelineState, iter_reg: int, stage: int):
         """The prefetched copies of iteration `iter_reg` (an offset from begin) into `stage`'s segments."""

@@ -1,4 +1,5 @@
 """Memory placement: on-chip buffers -> scratchpad segments, placed statically with liveness."""
+
 from __future__ import annotations
 
 from typing import Dict, List, Tuple
@@ -49,7 +50,7 @@ class MemoryPlacement(NpuHost):
         slot_bytes = self.cfg.vector_chunk * 4
         reserve = len(self.slots) * slot_bytes
         order = sorted(self.allocs, key=lambda n: live.interval.get(n, (0, 0))[0])
-        placed: List[Tuple[int, int, int, int]] = []        # (lo, hi, t0, t1)
+        placed: List[Tuple[int, int, int, int]] = []  # (lo, hi, t0, t1)
         top = 0
         for name in order:
             t0, t1 = live.interval.get(name, (0, 0))
@@ -68,16 +69,21 @@ class MemoryPlacement(NpuHost):
                         f"{f' (x{stages} stages for T.Pipelined)' if stages > 1 else ''}, but "
                         f"{live_now} bytes of buffers are live here and compiler temporaries take "
                         f"{reserve}; the core has {cap} bytes of scratchpad",
-                        self.allocs[name].span, self.source)
+                        self.allocs[name].span,
+                        self.source,
+                    )
                 seg.base = off
                 placed.append((off, off + size, t0, t1))
                 top = max(top, off + size)
         for i, sid in enumerate(self.slots):
             self.prog.segments[sid].base = top + i * slot_bytes
         if top + reserve > cap:
-            raise TileCompileError(f"scratchpad overflow on npu: buffers take {top} bytes and vector "
-                                   f"temporaries {reserve}; the core has {cap}", self.func.kernel.span,
-                                   self.source)
+            raise TileCompileError(
+                f"scratchpad overflow on npu: buffers take {top} bytes and vector "
+                f"temporaries {reserve}; the core has {cap}",
+                self.func.kernel.span,
+                self.source,
+            )
 
     def _space(self, buf: N.Buffer):
         """(address space, index) of `buf`: its parameter for globals, its current segment otherwise."""

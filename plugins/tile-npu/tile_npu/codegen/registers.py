@@ -1,11 +1,12 @@
 """Register allocation: scalar registers (r8..r254) and vector slots (scratchpad segments)."""
+
 from __future__ import annotations
 
 from ..isa import NO_REG, Segment
 from .host import NpuHost
 
 FIRST_FREE_REG = 8
-ZERO = 0            # r0 holds 0 in kernel code
+ZERO = 0  # r0 holds 0 in kernel code
 
 
 def all_free_registers() -> list:
@@ -25,8 +26,13 @@ class RegisterAllocation(NpuHost):
     def release(self, *regs):
         """Return registers to the free list (r0..r7, NO_REG and bound variables are kept)."""
         for r in regs:
-            if r is not None and r >= FIRST_FREE_REG and r != NO_REG and r not in self.free_regs \
-                    and r not in self.env.values():
+            if (
+                r is not None
+                and r >= FIRST_FREE_REG
+                and r != NO_REG
+                and r not in self.free_regs
+                and r not in self.env.values()
+            ):
                 self.free_regs.append(r)
 
     def li(self, value: int) -> int:
@@ -46,8 +52,7 @@ class RegisterAllocation(NpuHost):
         if self.slot_free:
             return self.slot_free.pop()
         sid = len(self.prog.segments)
-        self.prog.segments.append(Segment(f"vslot{len(self.slots)}", "none",
-                                          (self.cfg.vector_chunk * 4,), 0))
+        self.prog.segments.append(Segment(f"vslot{len(self.slots)}", "none", (self.cfg.vector_chunk * 4,), 0))
         self.slots.append(sid)
         return sid
 

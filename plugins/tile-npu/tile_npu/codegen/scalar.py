@@ -1,4 +1,5 @@
 """Scalar code generation: uniform expressions in registers and statements outside T.Parallel."""
+
 from __future__ import annotations
 
 import struct
@@ -109,8 +110,9 @@ class ScalarCodegen(NpuHost):
             if buf.scope == "global":
                 raise self.error("T.print of a whole global tensor is not supported on npu; print a tile")
             space, sid = self._space(buf)
-            dims = tuple((ZERO, NO_REG, tuple(1 if k == d else 0 for k in range(len(shape))))
-                         for d in range(len(shape)))
+            dims = tuple(
+                (ZERO, NO_REG, tuple(1 if k == d else 0 for k in range(len(shape)))) for d in range(len(shape))
+            )
             d = self.desc(Access(space, sid, tuple(shape), dims))
             self.emit("printt", dt2=min(self.string(s.msg) + 1, 255), imm=d)
             return
@@ -146,7 +148,7 @@ class ScalarCodegen(NpuHost):
                 self.emit("scvt", dt=e.dtype, r=(r, r))
         else:
             self.emit("li", r=(r,), imm=int(e.value))
-            if e.dtype != "int32" or not -2**31 <= int(e.value) < 2**31:
+            if e.dtype != "int32" or not -(2**31) <= int(e.value) < 2**31:
                 self.emit("scvt", dt=e.dtype, r=(r, r))
         return r
 

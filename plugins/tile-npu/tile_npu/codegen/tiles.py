@@ -1,4 +1,5 @@
 """Tile operations: copies and fills (dma / vtile), gemm (mma), reductions, scans and atomics."""
+
 from __future__ import annotations
 
 from typing import List, Optional, Tuple
@@ -35,8 +36,9 @@ class TileOps(NpuHost):
         sa = [(d, e) for d, e in enumerate(a.extents) if e != 1]
         sb = [(d, e) for d, e in enumerate(b.extents) if e != 1]
         if [e for _, e in sa] != [e for _, e in sb]:
-            raise self.error(f"copy shapes differ: {a.buffer.name} {list(a.extents)} vs "
-                             f"{b.buffer.name} {list(b.extents)}")
+            raise self.error(
+                f"copy shapes differ: {a.buffer.name} {list(a.extents)} vs {b.buffer.name} {list(b.extents)}"
+            )
         ext = tuple(e for _, e in sa)
         pa = [-1] * len(a.extents)
         pb = [-1] * len(b.extents)
@@ -123,16 +125,17 @@ class TileOps(NpuHost):
         adt, bdt, cdt = s.a.buffer.dtype, s.b.buffer.dtype, s.c.buffer.dtype
         fmt = MATRIX_FORMATS.get(adt)
         if adt != bdt or fmt is None or cdt not in fmt[0]:
-            raise self.error(f"the npu matrix engine has no {adt} x {bdt} -> {cdt} format "
-                             f"(it has {', '.join(f'{a}->{c}' for a, (cs, _) in MATRIX_FORMATS.items() for c in cs)})")
+            raise self.error(
+                f"the npu matrix engine has no {adt} x {bdt} -> {cdt} format "
+                f"(it has {', '.join(f'{a}->{c}' for a, (cs, _) in MATRIX_FORMATS.items() for c in cs)})"
+            )
         ar, ac = s.a.extents[-2:]
         br, bc = s.b.extents[-2:]
         M, K = (ac, ar) if s.transpose_a else (ar, ac)
         K2, Nn = (bc, br) if s.transpose_b else (br, bc)
         if K != K2 or tuple(s.c.extents[-2:]) != (M, Nn):
             raise self.error(f"T.gemm shapes do not agree: A {M}x{K}, B {K2}x{Nn}, C {list(s.c.extents[-2:])}")
-        self.sync(reads=[s.a.buffer, s.b.buffer] + ([] if s.clear_accum else [s.c.buffer]),
-                  writes=[s.c.buffer])
+        self.sync(reads=[s.a.buffer, s.b.buffer] + ([] if s.clear_accum else [s.c.buffer]), writes=[s.c.buffer])
         lda = self._static_shape(s.a.buffer)[-1]
         ldb = self._static_shape(s.b.buffer)[-1]
         ldc = self._static_shape(s.c.buffer)[-1]
@@ -151,8 +154,9 @@ class TileOps(NpuHost):
                         kreg = self.li(delta)
                         self.emit("sop", func=BINOP_INDEX["+"], dt="int32", r=(dst, base, kreg))
                         self.release(kreg)
-                    d = self.desc(MatMul(sa, ra, lda, sb, rb, ldb, sc, rc, ldc, m, n, k,
-                                         int(s.transpose_a), int(s.transpose_b)))
+                    d = self.desc(
+                        MatMul(sa, ra, lda, sb, rb, ldb, sc, rc, ldc, m, n, k, int(s.transpose_a), int(s.transpose_b))
+                    )
                     clear = 1 if (s.clear_accum and k0 == 0) else 0
                     self.emit("mma", dt2=clear, imm=d)
         self.release(ra, rb, rc, oa, ob, oc)
@@ -165,11 +169,10 @@ class TileOps(NpuHost):
         ndim = len(shape)
         if dim < 0:
             dim += ndim
-        outer, length, inner = prod(shape[:dim]), shape[dim], prod(shape[dim + 1:])
+        outer, length, inner = prod(shape[:dim]), shape[dim], prod(shape[dim + 1 :])
         if prod(dst.static_shape()) != (outer * inner if what == "reduce" else outer * length * inner):
             raise self.error(f"{what}: {dst.name} has the wrong number of elements for {src.name} along dim {dim}")
-        return self.desc(Reduction(self.bufseg[src.name], ZERO, self.bufseg[dst.name], ZERO, outer,
-                                   length, inner))
+        return self.desc(Reduction(self.bufseg[src.name], ZERO, self.bufseg[dst.name], ZERO, outer, length, inner))
 
     def s_Reduce(self, s: N.Reduce):
         """T.reduce_*: one `vred` over the source tile."""

@@ -1,4 +1,5 @@
 """Vector code generation: T.Parallel strip-mined over the vector engine, with lane masks for `if`."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,9 +30,9 @@ class VectorContext:
         self.par = par
         self.vars = [v.name for v in par.vars]
         self.extents = tuple(int(e) for e in par.extents)
-        self.iota: Dict[str, int] = {}       # parallel var -> slot with its index vector
-        self.vlets: Dict[str, Vec] = {}      # per-lane Let values
-        self.mask: Optional[int] = None      # slot of the active-lane mask (None: all lanes)
+        self.iota: Dict[str, int] = {}  # parallel var -> slot with its index vector
+        self.vlets: Dict[str, Vec] = {}  # per-lane Let values
+        self.mask: Optional[int] = None  # slot of the active-lane mask (None: all lanes)
 
 
 class VectorCodegen(NpuHost):
@@ -177,8 +178,9 @@ class VectorCodegen(NpuHost):
     def v_For(self, s: N.For):
         """A serial loop inside T.Parallel; its bounds must be uniform."""
         if not (self.is_uniform(s.begin) and self.is_uniform(s.extent)):
-            raise self.error("a loop inside T.Parallel must have bounds that do not depend on the "
-                             "parallel indices on npu")
+            raise self.error(
+                "a loop inside T.Parallel must have bounds that do not depend on the parallel indices on npu"
+            )
         b = self.sx(s.begin)
         e = self.sx(s.extent)
         end = self.reg()
@@ -210,8 +212,13 @@ class VectorCodegen(NpuHost):
         if isinstance(s.value, N.Buffer) or self.is_uniform(s.value):
             return self.s_Print(s)
         val = self.materialize(self.vx(s.value), s.value.dtype)
-        self.emit("vprint", dt=val.dtype, dt2=min(self.string(s.msg) + 1, 255), r=(val.slot, self._mask()),
-                  imm=self.desc(Extents(self.vector_context().extents)))
+        self.emit(
+            "vprint",
+            dt=val.dtype,
+            dt2=min(self.string(s.msg) + 1, 255),
+            r=(val.slot, self._mask()),
+            imm=self.desc(Extents(self.vector_context().extents)),
+        )
         self.free_slot(val.slot)
 
     def is_uniform(self, e) -> bool:
@@ -229,7 +236,7 @@ class VectorCodegen(NpuHost):
         want = convert_to or dtype
         if want not in VECTOR_DTYPES:
             raise self.error(f"the npu vector engine has no {want} lanes")
-        if isinstance(v, int):          # scalar register
+        if isinstance(v, int):  # scalar register
             out = self.slot()
             self.emit("vun", func=UNOP_INDEX["mov"], dt=want, dt2=1, r=(out, v))
             self.release(v)
@@ -309,12 +316,17 @@ class VectorCodegen(NpuHost):
         src_dt = "bool" if op == "not" else e.dtype
         a = self._operand(self.vx(arg), arg.dtype, src_dt)
         out = self.slot()
-        self.emit("vun", func=UNOP_INDEX[op], dt=e.dtype if op != "not" else "bool",
-                  dt2=1 if isinstance(a, int) else 0, r=(out, a if isinstance(a, int) else a.slot))
+        self.emit(
+            "vun",
+            func=UNOP_INDEX[op],
+            dt=e.dtype if op != "not" else "bool",
+            dt2=1 if isinstance(a, int) else 0,
+            r=(out, a if isinstance(a, int) else a.slot),
+        )
         self._drop(a)
         return Vec(out, "bool" if op == "not" else e.dtype)
 
-    _vx_Call = _vx_UnaryOp          # a math call is a unary op of the vector engine
+    _vx_Call = _vx_UnaryOp  # a math call is a unary op of the vector engine
 
     def _vx_Cast(self, e: N.Cast):
         """A conversion per lane."""
@@ -336,8 +348,12 @@ class VectorCodegen(NpuHost):
         ctx.mask = saved
         out = self.slot()
         flags = (2 if isinstance(a, int) else 0) | (4 if isinstance(b, int) else 0)
-        self.emit("vsel", dt=e.dtype, dt2=flags, r=(out, c.slot, a if isinstance(a, int) else a.slot,
-                                                     b if isinstance(b, int) else b.slot))
+        self.emit(
+            "vsel",
+            dt=e.dtype,
+            dt2=flags,
+            r=(out, c.slot, a if isinstance(a, int) else a.slot, b if isinstance(b, int) else b.slot),
+        )
         self._drop(a, b)
         self.free_slot(c.slot, inv, m1 if m1 != c.slot else None, m2 if m2 != inv else None)
         return Vec(out, e.dtype)
@@ -384,8 +400,11 @@ class VectorCodegen(NpuHost):
                 coeffs[k] = coeffs.get(k, 0) + sign * v
             base = a[0]
             if b[0] is not None:
-                base = b[0] if base is None and sign == 1 else N.BinOp(
-                    e.op, base if base is not None else N.Const(0, "int32"), b[0], "int32")
+                base = (
+                    b[0]
+                    if base is None and sign == 1
+                    else N.BinOp(e.op, base if base is not None else N.Const(0, "int32"), b[0], "int32")
+                )
             return base, coeffs
         if isinstance(e, N.BinOp) and e.op == "*":
             for x, y in ((e.a, e.b), (e.b, e.a)):

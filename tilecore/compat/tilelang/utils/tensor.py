@@ -1,4 +1,5 @@
 """`tilelang.utils.tensor`: array helpers of TileLang's host code."""
+
 from ..host import TensorSupplyType  # noqa: F401
 from ..testing import torch_assert_close  # noqa: F401
 
@@ -27,10 +28,12 @@ def get_tensor_supply(supply_type=TensorSupplyType.Integer):
         if supply_type == TensorSupplyType.One:
             return torch.ones(shape, dtype=dtype)
         if not floating or supply_type == TensorSupplyType.Integer:
-            low, high = (0, 2) if str(param.dtype) == "bool" else \
-                (0, 3) if str(param.dtype).startswith("uint") else (-2, 3)
+            low, high = (
+                (0, 2) if str(param.dtype) == "bool" else (0, 3) if str(param.dtype).startswith("uint") else (-2, 3)
+            )
             return torch.randint(low, high, shape).to(dtype)
         if supply_type in (TensorSupplyType.Normal, TensorSupplyType.Randn):
             return torch.randn(shape).to(dtype)
         return (torch.rand(shape) * 2 - 1).to(dtype)
+
     return make
