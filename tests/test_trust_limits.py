@@ -102,7 +102,7 @@ def test_static_shape_past_int32_is_a_compile_error():
     for target in ("cpu", "npu"):  # cpu used to leak "Literal value 2147488281 exceeds range of int32"
         with pytest.raises(TileCompileError, match="dimension 0 of 'A' has 2147487744 elements.*32-bit") as info:
             tilecore.compile(huge, target=target)
-        assert "T.Tensor((2 ** 31 + 4096,)" in str(info.value)
+        assert "T.Tensor((2**31 + 4096,)" in str(info.value)
 
 
 def test_deep_expression_is_a_located_error(tmp_path):

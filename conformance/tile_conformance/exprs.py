@@ -278,7 +278,8 @@ def _render_binary(op: str, a: Rendered, b: Rendered) -> Rendered:
         den_lo, den_hi = bmin + 1.0, b.mag + 1.0
         cands = [a.lo / den_lo, a.lo / den_hi, a.hi / den_lo, a.hi / den_hi]
         lo, hi = min(cands), max(cands)
-        den_err = b.err + _round_err(dd, den_hi)
+        # |b| + 1.0 is computed in b's own dtype (the literal adopts it), before the promotion
+        den_err = b.err + _round_err(b.dtype or dd, den_hi)
         err = a.err / den_lo + a.mag * den_err / (den_lo * den_lo) + _round_err(dd, max(abs(lo), abs(hi)))
         return Rendered(f"({a.text} / (T.abs({b.text}) + 1.0))", d, lo, hi, err, a.ops + b.ops + 2)
     if op in ("max", "min"):

@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Union
 from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
 from ..ir.types import DTypeError, normalize_dtype
+from ..ir.visitor import Dispatcher
 from . import exprs as E
 from .scope import MISSING, Scopes
 
@@ -118,8 +119,9 @@ def is_ir(value) -> bool:
     return isinstance(value, (N.Expr, N.Buffer))
 
 
-class Evaluator:
-    """Evaluates expressions against the scopes; the Parser adds statements on top."""
+class Evaluator(Dispatcher):
+    """Evaluates expressions against the scopes (AST class `C` by `eval_C`); the Parser adds
+    statements on top."""
 
     def __init__(self, filename: str, source: str, env: dict):
         self.filename = filename
@@ -162,11 +164,11 @@ class Evaluator:
             return node.value
         if not isinstance(node, ast.AST):
             return node  # a default value from an intrinsic's signature
-        method = getattr(self, "eval_" + type(node).__name__, None)
+        method = self.handler("eval_", node)
         if method is None:
             raise self.unsupported(node)
         try:
-            return python_scalar(method(node))
+            return python_scalar(method(self, node))
         except E.ExprTypeError as exc:
             raise self.error(str(exc), node) from None
 

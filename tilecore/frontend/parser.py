@@ -201,11 +201,11 @@ class Parser(InlineCalls, TileOps):
         return tuple(out)
 
     def stmt(self, node) -> List[N.Stmt]:
-        method = getattr(self, "stmt_" + type(node).__name__, None)
+        method = self.handler("stmt_", node)
         if method is None:
             raise self.unsupported(node)
         try:
-            stmts = self.flush_pending(method, node)
+            stmts = self.flush_pending(method.__get__(self), node)
         except E.ExprTypeError as exc:
             raise self.error(str(exc), node) from None
         if stmts and not self.in_kernel and not all(N.is_stage_stmt(s) for s in stmts):
