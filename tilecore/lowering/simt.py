@@ -23,6 +23,7 @@ Imports TVM: use it from backend code only.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any, Dict, List, Optional, Tuple
@@ -474,8 +475,19 @@ def register_simt_pipeline() -> str:
     from tvm.s_tir import pipeline as sp
     from tvm.tirx import compilation_pipeline as cp
 
-    if PIPELINE_NAME in cp.PIPELINE_MAP:
-        return PIPELINE_NAME
+    with _THREAD_SYNC_SWAP:
+        if PIPELINE_NAME not in cp.PIPELINE_MAP:
+            cp.register_tir_pipeline(PIPELINE_NAME, _pipeline_factory(tvm, s_tir, sp, cp))
+    return PIPELINE_NAME
+
+
+# The pipeline swaps TVM's module attribute s_tir.transform.ThreadSync while it runs: process-wide
+# state, so every such run (and the registration) holds this lock; compiles on other threads wait.
+_THREAD_SYNC_SWAP = threading.RLock()
+
+
+def _pipeline_factory(tvm, s_tir, sp, cp):
+    """The factory `register_simt_pipeline` registers (see there)."""
     original = s_tir.transform.ThreadSync
 
     def factory(**kwargs):
@@ -490,13 +502,13 @@ def register_simt_pipeline() -> str:
                     return tvm.transform.Sequential([])
                 return original(scope)
 
-            s_tir.transform.ThreadSync = thread_sync
-            try:
-                return base(mod)
-            finally:
-                s_tir.transform.ThreadSync = original
+            with _THREAD_SYNC_SWAP:
+                s_tir.transform.ThreadSync = thread_sync
+                try:
+                    return base(mod)
+                finally:
+                    s_tir.transform.ThreadSync = original
 
         return _pipeline, host, device
 
-    cp.register_tir_pipeline(PIPELINE_NAME, factory)
-    return PIPELINE_NAME
+    return factory
