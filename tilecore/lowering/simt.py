@@ -23,10 +23,11 @@ Imports TVM: use it from backend code only.
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 from math import prod
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import tvm
 from tvm import tirx as tx
@@ -71,6 +72,10 @@ def build_intrinsics(hooked=None) -> IntrinsicTable:
     table.update(portable_device_table())
     table.update(hooked or {})
     return table
+
+
+def _retire_nothing(lowering, stmt) -> None:
+    """What retires an op lowered by a rule without `retire`: it completed when issued."""
 
 
 class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReductions, Dispatcher):
@@ -174,6 +179,20 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
             if rule(self, stmt) is not NotImplemented:
                 return True
         return False
+
+    def issue_rules(self, op: str, stmt, in_flight: int) -> Callable[[], None]:
+        """Start `stmt` through the first of `op`'s rules that takes it (`LoweringRule.issue`; a
+        plain-callable rule or the portable lowering completes it at once) and return what
+        retires it."""
+        for rule in self.rules[op]:
+            issue = getattr(rule, "issue", None)
+            if issue is None:
+                if rule(self, stmt) is not NotImplemented:
+                    return lambda: None
+            elif issue(self, stmt, in_flight) is not NotImplemented:
+                return functools.partial(getattr(rule, "retire", _retire_nothing), self, stmt)
+        self.dispatch("emit_", stmt)
+        return lambda: None
 
     def lower(self, e: N.Expr):
         """A Tile IR expression as a PrimExpr in the current thread iteration."""

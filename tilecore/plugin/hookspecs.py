@@ -113,6 +113,12 @@ def tilecore_lowering_rules(backend: Backend, rules: RuleTable) -> None:
       planning: `accumulator_layout(gemm, warps, prefer_rows, existing, target)`
       chooses a gemm accumulator's register layout, `plan(ctx)` claims instances
       and adjusts the layouts of the buffers it lowers before code is emitted.
+    * A schedule that overlaps an asynchronous op with other work lowers the op
+      through ``rule.issue(lowering, stmt, in_flight)`` (start it, leave up to
+      `in_flight` groups running; `NotImplemented` declines) and later
+      ``rule.retire(lowering, stmt)``, trying the rules in the same order. The
+      `LoweringRule` defaults complete the op in `issue` and retire nothing; a plain
+      callable rule is called as usual.
 
     The cpu and npu backends pass a plain dict (one callable per op, signature
     defined by their codegen; see their READMEs); `rules[op] = rule` works on both.

@@ -73,6 +73,25 @@ class LoweringRule:
         """
         return NotImplemented
 
+    def issue(self, lowering: Any, stmt: Any, in_flight: int) -> Any:
+        """Start `stmt` and return before it completes, or return `NotImplemented` to decline.
+
+        A schedule that overlaps an asynchronous op with other work (tile-cuda's ping-pong
+        warpgroups issue a gemm, hand the tensor cores to the other warpgroup, and only then
+        wait) lowers the op through `issue` and later `retire`, trying the op's rules in the
+        same order as `__call__`. The default runs `__call__` (the op completes at once).
+
+        :param in_flight: how many of this op's asynchronous groups may still be running when
+            `issue` returns (each `issue` starts one group).
+        :returns: None, or `NotImplemented` to leave the op to the next rule.
+        """
+        return self(lowering, stmt)
+
+    def retire(self, lowering: Any, stmt: Any) -> None:
+        """Wait until `stmt`, started by this rule's `issue`, has completed and its results can be
+        read (the default has nothing to wait for)."""
+        return None
+
 
 @dataclass(frozen=True)
 class _Entry:

@@ -177,3 +177,47 @@ def test_row_max_propagates_nan_on_the_gpu():
     y = tilecore.compile(rowmax, target="cuda", out_idx=[1])(torch.from_numpy(x).cuda()).cpu().numpy()
     ref = np.max(x, axis=1)
     assert np.isnan(y[5]) and np.array_equal(np.delete(y, 5), np.delete(ref, 5))
+
+
+class _SynchronousTracedGemm:
+    """A third party's Gemm rule for cuda, ahead of wgmma: marks each gemm with a helper call and
+    lowers it through the wgmma rule without leaving it in flight (a plain callable: no `issue`)."""
+
+    name = "traced_gemm"
+
+    def __call__(self, lowering, g):
+        from tvm.backend.cuda import op as cop
+        from tvm.tirx.script.builder import ir as B
+
+        from tile_cuda.gemm_rules import WgmmaGemm
+
+        marker = "__device__ __forceinline__ void traced_gemm() {}\n"
+        B.evaluate(cop.cuda_func_call("traced_gemm", source_code=marker, return_type="void"))
+        return WgmmaGemm()(lowering, g)
+
+
+def test_ping_pong_gemms_go_through_the_gemm_rule_table():
+    """The turns issue their gemms through the rule table (`LoweringRule.issue`), so a rule put
+    ahead of wgmma lowers them: here a synchronous one, so nothing is left in flight or retired."""
+    from tile_cuda import compiler
+    from tilecore.plugin import hookimpl, register_plugin, unregister_plugin
+
+    class ThirdParty:
+        @hookimpl
+        def tilecore_lowering_rules(self, backend, rules):
+            if backend.name == "cuda":
+                rules.add("Gemm", _SynchronousTracedGemm(), priority=10)
+
+    def source():
+        low, _ = tilecore.lower(_attention(False), target="cuda:sm_90a", warp_specialize=True)
+        return compiler.generate_source(low, "sm_90a", WS)[0]
+
+    turns = "tc::named_arrive(2, 256)"
+    before = source()
+    assert turns in before and "tc::wgmma_retire" in before and "traced_gemm" not in before
+    name = register_plugin(ThirdParty(), name="test-traced-gemm")
+    try:
+        after = source()
+    finally:
+        unregister_plugin(name)
+    assert turns in after and after.count("traced_gemm();") == 2 and "tc::wgmma_retire" not in after

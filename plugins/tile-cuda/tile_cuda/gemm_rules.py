@@ -191,10 +191,18 @@ class WgmmaGemm(LoweringRule):
         plan.shared_alignment = wgmma.SMEM_ALIGN
 
     def __call__(self, lowering, g):
+        return self.issue(lowering, g, 0)
+
+    def issue(self, lowering, g, in_flight):
+        """Issue the gemm's wgmma group and leave up to `in_flight` groups running."""
         if lowering.claim(self.name, g) is None:
             return NotImplemented
-        emit_wgmma(lowering, g)
+        emit_wgmma(lowering, g, pending=in_flight)
         return None
+
+    def retire(self, lowering, g):
+        """Wait for the gemm's wgmma groups (`tc::wgmma_retire`)."""
+        emit_wgmma_retire(lowering, g)
 
 
 def emit_wgmma(lowering, g: N.Gemm, pending: int = 0) -> None:

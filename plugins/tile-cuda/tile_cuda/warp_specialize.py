@@ -21,9 +21,10 @@ the named barrier 1 over T threads. With two warpgroups and two or more gemms pe
 gemms also take turns ("ping-pong", named barriers 2 and 3): warpgroup w waits on barrier 2+w
 before each gemm, issues it, arrives on the other's barrier and only then waits for its gemm, so
 the tensor cores run one warpgroup's gemm while the other computes its softmax, and the other's
-next gemm is queued behind it (these gemms are emitted by the wgmma rule's `emit_wgmma`
-directly). Warpgroup 1 pre-arrives once and skips its last arrival, so every barrier generation
-completes.
+next gemm is queued behind it. The gemms go through the Gemm rule table's `issue` / `retire`
+(`LoweringRule.issue`): the wgmma rule leaves its group in flight, and a rule a third party puts
+first is used as it would be anywhere else. Warpgroup 1 pre-arrives once and skips its last
+arrival, so every barrier generation completes.
 
 Which loops qualify (`ws_loop`): the kernel's only pipelined loop, at the top level of the kernel,
 with async stage copies (the toolkit's `pipeline_copies`), every gemm of its body on wgmma, a body
@@ -374,8 +375,6 @@ def emit_consumer_loop(lowering, info: WsLoop, barriers) -> None:
     from tvm import tirx as tx
     from tvm.tirx.script.builder import ir as B
 
-    from .gemm_rules import emit_wgmma, emit_wgmma_retire
-
     loop, S, T = info.loop, info.stages, lowering.threads
     body = _body(info)
     readers = _readers(body, info.copies, lowering.plan.storage)
@@ -406,9 +405,9 @@ def emit_consumer_loop(lowering, info: WsLoop, barriers) -> None:
             if i in gemms:  # this warpgroup's turn: issue the gemm, pass the turn, then wait for it
                 lowering.before_tile_op(s)
                 _call(lowering, "tc::named_sync", TURN_BARRIER + wg, threads)
-                emit_wgmma(lowering, s, pending=1)
+                retire = lowering.issue_rules("Gemm", s, in_flight=1)
                 _pass_turn(lowering, wg, threads, last=(i == gemms[-1]), more=k + 1 < n)
-                emit_wgmma_retire(lowering, s)
+                retire()
             else:
                 lowering.emit_stmt(s)
             for ci, (_first, last) in enumerate(readers):

@@ -43,7 +43,6 @@ from typing import List
 from tilecore.ir import nodes as N
 from tilecore.lowering.simt_pipeline import AsyncCopyPipeline
 
-from .gemm_rules import emit_wgmma
 from .target import has_wgmma
 
 
@@ -137,7 +136,9 @@ def emit_overlapped_loop(lowering, loop: N.For, copies: List[N.Copy], S: int, ge
         lowering.instruction("async_wait", None, ahead - 1)
         lowering.sync()
         at_stage(k_rel)
-        emit_wgmma(lowering, gemm, pending=pending)
+        # through the Gemm rules (the wgmma rule leaves `pending` groups in flight; a rule that
+        # completes the gemm at once is also correct here, only not overlapped)
+        lowering.issue_rules("Gemm", gemm, in_flight=pending)
         if pending:
             if release:
                 lowering.sync()  # every warpgroup has retired gemm k-1: its stage is free
