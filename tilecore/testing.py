@@ -297,3 +297,22 @@ def gemm_kernel(
             T.copy(C_f, C[by * bm, bx * bn])
 
     return main
+
+
+def bfloat16_mul_add_kernel(n: int = 128):
+    """`C = A * B + D` over bfloat16 vectors, one element per thread, for backend tests: the language
+    rounds the product to bfloat16 before the addition (docs/semantics.md)."""
+    import tilecore.language as T
+
+    @T.prim_func
+    def mul_add(
+        A: T.Tensor((n,), "bfloat16"),  # type: ignore[valid-type]
+        B: T.Tensor((n,), "bfloat16"),  # type: ignore[valid-type]
+        D: T.Tensor((n,), "bfloat16"),  # type: ignore[valid-type]
+        C: T.Tensor((n,), "bfloat16"),  # type: ignore[valid-type]
+    ):
+        with T.Kernel(1, threads=n):
+            for i in T.Parallel(n):
+                C[i] = A[i] * B[i] + D[i]
+
+    return mul_add

@@ -205,7 +205,8 @@ class SimtMemory(SimtHost):
     def store(self, buf: N.Buffer, indices, value):
         """Store `value` (converted to the buffer's dtype, then its storage dtype) at `indices`."""
         view, idx = self.access(buf, indices)
-        v = cast_to(value, buf.dtype)
+        # a float64 value is held before the rounding to bfloat16 binds it (float64_operand)
+        v = cast_to(self.ex.float64_operand(value, buf.dtype), buf.dtype)
         B.buffer_store(view, cast_to(v, str(view.dtype)) if str(view.dtype) != buf.dtype else v, idx)
 
     def addr(self, buf: N.Buffer, indices):

@@ -40,6 +40,10 @@ class TargetDescription:
         `T.use_swizzle`, visit blocks in panels of this many block rows, as `T.use_swizzle(panel)`
         does, so that blocks running together share operand tiles in the L2 cache (0: launch
         order). `T.use_swizzle(enable=False)` keeps the launch order.
+    :param bfloat16_computed_in_float32: True when the backend's TVM pipeline legalizes bfloat16
+        arithmetic (computes it in float32 and keeps no cast to bfloat16 inside an expression, only
+        a rounding at each store): the toolkit then rounds every bfloat16 result itself, so that
+        each operation rounds as the language defines (docs/semantics.md).
     :param properties: plugin-private facts for the plugin's own rules and intrinsics.
     """
 
@@ -58,6 +62,7 @@ class TargetDescription:
     bool_vectors: bool = True
     device_library: str = ""
     gemm_block_panel: int = 0
+    bfloat16_computed_in_float32: bool = False
     properties: Mapping[str, Any] = field(default_factory=dict)
 
     def prop(self, key: str, default: Any = None) -> Any:

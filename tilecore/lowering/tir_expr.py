@@ -65,7 +65,7 @@ def tir_const(value, dtype: str):
     return tx.const(int(value), dtype)
 
 
-def round_to_bfloat16(x32):
+def round_to_bfloat16(x32, quiet_nan: bool = False):
     """A float32 value rounded to the nearest bfloat16 (ties to even), still as float32.
 
     TVM computes bfloat16 in float32 and rounds only when storing to a bfloat16
@@ -76,6 +76,9 @@ def round_to_bfloat16(x32):
     u = tx.reinterpret("uint32", x32)
     bias = tx.const(0x7FFF, "uint32") + tx.bitwise_and(tx.shift_right(u, tx.const(16, "uint32")), tx.const(1, "uint32"))
     rounded = tx.bitwise_and(u + bias, tx.const(0xFFFF0000, "uint32"))
+    if quiet_nan:  # NaN as a bfloat16 NaN (its low bits cleared, quiet), which a later rounding keeps
+        nan = tx.bitwise_and(tx.bitwise_or(u, tx.const(0x00400000, "uint32")), tx.const(0xFFFF0000, "uint32"))
+        return tx.reinterpret("float32", tx.Select(tx.isnan(x32), nan, rounded))
     return tx.Select(tx.isnan(x32), x32, tx.reinterpret("float32", rounded))
 
 
@@ -287,6 +290,10 @@ class ExprLowerer(Dispatcher):
     # without it a chain of roundings grows exponentially; a `Let` does not help (TVM's
     # codegen analyzer substitutes each let-bound value into the next).
     hold: Optional[Callable[[Any], Any]] = None
+    # A backend whose TVM pipeline keeps bfloat16 arithmetic in float32 and drops casts to
+    # bfloat16 inside expressions (TargetDescription.bfloat16_computed_in_float32) sets this:
+    # every bfloat16 result is then rounded here, with integer operations (`narrow`).
+    rounds_bfloat16 = False
 
     # -- environment
     def bind(self, name: str, value) -> None:
@@ -412,6 +419,23 @@ class ExprLowerer(Dispatcher):
             return self.hold(value)
         return value
 
+    def narrow(self, value, dtype: str):
+        """`value` converted to the result dtype `dtype` of an operation. With `rounds_bfloat16`, a
+        bfloat16 result is rounded here (NaN to a bfloat16 NaN: TVM's rounding would turn the
+        float32 NaN 0x7FFFFFFF into -0), so the rounding TVM's legalization puts at the cast is
+        exact."""
+        src = dtype_of(value)
+        if not (self.rounds_bfloat16 and dtype == "bfloat16" and src != "bfloat16") or "x" in src:
+            return cast_to(value, dtype)  # (a vector copy rounds once, at its store)
+        x32 = (
+            float32_round_to_odd(self.float64_operand(value, dtype)) if src == "float64" else cast_to(value, "float32")
+        )
+        if self.hold is not None and not self._speculative:
+            x32 = self.hold(x32)
+        elif not isinstance(x32, (tx.Var, tx.FloatImm, tvm.ir.TensorLoad)):
+            return cast_to(value, dtype)  # not repeated thrice unheld (a branch of T.if_then_else)
+        return tx.Cast("bfloat16", round_to_bfloat16(x32, quiet_nan=True))
+
     def value_dtype(self, dtype: str) -> str:
         """The dtype of a lowered value of Tile IR `dtype` (bfloat16 may be held in float32)."""
         return "float32" if self.bfloat16_as_float32 and dtype == "bfloat16" else dtype
@@ -495,7 +519,7 @@ class ExprLowerer(Dispatcher):
             r = tx.Not(a) if wide == "bool" else wrapping_not(a, wide)
         else:
             raise UnsupportedFeatureError(self.backend, f"unary operator {e.op}", e.span, self.source)
-        return cast_to(r, e.dtype)
+        return self.narrow(r, e.dtype)
 
     def _lower_Call(self, e: N.Call):
         wide = e.dtype
@@ -508,7 +532,7 @@ class ExprLowerer(Dispatcher):
         """An intrinsic's result of `dtype`; held bfloat16 is rounded even if the builder returned float32."""
         if self.bfloat16_as_float32 and dtype == "bfloat16":
             return self.to_bfloat16(value)
-        return value
+        return self.narrow(value, dtype) if self.rounds_bfloat16 and dtype == "bfloat16" else value
 
     def _compute_dtype(self, dtype: str) -> str:
         if self.narrow_float_via_float32 and dtype in NARROW_FLOATS:
@@ -533,7 +557,7 @@ class ExprLowerer(Dispatcher):
             return self._lower_pow(e)
         wide = self._compute_dtype(e.dtype)
         a, b = self.lower_as(e.a, wide), self.lower_as(e.b, wide)
-        return cast_to(self.arith(op, a, b, wide, e), e.dtype)
+        return self.narrow(self.arith(op, a, b, wide, e), e.dtype)
 
     def arith(self, op: str, a, b, dtype: str, node: Optional[N.Expr] = None):
         """`a op b` for two PrimExprs of `dtype` with Tile IR semantics."""

@@ -200,3 +200,15 @@ def test_a_name_read_from_a_bfloat16_fragment_compiles():
 
     src = tilecore.compile(named, target="metal").artifact.source
     assert "kernel void" in src
+
+
+def test_each_bfloat16_operation_rounds():
+    """TVM computes bfloat16 in float32 and rounds only at the store, so `A * B + D` kept the
+    product unrounded; the toolkit now rounds each result (NaN kept) and stores its bits."""
+    from tilecore.testing import bfloat16_mul_add_kernel
+
+    src = tilecore.compile(bfloat16_mul_add_kernel(), target="metal").artifact.source
+    body = src[src.index("kernel void") :]
+    # the addition's left operand is the rounded product (a NaN test picks a quiet bfloat16 NaN)
+    assert re.search(r"v\[0\] = \(\(as_type<float>\(condval\w*\)\) \+ ", body), body
+    assert "| (uint)4194304" in body

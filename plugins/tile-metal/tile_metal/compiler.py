@@ -31,6 +31,7 @@ def metal_target(options: Dict[str, Any]):
         register_vector_lanes=4,
         bool_storage="int8",
         bool_vectors=False,
+        bfloat16_computed_in_float32=True,  # TVM legalizes bfloat16 for Metal
     )
 
 

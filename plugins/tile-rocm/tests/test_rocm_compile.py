@@ -270,3 +270,36 @@ def test_a_bfloat16_name_rounded_through_float64_compiles():
 
     art = tilecore.compile(k, target="rocm:gfx942").artifact
     assert elf_header(art.blobs["hsaco"])[0] == EM_AMDGPU
+
+
+def test_each_bfloat16_operation_rounds():
+    """TVM computes bfloat16 in float32 and rounds only at the store, so `A * B + D` kept the
+    product unrounded; the toolkit now rounds each result itself, here twice for one element per
+    thread."""
+    from tilecore.testing import bfloat16_mul_add_kernel
+
+    asm = tilecore.compile(bfloat16_mul_add_kernel(), target="rocm:gfx942").artifact.source
+    assert asm.count("v_mul_f32") == 1 and asm.count("v_add_f32") == 1
+    # each rounding sends NaN to a quiet bfloat16 NaN (or 0x400000): one for the product, one for the sum
+    assert asm.count("0x400000") == 2
+
+
+def test_a_float64_select_reading_a_bfloat16_fragment_stored_to_bfloat16_compiles():
+    """conformance seed 15151 program 88 (compile tier): a float64 `T.if_then_else` whose branch
+    reads a bfloat16 fragment, stored to bfloat16. The store's rounding bound the value with a
+    `Let`, in which TVM's legalization left the fragment's load ("Load/Store of buffer A_t occurred
+    before its declaration"); the store now holds the value in a register first."""
+    import tilecore.language as T
+
+    @T.prim_func
+    def k(A: T.Tensor((2, 14), "bfloat16"), C: T.Tensor((2, 14), "float64"), Out: T.Tensor((2, 14), "bfloat16")):
+        with T.Kernel(2, 1, threads=64) as (bx, by):
+            A_t = T.alloc_fragment((2, 8), "bfloat16")
+            T.copy(A[by * 2, bx * 8], A_t)
+            C_t = T.alloc_fragment((2, 8), "float64")
+            T.copy(C[by * 2, bx * 8], C_t)
+            for i, j in T.Parallel(2, 8):
+                Out[by * 2 + i, bx * 8 + j] = T.if_then_else(C_t[i, j] > 0.5, T.cast(A_t[i, j], "float64"), C_t[i, j])
+
+    art = tilecore.compile(k, target="rocm:gfx942").artifact
+    assert elf_header(art.blobs["hsaco"])[0] == EM_AMDGPU

@@ -25,6 +25,7 @@ def rocm_target(arch: str, options: Dict[str, Any]):
         max_vector_element_bytes=16,
         bool_storage="int8",
         bool_vectors=True,
+        bfloat16_computed_in_float32=True,  # TVM legalizes bfloat16 for AMDGPU
     )
 
 
