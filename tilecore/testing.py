@@ -27,6 +27,8 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .runtime.arrays import CUPY_SPACES, TORCH_DEVICES  # torch's device name per memory space
+
 # dtype -> (rtol, atol). Floats: about 8 ulps of the output dtype's precision
 # for short reductions, the numbers DESIGN.md sets for the examples (fp32 1e-5,
 # fp16/bf16 1e-2); integers and bool compare exactly.
@@ -57,9 +59,6 @@ def to_numpy(array) -> np.ndarray:
     return arrays.as_numpy(info.array).copy()
 
 
-_TORCH_DEVICES = {"cuda": "cuda", "rocm": "cuda", "metal": "mps"}  # torch's device name per memory space
-
-
 def to_device(array: np.ndarray, memory_space: str, library: str = "numpy"):
     """`array` (numpy) placed where a backend of `memory_space` takes its arguments.
 
@@ -73,14 +72,14 @@ def to_device(array: np.ndarray, memory_space: str, library: str = "numpy"):
         import torch
     except ImportError:
         torch = None
-    if torch is not None and (memory_space in _TORCH_DEVICES or memory_space == "cpu"):
+    if torch is not None and (memory_space in TORCH_DEVICES or memory_space == "cpu"):
         host = np.ascontiguousarray(array)
         if host.dtype.name == "bfloat16":
             tensor = torch.from_numpy(host.view(np.int16)).view(torch.bfloat16)
         else:
             tensor = torch.from_numpy(host)
-        return tensor.to(_TORCH_DEVICES.get(memory_space, "cpu"))
-    if memory_space in ("cuda", "rocm"):
+        return tensor.to(TORCH_DEVICES.get(memory_space, "cpu"))
+    if memory_space in CUPY_SPACES:
         import cupy
 
         return cupy.asarray(array)

@@ -254,24 +254,37 @@ def _cupy_allocator(device_id: int, shape: Tuple[int, ...], dtype: str, zeroed: 
     return cupy_array
 
 
+# tilecore memory space -> the device name torch gives that memory (its ROCm build calls HIP
+# devices "cuda"); cupy (CUDA or ROCm builds) serves only the first two
+TORCH_DEVICES = {"cuda": "cuda", "rocm": "cuda", "metal": "mps"}
+CUPY_SPACES = ("cuda", "rocm")
+
+
 def _device_allocator(shape: Tuple[int, ...], dtype: str, memory_space: str, zeroed: bool) -> Callable[[], Any]:
-    """Device memory with no array to copy the library from: torch, else cupy."""
+    """Device memory with no array to copy the library from: torch, else cupy, on the device that
+    holds `memory_space` (an error naming the memory space where neither can)."""
 
     def device_array() -> Any:
+        device = TORCH_DEVICES.get(memory_space)
         try:
             import torch
         except ImportError:
             pass
         else:
-            return (torch.zeros if zeroed else torch.empty)(shape, dtype=getattr(torch, dtype), device="cuda")
-        try:
-            import cupy
-        except ImportError:
-            raise NotAnArray(
-                f"cannot allocate an output in {memory_space} memory: pass the inputs as "
-                "torch or cupy arrays, or install torch or cupy"
-            ) from None
-        return (cupy.zeros if zeroed else cupy.empty)(shape, dtype=numpy_dtype(dtype))
+            if device is not None:
+                return (torch.zeros if zeroed else torch.empty)(shape, dtype=getattr(torch, dtype), device=device)
+        if memory_space in CUPY_SPACES:
+            try:
+                import cupy
+            except ImportError:
+                pass
+            else:
+                return (cupy.zeros if zeroed else cupy.empty)(shape, dtype=numpy_dtype(dtype))
+        libraries = "torch or cupy" if memory_space in CUPY_SPACES else "torch" if device else "an array library"
+        raise NotAnArray(
+            f"cannot allocate an output in {memory_space} memory: pass the inputs as arrays in that "
+            f"memory ({libraries}), which outputs then follow"
+        )
 
     return device_array
 
