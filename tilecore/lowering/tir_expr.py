@@ -424,6 +424,8 @@ class ExprLowerer(Dispatcher):
         bfloat16 result is rounded here (NaN to a bfloat16 NaN: TVM's rounding would turn the
         float32 NaN 0x7FFFFFFF into -0), so the rounding TVM's legalization puts at the cast is
         exact."""
+        if self.rounds_bfloat16 and dtype == "bfloat16" and isinstance(value, tx.Cast) and dtype_of(value) == dtype:
+            value = value.value  # a bfloat16 cast (an intrinsic's result): the legalization would drop it
         src = dtype_of(value)
         if not (self.rounds_bfloat16 and dtype == "bfloat16" and src != "bfloat16") or "x" in src:
             return cast_to(value, dtype)  # (a vector copy rounds once, at its store)

@@ -212,3 +212,18 @@ def test_each_bfloat16_operation_rounds():
     # the addition's left operand is the rounded product (a NaN test picks a quiet bfloat16 NaN)
     assert re.search(r"v\[0\] = \(\(as_type<float>\(condval\w*\)\) \+ ", body), body
     assert "| (uint)4194304" in body
+
+
+def test_a_bfloat16_math_result_rounds_before_it_is_used():
+    """An intrinsic's bfloat16 result is a cast that the legalization drops: it is rounded too."""
+    import tilecore.language as T
+
+    @T.prim_func
+    def k(A: T.Tensor((128,), "bfloat16"), D: T.Tensor((128,), "bfloat16"), C: T.Tensor((128,), "bfloat16")):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                C[i] = T.exp(A[i]) + D[i]
+
+    src = tilecore.compile(k, target="metal").artifact.source
+    body = src[src.index("kernel void") :]
+    assert re.search(r"v\[0\] = \(\(as_type<float>\(condval\w*\)\) \+ ", body), body
