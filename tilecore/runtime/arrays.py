@@ -254,8 +254,8 @@ def _cupy_allocator(device_id: int, shape: Tuple[int, ...], dtype: str, zeroed: 
     return cupy_array
 
 
-# tilecore memory space -> the device name torch gives that memory (its ROCm build calls HIP
-# devices "cuda"); cupy (CUDA or ROCm builds) serves only the first two
+# tilecore memory space -> the device name torch gives that memory (torch's ROCm build names its
+# devices "cuda" too); cupy (CUDA or ROCm builds) serves only the first two
 TORCH_DEVICES = {"cuda": "cuda", "rocm": "cuda", "metal": "mps"}
 CUPY_SPACES = ("cuda", "rocm")
 
