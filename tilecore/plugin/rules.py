@@ -76,10 +76,10 @@ class LoweringRule:
     def issue(self, lowering: Any, stmt: Any, in_flight: int) -> Any:
         """Start `stmt` and return before it completes, or return `NotImplemented` to decline.
 
-        A schedule that overlaps an asynchronous op with other work (tile-cuda's ping-pong
-        warpgroups issue a gemm, hand the tensor cores to the other warpgroup, and only then
-        wait) lowers the op through `issue` and later `retire`, trying the op's rules in the
-        same order as `__call__`. The default runs `__call__` (the op completes at once).
+        A schedule that overlaps an asynchronous op with other work (a plugin's schedule may issue
+        a gemm, let other threads use the matrix units, and only then wait) lowers the op through
+        `issue` and later `retire`, trying the op's rules in the same order as `__call__`. The
+        default runs `__call__` (the op completes at once).
 
         :param in_flight: how many of this op's asynchronous groups may still be running when
             `issue` returns (each `issue` starts one group).
