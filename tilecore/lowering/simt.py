@@ -114,6 +114,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         self.intrinsics = table.bound(self, always=DEVICE_INSTRUCTIONS)
         self.ex = ExprLowerer(intrinsics=self.intrinsics, backend=target.name, source=self.source)
         self.ex.hold = self.hold_in_register
+        self.ex.int64_wrap_via = target.int64_wrap_via
         self.views = {}  # name -> tirx Buffer (global / smem view / local array)
         self.stage = {}  # smem name -> current stage index expr
         self.ctx = _Ctx()

@@ -40,6 +40,9 @@ class TargetDescription:
         `T.use_swizzle`, visit blocks in panels of this many block rows, as `T.use_swizzle(panel)`
         does, so that blocks running together share operand tiles in the L2 cache (0: launch
         order). `T.use_swizzle(enable=False)` keeps the launch order.
+    :param int64_wrap_via: how int64 `+ - * <<` on data wrap (`tir_expr.INT64_WRAP_VIA`): "uint64"
+        for codegens that emit C source, where unsigned arithmetic wraps; "int128" for LLVM
+        codegens, where TVM marks unsigned arithmetic `nuw` (overflow is poison).
     :param properties: plugin-private facts for the plugin's own rules and intrinsics.
     """
 
@@ -58,6 +61,7 @@ class TargetDescription:
     bool_vectors: bool = True
     device_library: str = ""
     gemm_block_panel: int = 0
+    int64_wrap_via: str = "uint64"
     properties: Mapping[str, Any] = field(default_factory=dict)
 
     def prop(self, key: str, default: Any = None) -> Any:

@@ -140,11 +140,9 @@ def cast_to(expr, dtype: str):
 # analysis (vectorization, bounds) must keep seeing plain arithmetic: it wraps only where
 # an operand depends on memory (`ExprLowerer.reads_memory`), never in index arithmetic of
 # loop variables (cpu folded `not (B + A > B)` for int32 data, conformance seed 5151
-# program 163). int64 has no wider type and is left alone: int64 overflow inside an
-# expression remains a known tile-cpu bug (an earlier rewrite through uint64 lost the
-# else-branch update of an int64 accumulator under a run-time if).
+# program 163). int64 data wraps the same way, in int128 (`wrapping_int64`).
 _WRAP_WIDE = {"int8": "int32", "int16": "int32", "uint8": "int32", "uint16": "int64"}
-_WRAP_WIDE_DATA = {**_WRAP_WIDE, "int32": "int64"}
+_WRAP_WIDE_DATA = {**_WRAP_WIDE, "int32": "int64", "int64": "int128"}
 _WRAPPING_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "<<": tx.shift_left}
 
 
@@ -159,10 +157,47 @@ def wrap_to(value, dtype: str):
     return tx.Cast(dtype, low(value + half, tx.const((1 << n) - 1, wide)) - half)
 
 
-def wrapping_arith(op: str, a, b, dtype: str):
-    """a op b (op in + - * <<) for an integer `dtype` of _WRAP_WIDE_DATA, wrapping to the dtype's bits."""
+def wrapping_arith(op: str, a, b, dtype: str, int64_via: str = "int128"):
+    """a op b (op in + - * <<) for an integer `dtype` of _WRAP_WIDE_DATA, wrapping to the dtype's bits
+    (int64: see wrapping_int64)."""
+    if dtype == "int64":
+        return wrapping_int64(op, a, b, int64_via)
     wide = _WRAP_WIDE_DATA[dtype]
     return wrap_to(_WRAPPING_OPS[op](tx.Cast(wide, a), tx.Cast(wide, b)), dtype)
+
+
+# int64 + - * << wrap through one of two types (`ExprLowerer.int64_wrap_via`):
+# * "int128" (the default; LLVM codegens must use it): computed exactly in int128 (no overflow
+#   there: TVM's `nsw` is true) and truncated to int64; LLVM narrows it back to one 64-bit
+#   operation. uint64 does not work with LLVM: TVM marks unsigned arithmetic of 32 bits and more
+#   `nuw`, so a wrapping uint64 sum is poison too (it dropped the else-branch update of an int64
+#   accumulator under a run-time if). The truncation sits between two XORs with a constant,
+#   which TVM's bound analysis does not follow: a truncated value's bound would otherwise be
+#   taken from the int128 value (e.g. B + 1 >= 1 for B >= 0, false for B = 2^63 - 1).
+# * "uint64", for codegens that emit C source (CUDA, Metal; `TargetDescription.int64_wrap_via`):
+#   the int64 bit patterns reinterpreted as uint64, whose arithmetic wraps in C (TVM's simplifier
+#   narrows the int128 form back to signed int64 arithmetic, undefined on overflow in C, and
+#   Metal has no 128-bit integers); the reinterpretation hides the values from TVM's bound
+#   analysis (its unsigned rules assume no wrap-around).
+INT64_WRAP_VIA = ("int128", "uint64")
+
+
+def wrapping_int64(op: str, a, b, via: str = "int128"):
+    """int64 a op b (op in + - * <<) wrapping to 64 bits (two's complement), computed in `via`."""
+    if via == "uint64":
+        return tx.reinterpret("int64", _WRAPPING_OPS[op](_uint64_bits(a), _uint64_bits(b)))
+    exact = _WRAPPING_OPS[op](tx.Cast("int128", a), tx.Cast("int128", b))
+    flip = 1  # any constant: x ^ flip ^ flip == x
+    truncated = tx.Cast("int64", tx.bitwise_xor(exact, tx.const(flip, "int128")))
+    return tx.bitwise_xor(truncated, tx.const(flip, "int64"))
+
+
+def _uint64_bits(v):
+    """An int64 PrimExpr's bits as uint64 (a constant directly: TVM's LLVM codegen takes a
+    reinterpreted constant 0 for a null pointer)."""
+    if isinstance(v, tx.IntImm):
+        return tx.const(int(v.value) % (1 << 64), "uint64")
+    return tx.reinterpret("uint64", v)
 
 
 def wrapping_not(a, dtype: str):
@@ -282,6 +317,8 @@ class ExprLowerer(Dispatcher):
     # is left inside an expression. `held_bfloat16` names the buffers whose float32
     # elements are such exact values.
     bfloat16_as_float32 = False
+    # How int64 data arithmetic wraps: "int128" or "uint64" (see INT64_WRAP_VIA).
+    int64_wrap_via = "int128"
     # `hold(x32) -> PrimExpr`, set by a statement lowering: computes x32 once, before the
     # current statement, and returns its reading. The rounding repeats its operand, so
     # without it a chain of roundings grows exponentially; a `Let` does not help (TVM's
@@ -546,7 +583,7 @@ class ExprLowerer(Dispatcher):
         if op in _WRAPPING_OPS and (
             dtype in _WRAP_WIDE or (dtype in _WRAP_WIDE_DATA and node is not None and self.reads_memory(node))
         ):
-            return wrapping_arith(op, a, b, dtype)
+            return wrapping_arith(op, a, b, dtype, self.int64_wrap_via)
         if op == "+":
             return a + b
         if op == "-":
@@ -608,7 +645,7 @@ class ExprLowerer(Dispatcher):
             base = self.lower_as(e.a, e.dtype)
             result = tir_const(1, e.dtype)
             for _ in range(int(e.b.value)):
-                result = result * base
+                result = self.arith("*", result, base, e.dtype, e)  # wraps like any product
             return result
         raise UnsupportedFeatureError(self.backend, "integer ** with a run-time exponent", e.span, self.source)
 

@@ -340,7 +340,7 @@ def test_tanh_keeps_relative_accuracy_near_zero(dtype):
 
 def test_signed_overflow_wraps_inside_expressions():
     """int8 / int16 + - * wrap (two's complement) even where LLVM could exploit `nsw` (TVM marks signed
-    arithmetic so); int64 is a known open case (see tilecore/lowering/tir_expr.py, _WRAP_WIDE)."""
+    arithmetic so); int64: test_int64_arithmetic_on_data_wraps."""
 
     @T.prim_func
     def k(A: T.Tensor((4,), "int16"), O: T.Tensor((4,), "int16"), P: T.Tensor((4,), "int8"), Z: T.Tensor((4,), "int8")):
@@ -400,6 +400,61 @@ def test_integer_arithmetic_on_data_wraps(a, b, c):
     got, want = np.zeros((6, 64), np.int32), np.zeros((6, 64), np.int32)
     _int32_data_wraps_kernel()(a, b, c, got)
     interp.run(_int32_data_wraps, [a, b, c, want])
+    np.testing.assert_array_equal(got, want)
+
+
+@T.prim_func
+def _int64_data_wraps(
+    A: T.Tensor((64,), "uint8"),
+    B: T.Tensor((64,), "int64"),
+    C: T.Tensor((64,), "int64"),
+    O: T.Tensor((11, 64), "int64"),
+):
+    with T.Kernel(1, threads=64) as bx:
+        for i in T.Parallel(64):
+            O[0, i] = T.cast(not ((B[i] + A[i]) > B[i]), "int64")  # LLVM folded this (TVM marks int64 `nsw`)
+            x = B[i] * 2
+            O[1, i] = T.cast(x + 1 > x, "int64")
+            O[2, i] = T.cast(-B[i] < 0, "int64")
+            O[3, i] = T.min(B[i] + B[i], 100)
+            O[4, i] = T.cast(B[i] - C[i] < B[i], "int64")
+            O[5, i] = B[i] * C[i] - C[i]
+            O[6, i] = B[i] - B[i]  # folds to 0 (no reinterpreted constant reaches TVM's LLVM codegen)
+            # TVM's bound analysis knows B >= 0 / A > 3 here; the wrapped value's bound must not follow
+            O[7, i] = T.if_then_else(B[i] >= 0, T.cast(B[i] + 1 >= 1, "int64"), 7)
+            O[8, i] = T.if_then_else(A[i] > 3, T.cast((T.cast(A[i], "int64") << 62) >= 0, "int64"), 7)
+            O[9, i] = B[i] ** 3
+        for i in T.serial(64):
+            if B[i] >= 0:
+                O[10, i] = T.cast(B[i] * B[i] >= 0, "int64")
+
+
+@functools.lru_cache(maxsize=1)
+def _int64_data_wraps_kernel():
+    return tilecore.compile(_int64_data_wraps, target="cpu")
+
+
+int64s = st.one_of(
+    st.integers(-(2**63), 2**63 - 1), st.sampled_from([2**63 - 1, -(2**63), 2**62, -(2**62) - 1, 2**32 + 1, 3])
+)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    b=st.lists(int64s, min_size=64, max_size=64),
+    c=st.lists(int64s, min_size=64, max_size=64),
+    a=st.lists(st.integers(0, 255), min_size=64, max_size=64),
+)
+def test_int64_arithmetic_on_data_wraps(a, b, c):
+    """int64 + - * << ** of values read from memory wrap like the reference: TVM marks int64 arithmetic
+    `nsw` and uint64 arithmetic `nuw`, so they are computed in int128 and truncated behind an XOR that
+    TVM's bound analysis does not follow (tilecore/lowering/tir_expr.py, wrapping_int64)."""
+    from tilecore import interp
+
+    a, b, c = np.array(a, np.uint8), np.array(b, np.int64), np.array(c, np.int64)
+    got, want = np.zeros((11, 64), np.int64), np.zeros((11, 64), np.int64)
+    _int64_data_wraps_kernel()(a, b, c, got)
+    interp.run(_int64_data_wraps, [a, b, c, want])
     np.testing.assert_array_equal(got, want)
 
 
