@@ -266,25 +266,40 @@ MODELS = {
 }
 
 
+def _check_against_model(family: str, k: dict):
+    """Run one generated program on the interpreter and compare every output with the family's model."""
+    prog = build(k)
+    func = load_source(prog.source)
+    arrays = make_inputs(prog.params, prog.bindings, prog.input_seed)
+    before = [a.copy() for a in arrays]
+    interp.run(func, arrays, dict(prog.bindings))
+    outs = [(i, p) for i, p in enumerate(prog.params) if p.role in ("out", "inout")]
+    i, p = outs[0]
+    ins = [before[j] for j, q in enumerate(prog.params) if q.role == "in"]
+    if family == "atomic":
+        wants = {p.name: model_atomic(k, ins[0], before[i])}
+    else:
+        want = MODELS[family](k, *ins)
+        wants = want if isinstance(want, dict) else {p.name: want}
+    for i, p in outs:
+        m = compare(p.name, p.dtype, _conv(wants[p.name], p.dtype), arrays[i], prog.tolerances[p.name])
+        assert m is None, f"{m.describe()}\n{prog.source}"
+    return prog
+
+
 @pytest.mark.parametrize("family", sorted(MODELS) + ["atomic"])
 def test_interpreter_matches_numpy_model(family):
     checked = 0
     for k in generate_knobs(CAPS, 25, seed=11, families=(family,)):
-        prog = build(k)
-        func = load_source(prog.source)
-        arrays = make_inputs(prog.params, prog.bindings, prog.input_seed)
-        before = [a.copy() for a in arrays]
-        interp.run(func, arrays, dict(prog.bindings))
-        outs = [(i, p) for i, p in enumerate(prog.params) if p.role in ("out", "inout")]
-        i, p = outs[0]
-        ins = [before[j] for j, q in enumerate(prog.params) if q.role == "in"]
-        if family == "atomic":
-            wants = {p.name: model_atomic(k, ins[0], before[i])}
-        else:
-            want = MODELS[family](k, *ins)
-            wants = want if isinstance(want, dict) else {p.name: want}
-        for i, p in outs:
-            m = compare(p.name, p.dtype, _conv(wants[p.name], p.dtype), arrays[i], prog.tolerances[p.name])
-            assert m is None, f"{m.describe()}\n{prog.source}"
+        _check_against_model(family, k)
         checked += 1
     assert checked == 25
+
+
+def test_four_dimensional_copies_match_the_model():
+    """Copies of 4-D tensors (batch x heads x M x N, two nested serial loops) against the copy model."""
+    knobs = [k for k in generate_knobs(CAPS, 40, seed=12, families=("copy",)) if k.get("heads")][:4]
+    assert len(knobs) >= 3
+    for k in knobs:
+        prog = _check_against_model("copy", k)
+        assert len(prog.params[0].shape) == 4 and "for h in T.serial(" in prog.source

@@ -308,6 +308,10 @@ def copy_knobs(draw, caps: Caps, slot: int = 0):
     # in a region)
     if caps.has("serial") and not big:
         knobs["batch"] = draw(st.sampled_from((0, 0, 2, 3)))
+        # drawn after that (session 8), for the same reason: half of those are 4-D, a second
+        # leading dimension (heads) walked by a nested serial loop
+        if knobs["batch"]:
+            knobs["heads"] = draw(st.sampled_from((0, 2)))
     return knobs
 
 
