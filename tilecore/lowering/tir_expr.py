@@ -184,6 +184,8 @@ INT64_WRAP_VIA = ("int128", "uint64")
 
 def wrapping_int64(op: str, a, b, via: str = "int128"):
     """int64 a op b (op in + - * <<) wrapping to 64 bits (two's complement), computed in `via`."""
+    if via not in INT64_WRAP_VIA:
+        raise ValueError(f"int64_wrap_via must be one of {INT64_WRAP_VIA}, not {via!r}")
     if via == "uint64":
         return tx.reinterpret("int64", _WRAPPING_OPS[op](_uint64_bits(a), _uint64_bits(b)))
     exact = _WRAPPING_OPS[op](tx.Cast("int128", a), tx.Cast("int128", b))
