@@ -101,3 +101,14 @@ def test_later_wrap_programs_compare_wrapped_int64_and_int32_values_with_their_o
     for k in wraps[1:]:
         kind, cond, kept, other = k["expr"]
         assert kind == "sel" and cond[0] == "cmp" and cond[2] == kept and cond[3] == other == kept[2]
+
+
+def test_shrinking_a_four_dimensional_copy_may_drop_its_leading_dimensions():
+    from tile_conformance.shrink import variants
+
+    k = next(k for k in generate_knobs(ALL, 40, seed=12, families=("copy",)) if k.get("heads"))
+    offered = dict(variants(k))
+    assert offered["heads"] == [False] and offered["batch"] == [False]
+    rank3 = build({**k, "heads": False})
+    assert len(rank3.params[0].shape) == 3 and "for h in" not in rank3.source
+    load_source(rank3.source)
