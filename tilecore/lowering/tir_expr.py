@@ -35,6 +35,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Union
 
 import numpy as np
 import tvm
+import tvm_ffi
 from tvm import tirx as tx
 
 from ..diagnostics import TileCompileError, UnsupportedFeatureError
@@ -271,6 +272,59 @@ def ieee_mul(a, b):
     if math.copysign(1.0, zero) > 0:
         product = tx.Mul(product, tir_const(-1.0, dtype))  # x * +0.0 == -(x * -0.0), exactly
     return product
+
+
+def ieee_add_sub(op: str, a, b):
+    """`a + b` or `a - b` (op "+" / "-") for floats, out of reach of TVM's folds that IEEE values
+    contradict. Its constant folding turns x + 0.0 and x - (-0.0) into x (wrong for x = -0.0:
+    the sum is +0.0), and its simplifier applies cancellations to floats on purpose ("models
+    should not encounter NaN"): x - x -> 0, (x + y) - y -> x, x - (x + y) -> -y and
+    select(c, y, z) - z -> select(c, y - z, 0), wrong for infinities, NaN and rounding."""
+    dtype = dtype_of(a)
+    zero_a, zero_b = _zero_constant(a), _zero_constant(b)
+    if zero_b is not None and (op == "+") == (math.copysign(1.0, zero_b) > 0):
+        return tx.Sub(a, _opaque_negative_zero(dtype))  # x + 0.0 == x - (-0.0), exactly
+    if op == "+" and zero_a is not None and math.copysign(1.0, zero_a) > 0:
+        return tx.Sub(b, _opaque_negative_zero(dtype))
+    if op == "-" and zero_b is None and _shares_an_operand(a, b):
+        b = _opaque_float(b)
+    return tx.Add(a, b) if op == "+" else tx.Sub(a, b)
+
+
+def float_compare(op: str, a, b):
+    """A comparison of two floats with IEEE semantics: every comparison with NaN is false except
+    `!=`, which TVM's LLVM codegen emits ordered (NaN != x false) and so gets an explicit NaN
+    test; and x == x is not folded to true (TVM's simplifier does so for floats)."""
+    if _zero_constant(b) is None and tvm_ffi.structural_equal(a, b):
+        b = _opaque_float(b)
+    compare = {"<": tx.LT, "<=": tx.LE, ">": tx.GT, ">=": tx.GE, "==": tx.EQ, "!=": tx.NE}[op](a, b)
+    if op != "!=":
+        return compare
+    nan_a, nan_b = (tx.isnan(tx.Cast("float32", v) if dtype_of(v) in NARROW_FLOATS else v) for v in (a, b))
+    return tx.Or(compare, tx.Or(nan_a, nan_b))
+
+
+def _operands(e) -> tuple:
+    """The operands of an Add, Sub or Select that TVM's cancellation rules look at."""
+    if isinstance(e, (tx.Add, tx.Sub)):
+        return (e.a, e.b)
+    if isinstance(e, tx.Select):
+        return (e.true_value, e.false_value)
+    return ()
+
+
+def _shares_an_operand(a, b) -> bool:
+    """Whether `a` and `b` are equal, or one equals an operand of the other (see ieee_add_sub)."""
+    same = tvm_ffi.structural_equal
+    return same(a, b) or any(same(b, x) for x in _operands(a)) or any(same(a, x) for x in _operands(b))
+
+
+def _opaque_float(x):
+    """The float `x` through its bits and back: the same value, which TVM's simplifier cannot
+    match against `x` (nonzero constants only: see _opaque_negative_zero)."""
+    dtype = dtype_of(x)
+    width = 16 if dtype == "bfloat16" else int(dtype[len("float") :])
+    return tx.reinterpret(dtype, tx.reinterpret(f"uint{width}", x))
 
 
 def involves_bfloat16(let: N.Let) -> bool:
@@ -528,7 +582,9 @@ class ExprLowerer(Dispatcher):
             return tx.Not(self.lower_as(e.a, "bool"))
         wide = self._compute_dtype(e.dtype)
         a = self.lower_as(e.a, wide)
-        if e.op == "neg":
+        if e.op == "neg" and is_float_dtype(wide):
+            r = tx.Mul(a, tir_const(-1.0, wide))  # exact, and -(+0.0) is -0.0 (0.0 - x would give +0.0)
+        elif e.op == "neg":
             r = self.arith("-", tir_const(0, wide), a, wide, e) if wide != "bool" else a
         elif e.op == "~":
             r = tx.Not(a) if wide == "bool" else wrapping_not(a, wide)
@@ -567,6 +623,8 @@ class ExprLowerer(Dispatcher):
             held = self.value_dtype(common)
             a = self.lower_as(e.a, common) if e.a.dtype != "bool" else tx.Cast(held, self.lower(e.a))
             b = self.lower_as(e.b, common) if e.b.dtype != "bool" else tx.Cast(held, self.lower(e.b))
+            if is_float_dtype(held):
+                return float_compare(op, a, b)
             return {"<": tx.LT, "<=": tx.LE, ">": tx.GT, ">=": tx.GE, "==": tx.EQ, "!=": tx.NE}[op](a, b)
         if op == "pow":
             return self._lower_pow(e)
@@ -586,10 +644,8 @@ class ExprLowerer(Dispatcher):
             dtype in _WRAP_WIDE or (dtype in _WRAP_WIDE_DATA and node is not None and self.reads_memory(node))
         ):
             return wrapping_arith(op, a, b, dtype, self.int64_wrap_via)
-        if op == "+":
-            return a + b
-        if op == "-":
-            return a - b
+        if op in ("+", "-"):
+            return ieee_add_sub(op, a, b) if is_float else (a + b if op == "+" else a - b)
         if op == "*":
             return ieee_mul(a, b) if is_float else a * b
         if op in ("min", "max"):
