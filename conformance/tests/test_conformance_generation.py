@@ -86,3 +86,29 @@ def test_selects_of_an_unsigned_dtype_get_literals_that_fit():
     prog = build(knobs)
     load_source(prog.source)  # the frontend accepts it
     assert "-3" not in prog.source  # the literal became 3
+
+
+def test_later_wrap_programs_compare_wrapped_int64_and_int32_values_with_their_operand():
+    """The first "wrap" program of a run adds narrow integers; the later ones wrap int64 (then int32)
+    and keep x op B only where it compares as the wrapped value does (LLVM's `nsw` folding of
+    x - B >= x to B <= 0 is caught; tile-cpu's int64 lowering until session 8)."""
+
+    wraps = [k for k in generate_knobs(ALL, 300, seed=14141, families=("intops",)) if k["target"] == "wrap"]
+    assert [k["dtypes"][0] for k in wraps[:4]] in (
+        ["int8", "int64", "int64", "int32"],
+        ["int16", "int64", "int64", "int32"],
+    )
+    for k in wraps[1:]:
+        kind, cond, kept, other = k["expr"]
+        assert kind == "sel" and cond[0] == "cmp" and cond[2] == kept and cond[3] == other == kept[2]
+
+
+def test_shrinking_a_four_dimensional_copy_may_drop_its_leading_dimensions():
+    from tile_conformance.shrink import variants
+
+    k = next(k for k in generate_knobs(ALL, 40, seed=12, families=("copy",)) if k.get("heads"))
+    offered = dict(variants(k))
+    assert offered["heads"] == [False] and offered["batch"] == [False]
+    rank3 = build({**k, "heads": False})
+    assert len(rank3.params[0].shape) == 3 and "for h in" not in rank3.source
+    load_source(rank3.source)

@@ -195,7 +195,67 @@ def model_chain(k, A, B, Bias):
     return {"Out": (e - row[:, None])[:, : B.shape[1]], "RowOut": row}
 
 
+def _wrap(x, dtype):
+    """Python integers (an object array) wrapped into the integer `dtype` (two's complement); bool: != 0."""
+    if dtype == "bool":
+        return x != 0
+    lo, hi = (int(v) for v in (np.iinfo(np_dtype(dtype)).min, np.iinfo(np_dtype(dtype)).max))
+    return (x - lo) % (hi - lo + 1) + lo
+
+
+def _intops_value(e, env):
+    """(value as an object array of Python integers, dtype) of an intops tree: exact integer arithmetic,
+    then wrapped to the promoted dtype (docs/semantics.md, Integer operations); "" is a literal's dtype."""
+    from tilecore.ir.types import promote
+
+    kind = e[0]
+    if kind == "in":
+        return env[e[1]]
+    if kind == "const":
+        return np.array(int(e[1]), dtype=object), ""
+    if kind in ("cmp", "logic"):
+        (a, _), (b, _) = _intops_value(e[2], env), _intops_value(e[3], env)
+        ops = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
+        ops.update({"==": np.equal, "!=": np.not_equal, "and": np.logical_and, "or": np.logical_or})
+        return ops[e[1]](a, b).astype(bool), "bool"
+    if kind == "not":
+        return ~_intops_value(e[1], env)[0], "bool"
+    if kind == "bcast":
+        return _intops_value(e[1], env)[0].astype(object) * 1, "int32"
+    if kind == "un":
+        a, d = _intops_value(e[2], env)
+        return _wrap(-a if e[1] == "neg" else -a - 1, d), d
+    if kind == "sel":
+        c = _intops_value(e[1], env)[0]
+        (a, da), (b, db) = _intops_value(e[2], env), _intops_value(e[3], env)
+        d = promote(da, db) if da and db else (da or db)
+        return np.where(c, a, b), d
+    (a, da), (b, db) = _intops_value(e[2], env), _intops_value(e[3], env)
+    d = promote(da, db) if da and db else (da or db)
+    op = e[1]
+    if op in ("//", "%"):
+        safe = np.where(b == 0, 1, b)
+        r = np.where(b == 0, 0, a // safe if op == "//" else a % safe)
+    elif op == "<<":
+        r = np.vectorize(lambda x, s: x << s, otypes=[object])(a, b)
+    elif op == ">>":
+        r = np.vectorize(lambda x, s: x >> s, otypes=[object])(a, b)
+    else:
+        r = {"+": np.add, "-": np.subtract, "*": np.multiply, "&": np.bitwise_and, "|": np.bitwise_or}.get(op)
+        r = r(a, b) if r else {"^": np.bitwise_xor, "max": np.maximum, "min": np.minimum}[op](a, b)
+    return _wrap(r, d), d
+
+
+def model_intops(k, A, B, D, S):
+    """Integer expressions in exact Python integers, wrapped after every operation."""
+    dA, dB, dD = k["dtypes"]
+    env = {n: (x.astype(object), d) for n, x, d in (("A", A, dA), ("B", B, dB), ("D", D, dD), ("S", S, dA))}
+    value, d = _intops_value(k["expr"], env)
+    return np.broadcast_to(np.asarray(value).astype(np_dtype(d)), A.shape)  # exact: already wrapped to d
+
+
 MODELS = {
+    "intops": model_intops,
     "copy": model_copy,
     "reduce": model_reduce,
     "gemm": model_gemm,
@@ -206,25 +266,40 @@ MODELS = {
 }
 
 
+def _check_against_model(family: str, k: dict):
+    """Run one generated program on the interpreter and compare every output with the family's model."""
+    prog = build(k)
+    func = load_source(prog.source)
+    arrays = make_inputs(prog.params, prog.bindings, prog.input_seed)
+    before = [a.copy() for a in arrays]
+    interp.run(func, arrays, dict(prog.bindings))
+    outs = [(i, p) for i, p in enumerate(prog.params) if p.role in ("out", "inout")]
+    i, p = outs[0]
+    ins = [before[j] for j, q in enumerate(prog.params) if q.role == "in"]
+    if family == "atomic":
+        wants = {p.name: model_atomic(k, ins[0], before[i])}
+    else:
+        want = MODELS[family](k, *ins)
+        wants = want if isinstance(want, dict) else {p.name: want}
+    for i, p in outs:
+        m = compare(p.name, p.dtype, _conv(wants[p.name], p.dtype), arrays[i], prog.tolerances[p.name])
+        assert m is None, f"{m.describe()}\n{prog.source}"
+    return prog
+
+
 @pytest.mark.parametrize("family", sorted(MODELS) + ["atomic"])
 def test_interpreter_matches_numpy_model(family):
     checked = 0
     for k in generate_knobs(CAPS, 25, seed=11, families=(family,)):
-        prog = build(k)
-        func = load_source(prog.source)
-        arrays = make_inputs(prog.params, prog.bindings, prog.input_seed)
-        before = [a.copy() for a in arrays]
-        interp.run(func, arrays, dict(prog.bindings))
-        outs = [(i, p) for i, p in enumerate(prog.params) if p.role in ("out", "inout")]
-        i, p = outs[0]
-        ins = [before[j] for j, q in enumerate(prog.params) if q.role == "in"]
-        if family == "atomic":
-            wants = {p.name: model_atomic(k, ins[0], before[i])}
-        else:
-            want = MODELS[family](k, *ins)
-            wants = want if isinstance(want, dict) else {p.name: want}
-        for i, p in outs:
-            m = compare(p.name, p.dtype, _conv(wants[p.name], p.dtype), arrays[i], prog.tolerances[p.name])
-            assert m is None, f"{m.describe()}\n{prog.source}"
+        _check_against_model(family, k)
         checked += 1
     assert checked == 25
+
+
+def test_four_dimensional_copies_match_the_model():
+    """Copies of 4-D tensors (batch x heads x M x N, two nested serial loops) against the copy model."""
+    knobs = [k for k in generate_knobs(CAPS, 40, seed=12, families=("copy",)) if k.get("heads")][:4]
+    assert len(knobs) >= 3
+    for k in knobs:
+        prog = _check_against_model("copy", k)
+        assert len(prog.params[0].shape) == 4 and "for h in T.serial(" in prog.source

@@ -235,7 +235,8 @@ def _build_math(k: dict) -> Program:
                 0.0,
                 0.0,
                 f"{op} of NaN, infinities, zeros and extremes: exact "
-                "(NaN propagates through max / min; comparisons with NaN are false)",
+                "(NaN propagates through max / min; comparisons with NaN are false, except !=)",
+                signed_zero=op in SIGNED_ZERO_OPS,
             )
     if k.get("dyn"):
         feats.add("dynamic_shape")
@@ -250,7 +251,14 @@ SPECIAL_OPS = {
     "select_lt": "T.if_then_else({p} < {q}, {p}, {q})",
     "select_ge": "T.if_then_else({p} >= {q}, {q}, {p})",
     "select_eq": "T.if_then_else({p} == {q}, {q}, -{p})",
+    # != with a NaN operand is true (an ordered != says false), also of x itself (x == x is not
+    # always true); (x + y) - y is not x (TVM's simplifier cancels it for floats); -(+0.0) is -0.0
+    "select_ne": "T.if_then_else({p} != {q}, {p}, -{q})",
+    "self_ne": "T.if_then_else({p} != {p}, {q}, {p})",
+    "cancel": "({p} + {q}) - {q}",
+    "neg": "-{p}",
 }
+SIGNED_ZERO_OPS = ("cancel", "neg")  # the sign of a zero result is compared
 
 
 EDGE_BUILDERS: Dict[str, Callable[..., Any]] = {"convert": _build_convert, "intops": _build_intops, "math": _build_math}

@@ -313,8 +313,9 @@ def _build_copy(k: dict) -> Program:
         # int chains stay inside every dtype of the chain (no wrap-around)
         for d in (d1, d2, d_out):
             lo, hi = max(lo, _input_bounds(d)[0]), min(hi, _input_bounds(d)[1])
-    batch = k.get("batch", 0)
-    lead = (batch,) if batch else ()
+    batch, heads = k.get("batch", 0), k.get("heads", 0)
+    lead = tuple(d for d in (batch, heads) if d)  # rank 3 or 4: (batch, [heads,] M, N)
+    walk = [(v, d) for v, d in (("z", batch), ("h", heads)) if d]
     A = Param("A", lead + (M, N), d_in, "in", lo, hi, edges)
     out = Param("Out", lead + (M, N), d_out, "out")
     params = [A, out]
@@ -328,13 +329,13 @@ def _build_copy(k: dict) -> Program:
     w(f'S1 = T.alloc_{s1}(({bm}, {bn}), "{d1}")')
     w(f'S2 = T.alloc_{s2}(({bm}, {bn}), "{d2}")')
 
-    def region(name, form):  # the tile's region of A or Out, at batch index z in a rank-3 tensor
+    def region(name, form):  # the tile's region of A or Out, at point indices z (and h) of a rank-3 (4) tensor
         text = _region(name, starts, [bm, bn], form)
-        return text.replace(f"{name}[", f"{name}[z, ", 1) if batch else text
+        return text.replace(f"{name}[", f"{name}[{''.join(v + ', ' for v, _ in walk)}", 1)
 
-    if batch:
+    for var, extent in walk:
         feats.add("serial")
-        w(f"for z in T.serial({batch}):")
+        w(f"for {var} in T.serial({extent}):")
         w.indent()
     w(f"T.copy({region('A', k['forms'][0])}, S1)")
     rows = k.get("sub_rows") or 0

@@ -120,6 +120,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         self.ex = ExprLowerer(intrinsics=self.intrinsics, backend=target.name, source=self.source)
         self.ex.hold = self.hold_in_register
         self.ex.rounds_bfloat16 = target.bfloat16_computed_in_float32
+        self.ex.int64_wrap_via = target.int64_wrap_via
         self.views = {}  # name -> tirx Buffer (global / smem view / local array)
         self.stage = {}  # smem name -> current stage index expr
         self.ctx = _Ctx()

@@ -44,6 +44,9 @@ class TargetDescription:
         arithmetic (computes it in float32 and keeps no cast to bfloat16 inside an expression, only
         a rounding at each store): the toolkit then rounds every bfloat16 result itself, so that
         each operation rounds as the language defines (docs/semantics.md).
+    :param int64_wrap_via: how int64 `+ - * <<` on data wrap (`tir_expr.INT64_WRAP_VIA`): "uint64"
+        for codegens that emit C source, where unsigned arithmetic wraps; "int128" for LLVM
+        codegens, where TVM marks unsigned arithmetic `nuw` (overflow is poison).
     :param properties: plugin-private facts for the plugin's own rules and intrinsics.
     """
 
@@ -63,6 +66,7 @@ class TargetDescription:
     device_library: str = ""
     gemm_block_panel: int = 0
     bfloat16_computed_in_float32: bool = False
+    int64_wrap_via: str = "uint64"
     properties: Mapping[str, Any] = field(default_factory=dict)
 
     def prop(self, key: str, default: Any = None) -> Any:

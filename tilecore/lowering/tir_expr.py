@@ -35,6 +35,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Union
 
 import numpy as np
 import tvm
+import tvm_ffi
 from tvm import tirx as tx
 
 from ..diagnostics import TileCompileError, UnsupportedFeatureError
@@ -143,11 +144,9 @@ def cast_to(expr, dtype: str):
 # analysis (vectorization, bounds) must keep seeing plain arithmetic: it wraps only where
 # an operand depends on memory (`ExprLowerer.reads_memory`), never in index arithmetic of
 # loop variables (cpu folded `not (B + A > B)` for int32 data, conformance seed 5151
-# program 163). int64 has no wider type and is left alone: int64 overflow inside an
-# expression remains a known tile-cpu bug (an earlier rewrite through uint64 lost the
-# else-branch update of an int64 accumulator under a run-time if).
+# program 163). int64 data wraps the same way, in int128 (`wrapping_int64`).
 _WRAP_WIDE = {"int8": "int32", "int16": "int32", "uint8": "int32", "uint16": "int64"}
-_WRAP_WIDE_DATA = {**_WRAP_WIDE, "int32": "int64"}
+_WRAP_WIDE_DATA = {**_WRAP_WIDE, "int32": "int64", "int64": "int128"}
 _WRAPPING_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "<<": tx.shift_left}
 
 
@@ -162,10 +161,49 @@ def wrap_to(value, dtype: str):
     return tx.Cast(dtype, low(value + half, tx.const((1 << n) - 1, wide)) - half)
 
 
-def wrapping_arith(op: str, a, b, dtype: str):
-    """a op b (op in + - * <<) for an integer `dtype` of _WRAP_WIDE_DATA, wrapping to the dtype's bits."""
+def wrapping_arith(op: str, a, b, dtype: str, int64_via: str = "int128"):
+    """a op b (op in + - * <<) for an integer `dtype` of _WRAP_WIDE_DATA, wrapping to the dtype's bits
+    (int64: see wrapping_int64)."""
+    if dtype == "int64":
+        return wrapping_int64(op, a, b, int64_via)
     wide = _WRAP_WIDE_DATA[dtype]
     return wrap_to(_WRAPPING_OPS[op](tx.Cast(wide, a), tx.Cast(wide, b)), dtype)
+
+
+# int64 + - * << wrap through one of two types (`ExprLowerer.int64_wrap_via`):
+# * "int128" (the default; LLVM codegens must use it): computed exactly in int128 (no overflow
+#   there: TVM's `nsw` is true) and truncated to int64; LLVM narrows it back to one 64-bit
+#   operation. uint64 does not work with LLVM: TVM marks unsigned arithmetic of 32 bits and more
+#   `nuw`, so a wrapping uint64 sum is poison too (it dropped the else-branch update of an int64
+#   accumulator under a run-time if). The truncation sits between two XORs with a constant,
+#   which TVM's bound analysis does not follow: a truncated value's bound would otherwise be
+#   taken from the int128 value (e.g. B + 1 >= 1 for B >= 0, false for B = 2^63 - 1).
+# * "uint64", for codegens that emit C source (CUDA, Metal; `TargetDescription.int64_wrap_via`):
+#   the int64 bit patterns reinterpreted as uint64, whose arithmetic wraps in C (TVM's simplifier
+#   narrows the int128 form back to signed int64 arithmetic, undefined on overflow in C, and
+#   Metal has no 128-bit integers); the reinterpretation hides the values from TVM's bound
+#   analysis (its unsigned rules assume no wrap-around).
+INT64_WRAP_VIA = ("int128", "uint64")
+
+
+def wrapping_int64(op: str, a, b, via: str = "int128"):
+    """int64 a op b (op in + - * <<) wrapping to 64 bits (two's complement), computed in `via`."""
+    if via not in INT64_WRAP_VIA:
+        raise ValueError(f"int64_wrap_via must be one of {INT64_WRAP_VIA}, not {via!r}")
+    if via == "uint64":
+        return tx.reinterpret("int64", _WRAPPING_OPS[op](_uint64_bits(a), _uint64_bits(b)))
+    exact = _WRAPPING_OPS[op](tx.Cast("int128", a), tx.Cast("int128", b))
+    flip = 1  # any constant: x ^ flip ^ flip == x
+    truncated = tx.Cast("int64", tx.bitwise_xor(exact, tx.const(flip, "int128")))
+    return tx.bitwise_xor(truncated, tx.const(flip, "int64"))
+
+
+def _uint64_bits(v):
+    """An int64 PrimExpr's bits as uint64 (a constant directly: TVM's LLVM codegen takes a
+    reinterpreted constant 0 for a null pointer)."""
+    if isinstance(v, tx.IntImm):
+        return tx.const(int(v.value) % (1 << 64), "uint64")
+    return tx.reinterpret("uint64", v)
 
 
 def wrapping_not(a, dtype: str):
@@ -239,6 +277,59 @@ def ieee_mul(a, b):
     return product
 
 
+def ieee_add_sub(op: str, a, b):
+    """`a + b` or `a - b` (op "+" / "-") for floats, out of reach of TVM's folds that IEEE values
+    contradict. Its constant folding turns x + 0.0 and x - (-0.0) into x (wrong for x = -0.0:
+    the sum is +0.0), and its simplifier applies cancellations to floats on purpose ("models
+    should not encounter NaN"): x - x -> 0, (x + y) - y -> x, x - (x + y) -> -y and
+    select(c, y, z) - z -> select(c, y - z, 0), wrong for infinities, NaN and rounding."""
+    dtype = dtype_of(a)
+    zero_a, zero_b = _zero_constant(a), _zero_constant(b)
+    if zero_b is not None and (op == "+") == (math.copysign(1.0, zero_b) > 0):
+        return tx.Sub(a, _opaque_negative_zero(dtype))  # x + 0.0 == x - (-0.0), exactly
+    if op == "+" and zero_a is not None and math.copysign(1.0, zero_a) > 0:
+        return tx.Sub(b, _opaque_negative_zero(dtype))
+    if op == "-" and zero_b is None and _shares_an_operand(a, b):
+        b = _opaque_float(b)
+    return tx.Add(a, b) if op == "+" else tx.Sub(a, b)
+
+
+def float_compare(op: str, a, b):
+    """A comparison of two floats with IEEE semantics: every comparison with NaN is false except
+    `!=`, which TVM's LLVM codegen emits ordered (NaN != x false) and so gets an explicit NaN
+    test; and x == x is not folded to true (TVM's simplifier does so for floats)."""
+    if _zero_constant(b) is None and tvm_ffi.structural_equal(a, b):
+        b = _opaque_float(b)
+    compare = {"<": tx.LT, "<=": tx.LE, ">": tx.GT, ">=": tx.GE, "==": tx.EQ, "!=": tx.NE}[op](a, b)
+    if op != "!=":
+        return compare
+    nan_a, nan_b = (tx.isnan(tx.Cast("float32", v) if dtype_of(v) in NARROW_FLOATS else v) for v in (a, b))
+    return tx.Or(compare, tx.Or(nan_a, nan_b))
+
+
+def _operands(e) -> tuple:
+    """The operands of an Add, Sub or Select that TVM's cancellation rules look at."""
+    if isinstance(e, (tx.Add, tx.Sub)):
+        return (e.a, e.b)
+    if isinstance(e, tx.Select):
+        return (e.true_value, e.false_value)
+    return ()
+
+
+def _shares_an_operand(a, b) -> bool:
+    """Whether `a` and `b` are equal, or one equals an operand of the other (see ieee_add_sub)."""
+    same = tvm_ffi.structural_equal
+    return same(a, b) or any(same(b, x) for x in _operands(a)) or any(same(a, x) for x in _operands(b))
+
+
+def _opaque_float(x):
+    """The float `x` through its bits and back: the same value, which TVM's simplifier cannot
+    match against `x` (nonzero constants only: see _opaque_negative_zero)."""
+    dtype = dtype_of(x)
+    width = 16 if dtype == "bfloat16" else int(dtype[len("float") :])
+    return tx.reinterpret(dtype, tx.reinterpret(f"uint{width}", x))
+
+
 def involves_bfloat16(let: N.Let) -> bool:
     """Whether a Let's name or any node of its value is bfloat16 (TVM's bfloat16
     legalization does not rewrite a bound value: backends hold such names in a buffer)."""
@@ -285,6 +376,8 @@ class ExprLowerer(Dispatcher):
     # is left inside an expression. `held_bfloat16` names the buffers whose float32
     # elements are such exact values.
     bfloat16_as_float32 = False
+    # How int64 data arithmetic wraps: "int128" or "uint64" (see INT64_WRAP_VIA).
+    int64_wrap_via = "int128"
     # `hold(x32) -> PrimExpr`, set by a statement lowering: computes x32 once, before the
     # current statement, and returns its reading. The rounding repeats its operand, so
     # without it a chain of roundings grows exponentially; a `Let` does not help (TVM's
@@ -515,7 +608,9 @@ class ExprLowerer(Dispatcher):
             return tx.Not(self.lower_as(e.a, "bool"))
         wide = self._compute_dtype(e.dtype)
         a = self.lower_as(e.a, wide)
-        if e.op == "neg":
+        if e.op == "neg" and is_float_dtype(wide):
+            r = tx.Mul(a, tir_const(-1.0, wide))  # exact, and -(+0.0) is -0.0 (0.0 - x would give +0.0)
+        elif e.op == "neg":
             r = self.arith("-", tir_const(0, wide), a, wide, e) if wide != "bool" else a
         elif e.op == "~":
             r = tx.Not(a) if wide == "bool" else wrapping_not(a, wide)
@@ -554,6 +649,8 @@ class ExprLowerer(Dispatcher):
             held = self.value_dtype(common)
             a = self.lower_as(e.a, common) if e.a.dtype != "bool" else tx.Cast(held, self.lower(e.a))
             b = self.lower_as(e.b, common) if e.b.dtype != "bool" else tx.Cast(held, self.lower(e.b))
+            if is_float_dtype(held):
+                return float_compare(op, a, b)
             return {"<": tx.LT, "<=": tx.LE, ">": tx.GT, ">=": tx.GE, "==": tx.EQ, "!=": tx.NE}[op](a, b)
         if op == "pow":
             return self._lower_pow(e)
@@ -572,11 +669,9 @@ class ExprLowerer(Dispatcher):
         if op in _WRAPPING_OPS and (
             dtype in _WRAP_WIDE or (dtype in _WRAP_WIDE_DATA and node is not None and self.reads_memory(node))
         ):
-            return wrapping_arith(op, a, b, dtype)
-        if op == "+":
-            return a + b
-        if op == "-":
-            return a - b
+            return wrapping_arith(op, a, b, dtype, self.int64_wrap_via)
+        if op in ("+", "-"):
+            return ieee_add_sub(op, a, b) if is_float else (a + b if op == "+" else a - b)
         if op == "*":
             return ieee_mul(a, b) if is_float else a * b
         if op in ("min", "max"):
@@ -634,7 +729,7 @@ class ExprLowerer(Dispatcher):
             base = self.lower_as(e.a, e.dtype)
             result = tir_const(1, e.dtype)
             for _ in range(int(e.b.value)):
-                result = result * base
+                result = self.arith("*", result, base, e.dtype, e)  # wraps like any product
             return result
         raise UnsupportedFeatureError(self.backend, "integer ** with a run-time exponent", e.span, self.source)
 

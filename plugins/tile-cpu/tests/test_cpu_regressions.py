@@ -340,7 +340,7 @@ def test_tanh_keeps_relative_accuracy_near_zero(dtype):
 
 def test_signed_overflow_wraps_inside_expressions():
     """int8 / int16 + - * wrap (two's complement) even where LLVM could exploit `nsw` (TVM marks signed
-    arithmetic so); int64 is a known open case (see tilecore/lowering/tir_expr.py, _WRAP_WIDE)."""
+    arithmetic so); int64: test_int64_arithmetic_on_data_wraps."""
 
     @T.prim_func
     def k(A: T.Tensor((4,), "int16"), O: T.Tensor((4,), "int16"), P: T.Tensor((4,), "int8"), Z: T.Tensor((4,), "int8")):
@@ -401,6 +401,130 @@ def test_integer_arithmetic_on_data_wraps(a, b, c):
     _int32_data_wraps_kernel()(a, b, c, got)
     interp.run(_int32_data_wraps, [a, b, c, want])
     np.testing.assert_array_equal(got, want)
+
+
+@T.prim_func
+def _int64_data_wraps(
+    A: T.Tensor((64,), "uint8"),
+    B: T.Tensor((64,), "int64"),
+    C: T.Tensor((64,), "int64"),
+    O: T.Tensor((11, 64), "int64"),
+):
+    with T.Kernel(1, threads=64) as bx:
+        for i in T.Parallel(64):
+            O[0, i] = T.cast(not ((B[i] + A[i]) > B[i]), "int64")  # LLVM folded this (TVM marks int64 `nsw`)
+            x = B[i] * 2
+            O[1, i] = T.cast(x + 1 > x, "int64")
+            O[2, i] = T.cast(-B[i] < 0, "int64")
+            O[3, i] = T.min(B[i] + B[i], 100)
+            O[4, i] = T.cast(B[i] - C[i] < B[i], "int64")
+            O[5, i] = B[i] * C[i] - C[i]
+            O[6, i] = B[i] - B[i]  # folds to 0 (no reinterpreted constant reaches TVM's LLVM codegen)
+            # TVM's bound analysis knows B >= 0 / A > 3 here; the wrapped value's bound must not follow
+            O[7, i] = T.if_then_else(B[i] >= 0, T.cast(B[i] + 1 >= 1, "int64"), 7)
+            O[8, i] = T.if_then_else(A[i] > 3, T.cast((T.cast(A[i], "int64") << 62) >= 0, "int64"), 7)
+            O[9, i] = B[i] ** 3
+        for i in T.serial(64):
+            if B[i] >= 0:
+                O[10, i] = T.cast(B[i] * B[i] >= 0, "int64")
+
+
+@functools.lru_cache(maxsize=1)
+def _int64_data_wraps_kernel():
+    return tilecore.compile(_int64_data_wraps, target="cpu")
+
+
+int64s = st.one_of(
+    st.integers(-(2**63), 2**63 - 1), st.sampled_from([2**63 - 1, -(2**63), 2**62, -(2**62) - 1, 2**32 + 1, 3])
+)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    b=st.lists(int64s, min_size=64, max_size=64),
+    c=st.lists(int64s, min_size=64, max_size=64),
+    a=st.lists(st.integers(0, 255), min_size=64, max_size=64),
+)
+def test_int64_arithmetic_on_data_wraps(a, b, c):
+    """int64 + - * << ** of values read from memory wrap like the reference: TVM marks int64 arithmetic
+    `nsw` and uint64 arithmetic `nuw`, so they are computed in int128 and truncated behind an XOR that
+    TVM's bound analysis does not follow (tilecore/lowering/tir_expr.py, wrapping_int64)."""
+    from tilecore import interp
+
+    a, b, c = np.array(a, np.uint8), np.array(b, np.int64), np.array(c, np.int64)
+    got, want = np.zeros((11, 64), np.int64), np.zeros((11, 64), np.int64)
+    _int64_data_wraps_kernel()(a, b, c, got)
+    interp.run(_int64_data_wraps, [a, b, c, want])
+    np.testing.assert_array_equal(got, want)
+
+
+@T.prim_func
+def _float_identities(
+    A: T.Tensor((64,), "float32"),
+    B: T.Tensor((64,), "float32"),
+    H: T.Tensor((64,), "bfloat16"),
+    G: T.Tensor((64,), "bfloat16"),
+    O: T.Tensor((8, 64), "int32"),
+    F: T.Tensor((8, 64), "float32"),
+    P: T.Tensor((4, 64), "bfloat16"),
+):
+    with T.Kernel(1, threads=64) as bx:
+        for i in T.Parallel(64):
+            O[0, i] = T.cast(A[i] != A[i], "int32")  # TVM folded x != x to false, x == x to true
+            O[1, i] = T.cast(A[i] == A[i], "int32")
+            O[2, i] = T.cast(A[i] != B[i], "int32")  # TVM's LLVM codegen emits != ordered: false for NaN
+            x = A[i] * 2.0
+            O[3, i] = T.cast(x != x, "int32")
+            O[4, i] = T.cast(H[i] != G[i], "int32")
+            O[5, i] = T.cast(H[i] == H[i], "int32")
+            O[6, i] = T.cast(T.if_then_else(A[i] != A[i], 1.0, 0.0), "int32")
+            O[7, i] = T.cast(A[i] <= A[i], "int32")
+            F[0, i] = (A[i] + B[i]) - B[i]  # folded to A: wrong for rounding, inf and NaN
+            F[1, i] = A[i] - (A[i] + B[i])
+            F[2, i] = x - x
+            F[3, i] = -A[i]  # was 0.0 - A: +0.0 for A = +0.0
+            F[4, i] = 0.0 + A[i]  # folded to A: -0.0 + 0.0 is +0.0
+            F[5, i] = A[i] - (-0.0)
+            F[6, i] = T.if_then_else(A[i] > 1.0, A[i], B[i]) - B[i]
+            F[7, i] = (A[i] + 1.0) - 1.0
+            P[0, i] = (H[i] + G[i]) - G[i]
+            P[1, i] = H[i] - H[i]
+            P[2, i] = -H[i]
+            P[3, i] = H[i] + 0.0
+
+
+@functools.lru_cache(maxsize=1)
+def _float_identities_kernel():
+    return tilecore.compile(_float_identities, target="cpu")
+
+
+ieee_floats = st.one_of(
+    st.sampled_from([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1e-30, 3e38, -1.0, 1.0]),
+    st.floats(width=32, allow_nan=True, allow_infinity=True),
+)
+
+
+@settings(max_examples=10, deadline=None)
+@given(values=st.lists(ieee_floats, min_size=256, max_size=256))
+def test_float_identities_keep_ieee_semantics(values):
+    """Float x != x, x == x, x - x, (x + y) - y, x - (x + y), x + 0.0, -x and a NaN operand of != follow
+    IEEE like the reference: TVM folds float cancellations on purpose and emits != ordered
+    (tilecore/lowering/tir_expr.py, ieee_add_sub and float_compare; found by the cpu-wrap mutation
+    sweep, where T.max / reduce_max NaN bugs planted with x != x were folded away)."""
+    from tilecore import interp
+
+    v = np.array(values, np.float32).reshape(4, 64)
+    a, b = v[0], v[1]
+    h, g = v[2].astype(ml_dtypes.bfloat16), v[3].astype(ml_dtypes.bfloat16)
+    got = [np.zeros((8, 64), np.int32), np.zeros((8, 64), np.float32), np.zeros((4, 64), ml_dtypes.bfloat16)]
+    want = [x.copy() for x in got]
+    _float_identities_kernel()(a, b, h, g, *got)
+    interp.run(_float_identities, [a, b, h, g, *want])
+    np.testing.assert_array_equal(got[0], want[0])
+    for x, y in zip(got[1:], want[1:]):
+        x, y = x.astype(np.float64), y.astype(np.float64)
+        same = (x == y) & (np.signbit(x) == np.signbit(y)) | (np.isnan(x) & np.isnan(y))
+        assert same.all(), (np.argwhere(~same)[:5], x[~same][:5], y[~same][:5])
 
 
 def test_int64_accumulator_update_under_runtime_if():

@@ -10,7 +10,8 @@ from . import toolchain
 def rocm_target(arch: str, options: Dict[str, Any]):
     """The `TargetDescription` of `arch` ("gfx90a", "gfx942", ...): wave64 (wave32 on RDNA), LDS
     as one static allocation per tile (TVM 0.27's AMDGPU codegen turns typed views of one pool
-    into global-memory accesses), bool tiles in int8 (TVM vectorizes bool stores into invalid IR)."""
+    into global-memory accesses), bool tiles in int8 (TVM vectorizes bool stores into invalid IR),
+    int64 data wrapping through int128 (an LLVM codegen)."""
     from tilecore.lowering.target import TargetDescription
 
     return TargetDescription(
@@ -26,6 +27,7 @@ def rocm_target(arch: str, options: Dict[str, Any]):
         bool_storage="int8",
         bool_vectors=True,
         bfloat16_computed_in_float32=True,  # TVM legalizes bfloat16 for AMDGPU
+        int64_wrap_via="int128",  # TVM's AMDGPU codegen is LLVM's: uint64 arithmetic is `nuw`
     )
 
 
