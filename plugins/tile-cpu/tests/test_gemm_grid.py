@@ -120,6 +120,10 @@ def test_tasks_are_even_and_b_blocks_fit_l2():
     plan = WholeGemm(*(N.Buffer(n, (2048, 2048), "float32") for n in "ABC"), 2048, 2048, 2048, "float32")
     mc, nc = task_shape(tile, plan, 256, caches, cores=2)
     assert (mc, nc) == (516, 256)  # 4 tasks (516, 516, 516, 500 rows); 256 x 256 fp32 = half of L2
+    ragged = WholeGemm(*(N.Buffer(n, (2000, 2000), "float32") for n in "ABC"), 2000, 2000, 2000, "float32")
+    assert task_shape(tile, ragged, 256, caches, cores=2) == (504, 80)  # 125 full panels: blocks of 5
+    narrow = WholeGemm(*(N.Buffer(n, (64, 5), "float32") for n in "ABC"), 64, 5, 64, "float32")
+    assert task_shape(tile, narrow, 64, caches, cores=2)[1] == 0  # no full panel: only the narrow one
     mc, nc = task_shape(tile, plan, 256, caches, cores=64)
     assert mc % 6 == 0 and mc >= 8 * 6 and 32 <= -(-2048 // mc) <= 64  # a task per core, >= 8 blocks each
 
