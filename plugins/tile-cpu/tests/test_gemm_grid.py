@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cpu_gemm_cases import gemm, gemm_with_epilogue, operand_maker
+from cpu_gemm_cases import NP, gemm, gemm_with_epilogue, operand_maker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tilecore.language as T
 from tile_cpu.gemm import MicroTile
-from tile_cpu.gemm_grid import WholeGemm, match, task_shape
+from tile_cpu.gemm_grid import WholeGemm, column_blocks, match, task_shape
 from tilecore.ir import nodes as N
 from tilecore.ir.visitor import walk_stmts
 from tilecore.runtime.api import lower
@@ -28,14 +28,16 @@ def kernel_of(func):
     return next(st for st in walk_stmts(lowered.body) if isinstance(st, N.Kernel))
 
 
-def matmul_rows_first(M, N, K, bm, bn, bk, dtype="float32", c_dtype="float32"):
+def matmul_rows_first(M, N, K, bm, bn, bk, dtype="float32", c_dtype="float32", spare_row=False):
     """examples/gemm.py's matmul (C in `c_dtype`, accumulated in float32 or int32) with the grid's
-    axes the other way round (rows first) and the copies in the other order."""
+    axes the other way round (rows first) and the copies in the other order. spare_row: one more
+    row of blocks, wholly past C (their copies read zeros and write nothing), so the same results
+    come from a grid the whole-GEMM match refuses: the block-by-block lowering."""
     accum = "int32" if dtype == "int8" else "float32"
 
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), c_dtype)):
-        with T.Kernel(T.ceildiv(M, bm), T.ceildiv(N, bn)) as (by, bx):
+        with T.Kernel(T.ceildiv(M, bm) + int(spare_row), T.ceildiv(N, bn)) as (by, bx):
             A_s = T.alloc_shared((bm, bk), dtype)
             B_s = T.alloc_shared((bk, bn), dtype)
             C_f = T.alloc_fragment((bm, bn), accum)
@@ -85,7 +87,7 @@ def test_narrow_c_sums_all_of_k_in_registers_and_rounds_once(dtype):
 @pytest.mark.parametrize(
     "func,why",
     [
-        (gemm(200, 200, 200, 64, 64, 32), "partial tiles: copies are predicated"),
+        (matmul_rows_first(200, 200, 200, 64, 64, 32, spare_row=True), "a block row past C"),
         (gemm(128, 128, 64, 64, 64, 32, "float16", "float16"), "the accumulator tile in float16"),
         (matmul_rows_first(128, 128, 64, 64, 64, 32, "int8", "int8"), "int32 sums stored into int8"),
         (gemm(128, 128, 64, 64, 64, 32, ta=True), "transposed A"),
@@ -98,12 +100,30 @@ def test_other_kernels_lower_block_by_block(func, why):
     assert match(kernel_of(func)) is None, why
 
 
+def test_partial_tile_grid_is_one_whole_gemm():
+    """examples/gemm.py at 200^3 with 64 x 64 x 32 tiles: the edge tiles' copies are predicated."""
+    kernel = kernel_of(gemm(200, 200, 200, 64, 64, 32))
+    assert any(isinstance(st, N.Copy) and st.predicated for st in walk_stmts(kernel.body))
+    plan = match(kernel)
+    assert plan is not None and (plan.M, plan.N, plan.K) == (200, 200, 200)
+
+
+def test_column_blocks_cover_n_once():
+    assert column_blocks(2000, 256, 16) == [(0, 7, 256, 16), (1792, 1, 208, 16)]
+    assert column_blocks(200, 192, 16) == [(0, 1, 192, 16), (192, 1, 8, 8)]
+    assert column_blocks(5, 0, 16) == [(0, 1, 5, 5)]
+
+
 def test_tasks_are_even_and_b_blocks_fit_l2():
     tile = MicroTile(6, 2, 8)
     caches = {"l1": 32 * 1024, "l2": 512 * 1024, "l3": 1 << 25}
     plan = WholeGemm(*(N.Buffer(n, (2048, 2048), "float32") for n in "ABC"), 2048, 2048, 2048, "float32")
     mc, nc = task_shape(tile, plan, 256, caches, cores=2)
     assert (mc, nc) == (516, 256)  # 4 tasks (516, 516, 516, 500 rows); 256 x 256 fp32 = half of L2
+    ragged = WholeGemm(*(N.Buffer(n, (2000, 2000), "float32") for n in "ABC"), 2000, 2000, 2000, "float32")
+    assert task_shape(tile, ragged, 256, caches, cores=2) == (504, 80)  # 125 full panels: blocks of 5
+    narrow = WholeGemm(*(N.Buffer(n, (64, 5), "float32") for n in "ABC"), 64, 5, 64, "float32")
+    assert task_shape(tile, narrow, 64, caches, cores=2)[1] == 0  # no full panel: only the narrow one
     mc, nc = task_shape(tile, plan, 256, caches, cores=64)
     assert mc % 6 == 0 and mc >= 8 * 6 and 32 <= -(-2048 // mc) <= 64  # a task per core, >= 8 blocks each
 
@@ -112,9 +132,9 @@ def test_tasks_are_even_and_b_blocks_fit_l2():
 
 
 def test_every_remainder_matches_reference():
-    """100 rows: 2 tasks of 54 and 46 rows (a 4-row block); K 600: chunks of 256, 256 and 88;
-    96 columns: one B block of 6 panels."""
-    M, N, K = 100, 96, 600
+    """100 rows: 2 tasks of 54 and 46 rows (a 4-row block); K 610 (a partial K tile): chunks of
+    256, 256 and 98; 100 columns (a partial column tile): a B block of 6 panels, a 4-column panel."""
+    M, N, K = 100, 100, 610
     f = gemm(M, N, K, 20, 32, 40)
     assert match(kernel_of(f)) is not None
     assert_matches_reference(f, [rand((M, K), "float32"), rand((K, N), "float32")], backend="cpu", out_idx=[-1])
@@ -155,3 +175,39 @@ def test_c_is_written_before_it_is_read():
     c = np.full((M, N), np.nan, dtype=np.float32)
     kernel(a, b, c)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype,c_dtype", [("float32", "float32"), ("bfloat16", "bfloat16")])
+@settings(max_examples=2, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    tiles=st.tuples(st.sampled_from([8, 24]), st.sampled_from([16, 32]), st.sampled_from([8, 16])),
+    shape=st.tuples(st.integers(1, 60), st.integers(1, 50), st.integers(1, 40)),
+)
+def test_partial_tiles_give_the_block_by_block_results_exactly(dtype, c_dtype, tiles, shape):
+    """Ragged M, N and K: bit for bit what the block-by-block lowering of the same grid computes
+    (C prefilled with NaN: every element is written, and only from in-range products)."""
+    import tilecore
+
+    (bm, bn, bk), (M, N, K) = tiles, shape
+    whole, blockwise = (matmul_rows_first(M, N, K, bm, bn, bk, dtype, c_dtype, spare) for spare in (False, True))
+    assert match(kernel_of(whole)) is not None and match(kernel_of(blockwise)) is None
+    a, b = rand((M, K), dtype), rand((K, N), dtype)
+    results = []
+    for f in (whole, blockwise):
+        c = np.full((M, N), np.nan, dtype=NP[c_dtype])
+        tilecore.compile(f, target="cpu")(a, b, c)
+        results.append(c)
+    np.testing.assert_array_equal(
+        results[0].view(np.uint16 if c_dtype == "bfloat16" else np.uint32),
+        results[1].view(np.uint16 if c_dtype == "bfloat16" else np.uint32),
+    )
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(results[0].astype(np.float64), exact, rtol=2e-2, atol=2e-2)
+
+
+def test_partial_tiles_with_an_epilogue_lower_block_by_block():
+    f = gemm_with_epilogue(70, 50, 40, 32, 32, 16, in_loop=False)
+    assert match(kernel_of(f)) is None
+    a, b = rand((70, 40), "float32"), rand((40, 50), "float32")
+    got = assert_matches_reference(f, [a, b], backend="cpu", out_idx=[-1])
+    assert got.min() >= 0  # the ReLU ran

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict
+from typing import Dict, Optional
 
 from tvm import tirx as tx
 
@@ -135,9 +135,10 @@ def lower_gemm(low, s: N.Gemm, tile_of, caches: Dict[str, int]):
     return seq(stmts + body)
 
 
-def pack_b(low, bp, b_value, panels: int, K: int):
-    """bp[jo, k, j] = b_value(k, jo * NR + j) for `panels` column panels of NR = bp's last extent."""
-    NR = int(bp.shape[2])
+def pack_b(low, bp, b_value, panels: int, K: int, width: Optional[int] = None):
+    """bp[jo, k, j] = b_value(k, jo * width + j) for `panels` column panels of `width` (at most,
+    and by default, NR = bp's last extent)."""
+    NR = int(bp.shape[2]) if width is None else width
     jo, k = low.fresh("jo"), low.fresh("k")
     return tx.For(
         jo,
