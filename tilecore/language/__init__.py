@@ -20,6 +20,8 @@ from .dtypes import (  # noqa: F401,A004
     float16,
     float32,
     float64,
+    float8_e4m3fn,
+    float8_e5m2,
     int8,
     int16,
     int32,

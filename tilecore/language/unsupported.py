@@ -18,8 +18,6 @@ from ..diagnostics import UnsupportedFeatureError
 
 # dtypes TileLang has and tilecore's language does not (yet)
 UNSUPPORTED_DTYPES = (
-    "float8_e4m3fn",
-    "float8_e5m2",
     "float8_e4m3",
     "float8_e8m0fnu",
     "float4_e2m1fn",

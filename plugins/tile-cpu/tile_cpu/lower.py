@@ -9,6 +9,8 @@
   T.Pipelined loop prefetches its next tiles (tile_cpu.prefetch).
 * Atomics: calls into support.c (compare-and-swap loops, real atomics).
 * T.print: calls into support.c (printf + fflush).
+* fp8: held in float32 with exact conversions (tilecore.lowering.fp8); TVM's own fp8
+  legalization on LLVM rounds wrongly.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tvm import tirx as tx
 
 from tilecore.ir import nodes as N
 from tilecore.ir.types import bits, is_float
+from tilecore.lowering.fp8 import Fp8Lowering
 from tilecore.lowering.intrinsics import IntrinsicTable, dtype_of
 from tilecore.lowering.tir_expr import cast_to, involves_bfloat16, round_to_bfloat16, tir_const
 from tilecore.lowering.tir_stmt import TirLowering, seq
@@ -30,7 +33,7 @@ from .gemm import lower_gemm, micro_tile
 from .prefetch import global_copies, prefetch_next
 
 
-class CpuLowering(TirLowering):
+class CpuLowering(Fp8Lowering, TirLowering):
     """Tile IR -> TIR for the LLVM CPU target."""
 
     backend_name = "cpu"

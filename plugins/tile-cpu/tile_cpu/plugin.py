@@ -34,6 +34,8 @@ def _gemm_dtype_pairs() -> frozenset:
         pairs.add((a, "int32"))
         pairs.add((a, "int64"))
     pairs.add(("int64", "int64"))
+    for a in ("float8_e4m3fn", "float8_e5m2"):  # products of fp8 values are exact in float32
+        pairs.update({(a, "float32"), (a, "float64")})
     return frozenset(pairs)
 
 
