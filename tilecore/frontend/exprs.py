@@ -133,6 +133,8 @@ def to_bool(e: N.Expr) -> N.Expr:
     """A condition: bools stay, numbers become `e != 0`."""
     if is_bool(e.dtype):
         return e
+    if is_fp8(e.dtype):  # compared in float32, as `binary` would (see promote)
+        e = cast_to(e, "float32")
     return N.BinOp("!=", e, const(0, e.dtype, e.span), "bool", e.span)
 
 

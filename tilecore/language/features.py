@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Dict
 
 from ..ir import nodes as N
-from ..ir.types import DTYPES
+from ..ir.types import DTYPES, is_fp8
 from ..ir.visitor import walk
 
 # name -> one-line meaning (shown by `tile backends --verbose` and in reports)
@@ -38,7 +38,9 @@ FEATURES: Dict[str, str] = {
 }
 FEATURES.update({f"dtype:{d}": f"tensors and arithmetic in {d}" for d in DTYPES})
 
-ALL_FEATURES = frozenset(FEATURES)
+# fp8 is opt-in: a backend has it only by listing the fp8 dtypes in `Capabilities.dtypes`,
+# so a plugin that declares every feature does not claim exact fp8 conversions by accident
+ALL_FEATURES = frozenset(f for f in FEATURES if not (f.startswith("dtype:") and is_fp8(f[len("dtype:") :])))
 
 
 def features_used(func: N.PrimFunc) -> Dict[str, N.Span]:
