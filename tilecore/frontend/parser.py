@@ -432,6 +432,33 @@ class Parser(InlineCalls, TileOps):
         else_body = self.body(node.orelse, "if")
         return [N.If(E.to_bool(test), then_body, else_body, self.span(node))]
 
+    def stmt_While(self, node: ast.While):
+        """`while cond:` in a kernel: a run-time loop whose condition is re-read every iteration."""
+        if node.orelse:
+            raise self.error("unsupported Python construct in a kernel: while-else", node)
+        if not self.in_kernel:
+            raise self.error("a `while` loop belongs inside `with T.Kernel(...)`", node)
+        if any(scope.kind == "parallel" for scope in self.scopes.stack):
+            raise self.error(
+                "a `while` loop inside T.Parallel is not supported: its iterations are independent "
+                "elements; loop outside the T.Parallel, or use a loop with a fixed count",
+                node,
+            )
+        test = self.scalar(self.eval(node.test), node.test)
+        if not is_ir(test):
+            raise self.error(
+                f"the condition of a kernel `while` loop must be a run-time value (read from a "
+                f"buffer or a T.alloc_var), got {E.describe(test)}: a Python-level condition would "
+                f"be evaluated once, while parsing; keep the loop state in a T.alloc_var",
+                node.test,
+            )
+        self.scopes.push("while loop")
+        try:
+            body = self.body(node.body)
+        finally:
+            self.scopes.pop()
+        return [N.While(E.to_bool(test), body, self.span(node))]
+
     def stmt_With(self, node: ast.With):
         if len(node.items) != 1:
             raise self.error("a kernel `with` takes exactly one T.Kernel(...)", node)

@@ -44,6 +44,7 @@ FEATURE_LABELS: Dict[str, str] = {
     "dynamic_shape": "T.dynamic (dynamic shapes)",
     "print": "T.print",
     "multi_block": "grids of more than one block",
+    "while_loop": "`while` loops",
 }
 
 

@@ -372,6 +372,16 @@ class _Checker:
         self.body(s.then_body)
         self.body(s.else_body)
 
+    def stmt_While(self, s: N.While) -> None:
+        self.expr(s.cond, "condition")
+        if s.cond.dtype != "bool":
+            raise self.error(f"while condition must be bool, got {s.cond.dtype}", s.cond, s)
+        if self.in_parallel:
+            raise self.error("a while loop inside T.Parallel is not supported", s)
+        self.push()
+        self.body(s.body)
+        self.pop()
+
     def stmt_Kernel(self, s: N.Kernel) -> None:
         if self.in_kernel:
             raise self.error("T.Kernel cannot be nested inside another T.Kernel", s)
@@ -675,6 +685,7 @@ _SCHEMA = {
     N.For: {"var": _VAR, "begin": _E, "extent": _E, "kind": _STR, "body": _BODY, "num_stages": _INT},
     N.Parallel: {"vars": _VARS, "extents": _INTS, "body": _BODY},
     N.If: {"cond": _E, "then_body": _BODY, "else_body": _BODY},
+    N.While: {"cond": _E, "body": _BODY},
     N.Kernel: {"grid": _ES, "block_vars": _VARS, "threads": _INTS, "body": _BODY},
     N.Copy: {"src": _REG, "dst": _REG, "predicated": _BOOL},
     N.Fill: {"dst": _REG, "value": _E},

@@ -215,6 +215,22 @@ class CpuLowering(Fp8Lowering, TirLowering):
         """Statements as the shared lowering does, GEMM operands taken from global where staged."""
         return super().lower_body(fuse_operand_copies(body, self.mentions))
 
+    # ----------------------------------------------------------------- while loops
+    def lower_While(self, s: N.While):
+        """`while cond: body` as a TIR while loop. What lowering the condition puts before its
+        statement (bounds checks, held values) must run before every test, so then the loop is
+        `while (true) { <that>; if (!cond) break; body }`."""
+        self._pending.append([])
+        try:
+            cond = self.lower_expr(s.cond, "bool")
+        finally:
+            before = self._pending.pop()
+        body = self.lower_body(s.body)
+        if not before:
+            return tx.While(cond, body)
+        leave = tx.IfThenElse(tx.Not(cond), tx.Break(), None)
+        return tx.While(tir_const(True, "bool"), seq(before + [leave, body]))
+
     # ----------------------------------------------------------------- pipelined loops
     def lower_For(self, s: N.For):
         """Loops as the shared lowering does; a T.Pipelined loop also prefetches its next tiles."""
