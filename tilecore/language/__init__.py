@@ -67,6 +67,7 @@ from .ops import (  # noqa: F401,A004  # noqa: F401
     floordiv,
     floormod,
     gemm,
+    get_thread_binding,
     if_then_else,
     im2col,
     infinity,
