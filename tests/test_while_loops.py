@@ -16,8 +16,15 @@ from tilecore.ir.serialize import dumps, loads
 
 
 @T.prim_func
-def halvings(A: T.Tensor((8,), "int32"), Steps: T.Tensor((8,), "int32"), Rest: T.Tensor((8,), "int32")):
-    """Per block: halve A[bx] while it is above 3 (a data-dependent trip count, possibly 0)."""
+def halvings(
+    A: T.Tensor((8,), "int32"),
+    Steps: T.Tensor((8,), "int32"),
+    Rest: T.Tensor((8,), "int32"),
+    Lim: T.Tensor((2,), "int32"),
+    Out: T.Tensor((64,), "float32"),
+):
+    """Per block: halve A[bx] while it is above 3 (a data-dependent trip count, possibly 0);
+    block 0 also loops over tiles whose range is read from memory (T.Parallel + T.copy inside)."""
     with T.Kernel(8) as bx:
         x = T.alloc_var("int32")
         n = T.alloc_var("int32")
@@ -28,20 +35,15 @@ def halvings(A: T.Tensor((8,), "int32"), Steps: T.Tensor((8,), "int32"), Rest: T
             n += 1
         Steps[bx] = n
         Rest[bx] = x
-
-
-@T.prim_func
-def ranges(Lim: T.Tensor((2,), "int32"), Out: T.Tensor((64,), "float32")):
-    """A loop over tiles whose count is read from memory, each tile a T.Parallel + T.copy."""
-    with T.Kernel(1) as bx:
-        tile = T.alloc_fragment((8,), "float32")
-        start = T.alloc_local((1,), "int32")
-        start[0] = Lim[0]
-        while start[0] < Lim[1]:
-            for i in T.Parallel(8):
-                tile[i] = T.cast(start[0] * 8 + i, "float32")
-            T.copy(tile, Out[start[0] * 8 : start[0] * 8 + 8])
-            start[0] += 1
+        if bx == 0:
+            tile = T.alloc_fragment((8,), "float32")
+            start = T.alloc_local((1,), "int32")
+            start[0] = Lim[0]
+            while start[0] < Lim[1]:
+                for i in T.Parallel(8):
+                    tile[i] = T.cast(start[0] * 8 + i, "float32")
+                T.copy(tile, Out[start[0] * 8 : start[0] * 8 + 8])
+                start[0] += 1
 
 
 def _halvings(v: int):
@@ -53,25 +55,20 @@ def _halvings(v: int):
 
 @pytest.fixture(scope="module", params=["reference", "cpu"])
 def compiled(request):
-    return (
-        request.param,
-        tilecore.compile(halvings, target=request.param),
-        tilecore.compile(ranges, target=request.param),
-    )
+    return request.param, tilecore.compile(halvings, target=request.param)
 
 
 @settings(max_examples=10, deadline=None)
 @given(st.lists(st.integers(-5, 10**6), min_size=8, max_size=8), st.integers(0, 8), st.integers(0, 8))
 def test_while_matches_python(compiled, values, lo, hi):
-    target, halve, tiles = compiled
+    target, kernel = compiled
     a = np.array(values, np.int32)
     steps, rest = np.zeros(8, np.int32), np.zeros(8, np.int32)
-    halve(a, steps, rest)
+    out = np.full(64, -1.0, np.float32)
+    kernel(a, steps, rest, np.array([lo, hi], np.int32), out)
     want = np.array([_halvings(v) for v in values])
     np.testing.assert_array_equal(steps, want[:, 0], err_msg=target)
     np.testing.assert_array_equal(rest, want[:, 1], err_msg=target)
-    out = np.full(64, -1.0, np.float32)
-    tiles(np.array([lo, hi], np.int32), out)
     expect = np.full(64, -1.0, np.float32)
     expect[lo * 8 : hi * 8] = np.arange(lo * 8, hi * 8)
     np.testing.assert_array_equal(out, expect, err_msg=target)
