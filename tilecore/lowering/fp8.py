@@ -147,21 +147,46 @@ def fp8_bits(value) -> object:
 class Fp8ExprLowerer(ExprLowerer):
     """ExprLowerer whose fp8-typed expressions lower to float32 values holding them exactly."""
 
+    held_fp8: dict = {}  # float32 buffer name -> the fp8 dtype it holds (set by Fp8Lowering)
+
+    def exact(self, value, dtype: str):
+        """Note that float32 `value` holds an fp8 `dtype` value exactly (rounding it is a no-op)."""
+        if not hasattr(self, "_exact_fp8"):
+            self._exact_fp8: dict = {}
+        self._exact_fp8[id(value)] = (value, dtype)
+        return value
+
+    def is_exact_fp8(self, value, dtype: str) -> bool:
+        """Whether `value` is known to hold an fp8 `dtype` value exactly: a rounding's or a
+        decoding's result, or a reading of a float32 buffer that holds `dtype` values."""
+        if isinstance(value, tvm.ir.TensorLoad) and self.held_fp8.get(value.source.name) == dtype:
+            return True
+        known = getattr(self, "_exact_fp8", {}).get(id(value))
+        return known is not None and known[0] is value and known[1] == dtype
+
     def read(self, load):
         """fp8 memory is read by its bits (`decode`); other loads as ExprLowerer reads them."""
         dt = dtype_of(load)
         if is_fp8(dt):
-            return decode(fp8_bits(load), dt)
+            return self.exact(decode(fp8_bits(load), dt), dt)
         return super().read(load)
 
-    def to_fp8(self, value, dtype: str, exact: bool = False):
-        """A lowered value rounded to fp8 `dtype`, as float32 (`exact`: it already is one)."""
-        if exact:
+    def to_fp8(self, value, dtype: str, exact: bool = False, hold: bool = True):
+        """A lowered value rounded to fp8 `dtype`, as float32 (`exact`: it already is one).
+
+        With `hold` (expressions of the statement being lowered) the operand is computed once,
+        before the statement; a tile operation's own loops pass False (their indices are not
+        defined there)."""
+        if exact or self.is_exact_fp8(value, dtype):
             return value
         x32 = as_float32(value)
-        if self.hold is not None and not isinstance(x32, (tx.Var, tvm.ir.TensorLoad)):
-            x32 = self.hold(x32)  # the rounding repeats its operand: compute it once
-        return round_to_fp8(x32, dtype)
+        keep = self.hold if hold else None
+        if keep is not None and not isinstance(x32, (tx.Var, tvm.ir.TensorLoad)):
+            x32 = keep(x32)  # the rounding repeats its operand: compute it once
+        rounded = round_to_fp8(x32, dtype)
+        if keep is not None:
+            rounded = keep(rounded)  # and so does `encode`, which often follows
+        return self.exact(rounded, dtype)
 
     def lower_as(self, expr: N.Expr, dtype: str):
         """`expr` as `dtype`; into fp8 it is rounded (unless it is that fp8 dtype already)."""
@@ -208,6 +233,7 @@ class Fp8Lowering:
     def __init__(self, *args, **kwargs):
         self.held_fp8: dict = {}  # names of the float32 buffers that hold fp8 values -> their fp8 dtype
         super().__init__(*args, **kwargs)
+        self.expr.held_fp8 = self.held_fp8  # type: ignore[attr-defined]
 
     def declare(self, shape, dtype: str, name: str, scope: str):
         """A block-local buffer; an fp8 one is a float32 buffer of exact fp8 values."""
@@ -221,7 +247,7 @@ class Fp8Lowering:
 
     def convert(self, value, dtype: str):
         if is_fp8(dtype):
-            return self.expr.to_fp8(value, dtype)  # type: ignore[attr-defined]
+            return self.expr.to_fp8(value, dtype, hold=False)  # type: ignore[attr-defined]
         return super().convert(value, dtype)  # type: ignore[misc]
 
     def store(self, tb, value, indices, exact_bfloat16: bool = True):
@@ -229,10 +255,20 @@ class Fp8Lowering:
         dt = self.logical_dtype(tb)
         if not is_fp8(dt):
             return super().store(tb, value, indices, exact_bfloat16)  # type: ignore[misc]
-        y32 = self.expr.to_fp8(value, dt)  # type: ignore[attr-defined]
+        y32 = self.expr.to_fp8(value, dt, hold=False)  # type: ignore[attr-defined]
         if tb.name in self.held_fp8:
             return tx.BufferStore(tb, y32, list(indices))
         return tx.BufferStore(tb, tx.reinterpret(dt, encode(y32, dt)), list(indices))
+
+    def lower_Cumsum(self, s: N.Cumsum):
+        """A scan whose destination is fp8 is refused: this lowering reads the previous (rounded)
+        output element back, and rounding every partial sum to 3 or 2 mantissa bits is far from
+        the reference's one rounding."""
+        if is_fp8(s.dst.dtype):
+            raise self.unsupported(  # type: ignore[attr-defined]
+                f"T.cumsum into an fp8 buffer ({s.dst.dtype}): scan into a float32 buffer and copy it", s
+            )
+        return super().lower_Cumsum(s)  # type: ignore[misc]
 
     def lower_Let(self, s: N.Let):
         """A name of fp8 dtype is a float32 name holding its exact value."""

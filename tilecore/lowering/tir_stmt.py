@@ -35,7 +35,7 @@ from tvm import tirx as tx
 
 from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
-from ..ir.types import is_float, itemsize
+from ..ir.types import is_float, is_fp8, itemsize
 from ..ir.visitor import Dispatcher
 from .intrinsics import IntrinsicTable, dtype_of
 from .tir_expr import (
@@ -78,8 +78,8 @@ def seq(stmts: Sequence) -> "tvm.tirx.Stmt":
 
 
 def accum_dtype(dtype: str) -> str:
-    """Where arithmetic on `dtype` happens: narrow floats in float32, the rest as is."""
-    return "float32" if dtype in NARROW_FLOATS else dtype
+    """Where arithmetic on `dtype` happens: narrow floats and fp8 in float32, the rest as is."""
+    return "float32" if dtype in NARROW_FLOATS or is_fp8(dtype) else dtype
 
 
 def lowest(dtype: str):

@@ -21,7 +21,7 @@ import tvm
 from tvm import tirx as tx
 
 from tilecore.ir import nodes as N
-from tilecore.ir.types import bits, is_float
+from tilecore.ir.types import bits, is_float, is_fp8
 from tilecore.lowering.fp8 import Fp8Lowering
 from tilecore.lowering.intrinsics import IntrinsicTable, dtype_of
 from tilecore.lowering.tir_expr import cast_to, involves_bfloat16, round_to_bfloat16, tir_const
@@ -260,6 +260,8 @@ class CpuLowering(Fp8Lowering, TirLowering):
         dt = str(tb.dtype)
         if dt == "bool":
             raise self.unsupported("atomics on bool tensors", node)
+        if is_fp8(dt):
+            raise self.unsupported(f"atomics on fp8 tensors ({dt}): accumulate in float32", node)
         self.needs_support = True
         if dt in ("float16", "bfloat16"):
             v = cast_to(value, "float32")
