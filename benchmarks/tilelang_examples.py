@@ -66,7 +66,7 @@ SMALL = {
     "flash_attention/example_mha_fwd_bhsd.py": {"batch": 1, "heads": 1, "seq_q": 128, "seq_kv": 128},
     "flash_decoding/example_mha_inference.py": {"H": 2, "Q_CTX": 128, "KV_CTX": 512, "D_HEAD": 64},
     "fusedmoe/example_fusedmoe_tilelang.py": {"d_hidden": 256, "d_expert": 128, "seq_len": 64},
-    "cast/example_group_per_split_token_cast_to_fp8.py": {"M": 256, "N": 256},
+    "cast/example_group_per_split_token_cast_to_fp8.py": {"M": 256, "N": 256, "batch_sizes": [64, 192]},
     "attention_sink/example_mha_sink_fwd_bhsd.py": {"seq_q": 128, "seq_kv": 128, "dim": 64},
     "attention_sink/example_mha_sink_bwd_bhsd.py": {"N_CTX": 128, "D_HEAD": 64},
     "attention_sink/example_gqa_sink_fwd_varlen.py": {

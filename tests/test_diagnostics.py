@@ -61,7 +61,7 @@ def test_undefined_name():
 @pytest.mark.parametrize(
     "tag, what",
     [
-        ("while", "a while loop"),
+        ("while", "while-else"),
         ("lambda", "a lambda"),
         ("try", "a try statement"),
         ("listcomp", "a list comprehension"),
@@ -75,6 +75,8 @@ def test_unsupported_python_constructs(tag, what):
             with T.Kernel(1):
                 while A[0] > 0:  # E:while
                     A[0] = A[0] - 1.0
+                else:
+                    A[1] = 0.0
 
     def make_lambda():
         @T.prim_func

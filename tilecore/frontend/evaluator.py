@@ -656,6 +656,15 @@ class Evaluator(Dispatcher):
     def expr_op_floormod(self, args, node):
         return self.binary_op("%", args["a"], args["b"], node)
 
+    def expr_op_get_thread_binding(self, args, node):
+        raise self.error(
+            "T.get_thread_binding() is supported only as the whole condition of an `if` that splits "
+            "the block's threads into two groups, compared with a number known at parse time: "
+            "`if T.get_thread_binding() < 32:` (tile code has no per-thread values; see "
+            "docs/semantics.md, thread-group splits)",
+            node,
+        )
+
     def expr_op_clamp(self, args, node):
         low = self.binary_op("max", args["x"], args["lo"], node)
         return self.binary_op("min", Evaluated(low, node), args["hi"], node)

@@ -12,7 +12,7 @@ import math
 from typing import Optional
 
 from ..ir import nodes as N
-from ..ir.types import INDEX_DTYPE, is_bool, is_float, is_int, literal_dtype, promote
+from ..ir.types import INDEX_DTYPE, is_bool, is_float, is_fp8, is_int, literal_dtype, promote
 
 PY_NUMBER = (bool, int, float)
 # Math functions that need a float argument (an int argument is computed in float32).
@@ -31,8 +31,11 @@ def adopted_dtype(value, other: str) -> str:
     """The dtype a Python literal takes next to an operand of dtype `other`.
 
     ints and bools adopt any numeric dtype; floats adopt float dtypes and are
-    float32 next to integers; next to a bool, numbers keep their own default.
+    float32 next to integers; next to a bool, numbers keep their own default; next
+    to an fp8 value (computed in float32, see `promote`) they are float32.
     """
+    if is_fp8(other) and not isinstance(value, bool):
+        return "float32"
     if isinstance(value, bool):
         return other
     if isinstance(value, int):
@@ -130,6 +133,8 @@ def to_bool(e: N.Expr) -> N.Expr:
     """A condition: bools stay, numbers become `e != 0`."""
     if is_bool(e.dtype):
         return e
+    if is_fp8(e.dtype):  # compared in float32, as `binary` would (see promote)
+        e = cast_to(e, "float32")
     return N.BinOp("!=", e, const(0, e.dtype, e.span), "bool", e.span)
 
 
@@ -190,6 +195,8 @@ def unary(op: str, a, span: N.Span = N.NO_SPAN) -> N.Expr:
         raise ExprTypeError(f"'~' needs an integer operand, got {a.dtype}")
     if op == "neg" and is_bool(a.dtype):
         raise ExprTypeError("cannot negate a bool; use 'not'")
+    if is_fp8(a.dtype):  # fp8 is computed in float32 (see promote)
+        a = cast_to(a, "float32")
     return N.UnaryOp(op, a, a.dtype, span)
 
 
@@ -198,8 +205,8 @@ def math_call(func: str, arg, span: N.Span = N.NO_SPAN) -> N.Expr:
     a = as_expr(arg, span, like="float32" if func in FLOAT_MATH else None)
     if is_bool(a.dtype):
         raise ExprTypeError(f"T.{func} of a bool is not defined")
-    if func in FLOAT_MATH and not is_float(a.dtype):
-        a = cast_to(a, "float32")
+    if (func in FLOAT_MATH and not is_float(a.dtype)) or is_fp8(a.dtype):
+        a = cast_to(a, "float32")  # fp8 is computed in float32 (see promote)
     return N.Call(func, (a,), a.dtype, span)
 
 

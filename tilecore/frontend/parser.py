@@ -15,7 +15,7 @@ import functools
 import importlib.util
 import itertools
 import linecache
-from typing import List
+from typing import List, Optional, Tuple
 
 from ..diagnostics import TileCompileError
 from ..ir import nodes as N
@@ -23,7 +23,7 @@ from ..ir.visitor import substitute, walk
 from ..language.dtypes import DType
 from ..language.tensor import InvalidTensorType, TensorType
 from . import exprs as E
-from .evaluator import BIN_OPS, Evaluated, is_ir
+from .evaluator import BIN_OPS, COMPARE_OPS, Evaluated, is_ir
 from .inline import InlineCalls
 from .tileops import TileOps
 
@@ -54,6 +54,7 @@ class Parser(InlineCalls, TileOps):
         self.annotations = annotations or {}
         self.used_names: set = set()
         self.in_kernel = False
+        self.kernel_threads: Tuple[int, ...] = (1,)  # threads= of the T.Kernel being parsed
         self.pending: list = []  # statements of inlined calls, emitted before the current one
 
     # ------------------------------------------------------------------ names
@@ -425,12 +426,69 @@ class Parser(InlineCalls, TileOps):
     # ------------------------------------------------------------------ control flow
 
     def stmt_If(self, node: ast.If):
+        split = self.thread_split(node.test)
+        if split is not None:  # each group of threads runs its branch: as if one after the other
+            then_runs, else_runs = split
+            return list(self.body(node.body, "if") if then_runs else ()) + list(
+                self.body(node.orelse, "if") if else_runs else ()
+            )
         test = self.scalar(self.eval(node.test), node.test)
         if not is_ir(test):
             return list(self.body(node.body if test else node.orelse))
         then_body = self.body(node.body, "if")
         else_body = self.body(node.orelse, "if")
         return [N.If(E.to_bool(test), then_body, else_body, self.span(node))]
+
+    def stmt_While(self, node: ast.While):
+        """`while cond:` in a kernel: a run-time loop whose condition is re-read every iteration."""
+        if node.orelse:
+            raise self.error("unsupported Python construct in a kernel: while-else", node)
+        if not self.in_kernel:
+            raise self.error("a `while` loop belongs inside `with T.Kernel(...)`", node)
+        if any(scope.kind == "parallel" for scope in self.scopes.stack):
+            raise self.error(
+                "a `while` loop inside T.Parallel is not supported: its iterations are independent "
+                "elements; loop outside the T.Parallel, or use a loop with a fixed count",
+                node,
+            )
+        test = self.scalar(self.eval(node.test), node.test)
+        if not is_ir(test):
+            raise self.error(
+                f"the condition of a kernel `while` loop must be a run-time value (read from a "
+                f"buffer or a T.alloc_var), got {E.describe(test)}: a Python-level condition would "
+                f"be evaluated once, while parsing; keep the loop state in a T.alloc_var",
+                node.test,
+            )
+        self.scopes.push("while loop")
+        try:
+            body = self.body(node.body)
+        finally:
+            self.scopes.pop()
+        return [N.While(E.to_bool(test), body, self.span(node))]
+
+    def thread_split(self, test) -> Optional[Tuple[bool, bool]]:
+        """For `T.get_thread_binding(dim) <op> c` (c known at parse time): whether some threads
+        of the block take the `if` branch and whether some take the `else` branch; else None."""
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+            return None
+        sides = ((test.left, test.comparators[0], False), (test.comparators[0], test.left, True))
+        for call, other, flipped in sides:
+            if not isinstance(call, ast.Call):
+                continue
+            func = self.eval(call.func)
+            if getattr(func, "__tile_intrinsic__", None) != "get_thread_binding":
+                continue
+            if any(scope.kind == "parallel" for scope in self.scopes.stack):
+                raise self.error("a thread-group split cannot be inside T.Parallel", test)
+            dim = self.py_int(self.bind_arguments(func, call, "get_thread_binding")["dim"], "dim", minimum=0)
+            threads = self.kernel_threads[dim] if dim < len(self.kernel_threads) else 1
+            bound = self.py_value(other, "the bound of a thread-group split")
+            if isinstance(bound, bool) or not isinstance(bound, (int, float)):
+                raise self.error(f"a thread-group split compares with a number, got {bound!r}", other)
+            compare = COMPARE_OPS[type(test.ops[0])][1]
+            taken = sum(1 for t in range(threads) if (compare(bound, t) if flipped else compare(t, bound)))
+            return taken > 0, taken < threads
+        return None
 
     def stmt_With(self, node: ast.With):
         if len(node.items) != 1:
@@ -450,6 +508,7 @@ class Parser(InlineCalls, TileOps):
         threads = self.threads(args["threads"])
         names = self.kernel_names(item.optional_vars, len(grid), node)
         self.in_kernel = True
+        self.kernel_threads = threads
         self.scopes.push("kernel")
         try:
             block_vars = tuple(self.new_var(n, "int32", t) for n, t in names)

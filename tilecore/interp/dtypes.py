@@ -4,6 +4,12 @@ Conversions (DESIGN.md "Numbers"): float narrowing rounds to nearest even, float
 to int truncates toward zero (C), int narrowing wraps, anything to bool is
 "nonzero". numpy does all of that except float64 -> bfloat16, where ml_dtypes
 rounds twice (through float32); `convert` fixes that with round-to-odd.
+
+fp8 (`float8_e4m3fn`, `float8_e5m2`) is ml_dtypes' own: conversion to fp8 rounds to
+nearest even from any source (ml_dtypes converts a float64 directly); a value beyond
+the largest finite one after rounding becomes NaN in e4m3fn (it has no inf) and inf in
+e5m2, NaN stays NaN with its sign. fp8 to an int or bool goes through float32 (exact),
+so it follows the float rules above.
 """
 
 from __future__ import annotations
@@ -24,10 +30,13 @@ NUMPY_DTYPES = {
     "int64": np.dtype(np.int64),
     "uint8": np.dtype(np.uint8),
     "bool": np.dtype(np.bool_),
+    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
 }
 assert set(NUMPY_DTYPES) == set(DTYPES)
 
 _BY_NUMPY = {v: k for k, v in NUMPY_DTYPES.items()}
+_FP8 = (NUMPY_DTYPES["float8_e4m3fn"], NUMPY_DTYPES["float8_e5m2"])
 
 
 def np_dtype(dtype: str) -> np.dtype:
@@ -90,6 +99,8 @@ def convert(value, dtype: str):
         or (dtype == "bfloat16" and arr.dtype.kind in "iu" and arr.dtype.itemsize > 2)
     ):
         out = _f64_to_bf16(arr.astype(np.float64))
+    elif arr.dtype in _FP8 and dtype not in ("float32", "float64"):
+        out = arr.astype(np.float32).astype(target)  # exact widening, then the float rules
     else:
         out = arr.astype(target)
     if out.ndim == 0 and not isinstance(value, np.ndarray):

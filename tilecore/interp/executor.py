@@ -472,6 +472,16 @@ class Program(Dispatcher):
 
         return parallel
 
+    def _s_While(self, s: N.While, sc: _Scope):
+        cond = self._as(s.cond, "bool", sc)
+        body = self._body(s.body, sc.child())
+
+        def loop(fr):
+            while cond(fr):
+                body(fr)
+
+        return loop
+
     def _s_If(self, s: N.If, sc: _Scope):
         cond = self._as(s.cond, "bool", sc)
         then_body = self._body(s.then_body, sc.child())

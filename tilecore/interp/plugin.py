@@ -55,7 +55,7 @@ def make_backend() -> Backend:
         targets=(NAME,),
         ir_versions=(TILE_IR_VERSION,),
         capabilities=Capabilities(
-            features=frozenset(ALL_FEATURES),
+            features=frozenset(ALL_FEATURES | {"while_loop"}),
             dtypes=frozenset(DTYPES),
             gemm_dtypes=_gemm_dtype_pairs(),
             max_shared_memory=None,
@@ -131,22 +131,18 @@ def as_numpy(arg) -> Tuple[np.ndarray, bool]:
     """(numpy array for `arg`, whether it is a copy that must be written back).
 
     numpy arrays pass through; CPU torch tensors and DLPack objects become
-    zero-copy views (bfloat16 by reinterpreting the bits, which numpy's DLPack
-    import does not cover); anything else is converted with a copy.
+    zero-copy views (bfloat16 and fp8 by reinterpreting the bits, which numpy's
+    DLPack import does not cover); anything else is converted with a copy.
     """
     if isinstance(arg, np.ndarray):
         if arg.flags.writeable:
             return arg, False
         return np.array(arg), False  # a read-only input: the kernel may not change it anyway
     if _is_torch(arg):
-        torch = sys.modules["torch"]
         if arg.device.type == "cpu":
-            t = arg.detach()
-            if t.dtype == torch.bfloat16:
-                import ml_dtypes
+            from ..runtime.arrays import as_numpy as view_as_numpy  # bfloat16 and fp8 by their bits
 
-                return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16), False
-            return t.numpy(), False
+            return view_as_numpy(arg), False
     if hasattr(arg, "__dlpack__"):
         try:
             view = np.from_dlpack(arg)

@@ -269,6 +269,15 @@ class If(Stmt):
 
 
 @dataclass(frozen=True)
+class While(Stmt):
+    """`while cond: body`: the body runs while `cond` (re-read before every iteration) holds."""
+
+    cond: Expr
+    body: Body
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
 class Kernel(Stmt):
     """`with T.Kernel(*grid, threads=) as (bx, by, ...)`: a grid of independent blocks."""
 
@@ -450,4 +459,21 @@ def is_stage_stmt(stmt: Stmt) -> bool:
 
 
 EXPR_TYPES = (Const, Var, BinOp, UnaryOp, Call, Cast, Select, Load)
-STMT_TYPES = (Alloc, Store, Let, For, Parallel, If, Kernel, Copy, Fill, Gemm, Reduce, Cumsum, Atomic, Print, Hint)
+STMT_TYPES = (
+    Alloc,
+    Store,
+    Let,
+    For,
+    Parallel,
+    If,
+    While,
+    Kernel,
+    Copy,
+    Fill,
+    Gemm,
+    Reduce,
+    Cumsum,
+    Atomic,
+    Print,
+    Hint,
+)

@@ -324,6 +324,10 @@ class _Printer(Dispatcher):
             self.emit(depth, "else:")
             self.body(s.else_body, depth + 1)
 
+    def stmt_While(self, s: N.While, depth: int) -> None:
+        self.emit(depth, f"while {self.expr(s.cond)}:")
+        self.body(s.body, depth + 1)
+
     def stmt_Copy(self, s: N.Copy, depth: int) -> None:
         src, dst = self.region_pair(s.src, s.dst)
         note = "" if s.predicated else "  # in bounds (proven: no edge guards)"

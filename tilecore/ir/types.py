@@ -6,14 +6,19 @@ Rules (DESIGN.md "Numbers"):
 * an int with a float gives the float;
 * two ints promote to the wider; signed wins over unsigned of the same width
   (uint8 with int8 gives int16);
-* bool behaves as the narrowest int when mixed with numbers.
+* bool behaves as the narrowest int when mixed with numbers;
+* fp8 (float8_e4m3fn, float8_e5m2) is a storage format: an fp8 operand counts as
+  float32 (it widens exactly), so arithmetic never happens in fp8 and a Python
+  literal next to an fp8 value is a float32 literal.
 """
 
 from __future__ import annotations
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+# fp8 formats (ml_dtypes' definitions): storage and conversions only, see `promote`
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8")
-DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
+DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",) + FP8_DTYPES
 
 _BITS = {
     "bool": 1,
@@ -26,6 +31,8 @@ _BITS = {
     "bfloat16": 16,
     "float32": 32,
     "float64": 64,
+    "float8_e4m3fn": 8,
+    "float8_e5m2": 8,
 }
 
 # Aliases users write (TileLang / numpy / torch spellings).
@@ -46,6 +53,10 @@ ALIASES = {
     "char": "int8",
     "byte": "uint8",
     "bool_": "bool",
+    "e4m3": "float8_e4m3fn",
+    "fp8_e4m3": "float8_e4m3fn",
+    "e5m2": "float8_e5m2",
+    "fp8_e5m2": "float8_e5m2",
 }
 
 INDEX_DTYPE = "int32"
@@ -71,7 +82,13 @@ def normalize_dtype(dtype: object) -> str:
 
 
 def is_float(dtype: str) -> bool:
-    return dtype in FLOAT_DTYPES
+    """Whether `dtype` is a floating-point dtype (fp8 included)."""
+    return dtype in FLOAT_DTYPES or dtype in FP8_DTYPES
+
+
+def is_fp8(dtype: str) -> bool:
+    """Whether `dtype` is one of the fp8 storage formats."""
+    return dtype in FP8_DTYPES
 
 
 def is_int(dtype: str) -> bool:
@@ -93,6 +110,8 @@ def itemsize(dtype: str) -> int:
 
 def promote(a: str, b: str) -> str:
     """The dtype in which a binary arithmetic operation on `a` and `b` happens."""
+    if is_fp8(a) or is_fp8(b):
+        return promote("float32" if is_fp8(a) else a, "float32" if is_fp8(b) else b)
     if a == b:
         return a
     if is_float(a) or is_float(b):

@@ -42,6 +42,8 @@ int32 = DType("int32")
 int64 = DType("int64")
 uint8 = DType("uint8")
 bool = DType("bool")  # noqa: A001  (TileLang spells it T.bool)
+float8_e4m3fn = DType("float8_e4m3fn")
+float8_e5m2 = DType("float8_e5m2")
 
 DTYPE_OBJECTS = {name: globals()[name] for name in DTYPES}
 float = float32  # noqa: A001  (TileLang's T.float is float32)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Dict
 
 from ..ir import nodes as N
-from ..ir.types import DTYPES
+from ..ir.types import DTYPES, is_fp8
 from ..ir.visitor import walk
 
 # name -> one-line meaning (shown by `tile backends --verbose` and in reports)
@@ -28,6 +28,7 @@ FEATURES: Dict[str, str] = {
     "reduce": "T.reduce_sum/max/min/abssum/absmax",
     "cumsum": "T.cumsum",
     "atomic": "T.atomic_add/max/min",
+    "while_loop": "`while` loops on run-time conditions",
     "runtime_if": "if on run-time values",
     "select": "T.if_then_else",
     "math": "math intrinsics (exp, log, sqrt, tanh, ...)",
@@ -38,7 +39,11 @@ FEATURES: Dict[str, str] = {
 }
 FEATURES.update({f"dtype:{d}": f"tensors and arithmetic in {d}" for d in DTYPES})
 
-ALL_FEATURES = frozenset(FEATURES)
+# Opt-in features, outside ALL_FEATURES, so a plugin that declares "every feature" does not claim
+# them by accident: `while` loops (a backend lists "while_loop" in its features) and fp8 (a
+# backend lists the fp8 dtypes in `Capabilities.dtypes`)
+OPT_IN_FEATURES = frozenset({"while_loop"} | {f"dtype:{d}" for d in DTYPES if is_fp8(d)})
+ALL_FEATURES = frozenset(FEATURES) - OPT_IN_FEATURES
 
 
 def features_used(func: N.PrimFunc) -> Dict[str, N.Span]:
@@ -75,6 +80,8 @@ def features_used(func: N.PrimFunc) -> Dict[str, N.Span]:
             add("cumsum", span)
         elif isinstance(node, N.Atomic):
             add("atomic", span)
+        elif isinstance(node, N.While):
+            add("while_loop", span)
         elif isinstance(node, N.If):
             add("runtime_if", span)
         elif isinstance(node, N.Select):

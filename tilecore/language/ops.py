@@ -86,6 +86,12 @@ def Kernel(*blocks, threads=128):  # noqa: N802
 
 
 @_kernel_only
+def get_thread_binding(dim=0):
+    """The thread's index along `dim` of the block's `threads=`, only as a thread-group split:
+    `if T.get_thread_binding() < 32: A else: B` (docs/semantics.md "Thread-group splits")."""
+
+
+@_kernel_only
 def alloc_shared(shape, dtype, scope="shared.dyn"):
     """A tile in memory shared by the block's threads."""
 

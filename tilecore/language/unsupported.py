@@ -18,8 +18,6 @@ from ..diagnostics import UnsupportedFeatureError
 
 # dtypes TileLang has and tilecore's language does not (yet)
 UNSUPPORTED_DTYPES = (
-    "float8_e4m3fn",
-    "float8_e5m2",
     "float8_e4m3",
     "float8_e8m0fnu",
     "float4_e2m1fn",
@@ -65,10 +63,10 @@ def declaring_backend(name: str):
 def unsupported_name_error(name: str) -> Optional[UnsupportedPrimitiveError]:
     """The error for `T.<name>` when it is a TileLang name tilecore does not provide, else None."""
     if name in UNSUPPORTED_DTYPES:
+        from ..ir.types import DTYPES
+
         return UnsupportedPrimitiveError(
-            "tilecore",
-            f"the dtype T.{name} (the language's dtypes are float16, bfloat16, float32, "
-            "float64, int8, int16, int32, int64, uint8 and bool)",
+            "tilecore", f"the dtype T.{name} (the language's dtypes are {', '.join(DTYPES[:-1])} and {DTYPES[-1]})"
         )
     backend = declaring_backend(name)
     if backend is None:

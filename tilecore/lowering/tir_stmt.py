@@ -35,7 +35,7 @@ from tvm import tirx as tx
 
 from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
-from ..ir.types import is_float, itemsize
+from ..ir.types import is_float, is_fp8, itemsize
 from ..ir.visitor import Dispatcher
 from .intrinsics import IntrinsicTable, dtype_of
 from .tir_expr import (
@@ -78,8 +78,8 @@ def seq(stmts: Sequence) -> "tvm.tirx.Stmt":
 
 
 def accum_dtype(dtype: str) -> str:
-    """Where arithmetic on `dtype` happens: narrow floats in float32, the rest as is."""
-    return "float32" if dtype in NARROW_FLOATS else dtype
+    """Where arithmetic on `dtype` happens: narrow floats and fp8 in float32, the rest as is."""
+    return "float32" if dtype in NARROW_FLOATS or is_fp8(dtype) else dtype
 
 
 def lowest(dtype: str):
@@ -102,6 +102,7 @@ class TirLowering(Dispatcher):
     # Hold bfloat16 in float32 (ExprLowerer.bfloat16_as_float32): block-local bfloat16
     # buffers are then float32 buffers of exactly rounded values, and every store rounds.
     bfloat16_as_float32 = False
+    expr_class = ExprLowerer  # a backend may lower expressions with a subclass (e.g. lowering.fp8)
 
     def __init__(
         self,
@@ -124,7 +125,7 @@ class TirLowering(Dispatcher):
         self.storage_scope = storage_scope
         self.dyn = {v.name: tx.Var(v.name, v.dtype) for v in func.dyn_vars}
         self.tir_buffers: Dict[str, tx.Buffer] = {}
-        self.expr = ExprLowerer({}, dict(self.dyn), intrinsics, backend=self.backend_name, source=self.source)
+        self.expr = self.expr_class({}, dict(self.dyn), intrinsics, backend=self.backend_name, source=self.source)
         self.expr.bfloat16_as_float32 = self.bfloat16_as_float32
         self.expr.hold = self.hold
         self._lane: Optional[Tuple[tx.Var, int]] = None  # the vector lane of the T.Parallel being lowered

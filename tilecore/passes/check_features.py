@@ -20,6 +20,7 @@ from typing import Dict, Optional, Tuple
 
 from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
+from ..ir.types import is_fp8
 from ..ir.visitor import walk_stmts
 
 # vocabulary name -> what the error message calls it
@@ -43,13 +44,15 @@ FEATURE_LABELS: Dict[str, str] = {
     "dynamic_shape": "T.dynamic (dynamic shapes)",
     "print": "T.print",
     "multi_block": "grids of more than one block",
+    "while_loop": "`while` loops",
 }
 
 
 def feature_label(feature: str) -> str:
     """A human description of a feature name for error messages."""
     if feature.startswith("dtype:"):
-        return f"dtype {feature[len('dtype:') :]}"
+        dtype = feature[len("dtype:") :]
+        return f"the fp8 dtype {dtype}" if is_fp8(dtype) else f"dtype {dtype}"
     return FEATURE_LABELS.get(feature, feature)
 
 

@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, TypeGuard
 from ..diagnostics import TileCompileError
 from ..ir import nodes as N
 from ..ir.span import Span
-from ..ir.types import DTYPES, FLOAT_DTYPES, INT_DTYPES
+from ..ir.types import DTYPES, FLOAT_DTYPES, INT_DTYPES, is_float
 from .simplify import as_int
 
 # input dtype -> accumulator dtypes T.gemm accepts (never narrower than the inputs)
@@ -43,6 +43,9 @@ GEMM_ACCUMULATORS: Dict[str, Tuple[str, ...]] = {
     "int16": ("int32", "int64"),
     "int32": ("int32", "int64"),
     "int64": ("int64",),
+    # fp8 products are exact in float32 (docs/semantics.md "fp8")
+    "float8_e4m3fn": ("float32", "float64"),
+    "float8_e5m2": ("float32", "float64"),
 }
 
 BLOCK_LOCAL_SCOPES = ("shared", "fragment", "local", "var")
@@ -165,7 +168,7 @@ class _Checker:
         if e.dtype not in DTYPES:
             raise self.error(f"{role} has unknown dtype {e.dtype!r}", e)
         if isinstance(e, N.Const):
-            if isinstance(e.value, float) and e.dtype not in FLOAT_DTYPES:
+            if isinstance(e.value, float) and not is_float(e.dtype):
                 raise self.error(f"constant {e.value!r} is a float but has dtype {e.dtype}", e)
         elif isinstance(e, N.Var):
             self.lookup_var(e)
@@ -178,13 +181,13 @@ class _Checker:
                 raise self.error(f"a comparison gives bool, but this one is typed {e.dtype}", e)
             if e.op in ("&", "|", "^", "<<", ">>"):
                 for side in (e.a, e.b):
-                    if side.dtype in FLOAT_DTYPES:
+                    if is_float(side.dtype):
                         raise self.error(f"operator {e.op} needs integer operands, got {side.dtype}", side, e)
         elif isinstance(e, N.UnaryOp):
             self.expr(e.a, role)
             if e.op not in N.UNARY_OPS:
                 raise self.error(f"unknown unary operator {e.op!r}", e)
-            if e.op == "~" and e.a.dtype in FLOAT_DTYPES:
+            if e.op == "~" and is_float(e.a.dtype):
                 raise self.error(f"operator ~ needs an integer operand, got {e.a.dtype}", e)
         elif isinstance(e, N.Call):
             if e.func not in N.MATH_FUNCS:
@@ -202,7 +205,7 @@ class _Checker:
             self.expr(e.cond, "condition")
             self.expr(e.a, role)
             self.expr(e.b, role)
-            if e.cond.dtype in FLOAT_DTYPES:
+            if is_float(e.cond.dtype):
                 raise self.error(f"T.if_then_else condition must be bool, got {e.cond.dtype}", e.cond, e)
         elif isinstance(e, N.Load):
             self.element_access(e.buffer, e.indices, e)
@@ -364,10 +367,20 @@ class _Checker:
 
     def stmt_If(self, s: N.If) -> None:
         self.expr(s.cond, "condition")
-        if s.cond.dtype in FLOAT_DTYPES:
+        if is_float(s.cond.dtype):
             raise self.error(f"if condition must be bool, got {s.cond.dtype}", s.cond, s)
         self.body(s.then_body)
         self.body(s.else_body)
+
+    def stmt_While(self, s: N.While) -> None:
+        self.expr(s.cond, "condition")
+        if s.cond.dtype != "bool":
+            raise self.error(f"while condition must be bool, got {s.cond.dtype}", s.cond, s)
+        if self.in_parallel:
+            raise self.error("a while loop inside T.Parallel is not supported", s)
+        self.push()
+        self.body(s.body)
+        self.pop()
 
     def stmt_Kernel(self, s: N.Kernel) -> None:
         if self.in_kernel:
@@ -672,6 +685,7 @@ _SCHEMA = {
     N.For: {"var": _VAR, "begin": _E, "extent": _E, "kind": _STR, "body": _BODY, "num_stages": _INT},
     N.Parallel: {"vars": _VARS, "extents": _INTS, "body": _BODY},
     N.If: {"cond": _E, "then_body": _BODY, "else_body": _BODY},
+    N.While: {"cond": _E, "body": _BODY},
     N.Kernel: {"grid": _ES, "block_vars": _VARS, "threads": _INTS, "body": _BODY},
     N.Copy: {"src": _REG, "dst": _REG, "predicated": _BOOL},
     N.Fill: {"dst": _REG, "value": _E},

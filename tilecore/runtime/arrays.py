@@ -199,13 +199,16 @@ def memory_range(array: Any) -> Optional[Tuple[int, int]]:
 
 
 def numpy_dtype(dtype: str) -> np.dtype[Any]:
-    """The numpy dtype of a tilecore dtype (bfloat16 through ml_dtypes)."""
-    if dtype == "bfloat16":
+    """The numpy dtype of a tilecore dtype (bfloat16 and fp8 through ml_dtypes)."""
+    if dtype in _ML_DTYPES:
         import ml_dtypes
 
-        bfloat16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
-        return bfloat16
+        through_ml_dtypes: np.dtype[Any] = np.dtype(getattr(ml_dtypes, dtype))
+        return through_ml_dtypes
     return np.dtype(dtype)
+
+
+_ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
 def allocate(
@@ -304,6 +307,9 @@ def as_numpy(array: Any) -> np.ndarray[Any, Any]:
         if t.dtype == torch.bfloat16:  # numpy has no bfloat16: view the bits, then reinterpret
             view: np.ndarray[Any, Any] = t.view(torch.int16).numpy().view(numpy_dtype("bfloat16"))
             return view
+        if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):  # the same for fp8
+            fp8: np.ndarray[Any, Any] = t.view(torch.uint8).numpy().view(numpy_dtype(str(t.dtype)[len("torch.") :]))
+            return fp8
         host: np.ndarray[Any, Any] = t.numpy()
         return host
     if _is_cupy(array):

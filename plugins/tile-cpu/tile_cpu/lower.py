@@ -9,6 +9,8 @@
   T.Pipelined loop prefetches its next tiles (tile_cpu.prefetch).
 * Atomics: calls into support.c (compare-and-swap loops, real atomics).
 * T.print: calls into support.c (printf + fflush).
+* fp8: held in float32 with exact conversions (tilecore.lowering.fp8); TVM's own fp8
+  legalization on LLVM rounds wrongly.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import tvm
 from tvm import tirx as tx
 
 from tilecore.ir import nodes as N
-from tilecore.ir.types import bits, is_float
+from tilecore.ir.types import bits, is_float, is_fp8
+from tilecore.lowering.fp8 import Fp8Lowering
 from tilecore.lowering.intrinsics import IntrinsicTable, dtype_of
 from tilecore.lowering.tir_expr import cast_to, involves_bfloat16, round_to_bfloat16, tir_const
 from tilecore.lowering.tir_stmt import TirLowering, seq
@@ -30,7 +33,7 @@ from .gemm import lower_gemm, micro_tile
 from .prefetch import global_copies, prefetch_next
 
 
-class CpuLowering(TirLowering):
+class CpuLowering(Fp8Lowering, TirLowering):
     """Tile IR -> TIR for the LLVM CPU target."""
 
     backend_name = "cpu"
@@ -212,6 +215,22 @@ class CpuLowering(TirLowering):
         """Statements as the shared lowering does, GEMM operands taken from global where staged."""
         return super().lower_body(fuse_operand_copies(body, self.mentions))
 
+    # ----------------------------------------------------------------- while loops
+    def lower_While(self, s: N.While):
+        """`while cond: body` as a TIR while loop. What lowering the condition puts before its
+        statement (bounds checks, held values) must run before every test, so then the loop is
+        `while (true) { <that>; if (!cond) break; body }`."""
+        self._pending.append([])
+        try:
+            cond = self.lower_expr(s.cond, "bool")
+        finally:
+            before = self._pending.pop()
+        body = self.lower_body(s.body)
+        if not before:
+            return tx.While(cond, body)
+        leave = tx.IfThenElse(tx.Not(cond), tx.Break(), None)
+        return tx.While(tir_const(True, "bool"), seq(before + [leave, body]))
+
     # ----------------------------------------------------------------- pipelined loops
     def lower_For(self, s: N.For):
         """Loops as the shared lowering does; a T.Pipelined loop also prefetches its next tiles."""
@@ -241,6 +260,8 @@ class CpuLowering(TirLowering):
         dt = str(tb.dtype)
         if dt == "bool":
             raise self.unsupported("atomics on bool tensors", node)
+        if is_fp8(dt):
+            raise self.unsupported(f"atomics on fp8 tensors ({dt}): accumulate in float32", node)
         self.needs_support = True
         if dt in ("float16", "bfloat16"):
             v = cast_to(value, "float32")

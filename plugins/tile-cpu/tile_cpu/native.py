@@ -34,7 +34,8 @@ import numpy as np
 
 NOT_HANDLED = object()  # Caller result: this call needs the TVM path
 
-# DLPack type codes (dlpack.h): kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6
+# DLPack type codes (dlpack.h): kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6,
+# kDLFloat8_e4m3fn 10, kDLFloat8_e5m2 12
 _DL_CODES = {
     "int8": (0, 8),
     "int16": (0, 16),
@@ -49,6 +50,8 @@ _DL_CODES = {
     "float64": (2, 64),
     "bfloat16": (4, 16),
     "bool": (6, 8),
+    "float8_e4m3fn": (10, 8),
+    "float8_e5m2": (12, 8),
 }
 _KDL_CPU = 1
 _TYPE_DLTENSOR_PTR = 7  # kTVMFFIDLTensorPtr
@@ -73,12 +76,12 @@ def _dtype_word(name: str) -> int:
 def _numpy_dtype_words() -> Dict[np.dtype, int]:
     table = {}
     for name in _DL_CODES:
-        if name == "bfloat16":
+        if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
             try:
                 import ml_dtypes
             except ImportError:
                 continue
-            table[np.dtype(ml_dtypes.bfloat16)] = _dtype_word(name)
+            table[np.dtype(getattr(ml_dtypes, name))] = _dtype_word(name)
         else:
             table[np.dtype(name)] = _dtype_word(name)
     return table

@@ -34,6 +34,8 @@ def _gemm_dtype_pairs() -> frozenset:
         pairs.add((a, "int32"))
         pairs.add((a, "int64"))
     pairs.add(("int64", "int64"))
+    for a in ("float8_e4m3fn", "float8_e5m2"):  # products of fp8 values are exact in float32
+        pairs.update({(a, "float32"), (a, "float64")})
     return frozenset(pairs)
 
 
@@ -111,7 +113,7 @@ def make_backend() -> Backend:
         targets=(NAME,) + CROSS_TARGETS,
         ir_versions=(TILE_IR_VERSION,),
         capabilities=Capabilities(
-            features=frozenset(ALL_FEATURES),
+            features=frozenset(ALL_FEATURES | {"while_loop"}),
             dtypes=frozenset(DTYPES),
             gemm_dtypes=_gemm_dtype_pairs(),
             max_shared_memory=MAX_BLOCK_MEMORY,  # per-block storage lives in ordinary memory

@@ -1,0 +1,116 @@
+"""`while` loops in kernels: run-time conditions re-read every iteration, on reference and cpu;
+clear errors where a condition cannot be lowered and on backends without the feature."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tilecore
+import tilecore.language as T
+from tilecore.diagnostics import TileCompileError, UnsupportedFeatureError
+from tilecore.frontend import parse_source
+from tilecore.ir.serialize import dumps, loads
+
+
+@T.prim_func
+def halvings(
+    A: T.Tensor((8,), "int32"),
+    Steps: T.Tensor((8,), "int32"),
+    Rest: T.Tensor((8,), "int32"),
+    Lim: T.Tensor((2,), "int32"),
+    Out: T.Tensor((64,), "float32"),
+):
+    """Per block: halve A[bx] while it is above 3 (a data-dependent trip count, possibly 0);
+    block 0 also loops over tiles whose range is read from memory (T.Parallel + T.copy inside)."""
+    with T.Kernel(8) as bx:
+        x = T.alloc_var("int32")
+        n = T.alloc_var("int32")
+        x = A[bx]
+        n = 0
+        while x > 3:
+            x = x // 2
+            n += 1
+        Steps[bx] = n
+        Rest[bx] = x
+        if bx == 0:
+            tile = T.alloc_fragment((8,), "float32")
+            start = T.alloc_local((1,), "int32")
+            start[0] = Lim[0]
+            while start[0] < Lim[1]:
+                for i in T.Parallel(8):
+                    tile[i] = T.cast(start[0] * 8 + i, "float32")
+                T.copy(tile, Out[start[0] * 8 : start[0] * 8 + 8])
+                start[0] += 1
+
+
+def _halvings(v: int):
+    n = 0
+    while v > 3:
+        v, n = v // 2, n + 1
+    return n, v
+
+
+@pytest.fixture(scope="module", params=["reference", "cpu"])
+def compiled(request):
+    return request.param, tilecore.compile(halvings, target=request.param)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.integers(-5, 10**6), min_size=8, max_size=8), st.integers(0, 8), st.integers(0, 8))
+def test_while_matches_python(compiled, values, lo, hi):
+    target, kernel = compiled
+    a = np.array(values, np.int32)
+    steps, rest = np.zeros(8, np.int32), np.zeros(8, np.int32)
+    out = np.full(64, -1.0, np.float32)
+    kernel(a, steps, rest, np.array([lo, hi], np.int32), out)
+    want = np.array([_halvings(v) for v in values])
+    np.testing.assert_array_equal(steps, want[:, 0], err_msg=target)
+    np.testing.assert_array_equal(rest, want[:, 1], err_msg=target)
+    expect = np.full(64, -1.0, np.float32)
+    expect[lo * 8 : hi * 8] = np.arange(lo * 8, hi * 8)
+    np.testing.assert_array_equal(out, expect, err_msg=target)
+
+
+def test_while_prints_back_to_source():
+    from tilecore.ir.printer import to_source
+
+    text = to_source(halvings)
+    again = parse_source(text)
+    assert "while " in text and again == halvings and to_source(again) == text
+    assert loads(dumps(halvings)) == halvings
+
+
+def _kernel(body: str) -> str:
+    return (
+        "import tilecore.language as T\n"
+        "@T.prim_func\n"
+        "def k(A: T.Tensor((8,), 'int32')):\n"
+        "    with T.Kernel(1) as bx:\n"
+        "        n = T.alloc_var('int32')\n"
+        "        n = A[0]\n" + body
+    )
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("        while 3 > 2:\n            n += 1\n", "must be a run-time value"),
+        ("        while n < 4:\n            n += 1\n        else:\n            n = 0\n", "while-else"),
+        ("        for i in T.Parallel(8):\n            while n < 4:\n                A[i] = n\n", "inside T.Parallel"),
+        ("        m = n\n        while m < 4:\n            m = m + 1\n", "assigned inside a while loop body"),
+        ("        while A:\n            n += 1\n", "A"),
+    ],
+)
+def test_conditions_that_cannot_be_lowered_are_errors_at_the_line(body, message):
+    with pytest.raises(TileCompileError, match=message) as info:
+        parse_source(_kernel(body))
+    assert info.value.span.line >= 7
+
+
+@pytest.mark.parametrize("target", ["npu", "cuda:sm_90a"])
+def test_backends_without_while_refuse_it(target):
+    with pytest.raises(UnsupportedFeatureError, match="does not support `while` loops"):
+        tilecore.compile(halvings, target=target)
