@@ -10,10 +10,11 @@ events with an L2 flush (tile-cuda's Timer).
 
 In the same run: the chosen kernel and the best hand-picked configuration of
 benchmarks/results/ (128x256x64, 256 threads, warp-specialized: 1.709 ms at 8192^3 with 4 stages
-in session 7, h200-session7/ws_first_design.jsonl, timed without an L2 flush; 3 stages here) are
-timed side by side, with cuBLAS.
-Bar: tuned time <= 1.709 ms / 0.9 (and the same-run ratio is recorded). Writes autotune_h200-<date>.json (tuning time,
-every candidate, machine, versions).
+in session 7, h200-session7/ws_first_design.jsonl, timed without an L2 flush) are timed side by
+side by the same profiler, with cuBLAS. Bar: tuned >= 0.9x that configuration in the same run (peers
+in the same process: the same kernel timed 1.69-1.98 ms across this project's H200 calls and timing
+methods, h200-session8/README.md); the ratio to the stored 1.709 ms is recorded too.
+Writes autotune_h200-<date>.json (tuning time, every candidate, machine, versions).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import tilecore.language as T
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_file import utc_stamp, write_record  # noqa: E402
 
-HAND_PICKED = {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "threads": 256}
+HAND_PICKED = {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 4, "threads": 256}
 # benchmarks/results/h200-session7/ws_first_design.jsonl, GEMM fp16 8192^3, 128x256x64 / 4 stages /
 # 256 threads (warp-specialized): the fastest GEMM at this size recorded in benchmarks/results/
 HAND_PICKED_RESULTS_MS = 1.709
@@ -108,7 +109,7 @@ def main(argv=None):
     ratio_results = HAND_PICKED_RESULTS_MS / rows["tuned"]["median_ms"]
     print(
         f"tuned vs hand-picked in this run: {ratio_same_run:.3f}x; vs the results' {HAND_PICKED_RESULTS_MS} ms: "
-        f"{ratio_results:.3f}x (bar >= 0.9x); tuning took {tuning_s:.0f} s; "
+        f"{ratio_results:.3f}x (bar: >= 0.9x in this run); tuning took {tuning_s:.0f} s; "
         f"vs cuBLAS {rows['cublas']['median_ms'] / rows['tuned']['median_ms']:.3f}x",
         flush=True,
     )
@@ -127,7 +128,7 @@ def main(argv=None):
         "timings": rows,
         "tuned_over_hand_picked": ratio_same_run,
         "tuned_over_results_hand_picked": ratio_results,
-        "bar_0.9x_hand_picked": ratio_results >= 0.9,
+        "bar_0.9x_hand_picked_same_run": ratio_same_run >= 0.9,
     }
     write_record(args.out, "autotune_h200", stamp, record)
     return 0
