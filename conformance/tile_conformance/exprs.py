@@ -27,25 +27,11 @@ import math
 from dataclasses import dataclass
 from typing import List, Sequence
 
+from tilecore.ir.nodes import MATH_FUNCS
 from tilecore.ir.types import is_float, promote
 
 LIMIT = 64.0  # magnitudes of float intermediates stay below this (exact 2^-k scaling)
-FLOAT_FUNCS = (
-    "exp",
-    "exp2",
-    "log",
-    "log2",
-    "sqrt",
-    "rsqrt",
-    "tanh",
-    "sigmoid",
-    "sin",
-    "cos",
-    "floor",
-    "ceil",
-    "abs",
-    "neg",
-)
+FLOAT_FUNCS = MATH_FUNCS + ("neg",)  # the language's math functions, and negation
 FLOAT_BINOPS = ("+", "-", "*", "/", "max", "min")
 INT_BINOPS = ("+", "-", "*", "//", "%", "max", "min", "&", "|", "^")
 FLOAT_CONSTS = (0.5, 1.5, 2.0, 0.25, 3.0, -1.0, -0.75)

@@ -34,6 +34,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Type, Union
 
+from tilecore.ir.nodes import MATH_FUNCS
+
 MAGIC = b"TNPU"
 FORMAT_VERSION = 1
 NO_REG = 255  # "no register / no mask" in a register field
@@ -105,25 +107,10 @@ BINOP_NAMES = (
     "land",
     "lor",
 )
-UNOPS = (
-    "mov",
-    "neg",
-    "not",
-    "~",
-    "exp",
-    "exp2",
-    "log",
-    "log2",
-    "sqrt",
-    "rsqrt",
-    "tanh",
-    "sigmoid",
-    "sin",
-    "cos",
-    "floor",
-    "ceil",
-    "abs",
-)
+# opcode order: the four register operations, then the language's math functions in their order
+UNOPS = ("mov", "neg", "not", "~") + MATH_FUNCS
+# math functions that take the vector unit four times as long (the others are bit operations)
+TRANSCENDENTAL = tuple(f for f in MATH_FUNCS if f not in ("floor", "ceil", "abs"))
 UNOP_NAMES = (
     "mov",
     "neg",

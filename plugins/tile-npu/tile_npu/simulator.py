@@ -762,18 +762,7 @@ class Simulator:
         reads = [ra] if ra else []
         self.check_hazards(reads=reads, writes=[w])
         self.view(ins[4], odt)[:n] = np.broadcast_to(out, (n,))
-        transcendental = isa.UNOPS[ins[1]] in (
-            "exp",
-            "exp2",
-            "log",
-            "log2",
-            "sqrt",
-            "rsqrt",
-            "tanh",
-            "sigmoid",
-            "sin",
-            "cos",
-        )
+        transcendental = isa.UNOPS[ins[1]] in isa.TRANSCENDENTAL
         self.engine("vector", self._vcycles(n) * (4 if transcendental else 1), self.cfg.vector_latency, reads, [w])
 
     def op_vcvt(self, ins):
