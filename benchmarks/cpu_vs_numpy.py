@@ -25,7 +25,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -53,13 +52,16 @@ def parse_args(argv=None):
 
 
 ARGS = parse_args()
-# the same thread count for both sides; must be set before numpy / TVM load
-for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TVM_NUM_THREADS"):
-    os.environ[var] = str(ARGS.threads)
+sys.path.insert(0, HERE)
+import cpu_host  # noqa: E402
+
+cpu_host.pin(ARGS.threads)
 
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "examples"))
+from cpu_host import machine  # noqa: E402
+
 import tilecore  # noqa: E402
 import tilecore.language as T  # noqa: E402
 
@@ -73,33 +75,9 @@ def median(values):
 CLOCK = time.process_time if ARGS.clock == "cpu" else time.perf_counter
 
 
-def best_of(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        t = CLOCK()
-        fn()
-        times.append(CLOCK() - t)
-    return min(times)
-
-
-# OpenBLAS's idle workers keep spinning for about 2^28 cycles (~0.1 s) after a call
-# returns, and TVM's pool workers spin briefly too. Called back to back, one library's
-# spinning workers take a core from the other (on 2 cores this cost tilecore's GEMM
-# ~25%: 0.61-0.64x instead of ~0.85x). A pause before each timed call lets them sleep.
-PAUSE_S = 0.3
-
-
 def side_by_side(tile_fn, numpy_fn, repeat):
-    """(tilecore times, numpy times) in seconds, measured alternately."""
-    tile_fn()
-    numpy_fn()  # warm up both (page faults, thread pools)
-    tt, nt = [], []
-    for _ in range(repeat):  # alternate so that noise from other processes hits both
-        time.sleep(PAUSE_S)
-        tt.append(best_of(tile_fn, 1))
-        time.sleep(PAUSE_S)
-        nt.append(best_of(numpy_fn, 1))
-    return tt, nt
+    """(tilecore times, numpy times) in seconds, measured alternately on this run's clock."""
+    return cpu_host.side_by_side(tile_fn, numpy_fn, repeat, CLOCK)
 
 
 @tilecore.jit(out_idx=[-1])
@@ -379,85 +357,6 @@ def compile_times():
     }
 
 
-def openblas_core():
-    """numpy's OpenBLAS: {library, corename, config} as the loaded library reports them (threadpoolctl's way)."""
-    import ctypes
-
-    np.ones(2) @ np.ones(2)  # make sure the BLAS is loaded
-    try:
-        with open("/proc/self/maps") as f:
-            paths = sorted({line.split()[-1] for line in f if "openblas" in line.lower() and "/" in line})
-    except OSError:
-        return {}
-    for path in paths:
-        lib = ctypes.CDLL(path)
-        for prefix, suffix in (
-            ("scipy_openblas_", "64_"),
-            ("scipy_openblas_", ""),
-            ("openblas_", "64_"),
-            ("openblas_", ""),
-        ):
-            try:
-                corename = getattr(lib, f"{prefix}get_corename{suffix}")
-                config = getattr(lib, f"{prefix}get_config{suffix}")
-            except AttributeError:
-                continue
-            corename.restype = config.restype = ctypes.c_char_p
-            return {"library": os.path.basename(path), "corename": corename().decode(), "config": config().decode()}
-    return {}
-
-
-def lscpu_model():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    except OSError:
-        return ""
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "")
-
-
-def machine():
-    import tvm
-
-    from tile_cpu.build import host_info
-    from tile_cpu.gemm import micro_tile
-
-    info = host_info()
-    tile = micro_tile(info["vector_bits"], info["vector_regs"], "float32")
-    try:
-        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-        blas = f"{blas.get('name')} {blas.get('version')}"
-    except Exception:
-        blas = "unknown"
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        pass
-    return {
-        "cpu": model,
-        "lscpu_model": lscpu_model(),
-        "llvm_cpu": info["cpu"],
-        "triple": info["triple"],
-        "llvm_features": info["features"],
-        "vector_bits": info["vector_bits"],
-        "vector_registers": info["vector_regs"],
-        "caches": info["caches"],
-        "gemm_register_block_fp32": f"{tile.mr}x{tile.nr}",
-        "openblas": openblas_core(),
-        "env": {v: os.environ.get(v) for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")},
-        "load_average": os.getloadavg(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "blas": blas,
-        "tvm": tvm.__version__,
-        "llvm": info["llvm"],
-        "tilecore": tilecore.__version__,
-        "platform": platform.platform(),
-    }
-
-
 def main():
     args = ARGS
     print(f"threads: {args.threads} (TVM pool and OpenBLAS)")
@@ -483,7 +382,7 @@ def main():
         "gemm_tile_sizes": [list(t) for t in GEMM_TILE_SIZES],
         "gemm_bar": GEMM_BAR,
         "gemm_best_bar": GEMM_BEST_BAR,
-        "pause_before_each_call_s": PAUSE_S,
+        "pause_before_each_call_s": cpu_host.PAUSE_S,
         "note": "the machine may be shared with other jobs; ratio = median numpy time / median "
         "tilecore time of R alternating runs with a pause before each call (idle BLAS/TVM "
         "workers spin); best_of_ratio uses the fastest run of each",

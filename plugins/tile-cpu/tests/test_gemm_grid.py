@@ -211,3 +211,43 @@ def test_partial_tiles_with_an_epilogue_lower_block_by_block():
     a, b = rand((70, 40), "float32"), rand((40, 50), "float32")
     got = assert_matches_reference(f, [a, b], backend="cpu", out_idx=[-1])
     assert got.min() >= 0  # the ReLU ran
+
+
+def test_b_is_packed_once_for_all_tasks(monkeypatch):
+    """B's block is packed by a parallel loop over its panels, outside the tasks' loop, and each
+    task packs only its own rows of A: when every task packed all of B, a 16-core host copied B
+    16 times per GEMM."""
+    import re
+
+    import tile_cpu.lower as cpu_lower
+    import tilecore
+
+    monkeypatch.setenv("TILECORE_CACHE", "0")  # lower for real, not from the compile cache
+    made = []
+    real = cpu_lower.gemm_grid.lower
+    monkeypatch.setattr(cpu_lower.gemm_grid, "lower", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    tilecore.compile(gemm(256, 128, 64, 64, 64, 32), target="cpu", out_idx=[-1])
+    assert len(made) == 1 and made[0] is not None
+
+    # TVM 0.27's Python API has no TIR visitor: read the TVMScript, a parallel loop's body being
+    # the lines indented deeper than its `for`
+    lines = str(made[0]).splitlines()
+    parallel = {}  # loop variable -> names of the buffers its body stores to
+    for i, line in enumerate(lines):
+        loop = re.match(r"(\s*)for (\w+) in T\.parallel\(", line)
+        if not loop:
+            continue
+        depth, stores = len(loop.group(1)), set()
+        for inner in lines[i + 1 :]:
+            if len(inner) - len(inner.lstrip()) <= depth:
+                break
+            store = re.match(r"\s*([A-Za-z]+)_\d+\[.*\] = ", inner) or re.match(r"\s*([A-Z])\[.*\] = ", inner)
+            if store:
+                stores.add(store.group(1))
+        parallel[loop.group(2)] = stores
+
+    tasks = {v: st for v, st in parallel.items() if v.startswith("task")}
+    assert len(tasks) >= 2
+    assert all("Bpack" not in st for st in tasks.values())
+    assert {"Apack"} in tasks.values()  # each task packs its own rows of A
+    assert {"Bpack"} in [st for v, st in parallel.items() if v not in tasks]  # B's panels, in parallel

@@ -135,16 +135,17 @@ def lower_gemm(low, s: N.Gemm, tile_of, caches: Dict[str, int]):
     return seq(stmts + body)
 
 
-def pack_b(low, bp, b_value, panels: int, K: int, width: Optional[int] = None):
+def pack_b(low, bp, b_value, panels: int, K: int, width: Optional[int] = None, kind=tx.ForKind.SERIAL):
     """bp[jo, k, j] = b_value(k, jo * width + j) for `panels` column panels of `width` (at most,
-    and by default, NR = bp's last extent)."""
+    and by default, NR = bp's last extent); `kind` is the panel loop's (PARALLEL: one panel per
+    task)."""
     NR = int(bp.shape[2]) if width is None else width
     jo, k = low.fresh("jo"), low.fresh("k")
     return tx.For(
         jo,
         0,
         panels,
-        tx.ForKind.SERIAL,
+        kind,
         tx.For(
             k,
             0,
@@ -157,8 +158,9 @@ def pack_b(low, bp, b_value, panels: int, K: int, width: Optional[int] = None):
     )
 
 
-def pack_a(low, ap, a_value, M: int, K: int):
-    """ap[io, k, i] = a_value(io * MR + i, k) for M rows, MR = ap's last extent (the last block partial)."""
+def pack_a(low, ap, a_value, M: int, K: int, panel0=0):
+    """ap[panel0 + io, k, i] = a_value(io * MR + i, k) for M rows, MR = ap's last extent (the last
+    block partial)."""
     MR = int(ap.shape[2])
     full = M // MR
     stmts = []
@@ -175,7 +177,9 @@ def pack_a(low, ap, a_value, M: int, K: int):
                     0,
                     K,
                     tx.ForKind.SERIAL,
-                    tx.For(i, 0, MR, tx.ForKind.UNROLLED, tx.BufferStore(ap, a_value(io * MR + i, k), [io, k, i])),
+                    tx.For(
+                        i, 0, MR, tx.ForKind.UNROLLED, tx.BufferStore(ap, a_value(io * MR + i, k), [panel0 + io, k, i])
+                    ),
                 ),
             )
         )
@@ -192,7 +196,7 @@ def pack_a(low, ap, a_value, M: int, K: int):
                     0,
                     M - full * MR,
                     tx.ForKind.UNROLLED,
-                    tx.BufferStore(ap, a_value(full * MR + i, k), [full, k, i]),
+                    tx.BufferStore(ap, a_value(full * MR + i, k), [panel0 + full, k, i]),
                 ),
             )
         )

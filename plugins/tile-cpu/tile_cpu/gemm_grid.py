@@ -185,10 +185,9 @@ def task_shape(tile: MicroTile, plan: WholeGemm, kc: int, caches: Dict[str, int]
     """(mc, nc): rows of C per parallel task, columns per packed B block.
 
     Tasks of nearly equal rows, at least 4 and as many as the host has cores, none shorter than
-    8 register blocks (every task packs all of B, so fewer tasks pack less); nc the largest
-    divisor of N's full NR panels whose kc x nc B block fills at most half of L2 (0 when N is
-    narrower than one panel). At 2000^3 on Zen 3, 5-panel blocks (the divisor) ran 0.96x numpy
-    and 16 panels plus a shorter last block 0.91x.
+    8 register blocks; nc the largest divisor of N's full NR panels whose kc x nc B block fills
+    at most half of L2 (0 when N is narrower than one panel). At 2000^3 on Zen 3, 5-panel blocks
+    (the divisor) ran 0.96x numpy and 16 panels plus a shorter last block 0.91x.
     """
     tasks = max(1, min(max(4, cores), plan.M // (8 * tile.mr)))
     rows = -(-plan.M // tasks)
@@ -199,24 +198,83 @@ def task_shape(tile: MicroTile, plan: WholeGemm, kc: int, caches: Dict[str, int]
     return min(mc, plan.M), nc_panels * tile.nr
 
 
+def grid_k_chunk(tile: MicroTile, M: int, K: int, acc_bytes: int, caches: Dict[str, int]) -> int:
+    """The K chunk (kc) of the whole GEMM: C is read and written once per chunk."""
+    kc, _ = cache_blocks(tile, M, K, acc_bytes, caches)
+    return kc
+
+
 def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
-    """The TIR of the whole GEMM, or None when the ISA has no vectors for the accumulator dtype."""
+    """The TIR of the whole GEMM, or None when the ISA has no vectors for the accumulator dtype.
+
+    Per K chunk of kc: every task packs its own rows of A (in parallel, into one buffer); then
+    per block of nc columns, B's kc x nc block is packed once, its NR panels in parallel, and
+    every task runs its rows across it. B is packed once whatever the number of tasks (each
+    task packing all of B cost 16x B's size in copies on a 16-core host); each parallel loop
+    ends before the next starts (TVM's parallel launch joins), so a packed block is complete
+    before any task reads it.
+    """
     acc = plan.acc
     if tile.lanes < 2 or not (is_float(acc) or acc in ("int32", "int64")):
         return None
-    kc, _ = cache_blocks(tile, plan.M, plan.K, bits(acc) // 8, caches)
+    kc = grid_k_chunk(tile, plan.M, plan.K, bits(acc) // 8, caches)
     if plan.c.dtype != acc:  # a narrow C holds no partial sums: all of K in one chunk, rounded once
         kc = plan.K
     mc, nc = task_shape(tile, plan, kc, caches, os.cpu_count() or 1)
+    MR, NR = min(tile.mr, plan.M), tile.nr
     ta, tb, tc = low.buffer(plan.a), low.buffer(plan.b), low.buffer(plan.c)
-    task = low.fresh("task")
-    row0 = task * mc
-    full_rows = plan.M // mc
-    body = _task(low, plan, tile, ta, tb, tc, row0, mc, nc, kc)
-    if plan.M > full_rows * mc:  # the last task has fewer rows
-        short = _task(low, plan, tile, ta, tb, tc, row0, plan.M - full_rows * mc, nc, kc)
-        body = tx.IfThenElse(tx.LT(task, full_rows), body, short) if full_rows else short
-    return tx.For(task, 0, -(-plan.M // mc), tx.ForKind.PARALLEL, body)
+    ap = low.local_buffer([-(-plan.M // MR), kc, MR], acc, "Apack")
+    bp = low.local_buffer([max(1, nc // NR), kc, NR], acc, "Bpack")
+    tasks, full_rows = -(-plan.M // mc), plan.M // mc
+
+    def per_task(body_of):
+        """A parallel loop over the tasks; body_of(task, rows) is one task's work. Task t's rows
+        start at t * mc, its A panels at t * (mc / MR): affine indices, which TVM's buffer-region
+        analysis bounds (with a floordiv it shrank Apack using loop variables out of scope)."""
+        task = low.fresh("task")
+        body = body_of(task, mc)
+        if plan.M > full_rows * mc:  # the last task has fewer rows
+            short = body_of(task, plan.M - full_rows * mc)
+            body = tx.IfThenElse(tx.LT(task, full_rows), body, short) if full_rows else short
+        return tx.For(task, 0, tasks, tx.ForKind.PARALLEL, body)
+
+    def a_val(panel0, row, k):
+        return tx.BufferLoad(ap, [panel0 + tx.floordiv(row, MR), k, tx.floormod(row, MR)])
+
+    def b_panel(jo, _col0, _nr):
+        return lambda k, j: tx.BufferLoad(bp, [jo, k, j])
+
+    def chunk(k0, klen: int, first: bool):
+        def pack_rows(task, rows):
+            a_value = lambda i, k: cast_to(low.load(ta, [task * mc + i, k0 + k]), acc)  # noqa: E731
+            return pack_a(low, ap, a_value, rows, klen, panel0=task * (mc // MR))
+
+        blocks = []
+        for start, count, width, nr in column_blocks(plan.N, nc, NR):
+            jb = low.fresh("jb")
+            col0 = start + jb * width
+            b_value = lambda k, j, col0=col0: cast_to(low.load(tb, [k0 + k, col0 + j]), acc)  # noqa: E731
+
+            def run_rows(task, rows, col0=col0, width=width, nr=nr):
+                c_idx = lambda i, j: [task * mc + i, col0 + j]  # noqa: E731
+                task_a = lambda row, k: a_val(task * (mc // MR), row, k)  # noqa: E731
+                kernel = MicroKernel(low, acc, tc, c_idx, task_a, zero_c=first)
+                return kernel.panels(0, rows, MR, 0, width, nr, b_panel, 0, klen, rows_outer=True)
+
+            block = seq([pack_b(low, bp, b_value, width // nr, klen, nr, kind=tx.ForKind.PARALLEL), per_task(run_rows)])
+            blocks.append(tx.For(jb, 0, count, tx.ForKind.SERIAL, block))
+        return seq([per_task(pack_rows)] + blocks)
+
+    parts = []
+    for start, length, count in chunks(plan.K, kc):
+        if start == 0:  # the first chunk starts the accumulators at 0: C is not read before it is written
+            parts.append(chunk(0, length, True))
+            count -= 1
+            start = length
+        if count:
+            kb = low.fresh("kb")
+            parts.append(tx.For(kb, 0, count, tx.ForKind.SERIAL, chunk(start + kb * length, length, False)))
+    return seq([tx.AllocBuffer(ap), tx.AllocBuffer(bp)] + parts)
 
 
 def column_blocks(N: int, nc: int, NR: int):
@@ -231,48 +289,3 @@ def column_blocks(N: int, nc: int, NR: int):
     if N > n_full:
         out.append((n_full, 1, N - n_full, N - n_full))
     return out
-
-
-def _task(low, plan: WholeGemm, tile: MicroTile, ta, tb, tc, row0, rows: int, nc: int, kc: int):
-    """C[row0:+rows, :] = A[rows, :] B: per K chunk of kc, A's rows packed once, then per block of
-    nc columns B's kc x nc block packed (it stays in L2) and every MR-row block of A (its panel in
-    L1) run across the block's NR-column panels, walking C along its rows; the last N mod NR
-    columns are one narrower panel."""
-    acc, MR, NR = plan.acc, min(tile.mr, rows), tile.nr
-    ap = low.local_buffer([-(-rows // MR), kc, MR], acc, "Apack")
-    bp = low.local_buffer([max(1, nc // NR), kc, NR], acc, "Bpack")
-
-    def a_val(row, k):
-        return tx.BufferLoad(ap, [tx.floordiv(row, MR), k, tx.floormod(row, MR)])
-
-    def b_panel(jo, _col0, _nr):
-        return lambda k, j: tx.BufferLoad(bp, [jo, k, j])
-
-    def chunk(k0, klen: int, first: bool):
-        a_value = lambda i, k: cast_to(low.load(ta, [row0 + i, k0 + k]), acc)  # noqa: E731
-        blocks = []
-        for start, count, width, nr in column_blocks(plan.N, nc, NR):
-            jb = low.fresh("jb")
-            col0 = start + jb * width
-            b_value = lambda k, j, col0=col0: cast_to(low.load(tb, [k0 + k, col0 + j]), acc)  # noqa: E731
-            c_idx = lambda i, j, col0=col0: [row0 + i, col0 + j]  # noqa: E731
-            kernel = MicroKernel(low, acc, tc, c_idx, a_val, zero_c=first)
-            block = seq(
-                [
-                    pack_b(low, bp, b_value, width // nr, klen, nr),
-                    kernel.panels(0, rows, MR, 0, width, nr, b_panel, 0, klen, rows_outer=True),
-                ]
-            )
-            blocks.append(tx.For(jb, 0, count, tx.ForKind.SERIAL, block))
-        return seq([pack_a(low, ap, a_value, rows, klen)] + blocks)
-
-    parts = []
-    for start, length, count in chunks(plan.K, kc):
-        if start == 0:  # the first chunk starts the accumulators at 0: C is not read before it is written
-            parts.append(chunk(0, length, True))
-            count -= 1
-            start = length
-        if count:
-            kb = low.fresh("kb")
-            parts.append(tx.For(kb, 0, count, tx.ForKind.SERIAL, chunk(start + kb * length, length, False)))
-    return seq([tx.AllocBuffer(ap), tx.AllocBuffer(bp)] + parts)
