@@ -1,12 +1,14 @@
-"""The whole-grid cpu GEMM at several K-chunk sizes (kc), against numpy in the same process.
+"""The whole-grid cpu GEMM at several K-chunk sizes (kc) and k-loop unrollings, against numpy.
 
     python benchmarks/cpu_gemm_blocking.py [--size 2048] [--threads 1] [--repeat 7] [--kc 0,256,384,512]
+        [--unroll 0,1,8] [--clock wall|cpu]
 
 tile_cpu.gemm_grid chooses kc from the host's caches (`grid_k_chunk`). A larger kc reads
 and writes C fewer times (once per K chunk) but needs a larger A panel in L1 and B block in
 L2; the right size depends on the host. This times examples/gemm.py's matmul (fp32, size^3,
 128x128x64 tiles: every tile size lowers to the same whole-grid GEMM) with kc overridden
-(0 = the backend's own choice), alternately with numpy's a @ b, and prints the ratio numpy
+(0 = the backend's own choice) and the micro-kernel's k loop unrolled --unroll times, alternately
+with numpy's a @ b, and prints the ratio numpy
 time / tilecore time of the medians. Compile caching is off so that each kc is compiled.
 Writes benchmarks/results/cpu_gemm_blocking-<date>.json (machine, versions, command).
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -27,6 +30,13 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--kc", default="0,128,192,256,384,512", help="comma-separated K chunks; 0 = the backend's own")
+    p.add_argument("--unroll", default="0", help="comma-separated k-loop unroll factors; 0 = the backend's own")
+    p.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: this process's CPU time per call (with --threads 1, robust on a shared machine)",
+    )
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     return p.parse_args(argv)
 
@@ -47,18 +57,21 @@ from results_file import utc_stamp, write_record  # noqa: E402
 
 import tile_cpu.gemm_grid as gemm_grid  # noqa: E402
 import tilecore  # noqa: E402
+from tile_cpu.gemm import MicroKernel  # noqa: E402
 
 
-def kernel_with_kc(n: int, kc: int):
-    """matmul at n^3 compiled with the whole-grid GEMM's K chunk forced to kc (0: unchanged)."""
-    own = gemm_grid.grid_k_chunk
+def kernel_with(n: int, kc: int, unroll: int):
+    """matmul at n^3 compiled with the whole-grid GEMM's K chunk forced to kc and the micro-kernel's
+    k loop unrolled `unroll` times (0: the backend's own choice)."""
+    own_kc, own_unroll = gemm_grid.grid_k_chunk, MicroKernel.K_UNROLL
     if kc:
         gemm_grid.grid_k_chunk = lambda tile, M, K, acc_bytes, caches: min(kc, K)
+    MicroKernel.K_UNROLL = unroll or own_unroll
     try:
         func = matmul.prim_func(n, n, n, 128, 128, 64, dtype="float32", accum="float32")
         return tilecore.compile(func, target="cpu", out_idx=[-1])
     finally:
-        gemm_grid.grid_k_chunk = own
+        gemm_grid.grid_k_chunk, MicroKernel.K_UNROLL = own_kc, own_unroll
 
 
 def main():
@@ -68,22 +81,25 @@ def main():
     b = rng.standard_normal((n, n), dtype=np.float32)
     want = a.astype(np.float64) @ b
     rows = []
-    for kc in [int(x) for x in ARGS.kc.split(",")]:
-        k = kernel_with_kc(n, kc)
+    variants = [(int(kc), int(u)) for kc in ARGS.kc.split(",") for u in ARGS.unroll.split(",")]
+    for kc, unroll in variants:
+        k = kernel_with(n, kc, unroll)
         c = k(a, b)
         err = float(np.max(np.abs(c - want)) / np.max(np.abs(want)))
         assert err < 1e-5, f"kc={kc}: wrong result ({err})"
-        tt, nt = side_by_side(lambda k=k: k(a, b), lambda: a @ b, ARGS.repeat)
+        clock = time.process_time if ARGS.clock == "cpu" else time.perf_counter
+        tt, nt = side_by_side(lambda k=k: k(a, b), lambda: a @ b, ARGS.repeat, clock)
         ratio = float(np.median(nt) / np.median(tt))
-        label = f"own {own_k_chunk(n)}" if kc == 0 else str(kc)
+        label = (f"own {own_k_chunk(n)}" if kc == 0 else str(kc)) + f", unroll {unroll or MicroKernel.K_UNROLL}"
         print(
-            f"kc {label:>10}  tilecore {np.median(tt) * 1e3:8.2f} ms  numpy {np.median(nt) * 1e3:8.2f} ms  "
+            f"kc {label:>20}  tilecore {np.median(tt) * 1e3:8.2f} ms  numpy {np.median(nt) * 1e3:8.2f} ms  "
             f"ratio {ratio:5.2f}x",
             flush=True,
         )
         rows.append(
             {
                 "kc": kc,
+                "unroll": unroll,
                 "label": label,
                 "tilecore_ms": [t * 1e3 for t in tt],
                 "numpy_ms": [t * 1e3 for t in nt],
@@ -97,6 +113,7 @@ def main():
         "date": stamp,
         "size": n,
         "threads": ARGS.threads,
+        "clock": ARGS.clock,
         "machine": machine(),
         "results": rows,
     }
