@@ -217,7 +217,7 @@ def tune_and_sweep(name: str, size: int, rounds: int) -> dict:
     print(
         f"[{name}] autotune pick #{pick}: {pooled[pick]:.2f} ms; sweep best #{best}: "
         f"{pooled[best]:.2f} ms; ratio {ratio:.3f} (bar <= 1.05: {'met' if ratio <= 1.05 else 'NOT met'}); "
-        f"slowest config {slowest / fastest_round[best]:.2f}x the best",
+        f"slowest config {slowest / pooled[best]:.2f}x the best",
         flush=True,
     )
     return {

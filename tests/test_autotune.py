@@ -172,3 +172,37 @@ def test_autotune_on_the_npu_simulator_times_in_simulated_cycles():
     assert report.method == "simulated cycles" and [c.status for c in report.candidates] == [R.OK, R.OK]
     best = min(report.candidates, key=lambda c: c.median_ms)
     assert report.best_index == best.index and kernel.target == "npu"
+
+
+def test_runoff_times_the_closest_candidates_again_among_themselves():
+    """After the interleaved rounds, the candidates within `runoff` of the fastest (at most
+    `finalists`) are timed again head to head; the rest keep their first timing. The three
+    configurations of a small GEMM run on the reference interpreter (no compiler to wait for);
+    with a wide run-off window all are close and `finalists` alone decides how many run off."""
+    from tilecore.autotune.measure import MeasureSettings, measure_candidates
+    from tilecore.ir.serialize import dumps
+
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+    from gemm import matmul
+
+    candidates = [
+        (i, dumps(matmul.prim_func(32, 32, 32, bm, bm, 16, dtype="float32", accum="float32")))
+        for i, bm in enumerate((8, 16, 32))
+    ]
+    quick = dict(warmup=1, rep=4, rounds=2, skip_check=True)
+    two = measure_candidates(candidates, "reference", [-1], {}, MeasureSettings(**quick, runoff=100.0, finalists=2))
+    assert [m.status for m in two] == [R.OK] * 3
+    assert sum(m.runoff for m in two) == 2
+    none = measure_candidates(candidates, "reference", [-1], {}, MeasureSettings(**quick, runoff=0.0))
+    assert not any(m.runoff for m in none)
+
+
+def test_the_winner_comes_from_the_runoff():
+    """A candidate left out of the run-off never wins on its first, noisier timing."""
+    first_pass_only = R.Candidate(0, {"x": 0}, median_ms=1.0)
+    finalists = [
+        R.Candidate(1, {"x": 1}, median_ms=1.2, runoff=True),
+        R.Candidate(2, {"x": 2}, median_ms=1.1, runoff=True),
+    ]
+    assert R.fastest([first_pass_only, *finalists]).index == 2
+    assert R.fastest([first_pass_only, R.Candidate(3, {"x": 3}, median_ms=1.5)]).index == 0

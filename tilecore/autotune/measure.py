@@ -33,6 +33,8 @@ class MeasureSettings:
     inputs: Optional[List[np.ndarray]] = None  # host copies of the user's inputs, if given
     seed: int = 0
     rounds: int = 3  # interleaved timing rounds (see measure_candidates)
+    runoff: float = 0.10  # candidates within this fraction of the fastest are timed again...
+    finalists: int = 4  # ...at most this many (0: no run-off)
 
 
 @dataclass
@@ -46,6 +48,7 @@ class Measurement:
     spread_pct: Optional[float] = None
     method: str = ""
     device: str = ""
+    runoff: bool = False  # timed again among the finalists; median_ms is from the run-off
 
 
 def install_entries(entries: Dict[str, bytes]) -> None:
@@ -100,7 +103,11 @@ def measure_candidates(
     Survivors are timed in `settings.rounds` interleaved rounds (each round: warm-up, then
     rep / rounds ms of runs, candidate after candidate), and each one's median is taken over
     all its runs: load from other processes that comes and goes then hits every candidate,
-    not just the one that happened to be timed at that moment.
+    not just the one that happened to be timed at that moment. Then a run-off: the candidates
+    within `settings.runoff` of the fastest (at most `settings.finalists`) are timed again, in
+    as many interleaved rounds among themselves, and their medians come from those runs only. A
+    candidate that looked fastest because a quiet moment fell on its turn must win again
+    head to head (on a 16-core VM whose timings swung 8%, the pick was 1.055x the best without).
     """
     install_entries(entries or {})
     results: Dict[int, Measurement] = {}
@@ -145,33 +152,62 @@ def _checked(candidates, target, out_idx, options, settings, results, on_done) -
 
 
 def _time_in_rounds(survivors, inputs, settings: MeasureSettings, results, on_done) -> None:
-    from ..profiler import BenchResult, Profiler
+    from ..profiler import Profiler
 
     profilers = {index: Profiler(kernel, inputs) for index, kernel in survivors}
-    rounds = 1 if profilers[survivors[0][0]].timer.deterministic else max(1, settings.rounds)
-    runs: Dict[int, List[BenchResult]] = {index: [] for index, _ in survivors}
+    deterministic = profilers[survivors[0][0]].timer.deterministic
+    rounds = 1 if deterministic else max(1, settings.rounds)
+    indices = [index for index, _ in survivors]
+    runs = _rounds(indices, profilers, settings, rounds, results)
+    medians = {i: _merged(r).median_ms for i, r in runs.items() if i not in results}
+    finalists = _finalists(medians, settings) if not deterministic else []
+    if len(finalists) > 1:
+        runs.update(_rounds(finalists, profilers, settings, rounds, results))
+    for index in indices:
+        if index not in results:
+            merged = _merged(runs[index])
+            results[index] = Measurement(
+                index,
+                R.OK,
+                "",
+                merged.median_ms,
+                merged.spread_pct,
+                merged.method,
+                merged.device,
+                runoff=index in finalists and len(finalists) > 1,
+            )
+        if on_done is not None:
+            on_done(results[index])
+
+
+def _rounds(indices, profilers, settings: MeasureSettings, rounds: int, results) -> Dict[int, list]:
+    """{index: [BenchResult per round]}: `rounds` interleaved rounds over the candidates; one that
+    fails now gets its RUN_ERROR Measurement in `results` (it ran once already: still its own)."""
+    runs: Dict[int, list] = {index: [] for index in indices}
     for _ in range(rounds):
-        for index, _ in survivors:
+        for index in indices:
             if index in results:
                 continue
             try:
                 runs[index].append(profilers[index].bench(warmup=settings.warmup, rep=settings.rep / rounds))
-            except Exception as err:  # it ran once already; failing now is still its own problem
+            except Exception as err:
                 results[index] = Measurement(index, R.RUN_ERROR, f"{type(err).__name__}: {err}")
-    for index, _ in survivors:
-        if index not in results:
-            first = runs[index][0]
-            merged = BenchResult(
-                first.kernel,
-                first.target,
-                first.device,
-                first.method,
-                [t for r in runs[index] for t in r.times_ms],
-                first.n_warmup,
-                first.work,
-            )
-            results[index] = Measurement(
-                index, R.OK, "", merged.median_ms, merged.spread_pct, merged.method, merged.device
-            )
-        if on_done is not None:
-            on_done(results[index])
+    return runs
+
+
+def _merged(bench_results):
+    """One BenchResult holding the runs of several."""
+    from ..profiler import BenchResult
+
+    first = bench_results[0]
+    times = [t for r in bench_results for t in r.times_ms]
+    return BenchResult(first.kernel, first.target, first.device, first.method, times, first.n_warmup, first.work)
+
+
+def _finalists(medians: Dict[int, float], settings: MeasureSettings) -> List[int]:
+    """The candidates timed again: within `runoff` of the fastest median, at most `finalists`."""
+    if not medians or settings.finalists < 2 or settings.runoff <= 0:
+        return []
+    best = min(medians.values())
+    close = sorted((m, i) for i, m in medians.items() if m <= best * (1 + settings.runoff))
+    return [i for _, i in close[: settings.finalists]]

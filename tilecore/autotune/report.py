@@ -26,15 +26,24 @@ class Candidate:
     compile_s: Optional[float] = None
     median_ms: Optional[float] = None
     spread_pct: Optional[float] = None
+    runoff: bool = False  # timed again among the fastest (its median is from that run-off)
 
     def line(self) -> str:
         text = f"#{self.index:<3} {_config_text(self.config):<48} "
         if self.status == OK and self.median_ms is not None:
-            return text + f"{self.median_ms:10.4g} ms  (IQR {self.spread_pct:.1f}%)"
+            mark = "  run-off" if self.runoff else ""
+            return text + f"{self.median_ms:10.4g} ms  (IQR {self.spread_pct:.1f}%){mark}"
         return text + f"SKIPPED: {self.status}: {self.message.splitlines()[0] if self.message else ''}"
 
     def to_dict(self) -> Dict[str, Any]:
         return dict(self.__dict__)
+
+
+def fastest(timed: List[Candidate]) -> Candidate:
+    """The winner among timed candidates: the fastest of the run-off when there was one (the
+    others' medians come from the first, noisier pass and do not compete with it)."""
+    finalists = [c for c in timed if c.runoff] or timed
+    return min(finalists, key=lambda c: c.median_ms if c.median_ms is not None else float("inf"))
 
 
 def _config_text(config: Dict[str, Any]) -> str:

@@ -294,7 +294,7 @@ class AutoTuner:
         for m in measurements:
             cand = candidates[m.index]
             cand.status, cand.message = m.status, m.message
-            cand.median_ms, cand.spread_pct = m.median_ms, m.spread_pct
+            cand.median_ms, cand.spread_pct, cand.runoff = m.median_ms, m.spread_pct, m.runoff
             report.method, report.device = m.method or report.method, m.device or report.device
         timed = [c for c in candidates if c.status == R.OK and c.median_ms is not None]
         report.tuning_s = time.perf_counter() - start
@@ -306,7 +306,7 @@ class AutoTuner:
                 f"autotune {self.__name__}: no configuration compiled, ran and matched the "
                 f"reference, so there is nothing to choose from:\n{report.summary()}"
             )
-        report.best_index = min(timed, key=lambda c: c.median_ms if c.median_ms is not None else float("inf")).index
+        report.best_index = R.fastest(timed).index
         report.best_ir = next(t.ir_json for t in tasks if t.index == report.best_index)
         if _terminal():
             print(report.summary(), file=sys.stderr)
