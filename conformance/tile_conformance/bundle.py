@@ -43,6 +43,7 @@ from .execute import (
     call_on_device,
     check_with_core_pipeline,
     compare_outputs,
+    declared,
     fresh_compile_cache,
     load_source,
     make_inputs,
@@ -98,7 +99,7 @@ def _build_bundle(backend_name, folder, examples, seed, families) -> dict:
         try:
             func = load_source(prog.source)
             rec["features"] = program_features(func, prog)
-            undeclared = [x for x in rec["features"] if x not in backend.capabilities.features]
+            undeclared = [x for x in rec["features"] if x not in declared(backend)]
             if undeclared:
                 rec.update(
                     status=UNSUPPORTED,
@@ -264,7 +265,7 @@ def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: O
             )
             continue
         outcomes.append(compare_outputs(prog, ref, got, feats))
-    table = _feature_table(outcomes, frozenset(backend.capabilities.features))
+    table = _feature_table(outcomes, declared(backend))
     from .repro import repro_script
     from .runner import suspects
 

@@ -415,6 +415,27 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
             self.ex.bind(s.var.name, v)
             self.emit_body(s.body)
 
+    def emit_While(self, s: N.While):
+        """A `while` loop (never inside T.Parallel). Every thread tests the condition, whose values
+        are the same in all of them (block-level state: alloc_var registers every thread writes,
+        shared or global memory), so all threads take the same number of iterations and the body's
+        barriers are reached by all. The test is kept in a register, computed before the loop and
+        again at the end of each iteration: whatever lowering the condition emits before its
+        value (held values) then runs before every test, and a barrier goes before the re-test
+        when the body wrote shared memory the condition reads."""
+        test = (N.Let(N.Var("_"), s.cond),)
+        r, w = self.smem_sets(test + tuple(s.body))
+        self.touch(test + tuple(s.body))
+        self.pending_r |= r | w
+        self.pending_w |= w
+        go = B.alloc_buffer((1,), "bool", scope="local")
+        IRBuilder.name("while_test", go)
+        B.buffer_store(go, self.ex.lower_as(s.cond, "bool"), [0])
+        with B.While(tx.BufferLoad(go, [0])):
+            self.emit_body(s.body)
+            self.touch_expr_only(s.cond)
+            B.buffer_store(go, self.ex.lower_as(s.cond, "bool"), [0])
+
     # ---------------------------------------------------------------- Parallel
     def emit_Parallel(self, p: N.Parallel):
         """A T.Parallel loop: iterations spread by the layout of the fragment it writes (or linearly)."""

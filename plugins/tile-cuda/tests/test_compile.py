@@ -226,3 +226,18 @@ def test_im2col_convolution_through_a_flat_view_compiles():
 
     art = codegen(conv, "sm_90a")
     assert art.blobs["cubin"][:4] == b"\x7fELF"
+
+
+def test_while_loops_retest_at_the_end_of_each_iteration_behind_a_barrier_when_needed():
+    """`while` through the shared SIMT lowering: the test is held in a register, computed before
+    the loop and again after the body; a barrier precedes the re-test only when the body wrote
+    shared memory the test reads. (nvcc's acceptance of while loops: the conformance compile
+    tier's control programs; their execution: test_gpu.py.)"""
+    from tilecore.testing import while_loops_kernel
+
+    src, *_ = compiler.generate_source(while_loops_kernel(), "sm_90a", {})
+    first, second = src.split("while (1)")[1:3]
+    retest = "while_test_ptr[0] = (j_ptr[0] < lim_ptr[0]);"
+    assert retest in first and not first[: first.index(retest)].rstrip().endswith("__syncthreads();")
+    body, _, _ = second.partition("while_test_ptr_1[0] = ")
+    assert body.rstrip().endswith("__syncthreads();")  # the halvings wrote A_s, which the test reads
