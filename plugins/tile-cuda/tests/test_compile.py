@@ -229,15 +229,21 @@ def test_im2col_convolution_through_a_flat_view_compiles():
 
 
 def test_while_loops_retest_at_the_end_of_each_iteration_behind_a_barrier_when_needed():
-    """`while` through the shared SIMT lowering: the test is held in a register, computed before
-    the loop and again after the body; a barrier precedes the re-test only when the body wrote
-    shared memory the test reads. (nvcc's acceptance of while loops: the conformance compile
-    tier's control programs; their execution: test_gpu.py.)"""
+    """`while` through the shared SIMT lowering (its TIR, no code generation): the test is held in a
+    register, computed before the loop and again after the body; a barrier precedes the re-test
+    only when the body wrote shared memory the test reads. (Generated CUDA accepted by nvcc: the
+    conformance compile tier's control programs; executed: test_gpu.py.)"""
+    from tile_cuda.target import cuda_target
+    from tilecore.lowering.simt import lower_kernel
     from tilecore.testing import while_loops_kernel
 
-    src, *_ = compiler.generate_source(while_loops_kernel(), "sm_90a", {})
-    first, second = src.split("while (1)")[1:3]
-    retest = "while_test_ptr[0] = (j_ptr[0] < lim_ptr[0]);"
-    assert retest in first and not first[: first.index(retest)].rstrip().endswith("__syncthreads();")
-    body, _, _ = second.partition("while_test_ptr_1[0] = ")
-    assert body.rstrip().endswith("__syncthreads();")  # the halvings wrote A_s, which the test reads
+    rules, intrinsics = compiler.default_tables()
+    lk = lower_kernel(while_loops_kernel(), cuda_target("sm_90a", {}), rules, intrinsics, {})
+    walk, halvings = (
+        [ln.strip() for ln in part.splitlines()] for part in lk.prim_func.script().split("while while_test:")[1:3]
+    )
+    sync = 'T.tvm_storage_sync("shared"'
+    retest = walk.index("while_test = j < lim")
+    assert not walk[retest - 1].startswith(sync)  # the walk writes no shared memory its test reads
+    retest = halvings.index("while_test = A_s[0] > T.float32(0.25)")
+    assert halvings[retest - 1].startswith(sync)  # the halvings wrote A_s
