@@ -321,7 +321,8 @@ def while_loops_kernel(M: int = 32, N: int = 24, block_M: int = 16, threads: int
     """Two `while` loops, for backend tests (feature `while_loop`): each row of a block's tile is
     summed by a walk on an alloc_var counter that also ends after the first element below -1.5
     (Out); then the whole tile is halved while its first element exceeds 0.25, a test that reads
-    shared memory the loop body writes (Scaled; Steps: how many halvings, per block)."""
+    shared memory the loop body writes (Scaled; Steps: how many halvings, per block); last Steps
+    grows by 2 in a loop whose test reads the global element the body writes."""
     import tilecore.language as T
 
     bm = block_M
@@ -357,6 +358,8 @@ def while_loops_kernel(M: int = 32, N: int = 24, block_M: int = 16, threads: int
                 k = k + 1
             T.copy(A_s, Scaled[bx * bm, 0])
             Steps[bx] = k
+            while Steps[bx] < k + 2:
+                Steps[bx] = Steps[bx] + 1
 
     return while_loops
 
