@@ -415,7 +415,7 @@ def test_autotune_with_every_tuned_parameter_given_runs_that_configuration(monke
     monkeypatch.setenv("TILECORE_TARGET", "reference")
     calls = []
 
-    @tilelang.autotune(configs=[{"block": 2}, {"block": 4}])
+    @tilelang.autotune(configs=[{"block": 2}, {"block": 4}], warmup=1, rep=2, workers=1)
     @tilelang.jit(out_idx=[-1])
     def twice(n, block=4):
         calls.append(block)
@@ -451,7 +451,7 @@ def test_autotune_with_some_tuned_parameters_given_tunes_the_others(monkeypatch)
     pytest.importorskip("tilecore.autotune")
     monkeypatch.setenv("TILECORE_TARGET", "reference")
 
-    @tilelang.autotune(configs=[{"block": b, "copies": c} for b in (2, 4) for c in (1, 2)])
+    @tilelang.autotune(configs=[{"block": b, "copies": c} for b in (2, 4) for c in (1, 2)], warmup=1, rep=2, workers=1)
     @tilelang.jit(out_idx=[-1])
     def scaled(n, block=4, copies=1):
         @T.prim_func
@@ -476,7 +476,7 @@ def test_autotuned_eager_kernel_compiles_a_given_configuration(monkeypatch):
     pytest.importorskip("tilecore.autotune")
     monkeypatch.setenv("TILECORE_TARGET", "reference")
 
-    @tilelang.autotune(configs=[{"block": 2}, {"block": 4}])
+    @tilelang.autotune(configs=[{"block": 2}, {"block": 4}], warmup=1, rep=2, workers=1)
     @tilelang.jit
     def triple(A, block: int):
         N = T.const("N")
@@ -501,7 +501,9 @@ def test_autotuned_eager_call_tunes_the_parameters_it_leaves_out(monkeypatch):
     pytest.importorskip("tilecore.autotune")
     monkeypatch.setenv("TILECORE_TARGET", "reference")
 
-    @tilelang.autotune(configs=[{"rows": r, "threads": t} for r in (2, 4) for t in (32, 64)])
+    @tilelang.autotune(
+        configs=[{"rows": r, "threads": t} for r in (2, 4) for t in (32, 64)], warmup=1, rep=2, workers=1
+    )
     @tilelang.jit
     def row_max(X, rows, threads=32):
         M, N = T.const("M, N")

@@ -1,5 +1,6 @@
-"""`while` loops in kernels: run-time conditions re-read every iteration, on reference and cpu;
-clear errors where a condition cannot be lowered and on backends without the feature."""
+"""`while` loops in kernels: run-time conditions re-read every iteration, on reference and cpu
+(npu and the SIMT backends: their own tests, with tilecore.testing.while_loops_kernel); clear
+errors where a condition cannot be lowered and on backends without the feature."""
 
 from __future__ import annotations
 
@@ -110,7 +111,18 @@ def test_conditions_that_cannot_be_lowered_are_errors_at_the_line(body, message)
     assert info.value.span.line >= 7
 
 
-@pytest.mark.parametrize("target", ["npu", "cuda:sm_90a"])
-def test_backends_without_while_refuse_it(target):
-    with pytest.raises(UnsupportedFeatureError, match="does not support `while` loops"):
-        tilecore.compile(halvings, target=target)
+def test_a_backend_without_the_opt_in_feature_refuses_while_at_its_line():
+    """`while_loop` is opt-in (outside ALL_FEATURES): a backend declaring "every feature" lacks it."""
+    import os
+    import sys
+
+    from tilecore.passes.check_features import check_features
+    from tilecore.passes.pipeline import PassContext
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_passes_support import make_backend
+
+    with pytest.raises(UnsupportedFeatureError, match="backend toy does not support `while` loops") as info:
+        check_features(halvings, PassContext(backend=make_backend("toy"), source=halvings.source))
+    lines = open(__file__).read().splitlines()
+    assert lines[info.value.span.line - 1].strip() == "while x > 3:"

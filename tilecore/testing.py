@@ -315,3 +315,59 @@ def bfloat16_mul_add_kernel(n: int = 128):
                 C[i] = A[i] * B[i] + D[i]
 
     return mul_add
+
+
+def while_loops_kernel(M: int = 32, N: int = 24, block_M: int = 16, threads: int = 128):
+    """Two `while` loops, for backend tests (feature `while_loop`): each row of a block's tile is
+    summed by a walk on an alloc_var counter that also ends after the first element below -1.5
+    (Out); then the whole tile is halved while its first element exceeds 0.25, a test that reads
+    shared memory the loop body writes (Scaled; Steps: how many halvings, per block); last Steps
+    grows by 2 in a loop whose test reads the global element the body writes."""
+    import tilecore.language as T
+
+    bm = block_M
+
+    @T.prim_func
+    def while_loops(
+        A: T.Tensor((M, N), "float32"),  # type: ignore[valid-type]
+        Out: T.Tensor((M,), "float32"),  # type: ignore[valid-type]
+        Scaled: T.Tensor((M, N), "float32"),  # type: ignore[valid-type]
+        Steps: T.Tensor((M // bm,), "int32"),  # type: ignore[valid-type]
+    ):
+        with T.Kernel(M // bm, threads=threads) as bx:
+            A_s = T.alloc_shared((bm, N), "float32")
+            T.copy(A[bx * bm, 0], A_s)
+            O_t = T.alloc_fragment((bm,), "float32")
+            j = T.alloc_var("int32")
+            lim = T.alloc_var("int32")
+            for i in T.serial(bm):
+                O_t[i] = 0.0
+                j = 0
+                lim = N
+                while j < lim:
+                    O_t[i] = O_t[i] + A_s[i, j]
+                    if A_s[i, j] < -1.5:
+                        lim = j + 1
+                    j = j + 1
+            T.copy(O_t, Out[bx * bm])
+            k = T.alloc_var("int32")
+            k = 0
+            while A_s[0, 0] > 0.25:
+                for r, c in T.Parallel(bm, N):
+                    A_s[r, c] = A_s[r, c] * 0.5
+                k = k + 1
+            T.copy(A_s, Scaled[bx * bm, 0])
+            Steps[bx] = k
+            while Steps[bx] < k + 2:
+                Steps[bx] = Steps[bx] + 1
+
+    return while_loops
+
+
+def while_loops_arguments(M: int = 32, N: int = 24, block_M: int = 16, seed: int = 0):
+    """Arguments for `while_loops_kernel`: normal values times 3 (some rows stop early), each
+    block's first element large enough for several halvings, outputs zeroed."""
+    rng = np.random.default_rng(seed)
+    a = (rng.standard_normal((M, N)) * 3).astype(np.float32)
+    a[::block_M, 0] = np.linspace(5.0, 40.0, M // block_M, dtype=np.float32)
+    return [a, np.zeros(M, np.float32), np.zeros((M, N), np.float32), np.zeros(M // block_M, np.int32)]

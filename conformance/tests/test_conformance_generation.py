@@ -112,3 +112,24 @@ def test_shrinking_a_four_dimensional_copy_may_drop_its_leading_dimensions():
     rank3 = build({**k, "heads": False})
     assert len(rank3.params[0].shape) == 3 and "for h in" not in rank3.source
     load_source(rank3.source)
+
+
+def test_opt_in_features_only_add_to_the_programs_of_a_backend_without_them():
+    """fp8 and `while` are chosen by slot after every draw of a family: the same backend without
+    them gets the same knobs minus the opt-in parts (an fp8 GEMM's dtypes replace the drawn ones),
+    so backends that do not declare them keep the programs they had."""
+    import dataclasses
+
+    from tilecore.ir.types import FP8_DTYPES, is_fp8
+
+    opt_in = {"while_loop"} | {f"dtype:{d}" for d in FP8_DTYPES}
+    without = dataclasses.replace(ALL, features=ALL.features - opt_in, dtypes=ALL.dtypes - set(FP8_DTYPES))
+    assert ALL.fp8s() and ALL.has("while_loop") and not without.fp8s()
+    added = {"fp8", "fp8_exact", "while", "allowed_dtypes"}  # (the last: the declared dtypes, listed)
+    changed = 0
+    for a, b in zip(generate_knobs(ALL, 132, seed=9), generate_knobs(without, 132, seed=9)):
+        fp8_gemm = a["family"] == "gemm" and is_fp8(a["in_dtype"])
+        skip = added | ({"in_dtype", "acc_dtype", "out_dtype"} if fp8_gemm else set())
+        assert {k: v for k, v in a.items() if k not in skip} == {k: v for k, v in b.items() if k not in skip}
+        changed += a != b
+    assert changed >= 20  # each convert program, half the control ones, a third of the gemms

@@ -133,7 +133,15 @@ def test_mutant_cli_through_entry_point(mutant_path, tmp_path):
     assert "cpu-bug-transpose:" in proc.stdout
 
 
-@pytest.mark.parametrize("mutant,family,min_differ", [("axis", "reduce", 22), ("transpose", "gemm", 6)])
+@pytest.mark.parametrize(
+    "mutant,family,min_differ",
+    [
+        ("axis", "reduce", 22),
+        ("transpose", "gemm", 6),
+        ("fp8-saturates", "convert", 10),
+        ("while-exits-early", "control", 10),
+    ],
+)
 def test_planted_ir_bugs_keep_programs_well_formed(mutant_path, mutant, family, min_differ):
     """IR-level mutants must give wrong answers, never inconsistent IR: a native backend given shapes
     that do not match would run undefined code (it once hung CI) instead of the planted bug."""

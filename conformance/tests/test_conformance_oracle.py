@@ -117,7 +117,13 @@ def model_control(k, A):
     x = A.astype(wide)
     take = A.astype(F64) > thr
     other = (-x * 0.5 if is_float(acc) else -x * 2) if k["with_else"] else np.zeros_like(x)
-    s = np.where(take, x, other).sum(axis=1)
+    terms = np.where(take, x, other)
+    if k.get("while") == "stop":  # the walk ends after the first element below the stop value
+        lo = -2.0 if is_float(k["dtype"]) else {"int8": -8, "int16": -50, "int32": -100}[k["dtype"]]
+        below = A.astype(F64) < (lo * 0.75 if is_float(k["dtype"]) else lo * 3 // 4)
+        first = np.where(below.any(axis=1), below.argmax(axis=1), A.shape[1])
+        terms = np.where(np.arange(A.shape[1])[None, :] <= first[:, None], terms, 0)
+    s = terms.sum(axis=1)
     if k["block_if"]:
         odd = (np.arange(A.shape[0]) // k["bm"]) % 2 == 1
         s = np.where(odd, s * 0.5 if is_float(acc) else s * 2, s)
@@ -294,6 +300,35 @@ def test_interpreter_matches_numpy_model(family):
         _check_against_model(family, k)
         checked += 1
     assert checked == 25
+
+
+def test_while_loops_and_fp8_gemms_are_among_the_checked_programs():
+    """The control and gemm models above see `while` walks (both kinds) and fp8 operands."""
+    control = generate_knobs(CAPS, 25, seed=11, families=("control",))
+    assert {k.get("while") for k in control} >= {"count", "stop"}
+    gemm = generate_knobs(CAPS, 25, seed=11, families=("gemm",))
+    assert {k["in_dtype"] for k in gemm} >= {"float8_e4m3fn", "float8_e5m2"}
+    assert any(k.get("fp8_exact") for k in gemm)
+
+
+def test_fp8_conversions_match_one_rounding_from_the_exact_value():
+    """Every fp8 conversion a convert program carries against the model of docs/semantics.md: the
+    source value widened exactly to float64, rounded once by ml_dtypes (to nearest, ties to even,
+    NaN past the largest finite e4m3fn value, inf past e5m2's), truncated toward zero into ints."""
+    knobs = generate_knobs(CAPS, 15, seed=13, families=("convert",))
+    seen = set()
+    for k in knobs:
+        prog = build(k)
+        func = load_source(prog.source)
+        arrays = make_inputs(prog.params, prog.bindings, prog.input_seed)
+        interp.run(func, arrays, dict(prog.bindings))
+        names = [p.name for p in prog.params]
+        a8, out8 = arrays[names.index("A8")], arrays[names.index("Out8")]
+        want = _conv(a8.astype(F64), k["fp8"]["dst"])
+        m = compare("Out8", k["fp8"]["dst"], want, out8, prog.tolerances["Out8"])
+        assert m is None, f"{m.describe()}\n{prog.source}"
+        seen.add((k["fp8"]["src"], k["fp8"]["dst"]))
+    assert len(seen) == 15
 
 
 def test_four_dimensional_copies_match_the_model():

@@ -8,7 +8,7 @@ folder:
     manifest.json            suite / tilecore / backend versions, settings, one record per program
     programs/0007.py         the program's DSL source (for reading and repro)
     programs/0007.ir.json    its Tile IR (tilecore.ir.serialize), loaded without the frontend
-    data/0007.in.npz         the inputs (bfloat16 stored as its uint16 bits)
+    data/0007.in.npz         the inputs (bfloat16 stored as its uint16 bits, fp8 as uint8)
     data/0007.ref.npz        the reference interpreter's outputs
     artifacts/0007.tileart   the compiled Artifact (tilecore.runtime.cache's checksummed format)
 
@@ -34,6 +34,8 @@ from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
+from tilecore.ir.types import FP8_DTYPES
+
 from . import __version__
 from .execute import (
     FAIL,
@@ -43,6 +45,7 @@ from .execute import (
     call_on_device,
     check_with_core_pipeline,
     compare_outputs,
+    declared,
     fresh_compile_cache,
     load_source,
     make_inputs,
@@ -57,7 +60,8 @@ BUNDLE_FORMAT = 1
 
 
 def _save_arrays(path: str, arrays: Dict[str, np.ndarray]) -> None:
-    stored = {k: (a.view(np.uint16) if a.dtype == np_dtype("bfloat16") else a) for k, a in arrays.items()}
+    by_bits = {np_dtype("bfloat16"): np.uint16} | {np_dtype(d): np.uint8 for d in FP8_DTYPES}
+    stored = {k: (a.view(by_bits[a.dtype]) if a.dtype in by_bits else a) for k, a in arrays.items()}
     np.savez(path, **stored)  # type: ignore[arg-type]  # numpy's stub types **kwds as savez's own flags
 
 
@@ -98,7 +102,7 @@ def _build_bundle(backend_name, folder, examples, seed, families) -> dict:
         try:
             func = load_source(prog.source)
             rec["features"] = program_features(func, prog)
-            undeclared = [x for x in rec["features"] if x not in backend.capabilities.features]
+            undeclared = [x for x in rec["features"] if x not in declared(backend)]
             if undeclared:
                 rec.update(
                     status=UNSUPPORTED,
@@ -264,7 +268,7 @@ def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: O
             )
             continue
         outcomes.append(compare_outputs(prog, ref, got, feats))
-    table = _feature_table(outcomes, frozenset(backend.capabilities.features))
+    table = _feature_table(outcomes, declared(backend))
     from .repro import repro_script
     from .runner import suspects
 

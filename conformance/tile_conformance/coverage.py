@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Set
 
+from tilecore.ir.types import is_fp8
+
 from .accuracy import FUNCS
 
 CONVERT_KINDS = ("f>f", "f>i", "i>i", "i>f", ">bool", "bool>")
@@ -46,6 +48,7 @@ def program_cells(program) -> Set[str]:
             cells.add(f"special_ops:{k['dtype']}")
     elif fam == "reduce":
         cells.add(f"reduce:{k['kind']}")
+    cells |= _opt_in_cells(k)
     for p in program.params:
         if p.edges and not p.edges.startswith("math:"):
             cells.add(f"edges:{p.edges.split(':')[0]}:{p.dtype}")
@@ -83,6 +86,35 @@ def required_cells(caps, families) -> List[str]:
         out += [f"dynamic:{f}" for f in DYNAMIC_FAMILIES if f in families]
     if "copy" in families and caps.has("multi_block"):
         out.append("size:>2^16 elements")
+    return out + _required_opt_in_cells(caps, families)
+
+
+def _opt_in_cells(k: dict) -> Set[str]:
+    """Cells of the opt-in features (strategies.py: fp8 conversions and GEMMs, `while` loops)."""
+    cells = set()
+    if k.get("fp8"):
+        src, dst = k["fp8"]["src"], k["fp8"]["dst"]
+        cells.add(f"fp8:{src}>{dst}")
+        if is_fp8(dst):
+            cells.add(f"fp8:into:{dst}")
+        if is_fp8(src):
+            cells.add(f"fp8:from:{src}")
+    if k["family"] == "gemm" and is_fp8(k["in_dtype"]):
+        cells.add(f"fp8:gemm:{k['in_dtype']}")
+    if k.get("while"):
+        cells.add(f"while:{k['while']}")
+    return cells
+
+
+def _required_opt_in_cells(caps, families) -> List[str]:
+    out: List[str] = []
+    if "convert" in families:  # the first four convert programs of a run carry these (FP8_CONVERSIONS)
+        out += [f"fp8:{way}:{d}" for d in caps.fp8s() for way in ("into", "from")]
+    if "gemm" in families:
+        accs = [a for a in ("float32", "float64") if caps.dtype_ok(a)]
+        out += [f"fp8:gemm:{d}" for d in caps.fp8s() if any((d, a) in caps.gemm_dtypes for a in accs)]
+    if "control" in families and caps.has("while_loop", "alloc_var"):
+        out += ["while:count", "while:stop"]
     return out
 
 

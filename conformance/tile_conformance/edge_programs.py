@@ -77,6 +77,12 @@ def _build_convert(k: dict) -> Program:
         A.lo = 0
     out = Param("Out", (M, N), dst, "out")
     params = [A, out]
+    fp8 = k.get("fp8")
+    if fp8:  # inputs are drawn in parameter order: A's values stay what they were without it
+        params += [
+            Param("A8", (M, N), fp8["src"], "in", -2.0, 2.0, fp8["edges"]),
+            Param("Out8", (M, N), fp8["dst"], "out"),
+        ]
     w = _Writer()
     _header(w, params, ["m"] if k.get("dyn") else [])
     grid = [_ceildiv_text(N, k["bn"]), _ceildiv_text(M, k["bm"])]
@@ -90,18 +96,39 @@ def _build_convert(k: dict) -> Program:
         w(f"T.copy(A[by * {bm}, bx * {bn}], A_t)")
         w("T.copy(A_t, O_t)")
         w(f"T.copy(O_t, Out[by * {bm}, bx * {bn}])")
+        if fp8:
+            _copy_conversion(w, k, "A8", "Out8", fp8["src"], fp8["dst"])
         if _partial(M, bm) or _partial(N, bn):
             feats.add("partial_tiles")
     else:
         feats.add("parallel")
         ri, rj = _guarded_parallel(w, k, M, N, feats)
-        value = f"A[{ri}, {rj}]"
-        w(f"Out[{ri}, {rj}] = " + (f'T.cast({value}, "{dst}")' if mode == "cast" else value))
+        pairs = [("A", "Out", dst)] + ([("A8", "Out8", fp8["dst"])] if fp8 else [])
+        for a, o, d in pairs:
+            value = f"{a}[{ri}, {rj}]"
+            w(f"{o}[{ri}, {rj}] = " + (f'T.cast({value}, "{d}")' if mode == "cast" else value))
     if k.get("dyn"):
         feats.add("dynamic_shape")
     feats |= _dtype_features(src, dst)
-    tol = Tolerance(0.0, 0.0, f"{src} -> {dst} conversion is uniquely defined: bit-exact", signed_zero=is_float(dst))
-    return _finish(k, w, params, bindings, feats, {"Out": tol}, grid)
+    tols = {"Out": _conversion_tolerance(src, dst)}
+    if fp8:
+        feats |= _dtype_features(fp8["src"], fp8["dst"])
+        tols["Out8"] = _conversion_tolerance(fp8["src"], fp8["dst"])
+    return _finish(k, w, params, bindings, feats, tols, grid)
+
+
+def _conversion_tolerance(src: str, dst: str) -> Tolerance:
+    return Tolerance(0.0, 0.0, f"{src} -> {dst} conversion is uniquely defined: bit-exact", signed_zero=is_float(dst))
+
+
+def _copy_conversion(w: _Writer, k: dict, a: str, out: str, src: str, dst: str) -> None:
+    """A second conversion by tile copies (global -> fragment, fragment -> fragment of `dst`, back)."""
+    bm, bn = k["bm"], k["bn"]
+    w(f'{a}_t = T.alloc_fragment(({bm}, {bn}), "{src}")')
+    w(f'{out}_t = T.alloc_fragment(({bm}, {bn}), "{dst}")')
+    w(f"T.copy({a}[by * {bm}, bx * {bn}], {a}_t)")
+    w(f"T.copy({a}_t, {out}_t)")
+    w(f"T.copy({out}_t, {out}[by * {bm}, bx * {bn}])")
 
 
 # ----------------------------------------------------------------------------- integer expressions

@@ -21,6 +21,11 @@ Classes:
   shift:B         shift amounts 0 .. B-1
   intfloat        integer-valued floats in [-8, 8] (sums of them are exact in any order)
   bool            True / False
+  fp8:D           floats about to be rounded into fp8 dtype D: D's ties and their neighbours, the
+                  overflow region (D's largest finite value up to past the threshold where it becomes
+                  NaN or inf), halves of D's smallest subnormal, NaN, +-inf, +-0
+  fp8bits[:I]     every bit pattern of an fp8 dtype (NaN payloads, both zeros, subnormals, e5m2's
+                  infinities); with an integer dtype I only the finite values inside I's range
   math:F          a directed sweep of function F's domain for the parameter's dtype: the region
                   around 0, the range-reduction region, the overflow and underflow regions, tiny
                   arguments and the special values (see SWEEPS)
@@ -33,13 +38,15 @@ from typing import Tuple
 
 import numpy as np
 
-from tilecore.ir.types import is_float
+from tilecore.ir.types import is_float, is_fp8
 
 FLOAT_INFO = {  # mantissa bits, minimum normal exponent, largest finite value
     "float16": (10, -14, 65504.0),
     "bfloat16": (7, -126, 3.3895313892515355e38),
     "float32": (23, -126, 3.4028234663852886e38),
     "float64": (52, -1022, 1.7976931348623157e308),
+    "float8_e4m3fn": (3, -6, 448.0),
+    "float8_e5m2": (2, -14, 57344.0),
 }
 INT_RANGES = {
     "int8": (-128, 127),
@@ -52,10 +59,10 @@ INT_RANGES = {
 
 
 def np_dtype(dtype: str):
-    if dtype == "bfloat16":
+    if dtype == "bfloat16" or is_fp8(dtype):
         import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(getattr(ml_dtypes, dtype))
     if dtype == "bool":
         return np.dtype(bool)
     return np.dtype(dtype)
@@ -112,6 +119,35 @@ def ties(rng, n: int, src: str, dst: str) -> np.ndarray:
         thr = vmax + 2.0 ** (math.floor(math.log2(vmax)) - p - 1)
         val = np.where(rng.random(n) < 0.05, thr, val)
     return val * rng.choice([-1.0, 1.0], n)
+
+
+def _fp8_edges(rng, n: int, src: str, dst: str) -> np.ndarray:
+    """Values of `src` (float64 here) where rounding into fp8 `dst` can go wrong (class fp8:D)."""
+    p, emin, vmax = FLOAT_INFO[dst]
+    thr = vmax + 2.0 ** (math.floor(math.log2(vmax)) - p - 1)  # from here on: NaN (e4m3fn) or inf
+    step = 2.0 ** (emin - p - 1)  # half the smallest subnormal
+    region = rng.integers(0, 4, n)
+    overflow = np.where(
+        rng.random(n) < 0.5,
+        rng.uniform(0.9 * vmax, 1.2 * thr, n),
+        thr + ulp(np.asarray(thr), src) * rng.integers(-1, 2, n),
+    )
+    tiny = rng.integers(0, 5, n) * step + ulp(np.asarray(step), src) * rng.integers(-1, 2, n)
+    special = rng.choice(np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e30]), n)
+    val = np.where(
+        region == 0, ties(rng, n, src, dst), np.where(region == 1, overflow, np.where(region == 2, tiny, special))
+    )
+    return val * np.where(region == 3, 1.0, rng.choice([-1.0, 1.0], n))
+
+
+def _fp8_bits(rng, shape, dtype: str, within: str) -> np.ndarray:
+    """Every fp8 bit pattern at random (class fp8bits); `within` an int dtype: finite values in its range."""
+    out = rng.integers(0, 256, shape, dtype=np.uint8).view(np_dtype(dtype))
+    if within:
+        lo, hi = INT_RANGES[within]
+        v = out.astype(np.float64)
+        out = np.where(np.isfinite(v) & (v > lo - 1) & (v < hi + 1), out, np.array(0.5, dtype=out.dtype))
+    return out
 
 
 def _fraction(rng, n: int, dst: str) -> np.ndarray:
@@ -255,6 +291,8 @@ def fill(rng, shape: Tuple[int, ...], dtype: str, lo: float, hi: float, edges: s
     if not edges:
         return _cast(base, dtype).reshape(shape)
     kind, _, arg = edges.partition(":")
+    if kind == "fp8bits":
+        return _fp8_bits(rng, shape, dtype, arg)
     if kind == "math":
         return _cast(sweep(rng, n, arg, dtype), dtype).reshape(shape)
     if kind == "intfloat":
@@ -269,6 +307,7 @@ def fill(rng, shape: Tuple[int, ...], dtype: str, lo: float, hi: float, edges: s
         "ties": lambda: ties(rng, n, dtype, arg),
         "fraction": lambda: _fraction(rng, n, arg),
         "limits": lambda: _limits(rng, n, dtype),
+        "fp8": lambda: _fp8_edges(rng, n, dtype, arg),
     }[kind]()
     if kind == "limits":
         base = rng.integers(*INT_RANGES[dtype], n, dtype=np.int64, endpoint=True) if rng.random() < 0.5 else base
@@ -286,9 +325,9 @@ def fill(rng, shape: Tuple[int, ...], dtype: str, lo: float, hi: float, edges: s
 
 def _cast(values: np.ndarray, dtype: str) -> np.ndarray:
     """float64 (or int) values rounded to `dtype` once (float64 -> bfloat16 correctly, not via float32)."""
-    if dtype == "bfloat16":
+    if dtype == "bfloat16" or is_fp8(dtype):  # the interpreter's rounding (one rounding, from float64)
         from tilecore.interp.dtypes import convert
 
-        return np.asarray(convert(np.asarray(values, dtype=np.float64), "bfloat16"))
+        return np.asarray(convert(np.asarray(values, dtype=np.float64), dtype))
     with np.errstate(over="ignore", invalid="ignore"):
         return np.asarray(values).astype(np_dtype(dtype))

@@ -199,8 +199,11 @@ def reference_outputs(func, program: Program, arrays: List[np.ndarray]) -> List[
     return ref
 
 
-def _declared(backend) -> frozenset:
-    return frozenset(backend.capabilities.features)
+def declared(backend) -> frozenset:
+    """The features `backend` declares (fp8 dtypes through its `dtypes`, see declared_features)."""
+    from tilecore.language.features import declared_features
+
+    return declared_features(backend.capabilities)
 
 
 def program_features(func, program: Program) -> List[str]:
@@ -232,7 +235,7 @@ def run_program(program: Program, backend, tier: str = "execute", reference_cach
             seconds=time.perf_counter() - t0,
         )
     feats = program_features(func, program)
-    undeclared = [f for f in feats if f not in _declared(backend)]
+    undeclared = [f for f in feats if f not in declared(backend)]
     if undeclared:
         return Outcome(
             UNSUPPORTED,
@@ -267,7 +270,7 @@ def run_program(program: Program, backend, tier: str = "execute", reference_cach
     try:
         kernel = tilecore.compile(func, target=backend.name)
     except UnsupportedFeatureError as err:
-        if err.feature not in _declared(backend):
+        if err.feature not in declared(backend):
             return Outcome(
                 UNSUPPORTED, feats, _one_line(err), unsupported=[err.feature], seconds=time.perf_counter() - t0
             )

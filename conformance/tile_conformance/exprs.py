@@ -62,7 +62,14 @@ INT_RANGES = {
 
 def unit_roundoff(dtype: str) -> float:
     """Half the spacing of floats at 1.0: the relative error of one correct rounding."""
-    return {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}.get(dtype, 0.0)
+    return {
+        "float16": 2.0**-11,
+        "bfloat16": 2.0**-8,
+        "float32": 2.0**-24,
+        "float64": 2.0**-53,
+        "float8_e4m3fn": 2.0**-4,
+        "float8_e5m2": 2.0**-3,
+    }.get(dtype, 0.0)
 
 
 @dataclass

@@ -442,6 +442,8 @@ def _build_gemm(k: dict) -> Program:
     edges = ""
     if d_in in ("int8", "uint8"):  # the whole range: partial sums overflow any narrower accumulator
         (lo, hi), edges = X.INT_RANGES[d_in], "limits"
+    if k.get("fp8_exact"):  # small integers: exact sums in any order, so the fp8 result is exact too
+        lo, hi, edges = -8.0, 8.0, "intfloat"
     A = Param("A", (K, M) if ta else (M, K), d_in, "in", lo, hi, edges)
     B = Param("B", (N, K) if tb else (K, N), d_in, "in", lo, hi, edges)
     C = Param("C", (M, N), d_out, "out")
@@ -504,7 +506,9 @@ def _build_gemm(k: dict) -> Program:
     feats |= _dtype_features(d_in, acc, d_out)
     bound = max(abs(lo), abs(hi))
     n = nk * bk
-    if is_float(acc):
+    if k.get("fp8_exact"):
+        tol = Tolerance(0.0, 0.0, f"{d_in} products of small integers: exact sums, one rounding into {d_out}")
+    elif is_float(acc):
         tol = _sum_tolerance(
             n, acc, n * bound * bound, d_out, f"K={K} products accumulated in {acc}: (K+1)*u*sum|a*b| per side"
         )
@@ -635,6 +639,10 @@ def _build_control(k: dict) -> Program:
     if use_var:
         feats.add("alloc_var")
         w(f's = T.alloc_var("{acc}")')
+    if k.get("while"):
+        feats |= {"while_loop", "alloc_var"}
+        w('j = T.alloc_var("int32")')
+        w('lim = T.alloc_var("int32")')
     loop = k["loop"]
     feats.add("unroll" if loop == "unroll" else "serial")
     w(f"for i in T.{'unroll' if loop == 'unroll' else 'serial'}({bm}):")
@@ -642,7 +650,10 @@ def _build_control(k: dict) -> Program:
     acc_ref = "s" if use_var else "O_t[i]"
     w(f"{acc_ref} = {zero}")
     head = {"serial": f"T.serial({N})", "range": f"range({N})", "unroll": f"T.unroll({N})"}[loop]
-    w(f"for j in {head}:")
+    if k.get("while"):
+        _while_head(w, N)
+    else:
+        w(f"for j in {head}:")
     w.indent()
     val = "A_s[i, j]" if d == acc else f'T.cast(A_s[i, j], "{acc}")'
     w(f"if A_s[i, j] > {thr!r}:")
@@ -654,6 +665,8 @@ def _build_control(k: dict) -> Program:
         w.indent()
         w(f"{acc_ref} = {acc_ref} - {val}{half}")
         w.dedent()
+    if k.get("while"):
+        _while_tail(w, k["while"], lo)
     w.dedent()
     if use_var:
         w("O_t[i] = s")
@@ -680,6 +693,27 @@ def _build_control(k: dict) -> Program:
     else:
         tol = Tolerance(0.0, 0.0, "integer accumulation: exact")
     return _finish(k, w, params, {}, feats, {"Out": tol}, grid)
+
+
+def _stop_below(lo) -> str:
+    return repr(lo * 0.75 if isinstance(lo, float) else int(lo * 3 // 4))
+
+
+def _while_head(w: _Writer, N: int) -> None:
+    """The row walk as a `while` on counter j up to `lim`: N, or (kind "stop", _while_tail) just
+    past the first element below 3/4 of the inputs' lower bound."""
+    w("j = 0")
+    w(f"lim = {N}")
+    w("while j < lim:")
+
+
+def _while_tail(w: _Writer, kind: str, lo) -> None:
+    if kind == "stop":
+        w(f"if A_s[i, j] < {_stop_below(lo)}:")
+        w.indent()
+        w("lim = j + 1")
+        w.dedent()
+    w("j = j + 1")
 
 
 def chain_leaves(k: dict, c_text: str, bias_text: str) -> List[X.Leaf]:

@@ -84,6 +84,8 @@ def build_report(
 
     import tilecore
 
+    from .execute import declared
+
     caps = backend.capabilities
     totals = {"programs": len(outcomes)}
     for status in ("pass", "fail", "unsupported", "suite_error"):
@@ -106,7 +108,7 @@ def build_report(
             "version": backend.version,
             "targets": list(backend.targets),
             "ir_versions": list(backend.ir_versions),
-            "features": sorted(caps.features),
+            "features": sorted(declared(backend)),
             "dtypes": sorted(caps.dtypes),
             "gemm_dtypes": sorted(list(p) for p in caps.gemm_dtypes),
             "tiers": list(caps.tiers),

@@ -7,7 +7,7 @@ import hashlib
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .execute import FAIL, PASS, SUITE_ERROR, UNSUPPORTED, Outcome
+from .execute import FAIL, PASS, SUITE_ERROR, UNSUPPORTED, Outcome, declared
 from .pool import DEFAULT_TIMEOUT, ProgramPool, WorkerPool
 from .programs import FAMILIES, Program, build
 from .repro import program_record, repro_script
@@ -277,7 +277,7 @@ def _run_suite(
             ran = [i for i, o in enumerate(results) if o is not None]
             run_programs = [programs[i] for i in ran]
             outcomes = [o for o in results if o is not None]
-            table = _feature_table(outcomes, frozenset(backend.capabilities.features))
+            table = _feature_table(outcomes, declared(backend))
             failures = _failures(
                 run_programs, outcomes, ran, table, pool, shrink, max_shrinks, shrink_runs, shrink_seconds, seed, bar
             )

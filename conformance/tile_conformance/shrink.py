@@ -39,7 +39,8 @@ _SIMPLER_CHOICES: Dict[str, List[object]] = {
     "threads": [32, 128],
 }
 _FLAGS = ("dyn", "ta", "tb", "reverse", "inplace", "with_else", "use_var", "block_if", "swizzle", "print")
-_FALSE_FIRST = _FLAGS + ("batch", "heads")  # and a copy's leading dimensions (rank 3 and 4) drop out
+# and a copy's leading dimensions (rank 3 and 4) drop out, and the opt-in parts (an fp8 conversion, `while`)
+_FALSE_FIRST = _FLAGS + ("batch", "heads") + ("fp8", "fp8_exact", "while")
 _SIZES = ("M", "N", "K", "bm", "bn", "bk", "rows", "sub_rows")
 _DTYPE_PREFERENCE = ("float32", "int32", "float16", "float64", "int8", "int64", "int16", "bfloat16", "uint8", "bool")
 

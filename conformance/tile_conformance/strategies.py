@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import FrozenSet, Optional, Tuple
 
-from tilecore.ir.types import FLOAT_DTYPES, INT_DTYPES, bits, is_float
+from tilecore.ir.types import FLOAT_DTYPES, FP8_DTYPES, INT_DTYPES, bits, is_float, is_fp8
 
 from . import exprs as X
 from . import gen as st
@@ -36,9 +36,11 @@ class Caps:
 
     @classmethod
     def from_backend(cls, backend) -> "Caps":
+        from tilecore.language.features import declared_features
+
         c = backend.capabilities
         return cls(
-            frozenset(c.features),
+            declared_features(c),
             frozenset(c.dtypes),
             frozenset(tuple(p) for p in c.gemm_dtypes),
             c.max_shared_memory,
@@ -57,6 +59,10 @@ class Caps:
 
     def dtype_ok(self, d: str) -> bool:
         return d in self.dtypes and f"dtype:{d}" in self.features
+
+    def fp8s(self):
+        """The fp8 dtypes declared (opt-in: drawn only by the knobs of fp8 programs, last)."""
+        return tuple(d for d in FP8_DTYPES if self.dtype_ok(d))
 
 
 def family_requirements(caps: Caps):
@@ -105,7 +111,7 @@ def _gemm_pairs(caps: Caps):
 
     def language_ok(pair):
         a, acc = pair
-        return not (is_float(a) and is_float(acc) and bits(acc) < bits(a))
+        return not (is_float(a) and is_float(acc) and bits(acc) < bits(a)) and not is_fp8(a)  # fp8: see _fp8_gemm
 
     return tuple(sorted(p for p in caps.gemm_dtypes if caps.dtype_ok(p[0]) and caps.dtype_ok(p[1]) and language_ok(p)))
 
@@ -464,6 +470,7 @@ def gemm_knobs(draw, caps: Caps, slot: int = 0):
         "form": draw(st.sampled_from(("point", "slice"))),
         "threads": _threads(draw, caps),
     }
+    _fp8_gemm(caps, slot, k)  # after every draw: the knobs above stay what they were elsewhere
     if caps.max_shared_memory is not None:
         while shared_bytes(k) > caps.max_shared_memory and max(k["bm"], k["bn"], k["bk"]) > 4:
             for key in ("bm", "bn", "bk"):
@@ -563,6 +570,7 @@ def control_knobs(draw, caps: Caps, slot: int = 0):
         "block_if": caps.has("parallel", "multi_block") and draw(st.booleans()),
         "print": caps.has("print") and draw(st.integers(0, 3)) == 0,
         "threads": _threads(draw, caps),
+        **while_loop_knob(caps, slot),  # after every draw: the knobs above stay what they were
     }
 
 
@@ -682,7 +690,7 @@ def convert_knobs(draw, caps: Caps, slot: int = 0):
     guard_ok = caps.has("runtime_if") if mode != "copy" else caps.has("partial_tiles")
     M, N = draw(_extent(caps, bm, guard_ok)), draw(_extent(caps, bn, guard_ok))
     edges = convert_edges(src, dst)
-    return {
+    knobs = {
         "family": "convert",
         "M": M,
         "N": N,
@@ -695,6 +703,10 @@ def convert_knobs(draw, caps: Caps, slot: int = 0):
         "dyn": _dyn(draw, caps, guard_ok, slot),
         "threads": _threads(draw, caps),
     }
+    fp8 = fp8_conversion(caps, slot)  # after every draw: the knobs above stay what they were
+    if fp8:
+        knobs["fp8"] = fp8
+    return knobs
 
 
 def _dyn(draw, caps: Caps, guard_ok: bool, slot: int) -> bool:
@@ -841,3 +853,70 @@ def math_knobs(draw, caps: Caps, slot: int = 0):
 
 
 _FAMILY_STRATEGIES.update({"convert": convert_knobs, "intops": intops_knobs, "math": math_knobs})
+
+
+# ----------------------------------------------------------------------------- opt-in features
+# Drawn for backends that declare them (fp8 dtypes, `while_loop`) and chosen by the program's slot
+# alone, after every draw of its family: a backend that does not declare them gets the programs it
+# got before, and one that does gets the same programs with the opt-in part added.
+
+# (source, destination) of the fp8 conversion a convert program carries, in turn: into each fp8
+# dtype from every wider float and from int32, out of each into floats, int32 and the other fp8
+FP8_CONVERSIONS = (
+    ("float32", "float8_e4m3fn"),
+    ("float8_e4m3fn", "float32"),
+    ("float32", "float8_e5m2"),
+    ("float8_e5m2", "float16"),
+    ("float16", "float8_e4m3fn"),
+    ("bfloat16", "float8_e5m2"),
+    ("float64", "float8_e4m3fn"),
+    ("float8_e5m2", "float8_e4m3fn"),
+    ("float16", "float8_e5m2"),
+    ("float8_e4m3fn", "bfloat16"),
+    ("bfloat16", "float8_e4m3fn"),
+    ("float64", "float8_e5m2"),
+    ("float8_e4m3fn", "float8_e5m2"),
+    ("int32", "float8_e4m3fn"),
+    ("float8_e5m2", "int32"),
+)
+
+
+def fp8_conversion(caps: Caps, slot: int) -> dict:
+    """The fp8 conversion convert program `slot` carries ({} without fp8): source, destination and
+    the edge class of its input (every bit pattern out of fp8; ties, overflow and specials into it)."""
+    pairs = [p for p in FP8_CONVERSIONS if all(caps.dtype_ok(d) for d in p)]
+    if not pairs:
+        return {}
+    src, dst = pairs[slot % len(pairs)]
+    if is_fp8(src):
+        edges = "fp8bits" if is_float(dst) else f"fp8bits:{dst}"
+    else:
+        edges = f"fp8:{dst}" if is_float(src) else "limits"
+    return {"src": src, "dst": dst, "edges": edges}
+
+
+def _fp8_gemm(caps: Caps, slot: int, k: dict) -> None:
+    """Every third gemm program (slot 1, 4, ...) multiplies fp8 tiles into a float32 / float64
+    accumulator; every other one of those holds small integers, whose sums are exact in any order,
+    and writes an fp8 result, compared bit for bit (the GEMM's final rounding into fp8)."""
+    accs = [a for a in ("float32", "float64") if caps.dtype_ok(a)]
+    fp8s = [d for d in caps.fp8s() if any((d, a) in caps.gemm_dtypes for a in accs)]
+    if slot % 3 != 1 or not fp8s:
+        return
+    d = fp8s[(slot // 3) % len(fp8s)]
+    k["in_dtype"] = d
+    if (d, k["acc_dtype"]) not in caps.gemm_dtypes:
+        k["acc_dtype"] = next(a for a in accs if (d, a) in caps.gemm_dtypes)
+        if k["out_dtype"] in ("float16", "bfloat16") or not is_float(k["out_dtype"]):
+            k["out_dtype"] = k["acc_dtype"]
+    if slot % 6 == 1:
+        k["out_dtype"], k["fp8_exact"] = d, True
+
+
+def while_loop_knob(caps: Caps, slot: int) -> dict:
+    """Control programs of a backend with `while_loop`: every other one walks its row with a
+    `while` on a counter ("count"), every fourth also stops early at a data-dependent element
+    ("stop")."""
+    if not caps.has("while_loop", "alloc_var") or slot % 2:
+        return {}
+    return {"while": "stop" if slot % 4 == 2 else "count"}

@@ -46,6 +46,13 @@ OPT_IN_FEATURES = frozenset({"while_loop"} | {f"dtype:{d}" for d in DTYPES if is
 ALL_FEATURES = frozenset(FEATURES) - OPT_IN_FEATURES
 
 
+def declared_features(capabilities) -> frozenset:
+    """What a backend's capabilities declare: its `features`, plus `dtype:X` for each opt-in (fp8)
+    dtype X its `dtypes` list (that is how a backend declares fp8, see OPT_IN_FEATURES)."""
+    implied = {f"dtype:{d}" for d in capabilities.dtypes if f"dtype:{d}" in OPT_IN_FEATURES}
+    return frozenset(capabilities.features) | implied
+
+
 def features_used(func: N.PrimFunc) -> Dict[str, N.Span]:
     """Map each feature `func` uses to the span of its first use."""
     used: Dict[str, N.Span] = {}

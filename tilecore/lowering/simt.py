@@ -36,7 +36,7 @@ from tvm.tirx.script.builder import ir as B
 
 from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
-from ..ir.visitor import Dispatcher, walk_stmts
+from ..ir.visitor import Dispatcher, walk, walk_stmts
 from ..plugin.rules import SIMT_OPS, RuleTable
 from .intrinsics import IntrinsicTable, default_table, dtype_of
 from .simt_barriers import SimtBarriers
@@ -414,6 +414,40 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         with kind(begin, begin + extent) as v:
             self.ex.bind(s.var.name, v)
             self.emit_body(s.body)
+
+    def emit_While(self, s: N.While):
+        """A `while` loop (never inside T.Parallel). Every thread tests the condition, whose values
+        are the same in all of them (block-level state: alloc_var registers every thread writes,
+        shared or global memory), so all threads take the same number of iterations and the body's
+        barriers are reached by all. The test is kept in a register, computed before the loop and
+        again at the end of each iteration: whatever lowering the condition emits before its
+        value (held values) then runs before every test, and a barrier goes before the re-test
+        when the body wrote shared memory the condition reads, or before every test when the
+        condition reads global memory (which one thread may have written: the barrier makes the
+        write visible to the block, so no thread leaves the loop alone)."""
+        test = (N.Let(N.Var("_"), s.cond),)
+        r, w = self.smem_sets(test + tuple(s.body))
+        self.touch(test + tuple(s.body))
+        self.pending_r |= r | w
+        self.pending_w |= w
+        reads_global = any(
+            isinstance(n, N.Load) and self.plan.storage.get(n.buffer.name) == "global" for n in walk(s.cond)
+        )
+        go = B.alloc_buffer((1,), "bool", scope="local")
+        IRBuilder.name("while_test", go)
+        if reads_global:
+            self.sync()
+        B.buffer_store(go, self.ex.lower_as(s.cond, "bool"), [0])
+        skipped = (set(self.pending_r), set(self.pending_w))  # what is pending if the body never runs
+        with B.While(tx.BufferLoad(go, [0])):
+            self.emit_body(s.body)
+            if reads_global:
+                self.sync()
+            else:
+                self.touch_expr_only(s.cond)
+            B.buffer_store(go, self.ex.lower_as(s.cond, "bool"), [0])
+        self.pending_r |= skipped[0]
+        self.pending_w |= skipped[1]
 
     # ---------------------------------------------------------------- Parallel
     def emit_Parallel(self, p: N.Parallel):

@@ -145,7 +145,7 @@ def _stmt_exprs(s):
         return list(s.indices) + [s.value]
     if isinstance(s, N.Let):
         return [s.value]
-    if isinstance(s, N.If):
+    if isinstance(s, (N.If, N.While)):
         return [s.cond]
     if isinstance(s, N.For):
         return [s.begin, s.extent]

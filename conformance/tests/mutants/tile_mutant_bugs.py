@@ -16,7 +16,7 @@ import dataclasses
 import numpy as np
 
 from tilecore.ir import nodes as N
-from tilecore.ir.types import bits, is_float, is_int
+from tilecore.ir.types import bits, is_float, is_fp8, is_int
 from tilecore.ir.visitor import Transformer, walk
 
 INT_RANGES = {
@@ -149,6 +149,40 @@ class _SaturatingAdd(Transformer):
                 N.BinOp("max", N.BinOp("min", wide, _c(hi, "int32"), "int32"), _c(lo, "int32"), "int32"), e.dtype
             )
         return e
+
+
+class _Fp8Saturates(Transformer):
+    """Conversions into fp8 saturate at the largest finite value (a `satfinite` conversion)
+    instead of giving NaN (e4m3fn) or inf (e5m2)."""
+
+    LARGEST = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
+
+    def _fix(self, value, dtype):
+        wide = value if value.dtype in ("float32", "float64") else N.Cast(value, "float32")
+        d, top = wide.dtype, self.LARGEST[dtype]
+        return N.Cast(N.BinOp("max", N.BinOp("min", wide, _c(top, d), d), _c(-top, d), d), dtype)
+
+    def visit_Cast(self, e):
+        return self._fix(e.value, e.dtype) if is_fp8(e.dtype) and e.value.dtype != e.dtype else e
+
+    def visit_Store(self, s):
+        if is_fp8(s.buffer.dtype) and s.value.dtype != s.buffer.dtype:
+            return dataclasses.replace(s, value=self._fix(s.value, s.buffer.dtype))
+        return s
+
+
+# ----------------------------------------------------------------------------- while loops
+
+
+class _WhileExitsEarly(Transformer):
+    """`while a < b` tests the counter already advanced (a + 1 < b): one iteration too few."""
+
+    def visit_While(self, s):
+        c = s.cond
+        if isinstance(c, N.BinOp) and c.op == "<" and not is_float(c.a.dtype):
+            early = N.BinOp("<", N.BinOp("+", c.a, _c(1, c.a.dtype), c.a.dtype), c.b, c.dtype)
+            return dataclasses.replace(s, cond=early)
+        return s
 
 
 # ----------------------------------------------------------------------------- NaN
@@ -384,6 +418,29 @@ def _bf16_double_rounding(convert):
     return buggy
 
 
+def _fp8_ties_away(convert):
+    """Rounding into fp8 goes to the neighbour away from zero on exact ties (not to even)."""
+
+    def buggy(value, dtype):
+        out = convert(value, dtype)
+        arr = np.asarray(value)
+        if not is_fp8(dtype) or arr.dtype == np.asarray(out).dtype:
+            return out
+        x = arr.astype(np.float64)
+        y = np.asarray(out)
+        # fp8 is sign-magnitude: the next bit pattern up is the next value away from zero
+        away = (y.view(np.uint8) + np.uint8(1)).view(y.dtype).astype(np.float64)
+        yd = y.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            tie = np.isfinite(yd) & np.isfinite(away) & (np.abs(x) > np.abs(yd)) & (np.abs(x - yd) == np.abs(away - x))
+        if not np.any(tie):
+            return out
+        fixed = np.where(tie, away, yd).astype(y.dtype)
+        return fixed if isinstance(out, np.ndarray) else fixed[()]
+
+    return buggy
+
+
 def _int16_accumulation(acc_dtype):
     def buggy(*dtypes):
         if dtypes and all(d in ("int8", "uint8") for d in dtypes):
@@ -401,6 +458,8 @@ def numeric_patches(bug: str):
         return _patched(executor, "convert", _f16_ties_away(executor.convert))
     if bug == "bf16-double-rounding":
         return _patched(executor, "convert", _bf16_double_rounding(executor.convert))
+    if bug == "fp8-ties-away":
+        return _patched(executor, "convert", _fp8_ties_away(executor.convert))
     if bug == "int8-gemm-int16":
         return _patched(executor, "_acc_dtype", _int16_accumulation(executor._acc_dtype))
     raise KeyError(bug)
@@ -442,6 +501,8 @@ def _ir_bugs(func):
         "square-tile-transposed": _SquareTileTransposed(),
         "narrow-atomics-race": _NarrowAtomicsRace(bv),
         "atomic": _LoseBlockZeroAtomics(bv[0]),
+        "fp8-saturates": _Fp8Saturates(),
+        "while-exits-early": _WhileExitsEarly(),
     }
 
 
@@ -470,6 +531,8 @@ IR_BUGS = {
     "atomic": "the atomic updates of block 0 are lost",
     "axis": "reductions run along the other axis",
     "transpose": "T.gemm ignores transpose_A / transpose_B",
+    "fp8-saturates": "conversions into fp8 saturate at the largest finite value instead of giving NaN / inf",
+    "while-exits-early": "`while a < b` tests a + 1 < b (one iteration too few)",
 }
 LAUNCH_BUGS = {
     "edge": "the last row/column of a partial edge tile is never written",
@@ -481,6 +544,7 @@ NUMERIC_BUGS = {
     "f16-ties-away": "float32/float64 -> float16 rounds ties away from zero instead of to even",
     "bf16-double-rounding": "float64 -> bfloat16 rounds twice, through float32",
     "int8-gemm-int16": "int8 T.gemm accumulates in a wrapping int16 before adding into the int32 accumulator",
+    "fp8-ties-away": "rounding into fp8 goes away from zero on exact ties instead of to even",
 }
 
 

@@ -308,3 +308,9 @@ def test_misaligned_views_are_refused_and_the_context_stays_usable(dtype):
     torch.cuda.synchronize()
     torch.testing.assert_close(aligned_y, expected)
     torch.testing.assert_close(base_y[step : step + n], (2 * base_x[step : step + n].float() + 1).to(tdtype))
+
+
+def test_while_loops_match_the_reference():
+    from tilecore.testing import assert_matches_reference, while_loops_arguments, while_loops_kernel
+
+    assert_matches_reference(while_loops_kernel(), while_loops_arguments(), backend="cuda")

@@ -23,3 +23,9 @@ def test_simdgroup_gemm_matches_torch(gemm_func, ta, tb):
     c = k(a, b)
     ref = (a.T if ta else a).float() @ (b.T if tb else b).float()
     torch.testing.assert_close(c.cpu(), ref.cpu(), rtol=2e-3, atol=2e-2)
+
+
+def test_while_loops_match_the_reference():
+    from tilecore.testing import assert_matches_reference, while_loops_arguments, while_loops_kernel
+
+    assert_matches_reference(while_loops_kernel(), while_loops_arguments(), backend="metal")

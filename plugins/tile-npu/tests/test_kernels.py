@@ -214,6 +214,13 @@ def test_runtime_control_flow_alloc_var_and_dynamic_shapes():
         assert_matches_reference(f, [rand(rng, (size,), "float32"), np.zeros(1, np.int32)], backend="npu", out_idx=[1])
 
 
+def test_while_loops():
+    """A counter walk that may stop early, and a loop whose test reads a tile its body rescales."""
+    from tilecore.testing import while_loops_arguments, while_loops_kernel
+
+    assert_matches_reference(while_loops_kernel(), while_loops_arguments(), backend="npu")
+
+
 def test_gathers_with_non_affine_indices_and_int_math():
     rng = np.random.default_rng(9)
 

@@ -50,7 +50,7 @@ def make_backend() -> Backend:
         targets=(NAME,),
         ir_versions=(TILE_IR_VERSION,),
         capabilities=Capabilities(
-            features=frozenset(ALL_FEATURES) - frozenset(UNSUPPORTED),
+            features=frozenset(ALL_FEATURES | {"while_loop"}) - frozenset(UNSUPPORTED),
             dtypes=frozenset(VECTOR_DTYPES),
             gemm_dtypes=gemm_dtype_pairs(),
             max_shared_memory=cfg.scratchpad_bytes,

@@ -27,6 +27,7 @@ _RULE_OPS = (
     "Store",
     "If",
     "For",
+    "While",
     "Copy",
     "Fill",
     "Gemm",

@@ -52,18 +52,20 @@ class ScalarCodegen(NpuHost):
         jz = self.emit("bz", r=(c,))
         self.release(c)
         env = dict(self.env)
-        self.body(s.then_body)
-        self.sync_all()
-        self.restore_env(env)
+        self._settled_body(s.then_body, env)
         if s.else_body:
             jend = self.emit("br")
             self.patch(jz, self.here())
-            self.body(s.else_body)
-            self.sync_all()
-            self.restore_env(env)
+            self._settled_body(s.else_body, env)
             self.patch(jend, self.here())
         else:
             self.patch(jz, self.here())
+
+    def _settled_body(self, stmts, env):
+        """A branch or loop body, every DMA settled at its end, its names dropped (`env`: before)."""
+        self.body(stmts)
+        self.sync_all()
+        self.restore_env(env)
 
     def _loop(self, var, begin, extent, emit_body, step=1):
         """for var in [begin, begin+extent) step `step`: emit_body(var_reg)."""
@@ -100,6 +102,19 @@ class ScalarCodegen(NpuHost):
             return self._pipelined(s)
         self.sync(reads=self._bufs_in(s.begin, s.extent))
         self._loop(s.var.name, s.begin, s.extent, lambda i, end: self.body(s.body))
+
+    def s_While(self, s: N.While):
+        """`while cond: body`: the condition is computed at the top of every iteration (every DMA
+        settled there, as at the end of each pass through the body), and its exit branch jumps
+        past the body's back branch."""
+        self.sync_all()
+        top = self.here()
+        c = self.sx_bool(s.cond)
+        jz = self.emit("bz", r=(c,))
+        self.release(c)
+        self._settled_body(s.body, dict(self.env))
+        self.emit("br", imm=top)
+        self.patch(jz, self.here())
 
     def s_Print(self, s: N.Print):
         """T.print of a scalar, or of a whole on-chip tile (`printt`)."""
