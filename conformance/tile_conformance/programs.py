@@ -780,10 +780,11 @@ _BUILDERS = {
     "control": _build_control,
     "chain": _build_chain,
 }
-from .edge_programs import EDGE_BUILDERS  # noqa: E402  (they build on the helpers above)
+from .edge_programs import DIRECTED_BUILDERS, EDGE_BUILDERS  # noqa: E402  (they build on the helpers above)
 
 _BUILDERS.update(EDGE_BUILDERS)
-FAMILIES = tuple(_BUILDERS)
+FAMILIES = tuple(_BUILDERS)  # the families a run draws from in turn
+_BUILDERS.update(DIRECTED_BUILDERS)  # built (reruns, reports) but never drawn
 
 
 def shared_bytes(k: dict) -> int:

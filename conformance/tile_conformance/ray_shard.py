@@ -66,9 +66,14 @@ class _Shard:
         the driver's (same digest), else the driver's `record` (see the module doc)."""
         from .programs import build
         from .repro import program_from_record
-        from .strategies import knobs_at
+        from .strategies import directed_knobs, knobs_at
 
-        program = build(knobs_at(self.caps, self.seed, index, self.families))
+        directed = record["knobs"].get("directed")  # a directed program (after the seeded ones)
+        if directed is not None:
+            knobs = directed_knobs(self.caps, self.seed, self.families)[int(directed)]
+        else:
+            knobs = knobs_at(self.caps, self.seed, index, self.families)
+        program = build(knobs)
         own = _program_digest(program) == digest
         return index, self.pool.run_one(program if own else program_from_record(record)), own
 
@@ -115,13 +120,15 @@ class RayShardPool:
         """One program (a shrinking candidate), on this machine's isolated worker."""
         return self.local.run_one(program)
 
-    def run(self, programs: Sequence[Program], on_result=None) -> List[Optional[Outcome]]:
-        """Outcomes of the run's programs in index order; `on_result(i, outcome)` sees each as it comes."""
+    def run(self, programs: Sequence[Program], on_result=None, order=None) -> List[Optional[Outcome]]:
+        """Outcomes of the run's programs in index order, submitted in `order` (default: first to
+        last); `on_result(i, outcome)` sees each as it comes."""
         from ray.util import ActorPool
 
         results: List[Optional[Outcome]] = [None] * len(programs)
         actors = ActorPool(self.shards)
-        for i, program in enumerate(programs):
+        for i in range(len(programs)) if order is None else order:
+            program = programs[i]
             actors.submit(
                 lambda shard, job: shard.run.remote(*job), (i, _program_digest(program), program_record(program))
             )

@@ -12,9 +12,12 @@ from .pool import DEFAULT_TIMEOUT, ProgramPool, WorkerPool
 from .programs import FAMILIES, Program, build
 from .repro import program_record, repro_script
 from .shrink import Shrinker, program_size
-from .strategies import Caps, family_requirements, knobs_at
+from .strategies import Caps, directed_knobs, family_requirements, knobs_at
 
 DEFAULT_EXAMPLES = 165  # 15 programs of each of the 11 families
+# runs of at least this many programs (the certification minimum, must_pass.json) add the directed
+# programs (strategies.directed_knobs) after their seeded ones
+DIRECTED_FROM = 100
 
 
 class ConformanceError(Exception):
@@ -54,6 +57,15 @@ def generate_knobs(caps: Caps, examples: int, seed: int, families: Optional[Sequ
     """
     fams = run_families(caps, families)
     return [knobs_at(caps, seed, i, fams) for i in range(examples)]
+
+
+def run_knobs(caps: Caps, examples: int, seed: int, families: Optional[Sequence[str]] = None) -> List[dict]:
+    """The knobs of every program of a run: the seeded ones (generate_knobs), then, in runs of at
+    least DIRECTED_FROM programs, the directed ones (strategies.directed_knobs)."""
+    knobs = generate_knobs(caps, examples, seed, families)
+    if examples >= DIRECTED_FROM:
+        knobs += directed_knobs(caps, seed, run_families(caps, families))
+    return knobs
 
 
 def run_families(caps: Caps, families: Optional[Sequence[str]] = None) -> Tuple[str, ...]:
@@ -252,10 +264,15 @@ def _run_suite(
     backend = resolve_backend(backend_name)
     check_tier(backend, tier)
     caps = Caps.from_backend(backend)
+    directed = given_programs is None and examples >= DIRECTED_FROM
     if given_programs is None:
-        programs: List[Program] = [build(k) for k in generate_knobs(caps, examples, seed, families)]
+        programs: List[Program] = [build(k) for k in run_knobs(caps, examples, seed, families)]
     else:
         programs = list(given_programs)
+    # directed programs (indices after the seeded ones) start first: each is one cheap program that
+    # alone rejects the bug it aims at, so a run stopping at its first failure stops there
+    seeded = examples if directed else len(programs)
+    order = list(range(seeded, len(programs))) + list(range(seeded))
     digest = program_digest(programs)
     bar = _Progress(progress, len(programs), f"{backend.name} ({tier})")
     counts = {PASS: 0, FAIL: 0, UNSUPPORTED: 0, SUITE_ERROR: 0}
@@ -273,7 +290,7 @@ def _run_suite(
     pool.backend, pool.tier = backend.name, tier
     try:
         with contextlib.nullcontext(pool) if shared_pool else pool:
-            results = pool.run(programs, on_result)
+            results = pool.run(programs, on_result, order)
             ran = [i for i, o in enumerate(results) if o is not None]
             run_programs = [programs[i] for i in ran]
             outcomes = [o for o in results if o is not None]
@@ -310,7 +327,7 @@ def _run_suite(
 
     coverage = {
         "cells": coverage_table(run_programs, outcomes),
-        "required": required_cells(caps, run_families(caps, families)) if given_programs is None else [],
+        "required": required_cells(caps, run_families(caps, families), directed) if given_programs is None else [],
     }
     return build_report(
         backend,
