@@ -218,8 +218,11 @@ def program_features(func, program: Program) -> List[str]:
     return sorted(used | set(program.features))
 
 
-def run_program(program: Program, backend, tier: str = "execute", reference_cache=None) -> Outcome:
-    """Parse, run on the reference and on `backend`, compare; never raises for program problems."""
+def run_program(
+    program: Program, backend, tier: str = "execute", reference_cache=None, options: Optional[dict] = None
+) -> Outcome:
+    """Parse, run on the reference and on `backend` (compiled with `options`), compare; never
+    raises for program problems."""
     import tilecore
     from tilecore.diagnostics import UnsupportedFeatureError
 
@@ -268,7 +271,7 @@ def run_program(program: Program, backend, tier: str = "execute", reference_cach
                 seconds=time.perf_counter() - t0,
             )
     try:
-        kernel = tilecore.compile(func, target=backend.name)
+        kernel = tilecore.compile(func, target=backend.name, **(options or {}))
     except UnsupportedFeatureError as err:
         if err.feature not in _declared(backend):
             return Outcome(

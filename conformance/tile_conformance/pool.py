@@ -150,6 +150,7 @@ class WorkerPool:
         self, backend: str, tier: str = "execute", jobs: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT
     ):
         self.backend, self.tier = backend, tier
+        self.options: dict = {}  # compile options of every program (set by the runner)
         self.jobs = max(1, jobs or default_jobs())
         self.timeout = timeout
         self.workers: List[_Worker] = []
@@ -222,6 +223,7 @@ class WorkerPool:
                     "program": program_record(program),
                     "tier": self.tier,
                     "backend": self.backend,
+                    "options": self.options,
                     "cache_dir": os.environ.get("TILECORE_CACHE_DIR", ""),
                 }
             )

@@ -204,7 +204,10 @@ def build(knobs: dict) -> Program:
     fn = _BUILDERS.get(fam)
     if fn is None:
         raise Unbuildable(f"unknown family {fam}")
-    return fn(knobs)
+    from .accuracy import fast_math_tables
+
+    with fast_math_tables(bool(knobs.get("fast_math"))):  # the tolerances of a fast-math run
+        return fn(knobs)
 
 
 def _dims(k) -> Tuple:

@@ -188,6 +188,7 @@ def run_suite(
     stop_after_failures: int = 0,
     programs: Optional[Sequence[Program]] = None,
     pool: Optional[ProgramPool] = None,
+    options: Optional[dict] = None,
 ) -> dict:
     """Run the suite on one backend and return the report (a JSON-serialisable dict).
 
@@ -198,7 +199,8 @@ def run_suite(
     not run: a quick rejection, e.g. for mutation testing). `programs` runs
     those instead of generating (`tile conformance rerun`). `pool`: an open
     WorkerPool to use (and leave open) instead of a new one, e.g. for many
-    short runs in a row.
+    short runs in a row. `options`: compile options for every program (those
+    that declare capabilities, e.g. fast_math, change what is certified).
     """
     from .execute import fresh_compile_cache
 
@@ -220,7 +222,18 @@ def run_suite(
             stop_after_failures,
             programs,
             pool,
+            dict(options or {}),
         )
+
+
+def check_options(backend, options: dict) -> None:
+    """A clear error naming the valid ones unless `options` are compile options of `backend`."""
+    from tilecore.plugin.options import OptionError, validate_options
+
+    try:
+        validate_options(backend.name, backend.options, options)
+    except OptionError as err:
+        raise ConformanceError(str(err)) from None
 
 
 def check_tier(backend, tier: str) -> None:
@@ -257,13 +270,15 @@ def _run_suite(
     stop_after_failures,
     given_programs,
     shared_pool,
+    options,
 ) -> dict:
     from .report import build_report
 
     t0 = time.time()
     backend = resolve_backend(backend_name)
     check_tier(backend, tier)
-    caps = Caps.from_backend(backend)
+    check_options(backend, options)
+    caps = Caps.from_backend(backend, options)
     directed = given_programs is None and examples >= DIRECTED_FROM
     if given_programs is None:
         programs: List[Program] = [build(k) for k in run_knobs(caps, examples, seed, families)]
@@ -288,6 +303,7 @@ def _run_suite(
 
     pool = shared_pool or WorkerPool(backend.name, tier, jobs, timeout)
     pool.backend, pool.tier = backend.name, tier
+    pool.options = options
     try:
         with contextlib.nullcontext(pool) if shared_pool else pool:
             results = pool.run(programs, on_result, order)
@@ -309,6 +325,8 @@ def _run_suite(
         "examples": examples if given_programs is None else len(programs),
         "seed": seed,
         "tier": tier,
+        "options": options,
+        "accuracy_table": "fast_math" if caps.fast_math else "default",
         "compile_cache": "fresh (private, per run)",
         "families": list(families) if families else "all",
         "isolation": {"workers": pool.jobs, "timeout_seconds": pool.timeout},

@@ -36,15 +36,18 @@ class Caps:
     max_tensor_bytes: Optional[int] = None  # declared: a directed program reads a tensor past 2^31 bytes
 
     @classmethod
-    def from_backend(cls, backend) -> "Caps":
+    def from_backend(cls, backend, options: Optional[dict] = None) -> "Caps":
+        """The backend's declarations, with those of the compile `options` that are on
+        (Option.declares: e.g. a fast-math option declares `fast_math`)."""
         c = backend.capabilities
+        on = {d for o in getattr(backend, "options", ()) or () if (options or {}).get(o.name) for d in o.declares}
         return cls(
             frozenset(c.features),
             frozenset(c.dtypes),
             frozenset(tuple(p) for p in c.gemm_dtypes),
             c.max_shared_memory,
             c.max_threads,
-            bool(getattr(c, "fast_math", False)),
+            bool(getattr(c, "fast_math", False)) or "fast_math" in on,
             getattr(c, "max_tensor_bytes", None),
         )
 
@@ -639,6 +642,8 @@ def knobs_at(caps: Caps, seed: int, index: int, families) -> dict:
     rng = st.rng_for("tile-conformance", GENERATOR_VERSION, seed, index, fam)
     knobs = _FAMILY_STRATEGIES[fam](caps, slot=index // len(fams)).draw(rng)
     knobs["input_seed"] = rng.randrange(2**31)
+    if caps.fast_math:  # expressions' tolerances from the fast-math table (programs.build)
+        knobs["fast_math"] = True
     return knobs
 
 
