@@ -146,6 +146,11 @@ def test_directed_program_reads_past_two_gib_and_costs_only_its_window():
     big = prog.params[0]
     rows, cols = big.shape
     assert rows * cols > 2**31 and knobs[-1]["row0"] * cols >= 2**31  # every tile past offset 2^31
+    from tile_conformance.programs import Unbuildable
+
+    for shrunk in ({"dtype": "int32"}, {"row0": 60000}, {"N": 1024}):  # what shrinking must not reach
+        with pytest.raises(Unbuildable):
+            build({**knobs[-1], **shrunk})
     if not os.path.exists("/proc/self/statm"):
         pytest.skip("no /proc/self/statm to read the resident memory from")
     before = _rss_bytes()

@@ -23,6 +23,7 @@ from .programs import (
     Param,
     Program,
     Tolerance,
+    Unbuildable,
     _ceildiv_text,
     _dim,
     _dims,
@@ -271,9 +272,14 @@ def _build_offsets(k: dict) -> Program:
     costs what it reads, not 2 GiB."""
     d, bm, bn, (gx, gy) = k["dtype"], k["bm"], k["bn"], k["grid"]
     r0, c0 = k["row0"], k["col0"]
+    M, N = k["M"], k["N"]
+    # what the program is for (the shrinker may propose anything): one-byte elements, every tile
+    # inside the tensor and starting past offset 2^31
+    if d not in ("int8", "uint8") or r0 * N < 2**31 or r0 + gy * bm > M or c0 < 0 or c0 + gx * bn > N:
+        raise Unbuildable("the offsets program needs one-byte tiles inside the tensor, past offset 2^31")
     window = f"window:{r0}:{r0 + gy * bm}:{c0}:{c0 + gx * bn}"
     lo, hi = (0, 255) if d == "uint8" else (-128, 127)
-    params = [Param("A", (k["M"], k["N"]), d, "in", lo, hi, window), Param("Out", (gy * bm, gx * bn), d, "out")]
+    params = [Param("A", (M, N), d, "in", lo, hi, window), Param("Out", (gy * bm, gx * bn), d, "out")]
     w = _Writer()
     _header(w, params, [])
     grid = [str(gx), str(gy)]
