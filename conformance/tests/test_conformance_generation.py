@@ -133,3 +133,51 @@ def test_opt_in_features_only_add_to_the_programs_of_a_backend_without_them():
         assert {k: v for k, v in a.items() if k not in skip} == {k: v for k, v in b.items() if k not in skip}
         changed += a != b
     assert changed >= 20  # each convert program, half the control ones, a third of the gemms
+
+
+def _rss_bytes() -> int:
+    import os
+
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_directed_program_reads_past_two_gib_and_costs_only_its_window():
+    """A backend declaring the memory (max_tensor_bytes) gets one directed program per default-sized
+    run: tiles of a one-byte tensor past 2^31 bytes, every tile starting past offset 2^31 (the
+    mutation gate's offset32 bug, 32-bit offsets, fails it). Its input is filled only where read."""
+    import dataclasses
+    import os
+
+    import pytest
+
+    from tile_conformance.coverage import program_cells, required_cells
+    from tile_conformance.execute import make_inputs
+    from tile_conformance.runner import DIRECTED_FROM, run_families, run_knobs
+
+    fams = run_families(ALL)
+    knobs = run_knobs(ALL, DIRECTED_FROM, seed=5)
+    assert len(knobs) == DIRECTED_FROM + 1 and knobs[:-1] == generate_knobs(ALL, DIRECTED_FROM, seed=5)
+    assert len(run_knobs(ALL, DIRECTED_FROM - 1, seed=5)) == DIRECTED_FROM - 1  # small runs: none
+    undeclared = dataclasses.replace(ALL, max_tensor_bytes=None)
+    assert len(run_knobs(undeclared, DIRECTED_FROM, seed=5)) == DIRECTED_FROM
+    assert "size:>2^31 bytes" not in required_cells(undeclared, fams)
+    prog = build(knobs[-1])
+    assert "size:>2^31 bytes" in program_cells(prog) and "size:>2^31 bytes" in required_cells(ALL, fams)
+    big = prog.params[0]
+    rows, cols = big.shape
+    assert rows * cols > 2**31 and knobs[-1]["row0"] * cols >= 2**31  # every tile past offset 2^31
+    from tile_conformance.programs import Unbuildable
+
+    for shrunk in ({"dtype": "int32"}, {"row0": 60000}, {"N": 1024}):  # what shrinking must not reach
+        with pytest.raises(Unbuildable):
+            build({**knobs[-1], **shrunk})
+    if not os.path.exists("/proc/self/statm"):
+        pytest.skip("no /proc/self/statm to read the resident memory from")
+    before = _rss_bytes()
+    arrays = make_inputs(prog.params, prog.bindings, prog.input_seed)
+    assert _rss_bytes() - before < 64 << 20  # the window, not 2 GiB
+    r0, r1, c0, c1 = (int(v) for v in big.edges.split(":")[1:])
+    assert arrays[0][r0:r1, c0:c1].any() and not arrays[0][r0 - 1].any()
+    outcome = run_program(prog, REF)
+    assert outcome.status == "pass", outcome.message

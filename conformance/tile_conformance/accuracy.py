@@ -11,12 +11,20 @@ rounded once. ulp(x) is the spacing of the result dtype's floats at |x|,
 the subnormal spacing below the smallest normal: flushing subnormal results
 to zero is not allowed by the default table.
 
-A backend that declares `fast_math` in its capabilities is held to
-FAST_MATH_ULPS instead (hardware approximations: subnormals may flush, a few
-thousand float32 ulp).
+A backend that declares `fast_math` in its capabilities, or runs with a
+compile option that declares it (Option.declares), is held to FAST_MATH_ULPS
+instead (hardware approximations: subnormals may flush, a few thousand float32
+ulp), in the `math` family and in the error analysis of expressions alike
+(programs.build applies `fast_math_tables` to programs whose knobs say so).
 """
 
 from __future__ import annotations
+
+import contextlib
+import contextvars
+from typing import Iterator, Optional
+
+_FAST_MATH = contextvars.ContextVar("tile_conformance_fast_math", default=False)
 
 FUNCS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "floor", "ceil", "abs")
 EXACT = ("floor", "ceil", "abs")
@@ -53,10 +61,21 @@ FAST_MATH_ULPS = {
 }
 
 
-def ulps(func: str, dtype: str, fast_math: bool = False) -> float:
-    """Allowed distance of `func` on `dtype` from the reference, in ulps of the result."""
-    table = FAST_MATH_ULPS if fast_math else ULPS
+def ulps(func: str, dtype: str, fast_math: Optional[bool] = None) -> float:
+    """Allowed distance of `func` on `dtype` from the reference, in ulps of the result
+    (`fast_math` None: the table `fast_math_tables` chose, else the default one)."""
+    table = FAST_MATH_ULPS if (_FAST_MATH.get() if fast_math is None else fast_math) else ULPS
     return float(table.get(dtype, ULPS["float32"]).get(func, 8))
+
+
+@contextlib.contextmanager
+def fast_math_tables(on: bool) -> Iterator[None]:
+    """Within the block, `ulps` answers from the fast-math table when `on`."""
+    token = _FAST_MATH.set(bool(on))
+    try:
+        yield
+    finally:
+        _FAST_MATH.reset(token)
 
 
 def table_markdown(fast_math: bool = False) -> str:

@@ -3,7 +3,7 @@
 A cell names one thing a backend can get wrong on its own: a conversion kind,
 an integer operator, a math function on a dtype, a reduction kind, an edge
 class of input values on a dtype, dynamic shapes in a family, tensors past
-2^16 elements. `required_cells(caps)` lists those the backend's declarations
+2^16 elements, tensors past 2^31 bytes. `required_cells(caps)` lists those the backend's declarations
 make reachable (the generator steers every default-sized run into each of
 them, see the `slot` logic in strategies.py); certification needs at least
 `coverage.min_passes` passing programs in each (must_pass.json), and the report
@@ -14,15 +14,17 @@ from __future__ import annotations
 
 from typing import Dict, List, Set
 
-from tilecore.ir.types import is_fp8
+from tilecore.ir.types import is_fp8, itemsize
 
 from .accuracy import FUNCS
+from .strategies import large_tensor_dtype
 
 CONVERT_KINDS = ("f>f", "f>i", "i>i", "i>f", ">bool", "bool>")
 INT_TARGETS = ("//", "%", "<<", ">>", "~", "cmp", "logic", "wrap")
 REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax")
 DYNAMIC_FAMILIES = ("ewise", "copy", "reduce", "cumsum", "convert", "intops", "math")
 BIG_ELEMENTS = 1 << 16
+LARGE_BYTES = "size:>2^31 bytes"  # a tensor whose element offsets need 64 bits (directed program)
 
 
 def _kind(dtype: str) -> str:
@@ -50,18 +52,21 @@ def program_cells(program) -> Set[str]:
         cells.add(f"reduce:{k['kind']}")
     cells |= _opt_in_cells(k)
     for p in program.params:
-        if p.edges and not p.edges.startswith("math:"):
+        if p.edges and not p.edges.startswith(("math:", "window:")):
             cells.add(f"edges:{p.edges.split(':')[0]}:{p.dtype}")
         n = 1
         for s in p.concrete_shape(program.bindings):
             n *= s
         if n > BIG_ELEMENTS:
             cells.add("size:>2^16 elements")
+        if n * itemsize(p.dtype) > 1 << 31:
+            cells.add(LARGE_BYTES)
     return cells
 
 
-def required_cells(caps, families) -> List[str]:
-    """Cells a default-sized run on a backend with `caps` over `families` must pass."""
+def required_cells(caps, families, directed: bool = True) -> List[str]:
+    """Cells a default-sized run on a backend with `caps` over `families` must pass (`directed`:
+    the run adds the directed programs, strategies.directed_knobs)."""
     out: List[str] = []
     ints = [d for d in caps.ints() if d != "bool"]
     floats = caps.floats()
@@ -86,6 +91,8 @@ def required_cells(caps, families) -> List[str]:
         out += [f"dynamic:{f}" for f in DYNAMIC_FAMILIES if f in families]
     if "copy" in families and caps.has("multi_block"):
         out.append("size:>2^16 elements")
+    if directed and "copy" in families and large_tensor_dtype(caps):
+        out.append(LARGE_BYTES)
     return out + _required_opt_in_cells(caps, families)
 
 

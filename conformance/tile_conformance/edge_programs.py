@@ -23,6 +23,7 @@ from .programs import (
     Param,
     Program,
     Tolerance,
+    Unbuildable,
     _ceildiv_text,
     _dim,
     _dims,
@@ -288,4 +289,35 @@ SPECIAL_OPS = {
 SIGNED_ZERO_OPS = ("cancel", "neg")  # the sign of a zero result is compared
 
 
+# ----------------------------------------------------------------------------- directed: 2^31 bytes
+
+
+def _build_offsets(k: dict) -> Program:
+    """Tiles of a one-byte tensor just past 2^31 bytes, read from offsets at and past 2^31
+    (strategies.directed_knobs) into a small output: a backend computing element offsets in 32
+    bits reads the wrong memory. Only the tiles read are filled (edges `window:`), so the input
+    costs what it reads, not 2 GiB."""
+    d, bm, bn, (gx, gy) = k["dtype"], k["bm"], k["bn"], k["grid"]
+    r0, c0 = k["row0"], k["col0"]
+    M, N = k["M"], k["N"]
+    # what the program is for (the shrinker may propose anything): one-byte elements, every tile
+    # inside the tensor and starting past offset 2^31
+    if d not in ("int8", "uint8") or r0 * N < 2**31 or r0 + gy * bm > M or c0 < 0 or c0 + gx * bn > N:
+        raise Unbuildable("the offsets program needs one-byte tiles inside the tensor, past offset 2^31")
+    window = f"window:{r0}:{r0 + gy * bm}:{c0}:{c0 + gx * bn}"
+    lo, hi = (0, 255) if d == "uint8" else (-128, 127)
+    params = [Param("A", (M, N), d, "in", lo, hi, window), Param("Out", (gy * bm, gx * bn), d, "out")]
+    w = _Writer()
+    _header(w, params, [])
+    grid = [str(gx), str(gy)]
+    _kernel(w, grid, k["threads"])
+    alloc = "T.alloc_shared" if k["scope"] == "shared" else "T.alloc_fragment"
+    w(f'T_a = {alloc}(({bm}, {bn}), "{d}")')
+    w(f"T.copy(A[{r0} + by * {bm}, {c0} + bx * {bn}], T_a)")
+    w(f"T.copy(T_a, Out[by * {bm}, bx * {bn}])")
+    tol = Tolerance(0.0, 0.0, "copies are exact: bit-exact")
+    return _finish(k, w, params, {}, {"copy"} | _dtype_features(d), {"Out": tol}, grid)
+
+
 EDGE_BUILDERS: Dict[str, Callable[..., Any]] = {"convert": _build_convert, "intops": _build_intops, "math": _build_math}
+DIRECTED_BUILDERS: Dict[str, Callable[..., Any]] = {"offsets": _build_offsets}  # not drawn: strategies.directed_knobs

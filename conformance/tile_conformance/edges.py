@@ -280,6 +280,8 @@ def sweep(rng, n: int, func: str, dtype: str) -> np.ndarray:
 
 def fill(rng, shape: Tuple[int, ...], dtype: str, lo: float, hi: float, edges: str) -> np.ndarray:
     """An input array of `dtype` for edge class `edges` ("" = uniform in [lo, hi])."""
+    if edges.startswith("window:"):
+        return _window(rng, shape, dtype, lo, hi, edges)
     n = int(np.prod(shape)) if shape else 1
     dt = np_dtype(dtype)
     if dtype == "bool":
@@ -331,3 +333,13 @@ def _cast(values: np.ndarray, dtype: str) -> np.ndarray:
         return np.asarray(convert(np.asarray(values, dtype=np.float64), dtype))
     with np.errstate(over="ignore", invalid="ignore"):
         return np.asarray(values).astype(np_dtype(dtype))
+
+
+def _window(rng, shape: Tuple[int, ...], dtype: str, lo: float, hi: float, edges: str) -> np.ndarray:
+    """Edge class `window:R0:R1:C0:C1` of a 2-D input: rows R0:R1, columns C0:C1 at the integer
+    limits, zero elsewhere. The zeros are never written (np.zeros maps them lazily), so a tensor
+    past 2^31 bytes costs the memory of the window it is read through."""
+    r0, r1, c0, c1 = (int(v) for v in edges.split(":")[1:])
+    out = np.zeros(shape, np_dtype(dtype))
+    out[r0:r1, c0:c1] = fill(rng, (r1 - r0, c1 - c0), dtype, lo, hi, "limits")
+    return out

@@ -187,10 +187,13 @@ class quiet_stdout:
 
 
 def reference_outputs(func, program: Program, arrays: List[np.ndarray]) -> List[np.ndarray]:
-    """Run the reference interpreter on copies of `arrays`; return all arrays after the run."""
+    """Run the reference interpreter on copies of `arrays`; return all arrays after the run.
+
+    Inputs ("in", never written by a generated program) are shared, not copied: a tensor past
+    2^31 bytes whose untouched pages were never allocated stays so."""
     from tilecore import interp
 
-    ref = [a.copy() for a in arrays]
+    ref = [a if p.role == "in" else a.copy() for p, a in zip(program.params, arrays)]
     if "print" in program.features:
         with quiet_stdout():
             interp.run(func, ref, dict(program.bindings))
@@ -218,8 +221,11 @@ def program_features(func, program: Program) -> List[str]:
     return sorted(used | set(program.features))
 
 
-def run_program(program: Program, backend, tier: str = "execute", reference_cache=None) -> Outcome:
-    """Parse, run on the reference and on `backend`, compare; never raises for program problems."""
+def run_program(
+    program: Program, backend, tier: str = "execute", reference_cache=None, options: Optional[dict] = None
+) -> Outcome:
+    """Parse, run on the reference and on `backend` (compiled with `options`), compare; never
+    raises for program problems."""
     import tilecore
     from tilecore.diagnostics import UnsupportedFeatureError
 
@@ -268,7 +274,7 @@ def run_program(program: Program, backend, tier: str = "execute", reference_cach
                 seconds=time.perf_counter() - t0,
             )
     try:
-        kernel = tilecore.compile(func, target=backend.name)
+        kernel = tilecore.compile(func, target=backend.name, **(options or {}))
     except UnsupportedFeatureError as err:
         if err.feature not in declared(backend):
             return Outcome(
@@ -290,22 +296,29 @@ def run_program(program: Program, backend, tier: str = "execute", reference_cach
     try:
         if "print" in program.features:
             with quiet_stdout():
-                got = call_on_device(kernel, arrays, backend.capabilities.memory_space)
+                got = call_on_device(kernel, arrays, backend.capabilities.memory_space, _inputs(program))
         else:
-            got = call_on_device(kernel, arrays, backend.capabilities.memory_space)
+            got = call_on_device(kernel, arrays, backend.capabilities.memory_space, _inputs(program))
     except Exception as err:
         return Outcome(FAIL, feats, "run failed: " + _one_line(err), error_kind="run", seconds=time.perf_counter() - t0)
     return _compare_all(program, ref, got, feats, t0)
 
 
-def call_on_device(kernel, arrays: Sequence[np.ndarray], memory_space: str) -> List[np.ndarray]:
+def _inputs(program: Program) -> frozenset:
+    return frozenset(i for i, p in enumerate(program.params) if p.role == "in")
+
+
+def call_on_device(
+    kernel, arrays: Sequence[np.ndarray], memory_space: str, inputs: frozenset = frozenset()
+) -> List[np.ndarray]:
     """Call `kernel` on copies of `arrays` in the backend's memory; return them as numpy afterwards.
 
-    CPU backends get numpy arrays. Device backends get torch (else cupy)
-    tensors on the current device, which DLPack hands to the kernel.
+    CPU backends get numpy arrays: copies, but for the positions in `inputs` (read-only
+    arguments; only outputs are compared, and the reference has already run). Device backends
+    get torch (else cupy) tensors on the current device, which DLPack hands to the kernel.
     """
     if memory_space == "cpu":
-        got = [a.copy() for a in arrays]
+        got = [a if i in inputs else a.copy() for i, a in enumerate(arrays)]
         kernel(*got)
         return got
     try:

@@ -1,6 +1,7 @@
 """The `tile conformance ...` subcommands (registered through the tilecore_cli_commands hook).
 
-tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--report out.json] [--ray [ADDRESS]]
+tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--option NAME=VALUE]
+                         [--report out.json] [--ray [ADDRESS]]
 tile conformance verify REPORT.json [--must-pass FILE]
 tile conformance rerun REPORT.json [--backend NAME] [--all] [--report out.json]
 tile conformance build-bundle BACKEND DIR [--examples N] [--seed S]
@@ -17,7 +18,8 @@ from typing import List, Optional
 from tilecore.plugin import hookimpl
 
 USAGE = """\
-tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--report out.json] [--ray [ADDRESS]]
+tile conformance BACKEND [--examples N] [--seed S] [--tier execute|compile] [--option NAME=VALUE]
+                         [--report out.json] [--ray [ADDRESS]]
 tile conformance verify REPORT.json [--must-pass FILE]
 tile conformance rerun REPORT.json [--backend NAME] [--all] [--report out.json]
 tile conformance build-bundle BACKEND DIR [--examples N] [--seed S]
@@ -68,6 +70,14 @@ def _run_parser() -> argparse.ArgumentParser:
         help="execute: run and compare results; compile: generate code with the real toolchain only",
     )
     p.add_argument("--report", default=None, help="write the JSON report here (and Markdown next to it)")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a compile option for every program (VALUE as JSON: true, 3, or a bare string); an option "
+        "that declares capabilities (e.g. cuda's fast_math) changes what is certified",
+    )
     p.add_argument(
         "--families",
         default=None,
@@ -175,7 +185,14 @@ def _run(argv: List[str]) -> int:
 
     args = _run_parser().parse_args(argv)
     families = [f.strip() for f in args.families.split(",")] if args.families else None
-    settings_used = {"examples": args.examples, "seed": args.seed, "tier": args.tier, "families": families or "all"}
+    options = _options(args.option)
+    settings_used = {
+        "examples": args.examples,
+        "seed": args.seed,
+        "tier": args.tier,
+        "families": families or "all",
+        "options": options,
+    }
     if args.ray is not None:
         from functools import partial
 
@@ -199,8 +216,25 @@ def _run(argv: List[str]) -> int:
             jobs=args.jobs,
             timeout=args.timeout,
             stop_after_failures=args.stop_after_failures,
+            options=options,
         ),
     )[0]
+
+
+def _options(items: List[str]) -> dict:
+    """`--option NAME=VALUE` pairs as a dict (VALUE parsed as JSON, else kept as a string)."""
+    out = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            from .runner import ConformanceError
+
+            raise ConformanceError(f"--option needs NAME=VALUE, got {item!r}")
+        try:
+            out[name.strip()] = json.loads(text)
+        except ValueError:
+            out[name.strip()] = text
+    return out
 
 
 def _finish(backend: str, settings_used: dict, path: Optional[str], run):

@@ -62,9 +62,13 @@ class ProgramPool(Protocol):
     timeout: float
 
     def run(
-        self, programs: Sequence[Program], on_result: Optional[Callable[[int, Outcome], bool]] = None
+        self,
+        programs: Sequence[Program],
+        on_result: Optional[Callable[[int, Outcome], bool]] = None,
+        order: Optional[Sequence[int]] = None,
     ) -> List[Optional[Outcome]]:
-        """Outcomes of `programs` in their order (None: not run, after on_result stopped the run)."""
+        """Outcomes of `programs` in their order (None: not run, after on_result stopped the run);
+        `order`: the positions in the order to start them (default: first to last)."""
 
     def run_one(self, program: Program) -> Outcome:
         """The outcome of one program (a shrinking candidate)."""
@@ -146,6 +150,7 @@ class WorkerPool:
         self, backend: str, tier: str = "execute", jobs: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT
     ):
         self.backend, self.tier = backend, tier
+        self.options: dict = {}  # compile options of every program (set by the runner)
         self.jobs = max(1, jobs or default_jobs())
         self.timeout = timeout
         self.workers: List[_Worker] = []
@@ -171,12 +176,15 @@ class WorkerPool:
         return outcome
 
     def run(
-        self, programs: Sequence[Program], on_result: Optional[Callable[[int, Outcome], bool]] = None
+        self,
+        programs: Sequence[Program],
+        on_result: Optional[Callable[[int, Outcome], bool]] = None,
+        order: Optional[Sequence[int]] = None,
     ) -> List[Optional[Outcome]]:
-        """Outcomes of `programs` in their order. `on_result(i, outcome)` returning True stops the
-        run early (remaining programs get None)."""
+        """Outcomes of `programs` in their order, started in `order` (default: first to last).
+        `on_result(i, outcome)` returning True stops the run early (remaining programs get None)."""
         results: List[Optional[Outcome]] = [None] * len(programs)
-        pending = list(range(len(programs)))[::-1]
+        pending = list(range(len(programs)) if order is None else order)[::-1]
         stop = False
         while (pending and not stop) or any(w.job is not None for w in self.workers):
             while pending and not stop and (self._idle() or len(self.workers) < self.jobs):
@@ -215,6 +223,7 @@ class WorkerPool:
                     "program": program_record(program),
                     "tier": self.tier,
                     "backend": self.backend,
+                    "options": self.options,
                     "cache_dir": os.environ.get("TILECORE_CACHE_DIR", ""),
                 }
             )

@@ -204,7 +204,10 @@ def build(knobs: dict) -> Program:
     fn = _BUILDERS.get(fam)
     if fn is None:
         raise Unbuildable(f"unknown family {fam}")
-    return fn(knobs)
+    from .accuracy import fast_math_tables
+
+    with fast_math_tables(bool(knobs.get("fast_math"))):  # the tolerances of a fast-math run
+        return fn(knobs)
 
 
 def _dims(k) -> Tuple:
@@ -814,10 +817,11 @@ _BUILDERS = {
     "control": _build_control,
     "chain": _build_chain,
 }
-from .edge_programs import EDGE_BUILDERS  # noqa: E402  (they build on the helpers above)
+from .edge_programs import DIRECTED_BUILDERS, EDGE_BUILDERS  # noqa: E402  (they build on the helpers above)
 
 _BUILDERS.update(EDGE_BUILDERS)
-FAMILIES = tuple(_BUILDERS)
+FAMILIES = tuple(_BUILDERS)  # the families a run draws from in turn
+_BUILDERS.update(DIRECTED_BUILDERS)  # built (reruns, reports) but never drawn
 
 
 def shared_bytes(k: dict) -> int:

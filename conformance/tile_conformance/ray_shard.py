@@ -58,17 +58,28 @@ class _Shard:
 
         self.cache = fresh_compile_cache().__enter__()  # this shard compiles every program anew
         self.pool = WorkerPool(backend, tier, 1, timeout)  # the backend runs isolated, as without Ray
-        self.caps = Caps.from_backend(resolve_backend(backend))
+        self.backend = resolve_backend(backend)
+        self.caps = Caps.from_backend(self.backend)
         self.seed, self.families = seed, run_families(self.caps, families)
 
-    def run(self, index: int, digest: str, record: dict):
-        """(index, Outcome, generated here?) of program `index`: the shard's own program when it is
-        the driver's (same digest), else the driver's `record` (see the module doc)."""
+    def run(self, index: int, digest: str, record: dict, options: dict):
+        """(index, Outcome, generated here?) of program `index` compiled with `options`: the shard's
+        own program when it is the driver's (same digest), else the driver's `record` (see the
+        module doc)."""
         from .programs import build
         from .repro import program_from_record
-        from .strategies import knobs_at
+        from .strategies import Caps, directed_knobs, knobs_at
 
-        program = build(knobs_at(self.caps, self.seed, index, self.families))
+        if options != self.pool.options:  # options that declare capabilities change the programs
+            self.pool.options = options
+            self.caps = Caps.from_backend(self.backend, options)
+
+        directed = record["knobs"].get("directed")  # a directed program (after the seeded ones)
+        if directed is not None:
+            knobs = directed_knobs(self.caps, self.seed, self.families)[int(directed)]
+        else:
+            knobs = knobs_at(self.caps, self.seed, index, self.families)
+        program = build(knobs)
         own = _program_digest(program) == digest
         return index, self.pool.run_one(program if own else program_from_record(record)), own
 
@@ -97,6 +108,7 @@ class RayShardPool:
             path = os.pathsep.join(p for p in sys.path if p)
             ray.init(address=address or None, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
         self.ray, self.backend, self.tier, self.timeout = ray, backend.name, tier, timeout
+        self.options: dict = {}  # compile options of every program (set by the runner)
         self.local = WorkerPool(backend.name, tier, 1, timeout)  # shrinking candidates
         self.from_driver: List[int] = []  # programs a shard drew differently (it ran the driver's)
         self.count = shards or max(1, int(ray.cluster_resources().get("CPU", 1)))
@@ -115,15 +127,18 @@ class RayShardPool:
         """One program (a shrinking candidate), on this machine's isolated worker."""
         return self.local.run_one(program)
 
-    def run(self, programs: Sequence[Program], on_result=None) -> List[Optional[Outcome]]:
-        """Outcomes of the run's programs in index order; `on_result(i, outcome)` sees each as it comes."""
+    def run(self, programs: Sequence[Program], on_result=None, order=None) -> List[Optional[Outcome]]:
+        """Outcomes of the run's programs in index order, submitted in `order` (default: first to
+        last); `on_result(i, outcome)` sees each as it comes."""
         from ray.util import ActorPool
 
         results: List[Optional[Outcome]] = [None] * len(programs)
         actors = ActorPool(self.shards)
-        for i, program in enumerate(programs):
+        for i in range(len(programs)) if order is None else order:
+            program = programs[i]
             actors.submit(
-                lambda shard, job: shard.run.remote(*job), (i, _program_digest(program), program_record(program))
+                lambda shard, job: shard.run.remote(*job),
+                (i, _program_digest(program), program_record(program), self.options),
             )
         while actors.has_next():
             try:

@@ -270,6 +270,8 @@ def to_markdown(report: dict) -> str:
         f"| host | {report['host']['platform']}, {report['host']['cpus']} CPUs, Python {report['host']['python']}, "
         f"hypothesis {report['host']['hypothesis']} |",
         f"| settings | tier {s['tier']}, {s['examples']} examples, seed {s['seed']}, families {s['families']} |",
+        f"| compile options | {s.get('options') or 'defaults'}; math accuracy table: "
+        f"{s.get('accuracy_table', 'default')} |",
         f"| programs | {t['programs']}: {t['pass']} pass, {t['fail']} fail, {t['unsupported']} unsupported, "
         f"{t['suite_error']} suite errors |",
         f"| program digest | `{report['program_digest'][:16]}` |",

@@ -45,6 +45,7 @@ def rerun_report(
         jobs=jobs,
         timeout=timeout or s.get("isolation", {}).get("timeout_seconds", DEFAULT_TIMEOUT),
         shrink=False,
+        options=s.get("options") or {},
     )
     if everything:
         new = run_suite(name, examples=s["examples"], families=families, **common)

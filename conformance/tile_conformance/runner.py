@@ -12,9 +12,12 @@ from .pool import DEFAULT_TIMEOUT, ProgramPool, WorkerPool
 from .programs import FAMILIES, Program, build
 from .repro import program_record, repro_script
 from .shrink import Shrinker, program_size
-from .strategies import Caps, family_requirements, knobs_at
+from .strategies import Caps, directed_knobs, family_requirements, knobs_at
 
 DEFAULT_EXAMPLES = 165  # 15 programs of each of the 11 families
+# runs of at least this many programs (the certification minimum, must_pass.json) add the directed
+# programs (strategies.directed_knobs) after their seeded ones
+DIRECTED_FROM = 100
 
 
 class ConformanceError(Exception):
@@ -54,6 +57,15 @@ def generate_knobs(caps: Caps, examples: int, seed: int, families: Optional[Sequ
     """
     fams = run_families(caps, families)
     return [knobs_at(caps, seed, i, fams) for i in range(examples)]
+
+
+def run_knobs(caps: Caps, examples: int, seed: int, families: Optional[Sequence[str]] = None) -> List[dict]:
+    """The knobs of every program of a run: the seeded ones (generate_knobs), then, in runs of at
+    least DIRECTED_FROM programs, the directed ones (strategies.directed_knobs)."""
+    knobs = generate_knobs(caps, examples, seed, families)
+    if examples >= DIRECTED_FROM:
+        knobs += directed_knobs(caps, seed, run_families(caps, families))
+    return knobs
 
 
 def run_families(caps: Caps, families: Optional[Sequence[str]] = None) -> Tuple[str, ...]:
@@ -176,6 +188,7 @@ def run_suite(
     stop_after_failures: int = 0,
     programs: Optional[Sequence[Program]] = None,
     pool: Optional[ProgramPool] = None,
+    options: Optional[dict] = None,
 ) -> dict:
     """Run the suite on one backend and return the report (a JSON-serialisable dict).
 
@@ -186,7 +199,8 @@ def run_suite(
     not run: a quick rejection, e.g. for mutation testing). `programs` runs
     those instead of generating (`tile conformance rerun`). `pool`: an open
     WorkerPool to use (and leave open) instead of a new one, e.g. for many
-    short runs in a row.
+    short runs in a row. `options`: compile options for every program (those
+    that declare capabilities, e.g. fast_math, change what is certified).
     """
     from .execute import fresh_compile_cache
 
@@ -208,7 +222,18 @@ def run_suite(
             stop_after_failures,
             programs,
             pool,
+            dict(options or {}),
         )
+
+
+def check_options(backend, options: dict) -> None:
+    """A clear error naming the valid ones unless `options` are compile options of `backend`."""
+    from tilecore.plugin.options import OptionError, validate_options
+
+    try:
+        validate_options(backend.name, backend.options, options)
+    except OptionError as err:
+        raise ConformanceError(str(err)) from None
 
 
 def check_tier(backend, tier: str) -> None:
@@ -245,17 +270,24 @@ def _run_suite(
     stop_after_failures,
     given_programs,
     shared_pool,
+    options,
 ) -> dict:
     from .report import build_report
 
     t0 = time.time()
     backend = resolve_backend(backend_name)
     check_tier(backend, tier)
-    caps = Caps.from_backend(backend)
+    check_options(backend, options)
+    caps = Caps.from_backend(backend, options)
+    directed = given_programs is None and examples >= DIRECTED_FROM
     if given_programs is None:
-        programs: List[Program] = [build(k) for k in generate_knobs(caps, examples, seed, families)]
+        programs: List[Program] = [build(k) for k in run_knobs(caps, examples, seed, families)]
     else:
         programs = list(given_programs)
+    # directed programs (indices after the seeded ones) start first: each is one cheap program that
+    # alone rejects the bug it aims at, so a run stopping at its first failure stops there
+    seeded = examples if directed else len(programs)
+    order = list(range(seeded, len(programs))) + list(range(seeded))
     digest = program_digest(programs)
     bar = _Progress(progress, len(programs), f"{backend.name} ({tier})")
     counts = {PASS: 0, FAIL: 0, UNSUPPORTED: 0, SUITE_ERROR: 0}
@@ -271,9 +303,10 @@ def _run_suite(
 
     pool = shared_pool or WorkerPool(backend.name, tier, jobs, timeout)
     pool.backend, pool.tier = backend.name, tier
+    pool.options = options
     try:
         with contextlib.nullcontext(pool) if shared_pool else pool:
-            results = pool.run(programs, on_result)
+            results = pool.run(programs, on_result, order)
             ran = [i for i, o in enumerate(results) if o is not None]
             run_programs = [programs[i] for i in ran]
             outcomes = [o for o in results if o is not None]
@@ -292,6 +325,8 @@ def _run_suite(
         "examples": examples if given_programs is None else len(programs),
         "seed": seed,
         "tier": tier,
+        "options": options,
+        "accuracy_table": "fast_math" if caps.fast_math else "default",
         "compile_cache": "fresh (private, per run)",
         "families": list(families) if families else "all",
         "isolation": {"workers": pool.jobs, "timeout_seconds": pool.timeout},
@@ -310,7 +345,7 @@ def _run_suite(
 
     coverage = {
         "cells": coverage_table(run_programs, outcomes),
-        "required": required_cells(caps, run_families(caps, families)) if given_programs is None else [],
+        "required": required_cells(caps, run_families(caps, families), directed) if given_programs is None else [],
     }
     return build_report(
         backend,

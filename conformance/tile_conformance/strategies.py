@@ -33,19 +33,24 @@ class Caps:
     max_shared_memory: Optional[int] = None
     max_threads: Optional[int] = None
     fast_math: bool = False  # math functions are held to accuracy.FAST_MATH_ULPS
+    max_tensor_bytes: Optional[int] = None  # declared: a directed program reads a tensor past 2^31 bytes
 
     @classmethod
-    def from_backend(cls, backend) -> "Caps":
+    def from_backend(cls, backend, options: Optional[dict] = None) -> "Caps":
+        """The backend's declarations, with those of the compile `options` that are on
+        (Option.declares: e.g. a fast-math option declares `fast_math`)."""
         from tilecore.language.features import declared_features
 
         c = backend.capabilities
+        on = {d for o in getattr(backend, "options", ()) or () if (options or {}).get(o.name) for d in o.declares}
         return cls(
             declared_features(c),
             frozenset(c.dtypes),
             frozenset(tuple(p) for p in c.gemm_dtypes),
             c.max_shared_memory,
             c.max_threads,
-            bool(getattr(c, "fast_math", False)),
+            bool(getattr(c, "fast_math", False)) or "fast_math" in on,
+            getattr(c, "max_tensor_bytes", None),
         )
 
     def has(self, *names) -> bool:
@@ -645,7 +650,58 @@ def knobs_at(caps: Caps, seed: int, index: int, families) -> dict:
     rng = st.rng_for("tile-conformance", GENERATOR_VERSION, seed, index, fam)
     knobs = _FAMILY_STRATEGIES[fam](caps, slot=index // len(fams)).draw(rng)
     knobs["input_seed"] = rng.randrange(2**31)
+    if caps.fast_math:  # expressions' tolerances from the fast-math table (programs.build)
+        knobs["fast_math"] = True
     return knobs
+
+
+# ----------------------------------------------------------------------------- directed programs
+# Programs a default-sized run adds after its seeded ones (runner.DIRECTED_FROM), for what the
+# seeded families cannot afford to draw: a tensor past 2^31 bytes.
+
+LARGE_OFFSET = 1 << 31  # element offsets from here on need more than a signed 32-bit integer
+_LARGE_COLUMNS = 1 << 15  # int8 rows of 32 KiB: row 65536 starts at byte 2^31
+
+
+def large_tensor_dtype(caps: Caps) -> Optional[str]:
+    """The one-byte dtype of the directed 2^31-byte program, or None when the backend does not
+    declare the memory for it (Capabilities.max_tensor_bytes) or the copy family's features."""
+    declared = caps.max_tensor_bytes or 0
+    if declared <= LARGE_OFFSET + (1 << 24) or not caps.has("copy", "multi_block"):
+        return None
+    return next((d for d in ("int8", "uint8") if caps.dtype_ok(d)), None)
+
+
+def directed_knobs(caps: Caps, seed: int, families) -> list:
+    """Knobs of the directed programs of a run with `seed` over `families` (see above)."""
+    dtype = large_tensor_dtype(caps)
+    if dtype is None or "copy" not in families:
+        return []
+    rng = st.rng_for("tile-conformance", GENERATOR_VERSION, seed, "directed", "offsets")
+    draw = rng.choice
+    bm, bn = draw((8, 16, 32)), draw((16, 32, 64))
+    gx, gy = draw((1, 2, 3)), draw((1, 2))
+    # every tile starts past offset 2^31 (row 65536): a 32-bit offset of its first element wraps
+    row0 = LARGE_OFFSET // _LARGE_COLUMNS + rng.randrange(0, 8)
+    col0 = _LARGE_COLUMNS - gx * bn - rng.randrange(0, 3 * bn)
+    rows = row0 + gy * bm + rng.randrange(0, 64)
+    return [
+        {
+            "family": "offsets",
+            "directed": 0,
+            "dtype": dtype,
+            "M": rows,
+            "N": _LARGE_COLUMNS,
+            "bm": bm,
+            "bn": bn,
+            "grid": [gx, gy],
+            "row0": row0,
+            "col0": col0,
+            "scope": draw(("shared", "fragment")),
+            "threads": _threads(lambda s: s.draw(rng), caps),
+            "input_seed": rng.randrange(2**31),
+        }
+    ]
 
 
 # ----------------------------------------------------------------------------- edge-value families

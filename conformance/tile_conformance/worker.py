@@ -88,7 +88,7 @@ def _run_job(job: dict):
     backend = _backend(job["backend"])
     program = program_from_record(job["program"])
     try:
-        return run_program(program, backend, job["tier"])
+        return run_program(program, backend, job["tier"], options=job.get("options"))
     except BaseException as err:  # SystemExit / KeyboardInterrupt raised by backend code
         return Outcome(
             FAIL,

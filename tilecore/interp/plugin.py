@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from ..plugin import hookimpl
-from ..plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus
+from ..plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus, host_memory_bytes
 
 NAME = "reference"
 PRIORITY = -1000  # never the default while any real backend can run
@@ -66,6 +66,7 @@ def make_backend() -> Backend:
             memory_space="cpu",
             tiers=("execute",),
             index_bits=64,  # numpy indexes with int64
+            max_tensor_bytes=host_memory_bytes(),  # numpy arrays in host memory
         ),
         toolchain_status=_toolchain_status,
         device_present=lambda: True,

@@ -129,7 +129,18 @@ def cast_to(expr, dtype: str):
         expr = tx.Cast("float32", expr)
     if src == "float64" and dtype == "bfloat16":
         expr = float32_round_to_odd(expr)
+    if src == "int64" and dtype in _I64_NARROWING:
+        # int64 -> narrower int wraps. A plain Cast of a value that TVM folds to a constant out of
+        # the dtype's range (after binding a 1-block grid's index, say) aborts in its IntImm check
+        # ("Literal value 2147515648 exceeds range of int32"): wrap in int64 first, so the Cast
+        # always fits (a mask LLVM folds back into the truncation)
+        if isinstance(expr, tx.IntImm):
+            return tir_const(int(scalar(dtype, np.int64(expr.value))), dtype)
+        return wrap_to(expr, dtype)
     return tx.Cast(dtype, expr)
+
+
+_I64_NARROWING = ("int8", "int16", "int32", "uint8", "uint16", "uint32")
 
 
 # Integer + - * << wrap (two's complement), as the language defines. They are computed

@@ -41,6 +41,9 @@ class Capabilities:
     index_bits: width of the signed integers the generated code indexes with (32 or 64); the
     Kernel refuses, at call time, a dynamic dimension or an array with more elements than that
     can count.
+    max_tensor_bytes: the largest tensor argument, in bytes, that the backend's memory holds and
+    its kernels address correctly (element offsets past 2^31 computed in 64 bits); None: not
+    declared. Conformance certifies tensors past 2^31 bytes only for a backend declaring more.
     """
 
     features: FrozenSet[str]
@@ -54,6 +57,18 @@ class Capabilities:
     memory_space: str = "cpu"
     tiers: Tuple[str, ...] = ("execute",)
     index_bits: int = 32
+    max_tensor_bytes: Optional[int] = None
+
+
+def host_memory_bytes() -> Optional[int]:
+    """Physical memory of this machine (None where the OS does not say): what a backend whose
+    tensors live in host memory can declare as `Capabilities.max_tensor_bytes`."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,11 @@ class OptionError(TileError):
 @dataclass(frozen=True)
 class Option:
     """One compile option: its name, Python type (bool, int, float or str), default, and
-    optionally the values allowed and a one-line description for messages and docs."""
+    optionally the values allowed and a one-line description for messages and docs.
+
+    `declares`: capabilities that hold while the option is on (a true value) and not otherwise,
+    e.g. ("fast_math",): math functions are then certified against the looser fast-math accuracy
+    table (`tile conformance BACKEND --option NAME=true`)."""
 
     name: str
     type: type
@@ -32,6 +36,7 @@ class Option:
     doc: str = ""
     choices: Tuple[Any, ...] = ()
     optional: bool = False  # None is also accepted (and means "not set")
+    declares: Tuple[str, ...] = ()
 
     def describe(self) -> str:
         allowed = "|".join(repr(c) for c in self.choices) if self.choices else self.type.__name__

@@ -353,9 +353,10 @@ class _LoseBlockZeroAtomics(Transformer):
 
 
 def _offset16(args, state):
-    """Writes at element index >= 65,536 are lost (16-bit offsets)."""
+    """Writes at element index >= 65,536 are lost (16-bit offsets); `state`: copies of the
+    written arguments from before the launch (None for the others)."""
     for a, before in zip(args, state):
-        if a.size > 65536:
+        if before is not None and a.size > 65536:
             a.reshape(-1)[65536:] = before.reshape(-1)[65536:]
 
 
@@ -465,6 +466,43 @@ def numeric_patches(bug: str):
     raise KeyError(bug)
 
 
+# ----------------------------------------------------------------------------- large offsets
+
+
+class _Offsets32(Transformer):
+    """Element offsets into global tensors are computed in signed 32-bit integers: past 2^31 they
+    wrap negative, and the access lands 2^32 elements before the tensor's start."""
+
+    def _wrap(self, buf: N.Buffer, indices):
+        shape = buf.static_shape() if buf.scope == "global" else None
+        size = 1
+        for n in shape or ():
+            size *= n
+        if not shape or size <= 2**31 or len(indices) != len(shape):
+            return None
+        flat = _c(0, "int64")
+        for index, n in zip(indices, shape):
+            flat = N.BinOp("+", N.BinOp("*", flat, _c(n, "int64"), "int64"), N.Cast(index, "int64"), "int64")
+        rest = N.Cast(flat, "int32")  # the 32-bit offset (narrowing wraps)
+        out = []
+        for n in reversed(shape[1:]):
+            out.insert(0, N.BinOp("%", rest, _c(n, "int32"), "int32"))
+            rest = N.BinOp("//", rest, _c(n, "int32"), "int32")
+        return (rest,) + tuple(out)
+
+    def visit_Load(self, e):
+        idx = self._wrap(e.buffer, e.indices)
+        return e if idx is None else dataclasses.replace(e, indices=idx)
+
+    def visit_Store(self, s):
+        idx = self._wrap(s.buffer, s.indices)
+        return s if idx is None else dataclasses.replace(s, indices=idx)
+
+    def visit_Region(self, r):
+        starts = self._wrap(r.buffer, r.starts)
+        return r if starts is None else dataclasses.replace(r, starts=starts)
+
+
 # ----------------------------------------------------------------------------- the catalog
 
 
@@ -497,6 +535,7 @@ def _ir_bugs(func):
         "pipeline-drops-last": _PipelineDropsLast(),
         "dynamic-ceildiv-floors": _DynamicCeildivFloors(dyn),
         "abs-reduce-overwrites": _OverwriteAbsAccumulation(),
+        "offset32": _Offsets32(),
         "cumsum-ignores-reverse": _CumsumIgnoresReverse(),
         "square-tile-transposed": _SquareTileTransposed(),
         "narrow-atomics-race": _NarrowAtomicsRace(bv),
@@ -525,6 +564,7 @@ IR_BUGS = {
     "pipeline-drops-last": "a pipelined loop drops its last iteration when n % num_stages == 1",
     "dynamic-ceildiv-floors": "T.ceildiv of a dynamic extent rounds down (the last partial tile is skipped)",
     "abs-reduce-overwrites": "reduce_abssum / absmax with clear=False overwrite instead of accumulating",
+    "offset32": "element offsets into global tensors computed in signed 32 bits (wrap past 2^31)",
     "cumsum-ignores-reverse": "T.cumsum ignores reverse=True",
     "square-tile-transposed": "copies between on-chip square tiles transpose them (layouts mixed up)",
     "narrow-atomics-race": "float16 / float64 atomics lose the updates of every other block",

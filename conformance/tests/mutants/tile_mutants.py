@@ -32,6 +32,7 @@ from tilecore.ir import nodes as N
 from tilecore.ir.visitor import Transformer, walk
 from tilecore.plugin import hookimpl
 from tilecore.plugin.backend import Artifact
+from tilecore.runtime.kernel import written_buffer_names
 
 # backends that end the process, raise SystemExit or hang on every program with a reduction
 CRASHES = ("exit", "segv", "sysexit", "hang")
@@ -246,6 +247,7 @@ def tilecore_codegen(backend, module, options):
         "edge_writes": _edge_writes(module.func) if mutant == "edge" else [],
         "has_reduce": any(isinstance(n, N.Reduce) for n in walk(module.func)),
         "bf16_params": [i for i, p in enumerate(module.func.params) if p.dtype == "bfloat16"],
+        "written": [i for i, p in enumerate(module.func.params) if p.name in written_buffer_names(module.func)],
     }
     return Artifact(
         backend=backend.name,
@@ -310,7 +312,11 @@ def tilecore_launcher(backend, artifact):
         before = {}
         if mutant == "edge":
             before = {i: np.array(args[i], copy=True) for i, _ in info["edge_writes"]}
-        state = [np.array(a, copy=True) for a in args] if mutant in bugs.LAUNCH_BUGS else None
+        # launch bugs change what the kernel wrote: copies of the written arguments only (a read-only
+        # input past 2^31 bytes keeps its untouched pages unallocated)
+        written = set(info["written"])
+        state = [np.array(a, copy=True) if i in written else None for i, a in enumerate(args)]
+        state = state if mutant in bugs.LAUNCH_BUGS else None
         if mutant in bugs.NUMERIC_BUGS:
             _run_numeric(mutant, artifact, args, bindings)
         else:

@@ -549,6 +549,24 @@ def test_int64_accumulator_update_under_runtime_if():
     assert out.tolist() == [53]
 
 
+def test_int64_to_int32_narrowing_of_a_folded_constant_wraps():
+    """int64 -> int32 wraps, also where TVM folds the value to a constant (bx of a 1-block grid):
+    TVM aborted in its IntImm check ("Literal value 4294967312 exceeds range of int32", found by
+    the mutation sweep's offset32 bug, whose 32-bit offsets narrow such a constant)."""
+
+    @T.prim_func
+    def k(A: T.Tensor((64, 32), "int8"), Out: T.Tensor((16, 32), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            S = T.alloc_shared((16, 32), "int8")
+            T.copy(A[T.cast(T.cast(bx, "int64") + 4294967312, "int32"), 0], S)  # row 16
+            for i, j in T.Parallel(16, 32):
+                Out[i, j] = S[i, j] + T.cast(T.cast(bx, "int64") + 3000000000, "int32")
+
+    a = np.arange(64 * 32).reshape(64, 32).astype(np.int8)
+    _, out = _cpu_run(k, a, np.zeros((16, 32), np.int32))
+    np.testing.assert_array_equal(out, a[16:32].astype(np.int64) + 3000000000 - 2**32)
+
+
 @settings(max_examples=3, deadline=None)
 @given(stages=st.integers(0, 3), first=st.integers(0, 3), steps=st.integers(1, 4), seed=st.integers(0, 99))
 def test_pipelined_copy_from_a_tile_chosen_by_a_name_bound_in_the_loop(stages, first, steps, seed):

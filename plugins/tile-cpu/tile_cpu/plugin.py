@@ -11,7 +11,7 @@ import shutil
 from typing import Any, Dict
 
 from tilecore.plugin import Option, TileLangNames, hookimpl
-from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus
+from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus, host_memory_bytes
 
 from . import __version__
 
@@ -123,6 +123,8 @@ def make_backend() -> Backend:
             vector_bytes=64,
             memory_space="cpu",
             tiers=("execute",),
+            # host memory; flat offsets of tensors past 2^31 elements are int64 (TirLowering.shape_of)
+            max_tensor_bytes=host_memory_bytes(),
         ),
         toolchain_status=toolchain_status,
         device_present=lambda: shutil.which("cc") is not None or shutil.which("gcc") is not None,

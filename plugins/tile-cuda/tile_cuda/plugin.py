@@ -149,6 +149,7 @@ def make_backend() -> Backend:
                 False,
                 "fast approximate exp/exp2/log (__expf, ex2.approx, __logf); "
                 "off by default: the accurate expf/exp2f/logf meet the conformance ULP table",
+                declares=("fast_math",),  # conformance holds it to the fast-math table
             ),
             Option(
                 "warp_specialize",
