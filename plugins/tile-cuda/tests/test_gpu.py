@@ -311,6 +311,7 @@ def test_misaligned_views_are_refused_and_the_context_stays_usable(dtype):
 
 
 def test_while_loops_match_the_reference():
-    from tilecore.testing import assert_matches_reference, while_loops_arguments, while_loops_kernel
+    from tilecore.testing import assert_matches_reference, to_device, while_loops_arguments, while_loops_kernel
 
-    assert_matches_reference(while_loops_kernel(), while_loops_arguments(), backend="cuda")
+    args = [to_device(x, "cuda") for x in while_loops_arguments()]  # the kernel takes cuda memory
+    assert_matches_reference(while_loops_kernel(), args, backend="cuda")

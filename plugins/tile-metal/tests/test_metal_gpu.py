@@ -26,6 +26,7 @@ def test_simdgroup_gemm_matches_torch(gemm_func, ta, tb):
 
 
 def test_while_loops_match_the_reference():
-    from tilecore.testing import assert_matches_reference, while_loops_arguments, while_loops_kernel
+    from tilecore.testing import assert_matches_reference, to_device, while_loops_arguments, while_loops_kernel
 
-    assert_matches_reference(while_loops_kernel(), while_loops_arguments(), backend="metal")
+    args = [to_device(x, "metal") for x in while_loops_arguments()]  # the kernel takes metal memory
+    assert_matches_reference(while_loops_kernel(), args, backend="metal")
