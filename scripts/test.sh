@@ -4,8 +4,11 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$root/scripts/setup.sh"
 cd "$root"
-paths=(tests)
-for d in plugins/*/tests conformance/tests; do [ -d "$d" ] && paths+=("$d"); done
+# the folders with the longest files (certification runs) first: xdist hands out files in this
+# order, so the short ones fill in at the end instead of one long file running alone
+paths=()
+for d in conformance/tests plugins/*/tests; do [ -d "$d" ] && paths+=("$d"); done
+paths+=(tests)
 # one pytest worker per core (at most 4: each loads TVM and torch), a test file per worker at a time
 # (module fixtures are shared within a file)
 jobs=$(nproc 2>/dev/null || echo 2)
