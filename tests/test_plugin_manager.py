@@ -310,3 +310,17 @@ def test_ir_version_matching():
     assert not ir_version_accepted(("2.*", "2"), "1.0")
     with pytest.raises(IRVersionMismatchError):
         check_ir_version(_backend("x", ir=("2.0",)))
+
+
+def test_unknown_command_names_the_plugins_that_failed_to_load(tmp_path, site):
+    """A plugin that fails to load loses its commands; `tile` then says which plugin and why,
+    not only "invalid choice"."""
+    from test_plugin_support import run_tile
+
+    proc = run_tile(["toycmd"], clean_env(tmp_path, site))
+    assert proc.returncode == 2
+    assert "invalid choice: 'toycmd'" in proc.stderr
+    assert (
+        "plugin 'broken' (tile-broken 2.3.4, tile_broken.plugin): ImportError: tile_broken needs "
+        "libbroken.so, which is not installed (failed to load)" in proc.stderr
+    )

@@ -22,15 +22,28 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser with built-in and plugin subcommands."""
     from .. import __version__
 
-    parser = argparse.ArgumentParser(
-        prog="tile", description="tilecore: tile-level kernels with pluggable hardware backends"
-    )
+    parser = _Parser(prog="tile", description="tilecore: tile-level kernels with pluggable hardware backends")
     parser.add_argument("--version", action="version", version=f"tilecore {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f".{name}", __package__).add_parser(subparsers)
     _plugin_commands(subparsers)
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, naming the plugins that failed to load when a command is unknown: such a
+    plugin's commands are missing, and "invalid choice" alone does not say why."""
+
+    def error(self, message):
+        if "invalid choice" in message:
+            from ..plugin.manager import get_plugin_manager
+
+            broken = get_plugin_manager().errors
+            if broken:
+                message += "".join(f"\n  {e.describe()} (failed to load)" for e in broken)
+                message += "\n  (their commands are missing; `tile backends` shows every plugin)"
+        super().error(message)
 
 
 def _plugin_commands(subparsers) -> None:
