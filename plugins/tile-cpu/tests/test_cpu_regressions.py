@@ -394,12 +394,17 @@ def test_integer_arithmetic_on_data_wraps(a, b, c):
     """int32 + - * of values read from memory wrap like the reference (conformance seed 5151, program
     163: TVM marks signed arithmetic `nsw`, and LLVM folded `not (B + A > B)` to `A == 0`); int32 index
     arithmetic of loop variables stays plain (tilecore/lowering/tir_expr.py, _WRAP_WIDE_DATA)."""
+    a, b, c = np.array(a, np.uint8), np.array(b, np.int32), np.array(c, np.int8)
+    _assert_same_as_interpreter(_int32_data_wraps_kernel(), _int32_data_wraps, [a, b, c], np.zeros((6, 64), np.int32))
+
+
+def _assert_same_as_interpreter(kernel, func, inputs, out):
+    """The compiled kernel and the reference interpreter write the same `out` from `inputs`."""
     from tilecore import interp
 
-    a, b, c = np.array(a, np.uint8), np.array(b, np.int32), np.array(c, np.int8)
-    got, want = np.zeros((6, 64), np.int32), np.zeros((6, 64), np.int32)
-    _int32_data_wraps_kernel()(a, b, c, got)
-    interp.run(_int32_data_wraps, [a, b, c, want])
+    got, want = out.copy(), out.copy()
+    kernel(*inputs, got)
+    interp.run(func, [*inputs, want])
     np.testing.assert_array_equal(got, want)
 
 
@@ -449,13 +454,8 @@ def test_int64_arithmetic_on_data_wraps(a, b, c):
     """int64 + - * << ** of values read from memory wrap like the reference: TVM marks int64 arithmetic
     `nsw` and uint64 arithmetic `nuw`, so they are computed in int128 and truncated behind an XOR that
     TVM's bound analysis does not follow (tilecore/lowering/tir_expr.py, wrapping_int64)."""
-    from tilecore import interp
-
     a, b, c = np.array(a, np.uint8), np.array(b, np.int64), np.array(c, np.int64)
-    got, want = np.zeros((11, 64), np.int64), np.zeros((11, 64), np.int64)
-    _int64_data_wraps_kernel()(a, b, c, got)
-    interp.run(_int64_data_wraps, [a, b, c, want])
-    np.testing.assert_array_equal(got, want)
+    _assert_same_as_interpreter(_int64_data_wraps_kernel(), _int64_data_wraps, [a, b, c], np.zeros((11, 64), np.int64))
 
 
 @T.prim_func
