@@ -207,12 +207,13 @@ def grid_k_chunk(tile: MicroTile, M: int, K: int, acc_bytes: int, caches: Dict[s
 def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
     """The TIR of the whole GEMM, or None when the ISA has no vectors for the accumulator dtype.
 
-    Per K chunk of kc: every task packs its own rows of A (in parallel, into one buffer); then
-    per block of nc columns, B's kc x nc block is packed once, its NR panels in parallel, and
-    every task runs its rows across it. B is packed once whatever the number of tasks (each
-    task packing all of B cost 16x B's size in copies on a 16-core host); each parallel loop
-    ends before the next starts (TVM's parallel launch joins), so a packed block is complete
-    before any task reads it.
+    Per K chunk of kc and block of nc columns, B's kc x nc block is packed once, its NR panels
+    in parallel, and every task runs its rows across it; in the chunk's first column block each
+    task first packs its own rows of A (into one shared buffer: only that task reads them, so no
+    join is needed between the two, and they are still in its cache when used). B is packed once
+    whatever the number of tasks (each task packing all of B cost 16x B's size in copies on a
+    16-core host); each parallel loop ends before the next starts (TVM's parallel launch joins),
+    so a packed block is complete before any task reads it.
     """
     acc = plan.acc
     if tile.lanes < 2 or not (is_float(acc) or acc in ("int32", "int64")):
@@ -250,20 +251,24 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
             return pack_a(low, ap, a_value, rows, klen, panel0=task * (mc // MR))
 
         blocks = []
-        for start, count, width, nr in column_blocks(plan.N, nc, NR):
+        for group, (start, count, width, nr) in enumerate(column_blocks(plan.N, nc, NR)):
             jb = low.fresh("jb")
             col0 = start + jb * width
             b_value = lambda k, j, col0=col0: cast_to(low.load(tb, [k0 + k, col0 + j]), acc)  # noqa: E731
 
-            def run_rows(task, rows, col0=col0, width=width, nr=nr):
+            def run_rows(task, rows, col0=col0, width=width, nr=nr, jb=jb, packs_a=group == 0, count=count):
                 c_idx = lambda i, j: [task * mc + i, col0 + j]  # noqa: E731
                 task_a = lambda row, k: a_val(task * (mc // MR), row, k)  # noqa: E731
                 kernel = MicroKernel(low, acc, tc, c_idx, task_a, zero_c=first)
-                return kernel.panels(0, rows, MR, 0, width, nr, b_panel, 0, klen, rows_outer=True)
+                run = kernel.panels(0, rows, MR, 0, width, nr, b_panel, 0, klen, rows_outer=True)
+                if not packs_a:
+                    return run
+                pack = pack_rows(task, rows)
+                return seq([tx.IfThenElse(tx.EQ(jb, 0), pack, None) if count > 1 else pack, run])
 
             block = seq([pack_b(low, bp, b_value, width // nr, klen, nr, kind=tx.ForKind.PARALLEL), per_task(run_rows)])
             blocks.append(tx.For(jb, 0, count, tx.ForKind.SERIAL, block))
-        return seq([per_task(pack_rows)] + blocks)
+        return seq(blocks)
 
     parts = []
     for start, length, count in chunks(plan.K, kc):
