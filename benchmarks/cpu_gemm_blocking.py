@@ -1,13 +1,15 @@
 """The whole-grid cpu GEMM at several K-chunk sizes (kc) and k-loop unrollings, against numpy.
 
     python benchmarks/cpu_gemm_blocking.py [--size 2048] [--threads 1] [--repeat 7] [--kc 0,256,384,512]
-        [--unroll 0,1,8] [--clock wall|cpu]
+        [--unroll 0,1,8] [--nc 0,all] [--clock wall|cpu]
 
 tile_cpu.gemm_grid chooses kc from the host's caches (`grid_k_chunk`). A larger kc reads
 and writes C fewer times (once per K chunk) but needs a larger A panel in L1 and B block in
 L2; the right size depends on the host. This times examples/gemm.py's matmul (fp32, size^3,
 128x128x64 tiles: every tile size lowers to the same whole-grid GEMM) with kc overridden
-(0 = the backend's own choice) and the micro-kernel's k loop unrolled --unroll times, alternately
+(0 = the backend's own choice), B's column blocks --nc columns wide (0 = the backend's own, `all` =
+all of N's full panels in one block: fewer parallel joins, a larger B block), and the
+micro-kernel's k loop unrolled --unroll times, alternately
 with numpy's a @ b, and prints the ratio numpy
 time / tilecore time of the medians. Compile caching is off so that each kc is compiled.
 Writes benchmarks/results/cpu_gemm_blocking-<date>.json (machine, versions, command).
@@ -31,6 +33,7 @@ def parse_args(argv=None):
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--kc", default="0,128,192,256,384,512", help="comma-separated K chunks; 0 = the backend's own")
     p.add_argument("--unroll", default="0", help="comma-separated k-loop unroll factors; 0 = the backend's own")
+    p.add_argument("--nc", default="0", help="comma-separated B block widths (columns); 0 = the backend's own, all = N")
     p.add_argument(
         "--clock",
         choices=("wall", "cpu"),
@@ -60,18 +63,26 @@ import tilecore  # noqa: E402
 from tile_cpu.gemm import MicroKernel  # noqa: E402
 
 
-def kernel_with(n: int, kc: int, unroll: int):
-    """matmul at n^3 compiled with the whole-grid GEMM's K chunk forced to kc and the micro-kernel's
-    k loop unrolled `unroll` times (0: the backend's own choice)."""
-    own_kc, own_unroll = gemm_grid.grid_k_chunk, MicroKernel.K_UNROLL
+def kernel_with(n: int, kc: int, unroll: int, nc: str = "0"):
+    """matmul at n^3 compiled with the whole-grid GEMM's K chunk forced to kc, B's column blocks
+    nc wide and the micro-kernel's k loop unrolled `unroll` times (0: the backend's own choice)."""
+    own_kc, own_unroll, own_shape = gemm_grid.grid_k_chunk, MicroKernel.K_UNROLL, gemm_grid.task_shape
     if kc:
         gemm_grid.grid_k_chunk = lambda tile, M, K, acc_bytes, caches: min(kc, K)
+    if nc != "0":
+
+        def task_shape(tile, plan, kc_, caches, cores):
+            mc, _ = own_shape(tile, plan, kc_, caches, cores)
+            full = plan.N // tile.nr * tile.nr
+            return mc, full if nc == "all" else min(full, int(nc) // tile.nr * tile.nr)
+
+        gemm_grid.task_shape = task_shape
     MicroKernel.K_UNROLL = unroll or own_unroll
     try:
         func = matmul.prim_func(n, n, n, 128, 128, 64, dtype="float32", accum="float32")
         return tilecore.compile(func, target="cpu", out_idx=[-1])
     finally:
-        gemm_grid.grid_k_chunk, MicroKernel.K_UNROLL = own_kc, own_unroll
+        gemm_grid.grid_k_chunk, MicroKernel.K_UNROLL, gemm_grid.task_shape = own_kc, own_unroll, own_shape
 
 
 def main():
@@ -81,9 +92,11 @@ def main():
     b = rng.standard_normal((n, n), dtype=np.float32)
     want = a.astype(np.float64) @ b
     rows = []
-    variants = [(int(kc), int(u)) for kc in ARGS.kc.split(",") for u in ARGS.unroll.split(",")]
-    for kc, unroll in variants:
-        k = kernel_with(n, kc, unroll)
+    variants = [
+        (int(kc), int(u), nc) for kc in ARGS.kc.split(",") for u in ARGS.unroll.split(",") for nc in ARGS.nc.split(",")
+    ]
+    for kc, unroll, nc in variants:
+        k = kernel_with(n, kc, unroll, nc)
         c = k(a, b)
         err = float(np.max(np.abs(c - want)) / np.max(np.abs(want)))
         assert err < 1e-5, f"kc={kc}: wrong result ({err})"
@@ -91,8 +104,9 @@ def main():
         tt, nt = side_by_side(lambda k=k: k(a, b), lambda: a @ b, ARGS.repeat, clock)
         ratio = float(np.median(nt) / np.median(tt))
         label = (f"own {own_k_chunk(n)}" if kc == 0 else str(kc)) + f", unroll {unroll or MicroKernel.K_UNROLL}"
+        label += "" if nc == "0" else f", nc {nc}"
         print(
-            f"kc {label:>20}  tilecore {np.median(tt) * 1e3:8.2f} ms  numpy {np.median(nt) * 1e3:8.2f} ms  "
+            f"kc {label:>28}  tilecore {np.median(tt) * 1e3:8.2f} ms  numpy {np.median(nt) * 1e3:8.2f} ms  "
             f"ratio {ratio:5.2f}x",
             flush=True,
         )
@@ -100,6 +114,7 @@ def main():
             {
                 "kc": kc,
                 "unroll": unroll,
+                "nc": nc,
                 "label": label,
                 "tilecore_ms": [t * 1e3 for t in tt],
                 "numpy_ms": [t * 1e3 for t in nt],

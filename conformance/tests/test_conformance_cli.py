@@ -22,9 +22,11 @@ def reference_report(tmp_path_factory):
 def test_reference_certified_and_report_complete(reference_report):
     path, report = reference_report
     assert report["verdict"]["certified"], report["verdict"]["reasons"]
-    # 100 seeded programs and the directed one past 2^31 bytes (the reference declares the memory)
-    assert report["totals"]["programs"] == 101 and report["totals"]["pass"] == 101
+    # 100 seeded programs, the four directed `forms` programs and the directed one past 2^31 bytes
+    # (the reference declares the memory)
+    assert report["totals"]["programs"] == 105 and report["totals"]["pass"] == 105
     assert report["coverage"]["cells"]["size:>2^31 bytes"]["pass"] == 1
+    assert all(report["coverage"]["cells"][f"forms:{f}"]["pass"] >= 1 for f in ("scalar", "view", "stages"))
     for key in (
         "suite",
         "tilecore",

@@ -17,6 +17,7 @@ from typing import Dict, List, Set
 from tilecore.ir.types import is_fp8, itemsize
 
 from .accuracy import FUNCS
+from .programs import FORMS
 from .strategies import large_tensor_dtype
 
 CONVERT_KINDS = ("f>f", "f>i", "i>i", "i>f", ">bool", "bool>")
@@ -50,6 +51,8 @@ def program_cells(program) -> Set[str]:
             cells.add(f"special_ops:{k['dtype']}")
     elif fam == "reduce":
         cells.add(f"reduce:{k['kind']}")
+    elif fam == "forms":
+        cells.update(f"forms:{f}" for f in FORMS if k.get(f))
     cells |= _opt_in_cells(k)
     for p in program.params:
         if p.edges and not p.edges.startswith(("math:", "window:")):
@@ -91,6 +94,8 @@ def required_cells(caps, families, directed: bool = True) -> List[str]:
         out += [f"dynamic:{f}" for f in DYNAMIC_FAMILIES if f in families]
     if "copy" in families and caps.has("multi_block"):
         out.append("size:>2^16 elements")
+    if directed and "copy" in families and caps.has("copy", "parallel"):  # the directed forms programs
+        out += [f"forms:{f}" for f in FORMS if f != "scalar" or caps.has("runtime_if")]
     if directed and "copy" in families and large_tensor_dtype(caps):
         out.append(LARGE_BYTES)
     return out + _required_opt_in_cells(caps, families)

@@ -45,7 +45,7 @@ def make_inputs(params: Sequence[Param], bindings: Dict[str, int], seed: int) ->
             a = np.full(shape, OUTPUT_SENTINEL if p.dtype != "bool" else True).astype(np_dtype(p.dtype))
         else:
             a = fill(rng, shape, p.dtype, p.lo, p.hi, p.edges)
-        arrays.append(np.ascontiguousarray(a))
+        arrays.append(a if a.ndim == 0 else np.ascontiguousarray(a))  # (ascontiguousarray makes 0-d 1-d)
     return arrays
 
 
@@ -156,7 +156,8 @@ def check_with_core_pipeline(func) -> None:
     """Run the core passes for the reference target: a program they reject is not the backend's fault."""
     from tilecore.runtime.api import lower
 
-    lower(func, target="reference")
+    for stage in func.split_stages() if func.is_multi_stage else (func,):  # passes see one stage at a time
+        lower(stage, target="reference")
 
 
 class quiet_stdout:
@@ -194,11 +195,15 @@ def reference_outputs(func, program: Program, arrays: List[np.ndarray]) -> List[
     from tilecore import interp
 
     ref = [a if p.role == "in" else a.copy() for p, a in zip(program.params, arrays)]
+    # scalar parameters (shape ()) are bound by name, like dynamic dimensions
+    tensors = [a for p, a in zip(program.params, ref) if p.shape != ()]
+    bindings = dict(program.bindings)
+    bindings.update({p.name: int(a) for p, a in zip(program.params, ref) if p.shape == ()})
     if "print" in program.features:
         with quiet_stdout():
-            interp.run(func, ref, dict(program.bindings))
+            interp.run(func, tensors, bindings)
     else:
-        interp.run(func, ref, dict(program.bindings))
+        interp.run(func, tensors, bindings)
     return ref
 
 
@@ -315,7 +320,8 @@ def call_on_device(
 
     CPU backends get numpy arrays: copies, but for the positions in `inputs` (read-only
     arguments; only outputs are compared, and the reference has already run). Device backends
-    get torch (else cupy) tensors on the current device, which DLPack hands to the kernel.
+    get torch (else cupy) tensors on the current device, which DLPack hands to the kernel, and
+    the 0-d arrays of scalar parameters as Python numbers.
     """
     if memory_space == "cpu":
         got = [a if i in inputs else a.copy() for i, a in enumerate(arrays)]
@@ -326,16 +332,17 @@ def call_on_device(
     except ImportError:
         torch = None
     if torch is not None:
-        dev = [_torch_from_numpy(torch, a).to(memory_space if memory_space != "rocm" else "cuda") for a in arrays]
+        device = memory_space if memory_space != "rocm" else "cuda"
+        dev = [a.item() if a.ndim == 0 else _torch_from_numpy(torch, a).to(device) for a in arrays]
         kernel(*dev)
-        return [_torch_to_numpy(torch, t.cpu(), a.dtype) for t, a in zip(dev, arrays)]
+        return [a if a.ndim == 0 else _torch_to_numpy(torch, t.cpu(), a.dtype) for t, a in zip(dev, arrays)]
     try:
         import cupy
     except ImportError:
         raise RuntimeError(f"running on {memory_space} memory needs torch or cupy to move the inputs there") from None
-    dev = [cupy.asarray(a) for a in arrays]
+    dev = [a.item() if a.ndim == 0 else cupy.asarray(a) for a in arrays]
     kernel(*dev)
-    return [cupy.asnumpy(t) for t in dev]
+    return [a if a.ndim == 0 else cupy.asnumpy(t) for t, a in zip(dev, arrays)]
 
 
 def _torch_from_numpy(torch, a: np.ndarray):

@@ -132,7 +132,10 @@ def _header(w: _Writer, params: Sequence[Param], dyn: Sequence[str]):
         w("")
     w("")
     w("@T.prim_func")
-    sig = ", ".join(f'{p.name}: T.Tensor({_shape_text(p.shape)}, "{p.dtype}")' for p in params)
+    sig = ", ".join(
+        f"{p.name}: T.{p.dtype}" if p.shape == () else f'{p.name}: T.Tensor({_shape_text(p.shape)}, "{p.dtype}")'
+        for p in params
+    )  # a shape of () is a scalar parameter, passed at each call
     w(f"def main({sig}):")
     w.indent()
 
@@ -818,10 +821,12 @@ _BUILDERS = {
     "chain": _build_chain,
 }
 from .edge_programs import DIRECTED_BUILDERS, EDGE_BUILDERS  # noqa: E402  (they build on the helpers above)
+from .form_programs import FORM_BUILDERS, FORMS  # noqa: E402, F401  (FORMS: strategies)
 
 _BUILDERS.update(EDGE_BUILDERS)
 FAMILIES = tuple(_BUILDERS)  # the families a run draws from in turn
 _BUILDERS.update(DIRECTED_BUILDERS)  # built (reruns, reports) but never drawn
+_BUILDERS.update(FORM_BUILDERS)  # directed too (strategies.directed_knobs)
 
 
 def shared_bytes(k: dict) -> int:

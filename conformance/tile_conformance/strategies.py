@@ -17,7 +17,7 @@ from tilecore.ir.types import FLOAT_DTYPES, FP8_DTYPES, INT_DTYPES, bits, is_flo
 
 from . import exprs as X
 from . import gen as st
-from .programs import FAMILIES, shared_bytes
+from .programs import FAMILIES, FORMS, shared_bytes
 
 TILES = (1, 2, 4, 8, 16, 32)
 _PRECISION = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}  # significand bits
@@ -657,7 +657,8 @@ def knobs_at(caps: Caps, seed: int, index: int, families) -> dict:
 
 # ----------------------------------------------------------------------------- directed programs
 # Programs a default-sized run adds after its seeded ones (runner.DIRECTED_FROM), for what the
-# seeded families cannot afford to draw: a tensor past 2^31 bytes.
+# seeded families cannot afford to draw: the kernel forms of TileLang's examples (scalar
+# parameters, buffer views, several kernel stages) and a tensor past 2^31 bytes.
 
 LARGE_OFFSET = 1 << 31  # element offsets from here on need more than a signed 32-bit integer
 _LARGE_COLUMNS = 1 << 15  # int8 rows of 32 KiB: row 65536 starts at byte 2^31
@@ -674,6 +675,26 @@ def large_tensor_dtype(caps: Caps) -> Optional[str]:
 
 def directed_knobs(caps: Caps, seed: int, families) -> list:
     """Knobs of the directed programs of a run with `seed` over `families` (see above)."""
+    return _forms_directed(caps, seed, families) + _offsets_directed(caps, seed, families)
+
+
+def _forms_directed(caps: Caps, seed: int, families) -> list:
+    """Four `forms` programs (form_programs.py): a scalar parameter, a buffer view, two kernel
+    stages, a view with stages; small copies, drawn from the run's seed."""
+    if "copy" not in families or not caps.has("copy", "parallel"):
+        return []
+    out = []
+    for slot in range(len(FORMS) + 1):
+        rng = st.rng_for("tile-conformance", GENERATOR_VERSION, seed, "directed", "forms", slot)
+        knobs = forms_knobs(caps, slot=slot).draw(rng)
+        knobs["input_seed"] = rng.randrange(2**31)
+        out.append({**knobs, "directed": 1 + slot})
+    return out
+
+
+def _offsets_directed(caps: Caps, seed: int, families) -> list:
+    """The program that copies tiles past byte 2^31 of an int8 tensor, where the backend declares
+    the memory (Capabilities.max_tensor_bytes)."""
     dtype = large_tensor_dtype(caps)
     if dtype is None or "copy" not in families:
         return []
@@ -909,6 +930,39 @@ def math_knobs(draw, caps: Caps, slot: int = 0):
 
 
 _FAMILY_STRATEGIES.update({"convert": convert_knobs, "intops": intops_knobs, "math": math_knobs})
+
+
+@st.composite
+def forms_knobs(draw, caps: Caps, slot: int = 0):
+    """A `forms` program (form_programs.py): slots 0-2 use one form each (scalar, view, stages),
+    slot 3 view and stages together, later ones a drawn mix (never scalar with stages: tilecore
+    refuses scalar parameters in a multi-stage prim_func)."""
+    pool = caps.floats() + caps.ints() + (("bool",) if caps.dtype_ok("bool") else ())
+    bm, bn = draw(st.sampled_from(TILES[1:])), draw(st.sampled_from(TILES[1:]))
+    guards = caps.has("runtime_if", "partial_tiles")
+    M, N = draw(_extent(caps, bm, guards)), draw(_extent(caps, bn, guards))
+    if slot < len(FORMS):
+        forms = {FORMS[slot]}
+    elif slot == len(FORMS):
+        forms = {"view", "stages"}
+    else:
+        forms = {f for f in FORMS if draw(st.booleans())}
+    if not caps.has("runtime_if") or "stages" in forms:  # scalars in a multi-stage prim_func: unsupported
+        forms.discard("scalar")
+    return {
+        "family": "forms",
+        "M": M,
+        "N": N,
+        "bm": bm,
+        "bn": bn,
+        "dtype": draw(st.sampled_from(pool)),
+        "tile": draw(st.sampled_from(("shared", "fragment"))),
+        "threads": _threads(draw, caps),
+        "scalar": "scalar" in forms,
+        "n": draw(st.integers(1, M)) if "scalar" in forms else M,
+        "view": draw(st.sampled_from(("flat", "swapped"))) if "view" in forms else "",
+        "stages": "stages" in forms,
+    }
 
 
 # ----------------------------------------------------------------------------- opt-in features

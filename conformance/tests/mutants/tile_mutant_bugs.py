@@ -469,6 +469,21 @@ def numeric_patches(bug: str):
 # ----------------------------------------------------------------------------- large offsets
 
 
+class _ScalarArgumentLost(Transformer):
+    """Scalar kernel parameters read as 0: the launcher never packs them into the call."""
+
+    def __init__(self, func):
+        self.names = frozenset(func.scalar_names)
+        # the parameters themselves stay (they are bound like dynamic dimensions): only their uses read 0
+        self.params, self.dyn_vars = func.scalar_params, func.dyn_vars
+
+    def visit_Var(self, v):
+        return _c(0, v.dtype) if v.name in self.names else v
+
+    def visit_PrimFunc(self, f):
+        return dataclasses.replace(f, scalar_params=self.params, dyn_vars=self.dyn_vars)
+
+
 class _Offsets32(Transformer):
     """Element offsets into global tensors are computed in signed 32-bit integers: past 2^31 they
     wrap negative, and the access lands 2^32 elements before the tensor's start."""
@@ -542,6 +557,7 @@ def _ir_bugs(func):
         "atomic": _LoseBlockZeroAtomics(bv[0]),
         "fp8-saturates": _Fp8Saturates(),
         "while-exits-early": _WhileExitsEarly(),
+        "scalar-lost": _ScalarArgumentLost(func),
     }
 
 
@@ -573,6 +589,7 @@ IR_BUGS = {
     "transpose": "T.gemm ignores transpose_A / transpose_B",
     "fp8-saturates": "conversions into fp8 saturate at the largest finite value instead of giving NaN / inf",
     "while-exits-early": "`while a < b` tests a + 1 < b (one iteration too few)",
+    "scalar-lost": "scalar kernel parameters read as 0 (never packed into the launch)",
 }
 LAUNCH_BUGS = {
     "edge": "the last row/column of a partial edge tile is never written",
