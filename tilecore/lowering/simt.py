@@ -123,7 +123,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         self.ex.rounds_bfloat16 = target.bfloat16_computed_in_float32
         self.ex.int64_wrap_via = target.int64_wrap_via
         self.views = {}  # name -> tirx Buffer (global / smem view / local array)
-        self.param_vars = {}  # plan.extra_params name -> its TIR handle variable
+        self.param_vars: Dict[str, Any] = {}  # plan.extra_params name -> its TIR handle variable
         self.stage = {}  # smem name -> current stage index expr
         self.ctx = _Ctx()
         self.pending_r = set()

@@ -80,7 +80,7 @@ class _ParamBlock:
 
     def __init__(self, params: Sequence[Tuple[str, str]], index: Dict[str, int], maps=None):
         specs = {m.param: m for m in (maps or ())}
-        self.values = [
+        self.values: List[Any] = [
             ctypes.c_uint64(0)
             if kind == "ptr"
             else TensorMapSlot(specs[name])

@@ -27,7 +27,7 @@ Pure Python: importing this does not import TVM.
 from __future__ import annotations
 
 from math import prod
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from tilecore.ir import nodes as N
 from tilecore.ir.types import itemsize
@@ -127,16 +127,16 @@ def tma_layout(lay: SharedLayout) -> Optional[TmaLayout]:
         if rows % (64 * R):
             return None
         unit = lambda a, b: a // b  # noqa: E731
-        boxes = []
+        groups: List[Box] = []
         for r in range(0, rows, 16):  # each 16-row group lands contiguously at its physical row
             phys = lay.physical_row(r, unit, lambda a, b: a % b)
-            boxes += [Box(r, c, _block_offset(lay, phys, c)) for c in range(0, cols, box_cols)]
-        return TmaLayout(16, box_cols, width, tuple(boxes))
+            groups += [Box(r, c, _block_offset(lay, phys, c)) for c in range(0, cols, box_cols)]
+        return TmaLayout(16, box_cols, width, tuple(groups))
     box_rows = min(rows, MAX_BOX)
     if rows % box_rows:
         return None
-    boxes = [Box(r, c, _block_offset(lay, r, c)) for c in range(0, cols, box_cols) for r in range(0, rows, box_rows)]
-    return TmaLayout(box_rows, box_cols, width, tuple(boxes))
+    spans = [Box(r, c, _block_offset(lay, r, c)) for c in range(0, cols, box_cols) for r in range(0, rows, box_rows)]
+    return TmaLayout(box_rows, box_cols, width, tuple(spans))
 
 
 def _block_offset(lay: SharedLayout, phys_row: int, col: int) -> int:
@@ -167,8 +167,8 @@ def smem_image(lay: SharedLayout, tl: TmaLayout) -> dict:
 
 class _Facts(NamedTuple):
     copy: N.Copy
-    plan: object
-    target: object
+    plan: Any  # the KernelPlan
+    target: Any  # the TargetDescription
     src: N.Region
     dst: N.Region
 
@@ -182,7 +182,7 @@ def _strides_ok(buf: N.Buffer) -> bool:
     static factors of each must be, whatever the dynamic dimensions are."""
     eb = itemsize(buf.dtype)
     for d in range(1, buf.ndim):
-        static = prod(s for s in buf.shape[d:] if isinstance(s, int))
+        static = prod(int(s) for s in buf.shape[d:] if isinstance(s, int))
         if static * eb % 16:
             return False
     return True
@@ -196,6 +196,8 @@ def _layout(f: _Facts) -> Optional[TmaLayout]:
 def _aligned(f: _Facts) -> bool:
     """The tile base and every stage start at the swizzle's repeat (TMA swizzles by address)."""
     tl, lay = _layout(f), f.plan.layout[f.dst.buffer.name]
+    if tl is None:
+        return False
     need = 8 * tl.swizzle_bytes if tl.swizzle_bytes else 128
     align = f.plan.shared_alignment or f.target.shared_alignment
     return align % need == 0 and lay.numel * lay.elem_bytes % need == 0
@@ -254,7 +256,7 @@ def tma_copy(c: N.Copy, plan, target, param: str) -> Union[TmaCopy, str]:
         tuple(reversed(box)),
         SWIZZLE[tl.swizzle_bytes],
     )
-    nbytes = prod(c.dst.buffer.shape) * itemsize(buf.dtype)
+    nbytes = prod(c.dst.buffer.static_dims()) * itemsize(buf.dtype)
     return TmaCopy(c, spec, tl, row_axis, col_axis, nbytes)
 
 

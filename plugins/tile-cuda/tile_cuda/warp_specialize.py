@@ -241,7 +241,7 @@ class WarpSpecializedPipeline(LoweringRule):
 def plan_tma(plan, target, copies) -> Tuple[Optional[TmaCopy], ...]:
     """Each stage copy's TMA load, or None (it keeps cp.async; the plan's notes say why); the
     tensor maps become kernel parameters (`plan.extra_params`)."""
-    out = []
+    out: List[Optional[TmaCopy]] = []
     for i, c in enumerate(copies):
         found = tma_copy(c, plan, target, f"{PARAM_PREFIX}{i}")
         if isinstance(found, str):
@@ -420,7 +420,7 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
             lowering.stage.pop(c.dst.buffer.name, None)
 
 
-def _issue_tma(lowering, t: TmaCopy, barriers, C, S, ci, j) -> None:
+def _issue_tma(lowering, t, barriers, C, S, ci, j) -> None:
     """Copy `t` into stage j % S by its elected thread: wait until the buffer is empty, announce the
     stage's bytes on its full mbarrier, issue one TMA load per box (coordinates innermost first;
     TMA fills the elements outside the tensor with zeros)."""
