@@ -20,13 +20,14 @@ export TILECORE_CACHE_DIR=${TILECORE_CACHE_DIR:-/tmp/h200_tma_cache}
 } > "$OUT/env.txt" 2>&1
 
 T=plugins/tile-cuda/tests
+XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 8")  # most of the time is nvcc: 8 workers where installed
 timeout 30 python3 -m pytest -q -p no:cacheprovider -m gpu -s -rfE "$T/test_tma.py" -k single_tile \
   > "$OUT/1_single_tile.txt" 2>&1
 echo "single tile: rc=$?" | tee -a "$OUT/summary.txt"
 tail -5 "$OUT/1_single_tile.txt"
 
 # -rP: the captured output of passed tests too (the TMA tests print their errors)
-timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 -rfEP "$T/test_tma.py" "$T/test_warp_specialize.py" \
+timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu $XDIST -rfEP "$T/test_tma.py" "$T/test_warp_specialize.py" \
   "$T/test_wgmma.py" -k "tma or warp_specialized" > "$OUT/2_gpu_tests.txt" 2>&1
 echo "gpu tests: rc=$?" | tee -a "$OUT/summary.txt"
 grep -E "^(gemm|attention) |passed|failed|Error" "$OUT/2_gpu_tests.txt" | tail -40
