@@ -13,6 +13,11 @@ Three ways in (see tilecore_launcher):
   the outputs, packs the parameters and launches without Python work per argument, and hands any
   other call to `fallback`, the Kernel's checked path.
 
+Kernels whose stage copies are TMA loads (tile_cuda/tma.py) also take tensor maps by value: the
+Python paths encode them with cuTensorMapEncodeTiled (`TensorMapSlot`, again only when an address or
+size changed); the C object gets each map encoded for the first call and replaces its address
+through cuTensorMapReplaceAddress when an array moved.
+
 Both refuse, before launching, an array whose device address is not a multiple of 16 bytes
 (ARRAY_ALIGNMENT): the generated code moves global memory in 16-byte vectors and 16-byte cp.async
 copies, and a misaligned one is a CUDA error that poisons the context for the rest of the process.
@@ -390,8 +395,7 @@ class CudaKernelLauncher:
         fastcall = _fastcall_module()
         torch = sys.modules.get("torch")
         if (
-            self.tensor_maps  # the C object does not encode TMA tensor maps: the specialized run does
-            or fastcall is None
+            fastcall is None
             or torch is None
             or not args
             or not all(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
@@ -404,11 +408,11 @@ class CudaKernelLauncher:
         grid = self._grid_dims(bindings)
         if grid is None:
             return None
-        params = tuple(
-            ("ptr", self.index[name]) if kind == "ptr" else ("scalar", int(bindings[name]))
-            for kind, name in self.params
-        )
         try:
+            params = tuple(self._fastcall_param(kind, name, args, bindings) for kind, name in self.params)
+            replace = (
+                ctypes.cast(self.cu["cuTensorMapReplaceAddress"], ctypes.c_void_p).value if self.tensor_maps else 0
+            )
             return fastcall.FastCall(
                 ctypes.cast(self._cu_launch, ctypes.c_void_p).value,
                 fn.value,
@@ -421,9 +425,22 @@ class CudaKernelLauncher:
                 tuple(outputs),
                 params,
                 fallback,
+                replace,
             )
-        except (TypeError, ValueError, BufferError):  # arrays it cannot read without Python calls
+        except (TypeError, ValueError, BufferError, AttributeError):  # arrays it cannot read without Python calls
             return None
+
+    def _fastcall_param(self, kind: str, name: str, args: Sequence[Any], bindings: Dict[str, int]) -> tuple:
+        """One kernel parameter for the C FastCall: ("ptr", argument position), ("scalar", value) or
+        ("tmap", argument position, the tensor map encoded for this call's array and sizes)."""
+        if kind == "ptr":
+            return ("ptr", self.index[name])
+        if kind == "tmap":
+            slot = TensorMapSlot(next(m for m in self.tensor_maps if m.param == name))
+            i = self.index[slot.spec.array]
+            slot.encode(args[i].data_ptr(), bindings)
+            return ("tmap", i, ctypes.string_at(slot.address, TensorMapSlot.SIZE))
+        return ("scalar", int(bindings[name]))
 
 
 def _fastcall_module():
