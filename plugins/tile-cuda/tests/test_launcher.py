@@ -428,7 +428,7 @@ _REPLACE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 
 def test_fastcall_passes_tensor_maps_by_value_with_each_calls_address(fastcall):
     """A ("tmap", position, map) parameter: the 128-byte map goes to the launch by value (from a
-    64-byte aligned copy), its address replaced through the stand-in cuTensorMapReplaceAddress only
+    128-byte aligned copy), its address replaced through the stand-in cuTensorMapReplaceAddress only
     when the array moved; the pointer and scalar parameters around it are unchanged."""
     replaced, launches = [], []
 
@@ -438,7 +438,7 @@ def test_fastcall_passes_tensor_maps_by_value_with_each_calls_address(fastcall):
         return 0
 
     def launch(fn, gx, gy, gz, bx, by, bz, smem, stream, argv, extra):
-        assert argv[1] % 64 == 0
+        assert argv[1] % 128 == 0
         words = (ctypes.c_uint64 * 16).from_address(argv[1])
         launches.append(
             (

@@ -56,7 +56,7 @@ typedef int (*LaunchFn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
 typedef int (*ReplaceAddressFn)(void *tensor_map, void *address);
 #define MAX_MAPS 8
 #define MAP_BYTES 128
-#define MAP_ALIGN 64
+#define MAP_ALIGN 128  /* cuda.h declares CUtensorMap alignas(128) */
 
 /* What one argument position must look like. */
 typedef struct {

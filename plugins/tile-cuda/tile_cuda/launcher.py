@@ -113,11 +113,11 @@ def _address(value) -> int:
 
 
 class TensorMapSlot:
-    """One TMA tensor map parameter: 128 bytes, 64-byte aligned, written by the driver's
+    """One TMA tensor map parameter: 128 bytes, 128-byte aligned, written by the driver's
     cuTensorMapEncodeTiled (tile_cuda/tma.py describes what it holds); encoded again only when the
     tensor's address or dynamic sizes differ from the last call's."""
 
-    SIZE, ALIGN = 128, 64
+    SIZE, ALIGN = 128, 128  # cuda.h declares CUtensorMap alignas(128)
 
     def __init__(self, spec):
         self.spec = spec
