@@ -21,7 +21,7 @@ from tilecore.lowering.simt_layout import SharedLayout
 from tilecore.plugin.backend import TileModule
 
 needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="no nvcc here")
-WS = {"warp_specialize": True}
+WS = {"warp_specialize": True, "tma": True}  # explicit: the GPU tests hold TMA whatever the default
 
 
 def _offset(lay, r, col):
@@ -176,13 +176,20 @@ def _artifact(func, options):
 
 
 @needs_nvcc
-def test_tma_gemm_compiles_with_tensor_maps_as_grid_constants():
+def test_tma_gemm_compiles_with_tensor_maps_as_grid_constants(monkeypatch):
     """TileLang's quickstart shape on one warpgroup (rows permuted: eight 16-row boxes of A, two
-    column blocks of B): the source, what the launcher is told, and nvcc's PTX."""
+    column blocks of B): the source, what the launcher is told, and nvcc's PTX; also the source as
+    TVM generated it, with the maps as `void*` handles, which TVM compiles itself on a GPU host."""
+    from tile_cuda import tma
     from tile_cuda.compiler import compile_ptx
 
+    generated = []
+    retype = tma.retype_parameters
+    monkeypatch.setattr(tma, "retype_parameters", lambda src, params: generated.append(src) or retype(src, params))
     func = K.gemm_kernel(1024, 1024, 1024, bm=128, bn=128, bk=32, stages=3, threads=128)
     art = _artifact(func, WS)
+    assert "void* __restrict__ tc_tmap0" in generated[0]
+    assert compile_ptx(generated[0], "sm_90a").count("cp.async.bulk.tensor.2d") == 10
     src = art.source
     assert art.meta["kernel_params"] == [("ptr", "C"), ("tmap", "tc_tmap0"), ("tmap", "tc_tmap1")]
     assert art.meta["tensor_maps"] == [
@@ -299,6 +306,7 @@ def test_tma_attention_matches_numpy(causal, seq):
         fa.flashattn.prim_func(1, 2, seq, 128, causal, block_M=128, block_N=128, num_stages=2),
         target="cuda",
         out_idx=[3],
+        tma=True,
     )
     assert [m[1] for m in kern.artifact.meta["tensor_maps"]] == ["K", "V"]
     q, k, v = (torch.randn(1, seq, 2, 128, device="cuda", dtype=torch.float16) for _ in range(3))

@@ -299,11 +299,13 @@ TMA_LIB = r"""
 #define TILECORE_TMA_LIB
 namespace tc {
 // A CUtensorMap (driver API, 128 bytes) as a kernel parameter: `const __grid_constant__`, so its
-// address is the parameter's own (TMA reads the map through it).
+// address is the parameter's own (TMA reads the map through it). The helpers also take the map as
+// the `void*` handle that TVM's own compile of the module sees before `retype_parameters`.
 struct alignas(64) TensorMap { unsigned long long words[16]; };
-__device__ __forceinline__ void tma_prefetch(const TensorMap& map) {
-  asm volatile("prefetch.tensormap [%0];\n" :: "l"(&map) : "memory");
+__device__ __forceinline__ void tma_prefetch(const void* map) {
+  asm volatile("prefetch.tensormap [%0];\n" :: "l"(reinterpret_cast<unsigned long long>(map)) : "memory");
 }
+__device__ __forceinline__ void tma_prefetch(const TensorMap& map) { tma_prefetch(static_cast<const void*>(&map)); }
 // make the mbarriers' initialization visible to the async proxy (TMA completes on them)
 __device__ __forceinline__ void fence_mbar_init() {
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -316,10 +318,10 @@ __device__ __forceinline__ void mbar_expect_tx(void* bar, u32 bytes) {
 // one box of the tensor at coordinates c0 (innermost) .. into shared memory at dst, completing on bar
 #define TC_TMA_LOAD ".shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 template <int RANK>
-__device__ __forceinline__ void tma_load(void* dst, const TensorMap& map, void* bar, int c0, int c1 = 0, int c2 = 0,
+__device__ __forceinline__ void tma_load(void* dst, const void* map, void* bar, int c0, int c1 = 0, int c2 = 0,
                                          int c3 = 0, int c4 = 0) {
   const u32 d = smem_addr(dst), b = smem_addr(bar);
-  const unsigned long long m = reinterpret_cast<unsigned long long>(&map);
+  const unsigned long long m = reinterpret_cast<unsigned long long>(map);
   if constexpr (RANK == 1)
     asm volatile("cp.async.bulk.tensor.1d" TC_TMA_LOAD " [%0], [%1, {%3}], [%2];\n"
                  :: "r"(d), "l"(m), "r"(b), "r"(c0) : "memory");
@@ -335,6 +337,11 @@ __device__ __forceinline__ void tma_load(void* dst, const TensorMap& map, void* 
   else
     asm volatile("cp.async.bulk.tensor.5d" TC_TMA_LOAD " [%0], [%1, {%3, %4, %5, %6, %7}], [%2];\n"
                  :: "r"(d), "l"(m), "r"(b), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+}
+template <int RANK>
+__device__ __forceinline__ void tma_load(void* dst, const TensorMap& map, void* bar, int c0, int c1 = 0, int c2 = 0,
+                                         int c3 = 0, int c4 = 0) {
+  tma_load<RANK>(dst, static_cast<const void*>(&map), bar, c0, c1, c2, c3, c4);
 }
 }  // namespace tc
 #endif
