@@ -4,10 +4,13 @@ torch on fresh random data, then timed (with "t"), with cuDNN SDPA / cuBLAS in t
 Prints one JSON line. A deadlock would show as the caller's timeout, so run each configuration in its
 own process (benchmarks/results/h200-session7/README.md).
 
-    python benchmarks/cuda_ws_compare.py attn CAUSAL BM BN STAGES SEQ BATCH HEADS DTYPE [t|ws|base]
-    python benchmarks/cuda_ws_compare.py gemm N BM BN BK STAGES THREADS [t]
+    python benchmarks/cuda_ws_compare.py attn CAUSAL BM BN STAGES SEQ BATCH HEADS DTYPE [t|ws|base|tma]
+    python benchmarks/cuda_ws_compare.py gemm N BM BN BK STAGES THREADS [t|tma]
 
-With "ws" or "base" only that build runs, once (for a profiler); with "t" both are timed.
+With "ws" or "base" only that build runs, once (for a profiler); with "t" both are timed. With "tma"
+the warp-specialized build is timed with TMA loads ("ws_tma", option tma's default) and with the
+producer's cp.async loops ("ws_cp_async", tma=False), next to the build without warp specialization
+("no_ws") and cuBLAS / cuDNN.
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cuda_bench import bench, build  # noqa: E402  (also puts plugins/tile-cuda/tests on the path)
 
 VARIANTS = (("ws", {"warp_specialize": True}), ("base", {}))
+TMA_VARIANTS = (
+    ("ws_tma", {"warp_specialize": True}),
+    ("ws_cp_async", {"warp_specialize": True, "tma": False}),
+    ("no_ws", {"warp_specialize": False}),
+)
 
 
 def attention(argv):
@@ -39,7 +47,9 @@ def attention(argv):
     ref = F.scaled_dot_product_attention(*(x.float() for x in heads_first), is_causal=bool(causal)).transpose(1, 2)
     row = {"kind": "attn", "causal": causal, "cfg": [bm, bn, st], "S": S, "B": B, "H": H, "dtype": dt}
     flops = 4 * B * H * S * S * D * (0.5 if causal else 1.0)
-    for name, opts in VARIANTS:
+    variants = TMA_VARIANTS if mode == "tma" else VARIANTS
+    mode = "t" if mode == "tma" else mode
+    for name, opts in variants:
         if mode in ("ws", "base") and name != mode or not mode and name == "base":
             continue
         t0 = time.perf_counter()
@@ -47,6 +57,7 @@ def attention(argv):
         kern = tilecore.compile(func, target="cuda", out_idx=[3], **opts)
         row[name + "_compile_s"] = time.perf_counter() - t0
         row[name + "_is_ws"] = "mbar_wait" in kern.artifact.source
+        row[name + "_tma_maps"] = len(kern.artifact.meta.get("tensor_maps", ()))
         out = kern(q, k, v)
         torch.cuda.synchronize()
         row[name + "_rel_err"] = ((out.float() - ref).norm() / ref.norm()).item()
@@ -58,7 +69,7 @@ def attention(argv):
             row["cudnn_ms"] = bench(
                 lambda: F.scaled_dot_product_attention(*heads_first, is_causal=bool(causal)), warmup=3, iters=10
             )
-        for name, _ in VARIANTS:
+        for name, _ in variants:
             row[name + "_vs_cudnn"] = row["cudnn_ms"] / row[name + "_ms"]
     return row
 
@@ -69,10 +80,11 @@ def gemm(argv):
 
     n, bm, bn, bk, stages, threads = (int(a) for a in argv[:6])
     timing = len(argv) > 6
+    variants = TMA_VARIANTS if timing and argv[6] == "tma" else VARIANTS
     a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
     ref = torch.matmul(a.float(), b.float())
     row = {"kind": "gemm", "n": n, "cfg": [bm, bn, bk, stages, threads]}
-    for name, opts in VARIANTS:
+    for name, opts in variants:
         if name == "base" and not timing:
             continue
         func = K.gemm_kernel(
@@ -89,6 +101,7 @@ def gemm(argv):
         )
         art, launch, _ = build(func, options=opts)
         row[name + "_is_ws"] = "mbar_wait" in art.source
+        row[name + "_tma_maps"] = len(art.meta.get("tensor_maps", ()))
         c = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float16)
         launch([a, b, c], {})
         torch.cuda.synchronize()
@@ -98,7 +111,7 @@ def gemm(argv):
             row[name + "_tflops"] = 2 * n**3 / t / 1e9
     if timing:
         row["cublas_ms"] = t = bench(lambda: torch.matmul(a, b))
-        for name, _ in VARIANTS:
+        for name, _ in variants:
             row[name + "_vs_cublas"] = t / row[name + "_ms"]
     return row
 

@@ -88,7 +88,8 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
     holds the dispatch, the kernel binding and the control-flow statements.
 
     What rules may use: `target`, `plan`, `threads`, `thread` (threadIdx.x), `views`
-    (buffer name -> TIR buffer), `source`, `options`, and the methods `lower`, `access`,
+    (buffer name -> TIR buffer), `param_vars` (the handles of `plan.extra_params`), `source`,
+    `options`, and the methods `lower`, `access`,
     `element`, `addr`, `store`, `stage_base_addr`, `region_index`, `in_bounds`, `iterate_layout`,
     `iterate_linear`, `emit_body`, `sync`, `instruction`, `err` and `claim`.
     """
@@ -122,6 +123,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         self.ex.rounds_bfloat16 = target.bfloat16_computed_in_float32
         self.ex.int64_wrap_via = target.int64_wrap_via
         self.views = {}  # name -> tirx Buffer (global / smem view / local array)
+        self.param_vars: Dict[str, Any] = {}  # plan.extra_params name -> its TIR handle variable
         self.stage = {}  # smem name -> current stage index expr
         self.ctx = _Ctx()
         self.pending_r = set()
@@ -220,6 +222,8 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
                     IRBuilder.name(b.name, buf)
                     self.views[b.name] = buf
                     self.ex.bind_buffer(b.name, self.make_view_fn(b))
+                for name in self.plan.extra_params:
+                    self.param_vars[name] = B.arg(name, tx.Var(name, "handle"))
                 self.emit_kernel()
         prim = ib.get()
         lk = LoweredKernel(

@@ -52,6 +52,9 @@ class KernelPlan:
     before_barrier: List[str] = field(default_factory=list)  # device instructions issued before each barrier
     shared_alignment: Optional[int] = None  # a rule's alignment of shared tiles (default: the target's)
     owners: Dict[str, Any] = field(default_factory=dict)  # "owned" buffer -> the rule that allocates it
+    # opaque handle parameters a rule asks for, after the tensors (`SimtLowering.param_vars`): e.g.
+    # descriptors a backend's launcher builds per call and its code generator passes by value
+    extra_params: List[str] = field(default_factory=list)
 
     def give_to(self, name: str, rule) -> None:
         """Hand buffer `name` to `rule` (storage "owned"): the rule's `allocate(lowering, buffer)`

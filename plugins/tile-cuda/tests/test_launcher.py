@@ -421,3 +421,106 @@ def test_grid_larger_than_cuda_launches_is_refused_never_wrapped(driver, launche
     with pytest.raises(L.TileRuntimeError, match=r"the grid \(2147483648, 1, 1\)"):
         launcher.specialize((x, y), {"n": 2**31 * 1024})  # the per-signature run is refused too
     assert driver.launches == []
+
+
+_REPLACE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def test_fastcall_passes_tensor_maps_by_value_with_each_calls_address(fastcall):
+    """A ("tmap", position, map) parameter: the 128-byte map goes to the launch by value (from a
+    128-byte aligned copy), its address replaced through the stand-in cuTensorMapReplaceAddress only
+    when the array moved; the pointer and scalar parameters around it are unchanged."""
+    replaced, launches = [], []
+
+    def replace(tensor_map, address):
+        replaced.append(address)
+        ctypes.c_uint64.from_address(tensor_map + 8).value = address  # where this stand-in keeps it
+        return 0
+
+    def launch(fn, gx, gy, gz, bx, by, bz, smem, stream, argv, extra):
+        assert argv[1] % 128 == 0
+        words = (ctypes.c_uint64 * 16).from_address(argv[1])
+        launches.append(
+            (
+                ctypes.c_uint64.from_address(argv[0]).value,
+                words[0],
+                words[8 // 8],
+                words[15],
+                ctypes.c_int32.from_address(argv[2]).value,
+            )
+        )
+        return 0
+
+    replace_cb, launch_cb = _REPLACE(replace), _LAUNCH(launch)
+    template = bytes([7] + [0] * 126 + [9])  # a recognizable first and last byte
+    x, y = torch.zeros(3000), torch.zeros(3000)
+    params = (("ptr", 1), ("tmap", 0, template), ("scalar", 3000))
+    call = fastcall.FastCall(
+        ctypes.cast(launch_cb, ctypes.c_void_p).value,
+        0x1234,
+        (3, 1, 1),
+        (256, 1, 1),
+        0,
+        16,
+        (x, y),
+        (0, 1),
+        (),
+        params,
+        Fallback(),
+        ctypes.cast(replace_cb, ctypes.c_void_p).value,
+    )
+    a, b = torch.randn(3000), torch.randn(3000)
+    call((a, b))
+    call((a, torch.randn(3000)))  # same A: the map is not touched again
+    c = torch.randn(3000)
+    call((c, b))
+    assert replaced == [a.data_ptr(), c.data_ptr()]
+    assert [(ptr, first, addr, last >> 56, n) for ptr, first, addr, last, n in launches][0] == (
+        b.data_ptr(),
+        7,
+        a.data_ptr(),
+        9,
+        3000,
+    )
+    assert [addr for _, _, addr, _, _ in launches] == [a.data_ptr(), a.data_ptr(), c.data_ptr()]
+    with pytest.raises(ValueError, match="needs replace_address"):
+        fastcall.FastCall(0, 0x1234, (3, 1, 1), (256, 1, 1), 0, 16, (x, y), (0, 1), (), params, Fallback())
+
+
+_ENCODE = ctypes.CFUNCTYPE(
+    ctypes.c_int,
+    ctypes.c_void_p,
+    ctypes.c_int,
+    ctypes.c_uint32,
+    ctypes.c_void_p,
+    ctypes.POINTER(ctypes.c_uint64),
+    ctypes.POINTER(ctypes.c_uint64),
+    ctypes.POINTER(ctypes.c_uint32),
+    ctypes.POINTER(ctypes.c_uint32),
+    *[ctypes.c_int] * 4,
+)
+
+
+def test_tensor_map_slot_encodes_with_the_calls_sizes_and_only_when_they_change(monkeypatch):
+    """What the Python paths hand cuTensorMapEncodeTiled (a stand-in with its signature): the
+    aligned 128-byte map, dims innermost first with the dynamic size bound, byte strides, box, unit
+    element strides, swizzle, zero fill; a repeated address and size is not encoded again."""
+    from tile_cuda.tma import TensorMapSpec
+
+    seen = []
+
+    def encode(tmap, dtype, rank, address, dims, strides, box, steps, interleave, swizzle, l2, fill):
+        seen.append(
+            (tmap % 128, dtype, rank, address, dims[:rank], strides[: rank - 1], box[:rank], steps[:rank])
+            + (interleave, swizzle, l2, fill)
+        )
+        return 0
+
+    stand_in = _ENCODE(encode)
+    monkeypatch.setattr(L, "_ENCODE_TILED", _ENCODE(ctypes.cast(stand_in, ctypes.c_void_p).value))
+    slot = L.TensorMapSlot(TensorMapSpec("tc_tmap0", "K", 6, 2, (128, 2, "S", 1), (64, 1, 128, 1), 3))
+    for address, s in ((0x10000, 4096), (0x10000, 4096), (0x20000, 4096), (0x20000, 512)):
+        slot.encode(address, {"S": s})
+    first = (0, 6, 4, 0x10000, [128, 2, 4096, 1], [256, 512, 256 * 2 * 4096], [64, 1, 128, 1], [1] * 4, 0, 3, 2, 0)
+    assert seen[0] == first and len(seen) == 3
+    assert seen[1][3] == 0x20000 and seen[2][4] == [128, 2, 512, 1]

@@ -93,7 +93,7 @@ def _source(func, options):
 @needs_nvcc
 def test_attention_source_has_the_producer_and_the_turns():
     """One codegen: 384 threads (T + the producer warpgroup), registers handed over, stage
-    mbarriers, named barriers instead of __syncthreads in the consumer part, gemms issued with one
+    mbarriers filled by TMA, named barriers instead of __syncthreads in the consumer part, gemms issued with one
     group in flight and retired after the turn is passed, row maxima as max.NaN."""
     art = _source(_attention(True), WS)
     src = art.source
@@ -102,7 +102,7 @@ def test_attention_source_has_the_producer_and_the_turns():
         "tc::regs_increase<232>",
         "tc::regs_decrease<40>",
         "tc::mbar_wait",
-        "tc::cp_async_arrive",
+        "tc::mbar_expect_tx",  # K and V arrive by TMA (option tma, the default)
         "tc::mbar_arrive_warp",
         "tc::named_arrive(2, 256)",
         "tc::wgmma_retire<64>",

@@ -52,6 +52,11 @@ enum { kDLCPU = 1, MAX_POSITIONS = 64, MAX_DIMS = 8 };
 
 typedef int (*LaunchFn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned smem, void *stream, void **params, void **extra);
+/* cuTensorMapReplaceAddress: a TMA tensor map parameter with another global address */
+typedef int (*ReplaceAddressFn)(void *tensor_map, void *address);
+#define MAX_MAPS 8
+#define MAP_BYTES 128
+#define MAP_ALIGN 128  /* cuda.h declares CUtensorMap alignas(128) */
 
 /* What one argument position must look like. */
 typedef struct {
@@ -77,6 +82,12 @@ typedef struct {
   Expected expected[MAX_POSITIONS];      /* per argument position */
   int param_position[MAX_POSITIONS];     /* kernel parameter k: argument position, or -1 for a scalar */
   uint64_t param_value[MAX_POSITIONS];   /* the scalar's value (little-endian: int32 reads the low half) */
+  int param_map[MAX_POSITIONS];          /* kernel parameter k: its TMA tensor map, or -1 */
+  ReplaceAddressFn replace_address;
+  Py_ssize_t n_maps;
+  unsigned char map_storage[MAX_MAPS * MAP_BYTES + MAP_ALIGN];
+  unsigned char *maps;                   /* MAP_ALIGN-aligned, in map_storage: map m at maps + m * MAP_BYTES */
+  void *map_address[MAX_MAPS];           /* the global address map m holds */
   PyObject *fallback;
 } FastCall;
 
@@ -210,7 +221,16 @@ static PyObject *fastcall_call(FastCall *self, PyObject *args, PyObject *kwargs)
     goto miss;
   }
   for (i = 0; i < self->n_params; i++) {
-    int pos = self->param_position[i];
+    int pos = self->param_position[i], m = self->param_map[i];
+    if (m >= 0) {  /* a tensor map: the signature's, with this call's address */
+      unsigned char *map = self->maps + m * MAP_BYTES;
+      if (self->map_address[m] != pointers[pos]) {
+        if (self->replace_address(map, pointers[pos]) != 0) goto miss;
+        self->map_address[m] = pointers[pos];
+      }
+      argv[i] = map;
+      continue;
+    }
     slots[i] = pos >= 0 ? (uint64_t)(uintptr_t)pointers[pos] : self->param_value[i];
     argv[i] = &slots[i];
   }
@@ -234,27 +254,32 @@ static int unsigned_triple(PyObject *seq, unsigned out[3]) {
 }
 
 /* FastCall(launch, function, grid, block, smem, alignment, arguments, input_positions,
- *          outputs, params, fallback)
+ *          outputs, params, fallback[, replace_address])
  *   launch: address of cuLaunchKernel (or a stand-in with its signature); function: CUfunction;
  *   grid, block: 3-tuples; arguments: the first call's arrays in parameter order;
  *   input_positions: the argument position of each input; outputs: ((position, allocator[,
  *   uninitialised]), ...): with uninitialised true, the array library's own C allocator is used
  *   instead of allocator() (the same array without a Python call; only for outputs that need no fill);
- *   params: per kernel parameter, ("ptr", position) or ("scalar", value);
+ *   params: per kernel parameter, ("ptr", position), ("scalar", value) or ("tmap", position, map): a
+ *   TMA tensor map (128 bytes, encoded for the first call's array at that position) passed by value,
+ *   its address replaced through replace_address (cuTensorMapReplaceAddress) when an array moves;
  *   fallback(inputs): what any other call runs. */
 static int fastcall_init(FastCall *self, PyObject *args, PyObject *kwargs) {
   (void)kwargs;
-  unsigned long long launch, function, alignment;
+  unsigned long long launch, function, alignment, replace_address = 0;
   PyObject *grid, *block, *arguments, *input_positions, *outputs, *params, *fallback;
   Py_ssize_t i;
   if (self->fallback != NULL) {
     PyErr_SetString(PyExc_RuntimeError, "FastCall is initialized once");
     return -1;
   }
-  if (!PyArg_ParseTuple(args, "KKO!O!IKO!O!O!O!O", &launch, &function, &PyTuple_Type, &grid, &PyTuple_Type,
+  if (!PyArg_ParseTuple(args, "KKO!O!IKO!O!O!O!O|K", &launch, &function, &PyTuple_Type, &grid, &PyTuple_Type,
                         &block, &self->smem, &alignment, &PyTuple_Type, &arguments, &PyTuple_Type,
-                        &input_positions, &PyTuple_Type, &outputs, &PyTuple_Type, &params, &fallback))
+                        &input_positions, &PyTuple_Type, &outputs, &PyTuple_Type, &params, &fallback,
+                        &replace_address))
     return -1;
+  self->replace_address = (ReplaceAddressFn)(uintptr_t)replace_address;
+  self->maps = (unsigned char *)(((uintptr_t)self->map_storage + MAP_ALIGN - 1) & ~(uintptr_t)(MAP_ALIGN - 1));
   if (unsigned_triple(grid, self->grid) || unsigned_triple(block, self->block)) return -1;
   if (PyTuple_GET_SIZE(arguments) > MAX_POSITIONS || PyTuple_GET_SIZE(params) > MAX_POSITIONS ||
       PyTuple_GET_SIZE(arguments) == 0) {
@@ -303,13 +328,27 @@ static int fastcall_init(FastCall *self, PyObject *args, PyObject *kwargs) {
   }
   self->n_params = PyTuple_GET_SIZE(params);
   for (i = 0; i < self->n_params; i++) {
-    const char *kind;
+    const char *kind, *map = NULL;
     long long value;
-    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(params, i), "sL", &kind, &value)) return -1;
-    self->param_position[i] = strcmp(kind, "ptr") == 0 ? (int)value : -1;
+    Py_ssize_t map_len = 0;
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(params, i), "sL|y#", &kind, &value, &map, &map_len)) return -1;
+    int is_map = strcmp(kind, "tmap") == 0;
+    self->param_position[i] = strcmp(kind, "ptr") == 0 || is_map ? (int)value : -1;
+    self->param_map[i] = -1;
     if (self->param_position[i] >= n_arguments || (self->param_position[i] < 0 && strcmp(kind, "scalar"))) {
-      PyErr_SetString(PyExc_ValueError, "a parameter is (\"ptr\", argument position) or (\"scalar\", value)");
+      PyErr_SetString(PyExc_ValueError,
+                      "a parameter is (\"ptr\", argument position), (\"scalar\", value) or (\"tmap\", position, map)");
       return -1;
+    }
+    if (is_map) {
+      if (map == NULL || map_len != MAP_BYTES || self->n_maps == MAX_MAPS || self->replace_address == NULL) {
+        PyErr_SetString(PyExc_ValueError, "a tensor map is 128 bytes, at most 8, and needs replace_address");
+        return -1;
+      }
+      self->param_map[i] = (int)self->n_maps;
+      memcpy(self->maps + self->n_maps * MAP_BYTES, map, MAP_BYTES);
+      self->map_address[self->n_maps] = NULL;  /* replaced on the first call */
+      self->n_maps++;
     }
     self->param_value[i] = (uint64_t)value;
   }

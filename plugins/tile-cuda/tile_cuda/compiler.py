@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Tuple
 
 from tilecore.diagnostics import TileCompileError
 
-from . import toolchain
+from . import tma, toolchain
 
 NVCC_FLAGS = [
     "-O3",
@@ -72,6 +72,10 @@ def generate_source(func, arch: str, options: Dict[str, Any], tables=None):
             src,
         )
     entry, params = parse_kernel_signature(src)
+    maps = [name for kind, name in params if name in lk.plan.extra_params and name.startswith(tma.PARAM_PREFIX)]
+    if maps:  # TMA tensor maps: passed by value (`tma.retype_parameters`)
+        src = tma.retype_parameters(src, maps)
+        entry, params = parse_kernel_signature(src)
     return src, entry, params, lk
 
 
@@ -92,7 +96,8 @@ _SIG = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w
 
 
 def parse_kernel_signature(src: str) -> Tuple[str, List[Tuple[str, str]]]:
-    """The __global__ kernel's name and its parameters as (kind, name): kind "ptr" or a C type."""
+    """The __global__ kernel's name and its parameters as (kind, name): kind "ptr", "tmap" (a TMA
+    tensor map passed by value) or a C type."""
     m = _SIG.search(src)
     if not m:
         raise RuntimeError("generated CUDA source has no __global__ kernel")
@@ -102,7 +107,9 @@ def parse_kernel_signature(src: str) -> Tuple[str, List[Tuple[str, str]]]:
         if not p:
             continue
         name = p.split()[-1]
-        if "*" in p:
+        if "TensorMap" in p:
+            params.append(("tmap", name))
+        elif "*" in p:
             params.append(("ptr", name[:-4] if name.endswith("_ptr") else name))
         else:
             params.append((" ".join(p.split()[:-1]), name))

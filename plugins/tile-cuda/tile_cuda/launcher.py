@@ -13,6 +13,11 @@ Three ways in (see tilecore_launcher):
   the outputs, packs the parameters and launches without Python work per argument, and hands any
   other call to `fallback`, the Kernel's checked path.
 
+Kernels whose stage copies are TMA loads (tile_cuda/tma.py) also take tensor maps by value: the
+Python paths encode them with cuTensorMapEncodeTiled (`TensorMapSlot`, again only when an address or
+size changed); the C object gets each map encoded for the first call and replaces its address
+through cuTensorMapReplaceAddress when an array moved.
+
 Both refuse, before launching, an array whose device address is not a multiple of 16 bytes
 (ARRAY_ALIGNMENT): the generated code moves global memory in 16-byte vectors and 16-byte cp.async
 copies, and a misaligned one is a CUDA error that poisons the context for the rest of the process.
@@ -75,19 +80,100 @@ def _grid_fn(exprs: List[str]):
 class _ParamBlock:
     """The kernel parameters as cuLaunchKernel reads them: one ctypes value per parameter and the
     array of their addresses. `pointers` are the (value, argument index) pairs of the pointer
-    parameters, the ones that change from call to call."""
+    parameters, the ones that change from call to call; `maps` the (TensorMapSlot, argument index)
+    pairs of the TMA tensor maps, encoded again when their tensor's address or shape changes."""
 
-    def __init__(self, params: Sequence[Tuple[str, str]], index: Dict[str, int]):
-        self.values = [
-            ctypes.c_uint64(0) if kind == "ptr" else _CTYPES.get(kind, ctypes.c_int32)(0) for kind, _ in params
+    def __init__(self, params: Sequence[Tuple[str, str]], index: Dict[str, int], maps=None):
+        specs = {m.param: m for m in (maps or ())}
+        self.values: List[Any] = [
+            ctypes.c_uint64(0)
+            if kind == "ptr"
+            else TensorMapSlot(specs[name])
+            if kind == "tmap"
+            else _CTYPES.get(kind, ctypes.c_int32)(0)
+            for kind, name in params
         ]
-        self.argv = (ctypes.c_void_p * max(1, len(self.values)))(*[ctypes.addressof(v) for v in self.values])
+        self.argv = (ctypes.c_void_p * max(1, len(self.values)))(*[_address(v) for v in self.values])
         self.pointers = tuple((v, index[name]) for v, (kind, name) in zip(self.values, params) if kind == "ptr")
-        self.scalars = tuple((v, name) for v, (kind, name) in zip(self.values, params) if kind != "ptr")
+        self.maps = tuple((v, index[v.spec.array]) for v, (kind, _) in zip(self.values, params) if kind == "tmap")
+        self.scalars = tuple((v, name) for v, (kind, name) in zip(self.values, params) if kind not in ("ptr", "tmap"))
 
     def bind(self, bindings: Dict[str, int]) -> None:
         for value, name in self.scalars:
             value.value = int(bindings[name])
+
+    def encode_maps(self, ptrs: Sequence[int], bindings: Dict[str, int]) -> None:
+        """Encode each tensor map for its tensor's address `ptrs[i]` (argument order) and `bindings`."""
+        for slot, i in self.maps:
+            slot.encode(ptrs[i], bindings)
+
+
+def _address(value) -> int:
+    return value.address if isinstance(value, TensorMapSlot) else ctypes.addressof(value)
+
+
+class TensorMapSlot:
+    """One TMA tensor map parameter: 128 bytes, 128-byte aligned, written by the driver's
+    cuTensorMapEncodeTiled (tile_cuda/tma.py describes what it holds); encoded again only when the
+    tensor's address or dynamic sizes differ from the last call's."""
+
+    SIZE, ALIGN = 128, 128  # cuda.h declares CUtensorMap alignas(128)
+
+    def __init__(self, spec):
+        self.spec = spec
+        self._raw = (ctypes.c_uint8 * (self.SIZE + self.ALIGN))()
+        base = ctypes.addressof(self._raw)
+        self.address = (base + self.ALIGN - 1) // self.ALIGN * self.ALIGN
+        self._key: Optional[tuple] = None
+        rank = len(spec.dims)
+        self._box = (ctypes.c_uint32 * rank)(*spec.box)
+        self._ones = (ctypes.c_uint32 * rank)(*([1] * rank))
+
+    def encode(self, ptr: int, bindings: Dict[str, int]) -> None:
+        from .tma import L2_PROMOTION_128B, encode_arguments
+
+        dims, strides = encode_arguments(self.spec, bindings)
+        key = (ptr, dims)
+        if key == self._key:
+            return
+        rank = len(dims)
+        rc = _encode_tiled()(
+            ctypes.c_void_p(self.address),
+            self.spec.data_type,
+            rank,
+            ctypes.c_void_p(ptr),
+            (ctypes.c_uint64 * rank)(*dims),
+            (ctypes.c_uint64 * max(1, rank - 1))(*strides),
+            self._box,
+            self._ones,
+            0,  # CU_TENSOR_MAP_INTERLEAVE_NONE
+            self.spec.swizzle,
+            L2_PROMOTION_128B,
+            0,  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: out-of-bounds elements read as zeros
+        )
+        if rc != 0:
+            self._key = None
+            _check(
+                rc,
+                f"cuTensorMapEncodeTiled for argument {self.spec.array!r} (dims {dims}, byte strides {strides}, "
+                f"box {self.spec.box}; compile with tma=False to use cp.async instead)",
+            )
+        self._key = key
+
+
+_ENCODE_TILED = None
+
+
+def _encode_tiled():
+    """The driver's cuTensorMapEncodeTiled as a ctypes function with its argument types."""
+    global _ENCODE_TILED
+    if _ENCODE_TILED is None:
+        fn = toolchain.libcuda()["cuTensorMapEncodeTiled"]
+        u32, u64p, u32p = ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_int, u32, ctypes.c_void_p, u64p, u64p, u32p, u32p] + [ctypes.c_int] * 4
+        fn.restype = ctypes.c_int
+        _ENCODE_TILED = fn
+    return _ENCODE_TILED
 
 
 MAX_GRID = ((1 << 31) - 1, 65535, 65535)  # gridDim.x, .y, .z limits of every CUDA GPU since sm_30
@@ -119,7 +205,10 @@ class CudaKernelLauncher:
         self._cu_launch = self.cu["cuLaunchKernel"]
         self._cu_launch.restype = ctypes.c_int
         self.index = {n: i for i, n in enumerate(self.param_names)}
-        self._block = _ParamBlock(self.params, self.index)  # the unspecialized path's parameters
+        from .tma import specs_of
+
+        self.tensor_maps = specs_of(meta.get("tensor_maps", ()))  # TMA tensor maps (kernel parameters)
+        self._block = _ParamBlock(self.params, self.index, self.tensor_maps)  # the unspecialized path's
         self._stream = ctypes.c_void_p()
         self._fixed: Dict[tuple, tuple] = {}  # (device, grid) -> _fixed_arguments, for the plain path
         # A parameter block is written, then read by the driver during cuLaunchKernel, which ctypes
@@ -215,6 +304,7 @@ class CudaKernelLauncher:
             for value, i in block.pointers:
                 value.value = ptrs[i]
             block.bind(bindings)
+            block.encode_maps(ptrs, bindings)
             self._stream.value = stream_of(device) if stream_of is not None else None
             rc = self._cu_launch(*fixed, self._stream, block.argv, None)
         if rc != 0:
@@ -256,9 +346,9 @@ class CudaKernelLauncher:
         grid = self._grid_dims(bindings)
         if grid is None:
             return _launch_nothing
-        block = _ParamBlock(self.params, self.index)
+        block = _ParamBlock(self.params, self.index, self.tensor_maps)
         block.bind(bindings)
-        pointers, argv = block.pointers, block.argv
+        pointers, argv, maps = block.pointers, block.argv, block.maps
         stream = ctypes.c_void_p()
         current_stream = torch._C._cuda_getCurrentRawStream
         fixed = self._fixed_arguments(fn, grid)
@@ -275,6 +365,11 @@ class CudaKernelLauncher:
                     if ptr & _MISALIGNED:  # per call: a view of the same signature may start anywhere
                         raise misaligned_error(kernel_name, param_names[i], ptr)
                     value.value = ptr
+                for slot, i in maps:  # TMA tensor maps: encoded again for a new address
+                    ptr = args[i].data_ptr()
+                    if ptr & _MISALIGNED:
+                        raise misaligned_error(kernel_name, param_names[i], ptr)
+                    slot.encode(ptr, bindings)
                 stream.value = current_stream(device)
                 rc = cu_launch(*fixed, stream, argv, None)
             if rc:
@@ -313,11 +408,11 @@ class CudaKernelLauncher:
         grid = self._grid_dims(bindings)
         if grid is None:
             return None
-        params = tuple(
-            ("ptr", self.index[name]) if kind == "ptr" else ("scalar", int(bindings[name]))
-            for kind, name in self.params
-        )
         try:
+            params = tuple(self._fastcall_param(kind, name, args, bindings) for kind, name in self.params)
+            replace = (
+                ctypes.cast(self.cu["cuTensorMapReplaceAddress"], ctypes.c_void_p).value if self.tensor_maps else 0
+            )
             return fastcall.FastCall(
                 ctypes.cast(self._cu_launch, ctypes.c_void_p).value,
                 fn.value,
@@ -330,9 +425,22 @@ class CudaKernelLauncher:
                 tuple(outputs),
                 params,
                 fallback,
+                replace,
             )
-        except (TypeError, ValueError, BufferError):  # arrays it cannot read without Python calls
+        except (TypeError, ValueError, BufferError, AttributeError):  # arrays it cannot read without Python calls
             return None
+
+    def _fastcall_param(self, kind: str, name: str, args: Sequence[Any], bindings: Dict[str, int]) -> tuple:
+        """One kernel parameter for the C FastCall: ("ptr", argument position), ("scalar", value) or
+        ("tmap", argument position, the tensor map encoded for this call's array and sizes)."""
+        if kind == "ptr":
+            return ("ptr", self.index[name])
+        if kind == "tmap":
+            slot = TensorMapSlot(next(m for m in self.tensor_maps if m.param == name))
+            i = self.index[slot.spec.array]
+            slot.encode(args[i].data_ptr(), bindings)
+            return ("tmap", i, ctypes.string_at(slot.address, TensorMapSlot.SIZE))
+        return ("scalar", int(bindings[name]))
 
 
 def _fastcall_module():

@@ -161,6 +161,14 @@ def make_backend() -> Backend:
                 "block, False: off",
                 optional=True,
             ),
+            Option(
+                "tma",
+                bool,
+                True,
+                "sm_90a: the stage copies of a warp-specialized T.Pipelined loop as TMA loads "
+                "(cp.async.bulk.tensor, one producer thread, tensor maps built per call) where "
+                "eligible (tile_cuda/tma.py's TMA_RULES), else cp.async; False: cp.async always",
+            ),
         ),
         toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + toolchain.compiler_fingerprint(),
         tilelang=TILELANG_NAMES,
@@ -239,6 +247,7 @@ def tilecore_codegen(backend, module, options):
     from tilecore.plugin.rules import collect_lowering_tables
 
     from .compiler import compile_cubin, generate_source
+    from .tma import tensor_map_meta
 
     func = module.func
     options = dict(options or {})
@@ -270,6 +279,7 @@ def tilecore_codegen(backend, module, options):
         "storage": dict(lk.plan.storage),
         "notes": lk.notes,
         "rules": lk.rules,
+        "tensor_maps": tensor_map_meta(lk.plan, kparams),
     }
     return Artifact(
         backend=NAME, target=f"{NAME}:{arch}", entry=func.name, source=src, blobs={"cubin": cubin}, meta=meta

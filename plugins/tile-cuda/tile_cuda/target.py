@@ -26,7 +26,7 @@ def cuda_target(arch: str, options: Dict[str, Any]):
     `wgmma_pipeline`; False/"" off, "slack" or "release" on, True = "slack") and "fast_math"
     (option fast_math, default off: accurate math, as the conformance ULP table requires) and
     "warp_specialize" (option warp_specialize, `warp_specialize_mode`: the producer-warpgroup pipeline of
-    `warp_specialize`), read by
+    `warp_specialize`) and "tma" (option tma, default on: `tma`'s TMA loads in that pipeline), read by
     tile-cuda's rules and intrinsics.
     """
     from tilecore.lowering.target import TargetDescription
@@ -56,6 +56,7 @@ def cuda_target(arch: str, options: Dict[str, Any]):
             "wgmma_overlap": overlap_schedule(options.get("wgmma_overlap", DEFAULT_OVERLAP)),
             "fast_math": bool(options.get("fast_math", False)),
             "warp_specialize": warp_specialize_mode(options.get("warp_specialize")),
+            "tma": bool(options.get("tma", True)),
         },
     )
 

@@ -38,7 +38,7 @@ Planning is pure Python; lowering imports TVM when the rules run.
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 from tilecore.ir import nodes as N
 from tilecore.ir.visitor import walk, walk_stmts
@@ -48,6 +48,7 @@ from tilecore.lowering.simt_pipeline import pipeline_copies
 from tilecore.plugin.rules import LoweringRule
 
 from .target import has_wgmma
+from .tma import PARAM_PREFIX, TMA_CLAIM, TMA_LIB, TmaCopy, tma_copy, tma_enabled
 
 WARPGROUP = 128
 PRODUCER_THREADS = WARPGROUP  # a warpgroup, so that it can hand its registers over (setmaxnreg)
@@ -110,6 +111,7 @@ class WsLoop(NamedTuple):
     stages: int
     pingpong: bool
     lets: List[N.Let]  # names bound before the loop that the producer evaluates again
+    tma: Tuple[Optional[TmaCopy], ...] = ()  # per copy: its TMA load (option tma), None: cp.async
 
 
 def ws_enabled(target, threads: int) -> bool:
@@ -216,8 +218,12 @@ class WarpSpecializedPipeline(LoweringRule):
         found = ws_loop(ctx.func, ctx.plan, ctx.threads, ctx.target)
         if found is None:
             return
+        if tma_enabled(ctx.target):
+            found = found._replace(tma=plan_tma(ctx.plan, ctx.target, found.copies))
         ctx.plan.claimed(self.name)[id(found.loop)] = found
         ctx.plan.device_sources.append(WS_LIB)
+        if any(found.tma):
+            ctx.plan.device_sources.append(TMA_LIB)
         ctx.plan.notes.append(
             f"warp-specialized pipeline: {found.stages} stages, producer warpgroup"
             + (", ping-pong gemms" if found.pingpong else "")
@@ -230,6 +236,23 @@ class WarpSpecializedPipeline(LoweringRule):
             return NotImplemented
         emit_consumer_loop(lowering, info, state)
         return None
+
+
+def plan_tma(plan, target, copies) -> Tuple[Optional[TmaCopy], ...]:
+    """Each stage copy's TMA load, or None (it keeps cp.async; the plan's notes say why); the
+    tensor maps become kernel parameters (`plan.extra_params`)."""
+    out: List[Optional[TmaCopy]] = []
+    for i, c in enumerate(copies):
+        found = tma_copy(c, plan, target, f"{PARAM_PREFIX}{i}")
+        if isinstance(found, str):
+            plan.notes.append(f"copy into {c.dst.buffer.name} keeps cp.async: {found}")
+            out.append(None)
+        else:
+            plan.notes.append(f"copy into {c.dst.buffer.name}: TMA, {len(found.layout.boxes)} boxes")
+            plan.extra_params.append(found.spec.param)
+            plan.claimed(TMA_CLAIM)[id(c)] = found
+            out.append(found)
+    return tuple(out)
 
 
 class WarpSpecializedKernel(LoweringRule):
@@ -296,9 +319,13 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
     with B.If(lowering.thread == 0):
         with B.Then():
             for c in range(C):
+                # a TMA copy's full barrier waits for one arrival (with its bytes), cp.async's for every thread
+                arrivals = 1 if info.tma and info.tma[c] else PRODUCER_THREADS
                 for s in range(S):
-                    _call(lowering, "tc::mbar_init", _full(barriers, C, S, c, s), tx.IntImm("int32", PRODUCER_THREADS))
+                    _call(lowering, "tc::mbar_init", _full(barriers, C, S, c, s), tx.IntImm("int32", arrivals))
                     _call(lowering, "tc::mbar_init", _empty(barriers, C, S, c, s), tx.IntImm("int32", T // 32))
+            if any(info.tma):
+                _call(lowering, "tc::fence_mbar_init")
     lowering.instruction("barrier")  # the whole block, producer included
     whole_block = lowering.intrinsics[("barrier", None)]
     consumer_regs, launch_regs = register_split(T)
@@ -331,41 +358,105 @@ def register_split(consumer_threads: int):
 
 def emit_producer(lowering, info: WsLoop, barriers) -> None:
     """The producer warpgroup: for each iteration j and each copy, wait until the copy's buffer of
-    stage j % S is empty, issue the copy, let its completion arrive on the buffer's "full" mbarrier."""
+    stage j % S is empty, issue the copy, let its completion arrive on the buffer's "full" mbarrier.
+    TMA copies (`info.tma`) are issued by the warpgroup's first thread alone; when every copy is
+    one, the other threads have nothing to do."""
     from tvm import tirx as tx
     from tvm.tirx.script.builder import ir as B
 
     loop, S = info.loop, info.stages
     saved = lowering.t, lowering.threads
     lowering.t, lowering.threads = lowering.t - saved[1], PRODUCER_THREADS  # the copies' thread map
+    C = len(info.copies)
+    tma = info.tma or (None,) * C
+    elected = lowering.t == 0
     try:
         for let in info.lets:
             lowering.ex.bind_let(let, B.Bind(lowering.lower(let.value)))
         begin, n = lowering.lower(loop.begin), lowering.lower(loop.extent)
-        C = len(info.copies)
-        with B.serial(0, n) as j:
-            stage = tx.floormod(j, S)
-            for c in info.copies:
-                lowering.stage[c.dst.buffer.name] = stage
-            lowering.ex.bind(loop.var.name, begin + j)
-            for ci, c in enumerate(info.copies):
-                with B.If(j >= S):
-                    with B.Then():  # the buffer's previous use (phase j/S - 1) is over
-                        _call(
-                            lowering,
-                            "tc::mbar_wait",
-                            _empty(barriers, C, S, ci, stage),
-                            tx.floormod(tx.floordiv(j, S) + 1, 2),
-                        )
-                lowering.emit_copy_async(c)
-                # arrives once every earlier cp.async of the thread has landed (this copy's included)
-                _call(lowering, "tc::cp_async_arrive", _full(barriers, C, S, ci, stage))
-        lowering.instruction("async_commit")
-        lowering.instruction("async_wait", None, 0)
+
+        def copies():
+            with B.serial(0, n) as j:
+                stage = tx.floormod(j, S)
+                for c in info.copies:
+                    lowering.stage[c.dst.buffer.name] = stage
+                lowering.ex.bind(loop.var.name, begin + j)
+                for ci, c in enumerate(info.copies):
+                    if tma[ci] is not None:
+                        if all(tma):  # the whole loop already runs on the elected thread
+                            _issue_tma(lowering, tma[ci], barriers, C, S, ci, j)
+                            continue
+                        with B.If(elected):
+                            with B.Then():
+                                _issue_tma(lowering, tma[ci], barriers, C, S, ci, j)
+                        continue
+                    with B.If(j >= S):
+                        with B.Then():  # the buffer's previous use (phase j/S - 1) is over
+                            _call(
+                                lowering,
+                                "tc::mbar_wait",
+                                _empty(barriers, C, S, ci, stage),
+                                tx.floormod(tx.floordiv(j, S) + 1, 2),
+                            )
+                    lowering.emit_copy_async(c)
+                    # arrives once every earlier cp.async of the thread has landed (this copy's included)
+                    _call(lowering, "tc::cp_async_arrive", _full(barriers, C, S, ci, stage))
+
+        if any(tma):
+            with B.If(elected):
+                with B.Then():
+                    for t in tma:
+                        if t is not None:
+                            _call(lowering, "tc::tma_prefetch", lowering.param_vars[t.spec.param])
+                    if all(tma):
+                        copies()
+        if not all(tma):
+            copies()
+            lowering.instruction("async_commit")
+            lowering.instruction("async_wait", None, 0)
     finally:
         lowering.t, lowering.threads = saved
         for c in info.copies:
             lowering.stage.pop(c.dst.buffer.name, None)
+
+
+def _issue_tma(lowering, t, barriers, C, S, ci, j) -> None:
+    """Copy `t` into stage j % S by its elected thread: wait until the buffer is empty, announce the
+    stage's bytes on its full mbarrier, issue one TMA load per box (coordinates innermost first;
+    TMA fills the elements outside the tensor with zeros)."""
+    from tvm import tirx as tx
+
+    from tilecore.lowering.tir_expr import cast_to
+
+    stage = tx.floormod(j, S)
+    _wait_empty(lowering, barriers, C, S, ci, j)
+    _call(lowering, "tc::mbar_expect_tx", _full(barriers, C, S, ci, stage), tx.IntImm("int32", t.bytes))
+    starts = [lowering.lower(st) for st in t.copy.src.starts]
+    dst = t.copy.dst.buffer
+    view, numel = lowering.views[dst.name], lowering.plan.layout[dst.name].numel
+    for box in t.layout.boxes:
+        coords = list(starts)
+        coords[t.row_axis] = coords[t.row_axis] + box.row
+        coords[t.col_axis] = coords[t.col_axis] + box.col
+        coords = [cast_to(c, "int32") for c in reversed(coords)]
+        at = tx.address_of(tx.BufferLoad(view, [stage * numel + box.smem_elem]))
+        map_ = lowering.param_vars[t.spec.param]
+        _call(lowering, f"tc::tma_load<{len(coords)}>", at, map_, _full(barriers, C, S, ci, stage), *coords)
+
+
+def _wait_empty(lowering, barriers, C, S, ci, j) -> None:
+    """Wait until copy ci's buffer of stage j % S is empty (its previous use, phase j / S - 1, is over)."""
+    from tvm import tirx as tx
+    from tvm.tirx.script.builder import ir as B
+
+    with B.If(j >= S):
+        with B.Then():
+            _call(
+                lowering,
+                "tc::mbar_wait",
+                _empty(barriers, C, S, ci, tx.floormod(j, S)),
+                tx.floormod(tx.floordiv(j, S) + 1, 2),
+            )
 
 
 def emit_consumer_loop(lowering, info: WsLoop, barriers) -> None:
