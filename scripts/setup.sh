@@ -27,7 +27,8 @@ for d in plugins/*/ conformance/; do
   [ -f "$d/pyproject.toml" ] && dists+=("${d%/}")
 done
 stamp=.venv/.tilecore-setup
-want=$(cat requirements-dev.txt "${dists[@]/%//pyproject.toml}" | sha256sum | cut -d' ' -f1)
+# C sources built at install time (tile-cuda's _fastcall.c) count too: a changed one is rebuilt
+want=$(cat requirements-dev.txt "${dists[@]/%//pyproject.toml}" plugins/*/tile_*/*.c 2>/dev/null | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing into .venv (${dists[*]})"
   .venv/bin/python -m pip install -q --upgrade pip setuptools wheel
