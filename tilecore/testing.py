@@ -260,11 +260,13 @@ def gemm_kernel(
     block_K=32,
     threads=128,
     num_stages=2,
+    out_dtype=None,
 ):
     """A tiled GEMM PrimFunc C = op(A) @ op(B) with partial tiles allowed, for backend tests.
 
     A is (K, M) when transpose_A else (M, K); B is (N, K) when transpose_B else (K, N); C is (M, N)
-    in `accum`. Plugin test suites share it instead of each writing their own.
+    in `out_dtype` (default `accum`), accumulated in `accum`. Plugin test suites share it instead
+    of each writing their own.
     """
     import tilecore.language as T
 
@@ -276,7 +278,7 @@ def gemm_kernel(
     def main(
         A: T.Tensor((K, M) if ta else (M, K), dtype),  # type: ignore[valid-type]
         B: T.Tensor((N, K) if tb else (K, N), dtype),  # type: ignore[valid-type]
-        C: T.Tensor((M, N), accum),  # type: ignore[valid-type]
+        C: T.Tensor((M, N), out_dtype or accum),  # type: ignore[valid-type]
     ):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
             A_s = T.alloc_shared((bk, bm) if ta else (bm, bk), dtype)

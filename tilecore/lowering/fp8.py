@@ -180,7 +180,8 @@ class Fp8ExprLowerer(ExprLowerer):
         if exact or self.is_exact_fp8(value, dtype):
             return value
         x32 = as_float32(value)
-        keep = self.hold if hold else None
+        # (not inside a T.if_then_else branch: a held value is computed whether the branch is taken)
+        keep = self.hold if hold and not self._speculative else None
         if keep is not None and not isinstance(x32, (tx.Var, tvm.ir.TensorLoad)):
             x32 = keep(x32)  # the rounding repeats its operand: compute it once
         rounded = round_to_fp8(x32, dtype)

@@ -81,7 +81,7 @@ def _code_version() -> str:
     files += [
         os.path.join(low, f)
         for f in sorted(os.listdir(low))
-        if f.endswith(".py") and (f.startswith("simt") or f in ("target.py", "tir_expr.py", "intrinsics.py"))
+        if f.endswith(".py") and (f.startswith("simt") or f in ("target.py", "tir_expr.py", "intrinsics.py", "fp8.py"))
     ]
     for f in files:
         try:
@@ -97,13 +97,15 @@ def make_backend() -> Backend:
     from tilecore.ir.version import TILE_IR_VERSION
     from tilecore.language.features import ALL_FEATURES
 
+    fp8 = ("float8_e4m3fn", "float8_e5m2")  # held as uint8 bits, exact conversions (tilecore.lowering.fp8)
     dtypes = frozenset(
-        {"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"}
+        {"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool", *fp8}
     )
     gemm = set()
     for a in ("float16", "bfloat16"):
         gemm |= {(a, "float32"), (a, a)}
     gemm |= {("float32", "float32"), ("float64", "float64"), ("int8", "int32")}
+    gemm |= {(a, acc) for a in fp8 for acc in ("float32", "float64")}  # fp8 products are exact in float32
     return Backend(
         name=NAME,
         targets=(NAME,) + tuple(f"{NAME}:{a}" for a in ARCHS),
