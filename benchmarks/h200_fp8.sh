@@ -9,9 +9,10 @@ OUT=${OUT:-/tmp/h200_fp8}
 mkdir -p "$OUT"
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
-timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider -rfE plugins/tile-cuda/tests/test_fp8.py \
+# 8 workers: most of the time is nvcc (24 kernels)
+timeout 110 python3 -m pytest -n 8 -m gpu -q -p no:cacheprovider -rfE plugins/tile-cuda/tests/test_fp8.py \
   > "$OUT/pytest_fp8.txt" 2>&1
 tail -25 "$OUT/pytest_fp8.txt"
-timeout 190 python3 -m tilecore.cli conformance cuda --examples 120 --seed 19191 --no-progress \
+timeout 175 python3 -m tilecore.cli conformance cuda --examples 120 --seed 19191 --no-progress --jobs 8 --max-shrinks 2 \
   --report "$OUT/conf.json" > "$OUT/conf.txt" 2>&1
 tail -25 "$OUT/conf.txt"
