@@ -26,10 +26,28 @@ def test_fp8_is_held_as_bytes_and_converted_by_our_own_code():
     assert "uchar* __restrict__ Out1_ptr" in src
 
 
-def test_fp8_gemm_takes_the_portable_float32_dot_product():
-    src = generate_source(gemm_kernel(64, 64, 64, "float8_e5m2", "float32"), "sm_90a", {})[0]
+@pytest.mark.parametrize("arch, instruction", [("sm_90a", "tc::wgmma_ss<"), ("sm_80", "tc::gemm_ss<")])
+def test_fp8_gemm_runs_on_the_float16_tensor_core_paths(arch, instruction):
+    src = generate_source(gemm_kernel(64, 64, 64, "float8_e5m2", "float32"), arch, {})[0]
     body = src[src.index('extern "C" __global__') :]
-    assert "mma" not in body and "tc::gemm" not in body and "__nv_fp8" not in src
+    assert instruction in body and ", half, " in body and "__nv_fp8" not in src
+
+
+def test_fp8_gemm_operands_are_widened_into_float16_shared_tiles():
+    from tile_cuda.fp8_gemm import widen_fp8_gemm_operands
+    from tilecore.ir import nodes as N
+    from tilecore.ir.visitor import walk_stmts
+
+    func = widen_fp8_gemm_operands(gemm_kernel(64, 64, 64, "float8_e4m3fn", "float32"))
+    stmts = list(walk_stmts(func.body))
+    (gemm,) = [s for s in stmts if isinstance(s, N.Gemm)]
+    assert (gemm.a.buffer.name, gemm.b.buffer.name) == ("A_s_f16", "B_s_f16")
+    assert {gemm.a.buffer.dtype, gemm.b.buffer.dtype, gemm.a.buffer.scope} == {"float16", "shared"}
+    copies = [(s.src.buffer.name, s.dst.buffer.name) for s in stmts if isinstance(s, N.Copy)]
+    assert copies[-3:-1] == [("A_s", "A_s_f16"), ("B_s", "B_s_f16")]  # right before the gemm, in the loop
+    # a float64 accumulator keeps the portable dot product over decoded fp8 operands
+    f64 = gemm_kernel(64, 64, 64, "float8_e4m3fn", "float64")
+    assert widen_fp8_gemm_operands(f64) is f64
 
 
 # ---- execute tier: the values against the reference interpreter
