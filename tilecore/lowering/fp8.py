@@ -70,8 +70,12 @@ def as_float32(value):
         return value
     if src == "float64":
         return float32_round_to_odd(value)
-    if src in ("float16", "bfloat16"):
+    if src == "bfloat16":
         return tx.Cast("float32", value)
+    if src == "float16":  # (a GPU's half -> float conversion may drop a NaN's sign: keep it)
+        x32 = tx.Cast("float32", value)
+        sign = tx.shift_left(tx.Cast("uint32", tx.shift_right(tx.reinterpret("uint16", value), 15)), _u32(31))
+        return tx.Select(tx.isnan(x32), tx.reinterpret("float32", tx.bitwise_or(_u32(0x7FC00000), sign)), x32)
     return float32_round_to_odd(cast_to(value, "float64"))  # ints and bool: exact in float64
 
 
