@@ -98,14 +98,25 @@ def test_torch_fp8_tensors_in_and_out(target):
     assert torch.equal(b.view(torch.uint8), (a.float() * 2).to(torch.float8_e5m2).view(torch.uint8))
 
 
-@pytest.mark.parametrize("target", ["npu", "metal", "rocm:gfx942", "cuda:sm_90a"])
-def test_backends_without_fp8_refuse_it_by_name(target):
-    @T.prim_func
-    def store(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float8_e4m3fn")):
-        with T.Kernel(1) as bx:
-            for i in T.Parallel(8):
-                B[i] = A[i]
+def test_rocm_refuses_fp8_gemms_by_name():
+    from tilecore.testing import gemm_kernel
 
-    with pytest.raises(UnsupportedFeatureError, match="fp8 dtype float8_e4m3fn") as info:
-        tilecore.compile(store, target=target)
+    with pytest.raises(UnsupportedFeatureError, match="float8_e4m3fn") as info:
+        tilecore.compile(gemm_kernel(64, 64, 64, "float8_e4m3fn", "float32"), target="rocm:gfx942")
+    assert info.value.span.line > 0
+
+
+@pytest.mark.parametrize("target", ["metal", "cuda:sm_90a"])
+def test_simt_backends_refuse_reductions_over_fp8_tiles_by_name(target):
+    @T.prim_func
+    def row_sums(A: T.Tensor((8, 16), "float8_e4m3fn"), S: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            a = T.alloc_fragment((8, 16), "float8_e4m3fn")
+            s = T.alloc_fragment((8,), "float32")
+            T.copy(A, a)
+            T.reduce_sum(a, s, dim=1)
+            T.copy(s, S)
+
+    with pytest.raises(UnsupportedFeatureError, match="T.reduce_sum on fp8 tiles") as info:
+        tilecore.compile(row_sums, target=target)
     assert info.value.span.line > 0

@@ -63,7 +63,7 @@ def to_device(array: np.ndarray, memory_space: str, library: str = "numpy"):
     """`array` (numpy) placed where a backend of `memory_space` takes its arguments.
 
     CPU memory: the array itself, or a torch tensor sharing it with `library="torch"`.
-    Device memory: a torch tensor on that device (bfloat16 through its bits), else a
+    Device memory: a torch tensor on that device (bfloat16 and fp8 through their bits), else a
     cupy array for CUDA/ROCm.
     """
     if memory_space == "cpu" and library != "torch":
@@ -74,8 +74,9 @@ def to_device(array: np.ndarray, memory_space: str, library: str = "numpy"):
         torch = None
     if torch is not None and (memory_space in TORCH_DEVICES or memory_space == "cpu"):
         host = np.ascontiguousarray(array)
-        if host.dtype.name == "bfloat16":
-            tensor = torch.from_numpy(host.view(np.int16)).view(torch.bfloat16)
+        if host.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):  # through their bits
+            bits = np.int16 if host.dtype.itemsize == 2 else np.uint8
+            tensor = torch.from_numpy(host.view(bits)).view(getattr(torch, host.dtype.name))
         else:
             tensor = torch.from_numpy(host)
         return tensor.to(TORCH_DEVICES.get(memory_space, "cpu"))
@@ -260,11 +261,13 @@ def gemm_kernel(
     block_K=32,
     threads=128,
     num_stages=2,
+    out_dtype=None,
 ):
     """A tiled GEMM PrimFunc C = op(A) @ op(B) with partial tiles allowed, for backend tests.
 
     A is (K, M) when transpose_A else (M, K); B is (N, K) when transpose_B else (K, N); C is (M, N)
-    in `accum`. Plugin test suites share it instead of each writing their own.
+    in `out_dtype` (default `accum`), accumulated in `accum`. Plugin test suites share it instead
+    of each writing their own.
     """
     import tilecore.language as T
 
@@ -276,7 +279,7 @@ def gemm_kernel(
     def main(
         A: T.Tensor((K, M) if ta else (M, K), dtype),  # type: ignore[valid-type]
         B: T.Tensor((N, K) if tb else (K, N), dtype),  # type: ignore[valid-type]
-        C: T.Tensor((M, N), accum),  # type: ignore[valid-type]
+        C: T.Tensor((M, N), out_dtype or accum),  # type: ignore[valid-type]
     ):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
             A_s = T.alloc_shared((bk, bm) if ta else (bm, bk), dtype)
@@ -371,3 +374,89 @@ def while_loops_arguments(M: int = 32, N: int = 24, block_M: int = 16, seed: int
     a = (rng.standard_normal((M, N)) * 3).astype(np.float32)
     a[::block_M, 0] = np.linspace(5.0, 40.0, M // block_M, dtype=np.float32)
     return [a, np.zeros(M, np.float32), np.zeros((M, N), np.float32), np.zeros(M // block_M, np.int32)]
+
+
+# ---------------------------------------------------------------------- fp8 conversions
+
+FP8_ROW = 256  # elements per row of `fp8_conversion_kernel`: one row per block
+
+
+def fp8_conversion_kernel(rows: int, src: str, dst: str, threads: int = 128):
+    """Out1 = T.cast(A, dst) element by element and Out2 the same by tile copies through fragments
+    (global -> fragment -> fragment of `dst` -> global), over (rows, FP8_ROW) tensors."""
+    import tilecore.language as T
+
+    @T.prim_func
+    def convert(
+        A: T.Tensor((rows, FP8_ROW), src),  # type: ignore[valid-type]
+        Out1: T.Tensor((rows, FP8_ROW), dst),  # type: ignore[valid-type]
+        Out2: T.Tensor((rows, FP8_ROW), dst),  # type: ignore[valid-type]
+    ):
+        with T.Kernel(rows, threads=threads) as bx:
+            for j in T.Parallel(FP8_ROW):
+                Out1[bx, j] = T.cast(A[bx, j], dst)
+            a = T.alloc_fragment((1, FP8_ROW), src)
+            o = T.alloc_fragment((1, FP8_ROW), dst)
+            T.copy(A[bx, 0], a)
+            T.copy(a, o)
+            T.copy(o, Out2[bx, 0])
+
+    return convert
+
+
+def fp8_conversion_inputs(src: str, dst: str) -> np.ndarray:
+    """(rows, FP8_ROW) values of `src` where a conversion into or out of fp8 can go wrong: out of
+    fp8 every bit pattern; into fp8 `dst` every bit pattern of a 16-bit `src`, else every fp8 value,
+    every midpoint of two neighbours (a tie) and the `src` values on either side of it, the
+    overflow thresholds and specials (and for float64 values past a tie by less than float32 sees)."""
+    from .interp.dtypes import NUMPY_DTYPES
+
+    if src in ("float8_e4m3fn", "float8_e5m2"):
+        values = np.arange(256, dtype=np.uint8).view(NUMPY_DTYPES[src])
+    elif src in ("float16", "bfloat16"):
+        values = np.arange(1 << 16, dtype=np.uint16).view(NUMPY_DTYPES[src])
+    else:
+        wide = NUMPY_DTYPES[src].type
+        fp8 = np.arange(256, dtype=np.uint8).view(NUMPY_DTYPES[dst]).astype(np.float64)
+        fp8 = np.unique(fp8[np.isfinite(fp8)])
+        mids = ((fp8[1:] + fp8[:-1]) / 2).astype(wide)
+        top, step = float(fp8[-1]), float(fp8[-1] - fp8[-2])
+        extra = np.array([top + step / 2, top + step, 2 * top, np.inf, np.nan, 1e30, 2.0**-30], wide)
+        parts = [mids, np.nextafter(mids, wide(np.inf)), np.nextafter(mids, wide(-np.inf)), fp8.astype(wide), extra]
+        if src == "float64":
+            parts.append(mids * (1 + 2.0**-40))
+        values = np.concatenate(parts)
+        values = np.concatenate([values, -values]).astype(wide)
+    pad = -values.size % FP8_ROW
+    return np.concatenate([values, np.zeros(pad, values.dtype)]).reshape(-1, FP8_ROW)
+
+
+def assert_same_bits(got: np.ndarray, want: np.ndarray, dtype: str) -> None:
+    """Bit for bit, except NaN payloads, which the language leaves unspecified: a NaN matches any
+    NaN, of the same sign when `dtype` is fp8 (a conversion into fp8 keeps a NaN's sign)."""
+    with np.errstate(invalid="ignore"):
+        g64, w64 = got.astype(np.float64), want.astype(np.float64)
+    nan = np.isnan(w64)
+    assert np.array_equal(np.isnan(g64), nan), (
+        f"NaN where the reference has none at {np.argwhere(np.isnan(g64) != nan)[:4]}"
+    )
+    if dtype in ("float8_e4m3fn", "float8_e5m2"):
+        assert np.array_equal(np.signbit(g64[nan]), np.signbit(w64[nan])), "a NaN lost its sign"
+    bits = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[got.dtype.itemsize]
+    bad = np.argwhere((got.view(bits) != want.view(bits)) & ~nan)
+    assert bad.size == 0, [(_scalar(want[tuple(i)]), _scalar(got[tuple(i)])) for i in bad[:8]]
+
+
+def assert_fp8_conversion_matches_reference(src: str, dst: str, backend: str) -> None:
+    """Convert `fp8_conversion_inputs(src, dst)` on `backend` and on the reference interpreter with
+    `fp8_conversion_kernel` and assert both outputs are the same bits (`assert_same_bits`)."""
+    from .runtime import api
+
+    a = fp8_conversion_inputs(src, dst)
+    func = fp8_conversion_kernel(a.shape[0], src, dst)
+    kernel = api.compile(func, target=backend, out_idx=[1, 2])
+    space = kernel.backend.capabilities.memory_space
+    got = kernel(to_device(a, space, "numpy" if space == "cpu" else "torch"))
+    want = api.compile(func, target="reference", out_idx=[1, 2])(a)
+    for g, w in zip(got, want):
+        assert_same_bits(to_numpy(g), np.asarray(w), dst)

@@ -6,7 +6,8 @@ to int truncates toward zero (C), int narrowing wraps, anything to bool is
 rounds twice (through float32); `convert` fixes that with round-to-odd.
 
 fp8 (`float8_e4m3fn`, `float8_e5m2`) is ml_dtypes' own: conversion to fp8 rounds to
-nearest even from any source (ml_dtypes converts a float64 directly); a value beyond
+nearest even from any source (a float64 through float32 rounded to odd, as for bfloat16:
+some ml_dtypes releases round a float64 through float32 to nearest); a value beyond
 the largest finite one after rounding becomes NaN in e4m3fn (it has no inf) and inf in
 e5m2, NaN stays NaN with its sign. fp8 to an int or bool goes through float32 (exact),
 so it follows the float rules above.
@@ -67,10 +68,11 @@ def fill_value(dtype: str):
     return True
 
 
-def _f64_to_bf16(x: np.ndarray) -> np.ndarray:
+def _f64_to_narrow(x: np.ndarray, target) -> np.ndarray:
     # Round to odd into float32 (keeps a sticky bit), then round-to-nearest-even
-    # into bfloat16: that equals one correct rounding of the float64 value.
-    f32 = x.astype(np.float32)
+    # into bfloat16 or fp8 (`target`): that equals one correct rounding of the float64 value.
+    with np.errstate(over="ignore"):  # (beyond float32: inf, stepped back to its largest finite value)
+        f32 = x.astype(np.float32)
     back = f32.astype(np.float64)
     inexact = back != x
     if np.any(inexact):
@@ -79,7 +81,7 @@ def _f64_to_bf16(x: np.ndarray) -> np.ndarray:
         overshot = inexact & (np.abs(back) > np.abs(x))
         bits[overshot] -= np.uint32(1)  # step back toward zero: truncation
         bits[inexact] |= np.uint32(1)  # sticky bit: the value lies strictly inside
-    return f32.astype(ml_dtypes.bfloat16)
+    return f32.astype(target)
 
 
 def convert(value, dtype: str):
@@ -98,7 +100,10 @@ def convert(value, dtype: str):
         and arr.dtype.itemsize > 4
         or (dtype == "bfloat16" and arr.dtype.kind in "iu" and arr.dtype.itemsize > 2)
     ):
-        out = _f64_to_bf16(arr.astype(np.float64))
+        out = _f64_to_narrow(arr.astype(np.float64), target)
+    elif target in _FP8 and arr.dtype.kind in "fiu" and arr.dtype.itemsize > 4:
+        # one rounding whatever ml_dtypes does with a float64 (some releases round through float32)
+        out = _f64_to_narrow(arr.astype(np.float64), target)
     elif arr.dtype in _FP8 and dtype not in ("float32", "float64"):
         out = arr.astype(np.float32).astype(target)  # exact widening, then the float rules
     else:

@@ -70,8 +70,12 @@ def as_float32(value):
         return value
     if src == "float64":
         return float32_round_to_odd(value)
-    if src in ("float16", "bfloat16"):
+    if src == "bfloat16":
         return tx.Cast("float32", value)
+    if src == "float16":  # (a GPU's half -> float conversion may drop a NaN's sign: keep it)
+        x32 = tx.Cast("float32", value)
+        sign = tx.shift_left(tx.Cast("uint32", tx.shift_right(tx.reinterpret("uint16", value), 15)), _u32(31))
+        return tx.Select(tx.isnan(x32), tx.reinterpret("float32", tx.bitwise_or(_u32(0x7FC00000), sign)), x32)
     return float32_round_to_odd(cast_to(value, "float64"))  # ints and bool: exact in float64
 
 
@@ -180,7 +184,8 @@ class Fp8ExprLowerer(ExprLowerer):
         if exact or self.is_exact_fp8(value, dtype):
             return value
         x32 = as_float32(value)
-        keep = self.hold if hold else None
+        # (not inside a T.if_then_else branch: a held value is computed whether the branch is taken)
+        keep = self.hold if hold and not self._speculative else None
         if keep is not None and not isinstance(x32, (tx.Var, tvm.ir.TensorLoad)):
             x32 = keep(x32)  # the rounding repeats its operand: compute it once
         rounded = round_to_fp8(x32, dtype)

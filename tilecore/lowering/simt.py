@@ -16,7 +16,8 @@ table (`simt_intrinsics`), which the plugins fill through `tilecore_intrinsics`.
 Nothing here names a vendor's instruction.
 
 Expressions are lowered by `tilecore.lowering.tir_expr.ExprLowerer` (shared with
-the CPU backend) with buffer views that map tiles onto threads.
+the CPU backend; its fp8 subclass `lowering.fp8.Fp8ExprLowerer`) with buffer views that
+map tiles onto threads. fp8 tiles and tensors hold their bits as uint8 (`simt_memory`).
 
 Imports TVM: use it from backend code only.
 """
@@ -36,8 +37,10 @@ from tvm.tirx.script.builder import ir as B
 
 from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
+from ..ir.types import is_fp8
 from ..ir.visitor import Dispatcher, walk, walk_stmts
 from ..plugin.rules import SIMT_OPS, RuleTable
+from .fp8 import Fp8ExprLowerer
 from .intrinsics import IntrinsicTable, default_table, dtype_of
 from .simt_barriers import SimtBarriers
 from .simt_intrinsics import DEVICE_INSTRUCTIONS, portable_device_table
@@ -48,7 +51,7 @@ from .simt_reduce import SimtReductions
 from .simt_threads import SimtThreads, _Ctx
 from .simt_tileops import SimtTileOps
 from .target import TargetDescription
-from .tir_expr import ExprLowerer, cast_to, involves_bfloat16
+from .tir_expr import cast_to, involves_bfloat16
 
 
 @dataclass
@@ -118,7 +121,8 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         self.device_lib = target.device_library + "".join(self.plan.device_sources)
         table = intrinsics if isinstance(intrinsics, IntrinsicTable) else build_intrinsics(intrinsics)
         self.intrinsics = table.bound(self, always=DEVICE_INSTRUCTIONS)
-        self.ex = ExprLowerer(intrinsics=self.intrinsics, backend=target.name, source=self.source)
+        # fp8 values are float32 inside expressions; fp8 memory holds the bits (simt_memory)
+        self.ex = Fp8ExprLowerer(intrinsics=self.intrinsics, backend=target.name, source=self.source)
         self.ex.hold = self.hold_in_register
         self.ex.rounds_bfloat16 = target.bfloat16_computed_in_float32
         self.ex.int64_wrap_via = target.int64_wrap_via
@@ -320,10 +324,21 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
             if self.apply_rules("Pipelined", s):
                 return
         elif op in SIMT_OPS:
+            self.refuse_fp8_accumulation(s)
             self.before_tile_op(s)
             if self.apply_rules(op, s):
                 return
         self.dispatch("emit_", s)
+
+    def refuse_fp8_accumulation(self, s):
+        """Reductions over or into fp8 tiles and scans into them are refused: their accumulators
+        take the destination's dtype here (an fp8 partial result would be rounded at every step)."""
+        if isinstance(s, N.Reduce) and (is_fp8(s.src.dtype) or is_fp8(s.dst.dtype)):
+            raise self.unsupported(f"T.reduce_{s.kind} on fp8 tiles: copy them into a float32 tile first", s)
+        if isinstance(s, N.Cumsum) and is_fp8(s.dst.dtype):
+            raise self.unsupported(
+                f"T.cumsum into an fp8 buffer ({s.dst.dtype}): scan into a float32 buffer and copy it", s
+            )
 
     def no_handler(self, prefix: str, node: object, *args: Any) -> Any:
         """A statement class without a rule or an `emit_` method: unsupported on this backend."""

@@ -77,8 +77,12 @@ class SimtHost:
         """(tirx Buffer, [flat or nd index]) for element `indices` of `buf`."""
         raise NotImplementedError
 
-    def store(self, buf: N.Buffer, indices: Sequence[Any], value: Any) -> None:
-        """Store `value` at element `indices` of `buf`."""
+    def store(self, buf: N.Buffer, indices: Sequence[Any], value: Any, bits: bool = False) -> None:
+        """Store `value` at element `indices` of `buf` (`bits`: a value in `buf`'s storage)."""
+        raise NotImplementedError
+
+    def value_of(self, buf: N.Buffer, stored: Any) -> Any:
+        """An element of `buf` read from its storage as a value (fp8 decoded)."""
         raise NotImplementedError
 
     def element(self, buf: N.Buffer, indices: Sequence[Any]) -> Any:

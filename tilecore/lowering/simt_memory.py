@@ -5,6 +5,11 @@ allocation per tile, as the target says), and `access`: the TIR buffer and index
 element of any buffer (swizzled and multi-buffered shared tiles, register fragments in
 the current thread iteration, per-thread copies).
 
+fp8 memory (global, shared and register) holds the fp8 bits as uint8: an element read is
+decoded to the float32 holding its value exactly, an element store rounds and encodes
+(`lowering.fp8`), and a copy between tiles of one fp8 dtype moves the bits. No fp8 type
+reaches the target's code generator, so every SIMT target gets the same exact conversions.
+
 A mixin of `simt.SimtLowering`. Imports TVM: use it from backend code only.
 """
 
@@ -19,7 +24,9 @@ from tvm.tirx.script.builder import ir as B
 
 from ..diagnostics import TileCompileError
 from ..ir import nodes as N
+from ..ir.types import is_fp8
 from ..ir.visitor import walk_stmts
+from .fp8 import decode, encode
 from .simt_host import SimtHost
 from .simt_layout import MmaLayout, RowLayout, SharedLayout, StridedLayout, StridedRowLayout
 from .simt_reduce import REDUCE_LANES
@@ -77,8 +84,8 @@ class SimtMemory(SimtHost):
     scratch_off: Optional[int] = None  # byte offset of the reduction scratch, when the kernel reduces
 
     def storage_dtype(self, dtype: str) -> str:
-        """The dtype that holds a `dtype` tile on this target (bool may live in int8)."""
-        return self.target.bool_storage if dtype == "bool" else dtype
+        """The dtype that holds a `dtype` tile on this target (bool may live in int8, fp8 in uint8)."""
+        return self.target.bool_storage if dtype == "bool" else _tvm_dtype(dtype)
 
     def alloc_shared(self, smem):
         """Shared tiles: typed views of one byte pool (`target.shared_pool`), or one static
@@ -198,13 +205,26 @@ class SimtMemory(SimtHost):
         def load(indices):
             view, idx = self.access(buf, indices)
             v = tx.BufferLoad(view, idx)
-            return cast_to(v, "bool") if buf.dtype == "bool" and view.dtype != "bool" else v
+            return cast_to(v, "bool") if buf.dtype == "bool" and view.dtype != "bool" else self.value_of(buf, v)
 
         return load
 
-    def store(self, buf: N.Buffer, indices, value):
-        """Store `value` (converted to the buffer's dtype, then its storage dtype) at `indices`."""
+    def value_of(self, buf: N.Buffer, stored):
+        """An element of `buf` as read from its storage (`stored`) into a value: fp8 bits decoded
+        to the float32 holding the value exactly, anything else as it is."""
+        if is_fp8(buf.dtype):
+            return self.ex.exact(decode(stored, buf.dtype), buf.dtype)  # type: ignore[attr-defined]
+        return stored
+
+    def store(self, buf: N.Buffer, indices, value, bits: bool = False):
+        """Store `value` (converted to the buffer's dtype, then its storage dtype) at `indices`;
+        with `bits`, `value` is already an element of `buf`'s dtype in its storage (a copy's)."""
         view, idx = self.access(buf, indices)
+        if is_fp8(buf.dtype):
+            if not bits:  # round (computed once, in a register) and encode
+                value = encode(self.ex.to_fp8(value, buf.dtype), buf.dtype)  # type: ignore[attr-defined]
+            B.buffer_store(view, value, idx)
+            return
         # a float64 value is held before the rounding to bfloat16 binds it (float64_operand)
         v = cast_to(self.ex.float64_operand(value, buf.dtype), buf.dtype)
         B.buffer_store(view, cast_to(v, str(view.dtype)) if str(view.dtype) != buf.dtype else v, idx)
@@ -233,4 +253,5 @@ def _align(x, a):
 
 
 def _tvm_dtype(d: str) -> str:
-    return d
+    """The TIR dtype of memory of Tile IR dtype `d`: fp8 as its uint8 bits (see module doc)."""
+    return "uint8" if is_fp8(d) else d

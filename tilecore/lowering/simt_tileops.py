@@ -15,7 +15,8 @@ from tvm import tirx as tx
 from tvm.tirx.script.builder import ir as B
 
 from ..ir import nodes as N
-from ..ir.types import itemsize
+from ..ir.types import is_fp8, itemsize
+from .intrinsics import dtype_of
 from .simt_copy import contiguous_run, vector_width
 from .simt_host import SimtHost
 from .simt_layout import StridedLayout
@@ -36,19 +37,26 @@ class SimtTileOps(SimtHost):
         pred_src = c.predicated and ss == "global"
         pred_dst = c.predicated and ds == "global"
 
+        # fp8 to the same fp8 dtype moves the bits; other fp8 copies convert the decoded values
+        bits = is_fp8(src.buffer.dtype) and src.buffer.dtype == dst.buffer.dtype
+        converts_fp8 = not bits and (is_fp8(src.buffer.dtype) or is_fp8(dst.buffer.dtype))
+
         def element(it_idx):
             si = self.region_index(src, it_idx)
             di = self.region_index(dst, it_idx)
             view, idx = self.access(src.buffer, si)
             val = tx.BufferLoad(view, idx)
+            if converts_fp8:
+                val = self.value_of(src.buffer, val)
             if pred_src:
-                val = tx.if_then_else(self.in_bounds(src, si), val, tir_const(0, src.buffer.dtype))
+                zero = tir_const(0, dtype_of(val) if bits or converts_fp8 else src.buffer.dtype)
+                val = tx.if_then_else(self.in_bounds(src, si), val, zero)
             if pred_dst:
                 with B.If(self.in_bounds(dst, di)):
                     with B.Then():
-                        self.store(dst.buffer, di, val)
+                        self.store(dst.buffer, di, val, bits=bits)
             else:
-                self.store(dst.buffer, di, val)
+                self.store(dst.buffer, di, val, bits=bits)
 
         if ds == "rep":
             # a per-thread copy: every thread fills all of it (kept identical in every thread)
@@ -65,6 +73,7 @@ class SimtTileOps(SimtHost):
                 and not (pred_src or pred_dst)
                 and "bool" not in (src.buffer.dtype, dst.buffer.dtype)
                 and lay.vec * max(itemsize(src.buffer.dtype), itemsize(dst.buffer.dtype)) <= 32
+                and not converts_fp8
                 and ss != ds
                 and self._contiguous_run(other, lay.vec)
             )
@@ -169,7 +178,10 @@ class SimtTileOps(SimtHost):
                 bi = self.matrix_index(b, [j, k] if g.transpose_b else [k, j])
                 va, ia = self.access(a.buffer, ai)
                 vb, ib = self.access(b.buffer, bi)
-                prod_ = cast_to(tx.BufferLoad(va, ia), wide) * cast_to(tx.BufferLoad(vb, ib), wide)
+                # (fp8 operands decoded: their products are exact in a float32 accumulator)
+                a_val = self.value_of(a.buffer, tx.BufferLoad(va, ia))
+                b_val = self.value_of(b.buffer, tx.BufferLoad(vb, ib))
+                prod_ = cast_to(a_val, wide) * cast_to(b_val, wide)
                 B.buffer_store(tmp, tmp[0] + prod_, [0])
             self.store(c.buffer, ci, tmp[0])
 
@@ -196,7 +208,7 @@ class SimtTileOps(SimtHost):
                 pos = (n - 1 - k) if s.reverse else k
                 full = list(idx[: s.dim]) + [pos] + list(idx[s.dim :]) if len(shape) > 1 else [pos]
                 view, si = self.access(s.src, full)
-                B.buffer_store(tmp, tmp[0] + cast_to(tx.BufferLoad(view, si), wide), [0])
+                B.buffer_store(tmp, tmp[0] + cast_to(self.value_of(s.src, tx.BufferLoad(view, si)), wide), [0])
                 self.store(s.dst, full, tmp[0])
 
         if self.plan.storage[s.dst.name] == "rep":
@@ -229,7 +241,7 @@ class SimtTileOps(SimtHost):
             si = self.region_index(src, it_idx)
             di = self.region_index(dst, it_idx)
             view, sidx = self.access(src.buffer, si)
-            val = tx.BufferLoad(view, sidx)
+            val = self.value_of(src.buffer, tx.BufferLoad(view, sidx))
             if pred:
                 with B.If(self.in_bounds(dst, di)):
                     with B.Then():

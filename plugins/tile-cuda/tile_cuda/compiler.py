@@ -43,9 +43,11 @@ def generate_source(func, arch: str, options: Dict[str, Any], tables=None):
 
     from tilecore.lowering.simt import lower_kernel, register_simt_pipeline
 
+    from .fp8_gemm import widen_fp8_gemm_operands
     from .target import cuda_target
 
     rules, intrinsics = tables if tables is not None else default_tables()
+    func = widen_fp8_gemm_operands(func)  # fp8 gemms on the float16 tensor-core paths
     lk = lower_kernel(func, cuda_target(arch, options), rules, intrinsics, options)
     try:
         mod = tvm.IRModule({func.name: lk.prim_func})

@@ -81,7 +81,7 @@ def _code_version() -> str:
     files += [
         os.path.join(low, f)
         for f in sorted(os.listdir(low))
-        if f.endswith(".py") and (f.startswith("simt") or f in ("target.py", "tir_expr.py", "intrinsics.py"))
+        if f.endswith(".py") and (f.startswith("simt") or f in ("target.py", "tir_expr.py", "intrinsics.py", "fp8.py"))
     ]
     for f in files:
         try:
@@ -94,16 +94,20 @@ def _code_version() -> str:
 
 def make_backend() -> Backend:
     """The Backend declaration of tile-cuda."""
+    from tilecore.ir.types import FP8_DTYPES
     from tilecore.ir.version import TILE_IR_VERSION
     from tilecore.language.features import ALL_FEATURES
 
+    # fp8: held as uint8 bits with exact conversions by the shared SIMT lowering (tilecore.lowering.fp8)
     dtypes = frozenset(
         {"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"}
+        | set(FP8_DTYPES)
     )
     gemm = set()
     for a in ("float16", "bfloat16"):
         gemm |= {(a, "float32"), (a, a)}
     gemm |= {("float32", "float32"), ("float64", "float64"), ("int8", "int32")}
+    gemm |= {(a, acc) for a in FP8_DTYPES for acc in ("float32", "float64")}  # (the portable dot product)
     return Backend(
         name=NAME,
         targets=(NAME,) + tuple(f"{NAME}:{a}" for a in ARCHS),

@@ -53,7 +53,8 @@ class PrintfRule(LoweringRule):
                     buf = p.value
                     shape = buf.static_shape() or (1,)
                     with B.serial(0, prod(shape)) as e:
-                        f, v = fmt_val(lowering.element(buf, unflatten(e, shape)), buf.dtype)
+                        stored = lowering.element(buf, unflatten(e, shape))
+                        f, v = fmt_val(lowering.value_of(buf, stored), buf.dtype)  # (fp8 decoded)
                         B.evaluate(_printf(bfmt + prefix + buf.name + "[%d] = " + f + "\n", *blk, e, v))
         return None
 

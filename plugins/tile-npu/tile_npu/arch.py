@@ -23,6 +23,8 @@ _SIZES = {
     "bfloat16": 2,
     "float32": 4,
     "float64": 8,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
     "none": 1,
 }
 
@@ -37,6 +39,8 @@ NP_DTYPES = {
     "bfloat16": np.dtype(ml_dtypes.bfloat16),
     "float32": np.dtype(np.float32),
     "float64": np.dtype(np.float64),
+    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
 }
 
 
@@ -83,6 +87,12 @@ MATRIX_FORMATS = {
     "bfloat16": (("float32", "bfloat16"), 1),
     "int8": (("int32",), 1),
     "float32": (("float32",), 4),  # fp32 runs as four passes of the fp16 datapath
+    # fp8 operands widen to fp16 as the engine reads them (every fp8 value is exact in fp16)
+    "float8_e4m3fn": (("float32",), 1),
+    "float8_e5m2": (("float32",), 1),
 }
+# fp8 is a storage format (docs/semantics.md "fp8"): the lanes load, store and convert it (`vcvt`,
+# exactly the interpreter's rounding), and the language never computes in it.
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
 # What the vector engine's 32-bit lanes hold (no 64-bit element types).
-VECTOR_DTYPES = ("bool", "int8", "uint8", "int16", "int32", "float16", "bfloat16", "float32")
+VECTOR_DTYPES = ("bool", "int8", "uint8", "int16", "int32", "float16", "bfloat16", "float32") + FP8_DTYPES

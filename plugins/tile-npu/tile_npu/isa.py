@@ -54,6 +54,8 @@ DTYPE_CODES = {
     "bfloat16": 8,
     "float32": 9,
     "float64": 10,
+    "float8_e4m3fn": 11,
+    "float8_e5m2": 12,
 }
 DTYPE_NAMES = {v: k for k, v in DTYPE_CODES.items()}
 

@@ -8,7 +8,7 @@ from tilecore.plugin import Option, hookimpl
 from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus
 
 from . import __version__
-from .arch import DEFAULT_CONFIG, MATRIX_FORMATS, VECTOR_DTYPES, NPUConfig
+from .arch import DEFAULT_CONFIG, FP8_DTYPES, MATRIX_FORMATS, VECTOR_DTYPES, NPUConfig
 
 NAME = "npu"
 
@@ -116,7 +116,7 @@ def tilecore_intrinsics(backend, table):
 
     for f in MATH_FUNCS:
         for dt in VECTOR_DTYPES:
-            if dt != "bool":
+            if dt != "bool" and dt not in FP8_DTYPES:  # (math on fp8 values is computed in float32)
                 table.setdefault((f, dt), f"vun.{f}")
 
 

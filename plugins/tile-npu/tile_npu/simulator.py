@@ -1014,7 +1014,11 @@ class Simulator:
                 f"matrix operand {what} ({rows}x{cols}, leading dim {ld}, offset "
                 f"{base}) exceeds segment {self._seg(seg).name} of {v.size} elements",
             )
-        m = np.lib.stride_tricks.as_strided(v[base:], shape=(rows, cols), strides=(ld * v.itemsize, v.itemsize))
+        # strided over unsigned ints of the element's size: numpy's as_strided cannot rebuild every
+        # ml_dtypes dtype from its array interface (float8_e5m2's "<f1")
+        raw = v.view(np.dtype(f"u{v.itemsize}"))[base:]
+        m = np.lib.stride_tricks.as_strided(raw, shape=(rows, cols), strides=(ld * v.itemsize, v.itemsize))
+        m = m.view(v.dtype)
         b0 = self._seg(seg).base
         return m, (b0 + base * v.itemsize, b0 + (last + 1) * v.itemsize)
 
