@@ -56,6 +56,7 @@ SYS_PATH_DIRS = re.compile(r"sys\.path\.(?:append|insert)\([^\n]*?dirname\(__fil
 
 # Smaller problems for examples whose defaults are too large to interpret: main() keyword
 # arguments, or "argv" for the command line of examples that parse one in main().
+_RUN_TEST_SMALL = {"calls": {"run_test": {"B": 1, "S": 128, "H": 1}}}
 SMALL = {
     "dynamic_shape/example_dynamic.py": {"M": 256, "N": 256, "K": 256},
     "flash_attention/example_mha_bwd_bhsd.py": {"BATCH": 1, "H": 2, "N_CTX": 128, "D_HEAD": 64},
@@ -66,6 +67,9 @@ SMALL = {
     "flash_attention/example_mha_fwd_bhsd.py": {"batch": 1, "heads": 1, "seq_q": 128, "seq_kv": 128},
     "flash_decoding/example_mha_inference.py": {"H": 2, "Q_CTX": 128, "KV_CTX": 512, "D_HEAD": 64},
     "fusedmoe/example_fusedmoe_tilelang.py": {"d_hidden": 256, "d_expert": 128, "seq_len": 64},
+    "cast/example_per_token_cast_to_fp8.py": {"M": 256, "N": 256},
+    "linear_attention/example_linear_attn_fwd.py": {"S": 128, "H": 2, "D": 64},
+    "linear_attention/example_linear_attn_bwd.py": {"S": 128, "H": 2, "D": 64},
     "cast/example_group_per_split_token_cast_to_fp8.py": {"M": 256, "N": 256, "batch_sizes": [64, 192]},
     "attention_sink/example_mha_sink_fwd_bhsd.py": {"seq_q": 128, "seq_kv": 128, "dim": 64},
     "attention_sink/example_mha_sink_bwd_bhsd.py": {"N_CTX": 128, "D_HEAD": 64},
@@ -106,6 +110,35 @@ SMALL = {
     "blocksparse_gemm/example_blocksparse_gemm.py": {"argv": ["--m", "256", "--n", "256", "--k", "256"]},
     "convolution/example_convolution.py": {"argv": ["--n", "2", "--c", "32", "--h", "16", "--w", "16", "--f", "128"]},
     "convolution/example_convolution_autotune.py": {"n": 2, "c": 32, "h": 16, "w": 16, "f": 128},
+    **{
+        f"kda/{name}.py": _RUN_TEST_SMALL
+        for name in (
+            "chunk_bwd_dqkwg",
+            "chunk_bwd_dv",
+            "chunk_bwd_gla_dA",
+            "chunk_bwd_intra",
+            "chunk_delta_bwd",
+            "chunk_delta_h_fwd",
+            "chunk_inter_solve_fused",
+            "chunk_intra_token_parallel",
+            "chunk_o",
+            "wy_fast",
+            "wy_fast_bwd",
+        )
+    },
+    **{
+        f"gdn/example_{name}.py": _RUN_TEST_SMALL
+        for name in (
+            "chunk_delta_bwd",
+            "chunk_delta_h",
+            "chunk_o",
+            "chunk_o_bwd",
+            "chunk_scaled_dot_kkt",
+            "cumsum",
+            "wy_fast",
+            "wy_fast_bwd_split",
+        )
+    },
 }
 
 RUNNER = r'''
@@ -189,9 +222,54 @@ class _Generator(_TorchGenerator):
         pass
 torch.Generator = _Generator
 torch.set_default_device = lambda *a, **k: None
+# Triton kernels in the examples' own reference checks (and in fla's) run in Triton's
+# interpreter (TRITON_INTERPRET=1, numpy on CPU tensors). Its GPU drivers would look for
+# libcuda, so a host driver stands in: the emulated A100 as target, the CPU as torch
+# device. Its autotuner benchmarker runs nothing and reports equal times, so the first
+# config is taken: timings of interpreted kernels say nothing about GPU configs.
+if os.environ.get("TRITON_INTERPRET") == "1" and importlib.util.find_spec("triton"):
+    from triton.runtime.driver import driver as _triton_driver
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.driver import DriverBase
+    class _HostDriver(DriverBase):
+        @classmethod
+        def is_active(cls): return True
+        def map_python_to_cpp_type(self, ty): return ty
+        def get_current_target(self): return GPUTarget("cuda", 80, 32)
+        def get_active_torch_device(self): return torch.device("cpu")
+        def get_current_device(self): return 0
+        def get_current_stream(self, device=None): return 0
+        def get_device_interface(self): return torch.cuda
+        def get_benchmarker(self):
+            return lambda kernel_call, quantiles=None, **k: [0.0] * len(quantiles or (0,))
+    _triton_driver.set_active(_HostDriver())
+    # Triton's interpreter keeps bfloat16 as uint16 bit patterns but has no builder for a
+    # nonzero bfloat16 constant; this one rounds through ml_dtypes.
+    import ml_dtypes, numpy as _np
+    from triton.runtime import interpreter as _triton_interp
+    import triton.language as _tl
+    # Nor does it run libdevice calls (external CUDA functions): those with a triton.language
+    # counterpart run as that one.
+    import triton.language.extra.libdevice as _libdevice
+    _same = {"fast_expf": "exp", "fast_logf": "log", "fast_log2f": "log2", "fast_tanhf": "tanh"}
+    for _name in dir(_libdevice):
+        _twin = _same.get(_name, _name)
+        if not _name.startswith("_") and callable(getattr(_tl.math, _twin, None)):
+            # looked up at call time: the interpreter patches triton.language.math when it runs
+            setattr(_libdevice, _name, lambda *a, _twin=_twin: getattr(_tl.math, _twin)(*a))
+    _libdevice.tanh = _libdevice.fast_tanhf = lambda x: 2 * _tl.sigmoid(2 * x) - 1
+    _libdevice.log1p = lambda x: _tl.log(1 + x)
+    if not hasattr(_triton_interp.InterpreterBuilder, "get_bf16"):
+        _triton_interp.InterpreterBuilder.get_bf16 = lambda self, value: _triton_interp.TensorHandle(
+            _np.array([value], dtype=ml_dtypes.bfloat16).view(_np.uint16), _tl.bfloat16)
 kwargs = dict(@@KWARGS@@)
 sys.argv = [@@FILE@@] + kwargs.pop("argv", [])
+calls = kwargs.pop("calls", {})
 mod = runpy.run_path(@@FILE@@, run_name="tilelang_example")
+# {"run_test": {"S": 256}}: main() calls the file's run_test with those arguments replaced
+for _fn_name, _replace in calls.items():
+    _fn = mod["main"].__globals__[_fn_name]
+    mod["main"].__globals__[_fn_name] = lambda *a, _fn=_fn, _replace=_replace, **k: _fn(*a, **{**k, **_replace})
 import inspect
 params = inspect.signature(mod["main"]).parameters
 if "args" in params and params["args"].default is inspect.Parameter.empty:
@@ -268,9 +346,34 @@ def examples(root: str, only=None):
             yield rel, path, text
 
 
-def run_one(path: str, rel: str, target: str, timeout: int):
+def deps_env(deps: str | None) -> dict:
+    """Environment for the example processes: DEPS on the path, Triton in its interpreter.
+
+    DEPS is a folder of packages the examples' own reference checks import (installed with
+    `pip install --target DEPS`, outside the project's environment). Their Triton kernels
+    run in Triton's interpreter on CPU tensors; fla's on-disk autotune cache is off (it
+    needs compiled kernels)."""
+    if not deps:
+        return {}
+    path = os.environ.get("PYTHONPATH", "")
+    return {
+        "PYTHONPATH": f"{path}:{deps}" if path else deps,
+        "TRITON_INTERPRET": "1",
+        "FLA_CACHE_RESULTS": "0",
+    }
+
+
+def deps_versions(deps: str | None) -> dict:
+    """{distribution: version} of the packages installed in DEPS."""
+    if not deps:
+        return {}
+    found = (re.match(r"(.+)-([^-]+)\.dist-info$", f) for f in sorted(os.listdir(deps)))
+    return {m.group(1): m.group(2) for m in found if m}
+
+
+def run_one(path: str, rel: str, target: str, timeout: int, deps: str | None = None):
     code = RUNNER.replace("@@FILE@@", repr(path)).replace("@@KWARGS@@", repr(SMALL.get(rel, {})))
-    env = dict(os.environ, TILECORE_TARGET=target)
+    env = dict(os.environ, TILECORE_TARGET=target, **deps_env(deps))
     start = time.time()
     try:
         proc = subprocess.run(
@@ -285,7 +388,11 @@ def run_one(path: str, rel: str, target: str, timeout: int):
         return "timeout", f"over {timeout} s", time.time() - start
     out = proc.stdout + proc.stderr
     if proc.returncode == 0 and "EXAMPLE-PASSED" in out:
-        return "pass", "", time.time() - start
+        # Some examples only print their comparison (kda/*: "Max absolute error : ..."): keep it
+        printed = re.findall(r"^Max (absolute|relative) error\s*:\s*(\S+)", out, re.M)
+        worst = {kind: max(float(v) for k, v in printed if k == kind) for kind, _ in printed}
+        note = ", ".join(f"printed max {kind} error {v:.2e}" for kind, v in worst.items())
+        return "pass", note, time.time() - start
     lines = [ln for ln in out.strip().splitlines() if ln.strip()]
     last = next(
         (ln for ln in reversed(lines) if re.match(r"^\S*(Error|Exception)\b|^\S+Error:", ln)),
@@ -301,7 +408,10 @@ def main():
     ap.add_argument("--only", nargs="*", help="substrings of example paths to run")
     ap.add_argument("--timeout", type=int, default=180)
     ap.add_argument("--json", help="write the per-example results here")
+    ap.add_argument("--deps", help="folder of packages the examples' reference checks import (triton, fla, ...)")
     args = ap.parse_args()
+    if args.deps:
+        sys.path.append(args.deps)  # classify() finds the packages there
     results = {}
     for rel, path, text in examples(args.tilelang, args.only):
         kind = classify(text, os.path.dirname(path))
@@ -309,7 +419,7 @@ def main():
             results[rel] = {"status": "excluded", "why": kind}
             print(f"{'excluded':9} {rel} ({kind})", flush=True)
             continue
-        status, why, secs = run_one(path, rel, args.target, args.timeout)
+        status, why, secs = run_one(path, rel, args.target, args.timeout, args.deps)
         results[rel] = {"status": status, "why": why, "seconds": round(secs, 1)}
         print(f"{status:9} {rel} {secs:6.1f}s {why}", flush=True)
     ran = [r for r in results.values() if r["status"] != "excluded"]
@@ -332,6 +442,7 @@ def main():
             json.dump(
                 {
                     "target": args.target,
+                    "deps": deps_versions(args.deps),
                     "passed": passed,
                     "ran": len(ran),
                     "bar_files": len(bar),
