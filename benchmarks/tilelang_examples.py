@@ -295,7 +295,8 @@ def classify(text: str, folder: str):
 
 
 def _missing_import(text: str, folder: str, seen: set):
-    """'missing:NAME' for the first package the file, or a local module it imports, lacks."""
+    """'missing:NAME' for the first package the file, or a local module it imports, lacks;
+    'tvm-fork' where such a local module uses TileLang's TVM fork or CUDA intrinsics."""
     import importlib.util
 
     folders = [folder] + [os.path.normpath(os.path.join(folder, d)) for d in SYS_PATH_DIRS.findall(text)]
@@ -319,9 +320,10 @@ def _missing_import(text: str, folder: str, seen: set):
             for path in paths:
                 if path not in seen:
                     seen.add(path)
-                    found = _missing_import(
-                        open(path, encoding="utf-8", errors="replace").read(), os.path.dirname(path), seen
-                    )
+                    local_text = open(path, encoding="utf-8", errors="replace").read()
+                    if TVM_FORK.search(local_text):
+                        return "tvm-fork"  # e.g. gemm_sp's sparse_utils.py: tilelang.cuda.intrinsics
+                    found = _missing_import(local_text, os.path.dirname(path), seen)
                     if found:
                         return found
             continue
