@@ -265,7 +265,7 @@ if os.environ.get("TRITON_INTERPRET") == "1" and importlib.util.find_spec("trito
     # Nor does it run libdevice calls (external CUDA functions): those with a triton.language
     # counterpart run as that one.
     import triton.language.extra.libdevice as _libdevice
-    _same = {"fast_expf": "exp", "fast_logf": "log", "fast_log2f": "log2", "fast_tanhf": "tanh"}
+    _same = {"fast_expf": "exp", "fast_logf": "log", "fast_log2f": "log2", "fast_dividef": "div_rn"}
     for _name in dir(_libdevice):
         _twin = _same.get(_name, _name)
         if not _name.startswith("_") and callable(getattr(_tl.math, _twin, None)):
@@ -403,6 +403,9 @@ def deps_env(deps: str | None) -> dict:
         "PYTHONPATH": f"{path}:{deps}" if path else deps,
         "TRITON_INTERPRET": "1",
         "FLA_CACHE_RESULTS": "0",
+        # fla's exp/log as libdevice calls, which the runner maps onto triton.language: its
+        # default aliases of triton.language builtins are not patched by the interpreter
+        "FLA_USE_FAST_OPS": "1",
     }
 
 
