@@ -436,9 +436,13 @@ def run_one(path: str, rel: str, target: str, timeout: int, deps: str | None = N
     if proc.returncode == 0 and "EXAMPLE-PASSED" in out:
         # Some examples only print their comparison (kda/*: "Max absolute error : ..."): keep it
         printed = re.findall(r"^Max (absolute|relative) error\s*:\s*(\S+)", out, re.M)
-        worst = {kind: max(float(v) for k, v in printed if k == kind) for kind, _ in printed}
+        worst = {
+            kind: max(
+                (float(v) for k, v in printed if k == kind), key=lambda x: (x != x, x)
+            )  # NaN is the worst for kind, _ in printed
+        }
         note = ", ".join(f"printed max {kind} error {v:.2e}" for kind, v in worst.items())
-        if not worst.get("relative", 0.0) <= PRINTED_RELATIVE_TOLERANCE:  # NaN fails too
+        if any(v != v for v in worst.values()) or not worst.get("relative", 0.0) <= PRINTED_RELATIVE_TOLERANCE:
             return "fail", f"{note} (above {PRINTED_RELATIVE_TOLERANCE:g})", time.time() - start
         return "pass", note, time.time() - start
     lines = [ln for ln in out.strip().splitlines() if ln.strip()]
