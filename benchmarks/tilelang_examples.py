@@ -436,10 +436,9 @@ def run_one(path: str, rel: str, target: str, timeout: int, deps: str | None = N
     if proc.returncode == 0 and "EXAMPLE-PASSED" in out:
         # Some examples only print their comparison (kda/*: "Max absolute error : ..."): keep it
         printed = re.findall(r"^Max (absolute|relative) error\s*:\s*(\S+)", out, re.M)
+        # the worst value of each kind; a NaN is the worst
         worst = {
-            kind: max(
-                (float(v) for k, v in printed if k == kind), key=lambda x: (x != x, x)
-            )  # NaN is the worst for kind, _ in printed
+            kind: max((float(v) for k, v in printed if k == kind), key=lambda x: (x != x, x)) for kind, _ in printed
         }
         note = ", ".join(f"printed max {kind} error {v:.2e}" for kind, v in worst.items())
         if any(v != v for v in worst.values()) or not worst.get("relative", 0.0) <= PRINTED_RELATIVE_TOLERANCE:
