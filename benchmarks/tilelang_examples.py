@@ -413,7 +413,8 @@ def deps_versions(deps: str | None) -> dict:
     """{distribution: version} of the packages installed in DEPS."""
     if not deps:
         return {}
-    found = (re.match(r"(.+)-([^-]+)\.dist-info$", f) for f in sorted(os.listdir(deps)))
+    names = sorted(f for folder in deps.split(os.pathsep) for f in os.listdir(folder))
+    found = (re.match(r"(.+)-([^-]+)\.dist-info$", f) for f in names)
     return {m.group(1): m.group(2) for m in found if m}
 
 
@@ -459,10 +460,12 @@ def main():
     ap.add_argument("--only", nargs="*", help="substrings of example paths to run")
     ap.add_argument("--timeout", type=int, default=180)
     ap.add_argument("--json", help="write the per-example results here")
-    ap.add_argument("--deps", help="folder of packages the examples' reference checks import (triton, fla, ...)")
+    ap.add_argument(
+        "--deps", help="folders (os.pathsep-separated) of packages the examples' reference checks import (triton, fla)"
+    )
     args = ap.parse_args()
     if args.deps:
-        sys.path.append(args.deps)  # classify() finds the packages there
+        sys.path.extend(args.deps.split(os.pathsep))  # classify() finds the packages there
     results = {}
     for rel, path, text in examples(args.tilelang, args.only):
         kind = classify(text, os.path.dirname(path))
