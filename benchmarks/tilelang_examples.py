@@ -20,6 +20,15 @@ to start without CUDA, run too: the harness reports an emulated A100 (sm_80, 108
 so they take their Ampere paths; the kernels run on tilecore's target. CUDA streams and
 events become host no-ops (work is synchronous; events read the wall clock).
 
+Reference checks written with Triton (kda/*, cast) or flash-linear-attention (gdn/*,
+linear_attention) run with `--deps DIR`, a folder of those packages installed apart from
+the project's environment (`pip install --target DIR ...`; the versions used are in the
+results file and the JSON): their Triton kernels run in Triton's interpreter on the CPU
+tensors (a host driver stands in for the GPU one; libdevice calls run as their
+triton.language twins). Examples that only print their comparison (kda/*) pass when the
+worst printed relative error is at most PRINTED_RELATIVE_TOLERANCE; the printed errors are
+reported with them.
+
 Two rates are printed: the bar's (passes among all files but hopper, tvm-fork and
 not-an-example; files that cannot be imported count as failures) and the rate among
 the files that were run.
@@ -56,6 +65,7 @@ SYS_PATH_DIRS = re.compile(r"sys\.path\.(?:append|insert)\([^\n]*?dirname\(__fil
 
 # Smaller problems for examples whose defaults are too large to interpret: main() keyword
 # arguments, or "argv" for the command line of examples that parse one in main().
+_RUN_TEST_SMALL = {"calls": {"run_test": {"B": 1, "S": 128, "H": 1}}}
 SMALL = {
     "dynamic_shape/example_dynamic.py": {"M": 256, "N": 256, "K": 256},
     "flash_attention/example_mha_bwd_bhsd.py": {"BATCH": 1, "H": 2, "N_CTX": 128, "D_HEAD": 64},
@@ -66,6 +76,9 @@ SMALL = {
     "flash_attention/example_mha_fwd_bhsd.py": {"batch": 1, "heads": 1, "seq_q": 128, "seq_kv": 128},
     "flash_decoding/example_mha_inference.py": {"H": 2, "Q_CTX": 128, "KV_CTX": 512, "D_HEAD": 64},
     "fusedmoe/example_fusedmoe_tilelang.py": {"d_hidden": 256, "d_expert": 128, "seq_len": 64},
+    "cast/example_per_token_cast_to_fp8.py": {"M": 256, "N": 256},
+    "linear_attention/example_linear_attn_fwd.py": {"S": 128, "H": 2, "D": 64},
+    "linear_attention/example_linear_attn_bwd.py": {"S": 128, "H": 2, "D": 64},
     "cast/example_group_per_split_token_cast_to_fp8.py": {"M": 256, "N": 256, "batch_sizes": [64, 192]},
     "attention_sink/example_mha_sink_fwd_bhsd.py": {"seq_q": 128, "seq_kv": 128, "dim": 64},
     "attention_sink/example_mha_sink_bwd_bhsd.py": {"N_CTX": 128, "D_HEAD": 64},
@@ -106,7 +119,40 @@ SMALL = {
     "blocksparse_gemm/example_blocksparse_gemm.py": {"argv": ["--m", "256", "--n", "256", "--k", "256"]},
     "convolution/example_convolution.py": {"argv": ["--n", "2", "--c", "32", "--h", "16", "--w", "16", "--f", "128"]},
     "convolution/example_convolution_autotune.py": {"n": 2, "c": 32, "h": 16, "w": 16, "f": 128},
+    **{
+        f"kda/{name}.py": _RUN_TEST_SMALL
+        for name in (
+            "chunk_bwd_dqkwg",
+            "chunk_bwd_dv",
+            "chunk_bwd_gla_dA",
+            "chunk_bwd_intra",
+            "chunk_delta_bwd",
+            "chunk_delta_h_fwd",
+            "chunk_inter_solve_fused",
+            "chunk_intra_token_parallel",
+            "chunk_o",
+            "wy_fast",
+            "wy_fast_bwd",
+        )
+    },
+    **{
+        f"gdn/example_{name}.py": _RUN_TEST_SMALL
+        for name in (
+            "chunk_delta_bwd",
+            "chunk_delta_h",
+            "chunk_o",
+            "chunk_o_bwd",
+            "chunk_scaled_dot_kkt",
+            "cumsum",
+            "wy_fast",
+            "wy_fast_bwd_split",
+        )
+    },
 }
+
+# Examples that only print their comparison pass when the worst printed relative error is
+# at most this (a few bfloat16 rounding steps).
+PRINTED_RELATIVE_TOLERANCE = 2e-2
 
 RUNNER = r'''
 import importlib, importlib.abc, importlib.util, os, sys, runpy
@@ -180,6 +226,7 @@ class _Event:
 torch.cuda.Stream, torch.cuda.Event = _Stream, _Event
 torch.cuda.default_stream = torch.cuda.current_stream = lambda *a, **k: _Stream()
 torch.cuda.stream = lambda *a, **k: contextlib.nullcontext()
+torch.cuda.device = lambda *a, **k: contextlib.nullcontext()  # `with torch.cuda.device(i):` selects the one device
 _TorchGenerator = torch.Generator
 class _Generator(_TorchGenerator):
     """torch.Generator(device="cuda") -> a CPU generator."""
@@ -189,9 +236,81 @@ class _Generator(_TorchGenerator):
         pass
 torch.Generator = _Generator
 torch.set_default_device = lambda *a, **k: None
+# Triton kernels in the examples' own reference checks (and in fla's) run in Triton's
+# interpreter (TRITON_INTERPRET=1, numpy on CPU tensors). Its GPU drivers would look for
+# libcuda, so a host driver stands in: the emulated A100 as target, the CPU as torch
+# device. Its autotuner benchmarker runs nothing and reports equal times, so the first
+# config is taken: timings of interpreted kernels say nothing about GPU configs.
+if os.environ.get("TRITON_INTERPRET") == "1" and importlib.util.find_spec("triton"):
+    from triton.runtime.driver import driver as _triton_driver
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.driver import DriverBase
+    class _HostDriver(DriverBase):
+        @classmethod
+        def is_active(cls): return True
+        def map_python_to_cpp_type(self, ty): return ty
+        def get_current_target(self): return GPUTarget("cuda", 80, 32)
+        def get_active_torch_device(self): return torch.device("cpu")
+        def get_current_device(self): return 0
+        def get_current_stream(self, device=None): return 0
+        def get_device_interface(self): return torch.cuda
+        def get_benchmarker(self):
+            return lambda kernel_call, quantiles=None, **k: [0.0] * len(quantiles or (0,))
+    _triton_driver.set_active(_HostDriver())
+    # Triton's interpreter keeps bfloat16 as uint16 bit patterns but has no builder for a
+    # nonzero bfloat16 constant; this one rounds through ml_dtypes.
+    import ml_dtypes, numpy as _np
+    from triton.runtime import interpreter as _triton_interp
+    import triton.language as _tl
+    # Nor does it run libdevice calls (external CUDA functions): those with a triton.language
+    # counterpart run as that one.
+    import triton.language.extra.libdevice as _libdevice
+    _same = {"fast_expf": "exp", "fast_logf": "log", "fast_log2f": "log2", "fast_dividef": "div_rn"}
+    for _name in dir(_libdevice):
+        _twin = _same.get(_name, _name)
+        if not _name.startswith("_") and callable(getattr(_tl.math, _twin, None)):
+            # looked up at call time: the interpreter patches triton.language.math when it runs
+            setattr(_libdevice, _name, lambda *a, _twin=_twin: getattr(_tl.math, _twin)(*a))
+    _libdevice.tanh = _libdevice.fast_tanhf = lambda x: 2 * _tl.sigmoid(2 * x) - 1
+    _libdevice.log1p = lambda x: _tl.log(1 + x)
+    # It also applies numpy to those bit patterns (bf16 + bf16 adds the uint16 codes): bf16
+    # operands are widened to float32 for the operation and a bf16 result rounded back, as
+    # a GPU's bf16 arithmetic does.
+    _IB, _bf16 = _triton_interp.InterpreterBuilder, _tl.bfloat16
+    def _wide(h):
+        return h.data.view(ml_dtypes.bfloat16).astype(_np.float32) if h.dtype.scalar == _bf16 else h.data
+    def _narrow(data, dtype):
+        if dtype == _bf16 and data.dtype.kind == "f":
+            return data.astype(ml_dtypes.bfloat16).view(_np.uint16)
+        return data
+    def _bf16_aware(name, result_arg):
+        original = getattr(_IB, name)
+        def op(self, *handles_and_op):
+            handles = [h for h in handles_and_op if isinstance(h, _triton_interp.TensorHandle)]
+            if not any(h.dtype.scalar == _bf16 for h in handles):
+                return original(self, *handles_and_op)
+            wide = [
+                _triton_interp.TensorHandle(_wide(h), _tl.float32) if isinstance(h, _triton_interp.TensorHandle) else h
+                for h in handles_and_op
+            ]
+            out = original(self, *wide)
+            dtype = handles[result_arg].dtype.scalar
+            return _triton_interp.TensorHandle(_narrow(out.data, dtype), dtype)
+        setattr(_IB, name, op)
+    _RESULT_OPERAND = {"binary_op": 0, "unary_op": 0, "ternary_op": -1, "create_fma": -1, "create_dot": 2}
+    for _name, _result in _RESULT_OPERAND.items():
+        _bf16_aware(_name, _result)
+    if not hasattr(_triton_interp.InterpreterBuilder, "get_bf16"):
+        _triton_interp.InterpreterBuilder.get_bf16 = lambda self, value: _triton_interp.TensorHandle(
+            _np.array([value], dtype=ml_dtypes.bfloat16).view(_np.uint16), _tl.bfloat16)
 kwargs = dict(@@KWARGS@@)
 sys.argv = [@@FILE@@] + kwargs.pop("argv", [])
+calls = kwargs.pop("calls", {})
 mod = runpy.run_path(@@FILE@@, run_name="tilelang_example")
+# {"run_test": {"S": 256}}: main() calls the file's run_test with those arguments replaced
+for _fn_name, _replace in calls.items():
+    _fn = mod["main"].__globals__[_fn_name]
+    mod["main"].__globals__[_fn_name] = lambda *a, _fn=_fn, _replace=_replace, **k: _fn(*a, **{**k, **_replace})
 import inspect
 params = inspect.signature(mod["main"]).parameters
 if "args" in params and params["args"].default is inspect.Parameter.empty:
@@ -217,7 +336,8 @@ def classify(text: str, folder: str):
 
 
 def _missing_import(text: str, folder: str, seen: set):
-    """'missing:NAME' for the first package the file, or a local module it imports, lacks."""
+    """'missing:NAME' for the first package the file, or a local module it imports, lacks;
+    'tvm-fork' where such a local module uses TileLang's TVM fork or CUDA intrinsics."""
     import importlib.util
 
     folders = [folder] + [os.path.normpath(os.path.join(folder, d)) for d in SYS_PATH_DIRS.findall(text)]
@@ -241,9 +361,10 @@ def _missing_import(text: str, folder: str, seen: set):
             for path in paths:
                 if path not in seen:
                     seen.add(path)
-                    found = _missing_import(
-                        open(path, encoding="utf-8", errors="replace").read(), os.path.dirname(path), seen
-                    )
+                    local_text = open(path, encoding="utf-8", errors="replace").read()
+                    if TVM_FORK.search(local_text):
+                        return "tvm-fork"  # e.g. gemm_sp's sparse_utils.py: tilelang.cuda.intrinsics
+                    found = _missing_import(local_text, os.path.dirname(path), seen)
                     if found:
                         return found
             continue
@@ -268,9 +389,38 @@ def examples(root: str, only=None):
             yield rel, path, text
 
 
-def run_one(path: str, rel: str, target: str, timeout: int):
+def deps_env(deps: str | None) -> dict:
+    """Environment for the example processes: DEPS on the path, Triton in its interpreter.
+
+    DEPS is a folder of packages the examples' own reference checks import (installed with
+    `pip install --target DEPS`, outside the project's environment). Their Triton kernels
+    run in Triton's interpreter on CPU tensors; fla's on-disk autotune cache is off (it
+    needs compiled kernels)."""
+    if not deps:
+        return {}
+    path = os.environ.get("PYTHONPATH", "")
+    return {
+        "PYTHONPATH": f"{path}:{deps}" if path else deps,
+        "TRITON_INTERPRET": "1",
+        "FLA_CACHE_RESULTS": "0",
+        # fla's exp/log as libdevice calls, which the runner maps onto triton.language: its
+        # default aliases of triton.language builtins are not patched by the interpreter
+        "FLA_USE_FAST_OPS": "1",
+    }
+
+
+def deps_versions(deps: str | None) -> dict:
+    """{distribution: version} of the packages installed in DEPS."""
+    if not deps:
+        return {}
+    names = sorted(f for folder in deps.split(os.pathsep) for f in os.listdir(folder))
+    found = (re.match(r"(.+)-([^-]+)\.dist-info$", f) for f in names)
+    return {m.group(1): m.group(2) for m in found if m}
+
+
+def run_one(path: str, rel: str, target: str, timeout: int, deps: str | None = None):
     code = RUNNER.replace("@@FILE@@", repr(path)).replace("@@KWARGS@@", repr(SMALL.get(rel, {})))
-    env = dict(os.environ, TILECORE_TARGET=target)
+    env = dict(os.environ, TILECORE_TARGET=target, **deps_env(deps))
     start = time.time()
     try:
         proc = subprocess.run(
@@ -285,7 +435,16 @@ def run_one(path: str, rel: str, target: str, timeout: int):
         return "timeout", f"over {timeout} s", time.time() - start
     out = proc.stdout + proc.stderr
     if proc.returncode == 0 and "EXAMPLE-PASSED" in out:
-        return "pass", "", time.time() - start
+        # Some examples only print their comparison (kda/*: "Max absolute error : ..."): keep it
+        printed = re.findall(r"^Max (absolute|relative) error\s*:\s*(\S+)", out, re.M)
+        # the worst value of each kind; a NaN is the worst
+        worst = {
+            kind: max((float(v) for k, v in printed if k == kind), key=lambda x: (x != x, x)) for kind, _ in printed
+        }
+        note = ", ".join(f"printed max {kind} error {v:.2e}" for kind, v in worst.items())
+        if any(v != v for v in worst.values()) or not worst.get("relative", 0.0) <= PRINTED_RELATIVE_TOLERANCE:
+            return "fail", f"{note} (above {PRINTED_RELATIVE_TOLERANCE:g})", time.time() - start
+        return "pass", note, time.time() - start
     lines = [ln for ln in out.strip().splitlines() if ln.strip()]
     last = next(
         (ln for ln in reversed(lines) if re.match(r"^\S*(Error|Exception)\b|^\S+Error:", ln)),
@@ -301,7 +460,12 @@ def main():
     ap.add_argument("--only", nargs="*", help="substrings of example paths to run")
     ap.add_argument("--timeout", type=int, default=180)
     ap.add_argument("--json", help="write the per-example results here")
+    ap.add_argument(
+        "--deps", help="folders (os.pathsep-separated) of packages the examples' reference checks import (triton, fla)"
+    )
     args = ap.parse_args()
+    if args.deps:
+        sys.path.extend(args.deps.split(os.pathsep))  # classify() finds the packages there
     results = {}
     for rel, path, text in examples(args.tilelang, args.only):
         kind = classify(text, os.path.dirname(path))
@@ -309,7 +473,7 @@ def main():
             results[rel] = {"status": "excluded", "why": kind}
             print(f"{'excluded':9} {rel} ({kind})", flush=True)
             continue
-        status, why, secs = run_one(path, rel, args.target, args.timeout)
+        status, why, secs = run_one(path, rel, args.target, args.timeout, args.deps)
         results[rel] = {"status": status, "why": why, "seconds": round(secs, 1)}
         print(f"{status:9} {rel} {secs:6.1f}s {why}", flush=True)
     ran = [r for r in results.values() if r["status"] != "excluded"]
@@ -332,6 +496,7 @@ def main():
             json.dump(
                 {
                     "target": args.target,
+                    "deps": deps_versions(args.deps),
                     "passed": passed,
                     "ran": len(ran),
                     "bar_files": len(bar),

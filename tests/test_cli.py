@@ -175,7 +175,7 @@ def test_trace_terminal_and_html(env, kernels, tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith("==== input ")
-    assert "==== after pass 1: check_types " in out
+    assert "==== after pass 2: check_types " in out
     assert "simplify" in out and "bounds" in out
     page = html_path.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<style>" in page
