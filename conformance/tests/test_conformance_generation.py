@@ -182,3 +182,19 @@ def test_directed_program_reads_past_two_gib_and_costs_only_its_window():
     assert arrays[0][r0:r1, c0:c1].any() and not arrays[0][r0 - 1].any()
     outcome = run_program(prog, REF)
     assert outcome.status == "pass", outcome.message
+
+
+def test_a_minimum_run_draws_each_loop_kind_twice():
+    """A run of the certification minimum (100 programs) meets the must-pass list's two programs
+    per feature for the loop kinds whatever the seed: the first control programs take serial,
+    range and T.unroll in turn (at seed 19191, `T.unroll` used to come up in one program only)."""
+    from tile_conformance.report import load_must_pass
+    from tile_conformance.runner import DIRECTED_FROM
+
+    need = load_must_pass()["min_passes"]
+    for seed in (19191, 27272, 5):
+        counts = {}
+        for k in generate_knobs(ALL, DIRECTED_FROM, seed=seed):
+            for f in build(k).features:
+                counts[f] = counts.get(f, 0) + 1
+        assert counts.get("unroll", 0) >= need and counts.get("serial", 0) >= need, (seed, counts)
