@@ -20,10 +20,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+
+sys.path.insert(0, HERE)
+import cpu_host  # noqa: E402  (no numpy or TVM at import: pin still comes first)
 
 
 def parse_args(argv=None):
@@ -34,19 +36,12 @@ def parse_args(argv=None):
     p.add_argument("--kc", default="0,128,192,256,384,512", help="comma-separated K chunks; 0 = the backend's own")
     p.add_argument("--unroll", default="0", help="comma-separated k-loop unroll factors; 0 = the backend's own")
     p.add_argument("--nc", default="0", help="comma-separated B block widths (columns); 0 = the backend's own, all = N")
-    p.add_argument(
-        "--clock",
-        choices=("wall", "cpu"),
-        default="wall",
-        help="cpu: this process's CPU time per call (with --threads 1, robust on a shared machine)",
-    )
+    cpu_host.add_clock_argument(p)
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     return p.parse_args(argv)
 
 
 ARGS = parse_args()
-sys.path.insert(0, HERE)
-import cpu_host  # noqa: E402
 
 cpu_host.pin(ARGS.threads)
 os.environ["TILECORE_CACHE"] = "0"
@@ -100,8 +95,7 @@ def main():
         c = k(a, b)
         err = float(np.max(np.abs(c - want)) / np.max(np.abs(want)))
         assert err < 1e-5, f"kc={kc}: wrong result ({err})"
-        clock = time.process_time if ARGS.clock == "cpu" else time.perf_counter
-        tt, nt = side_by_side(lambda k=k: k(a, b), lambda: a @ b, ARGS.repeat, clock)
+        tt, nt = side_by_side(lambda k=k: k(a, b), lambda: a @ b, ARGS.repeat, cpu_host.clock(ARGS.clock))
         ratio = float(np.median(nt) / np.median(tt))
         label = (f"own {own_k_chunk(n)}" if kc == 0 else str(kc)) + f", unroll {unroll or MicroKernel.K_UNROLL}"
         label += "" if nc == "0" else f", nc {nc}"

@@ -20,6 +20,22 @@ def pin(threads: int) -> None:
     os.environ["TILECORE_TARGET"] = "cpu"
 
 
+def add_clock_argument(parser) -> None:
+    """`--clock wall|cpu`, the timing clock of the cpu benchmarks (see `clock`)."""
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: this process's CPU time per call (with --threads 1: the work of one core, "
+        "robust on a machine other jobs share; with more threads spinning workers count)",
+    )
+
+
+def clock(name: str):
+    """The timer of `--clock NAME`: this process's CPU time ("cpu") or the wall clock."""
+    return time.process_time if name == "cpu" else time.perf_counter
+
+
 def best_of(fn, repeat, clock=time.perf_counter):
     times = []
     for _ in range(repeat):

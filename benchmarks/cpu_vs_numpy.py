@@ -28,10 +28,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+
+sys.path.insert(0, HERE)
+import cpu_host  # noqa: E402  (no numpy or TVM at import: pin still comes first)
 
 
 def parse_args(argv=None):
@@ -40,20 +42,12 @@ def parse_args(argv=None):
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run, not the bars)")
     p.add_argument("--gemm-only", action="store_true", help="only the GEMM tile sizes (no compile figures)")
-    p.add_argument(
-        "--clock",
-        choices=("wall", "cpu"),
-        default="wall",
-        help="cpu: this process's CPU time per call (with --threads 1: the work of one core, "
-        "robust on a machine other jobs share; with more threads spinning workers count)",
-    )
+    cpu_host.add_clock_argument(p)
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     return p.parse_args(argv)
 
 
 ARGS = parse_args()
-sys.path.insert(0, HERE)
-import cpu_host  # noqa: E402
 
 cpu_host.pin(ARGS.threads)
 
@@ -72,7 +66,7 @@ def median(values):
     return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
 
 
-CLOCK = time.process_time if ARGS.clock == "cpu" else time.perf_counter
+CLOCK = cpu_host.clock(ARGS.clock)
 
 
 def side_by_side(tile_fn, numpy_fn, repeat):
