@@ -106,7 +106,22 @@ def test_rocm_refuses_fp8_gemms_by_name():
     assert info.value.span.line > 0
 
 
-@pytest.mark.parametrize("target", ["metal", "cuda:sm_90a"])
+def test_metal_refuses_fp8_by_name():
+    """Metal does not declare fp8: the shared lowering rounds int32 / int64 into fp8 through
+    float64, which Metal lacks (conformance 0.3.0, seed 28282)."""
+
+    @T.prim_func
+    def from_int(A: T.Tensor((8,), "int32"), B: T.Tensor((8,), "float8_e4m3fn")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(8):
+                B[i] = A[i]
+
+    with pytest.raises(UnsupportedFeatureError, match="float8_e4m3fn") as info:
+        tilecore.compile(from_int, target="metal")
+    assert info.value.span.line > 0
+
+
+@pytest.mark.parametrize("target", ["rocm:gfx942", "cuda:sm_90a"])
 def test_simt_backends_refuse_reductions_over_fp8_tiles_by_name(target):
     @T.prim_func
     def row_sums(A: T.Tensor((8, 16), "float8_e4m3fn"), S: T.Tensor((8,), "float32")):
