@@ -5,14 +5,12 @@ Prints one JSON line. A deadlock would show as the caller's timeout, so run each
 own process (benchmarks/results/h200-session7/README.md).
 
     python benchmarks/cuda_ws_compare.py attn CAUSAL BM BN STAGES SEQ BATCH HEADS DTYPE [t|ws|base|tma]
-    python benchmarks/cuda_ws_compare.py gemm N BM BN BK STAGES THREADS [t|tma|chain]
+    python benchmarks/cuda_ws_compare.py gemm N BM BN BK STAGES THREADS [t|tma]
 
 With "ws" or "base" only that build runs, once (for a profiler); with "t" both are timed. With "tma"
 the warp-specialized build is timed with TMA loads ("ws_tma", option tma's default) and with the
 producer's cp.async loops ("ws_cp_async", tma=False), next to the build without warp specialization
-("no_ws") and cuBLAS / cuDNN. With "chain" (GEMM) the warp-specialized build is timed with its gemm kept
-in flight across k-steps ("ws_chained", option wgmma_overlap's default) and completed every k-step
-("ws_unchained"), next to "no_ws".
+("no_ws") and cuBLAS / cuDNN.
 """
 
 from __future__ import annotations
@@ -29,13 +27,6 @@ VARIANTS = (("ws", {"warp_specialize": True}), ("base", {}))
 TMA_VARIANTS = (
     ("ws_tma", {"warp_specialize": True}),
     ("ws_cp_async", {"warp_specialize": True, "tma": False}),
-    ("no_ws", {"warp_specialize": False}),
-)
-# the warp-specialized consumer's gemm kept in flight across k-steps (option wgmma_overlap, the
-# default) or completed every k-step, next to the overlapped loop without warp specialization
-CHAIN_VARIANTS = (
-    ("ws_chained", {"warp_specialize": True}),
-    ("ws_unchained", {"warp_specialize": True, "wgmma_overlap": False}),
     ("no_ws", {"warp_specialize": False}),
 )
 
@@ -89,7 +80,7 @@ def gemm(argv):
 
     n, bm, bn, bk, stages, threads = (int(a) for a in argv[:6])
     timing = len(argv) > 6
-    variants = {"tma": TMA_VARIANTS, "chain": CHAIN_VARIANTS}.get(argv[6], VARIANTS) if timing else VARIANTS
+    variants = TMA_VARIANTS if timing and argv[6] == "tma" else VARIANTS
     a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
     ref = torch.matmul(a.float(), b.float())
     row = {"kind": "gemm", "n": n, "cfg": [bm, bn, bk, stages, threads]}

@@ -480,8 +480,6 @@ def emit_consumer_loop(lowering, info: WsLoop, barriers) -> None:
         with B.If(tx.And(wg == 1, n > 0)):
             with B.Then():  # warpgroup 0 takes the first turn
                 _call(lowering, "tc::named_arrive", tx.IntImm("int32", TURN_BARRIER), threads)
-    chained = _chained_gemm(info, body, lowering) if lowering.target.prop("wgmma_overlap", "") else None
-    retire_chained = None
     consumer_barrier = lowering.intrinsics[("barrier", None)]
     lowering.intrinsics[("barrier", None)] = _no_barrier(lowering, loop)
     with B.serial(0, n) as k:
@@ -501,38 +499,15 @@ def emit_consumer_loop(lowering, info: WsLoop, barriers) -> None:
                 retire = lowering.issue_rules("Gemm", s, in_flight=1)
                 _pass_turn(lowering, wg, threads, last=(i == gemms[-1]), more=k + 1 < n)
                 retire()
-            elif s is chained:  # left in flight: its wait retires the previous iteration's group
-                lowering.before_tile_op(s)
-                retire_chained = lowering.issue_rules("Gemm", s, in_flight=1)
             else:
                 lowering.emit_stmt(s)
             for ci, (_first, last) in enumerate(readers):
-                if last == i and s is chained:  # gemm k-1 is retired: its stage is free again
-                    with B.If(k > 0):
-                        with B.Then():
-                            previous = tx.floormod(k + S - 1, S)
-                            _call(lowering, "tc::mbar_arrive_warp", _empty(barriers, C, S, ci, previous))
-                elif last == i:  # this warp is done with the buffer for this iteration
+                if last == i:  # this warp is done with the buffer for this iteration
                     _call(lowering, "tc::mbar_arrive_warp", _empty(barriers, C, S, ci, stage))
-    if retire_chained is not None:
-        retire_chained()  # the last group, before anything reads the accumulator
     lowering.intrinsics[("barrier", None)] = consumer_barrier
     for c in info.copies:
         lowering.stage.pop(c.dst.buffer.name, None)
     lowering.sync()
-
-
-def _chained_gemm(info: WsLoop, body, lowering) -> Optional[N.Gemm]:
-    """The body's gemm when it is the whole body and may stay in flight into the next iteration
-    (option wgmma_overlap): successive wgmma groups on one accumulator run back to back, so the
-    tensor cores do not drain once per k-step. Its A is in shared memory (a register A must not
-    change under a running group) and it does not clear its accumulator."""
-    if info.pingpong or len(body) != 1 or not isinstance(body[0], N.Gemm):
-        return None
-    g = body[0]
-    if g.clear_accum or lowering.plan.storage.get(g.a.buffer.name) != "smem":
-        return None
-    return g
 
 
 def _pass_turn(lowering, wg, threads, last: bool, more) -> None:
