@@ -4,6 +4,7 @@ gemm_block_panel): compile tier here, execute tier on a GPU."""
 import kernels as K
 import numpy as np
 import pytest
+from cuda_source import cuda_source
 
 from tile_cuda import plugin, toolchain
 from tile_cuda.target import GEMM_BLOCK_PANEL, cuda_target
@@ -14,8 +15,7 @@ needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="no nvcc h
 
 
 def _source(func, options=None, target="cuda:sm_90a"):
-    be = plugin.make_backend()
-    return plugin.tilecore_codegen(backend=be, module=TileModule(func, target), options=options or {}).source
+    return cuda_source(func, toolchain.parse_target(target), **(options or {}))
 
 
 def _gemm(**kw):

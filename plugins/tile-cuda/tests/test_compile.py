@@ -4,6 +4,7 @@ import re
 
 import kernels as K
 import pytest
+from cuda_source import cuda_source
 
 from tile_cuda import compiler, plugin, toolchain
 from tilecore.plugin.backend import TileModule
@@ -168,12 +169,12 @@ def test_no_barrier_inside_thread_dependent_branches(case):
     from examples_util import CASES, example, prim_func
 
     func, _ = prim_func(*CASES[case])
-    assert _barriers_in_thread_branches(codegen(func, "sm_90a").source) == 0
+    assert _barriers_in_thread_branches(cuda_source(func, "sm_90a")) == 0
     if case == 7:
         # found on the H200: fp32 attention on partial tiles demotes row vectors to shared memory;
         # their replica-guarded stores carried a barrier each and the block hung
         fa = example("flash_attention").flashattn.prim_func(2, 1, 200, 32, False, dtype="float32")
-        assert _barriers_in_thread_branches(codegen(fa, "sm_90a").source) == 0
+        assert _barriers_in_thread_branches(cuda_source(fa, "sm_90a")) == 0
 
 
 def test_helper_library_is_emitted_once():
@@ -182,7 +183,7 @@ def test_helper_library_is_emitted_once():
 
     fa = example("flash_attention").flashattn.prim_func(1, 2, 256, 64, True, block_M=64, block_N=64, num_stages=2)
     for arch in ARCHS:
-        src = codegen(fa, arch).source
+        src = cuda_source(fa, arch)
         assert src.count("#define TILECORE_CUDA_LIB") == 1
         assert src.count("#define TILECORE_WGMMA_LIB") == (1 if arch == "sm_90a" else 0)
 

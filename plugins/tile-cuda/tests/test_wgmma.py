@@ -12,6 +12,7 @@ import subprocess
 
 import kernels as K
 import pytest
+from cuda_source import cuda_source
 
 from tile_cuda import compiler, plugin, toolchain
 from tilecore.plugin.backend import TileModule
@@ -115,7 +116,7 @@ def test_shapes_outside_wgmma_fall_back_to_mma_sync():
         K.gemm_kernel(256, 256, 128, bm=128, bn=128, bk=32, threads=128, ta=True),
         K.gemm_kernel(128, 64, 64, bm=64, bn=8, bk=16, threads=128),
     ):
-        src = _codegen(func, "cuda:sm_90a").source
+        src = cuda_source(func, "sm_90a")
         assert "tc::wgmma_ss<" not in src and "tc::gemm_ss<" in src
 
 
@@ -142,9 +143,7 @@ OVERLAP_CASES = [c for c in CASES if c[4] >= 3]
 @pytest.mark.parametrize("case", [OVERLAP_CASES[i] for i in (6, 8, 9)], ids=_ids)
 def test_overlapped_main_loop_keeps_one_wgmma_group_in_flight(case, schedule):
     bm, bn, bk, th, st, dt, ta, tb = case
-    src = _codegen(
-        _kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a", {"wgmma_overlap": schedule, "warp_specialize": False}
-    ).source
+    src = cuda_source(_kernel(case, 2 * bm, 2 * bn, 12 * bk), "sm_90a", wgmma_overlap=schedule, warp_specialize=False)
     # the loop's gemm leaves its group running, the peeled last k-step retires every group
     calls = re.findall(r"tc::wgmma_ss<[^>]*, (\d)>\(", src)
     assert calls == ["1", "0"], calls
@@ -156,9 +155,7 @@ def test_overlapped_main_loop_keeps_one_wgmma_group_in_flight(case, schedule):
     assert loop_and_last_step.count("__syncthreads();") == (2 if schedule == "release" else 1) + 1
     ptx = compiler.compile_ptx(src, "sm_90a")
     assert "wgmma.wait_group.sync.aligned 1;" in ptx and "wgmma.wait_group.sync.aligned 0;" in ptx
-    plain = _codegen(
-        _kernel(case, 2 * bm, 2 * bn, 12 * bk), "cuda:sm_90a", {"wgmma_overlap": False, "warp_specialize": False}
-    ).source
+    plain = cuda_source(_kernel(case, 2 * bm, 2 * bn, 12 * bk), "sm_90a", wgmma_overlap=False, warp_specialize=False)
     assert re.findall(r"tc::wgmma_ss<[^>]*, (\d)>\(", plain) == ["0"]
 
 
