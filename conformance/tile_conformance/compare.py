@@ -70,21 +70,20 @@ def _fmt(v) -> str:
     return repr(float(v))
 
 
+def _worst(name: str, what: str, error: float, bad, key, ref, got, tol: Tolerance) -> Mismatch:
+    """The mismatch reported at the element where `key` is largest (the first one where `key` is
+    the `bad` mask itself), counting every `bad` element."""
+    idx = np.unravel_index(int(np.argmax(key)), ref.shape)
+    at = tuple(int(i) for i in idx)
+    return Mismatch(name, what, error, at, _fmt(ref[idx]), _fmt(got[idx]), int(bad.sum()), int(ref.size), tol)
+
+
 def compare(name: str, dtype: str, ref: np.ndarray, got: np.ndarray, tol: Tolerance) -> Optional[Mismatch]:
     """The first (largest) violation of `tol` between `got` and `ref`, or None."""
     if tuple(ref.shape) != tuple(got.shape):
-        return Mismatch(
-            name,
-            f"shape {tuple(got.shape)} instead of {tuple(ref.shape)}",
-            float("inf"),
-            (),
-            str(ref.shape),
-            str(got.shape),
-            ref.size,
-            ref.size,
-            tol,
-        )
-    total = int(ref.size)
+        shapes = (str(ref.shape), str(got.shape))
+        what = f"shape {tuple(got.shape)} instead of {tuple(ref.shape)}"
+        return Mismatch(name, what, float("inf"), (), *shapes, ref.size, ref.size, tol)
     if not is_float(dtype):
         r = ref.astype(np.int64) if dtype != "bool" else ref.astype(bool)
         g = got.astype(np.int64) if dtype != "bool" else got.astype(bool)
@@ -92,66 +91,23 @@ def compare(name: str, dtype: str, ref: np.ndarray, got: np.ndarray, tol: Tolera
         if not bad.any():
             return None
         diff = np.abs(r.astype(np.float64) - g.astype(np.float64))
-        idx = np.unravel_index(int(np.argmax(np.where(bad, diff, -1))), ref.shape)
-        return Mismatch(
-            name,
-            "integer values differ",
-            float(diff.max()),
-            tuple(int(i) for i in idx),
-            _fmt(ref[idx]),
-            _fmt(got[idx]),
-            int(bad.sum()),
-            total,
-            tol,
-        )
+        return _worst(name, "integer values differ", float(diff.max()), bad, np.where(bad, diff, -1), ref, got, tol)
     r = ref.astype(np.float64)
     g = got.astype(np.float64)
     r_nan, g_nan = np.isnan(r), np.isnan(g)
-    if (r_nan != g_nan).any():
-        bad = r_nan != g_nan
-        idx = np.unravel_index(int(np.argmax(bad)), ref.shape)
-        return Mismatch(
-            name,
-            "NaN at a different position",
-            float("nan"),
-            tuple(int(i) for i in idx),
-            _fmt(ref[idx]),
-            _fmt(got[idx]),
-            int(bad.sum()),
-            total,
-            tol,
-        )
+    bad = r_nan != g_nan
+    if bad.any():
+        return _worst(name, "NaN at a different position", float("nan"), bad, bad, ref, got, tol)
     r_inf, g_inf = np.isinf(r), np.isinf(g)
-    inf_bad = (r_inf | g_inf) & ~((r_inf & g_inf) & (np.sign(r) == np.sign(g)))
-    if inf_bad.any():
-        idx = np.unravel_index(int(np.argmax(inf_bad)), ref.shape)
-        return Mismatch(
-            name,
-            "infinity at a different position or with another sign",
-            float("inf"),
-            tuple(int(i) for i in idx),
-            _fmt(ref[idx]),
-            _fmt(got[idx]),
-            int(inf_bad.sum()),
-            total,
-            tol,
-        )
+    bad = (r_inf | g_inf) & ~((r_inf & g_inf) & (np.sign(r) == np.sign(g)))
+    if bad.any():
+        what = "infinity at a different position or with another sign"
+        return _worst(name, what, float("inf"), bad, bad, ref, got, tol)
     finite = ~(r_nan | r_inf)
     if tol.signed_zero:
-        zero_bad = finite & (r == 0) & (g == 0) & (np.signbit(r) != np.signbit(g))
-        if zero_bad.any():
-            idx = np.unravel_index(int(np.argmax(zero_bad)), ref.shape)
-            return Mismatch(
-                name,
-                "zero with the other sign",
-                0.0,
-                tuple(int(i) for i in idx),
-                _fmt(ref[idx]),
-                _fmt(got[idx]),
-                int(zero_bad.sum()),
-                total,
-                tol,
-            )
+        bad = finite & (r == 0) & (g == 0) & (np.signbit(r) != np.signbit(g))
+        if bad.any():
+            return _worst(name, "zero with the other sign", 0.0, bad, bad, ref, got, tol)
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.where(finite, np.abs(g - r), 0.0)
         limit = tol.atol + tol.rtol * np.abs(np.where(finite, r, 0.0))
@@ -163,15 +119,4 @@ def compare(name: str, dtype: str, ref: np.ndarray, got: np.ndarray, tol: Tolera
     if not bad.any():
         return None
     excess = np.where(bad, err - limit, -1.0)
-    idx = np.unravel_index(int(np.argmax(excess)), ref.shape)
-    return Mismatch(
-        name,
-        "value outside tolerance",
-        float(err.max()),
-        tuple(int(i) for i in idx),
-        _fmt(ref[idx]),
-        _fmt(got[idx]),
-        int(bad.sum()),
-        total,
-        tol,
-    )
+    return _worst(name, "value outside tolerance", float(err.max()), bad, excess, ref, got, tol)
