@@ -25,8 +25,12 @@ linear_attention) run with `--deps DIR`, a folder of those packages installed ap
 the project's environment (`pip install --target DIR ...`; the versions used are in the
 results file and the JSON): their Triton kernels run in Triton's interpreter on the CPU
 tensors (a host driver stands in for the GPU one; libdevice calls run as their
-triton.language twins). Examples that only print their comparison (kda/*) pass when the
-worst printed relative error is at most PRINTED_RELATIVE_TOLERANCE; the printed errors are
+triton.language twins). Reference checks that call flash_attn (CUDA-only; blocksparse_attention's
+kvcache decoding, flash_attention's varlen files) run with benchmarks/tilelang_deps among
+the DEPS folders: a plain-torch stand-in of the flash_attn functions they call, written from
+flash_attn's documented semantics (not flash_attn itself; tests/test_tilelang_deps_flash_attn.py
+checks it against a naive float64 formula). Examples that only print their comparison (kda/*)
+pass when the worst printed relative error is at most PRINTED_RELATIVE_TOLERANCE; the printed errors are
 reported with them.
 
 Two rates are printed: the bar's (passes among all files but hopper, tvm-fork and
@@ -64,7 +68,8 @@ IMPORTS = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 SYS_PATH_DIRS = re.compile(r"sys\.path\.(?:append|insert)\([^\n]*?dirname\(__file__\)\s*\)?\s*,\s*[\"']([^\"']+)[\"']")
 
 # Smaller problems for examples whose defaults are too large to interpret: main() keyword
-# arguments, or "argv" for the command line of examples that parse one in main().
+# arguments, "argv" for the command line of examples that parse one in main(), or
+# "globals" for module-level sizes that main() reads.
 _RUN_TEST_SMALL = {"calls": {"run_test": {"B": 1, "S": 128, "H": 1}}}
 SMALL = {
     "dynamic_shape/example_dynamic.py": {"M": 256, "N": 256, "K": 256},
@@ -98,6 +103,7 @@ SMALL = {
     },
     "linear_attention/example_retention_fwd.py": {"argv": ["--B", "1", "--S", "256", "--H", "2", "--D", "64"]},
     "topk/example_topk.py": {"argv": ["--M", "128"]},
+    "deepseek_mhc/example_mhc_bwd.py": {"globals": {"seqlen": 64}},
     "blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py": {
         "argv": [
             "--batch",
@@ -116,6 +122,30 @@ SMALL = {
             "16",
         ]
     },
+    **{
+        f"blocksparse_attention/example_{name}.py": {
+            "batch": 2,
+            "heads": 8,
+            "heads_kv": 2,
+            "max_cache_seqlen": 1024,
+            "dim": 64,
+            "dim_v": 64,
+        }
+        for name in (
+            "tilelang_sparse_gqa_decode_varlen_indice",
+            "tilelang_sparse_gqa_decode_varlen_mask",
+            "triton_sparse_gqa_decode_varlen_indice",
+        )
+    },
+    "flash_attention/example_gqa_fwd_varlen.py": {
+        "batch": 2,
+        "heads": 4,
+        "groups": 2,
+        "q_seqlen": 256,
+        "k_seqlen": 256,
+        "dim": 64,
+    },
+    "flash_attention/example_mha_fwd_varlen.py": {"batch": 2, "heads": 2, "seq_len": 256, "dim": 64},
     "blocksparse_gemm/example_blocksparse_gemm.py": {"argv": ["--m", "256", "--n", "256", "--k", "256"]},
     "convolution/example_convolution.py": {"argv": ["--n", "2", "--c", "32", "--h", "16", "--w", "16", "--f", "128"]},
     "convolution/example_convolution_autotune.py": {"n": 2, "c": 32, "h": 16, "w": 16, "f": 128},
@@ -306,7 +336,10 @@ if os.environ.get("TRITON_INTERPRET") == "1" and importlib.util.find_spec("trito
 kwargs = dict(@@KWARGS@@)
 sys.argv = [@@FILE@@] + kwargs.pop("argv", [])
 calls = kwargs.pop("calls", {})
+module_sizes = kwargs.pop("globals", {})
 mod = runpy.run_path(@@FILE@@, run_name="tilelang_example")
+# {"seqlen": 1024}: module-level sizes that main() reads, replaced before it runs
+mod["main"].__globals__.update(module_sizes)
 # {"run_test": {"S": 256}}: main() calls the file's run_test with those arguments replaced
 for _fn_name, _replace in calls.items():
     _fn = mod["main"].__globals__[_fn_name]
@@ -410,12 +443,22 @@ def deps_env(deps: str | None) -> dict:
 
 
 def deps_versions(deps: str | None) -> dict:
-    """{distribution: version} of the packages installed in DEPS."""
+    """{distribution: version} of the packages installed in DEPS; a stand-in package of ours
+    (benchmarks/tilelang_deps: its `STAND_IN = "..."` line) is listed with that description."""
     if not deps:
         return {}
-    names = sorted(f for folder in deps.split(os.pathsep) for f in os.listdir(folder))
-    found = (re.match(r"(.+)-([^-]+)\.dist-info$", f) for f in names)
-    return {m.group(1): m.group(2) for m in found if m}
+    versions = {}
+    for folder in deps.split(os.pathsep):
+        for f in sorted(os.listdir(folder)):
+            m = re.match(r"(.+)-([^-]+)\.dist-info$", f)
+            init = os.path.join(folder, f, "__init__.py")
+            if m:
+                versions[m.group(1)] = m.group(2)
+            elif os.path.exists(init):
+                stand_in = re.search(r'^STAND_IN = "([^"]+)"', open(init, encoding="utf-8").read(), re.M)
+                if stand_in:
+                    versions[f] = stand_in.group(1)
+    return versions
 
 
 def run_one(path: str, rel: str, target: str, timeout: int, deps: str | None = None):

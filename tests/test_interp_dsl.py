@@ -8,6 +8,8 @@ import json
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import tilecore
 import tilecore.language as T
@@ -406,3 +408,35 @@ def test_min_and_abssum_reductions_atomic_min_and_bool_tensors_from_dsl():
     np.testing.assert_allclose(s, np.abs(a.astype(np.float64)).sum(0), rtol=1e-6)
     assert g[0] == min(0.0, a.min() - 1)
     np.testing.assert_array_equal(p, (a > 0) & ~np.eye(M, N, dtype=bool))
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.lists(st.integers(1, 12), min_size=1, max_size=4))
+@example([8, 3, 6])
+def test_one_program_on_buffers_of_several_shapes_in_turn(lengths):
+    """Loads and stores indexed by bare T.Parallel variables (the interpreter keeps their slice
+    per buffer shape): each call sees its own arguments' shapes, a masked store writes only where
+    the mask holds, and a call whose buffers are shorter than the loop is an out-of-bounds error
+    at the first statement, never a silently shorter slice."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(1):
+            for i in T.Parallel(6):
+                B[i] = A[i] * 2.0  # BARE-STORE
+            for i in T.Parallel(6):
+                if A[i] > 0:
+                    B[i] = A[i]
+
+    kernel = ref_kernel(main)
+    for length in lengths:
+        a, b = rand(length), np.full(length, 7.0, np.float32)
+        if length < 6:
+            with pytest.raises(TileRuntimeError, match=r"index out of bounds: A\[\d+\](.|\n)*BARE-STORE"):
+                kernel(a, b)
+            continue
+        kernel(a, b)
+        want = np.full(length, 7.0, np.float32)
+        want[:6] = np.where(a[:6] > 0, a[:6], a[:6] * np.float32(2))
+        np.testing.assert_array_equal(b, want)

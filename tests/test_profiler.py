@@ -122,3 +122,26 @@ def test_profiler_inputs_come_in_the_asked_library(library):
     profiler.assert_allclose(lambda x: x * 2)
     with pytest.raises(TileError, match="profiler_inputs"):
         tilecore.compile(scale, target="reference", profiler_inputs="jax")
+
+
+def test_runs_slower_than_the_budget_are_measured_by_the_probe_runs_only():
+    """A kernel whose runs take longer than warmup + rep is run 1 + 3 times (the untimed first
+    run and the three that estimate its time, which are the measurements), not 8."""
+    import time
+
+    func = matmul.prim_func(64, 64, 64, 32, 32, 32, dtype="float32")
+    kernel = tilecore.compile(func, target="reference", out_idx=[-1])
+    calls = []
+
+    def slow(*inputs):
+        calls.append(1)
+        time.sleep(0.004)
+        return kernel(*inputs)
+
+    result = kernel.get_profiler().bench(slow, warmup=1, rep=2)
+    assert len(calls) == 4 and len(result.times_ms) == 3 and result.n_warmup == 0
+    assert min(result.times_ms) >= 4.0
+    calls.clear()
+    fast = kernel.get_profiler().bench(lambda *inputs: calls.append(1), warmup=1, rep=50)
+    assert len(fast.times_ms) >= 3 and fast.n_warmup >= 1  # a fast run fills the budget with more runs
+    assert len(calls) == 1 + 3 + fast.n_warmup + len(fast.times_ms)

@@ -559,17 +559,16 @@ class Program(Dispatcher):
                 return general(fr)
             v = value(fr)
             view = arr[key]
-            if isinstance(v, np.ndarray) and v.ndim:
-                v = np.broadcast_to(v, extents)
-                if perm is not None:
-                    v = v.transpose(perm)
+            # Without a transpose the view's shape is `extents`: assignment and copyto broadcast
+            # the value and the mask to it themselves (np.broadcast_to first cost a third of a
+            # store on small tiles).
+            if perm is not None and isinstance(v, np.ndarray) and v.ndim:
+                v = np.broadcast_to(v, extents).transpose(perm)
             mask = fr.mask
             if mask is None:
                 view[...] = v
             else:
-                m = np.broadcast_to(mask, extents)
-                if perm is not None:
-                    m = m.transpose(perm)
+                m = mask if perm is None else np.broadcast_to(mask, extents).transpose(perm)
                 np.copyto(view, v, casting="unsafe", where=m)
 
         return slice_store
@@ -1119,6 +1118,21 @@ class Program(Dispatcher):
     def _slicer(plan, extents):
         """A function (frame, buffer shape) -> numpy key, or None when the slice leaves the buffer."""
         steps = [(axis, off, extents[axis] if axis >= 0 else 1) for axis, off in plan]
+        if all(axis >= 0 and off is None for axis, off, _ in steps):
+            # Every index is a bare parallel variable: the key depends on the buffer's shape only.
+            keys: Dict[Tuple[int, ...], Optional[tuple]] = {}
+
+            def shape_slicer(fr, shape):
+                key = keys.get(shape, keys)
+                if key is keys:
+                    key = keys[shape] = (
+                        None
+                        if any(ext > n for (_, _, ext), n in zip(steps, shape))
+                        else tuple(slice(0, ext) for _, _, ext in steps)
+                    )
+                return key
+
+            return shape_slicer
 
         def slicer(fr, shape):
             key: List[Union[int, slice]] = []

@@ -3,7 +3,8 @@
 A run is one call of the Kernel (output allocation included, as a user calls it).
 Runs are timed by the backend's Timer (see timer.py). As in Triton and TileLang,
 `warmup` and `rep` are time budgets in milliseconds, turned into run counts
-from the time of one run; `n_warmup` / `n_repeat` give the counts directly.
+from the time of one run; `n_warmup` / `n_repeat` give the counts directly. A run
+slower than the budgets is not repeated beyond the runs that measured it (see run_counts).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -164,18 +165,25 @@ def run_counts(
     rep_ms: float,
     n_warmup: Optional[int],
     n_repeat: Optional[int],
-):
-    """(n_warmup, n_repeat): the given counts, else the budgets divided by one run's time."""
+) -> Tuple[int, int, Optional[List[float]]]:
+    """(n_warmup, n_repeat, probe): the given counts, else the budgets divided by one run's time,
+    measured over MIN_REPEAT probe runs. When those probe runs alone take the whole warm-up and
+    repetition budget (a run slower than the budget), they are the measurements: `probe` holds
+    their seconds and no more runs are needed (n_warmup = 0: the caller's untimed first run warmed
+    up). Otherwise probe is None."""
     if timer.deterministic:
-        return (1 if n_warmup is None else n_warmup), (1 if n_repeat is None else n_repeat)
+        return (1 if n_warmup is None else n_warmup), (1 if n_repeat is None else n_repeat), None
     if n_warmup is not None and n_repeat is not None:
-        return n_warmup, n_repeat
-    one_ms = max(statistics.median(timer.measure(run, 0, 3)) * 1e3, 1e-6)
+        return n_warmup, n_repeat, None
+    probe = timer.measure(run, 0, MIN_REPEAT)
+    if n_warmup is None and n_repeat is None and sum(probe) * 1e3 >= warmup_ms + rep_ms:
+        return 0, len(probe), probe
+    one_ms = max(statistics.median(probe) * 1e3, 1e-6)
     if n_warmup is None:
         n_warmup = min(MAX_RUNS, max(1, math.ceil(warmup_ms / one_ms)))
     if n_repeat is None:
         n_repeat = min(MAX_RUNS, max(MIN_REPEAT, math.ceil(rep_ms / one_ms)))
-    return n_warmup, n_repeat
+    return n_warmup, n_repeat, None
 
 
 class Profiler:
@@ -222,8 +230,8 @@ class Profiler:
 
         run()  # loads the launcher and checks the arguments once, outside any timing
         timer = self.timer
-        warm, reps = run_counts(timer, run, warmup, rep, n_warmup, n_repeat)
-        times = timer.measure(run, warm, reps)
+        warm, reps, probe = run_counts(timer, run, warmup, rep, n_warmup, n_repeat)
+        times = probe if probe is not None else timer.measure(run, warm, reps)
         work = work_of(self.kernel.ir, bindings)
         name = self.kernel.name if func is None else getattr(func, "__name__", "function")
         return BenchResult(
