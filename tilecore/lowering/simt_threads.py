@@ -35,7 +35,8 @@ class SimtThreads(SimtHost):
         saved = self.ctx
         if isinstance(lay, (MmaLayout, RowLayout)):
             ext = lay.iter_space()
-            frames = [B.unroll(0, e) for e in ext]
+            # vectorized: the innermost axis (an MMA fragment's column pair) as one vector access
+            frames = [B.unroll(0, e) for e in ext[:-1]] + [(B.vectorized if vectorize else B.unroll)(0, ext[-1])]
             its = [f.__enter__() for f in frames]
             idx, local = lay.coords(self.t, its)
             self.ctx = _Ctx(lay, its, local)

@@ -19,7 +19,7 @@ from ..ir.types import is_fp8, itemsize
 from .intrinsics import dtype_of
 from .simt_copy import contiguous_run, vector_width
 from .simt_host import SimtHost
-from .simt_layout import StridedLayout
+from .simt_layout import MmaLayout, StridedLayout
 from .simt_threads import _squeeze, unflatten
 from .tir_expr import cast_to, tir_const
 
@@ -67,15 +67,17 @@ class SimtTileOps(SimtHost):
             anchor = dst.buffer if ds == "reg" else src.buffer
             other = src if ds == "reg" else dst
             lay = self.plan.layout[anchor.name]
+            # a strided fragment's runs, or an MMA fragment's column pairs from or to global memory
+            run = lay.vec if isinstance(lay, StridedLayout) else 2 if isinstance(lay, MmaLayout) else 1
             vec_ok = (
-                isinstance(lay, StridedLayout)
-                and lay.vec > 1
+                run > 1
+                and not (isinstance(lay, MmaLayout) and "smem" in (ss, ds))
                 and not (pred_src or pred_dst)
                 and "bool" not in (src.buffer.dtype, dst.buffer.dtype)
-                and lay.vec * max(itemsize(src.buffer.dtype), itemsize(dst.buffer.dtype)) <= 32
+                and run * max(itemsize(src.buffer.dtype), itemsize(dst.buffer.dtype)) <= 32
                 and not converts_fp8
                 and ss != ds
-                and self._contiguous_run(other, lay.vec)
+                and self._contiguous_run(other, run)
             )
             self.iterate_layout(lay, lambda idx: element(_squeeze(idx, anchor.shape)), vectorize=vec_ok)
             return

@@ -31,6 +31,8 @@ def test_gemm_uses_tensor_cores_ldmatrix_and_cp_async(arch):
         assert "mma.sync.aligned.m16n8k16" in ptx
         assert "ldmatrix.sync.aligned" in ptx
     assert "cp.async.cg.shared.global" in ptx
+    # the epilogue stores each thread's column pairs of the accumulator as one 32-bit vector
+    assert art.source.count("*(half2*)(C_ptr + ") == 64 and "st.global.b16" not in ptx
     assert art.meta["dyn_smem_bytes"] == 3 * (128 * 32 + 32 * 128) * 2
     assert art.meta["storage"]["C_f"] == "reg"
     assert art.blobs["cubin"][:4] == b"\x7fELF"
@@ -57,6 +59,7 @@ def test_gemm_other_dtypes_use_mma(dtype, accum, out):
 def test_partial_tiles_are_predicated():
     art = codegen(K.gemm_kernel(200, 136, 72, predicated=True), "sm_90a")
     assert "tc::cp_async16" in art.source
+    assert "*(half2*)(C_ptr" not in art.source  # a guarded element store per element instead
 
 
 def test_elementwise_dynamic_shape_and_large_shared_memory():
