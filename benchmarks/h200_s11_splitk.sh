@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Split-K for small grids (tile_cuda/split_k.py, option split_k) on an H200, in at most ~235 s
+# (timeouts 80 + 105 + 45 + a few):
+#   1. the GPU tests of split-K (plugins/tile-cuda/tests/test_split_k.py): decode and ragged shapes,
+#      split counts that do not divide the k-tiles, fp16 / bf16, repeated calls reusing the counters,
+#      bitwise-equal repeats (the fixed summation order)
+#   2. benchmarks/cuda_bench.py --only gemm_decode: 16x8192x8192 fp16, user-written configs, each with
+#      split_k auto / off / 4, checked against torch on fresh data, timed next to cuBLAS
+#   3. benchmarks/cuda_bench.py --only gemm_ragged: 4000^3 fp16 (auto does not split a grid this large)
+# Expects PYTHONPATH=/tmp/site (tilecore, tile-cuda installed from this tree); run from the repository
+# root. Everything goes under $OUT (default /tmp/h200_s11_splitk).
+set -u
+OUT=${OUT:-/tmp/h200_s11_splitk}
+mkdir -p "$OUT"
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+export TILECORE_CACHE_DIR=${TILECORE_CACHE_DIR:-/tmp/h200_s11_splitk_cache}
+{
+  date -u
+  git rev-parse HEAD 2>/dev/null
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 -c "import torch, tvm; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'tvm', tvm.__version__)"
+} > "$OUT/env.txt" 2>&1
+
+T=plugins/tile-cuda/tests
+XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 6")  # most of the time is nvcc
+timeout 80 python3 -m pytest -q -p no:cacheprovider -m gpu $XDIST -rfE "$T/test_split_k.py" \
+  > "$OUT/1_gpu_tests.txt" 2>&1
+echo "gpu tests: rc=$?" | tee -a "$OUT/summary.txt"
+grep -E "passed|failed|Error|assert" "$OUT/1_gpu_tests.txt" | tail -25
+
+timeout 105 python3 benchmarks/cuda_bench.py --only gemm_decode > "$OUT/2_decode.jsonl" 2> "$OUT/2_decode.err"
+echo "decode bench: rc=$?" | tee -a "$OUT/summary.txt"
+timeout 45 python3 benchmarks/cuda_bench.py --only gemm_ragged > "$OUT/3_ragged.jsonl" 2> "$OUT/3_ragged.err"
+echo "ragged bench: rc=$?" | tee -a "$OUT/summary.txt"
+tail -3 "$OUT/2_decode.err" "$OUT/3_ragged.err"
+
+python3 - "$OUT/2_decode.jsonl" "$OUT/3_ragged.jsonl" <<'PY' | tee "$OUT/4_table.txt"
+import json, sys
+for path in sys.argv[1:]:
+    for line in open(path):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if "kernel" not in r:
+            continue
+        if r["kernel"].endswith("_cublas"):
+            print(f"{r['kernel']}: {r['ms'] * 1e3:.1f} us {r['tflops']:.1f} TFLOP/s")
+            continue
+        if "error" in r:
+            print(r["kernel"], r.get("config"), "split_k", r.get("split_k"), "ERROR", r["error"][-200:])
+            continue
+        print(
+            r["kernel"], r.get("config"), f"split_k={r.get('split_k')} -> {r.get('splits')}", r.get("mma"),
+            f"err={r.get('rel_err', float('nan')):.1e}",
+            f"{r['ms'] * 1e3:.1f} us {r['tflops']:.1f} TFLOP/s {r['ratio_vs_cublas']:.3f}x" if "ms" in r else "WRONG",
+        )
+PY
