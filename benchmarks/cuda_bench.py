@@ -174,10 +174,39 @@ RAGGED_CONFIGS = [
 DECODE_SPLITS = (None, 0, 4)
 
 
+def _compile_user_gemm(job):
+    """Compile one (shape, config, split_k) into tilecore's disk cache (a worker of `prebuild`)."""
+    import kernels as KN
+
+    import tilecore
+
+    (M, N, K, cfg, split, dtype) = job
+    try:
+        tilecore.compile(KN.user_gemm(M, N, K, *cfg, dtype=dtype), target="cuda", out_idx=[-1], split_k=split)
+    except Exception as err:  # the timed loop reports it
+        return repr(err)[-200:]
+    return ""
+
+
+def prebuild(jobs, workers=8):
+    """Compile `jobs` in parallel processes (spawned before this process touches CUDA) so that
+    the timed loop finds them in the disk cache: nvcc is most of a section's time."""
+    import concurrent.futures
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(min(workers, len(jobs)), mp_context=ctx) as pool:
+        list(pool.map(_compile_user_gemm, jobs))
+
+
 def shaped_gemm_rows(results, section, M, N, K, configs, splits=(None, 0), dtype="float16"):
     """Each config x split_k variant through tilecore.compile (the Kernel's C call path), checked
     against torch on fresh random data, then timed next to cuBLAS (torch.matmul) in this process."""
     import kernels as KN
+
+    t0 = time.perf_counter()
+    prebuild([(M, N, K, cfg, split, dtype) for cfg in configs for split in splits])
+    print(json.dumps({"section": section, "prebuild_s": round(time.perf_counter() - t0, 1)}), flush=True)
     import torch
 
     import tilecore
@@ -186,7 +215,8 @@ def shaped_gemm_rows(results, section, M, N, K, configs, splits=(None, 0), dtype
     flops = 2 * M * N * K
     a = torch.randn(M, K, device="cuda", dtype=tdt)
     b = torch.randn(K, N, device="cuda", dtype=tdt)
-    t_ref = bench(lambda: torch.matmul(a, b), iters=100)
+    # 10 calls back to back per timing: the GPU stays busy, neither side pays its launch latency
+    t_ref = bench(lambda: torch.matmul(a, b), iters=30, reps=10)
     peer = {"kernel": f"{section}_{M}x{N}x{K}_cublas", "ms": t_ref, "tflops": flops / t_ref / 1e9}
     results.append(peer)
     print(json.dumps(peer), flush=True)
@@ -214,7 +244,7 @@ def shaped_gemm_rows(results, section, M, N, K, configs, splits=(None, 0), dtype
                     row["rel_err"] = max(row.get("rel_err", 0.0), err)
                 row["correct"] = row["rel_err"] < 1e-2
                 if row["correct"]:
-                    t = bench(lambda: kern(a, b), iters=100)
+                    t = bench(lambda: kern(a, b), iters=30, reps=10)
                     row.update(ms=t, tflops=flops / t / 1e9, cublas_ms=t_ref, ratio_vs_cublas=t_ref / t)
                     if best is None or t < best["ms"]:
                         best = row

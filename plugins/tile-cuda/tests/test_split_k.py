@@ -78,7 +78,7 @@ def test_kernels_of_other_forms_keep_their_code_and_say_why():
     big = KN.gemm_kernel(4096, 4096, 4096, bm=128, bn=128, bk=64)
     out, notes = split_k.split_k_rewrite(big, 90, None)
     assert out is big and "fills the 132 SMs" in notes[0]
-    out, notes = split_k.split_k_rewrite(base, 90, None, lambda: "warp-specialized pipeline")
+    out, notes = split_k.split_k_rewrite(base, 90, None, lambda acc: "the kernel keeps the warp-specialized pipeline")
     assert out is base and "warp-specialized" in notes[0]
 
 
@@ -142,6 +142,7 @@ def test_split_k_gemm_is_right_and_deterministic_on_the_gpu(case):
     )
     assert kern.artifact.meta.get("split_k", {}).get("splits", 1) > 1, kern.artifact.meta["notes"]
     tdt = getattr(torch, dtype)
+    tol = 1e-2 if dtype == "bfloat16" else 2e-3  # the output's rounding
     for _ in range(4):  # fresh data; calls 2.. reuse the counters (and take the C FastCall)
         a = torch.randn(M, K_, device="cuda", dtype=tdt)
         b = torch.randn(K_, N, device="cuda", dtype=tdt)
@@ -150,10 +151,10 @@ def test_split_k_gemm_is_right_and_deterministic_on_the_gpu(case):
         again = kern(a, b)
         torch.cuda.synchronize()
         err = ((c.double() - ref).norm() / ref.norm()).item()
-        assert err < 5e-3, err
+        assert err < tol, err
         assert torch.equal(c, again)  # the splits are summed in a fixed order
     off = tilecore.compile(
         KN.user_gemm(M, N, K_, bm, bn, bk, stages, threads, dtype), target="cuda", out_idx=[-1], split_k=0
     )
     assert "split_k" not in off.artifact.meta
-    assert ((off(a, b).double() - ref).norm() / ref.norm()).item() < 5e-3
+    assert ((off(a, b).double() - ref).norm() / ref.norm()).item() < tol

@@ -201,10 +201,17 @@ def _split_loop(loop: N.For, z: N.Var, chunk: int, exact: bool) -> N.For:
     return dataclasses.replace(loop, extent=N.Const(chunk, loop.extent.dtype), body=tuple(body))
 
 
-def split_k_rewrite(func: N.PrimFunc, sm: int, option: Optional[int], keeps_schedule: Callable[[], str] = str):
+def _plan_accepts(accumulator: str) -> str:
+    return ""
+
+
+def split_k_rewrite(
+    func: N.PrimFunc, sm: int, option: Optional[int], plan_refuses: Callable[[str], str] = _plan_accepts
+):
     """(func, notes): `func` with its plain GEMM split over K when the rules and the choice say so
-    (the module docstring), else `func` itself. `keeps_schedule()` names a schedule of another rule
-    that must keep the kernel (e.g. warp specialization), or returns ""."""
+    (the module docstring), else `func` itself. `plan_refuses(accumulator)` is why the kernel's plan
+    keeps it whole (another rule's schedule takes the loop, the accumulator is not in registers),
+    or ""."""
     k = func.kernel
     if k is None:
         return func, []
@@ -216,9 +223,9 @@ def split_k_rewrite(func: N.PrimFunc, sm: int, option: Optional[int], keeps_sche
     splits, why = choose_splits(found.blocks, found.ktiles, sm, option)
     if splits <= 1:
         return func, [f"split-K: no: {why}"]
-    other = keeps_schedule()
-    if other:
-        return func, [f"split-K: no: the kernel keeps the {other}"]
+    refused = plan_refuses(found.accumulator.name)
+    if refused:
+        return func, [f"split-K: no: {refused}"]
     chunk = -(-found.ktiles // splits)
     splits = -(-found.ktiles // chunk)  # no split without k-tiles
     z = N.Var(SPLIT_VAR, "int32")
@@ -372,18 +379,23 @@ def workspace_bytes(meta: dict, grid: Sequence[int]) -> Tuple[int, int]:
 
 def rewrite_for_target(func: N.PrimFunc, target, rules):
     """(func, notes): `split_k_rewrite` under the target's option split_k and SM count; a kernel
-    whose loop warp specialization takes keeps it (that schedule has no split-K epilogue yet)."""
+    whose loop warp specialization takes keeps it (that schedule has no split-K epilogue yet), as
+    does one whose accumulator the plan demotes to shared memory."""
     option = target.prop("split_k", None)
     if func.kernel is None or (option is not None and option <= 1):
         return func, []
     if not any(isinstance(s, N.Gemm) for s in walk_stmts(func.body)):
         return func, []
 
-    def warp_specialized() -> str:
+    def plan_refuses(accumulator: str) -> str:
         from tilecore.lowering.simt_plan import plan_for_target
 
         k = func.kernel
         plan = plan_for_target(func, prod(k.threads) if k.threads else 128, target, rules.all_rules())
-        return "warp-specialized pipeline" if plan.claims.get("warp_specialized") else ""
+        if plan.claims.get("warp_specialized"):
+            return "the kernel keeps the warp-specialized pipeline"
+        if plan.storage.get(accumulator) != "reg":
+            return f"the accumulator is not held in registers (storage {plan.storage.get(accumulator)!r})"
+        return ""
 
-    return split_k_rewrite(func, target.prop("sm", 0), option, warp_specialized)
+    return split_k_rewrite(func, target.prop("sm", 0), option, plan_refuses)
