@@ -420,7 +420,7 @@ class CudaKernelLauncher:
         grid = self._grid_dims(bindings)
         if grid is None:
             return None
-        workspaces = self.workspaces.get(device, grid)
+        workspaces = self.workspaces.get(device, grid)  # fixed per signature: a 64-bit "scalar" slot each
         try:
             params = tuple(
                 ("scalar", workspaces[name])
@@ -464,9 +464,10 @@ class CudaKernelLauncher:
 class Workspaces:
     """The split-K workspaces of one kernel (tile_cuda/split_k.py): per device and grid, a float32
     buffer of partial sums and an int32 counter per tile, allocated with cuMemAlloc on first use
-    and zeroed once (each launch's last block resets its tile's counter). They live as long as the
-    launcher. One buffer per (device, grid): launches of one kernel on several streams at the same
-    time would share the counters, so split-K kernels must not run concurrently with themselves."""
+    and zeroed once (each launch's last block resets its tile's counter). They are never freed (a
+    launch still running may use them; a kernel has one per grid it was called with). Launches of
+    one kernel on several streams at the same time would share the counters, so a split-K kernel
+    must not run concurrently with itself."""
 
     def __init__(self, cu, meta: Optional[dict]):
         self.cu = cu
