@@ -11,8 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tile_cuda import compiler, plugin, split_k, toolchain
+from tile_cuda.rules import add_cuda_rules
+from tile_cuda.target import cuda_target
 from tilecore.ir import nodes as N
 from tilecore.plugin.backend import TileModule
+from tilecore.plugin.rules import RuleTable
 
 needs_compiler = pytest.mark.skipif(
     toolchain.find_nvcc() is None and toolchain.find_nvrtc() is None, reason="no nvcc / NVRTC here"
@@ -25,7 +28,7 @@ def codegen(func, arch, **options):
 
 
 def decode(M=16, N=1024, K=2048, **kw):
-    """A decode-shaped GEMM: 16 blocks of 64 x 64 with 32 k-tiles (auto splits it)."""
+    """A decode-shaped GEMM: 16 blocks of 64 x 64 with 32 k-tiles (auto splits it in 4)."""
     cfg = dict(bm=64, bn=64, bk=64, stages=4, threads=128)
     cfg.update(kw)
     return KN.gemm_kernel(M, N, K, **cfg)
@@ -41,7 +44,7 @@ def test_split_counts_are_bounded_and_follow_the_option(blocks, ktiles, option):
     assert why
     if option is not None:
         assert splits == (1 if option <= 1 else min(option, ktiles))
-    elif blocks >= split_k.SM_COUNT[90] or ktiles < 2 * split_k.MIN_KTILES_PER_SPLIT:
+    elif blocks >= split_k.SM_COUNT[90] or ktiles < split_k.MIN_KTILES_TO_SPLIT:
         assert splits == 1
     else:
         assert 2 <= splits <= split_k.MAX_SPLITS and ktiles // splits >= split_k.MIN_KTILES_PER_SPLIT
@@ -78,8 +81,13 @@ def test_kernels_of_other_forms_keep_their_code_and_say_why():
     big = KN.gemm_kernel(4096, 4096, 4096, bm=128, bn=128, bk=64)
     out, notes = split_k.split_k_rewrite(big, 90, None)
     assert out is big and "fills the 132 SMs" in notes[0]
-    out, notes = split_k.split_k_rewrite(base, 90, None, lambda acc: "the kernel keeps the warp-specialized pipeline")
-    assert out is base and "warp-specialized" in notes[0]
+    # the loop that warp specialization takes (here forced on one warpgroup) keeps that schedule
+    quick = KN.gemm_kernel(1024, 1024, 1024, bm=128, bn=128, bk=32, stages=3, threads=128)
+    rules = RuleTable()
+    add_cuda_rules(rules)
+    for options, note in (({"warp_specialize": True}, "no: the kernel keeps the warp-specialized"), ({}, "4 splits")):
+        out, notes = split_k.rewrite_for_target(quick, cuda_target("sm_90a", options), rules)
+        assert note in notes[0] and (out is quick) == ("no:" in note)
 
 
 def test_workspace_sizes_follow_the_grid():
@@ -96,7 +104,7 @@ def test_split_kernel_compiles_with_its_workspace_parameters(arch):
     # sm_90a: auto (16 blocks, 32 k-tiles; wgmma); sm_80: forced, 5 splits that do not divide 32
     options = {} if arch == "sm_90a" else {"split_k": 5}
     art = codegen(decode(), arch, **options)
-    assert art.meta["split_k"]["splits"] == (8 if arch == "sm_90a" else 5)
+    assert art.meta["split_k"]["splits"] == (4 if arch == "sm_90a" else 5)
     assert art.meta["split_k"]["block_floats"] == 64 * 64
     kinds = dict((name, kind) for kind, name in art.meta["kernel_params"])
     assert kinds[split_k.PARTIALS_PARAM] == kinds[split_k.COUNTERS_PARAM] == "workspace"

@@ -22,7 +22,8 @@ launcher allocates both workspaces per device and grid (zeroed once) and passes 
 pointer parameters (`meta["split_k"]`).
 
 Auto (option split_k=None): splits when the grid has fewer blocks than `SM_COUNT[sm]` and the
-loop has at least 2 * MIN_KTILES_PER_SPLIT k-tiles: as many splits as bring the grid to about
+loop has at least MIN_KTILES_TO_SPLIT k-tiles (shorter loops, such as the tests' 12-k-tile GEMMs
+that refill every pipeline stage, keep their code): as many splits as bring the grid to about
 TARGET_WAVES x the SM count (rounded up to a count that divides the k-tiles where one is
 within twice that), at most MAX_SPLITS and at least MIN_KTILES_PER_SPLIT k-tiles each.
 split_k=0 or 1: off (the code of before, byte for byte); split_k=n >= 2: n splits (clamped to
@@ -55,7 +56,8 @@ CLAIM = "split_k"
 SM_COUNT = {80: 108, 86: 84, 89: 128, 90: 132, 100: 148, 120: 170}
 DEFAULT_SM_COUNT = 132
 TARGET_WAVES = 2
-MIN_KTILES_PER_SPLIT = 4
+MIN_KTILES_PER_SPLIT = 8  # each split's pipeline still runs long enough to pay for its prologue
+MIN_KTILES_TO_SPLIT = 32
 MAX_SPLITS = 16
 
 
@@ -178,8 +180,8 @@ def choose_splits(blocks: int, ktiles: int, sm: int, option: Optional[int]) -> T
     sms = SM_COUNT.get(sm, DEFAULT_SM_COUNT)
     if blocks >= sms:
         return 1, f"the grid of {blocks} blocks fills the {sms} SMs"
-    if ktiles < 2 * MIN_KTILES_PER_SPLIT:
-        return 1, f"the loop has {ktiles} k-tiles (fewer than {2 * MIN_KTILES_PER_SPLIT})"
+    if ktiles < MIN_KTILES_TO_SPLIT:
+        return 1, f"the loop has {ktiles} k-tiles (fewer than {MIN_KTILES_TO_SPLIT})"
     want = -(-TARGET_WAVES * sms // blocks)
     cap = max(2, min(ktiles // MIN_KTILES_PER_SPLIT, MAX_SPLITS))
     # a count that divides the k-tiles (no split reads past K), up to twice the wanted one
