@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Split-K for small grids (tile_cuda/split_k.py, option split_k) on an H200, in at most ~235 s
-# (timeouts 80 + 105 + 45 + a few):
+# Split-K for small grids (tile_cuda/split_k.py, option split_k) on an H200, in at most ~240 s
+# (timeouts 70 + 100 + 40 + 25 + a few):
 #   1. the GPU tests of split-K (plugins/tile-cuda/tests/test_split_k.py): decode and ragged shapes,
 #      split counts that do not divide the k-tiles, fp16 / bf16, repeated calls reusing the counters,
 #      bitwise-equal repeats (the fixed summation order)
 #   2. benchmarks/cuda_bench.py --only gemm_decode: 16x8192x8192 fp16, user-written configs, each with
 #      split_k auto / off / 4, checked against torch on fresh data, timed next to cuBLAS
 #   3. benchmarks/cuda_bench.py --only gemm_ragged: 4000^3 fp16 (auto does not split a grid this large)
+#   4. ncu (speed of light, memory) of one decode config with split_k auto and off (cache hits of step 2)
 # Expects PYTHONPATH=/tmp/site (tilecore, tile-cuda installed from this tree); run from the repository
 # root. Everything goes under $OUT (default /tmp/h200_s11_splitk).
 set -u
@@ -23,14 +24,14 @@ export TILECORE_CACHE_DIR=${TILECORE_CACHE_DIR:-/tmp/h200_s11_splitk_cache}
 
 T=plugins/tile-cuda/tests
 XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 6")  # most of the time is nvcc
-timeout 80 python3 -m pytest -q -p no:cacheprovider -m gpu $XDIST -rfE "$T/test_split_k.py" \
+timeout 70 python3 -m pytest -q -p no:cacheprovider -m gpu $XDIST -rfE "$T/test_split_k.py" \
   > "$OUT/1_gpu_tests.txt" 2>&1
 echo "gpu tests: rc=$?" | tee -a "$OUT/summary.txt"
 grep -E "passed|failed|Error|assert" "$OUT/1_gpu_tests.txt" | tail -25
 
-timeout 105 python3 benchmarks/cuda_bench.py --only gemm_decode > "$OUT/2_decode.jsonl" 2> "$OUT/2_decode.err"
+timeout 100 python3 benchmarks/cuda_bench.py --only gemm_decode > "$OUT/2_decode.jsonl" 2> "$OUT/2_decode.err"
 echo "decode bench: rc=$?" | tee -a "$OUT/summary.txt"
-timeout 45 python3 benchmarks/cuda_bench.py --only gemm_ragged > "$OUT/3_ragged.jsonl" 2> "$OUT/3_ragged.err"
+timeout 40 python3 benchmarks/cuda_bench.py --only gemm_ragged > "$OUT/3_ragged.jsonl" 2> "$OUT/3_ragged.err"
 echo "ragged bench: rc=$?" | tee -a "$OUT/summary.txt"
 tail -3 "$OUT/2_decode.err" "$OUT/3_ragged.err"
 
@@ -56,3 +57,22 @@ for path in sys.argv[1:]:
             f"{r['ms'] * 1e3:.1f} us {r['tflops']:.1f} TFLOP/s {r['ratio_vs_cublas']:.3f}x" if "ms" in r else "WRONG",
         )
 PY
+
+if command -v ncu > /dev/null; then
+  timeout 25 ncu --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy -k regex:main_kernel -c 2 \
+    python3 - > "$OUT/5_ncu.txt" 2>&1 <<'PY'
+import sys
+sys.path.insert(0, "plugins/tile-cuda/tests")
+import kernels as KN
+import torch
+import tilecore
+a = torch.randn(16, 8192, device="cuda", dtype=torch.float16)
+b = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+for split in (None, 0):  # split-K auto (4 splits), then off
+    kern = tilecore.compile(KN.user_gemm(16, 8192, 8192, 16, 64, 128, 4, 128), target="cuda", out_idx=[-1], split_k=split)
+    kern(a, b)
+torch.cuda.synchronize()
+PY
+  echo "ncu: rc=$?" | tee -a "$OUT/summary.txt"
+  grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Grid Size|Registers Per" "$OUT/5_ncu.txt" | head -24
+fi
