@@ -269,6 +269,11 @@ def decode_rows(results):
     shaped_gemm_rows(results, "gemm_decode", 16, 8192, 8192, DECODE_CONFIGS, DECODE_SPLITS, extra=DECODE_EXTRA)
 
 
+def decode_auto_rows(results):
+    """16 x 8192 x 8192 fp16, each config with split_k auto and off only."""
+    shaped_gemm_rows(results, "gemm_decode", 16, 8192, 8192, DECODE_CONFIGS, (None, 0))
+
+
 def ragged_rows(results):
     """Ragged GEMM 4000^3 fp16 (issue #12 bar: >= 0.9x cuBLAS); split-K auto and off."""
     shaped_gemm_rows(results, "gemm_ragged", 4000, 4000, 4000, RAGGED_CONFIGS)
@@ -815,6 +820,7 @@ def main():
         ("gemm_quickstart", lambda results: gemm_rows(results, QUICKSTART)),
         ("gemm_overlap", lambda results: gemm_rows(results, OVERLAP)),
         ("gemm_decode", decode_rows),
+        ("gemm_decode_auto", decode_auto_rows),
         ("gemm_ragged", ragged_rows),
     ):
         if name in only:

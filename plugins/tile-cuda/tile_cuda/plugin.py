@@ -179,8 +179,8 @@ def make_backend() -> Backend:
                 None,
                 "split the K loop of a plain GEMM kernel over one more grid dimension, partial sums "
                 "reduced in split order by the last block of each tile (tile_cuda/split_k.py); None "
-                "(default): when the grid has fewer blocks than the GPU has SMs and K is long, 0 or 1: "
-                "off, n: n splits",
+                "(default): when the grid has at most half as many blocks as the GPU has SMs and K "
+                "is long, 0 or 1: off, n: n splits",
                 optional=True,
             ),
         ),

@@ -21,11 +21,15 @@ last) into its accumulator and runs the kernel's own epilogue; the other blocks 
 launcher allocates both workspaces per device and grid (zeroed once) and passes them as
 pointer parameters (`meta["split_k"]`).
 
-Auto (option split_k=None): splits when the grid has fewer blocks than `SM_COUNT[sm]` and the
-loop has at least MIN_KTILES_TO_SPLIT k-tiles (shorter loops, such as the tests' 12-k-tile GEMMs
-that refill every pipeline stage, keep their code): as many splits as bring the grid to about
-TARGET_WAVES x the SM count (rounded up to a count that divides the k-tiles where one is
-within twice that), at most MAX_SPLITS and at least MIN_KTILES_PER_SPLIT k-tiles each.
+Auto (option split_k=None): splits when the grid has at most half as many blocks as
+`SM_COUNT[sm]` and the loop has at least MIN_KTILES_TO_SPLIT k-tiles (shorter loops, such as the
+tests' 12-k-tile GEMMs that refill every pipeline stage, keep their code): as many splits as
+bring the grid to at most TARGET_WAVES x the SM count (rounded down to a count that divides the
+k-tiles where one is within half of it), at most MAX_SPLITS and with at least
+MIN_KTILES_PER_SPLIT k-tiles each. On the H200 (benchmarks/results/h200-session11-splitk):
+16 x 8192 x 8192 with 64 blocks of 16 x 128 went from 0.86x to 1.0x cuBLAS with 4 splits (8:
+0.83x, 16: 0.61x), while a grid of 128 blocks (about one per SM) was fastest unsplit (1.11x;
+2 splits 1.04x, 4 splits 0.99x).
 split_k=0 or 1: off (the code of before, byte for byte); split_k=n >= 2: n splits (clamped to
 the k-tile count) wherever the kernel qualifies, whatever its grid. Kernels whose loop warp
 specialization takes (blocks of two or more warpgroups on sm_90a) keep that schedule.
@@ -178,15 +182,17 @@ def choose_splits(blocks: int, ktiles: int, sm: int, option: Optional[int]) -> T
             return 1, "option split_k is off"
         return max(1, min(option, ktiles)), f"option split_k={option}"
     sms = SM_COUNT.get(sm, DEFAULT_SM_COUNT)
-    if blocks >= sms:
-        return 1, f"the grid of {blocks} blocks fills the {sms} SMs"
+    if blocks < 1:
+        return 1, "the grid is empty"
+    if 2 * blocks > sms:
+        return 1, f"the grid of {blocks} blocks fills more than half of the {sms} SMs"
     if ktiles < MIN_KTILES_TO_SPLIT:
         return 1, f"the loop has {ktiles} k-tiles (fewer than {MIN_KTILES_TO_SPLIT})"
-    want = -(-TARGET_WAVES * sms // blocks)
-    cap = max(2, min(ktiles // MIN_KTILES_PER_SPLIT, MAX_SPLITS))
-    # a count that divides the k-tiles (no split reads past K), up to twice the wanted one
-    exact = [n for n in range(min(want, cap), min(2 * want, cap) + 1) if ktiles % n == 0]
-    return max(2, exact[0] if exact else min(want, cap)), f"a grid of {blocks} blocks on {sms} SMs"
+    want = min(TARGET_WAVES * sms // blocks, ktiles // MIN_KTILES_PER_SPLIT, MAX_SPLITS)
+    # never more than wanted: the largest count down to half of it that divides the k-tiles (no
+    # split reads past K), else the wanted one
+    exact = [n for n in range(want, want // 2, -1) if ktiles % n == 0]
+    return max(2, exact[0] if exact else want), f"a grid of {blocks} blocks on {sms} SMs"
 
 
 def _split_loop(loop: N.For, z: N.Var, chunk: int, exact: bool) -> N.For:
