@@ -169,27 +169,31 @@ RAGGED_CONFIGS = [
     (128, 128, 64, 3, 128),
     (128, 128, 64, 4, 256),
     (128, 256, 64, 3, 256),
+    (128, 256, 64, 4, 256),
+    (128, 256, 32, 4, 256),
 ]
 # compile option split_k per variant: auto (None), off (0) and a forced split count
 DECODE_SPLITS = (None, 0, 4)
 # more split counts for a few configs (to tune the auto choice)
 DECODE_EXTRA = [
-    ((16, 64, 128, 4, 128), 2),
-    ((16, 64, 128, 4, 128), 8),
-    ((16, 128, 64, 4, 128), 16),
-    ((64, 64, 64, 4, 128), 8),
+    ((16, 64, 128, 4, 128), {"split_k": 2}),
+    ((16, 64, 128, 4, 128), {"split_k": 8}),
+    ((16, 128, 64, 4, 128), {"split_k": 16}),
+    ((64, 64, 64, 4, 128), {"split_k": 8}),
 ]
+# the best ragged config of run 1 with the cp.async producer and without warp specialization
+RAGGED_EXTRA = [((128, 256, 64, 3, 256), {"tma": False}), ((128, 256, 64, 3, 256), {"warp_specialize": False})]
 
 
 def _compile_user_gemm(job):
-    """Compile one (shape, config, split_k) into tilecore's disk cache (a worker of `prebuild`)."""
+    """Compile one (shape, config, options) into tilecore's disk cache (a worker of `prebuild`)."""
     import kernels as KN
 
     import tilecore
 
-    (M, N, K, cfg, split, dtype) = job
+    (M, N, K, cfg, options, dtype) = job
     try:
-        tilecore.compile(KN.user_gemm(M, N, K, *cfg, dtype=dtype), target="cuda", out_idx=[-1], split_k=split)
+        tilecore.compile(KN.user_gemm(M, N, K, *cfg, dtype=dtype), target="cuda", out_idx=[-1], **options)
     except Exception as err:  # the timed loop reports it
         return repr(err)[-200:]
     return ""
@@ -207,13 +211,14 @@ def prebuild(jobs, workers=12):
 
 
 def shaped_gemm_rows(results, section, M, N, K, configs, splits=(None, 0), dtype="float16", extra=()):
-    """Each config x split_k variant through tilecore.compile (the Kernel's C call path), checked
-    against torch on fresh random data, then timed next to cuBLAS (torch.matmul) in this process."""
+    """Each config x split_k variant (and each (config, options) of `extra`) through tilecore.compile
+    (the Kernel's C call path), checked against torch on fresh random data, then timed next to
+    cuBLAS (torch.matmul) in this process."""
     import kernels as KN
 
     t0 = time.perf_counter()
-    variants = [(cfg, split) for cfg in configs for split in splits] + list(extra)
-    prebuild([(M, N, K, cfg, split, dtype) for cfg, split in variants])
+    variants = [(cfg, {"split_k": split}) for cfg in configs for split in splits] + list(extra)
+    prebuild([(M, N, K, cfg, options, dtype) for cfg, options in variants])
     print(json.dumps({"section": section, "prebuild_s": round(time.perf_counter() - t0, 1)}), flush=True)
     import torch
 
@@ -229,13 +234,12 @@ def shaped_gemm_rows(results, section, M, N, K, configs, splits=(None, 0), dtype
     results.append(peer)
     print(json.dumps(peer), flush=True)
     best = None
-    for cfg, split in variants:
-        row = {"kernel": f"{section}_{M}x{N}x{K}", "config": list(cfg), "split_k": split, "dtype": dtype}
+    for cfg, options in variants:
+        row = {"kernel": f"{section}_{M}x{N}x{K}", "config": list(cfg), "options": options, "dtype": dtype}
+        row["split_k"] = options.get("split_k")
         try:
             t0 = time.perf_counter()
-            kern = tilecore.compile(
-                KN.user_gemm(M, N, K, *cfg, dtype=dtype), target="cuda", out_idx=[-1], split_k=split
-            )
+            kern = tilecore.compile(KN.user_gemm(M, N, K, *cfg, dtype=dtype), target="cuda", out_idx=[-1], **options)
             row["compile_s"] = round(time.perf_counter() - t0, 2)
             meta = kern.artifact.meta
             row["splits"] = meta.get("split_k", {}).get("splits", 1)
@@ -276,7 +280,7 @@ def decode_auto_rows(results):
 
 def ragged_rows(results):
     """Ragged GEMM 4000^3 fp16 (issue #12 bar: >= 0.9x cuBLAS); split-K auto and off."""
-    shaped_gemm_rows(results, "gemm_ragged", 4000, 4000, 4000, RAGGED_CONFIGS)
+    shaped_gemm_rows(results, "gemm_ragged", 4000, 4000, 4000, RAGGED_CONFIGS, extra=RAGGED_EXTRA)
 
 
 _TRITON_MM = None

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Split-K for small grids (tile_cuda/split_k.py, option split_k) on an H200. STEPS picks the steps:
 # run 1 (08:31 UTC) was STEPS="tests decode ragged ncu" (at most ~240 s: timeouts 70 + 100 + 40 + 25);
-# the default, STEPS="tests decode_auto", takes at most ~150 s (70 + 75):
+# the default, STEPS="tests decode_auto ragged", takes at most ~150 s (50 + 55 + 45):
 #   1. the GPU tests of split-K (plugins/tile-cuda/tests/test_split_k.py): decode and ragged shapes,
 #      split counts that do not divide the k-tiles, fp16 / bf16, repeated calls reusing the counters,
 #      bitwise-equal repeats (the fixed summation order)
 #   2. benchmarks/cuda_bench.py --only gemm_decode: 16x8192x8192 fp16, user-written configs, each with
 #      split_k auto / off / 4, checked against torch on fresh data, timed next to cuBLAS
 #   2'. decode_auto: cuda_bench.py --only gemm_decode_auto: the same configs with split_k auto and off only
-#   3. benchmarks/cuda_bench.py --only gemm_ragged: 4000^3 fp16 (auto does not split a grid this large)
+#   3. benchmarks/cuda_bench.py --only gemm_ragged: 4000^3 fp16 (auto does not split a grid this large;
+#      since run 2 also 128x256 with 4 stages / bK 32, and without TMA or warp specialization)
 #   4. ncu (speed of light, memory) of one decode config with split_k auto and off (cache hits of step 2)
 # Expects PYTHONPATH=/tmp/site (tilecore, tile-cuda installed from this tree); run from the repository
 # root. Everything goes under $OUT (default /tmp/h200_s11_splitk).
 set -u
-STEPS=${STEPS:-tests decode_auto}
+STEPS=${STEPS:-tests decode_auto ragged}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 OUT=${OUT:-/tmp/h200_s11_splitk}
 mkdir -p "$OUT"
@@ -29,7 +30,7 @@ export TILECORE_CACHE_DIR=${TILECORE_CACHE_DIR:-/tmp/h200_s11_splitk_cache}
 T=plugins/tile-cuda/tests
 XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 6")  # most of the time is nvcc
 if has tests; then
-  timeout 70 python3 -m pytest -q -p no:cacheprovider -m gpu $XDIST -rfE "$T/test_split_k.py" \
+  timeout 50 python3 -m pytest -q -p no:cacheprovider -m gpu $XDIST -rfE "$T/test_split_k.py" \
     > "$OUT/1_gpu_tests.txt" 2>&1
   echo "gpu tests: rc=$?" | tee -a "$OUT/summary.txt"
   grep -E "passed|failed|Error|assert" "$OUT/1_gpu_tests.txt" | tail -25
@@ -41,8 +42,8 @@ bench() {  # bench STEP SECTION TIMEOUT FILE
   tail -3 "$OUT/$4.err"
 }
 bench decode gemm_decode 100 2_decode
-bench decode_auto gemm_decode_auto 75 2_decode_auto
-bench ragged gemm_ragged 40 3_ragged
+bench decode_auto gemm_decode_auto 55 2_decode_auto
+bench ragged gemm_ragged 45 3_ragged
 
 python3 - "$OUT"/2_decode*.jsonl "$OUT"/3_ragged.jsonl <<'PY' | tee "$OUT/4_table.txt"
 import json, sys
@@ -66,6 +67,7 @@ for path in sys.argv[1:]:
             continue
         print(
             r["kernel"], r.get("config"), f"split_k={r.get('split_k')} -> {r.get('splits')}", r.get("mma"),
+            {k: v for k, v in r.get("options", {}).items() if k != "split_k"} or "",
             f"err={r.get('rel_err', float('nan')):.1e}",
             f"{r['ms'] * 1e3:.1f} us {r['tflops']:.1f} TFLOP/s {r['ratio_vs_cublas']:.3f}x" if "ms" in r else "WRONG",
         )
