@@ -71,8 +71,11 @@ def test_kernels_of_other_forms_keep_their_code_and_say_why():
     three_d = dataclasses.replace(k, grid=k.grid + (N.Const(2, "int32"),), block_vars=k.block_vars + (N.Var("bz"),))
     loop = k.body[loop_at]
     dynamic = dataclasses.replace(k, body=k.body[:loop_at] + (dataclasses.replace(loop, extent=N.Var("n")),))
+    a_s = next(s.buffer for s in k.body if isinstance(s, N.Alloc) and s.buffer.name == "A_s")
+    reads_stage = dataclasses.replace(k, body=k.body + (N.Fill(KN.full(a_s), N.Const(0, "float16")),))
     for kernel, reason in (
         (no_clear, "not cleared"),
+        (reads_stage, "use a tile the loop fills"),
         (three_d, "three dimensions"),
         (dynamic, "not a compile-time constant"),
     ):

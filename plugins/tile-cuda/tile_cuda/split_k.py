@@ -46,6 +46,7 @@ from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from tilecore.ir import nodes as N
 from tilecore.ir.visitor import substitute, walk, walk_stmts
+from tilecore.lowering.simt_plan import whole_region
 from tilecore.plugin.rules import LoweringRule
 
 PARTIALS_PARAM = "tc_splitk_partials"  # float32 [tiles x splits x floats per block]
@@ -105,7 +106,7 @@ def _prefix_ok(k: N.Kernel, i: int, acc: N.Buffer) -> bool:
     cleared = False
     for s in k.body[:i]:
         if isinstance(s, N.Fill) and s.dst.buffer.name == acc.name:
-            cleared = isinstance(s.value, N.Const) and s.value.value == 0
+            cleared = whole_region(s.dst) and isinstance(s.value, N.Const) and s.value.value == 0
         elif not isinstance(s, (N.Alloc, N.Hint)):
             return False
     return cleared
@@ -123,6 +124,13 @@ def _body_ok(loop: N.For, acc: N.Buffer) -> bool:
         else:
             return False
     return True
+
+
+def _epilogue_ok(k: N.Kernel) -> bool:
+    """After the loop: no statement names a tile the loop fills (each split's last stage differs)."""
+    filled = {s.dst.buffer.name for s in _loop(k).body if isinstance(s, N.Copy)}
+    after = k.body[_loops(k)[0] + 1 :]
+    return not any(isinstance(n, N.Buffer) and n.name in filled for s in after for n in walk(s))
 
 
 def _grid_blocks(k: N.Kernel) -> Optional[int]:
@@ -159,6 +167,7 @@ SPLIT_K_RULES: Tuple[Tuple[str, _Check], ...] = (
         "the accumulator is not cleared right before the loop, or other statements precede the loop",
         lambda k: _prefix_ok(k, _loops(k)[0], _acc(k)),
     ),
+    ("the statements after the loop use a tile the loop fills", _epilogue_ok),
     (
         "the block index names are reused",
         lambda k: SPLIT_VAR not in {v.name for v in walk(k) if isinstance(v, N.Var)},
