@@ -1,4 +1,5 @@
-"""Hand-built Tile IR kernels for the tests and benchmarks (independent of the DSL frontend)."""
+"""Hand-built Tile IR kernels for the tests and benchmarks (independent of the DSL frontend), and
+`user_gemm`, the GEMM as a user writes it in the DSL."""
 
 from __future__ import annotations
 
@@ -133,3 +134,23 @@ def elementwise_kernel(n, block=1024, threads=256, dtype="float32", name="axpb",
     )
     kern = N.Kernel((grid,), (bx,), (threads,), body)
     return N.PrimFunc(name, (X, Y), (kern,), dyn_vars=(nv,) if dynamic else ())
+
+
+def user_gemm(M, Nn, K, block_M, block_N, block_K, stages, threads, dtype="float16"):
+    """The GEMM as a user writes it in TileLang style (examples/gemm.py's matmul, threads chosen)."""
+    import tilecore.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, Nn), dtype), C: T.Tensor((M, Nn), dtype)):
+        with T.Kernel(T.ceildiv(Nn, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            B_s = T.alloc_shared((block_K, block_N), dtype)
+            C_f = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * block_M, bx * block_N])
+
+    return main

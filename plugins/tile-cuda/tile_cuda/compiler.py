@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Tuple
 
 from tilecore.diagnostics import TileCompileError
 
-from . import tma, toolchain
+from . import split_k, tma, toolchain
 
 NVCC_FLAGS = [
     "-O3",
@@ -47,8 +47,11 @@ def generate_source(func, arch: str, options: Dict[str, Any], tables=None):
     from .target import cuda_target
 
     rules, intrinsics = tables if tables is not None else default_tables()
+    target = cuda_target(arch, options)
     func = widen_fp8_gemm_operands(func)  # fp8 gemms on the float16 tensor-core paths
-    lk = lower_kernel(func, cuda_target(arch, options), rules, intrinsics, options)
+    func, split_notes = split_k.rewrite_for_target(func, target, rules)
+    lk = lower_kernel(func, target, rules, intrinsics, options)
+    lk.notes[:0] = split_notes
     try:
         mod = tvm.IRModule({func.name: lk.prim_func})
         # the lowering plans shared memory itself (one pool with explicit views): no storage rewrite
@@ -78,6 +81,8 @@ def generate_source(func, arch: str, options: Dict[str, Any], tables=None):
     if maps:  # TMA tensor maps: passed by value (`tma.retype_parameters`)
         src = tma.retype_parameters(src, maps)
         entry, params = parse_kernel_signature(src)
+    # split-K workspaces: pointers the launcher owns (`split_k.workspace_meta`)
+    params = [("workspace", name) if name in split_k.WORKSPACE_PARAMS else (kind, name) for kind, name in params]
     return src, entry, params, lk
 
 

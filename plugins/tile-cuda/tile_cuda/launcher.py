@@ -87,7 +87,7 @@ class _ParamBlock:
         specs = {m.param: m for m in (maps or ())}
         self.values: List[Any] = [
             ctypes.c_uint64(0)
-            if kind == "ptr"
+            if kind in ("ptr", "workspace")
             else TensorMapSlot(specs[name])
             if kind == "tmap"
             else _CTYPES.get(kind, ctypes.c_int32)(0)
@@ -96,11 +96,19 @@ class _ParamBlock:
         self.argv = (ctypes.c_void_p * max(1, len(self.values)))(*[_address(v) for v in self.values])
         self.pointers = tuple((v, index[name]) for v, (kind, name) in zip(self.values, params) if kind == "ptr")
         self.maps = tuple((v, index[v.spec.array]) for v, (kind, _) in zip(self.values, params) if kind == "tmap")
-        self.scalars = tuple((v, name) for v, (kind, name) in zip(self.values, params) if kind not in ("ptr", "tmap"))
+        self.workspaces = tuple((v, name) for v, (kind, name) in zip(self.values, params) if kind == "workspace")
+        self.scalars = tuple(
+            (v, name) for v, (kind, name) in zip(self.values, params) if kind not in ("ptr", "tmap", "workspace")
+        )
 
     def bind(self, bindings: Dict[str, int]) -> None:
         for value, name in self.scalars:
             value.value = int(bindings[name])
+
+    def bind_workspaces(self, pointers: Dict[str, int]) -> None:
+        """Point each workspace parameter (split-K) at its buffer."""
+        for value, name in self.workspaces:
+            value.value = pointers[name]
 
     def encode_maps(self, ptrs: Sequence[int], bindings: Dict[str, int]) -> None:
         """Encode each tensor map for its tensor's address `ptrs[i]` (argument order) and `bindings`."""
@@ -209,6 +217,7 @@ class CudaKernelLauncher:
 
         self.tensor_maps = specs_of(meta.get("tensor_maps", ()))  # TMA tensor maps (kernel parameters)
         self._block = _ParamBlock(self.params, self.index, self.tensor_maps)  # the unspecialized path's
+        self.workspaces = Workspaces(self.cu, meta.get("split_k"))  # split-K partial sums and counters
         self._stream = ctypes.c_void_p()
         self._fixed: Dict[tuple, tuple] = {}  # (device, grid) -> _fixed_arguments, for the plain path
         # A parameter block is written, then read by the driver during cuLaunchKernel, which ctypes
@@ -304,6 +313,7 @@ class CudaKernelLauncher:
             for value, i in block.pointers:
                 value.value = ptrs[i]
             block.bind(bindings)
+            block.bind_workspaces(self.workspaces.get(device, grid))
             block.encode_maps(ptrs, bindings)
             self._stream.value = stream_of(device) if stream_of is not None else None
             rc = self._cu_launch(*fixed, self._stream, block.argv, None)
@@ -348,6 +358,7 @@ class CudaKernelLauncher:
             return _launch_nothing
         block = _ParamBlock(self.params, self.index, self.tensor_maps)
         block.bind(bindings)
+        block.bind_workspaces(self.workspaces.get(device, grid))
         pointers, argv, maps = block.pointers, block.argv, block.maps
         stream = ctypes.c_void_p()
         current_stream = torch._C._cuda_getCurrentRawStream
@@ -404,12 +415,19 @@ class CudaKernelLauncher:
         devices = {a.device.index or 0 for a in args}
         if len(devices) > 1:
             return None
-        fn = self.function(devices.pop())
+        device = devices.pop()
+        fn = self.function(device)
         grid = self._grid_dims(bindings)
         if grid is None:
             return None
+        workspaces = self.workspaces.get(device, grid)  # fixed per signature: a 64-bit "scalar" slot each
         try:
-            params = tuple(self._fastcall_param(kind, name, args, bindings) for kind, name in self.params)
+            params = tuple(
+                ("scalar", workspaces[name])
+                if kind == "workspace"
+                else self._fastcall_param(kind, name, args, bindings)
+                for kind, name in self.params
+            )
             replace = (
                 ctypes.cast(self.cu["cuTensorMapReplaceAddress"], ctypes.c_void_p).value if self.tensor_maps else 0
             )
@@ -441,6 +459,46 @@ class CudaKernelLauncher:
             slot.encode(args[i].data_ptr(), bindings)
             return ("tmap", i, ctypes.string_at(slot.address, TensorMapSlot.SIZE))
         return ("scalar", int(bindings[name]))
+
+
+class Workspaces:
+    """The split-K workspaces of one kernel (tile_cuda/split_k.py): per device and grid, a float32
+    buffer of partial sums and an int32 counter per tile, allocated with cuMemAlloc on first use
+    and zeroed once (each launch's last block resets its tile's counter). They are never freed (a
+    launch still running may use them; a kernel has one per grid it was called with). Launches of
+    one kernel on several streams at the same time would share the counters, so a split-K kernel
+    must not run concurrently with itself."""
+
+    def __init__(self, cu, meta: Optional[dict]):
+        self.cu = cu
+        self.meta = meta
+        self._buffers: Dict[tuple, Dict[str, int]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, device: int, grid: Tuple[int, int, int]) -> Dict[str, int]:
+        """{parameter name: device pointer} for a launch of `grid` on `device` ({} without split-K);
+        the device's context must be current (as it is after `CudaKernelLauncher.function`)."""
+        if self.meta is None:
+            return {}
+        key = (device, grid)
+        found = self._buffers.get(key)
+        if found is not None:
+            return found
+        from .split_k import COUNTERS_PARAM, PARTIALS_PARAM, workspace_bytes
+
+        with self._lock:
+            if key not in self._buffers:
+                sizes = dict(zip((PARTIALS_PARAM, COUNTERS_PARAM), workspace_bytes(self.meta, grid)))
+                self._buffers[key] = {name: self._zeroed(nbytes) for name, nbytes in sizes.items()}
+        return self._buffers[key]
+
+    def _zeroed(self, nbytes: int) -> int:
+        cu = self.cu
+        ptr = ctypes.c_uint64()
+        _check(cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(max(nbytes, 16))), "cuMemAlloc (split-K workspace)")
+        _check(cu.cuMemsetD8_v2(ptr, ctypes.c_ubyte(0), ctypes.c_size_t(max(nbytes, 16))), "cuMemsetD8")
+        _check(cu.cuCtxSynchronize(), "cuCtxSynchronize")  # zeroed before any stream's launch reads it
+        return ptr.value
 
 
 def _fastcall_module():

@@ -173,6 +173,16 @@ def make_backend() -> Backend:
                 "(cp.async.bulk.tensor, one producer thread, tensor maps built per call) where "
                 "eligible (tile_cuda/tma.py's TMA_RULES), else cp.async; False: cp.async always",
             ),
+            Option(
+                "split_k",
+                int,
+                None,
+                "split the K loop of a plain GEMM kernel over one more grid dimension, partial sums "
+                "reduced in split order by the last block of each tile (tile_cuda/split_k.py); None "
+                "(default): when the grid has at most half as many blocks as the GPU has SMs and K "
+                "is long, 0 or 1: off, n: n splits",
+                optional=True,
+            ),
         ),
         toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + toolchain.compiler_fingerprint(),
         tilelang=TILELANG_NAMES,
@@ -251,6 +261,7 @@ def tilecore_codegen(backend, module, options):
     from tilecore.plugin.rules import collect_lowering_tables
 
     from .compiler import compile_cubin, generate_source
+    from .split_k import workspace_meta
     from .tma import tensor_map_meta
 
     func = module.func
@@ -285,6 +296,9 @@ def tilecore_codegen(backend, module, options):
         "rules": lk.rules,
         "tensor_maps": tensor_map_meta(lk.plan, kparams),
     }
+    split = workspace_meta(lk.plan)
+    if split:
+        meta["split_k"] = split
     return Artifact(
         backend=NAME, target=f"{NAME}:{arch}", entry=func.name, source=src, blobs={"cubin": cubin}, meta=meta
     )

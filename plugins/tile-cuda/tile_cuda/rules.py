@@ -1,7 +1,8 @@
 """tile-cuda's lowering rules, in the order they are tried (the toolkit's portable lowering last).
 
     Gemm       wgmma (sm_90a) -> mma_sync (sm_80+) -> portable
-    Kernel     warp_specialized_kernel (sm_90a, option warp_specialize) -> portable
+    Kernel     warp_specialized_kernel (sm_90a, option warp_specialize) -> split_k_kernel (the kernels
+               `split_k.split_k_rewrite` split over K, option split_k) -> portable
     Pipelined  warp_specialized (sm_90a, option warp_specialize) -> wgmma_overlap_pipeline (sm_90a,
                option wgmma_overlap) -> async_copy_pipeline (cp.async, sm_80+) -> portable (a serial loop)
     Print      printf -> portable (refused)
@@ -74,10 +75,12 @@ def add_cuda_rules(rules) -> None:
     from tilecore.lowering.simt_pipeline import AsyncCopyPipeline
 
     from .gemm_rules import MmaSyncGemm, WgmmaGemm
+    from .split_k import SplitKKernel
     from .warp_specialize import WarpSpecializedKernel, WarpSpecializedPipeline
     from .wgmma_pipeline import WgmmaOverlapPipeline
 
     rules.add("Kernel", WarpSpecializedKernel())
+    rules.add("Kernel", SplitKKernel())
     rules.add("Gemm", WgmmaGemm())
     rules.add("Gemm", MmaSyncGemm())
     rules.add("Pipelined", WarpSpecializedPipeline())

@@ -26,8 +26,9 @@ def cuda_target(arch: str, options: Dict[str, Any]):
     `wgmma_pipeline`; False/"" off, "slack" or "release" on, True = "slack") and "fast_math"
     (option fast_math, default off: accurate math, as the conformance ULP table requires) and
     "warp_specialize" (option warp_specialize, `warp_specialize_mode`: the producer-warpgroup pipeline of
-    `warp_specialize`) and "tma" (option tma, default on: `tma`'s TMA loads in that pipeline), read by
-    tile-cuda's rules and intrinsics.
+    `warp_specialize`) and "tma" (option tma, default on: `tma`'s TMA loads in that pipeline) and
+    "split_k" (option split_k, `split_k_option`: None = auto, 1 = off, n = n splits; `split_k`), read
+    by tile-cuda's rules and intrinsics.
     """
     from tilecore.lowering.target import TargetDescription
 
@@ -57,6 +58,7 @@ def cuda_target(arch: str, options: Dict[str, Any]):
             "fast_math": bool(options.get("fast_math", False)),
             "warp_specialize": warp_specialize_mode(options.get("warp_specialize")),
             "tma": bool(options.get("tma", True)),
+            "split_k": split_k_option(options.get("split_k")),
         },
     )
 
@@ -112,3 +114,15 @@ def gemm_block_panel(value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"compile option gemm_block_panel must be an int >= 0, got {value!r}")
     return value
+
+
+def split_k_option(value):
+    """Option split_k: None (auto: small grids with long K loops, `split_k.choose_splits`), 0/1 or
+    False (off), or a split count n >= 2 (forced wherever the kernel has the plain form)."""
+    if value is None:
+        return None
+    if value is False:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"compile option split_k must be None, False or an int >= 0, got {value!r}")
+    return max(1, value)
