@@ -345,15 +345,24 @@ def call_on_device(
     return [a if a.ndim == 0 else cupy.asnumpy(t) for t, a in zip(dev, arrays)]
 
 
+# numpy dtypes (ml_dtypes) that torch.from_numpy refuses: moved as their bits, in the integer dtype
+# of their width, and viewed as torch's dtype of the same name on either side
+_BITS_OF = {"bfloat16": np.int16, "float8_e4m3fn": np.uint8, "float8_e5m2": np.uint8}
+
+
 def _torch_from_numpy(torch, a: np.ndarray):
-    if a.dtype == np_dtype("bfloat16"):
-        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+    """A torch copy of `a` (bfloat16 and fp8 through their bits)."""
+    bits = _BITS_OF.get(a.dtype.name)
+    if bits is not None:
+        return torch.from_numpy(a.view(bits).copy()).view(getattr(torch, a.dtype.name))
     return torch.from_numpy(a.copy())
 
 
 def _torch_to_numpy(torch, t, dtype) -> np.ndarray:
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(dtype)
+    """`t` (on the host) as a numpy array of `dtype` (bfloat16 and fp8 through their bits)."""
+    bits = _BITS_OF.get(np.dtype(dtype).name)
+    if bits is not None:
+        return t.view(getattr(torch, np.dtype(bits).name)).numpy().view(dtype)
     return t.numpy()
 
 
