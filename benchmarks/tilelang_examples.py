@@ -25,9 +25,10 @@ linear_attention) run with `--deps DIR`, a folder of those packages installed ap
 the project's environment (`pip install --target DIR ...`; the versions used are in the
 results file and the JSON): their Triton kernels run in Triton's interpreter on the CPU
 tensors (a host driver stands in for the GPU one; libdevice calls run as their
-triton.language twins). Examples that only print their comparison (kda/*) pass when the
-worst printed relative error is at most PRINTED_RELATIVE_TOLERANCE; the printed errors are
-reported with them.
+triton.language twins; bfloat16 arithmetic and casts round to nearest even, as on the GPU).
+Examples that only print their comparison (kda/*) pass when the worst printed relative error
+is at most PRINTED_RELATIVE_TOLERANCE; the printed errors are reported with them. Examples
+that catch their own check and print "... failed ✗" (gdn/*) fail on that line.
 
 Two rates are printed: the bar's (passes among all files but hopper, tvm-fork and
 not-an-example; files that cannot be imported count as failures) and the rate among
@@ -226,6 +227,7 @@ class _Event:
 torch.cuda.Stream, torch.cuda.Event = _Stream, _Event
 torch.cuda.default_stream = torch.cuda.current_stream = lambda *a, **k: _Stream()
 torch.cuda.stream = lambda *a, **k: contextlib.nullcontext()
+torch.cuda.profiler.start = torch.cuda.profiler.stop = lambda: None  # profiler ranges: nothing to record
 torch.cuda.device = lambda *a, **k: contextlib.nullcontext()  # `with torch.cuda.device(i):` selects the one device
 _TorchGenerator = torch.Generator
 class _Generator(_TorchGenerator):
@@ -300,6 +302,33 @@ if os.environ.get("TRITON_INTERPRET") == "1" and importlib.util.find_spec("trito
     _RESULT_OPERAND = {"binary_op": 0, "unary_op": 0, "ternary_op": -1, "create_fma": -1, "create_dot": 2}
     for _name, _result in _RESULT_OPERAND.items():
         _bf16_aware(_name, _result)
+    # Its casts to bfloat16 cut the float32 bits (round toward zero) and other casts from or
+    # to bfloat16 apply numpy to the codes; a GPU rounds to nearest even (`.to()` defaults to
+    # "rtne"), as ml_dtypes does.
+    _cast = _IB.cast_impl
+    def _bf16_cast(self, src, dst_type):
+        if _bf16 not in (src.dtype.scalar, dst_type.scalar):
+            return _cast(self, src, dst_type)
+        data = src.data.view(ml_dtypes.bfloat16) if src.dtype.scalar == _bf16 else src.data
+        if dst_type.scalar == _bf16:
+            return _triton_interp.TensorHandle(data.astype(ml_dtypes.bfloat16).view(_np.uint16), _bf16)
+        return _triton_interp.TensorHandle(data.astype(_triton_interp._get_np_dtype(dst_type)), dst_type.scalar)
+    _IB.cast_impl = _bf16_cast
+    _fp_to_fp = _IB.create_fp_to_fp
+    def _bf16_fp_to_fp(self, src, dst_type, rounding_mode):
+        rtne = rounding_mode == _triton_interp._ir.ROUNDING_MODE.RTNE
+        if dst_type.scalar == _bf16 and src.dtype.scalar.primitive_bitwidth > 16 and rtne:
+            return _bf16_cast(self, src, dst_type)
+        return _fp_to_fp(self, src, dst_type, rounding_mode)
+    _IB.create_fp_to_fp = _bf16_fp_to_fp
+    # A scalar is a one-element array in the interpreter; `range(n)` of a scalar computed in
+    # the kernel asks `int()` of it, which numpy 2.4 refuses for arrays of one dimension
+    # (triton issue 9171, fixed upstream by taking the element: the same here).
+    _patch_tensor = _triton_interp._patch_lang_tensor
+    def _patch_tensor_index(tensor):
+        _patch_tensor(tensor)
+        tensor.__index__ = lambda self: int(self.handle.data.item())
+    _triton_interp._patch_lang_tensor = _patch_tensor_index
     if not hasattr(_triton_interp.InterpreterBuilder, "get_bf16"):
         _triton_interp.InterpreterBuilder.get_bf16 = lambda self, value: _triton_interp.TensorHandle(
             _np.array([value], dtype=ml_dtypes.bfloat16).view(_np.uint16), _tl.bfloat16)
@@ -410,12 +439,23 @@ def deps_env(deps: str | None) -> dict:
 
 
 def deps_versions(deps: str | None) -> dict:
-    """{distribution: version} of the packages installed in DEPS."""
+    """{distribution: version} of the packages installed in DEPS.
+
+    A folder holding a package at a git commit rather than a release (the commit an example
+    names) has no dist-info; its SOURCE file's line "NAME WHERE" says what it is."""
     if not deps:
         return {}
-    names = sorted(f for folder in deps.split(os.pathsep) for f in os.listdir(folder))
-    found = (re.match(r"(.+)-([^-]+)\.dist-info$", f) for f in names)
-    return {m.group(1): m.group(2) for m in found if m}
+    versions: dict = {}
+    for folder in deps.split(os.pathsep):  # the first folder that has a package is the one imported
+        source = os.path.join(folder, "SOURCE")
+        if os.path.exists(source):
+            name, where = open(source, encoding="utf-8").read().strip().split(" ", 1)
+            versions.setdefault(name.replace("-", "_"), where)
+        for entry in sorted(os.listdir(folder)):
+            m = re.match(r"(.+)-([^-]+)\.dist-info$", entry)
+            if m:
+                versions.setdefault(m.group(1).replace("-", "_"), m.group(2))
+    return versions
 
 
 def run_one(path: str, rel: str, target: str, timeout: int, deps: str | None = None):
@@ -434,6 +474,10 @@ def run_one(path: str, rel: str, target: str, timeout: int, deps: str | None = N
     except subprocess.TimeoutExpired:
         return "timeout", f"over {timeout} s", time.time() - start
     out = proc.stdout + proc.stderr
+    # gdn/* catch their own assert_close and print "... failed ✗" instead of raising
+    printed_failure = re.search(r"^.*\bfailed ✗.*$", out, re.M)
+    if proc.returncode == 0 and "EXAMPLE-PASSED" in out and printed_failure:
+        return "fail", f"printed: {printed_failure.group(0).strip()}", time.time() - start
     if proc.returncode == 0 and "EXAMPLE-PASSED" in out:
         # Some examples only print their comparison (kda/*: "Max absolute error : ..."): keep it
         printed = re.findall(r"^Max (absolute|relative) error\s*:\s*(\S+)", out, re.M)
