@@ -329,6 +329,22 @@ if os.environ.get("TRITON_INTERPRET") == "1" and importlib.util.find_spec("trito
         _patch_tensor(tensor)
         tensor.__index__ = lambda self: int(self.handle.data.item())
     _triton_interp._patch_lang_tensor = _patch_tensor_index
+    # A compiled kernel's `for i in range(n)` (or tl.range) has an int32 tensor as its index
+    # (`i.to(tl.int64)` works); the interpreter gives a Python int. Its source rewrite makes
+    # assigned values tensors; `i = i` first in such a loop's body does that for the index.
+    # tl.static_range indices stay Python ints (constexpr, as compiled).
+    import ast as _ast
+    def _tensor_index_loop(self, node):
+        self.generic_visit(node)
+        it = node.iter
+        name = it.func.id if isinstance(it, _ast.Call) and isinstance(it.func, _ast.Name) else None
+        name = it.func.attr if isinstance(it, _ast.Call) and isinstance(it.func, _ast.Attribute) else name
+        if name == "range" and isinstance(node.target, _ast.Name):
+            index = node.target.id
+            same = _ast.Assign(targets=[_ast.Name(index, _ast.Store())], value=_ast.Name(index, _ast.Load()))
+            node.body.insert(0, self.visit_Assign(same))
+        return node
+    _triton_interp.ASTTransformer.visit_For = _tensor_index_loop
     if not hasattr(_triton_interp.InterpreterBuilder, "get_bf16"):
         _triton_interp.InterpreterBuilder.get_bf16 = lambda self, value: _triton_interp.TensorHandle(
             _np.array([value], dtype=ml_dtypes.bfloat16).view(_np.uint16), _tl.bfloat16)
