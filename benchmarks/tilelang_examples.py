@@ -28,7 +28,8 @@ tensors (a host driver stands in for the GPU one; libdevice calls run as their
 triton.language twins; bfloat16 arithmetic and casts round to nearest even, as on the GPU).
 Examples that only print their comparison (kda/*) pass when the worst printed relative error
 is at most PRINTED_RELATIVE_TOLERANCE; the printed errors are reported with them. Examples
-that catch their own check and print "... failed ✗" (gdn/*) fail on that line.
+that catch their own check and print "... failed ✗" (gdn/*) fail on that line. Files in
+ZEROED_EMPTY compare blocks that neither side writes: their torch.empty buffers start as zeros.
 
 Two rates are printed: the bar's (passes among all files but hopper, tvm-fork and
 not-an-example; files that cannot be imported count as failures) and the rate among
