@@ -20,10 +20,10 @@ from common import build, compare, main, random_array, tolerance_for  # noqa: E4
 
 
 @tilecore.jit(out_idx=[-1])
-def matmul(M, N, K, block_M=128, block_N=128, block_K=32, dtype="float16", accum="float32", num_stages=3):
+def matmul(M, N, K, block_M=128, block_N=128, block_K=32, dtype="float16", accum="float32", num_stages=3, threads=128):
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
             A_s = T.alloc_shared((block_M, block_K), dtype)
             B_s = T.alloc_shared((block_K, block_N), dtype)
             C_f = T.alloc_fragment((block_M, block_N), accum)

@@ -137,20 +137,9 @@ def elementwise_kernel(n, block=1024, threads=256, dtype="float32", name="axpb",
 
 
 def user_gemm(M, Nn, K, block_M, block_N, block_K, stages, threads, dtype="float16"):
-    """The GEMM as a user writes it in TileLang style (examples/gemm.py's matmul, threads chosen)."""
-    import tilecore.language as T
+    """The GEMM as a user writes it in TileLang style: examples/gemm.py's matmul (threads chosen)."""
+    from examples_util import example
 
-    @T.prim_func
-    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, Nn), dtype), C: T.Tensor((M, Nn), dtype)):
-        with T.Kernel(T.ceildiv(Nn, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((block_M, block_K), dtype)
-            B_s = T.alloc_shared((block_K, block_N), dtype)
-            C_f = T.alloc_fragment((block_M, block_N), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
-                T.copy(A[by * block_M, k * block_K], A_s)
-                T.copy(B[k * block_K, bx * block_N], B_s)
-                T.gemm(A_s, B_s, C_f)
-            T.copy(C_f, C[by * block_M, bx * block_N])
-
-    return main
+    return example("gemm").matmul.prim_func(
+        M, Nn, K, block_M, block_N, block_K, dtype=dtype, accum="float32", num_stages=stages, threads=threads
+    )
