@@ -16,16 +16,7 @@
 set -u
 STEPS=${STEPS:-tests decode_auto ragged}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
-OUT=${OUT:-/tmp/h200_s11_splitk}
-mkdir -p "$OUT"
-export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-export TILECORE_CACHE_DIR=${TILECORE_CACHE_DIR:-/tmp/h200_s11_splitk_cache}
-{
-  date -u
-  git rev-parse HEAD 2>/dev/null
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python3 -c "import torch, tvm; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'tvm', tvm.__version__)"
-} > "$OUT/env.txt" 2>&1
+NAME=h200_s11_splitk source "$(dirname "${BASH_SOURCE[0]}")/h200_env.sh"
 
 T=plugins/tile-cuda/tests
 XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 6")  # most of the time is nvcc

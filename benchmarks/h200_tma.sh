@@ -8,16 +8,7 @@
 # Expects PYTHONPATH=/tmp/site (tilecore, tile-cuda, tile-cpu, conformance installed from this tree); run
 # from the repository root. Everything goes under $OUT (default /tmp/h200_tma).
 set -u
-OUT=${OUT:-/tmp/h200_tma}
-mkdir -p "$OUT"
-export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-export TILECORE_CACHE_DIR=${TILECORE_CACHE_DIR:-/tmp/h200_tma_cache}
-{
-  date -u
-  git rev-parse HEAD 2>/dev/null
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python3 -c "import torch, tvm; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'tvm', tvm.__version__)"
-} > "$OUT/env.txt" 2>&1
+NAME=h200_tma source "$(dirname "${BASH_SOURCE[0]}")/h200_env.sh"
 
 T=plugins/tile-cuda/tests
 XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 8")  # most of the time is nvcc: 8 workers where installed
