@@ -5,7 +5,7 @@ Prints one JSON line. A deadlock would show as the caller's timeout, so run each
 own process (benchmarks/results/h200-session7/README.md).
 
     python benchmarks/cuda_ws_compare.py attn CAUSAL BM BN STAGES SEQ BATCH HEADS DTYPE [t|ws|base|tma]
-    python benchmarks/cuda_ws_compare.py gemm N BM BN BK STAGES THREADS [t|tma]
+    python benchmarks/cuda_ws_compare.py gemm N BM BN BK STAGES THREADS [t|tma] [DTYPE]
 
 With "ws" or "base" only that build runs, once (for a profiler); with "t" both are timed. With "tma"
 the warp-specialized build is timed with TMA loads ("ws_tma", option tma's default) and with the
@@ -81,9 +81,10 @@ def gemm(argv):
     n, bm, bn, bk, stages, threads = (int(a) for a in argv[:6])
     timing = len(argv) > 6
     variants = TMA_VARIANTS if timing and argv[6] == "tma" else VARIANTS
-    a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
+    dt = argv[7] if len(argv) > 7 else "float16"
+    a, b = (torch.randn(n, n, device="cuda", dtype=getattr(torch, dt)) for _ in range(2))
     ref = torch.matmul(a.float(), b.float())
-    row = {"kind": "gemm", "n": n, "cfg": [bm, bn, bk, stages, threads]}
+    row = {"kind": "gemm", "n": n, "cfg": [bm, bn, bk, stages, threads], "dtype": dt}
     for name, opts in variants:
         if name == "base" and not timing:
             continue
@@ -96,13 +97,14 @@ def gemm(argv):
             bk=bk,
             stages=stages,
             threads=threads,
+            dtype=dt,
             swizzle_panel=8,
             predicated=n % bm != 0 or n % bn != 0 or n % bk != 0,
         )
         art, launch, _ = build(func, options=opts)
         row[name + "_is_ws"] = "mbar_wait" in art.source
         row[name + "_tma_maps"] = len(art.meta.get("tensor_maps", ()))
-        c = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float16)
+        c = torch.full((n, n), float("nan"), device="cuda", dtype=getattr(torch, dt))
         launch([a, b, c], {})
         torch.cuda.synchronize()
         row[name + "_rel_err"] = ((c.float() - ref).norm() / ref.norm()).item()
