@@ -4,13 +4,14 @@ torch on fresh random data, then timed (with "t"), with cuDNN SDPA / cuBLAS in t
 Prints one JSON line. A deadlock would show as the caller's timeout, so run each configuration in its
 own process (benchmarks/results/h200-session7/README.md).
 
-    python benchmarks/cuda_ws_compare.py attn CAUSAL BM BN STAGES SEQ BATCH HEADS DTYPE [t|ws|base|tma]
+    python benchmarks/cuda_ws_compare.py attn CAUSAL BM BN STAGES SEQ BATCH HEADS DTYPE [t|ws|base|tma|defer]
     python benchmarks/cuda_ws_compare.py gemm N BM BN BK STAGES THREADS [t|tma] [DTYPE]
 
 With "ws" or "base" only that build runs, once (for a profiler); with "t" both are timed. With "tma"
 the warp-specialized build is timed with TMA loads ("ws_tma", option tma's default) and with the
 producer's cp.async loops ("ws_cp_async", tma=False), next to the build without warp specialization
-("no_ws") and cuBLAS / cuDNN.
+("no_ws") and cuBLAS / cuDNN. With "defer" (attention) the warp-specialized build is timed with and
+without option defer_gemm (tile_cuda/ws_deferred.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ TMA_VARIANTS = (
     ("ws_tma", {"warp_specialize": True}),
     ("ws_cp_async", {"warp_specialize": True, "tma": False}),
     ("no_ws", {"warp_specialize": False}),
+)
+DEFER_VARIANTS = (
+    ("ws_tma", {"warp_specialize": True}),
+    ("ws_defer", {"warp_specialize": True, "defer_gemm": True}),
 )
 
 
@@ -47,8 +52,8 @@ def attention(argv):
     ref = F.scaled_dot_product_attention(*(x.float() for x in heads_first), is_causal=bool(causal)).transpose(1, 2)
     row = {"kind": "attn", "causal": causal, "cfg": [bm, bn, st], "S": S, "B": B, "H": H, "dtype": dt}
     flops = 4 * B * H * S * S * D * (0.5 if causal else 1.0)
-    variants = TMA_VARIANTS if mode == "tma" else VARIANTS
-    mode = "t" if mode == "tma" else mode
+    variants = {"tma": TMA_VARIANTS, "defer": DEFER_VARIANTS}.get(mode, VARIANTS)
+    mode = "t" if mode in ("tma", "defer") else mode
     for name, opts in variants:
         if mode in ("ws", "base") and name != mode or not mode and name == "base":
             continue

@@ -8,7 +8,7 @@ A mixin of `simt.SimtLowering`. Imports TVM: use it from backend code only.
 
 from __future__ import annotations
 
-from typing import Set, Tuple
+from typing import AbstractSet, Optional, Set, Tuple
 
 from ..ir import nodes as N
 from ..ir.visitor import walk, walk_stmts
@@ -41,42 +41,48 @@ class SimtBarriers(SimtHost):
 def shared_accesses(stmts, storage) -> Tuple[Set[str], Set[str]]:
     """(reads, writes): the shared buffers (`storage` name -> "smem") that statements read and
     write, as tile operands and as elements; pure Python (also used while planning)."""
+    return buffer_accesses(stmts, {n for n, s in storage.items() if s == "smem"})
+
+
+def buffer_accesses(stmts, names: Optional[AbstractSet[str]] = None) -> Tuple[Set[str], Set[str]]:
+    """(reads, writes): the buffers among `names` (every buffer when None) that statements read
+    and write, as tile operands and as elements (a gemm's accumulator, a reduction's destination
+    and an atomic's destination are read and written); pure Python."""
     reads: Set[str] = set()
     writes: Set[str] = set()
-    sm = {n for n, s in storage.items() if s == "smem"}
 
-    def region_rw(r, is_w):
-        if r.buffer.name in sm:
-            (writes if is_w else reads).add(r.buffer.name)
+    def note(name, is_w):
+        if names is None or name in names:
+            (writes if is_w else reads).add(name)
 
     for s in walk_stmts(stmts):
         if isinstance(s, N.Copy):
-            region_rw(s.src, False)
-            region_rw(s.dst, True)
+            note(s.src.buffer.name, False)
+            note(s.dst.buffer.name, True)
         elif isinstance(s, N.Fill):
-            region_rw(s.dst, True)
+            note(s.dst.buffer.name, True)
         elif isinstance(s, N.Gemm):
-            region_rw(s.a, False)
-            region_rw(s.b, False)
-            region_rw(s.c, True)
-            region_rw(s.c, False)
+            note(s.a.buffer.name, False)
+            note(s.b.buffer.name, False)
+            note(s.c.buffer.name, True)
+            note(s.c.buffer.name, False)
         elif isinstance(s, (N.Reduce, N.Cumsum)):
-            if s.src.name in sm:
-                reads.add(s.src.name)
-            if s.dst.name in sm:
-                writes.add(s.dst.name)
-                reads.add(s.dst.name)
+            note(s.src.name, False)
+            note(s.dst.name, True)
+            note(s.dst.name, False)
         elif isinstance(s, N.Atomic):
+            note(s.dst.buffer.name, True)
+            note(s.dst.buffer.name, False)
             if isinstance(s.value, N.Region):
-                region_rw(s.value, False)
-        elif isinstance(s, N.Print) and isinstance(s.value, N.Buffer) and s.value.name in sm:
-            reads.add(s.value.name)
-        if isinstance(s, N.Store) and s.buffer.name in sm:
-            writes.add(s.buffer.name)
+                note(s.value.buffer.name, False)
+        elif isinstance(s, N.Print) and isinstance(s.value, N.Buffer):
+            note(s.value.name, False)
+        if isinstance(s, N.Store):
+            note(s.buffer.name, True)
         for e in _exprs_of(s):
             for n in walk(e):
-                if isinstance(n, N.Load) and n.buffer.name in sm:
-                    reads.add(n.buffer.name)
+                if isinstance(n, N.Load):
+                    note(n.buffer.name, False)
     return reads, writes
 
 

@@ -18,7 +18,7 @@ from tilecore.plugin import Option, hookimpl
 from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus, tvm_fingerprint
 
 from . import __version__, toolchain
-from .target import DEFAULT_OVERLAP, DEFAULT_WARP_SPECIALIZE, GEMM_BLOCK_PANEL, OVERLAP_SCHEDULES
+from .target import DEFAULT_DEFER_GEMM, DEFAULT_OVERLAP, DEFAULT_WARP_SPECIALIZE, GEMM_BLOCK_PANEL, OVERLAP_SCHEDULES
 from .tilelang_names import TILELANG_NAMES
 
 NAME = "cuda"
@@ -172,6 +172,14 @@ def make_backend() -> Backend:
                 "sm_90a: the stage copies of a warp-specialized T.Pipelined loop as TMA loads "
                 "(cp.async.bulk.tensor, one producer thread, tensor maps built per call) where "
                 "eligible (tile_cuda/tma.py's TMA_RULES), else cp.async; False: cp.async always",
+            ),
+            Option(
+                "defer_gemm",
+                bool,
+                DEFAULT_DEFER_GEMM,
+                "sm_90a: in a warp-specialized loop with two gemms (attention), the second gemm of "
+                "iteration k runs on while iteration k+1's first gemm and softmax are computed "
+                "(tile_cuda/ws_deferred.py)",
             ),
             Option(
                 "split_k",

@@ -27,8 +27,9 @@ def cuda_target(arch: str, options: Dict[str, Any]):
     (option fast_math, default off: accurate math, as the conformance ULP table requires) and
     "warp_specialize" (option warp_specialize, `warp_specialize_mode`: the producer-warpgroup pipeline of
     `warp_specialize`) and "tma" (option tma, default on: `tma`'s TMA loads in that pipeline) and
-    "split_k" (option split_k, `split_k_option`: None = auto, 1 = off, n = n splits; `split_k`), read
-    by tile-cuda's rules and intrinsics.
+    "split_k" (option split_k, `split_k_option`: None = auto, 1 = off, n = n splits; `split_k`) and
+    "defer_gemm" (option defer_gemm: `ws_deferred`'s second gemm kept in flight into the next
+    iteration of a warp-specialized loop), read by tile-cuda's rules and intrinsics.
     """
     from tilecore.lowering.target import TargetDescription
 
@@ -59,6 +60,7 @@ def cuda_target(arch: str, options: Dict[str, Any]):
             "warp_specialize": warp_specialize_mode(options.get("warp_specialize")),
             "tma": bool(options.get("tma", True)),
             "split_k": split_k_option(options.get("split_k")),
+            "defer_gemm": bool(options.get("defer_gemm", DEFAULT_DEFER_GEMM)),
         },
     )
 
@@ -83,6 +85,8 @@ DEFAULT_OVERLAP = "release"
 # warpgroups (faster on the H200 for attention and large GEMMs, benchmarks/results/h200-session7);
 # one-warpgroup blocks keep the overlapped wgmma loop unless the option asks for it
 DEFAULT_WARP_SPECIALIZE = None
+# FlashAttention-3's intra-warpgroup overlap in warp-specialized loops with two gemms (`ws_deferred`)
+DEFAULT_DEFER_GEMM = False
 
 
 def warp_specialize_mode(value) -> str:

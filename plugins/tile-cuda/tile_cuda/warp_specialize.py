@@ -49,6 +49,7 @@ from tilecore.plugin.rules import LoweringRule
 
 from .target import has_wgmma
 from .tma import PARAM_PREFIX, TMA_CLAIM, TMA_LIB, TmaCopy, tma_copy, tma_enabled
+from .ws_deferred import DeferredGemm, deferred_gemm, emit_deferred_loop
 
 WARPGROUP = 128
 PRODUCER_THREADS = WARPGROUP  # a warpgroup, so that it can hand its registers over (setmaxnreg)
@@ -112,6 +113,7 @@ class WsLoop(NamedTuple):
     pingpong: bool
     lets: List[N.Let]  # names bound before the loop that the producer evaluates again
     tma: Tuple[Optional[TmaCopy], ...] = ()  # per copy: its TMA load (option tma), None: cp.async
+    deferred: Optional[DeferredGemm] = None  # the second gemm runs on into the next iteration (option defer_gemm)
 
 
 def ws_enabled(target, threads: int) -> bool:
@@ -157,7 +159,10 @@ def ws_loop(func: N.PrimFunc, plan, threads: int, target) -> Optional[WsLoop]:
         return None
     top = {id(s) for s in body}
     pingpong = threads == 2 * WARPGROUP and len(gemms) >= 2 and all(id(g) in top for g in gemms)
-    return WsLoop(loop, copies, stages, pingpong, lets)
+    deferred = None
+    if target.prop("defer_gemm", False):
+        deferred = deferred_gemm(body, _readers(body, copies, plan.storage))
+    return WsLoop(loop, copies, stages, pingpong, lets, deferred=deferred)
 
 
 def _body(info_or_loop, copies=None):
@@ -227,6 +232,7 @@ class WarpSpecializedPipeline(LoweringRule):
         ctx.plan.notes.append(
             f"warp-specialized pipeline: {found.stages} stages, producer warpgroup"
             + (", ping-pong gemms" if found.pingpong else "")
+            + (", second gemm deferred into the next iteration" if found.deferred else "")
         )
 
     def __call__(self, lowering, loop):
@@ -234,7 +240,11 @@ class WarpSpecializedPipeline(LoweringRule):
         state = getattr(lowering, "warp_specialized", None)
         if not info or state is None:
             return NotImplemented
-        emit_consumer_loop(lowering, info, state)
+        # the deferred schedule issues and retires wgmma groups itself: a Gemm rule a third party put
+        # ahead of wgmma gets the gemms through the plain consumer loop's rule-table calls instead
+        first = lowering.rules.get("Gemm")
+        deferred = info.deferred and getattr(first, "name", None) == "wgmma"
+        (emit_deferred_loop if deferred else emit_consumer_loop)(lowering, info, state)
         return None
 
 

@@ -186,13 +186,20 @@ __device__ __forceinline__ void wgmma_rs(const T* Areg, const T* B, float* acc) 
   }
 }
 
+// Fence NACC accumulator registers against moving above the wgmma wait that retired their group
+// (a later call's wait_group: groups retire in order).
+template <int NACC, typename A>
+__device__ __forceinline__ void wgmma_fence_acc(A* acc) {
+#pragma unroll
+  for (int i = 0; i < NACC; ++i) reg_fence(acc[i]);
+}
+
 // Retire every wgmma group of this warpgroup (after a call with PENDING > 0): the NACC
 // accumulator registers become readable, fenced against moving above the wait.
 template <int NACC, typename A>
 __device__ __forceinline__ void wgmma_retire(A* acc) {
   wgmma_wait<0>();
-#pragma unroll
-  for (int i = 0; i < NACC; ++i) reg_fence(acc[i]);
+  wgmma_fence_acc<NACC>(acc);
 }
 }  // namespace tc
 #endif
