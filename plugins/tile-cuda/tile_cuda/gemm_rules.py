@@ -232,23 +232,16 @@ def emit_wgmma(lowering, g: N.Gemm, pending: int = 0) -> None:
     B.evaluate(helper_call(lowering, tmpl, a_ptr, lowering.stage_base_addr(b), _first(lowering, g.c.buffer)))
 
 
-def emit_wgmma_retire(lowering, g: N.Gemm) -> None:
-    """Retire the wgmma groups still in flight after `emit_wgmma(..., pending=1)` of gemm `g`."""
-    _accumulator_call(lowering, g, "tc::wgmma_retire")
-
-
-def emit_wgmma_fence_acc(lowering, g: N.Gemm) -> None:
-    """Make gemm `g`'s accumulators readable after a later gemm's wait retired `g`'s group."""
-    _accumulator_call(lowering, g, "tc::wgmma_fence_acc")
-
-
-def _accumulator_call(lowering, g: N.Gemm, helper: str) -> None:
+def emit_wgmma_retire(lowering, g: N.Gemm, pending: int = 0) -> None:
+    """Retire the wgmma groups in flight after `emit_wgmma(..., pending>0)` until `pending` are
+    left; gemm `g`, issued before those, can then be read."""
     from tvm.tirx.script.builder import ir as B
 
     from .intrinsics import helper_call
 
     lay = lowering.plan.mma_gemms[id(g)]
-    B.evaluate(helper_call(lowering, f"{helper}<{lay.MI * lay.N // 2}>", _first(lowering, g.c.buffer)))
+    tmpl = f"tc::wgmma_retire<{lay.MI * lay.N // 2}" + (f", {pending}>" if pending else ">")
+    B.evaluate(helper_call(lowering, tmpl, _first(lowering, g.c.buffer)))
 
 
 def select_wgmma_gemms(plan, gemms, warps, no_swizzle) -> Dict[int, tuple]:

@@ -186,20 +186,14 @@ __device__ __forceinline__ void wgmma_rs(const T* Areg, const T* B, float* acc) 
   }
 }
 
-// Fence NACC accumulator registers against moving above the wgmma wait that retired their group
-// (a later call's wait_group: groups retire in order).
-template <int NACC, typename A>
-__device__ __forceinline__ void wgmma_fence_acc(A* acc) {
+// Retire this warpgroup's wgmma groups (after a call with PENDING > 0) until at most PENDING are
+// left (groups retire in order: with PENDING = 1 all but the last issued): the NACC accumulator
+// registers of a retired group become readable, fenced against moving above the wait.
+template <int NACC, int PENDING = 0, typename A>
+__device__ __forceinline__ void wgmma_retire(A* acc) {
+  wgmma_wait<PENDING>();
 #pragma unroll
   for (int i = 0; i < NACC; ++i) reg_fence(acc[i]);
-}
-
-// Retire every wgmma group of this warpgroup (after a call with PENDING > 0): the NACC
-// accumulator registers become readable, fenced against moving above the wait.
-template <int NACC, typename A>
-__device__ __forceinline__ void wgmma_retire(A* acc) {
-  wgmma_wait<0>();
-  wgmma_fence_acc<NACC>(acc);
 }
 }  // namespace tc
 #endif
