@@ -125,12 +125,14 @@ def test_switched_off_the_kernel_keeps_the_block_barriers():
     "case", [(False, 128, 128, 2, 512), (True, 128, 128, 2, 200), (True, 128, 64, 3, 512), (False, 64, 64, 2, 320)]
 )
 def test_warp_specialized_attention_matches_numpy(case):
+    """The plain consumer loop (test_ws_deferred.py runs the same cases with the second gemm deferred)."""
     causal, bm, bn, stages, seq = case
     fa = example("flash_attention")
     kern = tilecore.compile(
         fa.flashattn.prim_func(1, 2, seq, 128, causal, block_M=bm, block_N=bn, num_stages=stages),
         target="cuda",
         out_idx=[3],
+        defer_gemm=False,
         **WS,
     )
     assert "mbar_wait" in kern.artifact.source

@@ -48,7 +48,8 @@ def test_attention_defers_pv_and_overlaps_the_softmax_of_the_next_block(causal):
 
 
 def test_option_off_single_gemm_and_other_forms_are_not_deferred():
-    assert _claim(_attention(False), {"warp_specialize": True}).deferred is None  # default off
+    assert _claim(_attention(False), {"warp_specialize": True}).deferred is not None  # default on
+    assert _claim(_attention(False), {"warp_specialize": True, "defer_gemm": False}).deferred is None
     gemm = K.gemm_kernel(1024, 1024, 1024, bm=128, bn=256, bk=64, stages=3, threads=256)
     assert _claim(gemm, DEFER).deferred is None  # one gemm: nothing to defer
 
@@ -117,7 +118,8 @@ def test_deferred_attention_source(causal):
     assert "tc::named_arrive" in body[g2:fence]  # the turn passes before any wait
     assert "exp2" in body[fence:retire]  # the softmax runs while G2 is in flight
     assert body.count("tc::wgmma_ss<") == 2 and body.count("tc::wgmma_rs<") == 2
-    assert "tc::wgmma_retire<64, 1>" not in _source(_attention(causal), {"warp_specialize": True}).source
+    off = {"warp_specialize": True, "defer_gemm": False}
+    assert "tc::wgmma_retire<64, 1>" not in _source(_attention(causal), off).source
 
 
 def test_a_gemm_rule_ahead_of_wgmma_gets_the_plain_consumer_loop():

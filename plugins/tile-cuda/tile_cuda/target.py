@@ -85,8 +85,10 @@ DEFAULT_OVERLAP = "release"
 # warpgroups (faster on the H200 for attention and large GEMMs, benchmarks/results/h200-session7);
 # one-warpgroup blocks keep the overlapped wgmma loop unless the option asks for it
 DEFAULT_WARP_SPECIALIZE = None
-# FlashAttention-3's intra-warpgroup overlap in warp-specialized loops with two gemms (`ws_deferred`)
-DEFAULT_DEFER_GEMM = False
+# FlashAttention-3's intra-warpgroup overlap in warp-specialized loops with two gemms (`ws_deferred`):
+# attention 1.01x / 0.83x cuDNN (non-causal / causal) against 0.86x / 0.79x without it, same run
+# (benchmarks/results/h200-session12/)
+DEFAULT_DEFER_GEMM = True
 
 
 def warp_specialize_mode(value) -> str:
