@@ -52,6 +52,7 @@ from .simt_threads import SimtThreads, _Ctx
 from .simt_tileops import SimtTileOps
 from .target import TargetDescription
 from .tir_expr import cast_to, involves_bfloat16
+from .uniform_select import uniform_select
 
 
 @dataclass
@@ -470,8 +471,26 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
 
     # ---------------------------------------------------------------- Parallel
     def emit_Parallel(self, p: N.Parallel):
-        """A T.Parallel loop: iterations spread by the layout of the fragment it writes (or linearly)."""
+        """A T.Parallel loop: iterations spread by the layout of the fragment it writes (or linearly).
+        A store of a select that is uniform over the loop on most blocks (`uniform_select`: causal
+        and edge masks) is emitted behind the conditions that make it so, with the original last."""
         self.touch((p,))
+        split = None if self.in_parallel or any(self.smem_sets((p,))) else uniform_select(p)
+        if split is None:
+            self.emit_parallel_loop(p)
+            return
+        with B.If(self.lower(split.all_true)):
+            with B.Then():
+                self.emit_parallel_loop(split.when_true)
+            with B.Else():
+                with B.If(self.lower(split.all_false)):
+                    with B.Then():
+                        self.emit_parallel_loop(split.when_false)
+                    with B.Else():
+                        self.emit_parallel_loop(p)
+
+    def emit_parallel_loop(self, p: N.Parallel):
+        """The iterations of a T.Parallel loop (its barrier is placed already)."""
         live = {n for n, st in self.plan.storage.items() if st == "reg"}
         anchor = choose_anchor(p, self.plan.layout, live)
         if anchor is not None:

@@ -171,3 +171,16 @@ def test_deferred_attention_matches_numpy(case):
     out = kern(q, k, v).double().cpu().numpy()
     ref = fa.reference(*(x.cpu().numpy() for x in (q, k, v)), causal)
     assert np.abs(out - ref).max() < 2e-2
+
+
+@needs_nvcc
+def test_causal_mask_is_a_plain_fill_off_the_diagonal():
+    """tilecore.lowering.uniform_select: in the loop, a tile wholly at or below the diagonal fills
+    the scores with 0 and one wholly above it with -inf, without the per-element compare; only a
+    tile crossing the diagonal keeps the select."""
+    src = _source(_attention(True), DEFER).source
+    loop = src[src.index("for (int", src.index("__launch_bounds__(384) main_kernel")) :]
+    zero_fill = loop.index("acc_s_ptr[0] = 0x0p+0f")
+    inf_fill = loop.index("acc_s_ptr[0] = -CUDART_INF_F;")
+    select = loop.index("acc_s_ptr[0] = ((")
+    assert zero_fill < inf_fill < select and "?" not in loop[zero_fill:inf_fill]
