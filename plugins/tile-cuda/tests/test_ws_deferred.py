@@ -184,3 +184,5 @@ def test_causal_mask_is_a_plain_fill_off_the_diagonal():
     inf_fill = loop.index("acc_s_ptr[0] = -CUDART_INF_F;")
     select = loop.index("acc_s_ptr[0] = ((")
     assert zero_fill < inf_fill < select and "?" not in loop[zero_fill:inf_fill]
+    # block_order: the query blocks run backwards, the longest first (4 of them: trip count 4 - x)
+    assert "(4 - ((int)blockIdx.x))" in src
