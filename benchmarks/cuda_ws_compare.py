@@ -31,7 +31,7 @@ TMA_VARIANTS = (
     ("no_ws", {"warp_specialize": False}),
 )
 DEFER_VARIANTS = (
-    ("ws_tma", {"warp_specialize": True}),
+    ("ws_tma", {"warp_specialize": True, "defer_gemm": False}),
     ("ws_defer", {"warp_specialize": True, "defer_gemm": True}),
 )
 
