@@ -5,16 +5,19 @@ Prints one JSON line. A deadlock would show as the caller's timeout, so run each
 own process (benchmarks/results/h200-session7/README.md).
 
     python benchmarks/cuda_ws_compare.py attn CAUSAL BM BN STAGES SEQ BATCH HEADS DTYPE [t|ws|base|tma]
-    python benchmarks/cuda_ws_compare.py gemm N BM BN BK STAGES THREADS [t|tma] [DTYPE]
+    python benchmarks/cuda_ws_compare.py gemm N BM BN BK STAGES THREADS [t|tma|persist] [DTYPE]
 
 With "ws" or "base" only that build runs, once (for a profiler); with "t" both are timed. With "tma"
 the warp-specialized build is timed with TMA loads ("ws_tma", option tma's default) and with the
 producer's cp.async loops ("ws_cp_async", tma=False), next to the build without warp specialization
-("no_ws") and cuBLAS / cuDNN.
+("no_ws") and cuBLAS / cuDNN. With "persist" (gemm) the warp-specialized build is timed with one block
+per tile ("ws") and persistent ("persistent", option persistent=True: one block per SM looping
+over the tiles, tile_cuda/persistent.py), next to cuBLAS; the row has each build's launch grid.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -28,6 +31,10 @@ TMA_VARIANTS = (
     ("ws_tma", {"warp_specialize": True}),
     ("ws_cp_async", {"warp_specialize": True, "tma": False}),
     ("no_ws", {"warp_specialize": False}),
+)
+PERSISTENT_VARIANTS = (
+    ("ws", {"warp_specialize": True}),
+    ("persistent", {"warp_specialize": True, "persistent": True}),
 )
 
 
@@ -80,14 +87,12 @@ def gemm(argv):
 
     n, bm, bn, bk, stages, threads = (int(a) for a in argv[:6])
     timing = len(argv) > 6
-    variants = TMA_VARIANTS if timing and argv[6] == "tma" else VARIANTS
+    variants = {"tma": TMA_VARIANTS, "persist": PERSISTENT_VARIANTS}.get(argv[6], VARIANTS) if timing else VARIANTS
+    variants = tuple(v for v in variants if timing or v[0] != "base")
     dt = argv[7] if len(argv) > 7 else "float16"
-    a, b = (torch.randn(n, n, device="cuda", dtype=getattr(torch, dt)) for _ in range(2))
-    ref = torch.matmul(a.float(), b.float())
     row = {"kind": "gemm", "n": n, "cfg": [bm, bn, bk, stages, threads], "dtype": dt}
-    for name, opts in variants:
-        if name == "base" and not timing:
-            continue
+    builds = {}
+    for name, opts in variants:  # every build first: with TC_TIMING_LOCK, compiles overlap other processes
         func = K.gemm_kernel(
             n,
             n,
@@ -101,21 +106,48 @@ def gemm(argv):
             swizzle_panel=8,
             predicated=n % bm != 0 or n % bn != 0 or n % bk != 0,
         )
-        art, launch, _ = build(func, options=opts)
+        art, launch, row[name + "_compile_s"] = build(func, options=opts)
         row[name + "_is_ws"] = "mbar_wait" in art.source
         row[name + "_tma_maps"] = len(art.meta.get("tensor_maps", ()))
-        c = torch.full((n, n), float("nan"), device="cuda", dtype=getattr(torch, dt))
-        launch([a, b, c], {})
-        torch.cuda.synchronize()
-        row[name + "_rel_err"] = ((c.float() - ref).norm() / ref.norm()).item()
+        row[name + "_grid"] = art.meta["grid_py"]
+        builds[name] = launch
+    with timing_lock():
+        a, b = (torch.randn(n, n, device="cuda", dtype=getattr(torch, dt)) for _ in range(2))
+        ref = torch.matmul(a.float(), b.float())
+        outs = {}
+        for name, launch in builds.items():
+            c = outs[name] = torch.full((n, n), float("nan"), device="cuda", dtype=getattr(torch, dt))
+            launch([a, b, c], {})
+            torch.cuda.synchronize()
+            row[name + "_rel_err"] = ((c.float() - ref).norm() / ref.norm()).item()
+            if timing:
+                row[name + "_ms"] = t = bench(lambda: launch([a, b, c], {}))  # noqa: B023 (called at once)
+                row[name + "_tflops"] = 2 * n**3 / t / 1e9
+        first = next(iter(outs.values()))
+        row["same_bits"] = all(torch.equal(first, c) for c in outs.values())
         if timing:
-            row[name + "_ms"] = t = bench(lambda: launch([a, b, c], {}))
-            row[name + "_tflops"] = 2 * n**3 / t / 1e9
-    if timing:
-        row["cublas_ms"] = t = bench(lambda: torch.matmul(a, b))
-        for name, _ in variants:
-            row[name + "_vs_cublas"] = t / row[name + "_ms"]
+            row["cublas_ms"] = t = bench(lambda: torch.matmul(a, b))
+            for name in builds:
+                row[name + "_vs_cublas"] = t / row[name + "_ms"]
     return row
+
+
+@contextlib.contextmanager
+def timing_lock():
+    """Hold the file lock named by $TC_TIMING_LOCK (if set) while checking and timing, so that
+    several processes compile at once but use the GPU one after the other."""
+    path = os.environ.get("TC_TIMING_LOCK")
+    if not path:
+        yield
+        return
+    import fcntl
+
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 if __name__ == "__main__":

@@ -183,6 +183,16 @@ def make_backend() -> Backend:
                 "is long, 0 or 1: off, n: n splits",
                 optional=True,
             ),
+            Option(
+                "persistent",
+                object,
+                False,
+                "sm_90a: a warp-specialized plain GEMM launches one block per SM, each looping over "
+                "output tiles (the kernel's block order), its producer loading the next tile during "
+                "the epilogue (tile_cuda/persistent.py); False (default): one block per tile, True: "
+                'wherever the kernel qualifies, "auto": when it has more tiles than the GPU has SMs',
+                choices=(False, True, "auto"),
+            ),
         ),
         toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + toolchain.compiler_fingerprint(),
         tilelang=TILELANG_NAMES,

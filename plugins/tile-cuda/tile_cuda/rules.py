@@ -1,7 +1,8 @@
 """tile-cuda's lowering rules, in the order they are tried (the toolkit's portable lowering last).
 
     Gemm       wgmma (sm_90a) -> mma_sync (sm_80+) -> portable
-    Kernel     warp_specialized_kernel (sm_90a, option warp_specialize) -> split_k_kernel (the kernels
+    Kernel     warp_specialized_kernel (sm_90a, option warp_specialize; persistent: option persistent,
+               `persistent.py`) -> split_k_kernel (the kernels
                `split_k.split_k_rewrite` split over K, option split_k) -> portable
     Pipelined  warp_specialized (sm_90a, option warp_specialize) -> wgmma_overlap_pipeline (sm_90a,
                option wgmma_overlap) -> async_copy_pipeline (cp.async, sm_80+) -> portable (a serial loop)

@@ -27,12 +27,14 @@ def cuda_target(arch: str, options: Dict[str, Any]):
     (option fast_math, default off: accurate math, as the conformance ULP table requires) and
     "warp_specialize" (option warp_specialize, `warp_specialize_mode`: the producer-warpgroup pipeline of
     `warp_specialize`) and "tma" (option tma, default on: `tma`'s TMA loads in that pipeline) and
-    "split_k" (option split_k, `split_k_option`: None = auto, 1 = off, n = n splits; `split_k`), read
-    by tile-cuda's rules and intrinsics.
+    "split_k" (option split_k, `split_k_option`: None = auto, 1 = off, n = n splits; `split_k`) and
+    "persistent" (option persistent, `persistent.persistent_mode`: "" off, "on", "auto"), read by
+    tile-cuda's rules and intrinsics.
     """
     from tilecore.lowering.target import TargetDescription
 
     from .device_lib import CUDA_DEVICE_LIB
+    from .persistent import persistent_mode
 
     sm = toolchain.arch_number(arch)
     smem = SHARED_MEMORY.get(sm, 48 * 1024 if sm < 80 else 99 * 1024)
@@ -59,6 +61,7 @@ def cuda_target(arch: str, options: Dict[str, Any]):
             "warp_specialize": warp_specialize_mode(options.get("warp_specialize")),
             "tma": bool(options.get("tma", True)),
             "split_k": split_k_option(options.get("split_k")),
+            "persistent": persistent_mode(options.get("persistent", False)),
         },
     )
 

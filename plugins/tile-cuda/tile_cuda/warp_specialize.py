@@ -31,7 +31,9 @@ with async stage copies (the toolkit's `pipeline_copies`), every gemm of its bod
 that writes no shared memory and needs no barrier (register-only copies, row reductions inside a
 warp), and a trip count and copy regions that name only block indices, dynamic dimensions, the
 loop variable and names bound before the loop to expressions of those (the producer recomputes
-them). Other loops keep the other pipelines.
+them). Other loops keep the other pipelines. With option persistent a plain GEMM's kernel launches
+one block per SM that loops over the output tiles, the ring's counters continuing across them
+(`persistent.py`).
 
 Planning is pure Python; lowering imports TVM when the rules run.
 """
@@ -47,6 +49,7 @@ from tilecore.lowering.simt_layout import MmaLayout, RowLayout
 from tilecore.lowering.simt_pipeline import pipeline_copies
 from tilecore.plugin.rules import LoweringRule
 
+from . import persistent as P
 from .target import has_wgmma
 from .tma import PARAM_PREFIX, TMA_CLAIM, TMA_LIB, TmaCopy, tma_copy, tma_enabled
 
@@ -112,6 +115,7 @@ class WsLoop(NamedTuple):
     pingpong: bool
     lets: List[N.Let]  # names bound before the loop that the producer evaluates again
     tma: Tuple[Optional[TmaCopy], ...] = ()  # per copy: its TMA load (option tma), None: cp.async
+    persistent: Optional[P.PersistentGrid] = None  # option persistent: the blocks loop over the tiles
 
 
 def ws_enabled(target, threads: int) -> bool:
@@ -213,13 +217,21 @@ class WarpSpecializedPipeline(LoweringRule):
 
     def plan(self, ctx) -> None:
         """Claim the loop that runs warp-specialized; give the module the mbarrier helpers."""
-        if not ws_enabled(ctx.target, ctx.threads):
-            return
-        found = ws_loop(ctx.func, ctx.plan, ctx.threads, ctx.target)
+        mode = ctx.target.prop("persistent", "")
+        found = ws_loop(ctx.func, ctx.plan, ctx.threads, ctx.target) if ws_enabled(ctx.target, ctx.threads) else None
         if found is None:
+            if mode and ctx.func.kernel is not None:
+                ctx.plan.notes.append("persistent: no: the kernel does not run warp-specialized")
             return
         if tma_enabled(ctx.target):
             found = found._replace(tma=plan_tma(ctx.plan, ctx.target, found.copies))
+        if mode:
+            grid = P.choose_persistent(ctx.func.kernel, found.loop, found.pingpong, ctx.target.prop("sm", 0), mode)
+            if isinstance(grid, str):
+                ctx.plan.notes.append(f"persistent: no: {grid}")
+            else:
+                found = found._replace(persistent=grid)
+                ctx.plan.notes.append(P.describe(grid, mode))
         ctx.plan.claimed(self.name)[id(found.loop)] = found
         ctx.plan.device_sources.append(WS_LIB)
         if any(found.tma):
@@ -298,13 +310,18 @@ def _empty(barriers, C, S, c, stage):
 
 def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
     """Launch T + one producer warpgroup; initialize the stage mbarriers; consumers run the kernel body (block
-    barriers as named barrier CONSUMER_BARRIER), the producer warpgroup the stage copies."""
+    barriers as named barrier CONSUMER_BARRIER), the producer warpgroup the stage copies. Persistent
+    (`info.persistent`): both run the body, resp. the copies, once per tile of the block
+    (`persistent.emit_tiles`), the ring's iteration counter continuing across tiles."""
     from tvm import tirx as tx
     from tvm.tirx.script.builder import ir as B
 
     T, S = lowering.threads, info.stages
-    frames = lowering.launch(kernel, T + PRODUCER_THREADS)
-    lowering.rasterize(kernel)
+    if info.persistent is None:
+        frames = lowering.launch(kernel, T + PRODUCER_THREADS)
+        lowering.rasterize(kernel)
+    else:
+        frames = lowering.launch(P.launch_kernel(kernel, info.persistent), T + PRODUCER_THREADS)
     lowering.alloc_all()
     C = len(info.copies)
     # in the dynamic pool, after the tiles (shared_tail): see _full and _empty
@@ -336,7 +353,10 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
             lowering.intrinsics[("barrier", None)] = lambda args: _call(
                 lowering, "tc::named_sync", tx.IntImm("int32", CONSUMER_BARRIER), tx.IntImm("int32", T)
             )
-            lowering.emit_body(kernel.body)
+            if info.persistent is None:
+                lowering.emit_body(kernel.body)
+            else:
+                P.emit_tiles(lowering, kernel, info.persistent, lambda base: _emit_tile_body(lowering, kernel, base))
         with B.Else():
             if consumer_regs > launch_regs:
                 _call(lowering, f"tc::regs_decrease<{PRODUCER_REGISTERS}>")
@@ -344,6 +364,15 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
             emit_producer(lowering, info, barriers)
     for fr in reversed(frames):
         fr.__exit__(None, None, None)
+
+
+def _emit_tile_body(lowering, kernel: N.Kernel, base) -> None:
+    """The consumers' body for one tile of a persistent block: the ring's iterations start at `base`."""
+    lowering.ws_iteration_base = base
+    try:
+        lowering.emit_body(kernel.body)
+    finally:
+        lowering.ws_iteration_base = None
 
 
 def register_split(consumer_threads: int):
@@ -370,33 +399,45 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
     C = len(info.copies)
     tma = info.tma or (None,) * C
     elected = lowering.t == 0
-    try:
+
+    def bounds():
         for let in info.lets:
             lowering.ex.bind_let(let, B.Bind(lowering.lower(let.value)))
-        begin, n = lowering.lower(loop.begin), lowering.lower(loop.extent)
+        return lowering.lower(loop.begin), lowering.lower(loop.extent)
+
+    try:
+        span = bounds() if info.persistent is None else None
 
         def copies():
+            if info.persistent is None:
+                tile_copies(span, None)
+            else:  # each tile of the block; the ring's counter continues
+                P.emit_tiles(lowering, lowering.kernel, info.persistent, lambda base: tile_copies(bounds(), base))
+
+        def tile_copies(span, base):
+            begin, n = span
             with B.serial(0, n) as j:
-                stage = tx.floormod(j, S)
+                g = j if base is None else base + j  # the ring's iteration
+                stage = tx.floormod(g, S)
                 for c in info.copies:
                     lowering.stage[c.dst.buffer.name] = stage
                 lowering.ex.bind(loop.var.name, begin + j)
                 for ci, c in enumerate(info.copies):
                     if tma[ci] is not None:
                         if all(tma):  # the whole loop already runs on the elected thread
-                            _issue_tma(lowering, tma[ci], barriers, C, S, ci, j)
+                            _issue_tma(lowering, tma[ci], barriers, C, S, ci, g)
                             continue
                         with B.If(elected):
                             with B.Then():
-                                _issue_tma(lowering, tma[ci], barriers, C, S, ci, j)
+                                _issue_tma(lowering, tma[ci], barriers, C, S, ci, g)
                         continue
-                    with B.If(j >= S):
-                        with B.Then():  # the buffer's previous use (phase j/S - 1) is over
+                    with B.If(g >= S):
+                        with B.Then():  # the buffer's previous use (phase g/S - 1) is over
                             _call(
                                 lowering,
                                 "tc::mbar_wait",
                                 _empty(barriers, C, S, ci, stage),
-                                tx.floormod(tx.floordiv(j, S) + 1, 2),
+                                tx.floormod(tx.floordiv(g, S) + 1, 2),
                             )
                     lowering.emit_copy_async(c)
                     # arrives once every earlier cp.async of the thread has landed (this copy's included)
@@ -421,9 +462,9 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
 
 
 def _issue_tma(lowering, t, barriers, C, S, ci, j) -> None:
-    """Copy `t` into stage j % S by its elected thread: wait until the buffer is empty, announce the
-    stage's bytes on its full mbarrier, issue one TMA load per box (coordinates innermost first;
-    TMA fills the elements outside the tensor with zeros)."""
+    """Copy `t` into stage j % S (j: the ring's iteration) by its elected thread: wait until the
+    buffer is empty, announce the stage's bytes on its full mbarrier, issue one TMA load per box
+    (coordinates innermost first; TMA fills the elements outside the tensor with zeros)."""
     from tvm import tirx as tx
 
     from tilecore.lowering.tir_expr import cast_to
@@ -482,9 +523,11 @@ def emit_consumer_loop(lowering, info: WsLoop, barriers) -> None:
                 _call(lowering, "tc::named_arrive", tx.IntImm("int32", TURN_BARRIER), threads)
     consumer_barrier = lowering.intrinsics[("barrier", None)]
     lowering.intrinsics[("barrier", None)] = _no_barrier(lowering, loop)
+    base = getattr(lowering, "ws_iteration_base", None)  # a persistent block's tile: where the ring is
     with B.serial(0, n) as k:
-        stage = tx.floormod(k, S)
-        parity = tx.floormod(tx.floordiv(k, S), 2)
+        g = k if base is None else base + k  # the ring's iteration
+        stage = tx.floormod(g, S)
+        parity = tx.floormod(tx.floordiv(g, S), 2)
         for c in info.copies:
             lowering.stage[c.dst.buffer.name] = stage
         lowering.ex.bind(loop.var.name, begin + k)
