@@ -12,7 +12,9 @@ the warp-specialized build is timed with TMA loads ("ws_tma", option tma's defau
 producer's cp.async loops ("ws_cp_async", tma=False), next to the build without warp specialization
 ("no_ws") and cuBLAS / cuDNN. With "persist" (gemm) the warp-specialized build is timed with one block
 per tile ("ws") and persistent ("persistent", option persistent=True: one block per SM looping
-over the tiles, tile_cuda/persistent.py), next to cuBLAS; the row has each build's launch grid.
+over the tiles, tile_cuda/persistent.py), each also with the epilogue's TMA stores ("..._tma_store",
+option tma_store, tile_cuda/tma_store.py), next to cuBLAS; the row has each build's launch grid and
+whether all builds gave the same bits ("same_bits").
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ TMA_VARIANTS = (
 PERSISTENT_VARIANTS = (
     ("ws", {"warp_specialize": True}),
     ("persistent", {"warp_specialize": True, "persistent": True}),
+    ("ws_tma_store", {"warp_specialize": True, "tma_store": True}),
+    ("persistent_tma_store", {"warp_specialize": True, "persistent": True, "tma_store": True}),
 )
 
 
@@ -135,18 +139,23 @@ def gemm(argv):
 @contextlib.contextmanager
 def timing_lock():
     """Hold the file lock named by $TC_TIMING_LOCK (if set) while checking and timing, so that
-    several processes compile at once but use the GPU one after the other."""
+    several processes compile at once but use the GPU one after the other. A process that holds
+    it longer than $TC_TIMING_LIMIT seconds (default 45: a kernel that never ends) exits, which
+    frees the lock and its GPU context for the next one."""
     path = os.environ.get("TC_TIMING_LOCK")
     if not path:
         yield
         return
+    import faulthandler
     import fcntl
 
     with open(path, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
+        faulthandler.dump_traceback_later(float(os.environ.get("TC_TIMING_LIMIT", "45")), exit=True)
         try:
             yield
         finally:
+            faulthandler.cancel_dump_traceback_later()
             fcntl.flock(f, fcntl.LOCK_UN)
 
 

@@ -193,6 +193,14 @@ def make_backend() -> Backend:
                 'wherever the kernel qualifies, "auto": when it has more tiles than the GPU has SMs',
                 choices=(False, True, "auto"),
             ),
+            Option(
+                "tma_store",
+                bool,
+                False,
+                "sm_90a: the epilogue of a warp-specialized plain GEMM writes the accumulator into a "
+                "swizzled shared staging tile and stores it with TMA (cp.async.bulk.tensor shared -> "
+                "global), not waiting for the stores (tile_cuda/tma_store.py); False: global stores",
+            ),
         ),
         toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + toolchain.compiler_fingerprint(),
         tilelang=TILELANG_NAMES,

@@ -28,8 +28,9 @@ def cuda_target(arch: str, options: Dict[str, Any]):
     "warp_specialize" (option warp_specialize, `warp_specialize_mode`: the producer-warpgroup pipeline of
     `warp_specialize`) and "tma" (option tma, default on: `tma`'s TMA loads in that pipeline) and
     "split_k" (option split_k, `split_k_option`: None = auto, 1 = off, n = n splits; `split_k`) and
-    "persistent" (option persistent, `persistent.persistent_mode`: "" off, "on", "auto"), read by
-    tile-cuda's rules and intrinsics.
+    "persistent" (option persistent, `persistent.persistent_mode`: "" off, "on", "auto") and
+    "tma_store" (option tma_store, default off: `tma_store`'s epilogue), read by tile-cuda's rules
+    and intrinsics.
     """
     from tilecore.lowering.target import TargetDescription
 
@@ -62,6 +63,7 @@ def cuda_target(arch: str, options: Dict[str, Any]):
             "tma": bool(options.get("tma", True)),
             "split_k": split_k_option(options.get("split_k")),
             "persistent": persistent_mode(options.get("persistent", False)),
+            "tma_store": bool(options.get("tma_store", False)),
         },
     )
 

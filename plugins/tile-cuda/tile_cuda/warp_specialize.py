@@ -50,6 +50,7 @@ from tilecore.lowering.simt_pipeline import pipeline_copies
 from tilecore.plugin.rules import LoweringRule
 
 from . import persistent as P
+from . import tma_store
 from .target import has_wgmma
 from .tma import PARAM_PREFIX, TMA_CLAIM, TMA_LIB, TmaCopy, tma_copy, tma_enabled
 
@@ -116,6 +117,7 @@ class WsLoop(NamedTuple):
     lets: List[N.Let]  # names bound before the loop that the producer evaluates again
     tma: Tuple[Optional[TmaCopy], ...] = ()  # per copy: its TMA load (option tma), None: cp.async
     persistent: Optional[P.PersistentGrid] = None  # option persistent: the blocks loop over the tiles
+    tma_store: Optional[tma_store.TmaStore] = None  # option tma_store: the epilogue's TMA stores
 
 
 def ws_enabled(target, threads: int) -> bool:
@@ -217,25 +219,25 @@ class WarpSpecializedPipeline(LoweringRule):
 
     def plan(self, ctx) -> None:
         """Claim the loop that runs warp-specialized; give the module the mbarrier helpers."""
-        mode = ctx.target.prop("persistent", "")
         found = ws_loop(ctx.func, ctx.plan, ctx.threads, ctx.target) if ws_enabled(ctx.target, ctx.threads) else None
         if found is None:
-            if mode and ctx.func.kernel is not None:
-                ctx.plan.notes.append("persistent: no: the kernel does not run warp-specialized")
+            if ctx.func.kernel is not None:
+                for what, on in (
+                    ("persistent", ctx.target.prop("persistent", "")),
+                    ("TMA store", ctx.target.prop("tma_store", False)),
+                ):
+                    if on:
+                        ctx.plan.notes.append(f"{what}: no: the kernel does not run warp-specialized")
             return
         if tma_enabled(ctx.target):
             found = found._replace(tma=plan_tma(ctx.plan, ctx.target, found.copies))
-        if mode:
-            grid = P.choose_persistent(ctx.func.kernel, found.loop, found.pingpong, ctx.target.prop("sm", 0), mode)
-            if isinstance(grid, str):
-                ctx.plan.notes.append(f"persistent: no: {grid}")
-            else:
-                found = found._replace(persistent=grid)
-                ctx.plan.notes.append(P.describe(grid, mode))
+        found = _plan_schedule_options(ctx, found)
         ctx.plan.claimed(self.name)[id(found.loop)] = found
         ctx.plan.device_sources.append(WS_LIB)
-        if any(found.tma):
+        if any(found.tma) or found.tma_store:
             ctx.plan.device_sources.append(TMA_LIB)
+        if found.tma_store:
+            tma_store.claim(ctx.plan, found.tma_store)
         ctx.plan.notes.append(
             f"warp-specialized pipeline: {found.stages} stages, producer warpgroup"
             + (", ping-pong gemms" if found.pingpong else "")
@@ -248,6 +250,30 @@ class WarpSpecializedPipeline(LoweringRule):
             return NotImplemented
         emit_consumer_loop(lowering, info, state)
         return None
+
+
+def _plan_schedule_options(ctx, found: WsLoop) -> WsLoop:
+    """`found` with the persistent grid (option persistent) and the epilogue's TMA stores (option
+    tma_store) where the kernel qualifies; the plan's notes say what was chosen and why not."""
+    mode = ctx.target.prop("persistent", "")
+    if mode:
+        grid = P.choose_persistent(ctx.func.kernel, found.loop, found.pingpong, ctx.target.prop("sm", 0), mode)
+        if isinstance(grid, str):
+            ctx.plan.notes.append(f"persistent: no: {grid}")
+        else:
+            found = found._replace(persistent=grid)
+            ctx.plan.notes.append(P.describe(grid, mode))
+    if ctx.target.prop("tma_store", False):
+        param = f"{PARAM_PREFIX}{len(found.copies)}"
+        store = tma_store.plan_tma_store(ctx.func.kernel, found.loop, ctx.plan, param)
+        if not tma_enabled(ctx.target):
+            store = "option tma is off"
+        if isinstance(store, str):
+            ctx.plan.notes.append(f"TMA store: no: {store}")
+        else:
+            found = found._replace(tma_store=store)
+            ctx.plan.notes.append(f"TMA store: the epilogue through a {store.bytes}-byte staging tile")
+    return found
 
 
 def plan_tma(plan, target, copies) -> Tuple[Optional[TmaCopy], ...]:
@@ -277,7 +303,8 @@ class WarpSpecializedKernel(LoweringRule):
         if not claims or not lowering.target.shared_pool:
             return NotImplemented
         (info,) = claims.values()
-        lowering.shared_tail = 8 * 2 * len(info.copies) * info.stages  # the mbarriers
+        mbarriers = 8 * 2 * len(info.copies) * info.stages
+        lowering.tma_store_at = tma_store.reserve_staging(lowering, info.tma_store, mbarriers)
         if lowering.shared_offsets(lowering.shared_tiles())[1] > lowering.target.max_shared_memory:
             lowering.shared_tail = 0  # no room for the mbarriers: the other pipelines take the loop
             return NotImplemented
@@ -333,6 +360,15 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
         scope=lowering.target.shared_scope,
     )
     lowering.warp_specialized = barriers
+    store, at = info.tma_store, getattr(lowering, "tma_store_at", None)
+    if store is not None and at is not None:  # the epilogue's staging tile (`tma_store`)
+        lowering.tma_store_staging = B.decl_buffer(
+            (store.rows * store.cols,),
+            lowering.storage_dtype(store.dtype),
+            data=lowering.pool.data,
+            elem_offset=at // (store.bytes // (store.rows * store.cols)),
+            scope=lowering.target.shared_scope,
+        )
     with B.If(lowering.thread == 0):
         with B.Then():
             for c in range(C):
@@ -357,6 +393,8 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
                 lowering.emit_body(kernel.body)
             else:
                 P.emit_tiles(lowering, kernel, info.persistent, lambda base: _emit_tile_body(lowering, kernel, base))
+            if getattr(lowering, "tma_store_staging", None) is not None:
+                tma_store.emit_drain(lowering)
         with B.Else():
             if consumer_regs > launch_regs:
                 _call(lowering, f"tc::regs_decrease<{PRODUCER_REGISTERS}>")
