@@ -199,8 +199,8 @@ GPU_CASES = [
     (2000, 3000, 1000, 128, 256, 64, 3, "bfloat16", 4, True),  # ragged M, N, K; 192 tiles
     (4096, 2048, 256, 128, 128, 64, 4, "float16", 0, False),  # cp.async producer; k-tiles = stages
     (1536, 4608, 192, 128, 256, 64, 3, "bfloat16", 8, True),  # 3 k-tiles = stages, 216 tiles
-    (2048, 2048, 64, 128, 256, 64, 3, "float16", 0, True),  # one k-tile per tile: the ring turns across tiles
-    (3000, 1000, 4000, 128, 256, 64, 3, "float16", 2, True),  # 4000-like K (63 k-tiles, partial), 96 tiles
+    (4096, 4096, 64, 128, 256, 64, 3, "float16", 0, True),  # one k-tile per tile: the ring turns across tiles
+    (4000, 2000, 1000, 128, 256, 64, 3, "float16", 2, True),  # 4000-like ragged M, N, K; 256 tiles
 ]
 
 
@@ -225,10 +225,10 @@ def test_persistent_user_gemm_through_compile():
 
     import tilecore
 
-    kern = tilecore.compile(KN.user_gemm(1536, 2560, 768, 128, 256, 64, 3, 256), target="cuda", out_idx=[-1], **ON)
-    assert kern.artifact.meta["grid_py"] == ["120"], kern.artifact.meta["notes"]
+    kern = tilecore.compile(KN.user_gemm(2048, 2560, 768, 128, 256, 64, 3, 256), target="cuda", out_idx=[-1], **ON)
+    assert kern.artifact.meta["grid_py"] == ["132"], kern.artifact.meta["notes"]  # 160 tiles
     for _ in range(3):
-        a = torch.randn(1536, 768, device="cuda", dtype=torch.float16)
+        a = torch.randn(2048, 768, device="cuda", dtype=torch.float16)
         b = torch.randn(768, 2560, device="cuda", dtype=torch.float16)
         c = kern(a, b)
         ref = a.double() @ b.double()
