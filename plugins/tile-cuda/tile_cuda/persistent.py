@@ -222,53 +222,37 @@ def _in_range(tile, grid: PersistentGrid):
     return B.Bind(tx.Min(tx.Max(tile, 0), grid.tiles - 1))
 
 
-def _tile_loop(lowering, kernel: N.Kernel, grid: PersistentGrid, tile, exchange, body, next_tile=None) -> None:
-    """The while loop of both sides of a dynamic schedule: at iteration n, `exchange(n, slot)`
-    passes the tile id in register `tile` through the ring slot; the id past the end stops the
-    loop, any other runs `body(base)` (then `next_tile()` is the next id, the producer's draw)."""
-    from tvm import tirx as tx
-    from tvm.tirx.script.builder import ir as B
-
-    i, running = _cells(2)
-    B.buffer_store(i, 0, [0])
-    B.buffer_store(running, 1, [0])
-    with B.While(tx.BufferLoad(running, [0]) != 0):
-        n = B.Bind(tx.Max(tx.BufferLoad(i, [0]), 0))  # (>= 0 for the simplifier: plain / and %)
-        exchange(n, tx.floormod(n, TILE_SLOTS))
-        t = B.Bind(tx.BufferLoad(tile, [0]))
-        with B.If(t >= grid.tiles):
-            with B.Then():
-                B.buffer_store(running, 0, [0])
-            with B.Else():
-                bind_tile(lowering, kernel, _in_range(t, grid))
-                body(n * grid.ktiles)
-                if next_tile is not None:
-                    B.buffer_store(tile, next_tile(), [0])
-                B.buffer_store(i, n + 1, [0])
-
-
 def emit_producer_tiles(lowering, kernel: N.Kernel, grid: PersistentGrid, ring: TileRing, body) -> None:
     """The producer's thread of a dynamic schedule: publish each tile id in the ring (then the id
     past the end, which stops the consumers), run `body(base)` for it, draw the next."""
     from tvm import tirx as tx
     from tvm.tirx.script.builder import ir as B
 
-    (tile,) = _cells(1)
+    tile, i, running = _cells(3)
     B.buffer_store(tile, lowering.ex.variables[BLOCK_VAR], [0])
-
-    def publish(n, slot):
+    B.buffer_store(i, 0, [0])
+    B.buffer_store(running, 1, [0])
+    with B.While(tx.BufferLoad(running, [0]) != 0):
+        n = B.Bind(tx.Max(tx.BufferLoad(i, [0]), 0))  # (>= 0 for the simplifier: plain / and %)
+        slot = tx.floormod(n, TILE_SLOTS)
         with B.If(n >= TILE_SLOTS):
             with B.Then():  # the consumers have read the slot's previous id
-                parity = tx.floormod(tx.floordiv(n, TILE_SLOTS) + 1, 2)
-                B.evaluate(_call(lowering, "tc::mbar_wait", ring.empty(slot), parity))
-        B.buffer_store(ring.entries, tx.Cast("uint64", tx.BufferLoad(tile, [0])), [ring.slot(slot)])
+                B.evaluate(
+                    _call(lowering, "tc::mbar_wait", ring.empty(slot), tx.floormod(tx.floordiv(n, TILE_SLOTS) + 1, 2))
+                )
+        t = B.Bind(tx.BufferLoad(tile, [0]))
+        B.buffer_store(ring.entries, tx.Cast("uint64", t), [ring.slot(slot)])
         B.evaluate(_call(lowering, "tc::mbar_arrive_one", ring.full(slot)))
-
-    def draw():
-        counter = lowering.param_vars[COUNTER_PARAM]
-        return _call(lowering, "tc::persistent_next", counter, grid.tiles, grid.blocks, ret="int32")
-
-    _tile_loop(lowering, kernel, grid, tile, publish, body, draw)
+        with B.If(t >= grid.tiles):
+            with B.Then():
+                B.buffer_store(running, 0, [0])
+            with B.Else():
+                bind_tile(lowering, kernel, _in_range(t, grid))
+                body(n * grid.ktiles)
+                counter = lowering.param_vars[COUNTER_PARAM]
+                nxt = _call(lowering, "tc::persistent_next", counter, grid.tiles, grid.blocks, ret="int32")
+                B.buffer_store(tile, nxt, [0])
+                B.buffer_store(i, n + 1, [0])
 
 
 def emit_consumer_tiles(lowering, kernel: N.Kernel, grid: PersistentGrid, ring: TileRing, body) -> None:
@@ -277,12 +261,21 @@ def emit_consumer_tiles(lowering, kernel: N.Kernel, grid: PersistentGrid, ring: 
     from tvm import tirx as tx
     from tvm.tirx.script.builder import ir as B
 
-    (tile,) = _cells(1)
-
-    def take(n, slot):
+    tile, i, running = _cells(3)
+    B.buffer_store(i, 0, [0])
+    B.buffer_store(running, 1, [0])
+    with B.While(tx.BufferLoad(running, [0]) != 0):
+        n = B.Bind(tx.Max(tx.BufferLoad(i, [0]), 0))  # (>= 0 for the simplifier: plain / and %)
+        slot = tx.floormod(n, TILE_SLOTS)
         B.evaluate(_call(lowering, "tc::mbar_wait", ring.full(slot), tx.floormod(tx.floordiv(n, TILE_SLOTS), 2)))
         # into a register before the release: the producer may write the slot again after it
         B.buffer_store(tile, tx.Cast("int32", tx.BufferLoad(ring.entries, [ring.slot(slot)])), [0])
         B.evaluate(_call(lowering, "tc::mbar_arrive_warp", ring.empty(slot)))
-
-    _tile_loop(lowering, kernel, grid, tile, take, body)
+        t = B.Bind(tx.BufferLoad(tile, [0]))
+        with B.If(t >= grid.tiles):
+            with B.Then():
+                B.buffer_store(running, 0, [0])
+            with B.Else():
+                bind_tile(lowering, kernel, _in_range(t, grid))
+                body(n * grid.ktiles)
+                B.buffer_store(i, n + 1, [0])
