@@ -12,8 +12,7 @@ the warp-specialized build is timed with TMA loads ("ws_tma", option tma's defau
 producer's cp.async loops ("ws_cp_async", tma=False), next to the build without warp specialization
 ("no_ws") and cuBLAS / cuDNN. With "persist" (gemm) the warp-specialized build is timed with one block
 per tile ("ws") and persistent ("persistent", option persistent=True: one block per SM looping
-over the tiles, tile_cuda/persistent.py; "dynamic": tiles past the first wave from an atomic
-counter), each also with the epilogue's TMA stores ("..._tma_store",
+over the tiles, tile_cuda/persistent.py), each also with the epilogue's TMA stores ("..._tma_store",
 option tma_store, tile_cuda/tma_store.py), next to cuBLAS; the row has each build's launch grid and
 whether all builds gave the same bits ("same_bits").
 """
@@ -40,8 +39,6 @@ PERSISTENT_VARIANTS = (
     ("persistent", {"warp_specialize": True, "persistent": True}),
     ("ws_tma_store", {"warp_specialize": True, "tma_store": True}),
     ("persistent_tma_store", {"warp_specialize": True, "persistent": True, "tma_store": True}),
-    ("dynamic", {"warp_specialize": True, "persistent": "dynamic"}),
-    ("dynamic_tma_store", {"warp_specialize": True, "persistent": "dynamic", "tma_store": True}),
 )
 
 

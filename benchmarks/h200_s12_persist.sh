@@ -6,14 +6,12 @@
 #      ragged shapes, fewer and more tiles than SMs, fp16 / bf16, T.use_swizzle panels, TMA and
 #      cp.async producers, k-tiles <= stages, out_idx outputs through the C FastCall
 #   2. benchmarks/cuda_ws_compare.py gemm N 128 256 64 3 256 persist [DTYPE]: one block per tile
-#      ("ws"), persistent (static order, and "dynamic": tiles from an atomic counter), each with and
-#      without the TMA-store epilogue, next to cuBLAS, for
+#      ("ws") and persistent, each with and without the TMA-store epilogue, next to cuBLAS, for
 #      4096^3 / 8192^3 / 4000^3 fp16 and 4096^3 bf16, 3 rounds taking turns (TC_TIMING_ROUNDS),
 #      each size in its own process (a kernel that never ends shows as TC_TIMING_LIMIT / timeout).
 #      They compile while the tests run and take turns at the GPU (TC_TIMING_LOCK: the tests hold
 #      the lock until they end).
-#   3. ncu at 8192^3 fp16: time, DRAM bytes and L2 hit rate of ws, persistent (static and dynamic),
-#      persistent + TMA store
+#   3. ncu at 8192^3 fp16: time, DRAM bytes and L2 hit rate of ws, persistent, persistent + TMA store
 # Expects PYTHONPATH=/tmp/site (tilecore, tile-cuda installed from this tree); run from the repository
 # root. Everything goes under $OUT (default /tmp/h200_s12_persist), at most 8 files.
 set -u
@@ -55,7 +53,7 @@ for line in open(sys.argv[1]):
     except ValueError:
         continue
     out = [f"{r['n']}^3 {r['dtype']} {r['cfg']}", f"same_bits={r.get('same_bits')}"]
-    for name in ("ws", "persistent", "ws_tma_store", "persistent_tma_store", "dynamic", "dynamic_tma_store"):
+    for name in ("ws", "persistent", "ws_tma_store", "persistent_tma_store"):
         if name + "_ms" in r:
             out.append(
                 f"{name} grid={r[name + '_grid']} err={r[name + '_rel_err']:.1e} "
@@ -67,7 +65,7 @@ PY
 
 if command -v ncu > /dev/null; then
   timeout 90 ncu --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \
-    -k regex:gemm -c 4 python3 - > "$OUT/4_ncu.txt" 2>&1 <<'PY'
+    -k regex:gemm -c 3 python3 - > "$OUT/4_ncu.txt" 2>&1 <<'PY'
 import sys
 sys.path.insert(0, "benchmarks")
 import torch
@@ -76,7 +74,7 @@ import kernels as K  # (cuda_bench puts plugins/tile-cuda/tests on the path)
 n = 8192
 a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
 c = torch.empty(n, n, device="cuda", dtype=torch.float16)
-for opts in ({}, {"persistent": True}, {"persistent": "dynamic"}, {"persistent": True, "tma_store": True}):
+for opts in ({}, {"persistent": True}, {"persistent": True, "tma_store": True}):
     func = K.gemm_kernel(n, n, n, bm=128, bn=256, bk=64, stages=3, threads=256, swizzle_panel=8)
     art, launch, _ = build(func, options=dict(opts, warp_specialize=True))
     print("variant", opts, art.meta["grid_py"], flush=True)

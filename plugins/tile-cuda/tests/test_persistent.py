@@ -50,14 +50,6 @@ def test_the_plain_warp_specialized_gemm_becomes_persistent():
     assert small.persistent == persistent.PersistentGrid(tiles=32, blocks=32, ktiles=8)
 
 
-def test_option_dynamic_hands_out_tiles_by_a_counter_where_one_thread_issues_the_copies():
-    info, notes = _claim(gemm(), {"persistent": "dynamic"})
-    assert info.persistent == persistent.PersistentGrid(512, 132, 64, dynamic=True)
-    assert "tiles past the first wave by an atomic counter (option persistent='dynamic')" in _note(notes)
-    info, notes = _claim(gemm(), {"persistent": "dynamic", "tma": False})  # cp.async: 128 producer threads
-    assert info.persistent == persistent.PersistentGrid(512, 132, 64) and "static order" in _note(notes)
-
-
 def test_option_auto_and_off():
     assert _claim(gemm(), {"persistent": "auto"})[0].persistent.blocks == 132
     info, notes = _claim(gemm(1000, 1000, 512, predicated=True), {"persistent": "auto"})
@@ -186,31 +178,15 @@ def test_persistent_source_loops_over_tiles_with_the_ring_carried(tma):
     assert "blockIdx.y" not in src[src.index("__global__") :]
 
 
-def test_dynamic_source_publishes_tiles_through_the_ring_and_draws_from_the_counter():
-    src, _, params, lk = compiler.generate_source(gemm(swizzle_panel=8), "sm_90a", {"persistent": "dynamic"})
-    body = src[src.index("__global__") :]
-    assert ("workspace", persistent.COUNTER_PARAM) in params
-    assert body.count("tc::persistent_next(tc_persistent_counter, 512, 132)") == 1  # the producer's thread
-    assert body.count("tc::mbar_arrive_one(") == 1 and body.count("while (1)") == 2  # producer, consumers
-    # 2 x 3 stage mbarriers per copy, then the tile ring's 2 full and 2 empty ones, initialized once
-    assert body.count("tc::mbar_init(") == 16 and body.rindex("tc::mbar_init(") < body.index("while (1)")
-    assert lk.dyn_smem_bytes == 147456 + 8 * (12 + 6)
-
-
 @needs_nvcc
 @pytest.mark.parametrize(
-    "dtype,tma,swizzle,mode",
-    [("float16", True, 8, True), ("bfloat16", True, 0, "dynamic"), ("float16", False, 4, True)],
-    ids=str,
+    "dtype,tma,swizzle", [("float16", True, 8), ("bfloat16", True, 0), ("float16", False, 4)], ids=str
 )
-def test_persistent_kernel_compiles(dtype, tma, swizzle, mode):
-    art = _codegen(
-        gemm(2000, 3000, 1000, dtype=dtype, predicated=True, swizzle_panel=swizzle), tma=tma, persistent=mode
-    )
+def test_persistent_kernel_compiles(dtype, tma, swizzle):
+    art = _codegen(gemm(2000, 3000, 1000, dtype=dtype, predicated=True, swizzle_panel=swizzle), tma=tma, **ON)
     assert art.meta["grid_py"] == ["132"] and art.blobs["cubin"][:4] == b"\x7fELF"
-    assert any(n.startswith("persistent: 132 blocks over 192 tiles") for n in art.meta["notes"])
+    assert "persistent: 132 blocks over 192 tiles (option persistent=True)" in art.meta["notes"]
     assert ("tc::tma_load<" in art.source) == tma
-    assert art.meta.get("persistent_counter", False) == (mode == "dynamic")
 
 
 # ------------------------------------------------------------------ GPU
@@ -228,39 +204,28 @@ GPU_CASES = [
 ]
 
 
-DYNAMIC_CASES = [c for c in GPU_CASES if c[9]]  # one thread issues the copies (TMA)
-
-
 @pytest.mark.gpu
-@pytest.mark.parametrize(
-    "case,mode",
-    [(c, True) for c in GPU_CASES] + [(c, "dynamic") for c in DYNAMIC_CASES],
-    ids=lambda c: "x".join(map(str, c[:3])) + f"-{c[7]}-sw{c[8]}-tma{c[9]}" if isinstance(c, tuple) else str(c),
-)
-def test_persistent_gemm_matches_torch_and_the_one_block_per_tile_kernel(case, mode):
+@pytest.mark.parametrize("case", GPU_CASES, ids=lambda c: "x".join(map(str, c[:3])) + f"-{c[7]}-sw{c[8]}-tma{c[9]}")
+def test_persistent_gemm_matches_torch_and_the_one_block_per_tile_kernel(case):
     M, N_, K, bm, bn, bk, stages, dtype, swizzle, tma = case
     func = gemm(M, N_, K, bm=bm, bn=bn, bk=bk, stages=stages, dtype=dtype, predicated=True, swizzle_panel=swizzle)
-    art = _codegen(func, tma=tma, persistent=mode)
+    art = _codegen(func, tma=tma, **ON)
     base = _codegen(func, tma=tma)
     tiles = -(-M // bm) * -(-N_ // bn)
     assert art.meta["grid_py"] == [str(min(tiles, 132))], art.meta["notes"]
-    # each tile's sums are the same instructions in the same order: the same bits; "dynamic":
-    # three calls, each after the previous launch reset the counter
-    check_against(art, base, M, N_, K, dtype, calls=3 if mode == "dynamic" else 2)
+    # each tile's sums are the same instructions in the same order: the same bits
+    check_against(art, base, M, N_, K, dtype)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", [True, "dynamic"], ids=str)
-def test_persistent_user_gemm_through_compile(mode):
+def test_persistent_user_gemm_through_compile():
     """examples/gemm.py's matmul (no T.use_swizzle: the target's block panel) through
-    tilecore.compile with an out_idx output and the C FastCall on repeated calls (with the
-    counter workspace for "dynamic")."""
+    tilecore.compile with an out_idx output and the C FastCall on repeated calls."""
     import torch
 
     import tilecore
 
-    func = KN.user_gemm(2048, 2560, 768, 128, 256, 64, 3, 256)
-    kern = tilecore.compile(func, target="cuda", out_idx=[-1], persistent=mode)
+    kern = tilecore.compile(KN.user_gemm(2048, 2560, 768, 128, 256, 64, 3, 256), target="cuda", out_idx=[-1], **ON)
     assert kern.artifact.meta["grid_py"] == ["132"], kern.artifact.meta["notes"]  # 160 tiles
     for _ in range(3):
         a = torch.randn(2048, 768, device="cuda", dtype=torch.float16)

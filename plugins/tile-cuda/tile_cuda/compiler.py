@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Tuple
 
 from tilecore.diagnostics import TileCompileError
 
-from . import persistent, split_k, tma, toolchain
+from . import split_k, tma, toolchain
 
 NVCC_FLAGS = [
     "-O3",
@@ -81,9 +81,8 @@ def generate_source(func, arch: str, options: Dict[str, Any], tables=None):
     if maps:  # TMA tensor maps: passed by value (`tma.retype_parameters`)
         src = tma.retype_parameters(src, maps)
         entry, params = parse_kernel_signature(src)
-    # split-K workspaces and the dynamic persistent schedule's counter: pointers the launcher owns
-    owned = split_k.WORKSPACE_PARAMS + (persistent.COUNTER_PARAM,)
-    params = [("workspace", name) if name in owned else (kind, name) for kind, name in params]
+    # split-K workspaces: pointers the launcher owns (`split_k.workspace_meta`)
+    params = [("workspace", name) if name in split_k.WORKSPACE_PARAMS else (kind, name) for kind, name in params]
     return src, entry, params, lk
 
 

@@ -217,7 +217,7 @@ class CudaKernelLauncher:
 
         self.tensor_maps = specs_of(meta.get("tensor_maps", ()))  # TMA tensor maps (kernel parameters)
         self._block = _ParamBlock(self.params, self.index, self.tensor_maps)  # the unspecialized path's
-        self.workspaces = Workspaces(self.cu, meta)  # split-K partial sums and counters, persistent counter
+        self.workspaces = Workspaces(self.cu, meta.get("split_k"))  # split-K partial sums and counters
         self._stream = ctypes.c_void_p()
         self._fixed: Dict[tuple, tuple] = {}  # (device, grid) -> _fixed_arguments, for the plain path
         # A parameter block is written, then read by the driver during cuLaunchKernel, which ctypes
@@ -462,40 +462,33 @@ class CudaKernelLauncher:
 
 
 class Workspaces:
-    """The workspaces of one kernel: split-K's (tile_cuda/split_k.py, meta["split_k"]), per device and
-    grid a float32 buffer of partial sums and an int32 counter per tile, and the dynamic persistent
-    schedule's tile counter (tile_cuda/persistent.py, meta["persistent_counter"]), allocated with
-    cuMemAlloc on first use and zeroed once (each launch leaves its counters at 0 again). They are
-    never freed (a launch still running may use them; a kernel has one per grid it was called with).
-    Launches of one kernel on several streams at the same time would share the counters, so such a
-    kernel must not run concurrently with itself."""
+    """The split-K workspaces of one kernel (tile_cuda/split_k.py): per device and grid, a float32
+    buffer of partial sums and an int32 counter per tile, allocated with cuMemAlloc on first use
+    and zeroed once (each launch's last block resets its tile's counter). They are never freed (a
+    launch still running may use them; a kernel has one per grid it was called with). Launches of
+    one kernel on several streams at the same time would share the counters, so a split-K kernel
+    must not run concurrently with itself."""
 
     def __init__(self, cu, meta: Optional[dict]):
         self.cu = cu
-        self.meta = (meta or {}).get("split_k")
-        self.counter = bool((meta or {}).get("persistent_counter"))
+        self.meta = meta
         self._buffers: Dict[tuple, Dict[str, int]] = {}
         self._lock = threading.Lock()
 
     def get(self, device: int, grid: Tuple[int, int, int]) -> Dict[str, int]:
         """{parameter name: device pointer} for a launch of `grid` on `device` ({} without split-K);
         the device's context must be current (as it is after `CudaKernelLauncher.function`)."""
-        if self.meta is None and not self.counter:
+        if self.meta is None:
             return {}
         key = (device, grid)
         found = self._buffers.get(key)
         if found is not None:
             return found
-        from .persistent import COUNTER_PARAM
         from .split_k import COUNTERS_PARAM, PARTIALS_PARAM, workspace_bytes
 
         with self._lock:
             if key not in self._buffers:
-                sizes: Dict[str, int] = {}
-                if self.meta is not None:
-                    sizes.update(zip((PARTIALS_PARAM, COUNTERS_PARAM), workspace_bytes(self.meta, grid)))
-                if self.counter:
-                    sizes[COUNTER_PARAM] = 4
+                sizes = dict(zip((PARTIALS_PARAM, COUNTERS_PARAM), workspace_bytes(self.meta, grid)))
                 self._buffers[key] = {name: self._zeroed(nbytes) for name, nbytes in sizes.items()}
         return self._buffers[key]
 

@@ -190,9 +190,8 @@ def make_backend() -> Backend:
                 "sm_90a: a warp-specialized plain GEMM launches one block per SM, each looping over "
                 "output tiles (the kernel's block order), its producer loading the next tile during "
                 "the epilogue (tile_cuda/persistent.py); False (default): one block per tile, True: "
-                'wherever the kernel qualifies, "auto": when it has more tiles than the GPU has SMs, '
-                '"dynamic": as True, tiles past the first wave handed out in order by an atomic counter',
-                choices=(False, True, "auto", "dynamic"),
+                'wherever the kernel qualifies, "auto": when it has more tiles than the GPU has SMs',
+                choices=(False, True, "auto"),
             ),
             Option(
                 "tma_store",
@@ -280,7 +279,6 @@ def tilecore_codegen(backend, module, options):
     from tilecore.plugin.rules import collect_lowering_tables
 
     from .compiler import compile_cubin, generate_source
-    from .persistent import COUNTER_PARAM
     from .split_k import workspace_meta
     from .tma import tensor_map_meta
 
@@ -319,8 +317,6 @@ def tilecore_codegen(backend, module, options):
     split = workspace_meta(lk.plan)
     if split:
         meta["split_k"] = split
-    if any(name == COUNTER_PARAM for _kind, name in kparams):
-        meta["persistent_counter"] = True  # the launcher's int32 workspace (tile_cuda/persistent.py)
     return Artifact(
         backend=NAME, target=f"{NAME}:{arch}", entry=func.name, source=src, blobs={"cubin": cubin}, meta=meta
     )

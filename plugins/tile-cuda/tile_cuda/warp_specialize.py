@@ -238,9 +238,6 @@ class WarpSpecializedPipeline(LoweringRule):
             ctx.plan.device_sources.append(TMA_LIB)
         if found.tma_store:
             tma_store.claim(ctx.plan, found.tma_store)
-        if found.persistent is not None and found.persistent.dynamic:
-            ctx.plan.extra_params.append(P.COUNTER_PARAM)
-            ctx.plan.device_sources.append(P.DYNAMIC_LIB)
         ctx.plan.notes.append(
             f"warp-specialized pipeline: {found.stages} stages, producer warpgroup"
             + (", ping-pong gemms" if found.pingpong else "")
@@ -260,9 +257,7 @@ def _plan_schedule_options(ctx, found: WsLoop) -> WsLoop:
     tma_store) where the kernel qualifies; the plan's notes say what was chosen and why not."""
     mode = ctx.target.prop("persistent", "")
     if mode:
-        one_issuer = bool(found.tma) and all(found.tma)  # the producer's copies run on one thread
-        sm = ctx.target.prop("sm", 0)
-        grid = P.choose_persistent(ctx.func.kernel, found.loop, found.pingpong, sm, mode, one_issuer)
+        grid = P.choose_persistent(ctx.func.kernel, found.loop, found.pingpong, ctx.target.prop("sm", 0), mode)
         if isinstance(grid, str):
             ctx.plan.notes.append(f"persistent: no: {grid}")
         else:
@@ -308,7 +303,7 @@ class WarpSpecializedKernel(LoweringRule):
         if not claims or not lowering.target.shared_pool:
             return NotImplemented
         (info,) = claims.values()
-        mbarriers = 8 * (2 * len(info.copies) * info.stages + P.ring_entries(info.persistent))
+        mbarriers = 8 * 2 * len(info.copies) * info.stages
         lowering.tma_store_at = tma_store.reserve_staging(lowering, info.tma_store, mbarriers)
         if lowering.shared_offsets(lowering.shared_tiles())[1] > lowering.target.max_shared_memory:
             lowering.shared_tail = 0  # no room for the mbarriers: the other pipelines take the loop
@@ -358,7 +353,7 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
     C = len(info.copies)
     # in the dynamic pool, after the tiles (shared_tail): see _full and _empty
     barriers = B.decl_buffer(
-        (2 * C * S + P.ring_entries(info.persistent),),
+        (2 * C * S,),
         "uint64",
         data=lowering.pool.data,
         elem_offset=lowering.tail_off // 8,
@@ -382,11 +377,6 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
                 for s in range(S):
                     _call(lowering, "tc::mbar_init", _full(barriers, C, S, c, s), tx.IntImm("int32", arrivals))
                     _call(lowering, "tc::mbar_init", _empty(barriers, C, S, c, s), tx.IntImm("int32", T // 32))
-            if P.ring_entries(info.persistent):
-                ring = P.TileRing(barriers, 2 * C * S)
-                for s in range(P.TILE_SLOTS):
-                    _call(lowering, "tc::mbar_init", ring.full(s), tx.IntImm("int32", 1))
-                    _call(lowering, "tc::mbar_init", ring.empty(s), tx.IntImm("int32", T // 32))
             if any(info.tma):
                 _call(lowering, "tc::fence_mbar_init")
     lowering.instruction("barrier")  # the whole block, producer included
@@ -399,15 +389,10 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
             lowering.intrinsics[("barrier", None)] = lambda args: _call(
                 lowering, "tc::named_sync", tx.IntImm("int32", CONSUMER_BARRIER), tx.IntImm("int32", T)
             )
-            grid = info.persistent
-            if grid is None:
+            if info.persistent is None:
                 lowering.emit_body(kernel.body)
             else:
-                tile_body = lambda base: _emit_tile_body(lowering, kernel, base)  # noqa: E731
-                if grid.dynamic:
-                    P.emit_consumer_tiles(lowering, kernel, grid, P.TileRing(barriers, 2 * C * S), tile_body)
-                else:
-                    P.emit_tiles(lowering, kernel, grid, tile_body)
+                P.emit_tiles(lowering, kernel, info.persistent, lambda base: _emit_tile_body(lowering, kernel, base))
             if getattr(lowering, "tma_store_staging", None) is not None:
                 tma_store.emit_drain(lowering)
         with B.Else():
@@ -462,17 +447,10 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
         span = bounds() if info.persistent is None else None
 
         def copies():
-            grid = info.persistent
-            if grid is None:
+            if info.persistent is None:
                 tile_copies(span, None)
-                return
-            # each tile of the block; the stage ring's counter continues
-            per_tile = lambda base: tile_copies(bounds(), base)  # noqa: E731
-            if grid.dynamic:
-                ring = P.TileRing(barriers, 2 * C * S)
-                P.emit_producer_tiles(lowering, lowering.kernel, grid, ring, per_tile)
-            else:
-                P.emit_tiles(lowering, lowering.kernel, grid, per_tile)
+            else:  # each tile of the block; the ring's counter continues
+                P.emit_tiles(lowering, lowering.kernel, info.persistent, lambda base: tile_copies(bounds(), base))
 
         def tile_copies(span, base):
             begin, n = span
