@@ -74,7 +74,7 @@ import kernels as K  # (cuda_bench puts plugins/tile-cuda/tests on the path)
 n = 8192
 a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
 c = torch.empty(n, n, device="cuda", dtype=torch.float16)
-for opts in ({}, {"persistent": True}, {"persistent": True, "tma_store": True}):
+for opts in ({"tma_store": False}, {"persistent": True, "tma_store": False}, {"persistent": True, "tma_store": True}):
     func = K.gemm_kernel(n, n, n, bm=128, bn=256, bk=64, stages=3, threads=256, swizzle_panel=8)
     art, launch, _ = build(func, options=dict(opts, warp_specialize=True))
     print("variant", opts, art.meta["grid_py"], flush=True)

@@ -72,7 +72,20 @@ def test_plain_gemm_epilogue_takes_tma_stores():
     assert store.spec.dims == (1024, 1024) and notes == ["TMA store: the epilogue through a 65536-byte staging tile"]
     user, _ = _store(KN.user_gemm(1000, 1000, 512, 128, 256, 64, 3, 256, "bfloat16"))  # examples/gemm.py
     assert user is not None and user.dtype == "bfloat16"
-    assert _store(gemm(), {})[0] is None and _store(gemm(), {})[1] == []
+    assert _store(gemm(), {"tma_store": False}) == (None, [])
+
+
+def test_auto_takes_k_loops_of_at_most_64_k_tiles():
+    assert _store(gemm(K=512), {})[0] is not None  # 8 k-tiles
+    assert _store(gemm(K=4096), {})[0] is not None  # 64
+    store, notes = _store(gemm(K=4160), {})  # 65
+    assert store is None and notes == [
+        "TMA store: no: the K loop has 65 k-tiles (auto: at most 64; option tma_store=True forces it)"
+    ]
+    assert _store(gemm(K=8192), ON)[0] is not None
+    # auto says nothing about kernels of other forms, or where option tma is off
+    assert _store(gemm(bn=128, bk=32, threads=128), {}) == (None, [])
+    assert _store(gemm(), {"tma": False}) == (None, [])
 
 
 def _wider_output(func, cols):
@@ -116,12 +129,11 @@ def _codegen(func, **options):
     )
 
 
-def test_off_is_the_code_of_before():
-    func = gemm()
-    assert (
-        compiler.generate_source(func, "sm_90a", {})[0]
-        == compiler.generate_source(func, "sm_90a", {"tma_store": False})[0]
-    )
+def test_off_has_the_plain_epilogue():
+    off = compiler.generate_source(gemm(), "sm_90a", {"tma_store": False})[0]
+    default = compiler.generate_source(gemm(), "sm_90a", {})[0]
+    assert "tc::tma_store_2d(" not in off and "*(half2*)(C_ptr" in off
+    assert "tc::tma_store_2d(" in default and default == compiler.generate_source(gemm(), "sm_90a", ON)[0]
 
 
 @pytest.mark.parametrize("persistent", [False, True])
@@ -173,7 +185,7 @@ def test_tma_store_gemm_matches_torch_and_the_plain_epilogue(case):
     func = gemm(M, N_, K, bn=bn, stages=stages, dtype=dtype, predicated=True, swizzle_panel=swizzle)
     art = _codegen(func, persistent=persistent, **ON)
     assert "tc::tma_store_2d(" in art.source, art.meta["notes"]
-    base = _codegen(func)
+    base = _codegen(func, tma_store=False)
     check_against(art, base, M, N_, K, dtype)  # the same rounding, every element written once, none past C
 
 

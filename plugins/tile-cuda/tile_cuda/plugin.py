@@ -196,10 +196,13 @@ def make_backend() -> Backend:
             Option(
                 "tma_store",
                 bool,
-                False,
+                None,
                 "sm_90a: the epilogue of a warp-specialized plain GEMM writes the accumulator into a "
                 "swizzled shared staging tile and stores it with TMA (cp.async.bulk.tensor shared -> "
-                "global), not waiting for the stores (tile_cuda/tma_store.py); False: global stores",
+                "global), not waiting for the stores (tile_cuda/tma_store.py); None (default): when the "
+                "K loop has at most 64 k-tiles (measured faster there on the H200), True: every "
+                "eligible epilogue, False: global stores",
+                optional=True,
             ),
         ),
         toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + toolchain.compiler_fingerprint(),

@@ -23,6 +23,8 @@ Which epilogues (`TMA_STORE_RULES`, first failing rule in the plan's notes): the
 one copy of the whole float32 accumulator (MMA layout, registers) into a 2-D float16 / bfloat16
 tensor with 16-byte row pitches, a tile of whole 128-byte column blocks and at most 256 rows.
 A kernel whose shared memory has no room for the staging tile keeps the plain epilogue (a note).
+Option tma_store: None (default, "auto": eligible epilogues whose K loop has at most
+AUTO_MAX_KTILES k-tiles, where it measured faster), True (every eligible epilogue), False (off).
 
 Planning is pure Python; the lowering imports TVM.
 """
@@ -37,9 +39,15 @@ from tilecore.lowering.simt_layout import MmaLayout
 from tilecore.plugin.rules import LoweringRule
 
 from .split_k import PLAIN_GEMM_RULES, plain_gemm
-from .tma import DATA_TYPES, SWIZZLE, TMA_CLAIM, TensorMapSpec, _strides_ok
+from .tma import DATA_TYPES, SWIZZLE, TensorMapSpec, _strides_ok
 
 STORE_CLAIM = "tma_store"
+# option tma_store=None (auto): only K loops of at most this many k-tiles. On the H200 (session 12,
+# benchmarks/results/h200-session12-persist, 128x256x64 / 3 stages, one run) the TMA-store
+# epilogue was faster at 4096^3 fp16 / bf16 and 4000^3 (64 / 63 k-tiles: 0.959x / 0.945x / 0.938x
+# cuBLAS against 0.848x / 0.898x / 0.785x) and slower at 8192^3 (128 k-tiles: 0.871x against
+# 0.931x): the longer the K loop, the smaller the epilogue's share of a tile
+AUTO_MAX_KTILES = 64
 BLOCK_BYTES = 128  # a column block: the 128-byte swizzle span, one TMA box
 STAGING_ALIGN = 1024  # the 128-byte swizzle repeats every 8 rows of 128 bytes
 MAX_BOX_ROWS = 256
@@ -48,7 +56,7 @@ DTYPES = ("float16", "bfloat16")
 
 class TmaStore(NamedTuple):
     """An epilogue that runs on TMA stores: the copy, its tensor map, the tile and its dtype.
-    (`spec` makes it a tensor-map claim too: `tma.tensor_map_meta` lists it.)"""
+    (`tma.tensor_map_meta` lists the `spec` of every claim that has one.)"""
 
     copy: N.Copy
     spec: TensorMapSpec
@@ -119,9 +127,10 @@ def _tile_ok(f: _Facts) -> bool:
 
 
 _Check = Callable[[_Facts], bool]
+NOT_PLAIN = "the kernel is not the plain GEMM form"
 # the first failing rule is why the epilogue keeps its global stores (plan notes)
 TMA_STORE_RULES: Tuple[Tuple[str, _Check], ...] = (
-    ("the kernel is not the plain GEMM form", _plain),
+    (NOT_PLAIN, _plain),
     ("the epilogue is not one copy of the whole accumulator into a global tensor", _one_copy_of_the_accumulator),
     (
         "the accumulator is not a float32 MMA fragment in registers",
@@ -140,12 +149,16 @@ TMA_STORE_RULES: Tuple[Tuple[str, _Check], ...] = (
 )
 
 
-def plan_tma_store(kernel: N.Kernel, loop: N.For, plan, param: str) -> Union[TmaStore, str]:
-    """The TmaStore of the kernel's epilogue (tensor map parameter `param`), or why not."""
+def plan_tma_store(kernel: N.Kernel, loop: N.For, plan, param: str, auto: bool = False) -> Union[TmaStore, str]:
+    """The TmaStore of the kernel's epilogue (tensor map parameter `param`), or why not; `auto`
+    (option tma_store=None) also needs a K loop of at most AUTO_MAX_KTILES k-tiles."""
     facts = _Facts(kernel, loop, plan)
     for reason, holds in TMA_STORE_RULES:
         if not holds(facts):
             return reason
+    ktiles = plain_gemm(kernel, PLAIN_GEMM_RULES).ktiles  # type: ignore[union-attr]
+    if auto and ktiles > AUTO_MAX_KTILES:
+        return f"the K loop has {ktiles} k-tiles (auto: at most {AUTO_MAX_KTILES}; option tma_store=True forces it)"
     c = _copy(facts)
     buf = c.dst.buffer
     rows, cols = _shape(c)
@@ -164,7 +177,6 @@ def plan_tma_store(kernel: N.Kernel, loop: N.For, plan, param: str) -> Union[Tma
 def claim(plan, store: TmaStore) -> None:
     """Record the store for the lowering and its tensor map for the launcher (`plan.extra_params`)."""
     plan.claimed(STORE_CLAIM)[id(store.copy)] = store
-    plan.claimed(TMA_CLAIM)[id(store.copy)] = store
     plan.extra_params.append(store.spec.param)
     plan.device_sources.append(TMA_STORE_LIB)
 

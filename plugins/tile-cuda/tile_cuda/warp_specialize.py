@@ -224,7 +224,7 @@ class WarpSpecializedPipeline(LoweringRule):
             if ctx.func.kernel is not None:
                 for what, on in (
                     ("persistent", ctx.target.prop("persistent", "")),
-                    ("TMA store", ctx.target.prop("tma_store", False)),
+                    ("TMA store", ctx.target.prop("tma_store", "") == "on"),  # (auto: silent)
                 ):
                     if on:
                         ctx.plan.notes.append(f"{what}: no: the kernel does not run warp-specialized")
@@ -263,13 +263,15 @@ def _plan_schedule_options(ctx, found: WsLoop) -> WsLoop:
         else:
             found = found._replace(persistent=grid)
             ctx.plan.notes.append(P.describe(grid, mode))
-    if ctx.target.prop("tma_store", False):
+    store_mode = ctx.target.prop("tma_store", "")
+    if store_mode:
         param = f"{PARAM_PREFIX}{len(found.copies)}"
-        store = tma_store.plan_tma_store(ctx.func.kernel, found.loop, ctx.plan, param)
+        store = tma_store.plan_tma_store(ctx.func.kernel, found.loop, ctx.plan, param, auto=store_mode == "auto")
         if not tma_enabled(ctx.target):
             store = "option tma is off"
         if isinstance(store, str):
-            ctx.plan.notes.append(f"TMA store: no: {store}")
+            if store_mode == "on" or store not in (tma_store.NOT_PLAIN, "option tma is off"):  # (auto: quiet)
+                ctx.plan.notes.append(f"TMA store: no: {store}")
         else:
             found = found._replace(tma_store=store)
             ctx.plan.notes.append(f"TMA store: the epilogue through a {store.bytes}-byte staging tile")
