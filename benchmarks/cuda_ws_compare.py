@@ -34,7 +34,7 @@ TMA_VARIANTS = (
     ("ws_cp_async", {"warp_specialize": True, "tma": False}),
     ("no_ws", {"warp_specialize": False}),
 )
-PERSISTENT_VARIANTS = (  # (tma_store explicit: its default, auto, depends on the k-tile count)
+PERSISTENT_VARIANTS = (  # (tma_store explicit: its default, auto, depends on K)
     ("ws", {"warp_specialize": True, "tma_store": False}),
     ("persistent", {"warp_specialize": True, "persistent": True, "tma_store": False}),
     ("ws_tma_store", {"warp_specialize": True, "tma_store": True}),

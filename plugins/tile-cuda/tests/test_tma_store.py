@@ -75,13 +75,15 @@ def test_plain_gemm_epilogue_takes_tma_stores():
     assert _store(gemm(), {"tma_store": False}) == (None, [])
 
 
-def test_auto_takes_k_loops_of_at_most_64_k_tiles():
-    assert _store(gemm(K=512), {})[0] is not None  # 8 k-tiles
-    assert _store(gemm(K=4096), {})[0] is not None  # 64
-    store, notes = _store(gemm(K=4160), {})  # 65
+def test_auto_takes_k_loops_of_at_most_4096_elements():
+    assert _store(gemm(K=512), {})[0] is not None  # 8 k-tiles of 64
+    assert _store(gemm(K=4096, bk=32), {})[0] is not None  # 128 k-tiles of 32
+    assert _store(gemm(K=4000), {})[0] is not None  # 63 k-tiles of 64 (the last one partial)
+    store, notes = _store(gemm(K=4160), {})  # 65 k-tiles of 64
     assert store is None and notes == [
-        "TMA store: no: the K loop has 65 k-tiles (auto: at most 64; option tma_store=True forces it)"
+        "TMA store: no: the K loop covers 4160 elements (auto: at most 4096; option tma_store=True forces it)"
     ]
+    assert _store(gemm(K=4160, ta=True), {})[1] == notes  # A transposed: K is its first dimension
     assert _store(gemm(K=8192), ON)[0] is not None
     # auto says nothing about kernels of other forms, or where option tma is off
     assert _store(gemm(bn=128, bk=32, threads=128), {}) == (None, [])

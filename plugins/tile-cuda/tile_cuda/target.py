@@ -122,7 +122,7 @@ def gemm_block_panel(value) -> int:
 
 
 def tma_store_mode(value) -> str:
-    """Option tma_store: None -> "auto" (K loops of at most `tma_store.AUTO_MAX_KTILES` k-tiles),
+    """Option tma_store: None -> "auto" (K loops of at most `tma_store.AUTO_MAX_K` elements),
     True -> "on" (every eligible epilogue), False -> "" (off)."""
     if value is None:
         return "auto"

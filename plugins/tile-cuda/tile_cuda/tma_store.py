@@ -24,7 +24,7 @@ one copy of the whole float32 accumulator (MMA layout, registers) into a 2-D flo
 tensor with 16-byte row pitches, a tile of whole 128-byte column blocks and at most 256 rows.
 A kernel whose shared memory has no room for the staging tile keeps the plain epilogue (a note).
 Option tma_store: None (default, "auto": eligible epilogues whose K loop has at most
-AUTO_MAX_KTILES k-tiles, where it measured faster), True (every eligible epilogue), False (off).
+AUTO_MAX_K reduction elements, where it measured faster), True (every eligible epilogue), False (off).
 
 Planning is pure Python; the lowering imports TVM.
 """
@@ -42,12 +42,12 @@ from .split_k import PLAIN_GEMM_RULES, plain_gemm
 from .tma import DATA_TYPES, SWIZZLE, TensorMapSpec, _strides_ok
 
 STORE_CLAIM = "tma_store"
-# option tma_store=None (auto): only K loops of at most this many k-tiles. On the H200 (session 12,
-# benchmarks/results/h200-session12-persist, 128x256x64 / 3 stages, one run) the TMA-store
-# epilogue was faster at 4096^3 fp16 / bf16 and 4000^3 (64 / 63 k-tiles: 0.959x / 0.945x / 0.938x
-# cuBLAS against 0.848x / 0.898x / 0.785x) and slower at 8192^3 (128 k-tiles: 0.871x against
-# 0.931x): the longer the K loop, the smaller the epilogue's share of a tile
-AUTO_MAX_KTILES = 64
+# option tma_store=None (auto): only K loops that cover at most this many reduction elements
+# (k-tiles x the gemm's K per k-step). On the H200 (session 12, benchmarks/results/h200-session12-
+# persist, 128x256x64 / 3 stages, one run) the TMA-store epilogue was faster at 4096^3 fp16 / bf16
+# and 4000^3 (0.959x / 0.945x / 0.938x cuBLAS against 0.848x / 0.898x / 0.785x) and slower at
+# 8192^3 (0.871x against 0.931x): the longer the K loop, the smaller the epilogue's share of a tile
+AUTO_MAX_K = 4096
 BLOCK_BYTES = 128  # a column block: the 128-byte swizzle span, one TMA box
 STAGING_ALIGN = 1024  # the 128-byte swizzle repeats every 8 rows of 128 bytes
 MAX_BOX_ROWS = 256
@@ -149,16 +149,26 @@ TMA_STORE_RULES: Tuple[Tuple[str, _Check], ...] = (
 )
 
 
+def _reduction_length(kernel: N.Kernel) -> int:
+    """k-tiles x the gemm's K per k-step (A's columns, or rows when A is transposed)."""
+    found = plain_gemm(kernel, PLAIN_GEMM_RULES)
+    assert not isinstance(found, str)  # (TMA_STORE_RULES hold)
+    gemm = next(s for s in found.loop.body if isinstance(s, N.Gemm))
+    shape = gemm.a.squeezed_shape()
+    step = shape[0] if gemm.transpose_a else shape[-1]
+    return found.ktiles * int(step)
+
+
 def plan_tma_store(kernel: N.Kernel, loop: N.For, plan, param: str, auto: bool = False) -> Union[TmaStore, str]:
     """The TmaStore of the kernel's epilogue (tensor map parameter `param`), or why not; `auto`
-    (option tma_store=None) also needs a K loop of at most AUTO_MAX_KTILES k-tiles."""
+    (option tma_store=None) also needs a K loop of at most AUTO_MAX_K reduction elements."""
     facts = _Facts(kernel, loop, plan)
     for reason, holds in TMA_STORE_RULES:
         if not holds(facts):
             return reason
-    ktiles = plain_gemm(kernel, PLAIN_GEMM_RULES).ktiles  # type: ignore[union-attr]
-    if auto and ktiles > AUTO_MAX_KTILES:
-        return f"the K loop has {ktiles} k-tiles (auto: at most {AUTO_MAX_KTILES}; option tma_store=True forces it)"
+    reduction = _reduction_length(kernel)
+    if auto and reduction > AUTO_MAX_K:
+        return f"the K loop covers {reduction} elements (auto: at most {AUTO_MAX_K}; option tma_store=True forces it)"
     c = _copy(facts)
     buf = c.dst.buffer
     rows, cols = _shape(c)
