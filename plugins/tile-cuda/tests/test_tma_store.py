@@ -84,6 +84,13 @@ def test_auto_takes_k_loops_of_at_most_4096_elements():
         "TMA store: no: the K loop covers 4160 elements (auto: at most 4096; option tma_store=True forces it)"
     ]
     assert _store(gemm(K=4160, ta=True), {})[1] == notes  # A transposed: K is its first dimension
+    # one consumer warpgroup (warp specialization asked for): not measured, so only when asked
+    quick = gemm(bn=128, bk=32, threads=128)
+    store, notes = _store(quick, {"warp_specialize": True})
+    assert store is None and notes == [
+        "TMA store: no: 128 consumer threads (auto: at least 256; option tma_store=True forces it)"
+    ]
+    assert _store(quick, {"warp_specialize": True, "tma_store": True})[0] is not None
     assert _store(gemm(K=8192), ON)[0] is not None
     # auto says nothing about kernels of other forms, or where option tma is off
     assert _store(gemm(bn=128, bk=32, threads=128), {}) == (None, [])

@@ -24,7 +24,8 @@ one copy of the whole float32 accumulator (MMA layout, registers) into a 2-D flo
 tensor with 16-byte row pitches, a tile of whole 128-byte column blocks and at most 256 rows.
 A kernel whose shared memory has no room for the staging tile keeps the plain epilogue (a note).
 Option tma_store: None (default, "auto": eligible epilogues whose K loop has at most
-AUTO_MAX_K reduction elements, where it measured faster), True (every eligible epilogue), False (off).
+AUTO_MAX_K reduction elements in blocks of two or more consumer warpgroups, where it measured
+faster), True (every eligible epilogue), False (off).
 
 Planning is pure Python; the lowering imports TVM.
 """
@@ -48,6 +49,7 @@ STORE_CLAIM = "tma_store"
 # and 4000^3 (0.959x / 0.945x / 0.938x cuBLAS against 0.848x / 0.898x / 0.785x) and slower at
 # 8192^3 (0.871x against 0.931x): the longer the K loop, the smaller the epilogue's share of a tile
 AUTO_MAX_K = 4096
+AUTO_MIN_THREADS = 256  # auto: blocks of two consumer warpgroups, the configuration measured
 BLOCK_BYTES = 128  # a column block: the 128-byte swizzle span, one TMA box
 STAGING_ALIGN = 1024  # the 128-byte swizzle repeats every 8 rows of 128 bytes
 MAX_BOX_ROWS = 256
@@ -159,14 +161,19 @@ def _reduction_length(kernel: N.Kernel) -> int:
     return found.ktiles * int(step)
 
 
-def plan_tma_store(kernel: N.Kernel, loop: N.For, plan, param: str, auto: bool = False) -> Union[TmaStore, str]:
+def plan_tma_store(
+    kernel: N.Kernel, loop: N.For, plan, param: str, auto: bool = False, threads: int = AUTO_MIN_THREADS
+) -> Union[TmaStore, str]:
     """The TmaStore of the kernel's epilogue (tensor map parameter `param`), or why not; `auto`
-    (option tma_store=None) also needs a K loop of at most AUTO_MAX_K reduction elements."""
+    (option tma_store=None) also needs a K loop of at most AUTO_MAX_K reduction elements and
+    blocks of at least AUTO_MIN_THREADS consumer `threads`."""
     facts = _Facts(kernel, loop, plan)
     for reason, holds in TMA_STORE_RULES:
         if not holds(facts):
             return reason
     reduction = _reduction_length(kernel)
+    if auto and threads < AUTO_MIN_THREADS:
+        return f"{threads} consumer threads (auto: at least {AUTO_MIN_THREADS}; option tma_store=True forces it)"
     if auto and reduction > AUTO_MAX_K:
         return f"the K loop covers {reduction} elements (auto: at most {AUTO_MAX_K}; option tma_store=True forces it)"
     c = _copy(facts)

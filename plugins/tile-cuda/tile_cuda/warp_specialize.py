@@ -266,7 +266,8 @@ def _plan_schedule_options(ctx, found: WsLoop) -> WsLoop:
     store_mode = ctx.target.prop("tma_store", "")
     if store_mode:
         param = f"{PARAM_PREFIX}{len(found.copies)}"
-        store = tma_store.plan_tma_store(ctx.func.kernel, found.loop, ctx.plan, param, auto=store_mode == "auto")
+        auto = store_mode == "auto"
+        store = tma_store.plan_tma_store(ctx.func.kernel, found.loop, ctx.plan, param, auto, ctx.threads)
         if not tma_enabled(ctx.target):
             store = "option tma is off"
         if isinstance(store, str):
