@@ -4,18 +4,24 @@ torch on fresh random data, then timed (with "t"), with cuDNN SDPA / cuBLAS in t
 Prints one JSON line. A deadlock would show as the caller's timeout, so run each configuration in its
 own process (benchmarks/results/h200-session7/README.md).
 
-    python benchmarks/cuda_ws_compare.py attn CAUSAL BM BN STAGES SEQ BATCH HEADS DTYPE [t|ws|base|tma|defer]
-    python benchmarks/cuda_ws_compare.py gemm N BM BN BK STAGES THREADS [t|tma] [DTYPE]
+    python benchmarks/cuda_ws_compare.py attn CAUSAL BM BN STAGES SEQ BATCH HEADS DTYPE [t|ws|base|tma|defer|default]
+    python benchmarks/cuda_ws_compare.py gemm N BM BN BK STAGES THREADS [t|tma|persist|default] [DTYPE]
 
 With "ws" or "base" only that build runs, once (for a profiler); with "t" both are timed. With "tma"
 the warp-specialized build is timed with TMA loads ("ws_tma", option tma's default) and with the
 producer's cp.async loops ("ws_cp_async", tma=False), next to the build without warp specialization
 ("no_ws") and cuBLAS / cuDNN. With "defer" (attention) the warp-specialized build is timed with and
-without option defer_gemm (tile_cuda/ws_deferred.py).
+without option defer_gemm (tile_cuda/ws_deferred.py). With "persist" (gemm) the warp-specialized build
+is timed with one block per tile ("ws") and persistent ("persistent", option persistent=True: one block
+per SM looping over the tiles, tile_cuda/persistent.py), each also with the epilogue's TMA stores
+("..._tma_store", option tma_store, tile_cuda/tma_store.py), next to cuBLAS; the row has each build's
+launch grid and whether all builds gave the same bits ("same_bits"). With "default" the build with
+tile-cuda's default options alone ("default") is timed next to cuBLAS / cuDNN.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -34,6 +40,13 @@ DEFER_VARIANTS = (
     ("ws_tma", {"warp_specialize": True, "defer_gemm": False}),
     ("ws_defer", {"warp_specialize": True, "defer_gemm": True}),
 )
+PERSISTENT_VARIANTS = (  # (tma_store explicit: its default, auto, depends on K)
+    ("ws", {"warp_specialize": True, "tma_store": False}),
+    ("persistent", {"warp_specialize": True, "persistent": True, "tma_store": False}),
+    ("ws_tma_store", {"warp_specialize": True, "tma_store": True}),
+    ("persistent_tma_store", {"warp_specialize": True, "persistent": True, "tma_store": True}),
+)
+DEFAULT_VARIANTS = (("default", {}),)
 
 
 def attention(argv):
@@ -52,8 +65,8 @@ def attention(argv):
     ref = F.scaled_dot_product_attention(*(x.float() for x in heads_first), is_causal=bool(causal)).transpose(1, 2)
     row = {"kind": "attn", "causal": causal, "cfg": [bm, bn, st], "S": S, "B": B, "H": H, "dtype": dt}
     flops = 4 * B * H * S * S * D * (0.5 if causal else 1.0)
-    variants = {"tma": TMA_VARIANTS, "defer": DEFER_VARIANTS}.get(mode, VARIANTS)
-    mode = "t" if mode in ("tma", "defer") else mode
+    variants = {"tma": TMA_VARIANTS, "defer": DEFER_VARIANTS, "default": DEFAULT_VARIANTS}.get(mode, VARIANTS)
+    mode = "t" if mode in ("tma", "defer", "default") else mode
     for name, opts in variants:
         if mode in ("ws", "base") and name != mode or not mode and name == "base":
             continue
@@ -85,14 +98,13 @@ def gemm(argv):
 
     n, bm, bn, bk, stages, threads = (int(a) for a in argv[:6])
     timing = len(argv) > 6
-    variants = TMA_VARIANTS if timing and argv[6] == "tma" else VARIANTS
+    named = {"tma": TMA_VARIANTS, "persist": PERSISTENT_VARIANTS, "default": DEFAULT_VARIANTS}
+    variants = named.get(argv[6], VARIANTS) if timing else VARIANTS
+    variants = tuple(v for v in variants if timing or v[0] != "base")
     dt = argv[7] if len(argv) > 7 else "float16"
-    a, b = (torch.randn(n, n, device="cuda", dtype=getattr(torch, dt)) for _ in range(2))
-    ref = torch.matmul(a.float(), b.float())
     row = {"kind": "gemm", "n": n, "cfg": [bm, bn, bk, stages, threads], "dtype": dt}
-    for name, opts in variants:
-        if name == "base" and not timing:
-            continue
+    builds = {}
+    for name, opts in variants:  # every build first: with TC_TIMING_LOCK, compiles overlap other processes
         func = K.gemm_kernel(
             n,
             n,
@@ -106,21 +118,65 @@ def gemm(argv):
             swizzle_panel=8,
             predicated=n % bm != 0 or n % bn != 0 or n % bk != 0,
         )
-        art, launch, _ = build(func, options=opts)
+        art, launch, row[name + "_compile_s"] = build(func, options=opts)
         row[name + "_is_ws"] = "mbar_wait" in art.source
         row[name + "_tma_maps"] = len(art.meta.get("tensor_maps", ()))
-        c = torch.full((n, n), float("nan"), device="cuda", dtype=getattr(torch, dt))
-        launch([a, b, c], {})
-        torch.cuda.synchronize()
-        row[name + "_rel_err"] = ((c.float() - ref).norm() / ref.norm()).item()
+        row[name + "_grid"] = art.meta["grid_py"]
+        builds[name] = launch
+    with timing_lock():
+        a, b = (torch.randn(n, n, device="cuda", dtype=getattr(torch, dt)) for _ in range(2))
+        ref = torch.matmul(a.float(), b.float())
+        outs = {}
+        for name, launch in builds.items():
+            c = outs[name] = torch.full((n, n), float("nan"), device="cuda", dtype=getattr(torch, dt))
+            launch([a, b, c], {})
+            torch.cuda.synchronize()
+            row[name + "_rel_err"] = ((c.float() - ref).norm() / ref.norm()).item()
+        first = next(iter(outs.values()))
+        row["same_bits"] = all(torch.equal(first, c) for c in outs.values())
         if timing:
-            row[name + "_ms"] = t = bench(lambda: launch([a, b, c], {}))
-            row[name + "_tflops"] = 2 * n**3 / t / 1e9
-    if timing:
-        row["cublas_ms"] = t = bench(lambda: torch.matmul(a, b))
-        for name, _ in variants:
-            row[name + "_vs_cublas"] = t / row[name + "_ms"]
+            calls = {name: (lambda f=f, c=outs[name]: f([a, b, c], {})) for name, f in builds.items()}
+            calls["cublas"] = lambda: torch.matmul(a, b)
+            times = timed_rounds(calls, int(os.environ.get("TC_TIMING_ROUNDS", "1")))
+            for name, t in times.items():
+                row[name + "_ms"] = t
+                row[name + "_tflops"] = 2 * n**3 / t / 1e9
+            for name in builds:
+                row[name + "_vs_cublas"] = times["cublas"] / times[name]
     return row
+
+
+def timed_rounds(calls, rounds: int):
+    """{name: ms}: `bench` of each call, the calls taking turns for `rounds` rounds (the median
+    round per call: a slow moment of the GPU falls on every build alike)."""
+    got = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            got[name].append(bench(fn))
+    return {name: sorted(ts)[len(ts) // 2] for name, ts in got.items()}
+
+
+@contextlib.contextmanager
+def timing_lock():
+    """Hold the file lock named by $TC_TIMING_LOCK (if set) while checking and timing, so that
+    several processes compile at once but use the GPU one after the other. A process that holds
+    it longer than $TC_TIMING_LIMIT seconds (default 45: a kernel that never ends) exits, which
+    frees the lock and its GPU context for the next one."""
+    path = os.environ.get("TC_TIMING_LOCK")
+    if not path:
+        yield
+        return
+    import faulthandler
+    import fcntl
+
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        faulthandler.dump_traceback_later(float(os.environ.get("TC_TIMING_LIMIT", "45")), exit=True)
+        try:
+            yield
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 if __name__ == "__main__":

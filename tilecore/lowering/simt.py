@@ -138,6 +138,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         self.smem_bytes = 0
         self.scratch_count = 0
         self.launch_threads = self.threads  # threads per block at launch (`launch`)
+        self.launch_grid = tuple(self.kernel.grid)  # the grid at launch (`launch`)
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -235,7 +236,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         lk = LoweredKernel(
             prim,
             func.name,
-            tuple(self.kernel.grid),
+            self.launch_grid,
             self.launch_threads,
             self.smem_bytes,
             self.plan,
@@ -261,8 +262,9 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
 
     def launch(self, k: N.Kernel, threads: int) -> list:
         """Open the launch frames: the grid as blockIdx.x/y/z and `threads` threads per block
-        (a "Kernel" rule may launch more than the kernel's own threads, e.g. a producer warp);
-        returns the frames for the caller to exit in reverse order."""
+        (a "Kernel" rule may launch more than the kernel's own threads, e.g. a producer warp, or
+        another grid, e.g. a persistent one whose blocks loop over the kernel's tiles); returns
+        the frames for the caller to exit in reverse order."""
         axes = ["blockIdx.x", "blockIdx.y", "blockIdx.z"]
         if len(k.grid) > 3:
             raise self.err("T.Kernel supports at most 3 grid dimensions on GPUs", k)
@@ -276,6 +278,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         self.t = fr.__enter__()
         frames.append(fr)
         self.launch_threads = threads
+        self.launch_grid = tuple(k.grid)
         return frames
 
     def rasterize(self, k: N.Kernel):

@@ -191,6 +191,28 @@ def make_backend() -> Backend:
                 "is long, 0 or 1: off, n: n splits",
                 optional=True,
             ),
+            Option(
+                "persistent",
+                object,
+                False,
+                "sm_90a: a warp-specialized plain GEMM launches one block per SM, each looping over "
+                "output tiles (the kernel's block order), its producer loading the next tile during "
+                "the epilogue (tile_cuda/persistent.py); False (default): one block per tile, True: "
+                'wherever the kernel qualifies, "auto": when it has more tiles than the GPU has SMs',
+                choices=(False, True, "auto"),
+            ),
+            Option(
+                "tma_store",
+                bool,
+                None,
+                "sm_90a: the epilogue of a warp-specialized plain GEMM writes the accumulator into a "
+                "swizzled shared staging tile and stores it with TMA (cp.async.bulk.tensor shared -> "
+                "global), not waiting for the stores (tile_cuda/tma_store.py); None (default): when the "
+                "K loop covers at most 4096 elements and the block has two or more warpgroups (measured "
+                "faster there on the H200), True: every "
+                "eligible epilogue, False: global stores",
+                optional=True,
+            ),
         ),
         toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + toolchain.compiler_fingerprint(),
         tilelang=TILELANG_NAMES,

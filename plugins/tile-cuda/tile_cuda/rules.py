@@ -1,10 +1,12 @@
 """tile-cuda's lowering rules, in the order they are tried (the toolkit's portable lowering last).
 
     Gemm       wgmma (sm_90a) -> mma_sync (sm_80+) -> portable
-    Kernel     warp_specialized_kernel (sm_90a, option warp_specialize) -> split_k_kernel (the kernels
+    Kernel     warp_specialized_kernel (sm_90a, option warp_specialize; persistent: option persistent,
+               `persistent.py`) -> split_k_kernel (the kernels
                `split_k.split_k_rewrite` split over K, option split_k) -> portable
     Pipelined  warp_specialized (sm_90a, option warp_specialize) -> wgmma_overlap_pipeline (sm_90a,
                option wgmma_overlap) -> async_copy_pipeline (cp.async, sm_80+) -> portable (a serial loop)
+    Copy       tma_store_epilogue (sm_90a, option tma_store: a warp-specialized GEMM's epilogue) -> portable
     Print      printf -> portable (refused)
 
 `add_cuda_rules(rules)` is what the plugin's `tilecore_lowering_rules` hook runs;
@@ -76,6 +78,7 @@ def add_cuda_rules(rules) -> None:
 
     from .gemm_rules import MmaSyncGemm, WgmmaGemm
     from .split_k import SplitKKernel
+    from .tma_store import TmaStoreEpilogue
     from .warp_specialize import WarpSpecializedKernel, WarpSpecializedPipeline
     from .wgmma_pipeline import WgmmaOverlapPipeline
 
@@ -86,6 +89,7 @@ def add_cuda_rules(rules) -> None:
     rules.add("Pipelined", WarpSpecializedPipeline())
     rules.add("Pipelined", WgmmaOverlapPipeline())
     rules.add("Pipelined", AsyncCopyPipeline(applies_to=has_mma_sync))
+    rules.add("Copy", TmaStoreEpilogue())
     rules.add("Print", PrintfRule())
 
 

@@ -150,9 +150,8 @@ def _acc(k: N.Kernel) -> N.Buffer:
 
 
 _Check = Callable[[N.Kernel], bool]
-# the first failing rule is why a kernel keeps its code (plan notes)
-SPLIT_K_RULES: Tuple[Tuple[str, _Check], ...] = (
-    ("the grid has three dimensions already", lambda k: len(k.grid) <= 2),
+# the plain form (the module docstring), shared with the persistent schedule (`persistent.py`)
+PLAIN_GEMM_RULES: Tuple[Tuple[str, _Check], ...] = (
     ("the grid size is not known at compile time", lambda k: _grid_blocks(k) is not None),
     ("the kernel has no T.Pipelined loop at its top level, or more than one", lambda k: len(_loops(k)) == 1),
     ("the loop's trip count is not a compile-time constant", lambda k: _static(_loop(k).extent) is not None),
@@ -168,16 +167,23 @@ SPLIT_K_RULES: Tuple[Tuple[str, _Check], ...] = (
         lambda k: _prefix_ok(k, _loops(k)[0], _acc(k)),
     ),
     ("the statements after the loop use a tile the loop fills", _epilogue_ok),
-    (
-        "the block index names are reused",
-        lambda k: SPLIT_VAR not in {v.name for v in walk(k) if isinstance(v, N.Var)},
-    ),
+)
+# the first failing rule is why a kernel keeps its code (plan notes)
+SPLIT_K_RULES: Tuple[Tuple[str, _Check], ...] = (
+    (("the grid has three dimensions already", lambda k: len(k.grid) <= 2),)
+    + PLAIN_GEMM_RULES
+    + (
+        (
+            "the block index names are reused",
+            lambda k: SPLIT_VAR not in {v.name for v in walk(k) if isinstance(v, N.Var)},
+        ),
+    )
 )
 
 
-def plain_gemm(k: N.Kernel) -> Union[SplitKLoop, str]:
-    """The kernel's plain-form parts, or the first rule of SPLIT_K_RULES it fails."""
-    for reason, holds in SPLIT_K_RULES:
+def plain_gemm(k: N.Kernel, rules=SPLIT_K_RULES) -> Union[SplitKLoop, str]:
+    """The kernel's plain-form parts, or the first of `rules` (PLAIN_GEMM_RULES and more) it fails."""
+    for reason, holds in rules:
         if not holds(k):
             return reason
     loop = _loop(k)

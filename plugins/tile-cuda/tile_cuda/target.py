@@ -29,11 +29,15 @@ def cuda_target(arch: str, options: Dict[str, Any]):
     `warp_specialize`) and "tma" (option tma, default on: `tma`'s TMA loads in that pipeline) and
     "split_k" (option split_k, `split_k_option`: None = auto, 1 = off, n = n splits; `split_k`) and
     "defer_gemm" (option defer_gemm: `ws_deferred`'s second gemm kept in flight into the next
-    iteration of a warp-specialized loop), read by tile-cuda's rules and intrinsics.
+    iteration of a warp-specialized loop) and "persistent" (option persistent,
+    `persistent.persistent_mode`: "" off, "on", "auto") and "tma_store" (option tma_store,
+    `tma_store_mode`: "auto" by default, "on", "" off: `tma_store`'s epilogue), read by tile-cuda's
+    rules and intrinsics.
     """
     from tilecore.lowering.target import TargetDescription
 
     from .device_lib import CUDA_DEVICE_LIB
+    from .persistent import persistent_mode
 
     sm = toolchain.arch_number(arch)
     smem = SHARED_MEMORY.get(sm, 48 * 1024 if sm < 80 else 99 * 1024)
@@ -61,6 +65,8 @@ def cuda_target(arch: str, options: Dict[str, Any]):
             "tma": bool(options.get("tma", True)),
             "split_k": split_k_option(options.get("split_k")),
             "defer_gemm": bool(options.get("defer_gemm", DEFAULT_DEFER_GEMM)),
+            "persistent": persistent_mode(options.get("persistent", False)),
+            "tma_store": tma_store_mode(options.get("tma_store")),
         },
     )
 
@@ -120,6 +126,16 @@ def gemm_block_panel(value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"compile option gemm_block_panel must be an int >= 0, got {value!r}")
     return value
+
+
+def tma_store_mode(value) -> str:
+    """Option tma_store: None -> "auto" (K loops of at most `tma_store.AUTO_MAX_K` elements),
+    True -> "on" (every eligible epilogue), False -> "" (off)."""
+    if value is None:
+        return "auto"
+    if isinstance(value, bool):
+        return "on" if value else ""
+    raise ValueError(f"compile option tma_store must be True, False or None, got {value!r}")
 
 
 def split_k_option(value):

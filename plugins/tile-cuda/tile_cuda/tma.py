@@ -280,10 +280,12 @@ def encode_arguments(spec: TensorMapSpec, bindings) -> Tuple[Tuple[int, ...], Tu
 
 
 def tensor_map_meta(plan, kernel_params: Sequence[Tuple[str, str]]) -> List[list]:
-    """The artifact's meta["tensor_maps"]: the TensorMapSpecs (as lists) of the TMA copies whose
-    tensor map is a parameter of the generated kernel."""
+    """The artifact's meta["tensor_maps"]: the TensorMapSpecs (as lists) of the claims that carry
+    one (`spec`: the TMA loads, the epilogue's TMA stores) whose tensor map is a parameter of the
+    generated kernel."""
     present = {name for kind, name in kernel_params if kind == "tmap"}
-    found = [t.spec for t in plan.claims.get(TMA_CLAIM, {}).values() if t.spec.param in present]
+    specs = [getattr(t, "spec", None) for claims in plan.claims.values() for t in claims.values()]
+    found = [s for s in specs if isinstance(s, TensorMapSpec) and s.param in present]
     return [[s.param, s.array, s.data_type, s.elem_bytes, list(s.dims), list(s.box), s.swizzle] for s in found]
 
 

@@ -31,7 +31,9 @@ with async stage copies (the toolkit's `pipeline_copies`), every gemm of its bod
 that writes no shared memory and needs no barrier (register-only copies, row reductions inside a
 warp), and a trip count and copy regions that name only block indices, dynamic dimensions, the
 loop variable and names bound before the loop to expressions of those (the producer recomputes
-them). Other loops keep the other pipelines.
+them). Other loops keep the other pipelines. With option persistent a plain GEMM's kernel launches
+one block per SM that loops over the output tiles, the ring's counters continuing across them
+(`persistent.py`).
 
 Planning is pure Python; lowering imports TVM when the rules run.
 """
@@ -47,6 +49,8 @@ from tilecore.lowering.simt_layout import MmaLayout, RowLayout
 from tilecore.lowering.simt_pipeline import pipeline_copies
 from tilecore.plugin.rules import LoweringRule
 
+from . import persistent as P
+from . import tma_store
 from .target import has_wgmma
 from .tma import PARAM_PREFIX, TMA_CLAIM, TMA_LIB, TmaCopy, tma_copy, tma_enabled
 from .ws_deferred import DeferredGemm, deferred_gemm, emit_deferred_loop
@@ -114,6 +118,8 @@ class WsLoop(NamedTuple):
     lets: List[N.Let]  # names bound before the loop that the producer evaluates again
     tma: Tuple[Optional[TmaCopy], ...] = ()  # per copy: its TMA load (option tma), None: cp.async
     deferred: Optional[DeferredGemm] = None  # the second gemm runs on into the next iteration (option defer_gemm)
+    persistent: Optional[P.PersistentGrid] = None  # option persistent: the blocks loop over the tiles
+    tma_store: Optional[tma_store.TmaStore] = None  # option tma_store: the epilogue's TMA stores
 
 
 def ws_enabled(target, threads: int) -> bool:
@@ -218,17 +224,25 @@ class WarpSpecializedPipeline(LoweringRule):
 
     def plan(self, ctx) -> None:
         """Claim the loop that runs warp-specialized; give the module the mbarrier helpers."""
-        if not ws_enabled(ctx.target, ctx.threads):
-            return
-        found = ws_loop(ctx.func, ctx.plan, ctx.threads, ctx.target)
+        found = ws_loop(ctx.func, ctx.plan, ctx.threads, ctx.target) if ws_enabled(ctx.target, ctx.threads) else None
         if found is None:
+            if ctx.func.kernel is not None:
+                for what, on in (
+                    ("persistent", ctx.target.prop("persistent", "")),
+                    ("TMA store", ctx.target.prop("tma_store", "") == "on"),  # (auto: silent)
+                ):
+                    if on:
+                        ctx.plan.notes.append(f"{what}: no: the kernel does not run warp-specialized")
             return
         if tma_enabled(ctx.target):
             found = found._replace(tma=plan_tma(ctx.plan, ctx.target, found.copies))
+        found = _plan_schedule_options(ctx, found)
         ctx.plan.claimed(self.name)[id(found.loop)] = found
         ctx.plan.device_sources.append(WS_LIB)
-        if any(found.tma):
+        if any(found.tma) or found.tma_store:
             ctx.plan.device_sources.append(TMA_LIB)
+        if found.tma_store:
+            tma_store.claim(ctx.plan, found.tma_store)
         ctx.plan.notes.append(
             f"warp-specialized pipeline: {found.stages} stages, producer warpgroup"
             + (", ping-pong gemms" if found.pingpong else "")
@@ -243,9 +257,41 @@ class WarpSpecializedPipeline(LoweringRule):
         # the deferred schedule issues and retires wgmma groups itself: a Gemm rule a third party put
         # ahead of wgmma gets the gemms through the plain consumer loop's rule-table calls instead
         first = lowering.rules.get("Gemm")
-        deferred = info.deferred and getattr(first, "name", None) == "wgmma"
+        # (and it keeps its own stage ring: never under a persistent block's tile loop)
+        deferred = (
+            info.deferred
+            and getattr(first, "name", None) == "wgmma"
+            and getattr(lowering, "ws_iteration_base", None) is None
+        )
         (emit_deferred_loop if deferred else emit_consumer_loop)(lowering, info, state)
         return None
+
+
+def _plan_schedule_options(ctx, found: WsLoop) -> WsLoop:
+    """`found` with the persistent grid (option persistent) and the epilogue's TMA stores (option
+    tma_store) where the kernel qualifies; the plan's notes say what was chosen and why not."""
+    mode = ctx.target.prop("persistent", "")
+    if mode:
+        grid = P.choose_persistent(ctx.func.kernel, found.loop, found.pingpong, ctx.target.prop("sm", 0), mode)
+        if isinstance(grid, str):
+            ctx.plan.notes.append(f"persistent: no: {grid}")
+        else:
+            found = found._replace(persistent=grid)
+            ctx.plan.notes.append(P.describe(grid, mode))
+    store_mode = ctx.target.prop("tma_store", "")
+    if store_mode:
+        param = f"{PARAM_PREFIX}{len(found.copies)}"
+        auto = store_mode == "auto"
+        store = tma_store.plan_tma_store(ctx.func.kernel, found.loop, ctx.plan, param, auto, ctx.threads)
+        if not tma_enabled(ctx.target):
+            store = "option tma is off"
+        if isinstance(store, str):
+            if store_mode == "on" or store not in (tma_store.NOT_PLAIN, "option tma is off"):  # (auto: quiet)
+                ctx.plan.notes.append(f"TMA store: no: {store}")
+        else:
+            found = found._replace(tma_store=store)
+            ctx.plan.notes.append(f"TMA store: the epilogue through a {store.bytes}-byte staging tile")
+    return found
 
 
 def plan_tma(plan, target, copies) -> Tuple[Optional[TmaCopy], ...]:
@@ -275,7 +321,8 @@ class WarpSpecializedKernel(LoweringRule):
         if not claims or not lowering.target.shared_pool:
             return NotImplemented
         (info,) = claims.values()
-        lowering.shared_tail = 8 * 2 * len(info.copies) * info.stages  # the mbarriers
+        mbarriers = 8 * 2 * len(info.copies) * info.stages
+        lowering.tma_store_at = tma_store.reserve_staging(lowering, info.tma_store, mbarriers)
         if lowering.shared_offsets(lowering.shared_tiles())[1] > lowering.target.max_shared_memory:
             lowering.shared_tail = 0  # no room for the mbarriers: the other pipelines take the loop
             return NotImplemented
@@ -308,13 +355,18 @@ def _empty(barriers, C, S, c, stage):
 
 def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
     """Launch T + one producer warpgroup; initialize the stage mbarriers; consumers run the kernel body (block
-    barriers as named barrier CONSUMER_BARRIER), the producer warpgroup the stage copies."""
+    barriers as named barrier CONSUMER_BARRIER), the producer warpgroup the stage copies. Persistent
+    (`info.persistent`): both run the body, resp. the copies, once per tile of the block
+    (`persistent.emit_tiles`), the ring's iteration counter continuing across tiles."""
     from tvm import tirx as tx
     from tvm.tirx.script.builder import ir as B
 
     T, S = lowering.threads, info.stages
-    frames = lowering.launch(kernel, T + PRODUCER_THREADS)
-    lowering.rasterize(kernel)
+    if info.persistent is None:
+        frames = lowering.launch(kernel, T + PRODUCER_THREADS)
+        lowering.rasterize(kernel)
+    else:
+        frames = lowering.launch(P.launch_kernel(kernel, info.persistent), T + PRODUCER_THREADS)
     lowering.alloc_all()
     C = len(info.copies)
     # in the dynamic pool, after the tiles (shared_tail): see _full and _empty
@@ -326,6 +378,15 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
         scope=lowering.target.shared_scope,
     )
     lowering.warp_specialized = barriers
+    store, at = info.tma_store, getattr(lowering, "tma_store_at", None)
+    if store is not None and at is not None:  # the epilogue's staging tile (`tma_store`)
+        lowering.tma_store_staging = B.decl_buffer(
+            (store.rows * store.cols,),
+            lowering.storage_dtype(store.dtype),
+            data=lowering.pool.data,
+            elem_offset=at // (store.bytes // (store.rows * store.cols)),
+            scope=lowering.target.shared_scope,
+        )
     with B.If(lowering.thread == 0):
         with B.Then():
             for c in range(C):
@@ -346,7 +407,12 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
             lowering.intrinsics[("barrier", None)] = lambda args: _call(
                 lowering, "tc::named_sync", tx.IntImm("int32", CONSUMER_BARRIER), tx.IntImm("int32", T)
             )
-            lowering.emit_body(kernel.body)
+            if info.persistent is None:
+                lowering.emit_body(kernel.body)
+            else:
+                P.emit_tiles(lowering, kernel, info.persistent, lambda base: _emit_tile_body(lowering, kernel, base))
+            if getattr(lowering, "tma_store_staging", None) is not None:
+                tma_store.emit_drain(lowering)
         with B.Else():
             if consumer_regs > launch_regs:
                 _call(lowering, f"tc::regs_decrease<{PRODUCER_REGISTERS}>")
@@ -354,6 +420,15 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
             emit_producer(lowering, info, barriers)
     for fr in reversed(frames):
         fr.__exit__(None, None, None)
+
+
+def _emit_tile_body(lowering, kernel: N.Kernel, base) -> None:
+    """The consumers' body for one tile of a persistent block: the ring's iterations start at `base`."""
+    lowering.ws_iteration_base = base
+    try:
+        lowering.emit_body(kernel.body)
+    finally:
+        lowering.ws_iteration_base = None
 
 
 def register_split(consumer_threads: int):
@@ -380,33 +455,45 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
     C = len(info.copies)
     tma = info.tma or (None,) * C
     elected = lowering.t == 0
-    try:
+
+    def bounds():
         for let in info.lets:
             lowering.ex.bind_let(let, B.Bind(lowering.lower(let.value)))
-        begin, n = lowering.lower(loop.begin), lowering.lower(loop.extent)
+        return lowering.lower(loop.begin), lowering.lower(loop.extent)
+
+    try:
+        span = bounds() if info.persistent is None else None
 
         def copies():
+            if info.persistent is None:
+                tile_copies(span, None)
+            else:  # each tile of the block; the ring's counter continues
+                P.emit_tiles(lowering, lowering.kernel, info.persistent, lambda base: tile_copies(bounds(), base))
+
+        def tile_copies(span, base):
+            begin, n = span
             with B.serial(0, n) as j:
-                stage = tx.floormod(j, S)
+                g = j if base is None else base + j  # the ring's iteration
+                stage = tx.floormod(g, S)
                 for c in info.copies:
                     lowering.stage[c.dst.buffer.name] = stage
                 lowering.ex.bind(loop.var.name, begin + j)
                 for ci, c in enumerate(info.copies):
                     if tma[ci] is not None:
                         if all(tma):  # the whole loop already runs on the elected thread
-                            _issue_tma(lowering, tma[ci], barriers, C, S, ci, j)
+                            _issue_tma(lowering, tma[ci], barriers, C, S, ci, g)
                             continue
                         with B.If(elected):
                             with B.Then():
-                                _issue_tma(lowering, tma[ci], barriers, C, S, ci, j)
+                                _issue_tma(lowering, tma[ci], barriers, C, S, ci, g)
                         continue
-                    with B.If(j >= S):
-                        with B.Then():  # the buffer's previous use (phase j/S - 1) is over
+                    with B.If(g >= S):
+                        with B.Then():  # the buffer's previous use (phase g/S - 1) is over
                             _call(
                                 lowering,
                                 "tc::mbar_wait",
                                 _empty(barriers, C, S, ci, stage),
-                                tx.floormod(tx.floordiv(j, S) + 1, 2),
+                                tx.floormod(tx.floordiv(g, S) + 1, 2),
                             )
                     lowering.emit_copy_async(c)
                     # arrives once every earlier cp.async of the thread has landed (this copy's included)
@@ -431,9 +518,9 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
 
 
 def _issue_tma(lowering, t, barriers, C, S, ci, j) -> None:
-    """Copy `t` into stage j % S by its elected thread: wait until the buffer is empty, announce the
-    stage's bytes on its full mbarrier, issue one TMA load per box (coordinates innermost first;
-    TMA fills the elements outside the tensor with zeros)."""
+    """Copy `t` into stage j % S (j: the ring's iteration) by its elected thread: wait until the
+    buffer is empty, announce the stage's bytes on its full mbarrier, issue one TMA load per box
+    (coordinates innermost first; TMA fills the elements outside the tensor with zeros)."""
     from tvm import tirx as tx
 
     from tilecore.lowering.tir_expr import cast_to
@@ -492,9 +579,11 @@ def emit_consumer_loop(lowering, info: WsLoop, barriers) -> None:
                 _call(lowering, "tc::named_arrive", tx.IntImm("int32", TURN_BARRIER), threads)
     consumer_barrier = lowering.intrinsics[("barrier", None)]
     lowering.intrinsics[("barrier", None)] = _no_barrier(lowering, loop)
+    base = getattr(lowering, "ws_iteration_base", None)  # a persistent block's tile: where the ring is
     with B.serial(0, n) as k:
-        stage = tx.floormod(k, S)
-        parity = tx.floormod(tx.floordiv(k, S), 2)
+        g = k if base is None else base + k  # the ring's iteration
+        stage = tx.floormod(g, S)
+        parity = tx.floormod(tx.floordiv(g, S), 2)
         for c in info.copies:
             lowering.stage[c.dst.buffer.name] = stage
         lowering.ex.bind(loop.var.name, begin + k)
