@@ -185,6 +185,46 @@ class _WhileExitsEarly(Transformer):
         return s
 
 
+# ----------------------------------------------------------------------------- inlined calls
+
+
+class _InlinedCopyReused(Transformer):
+    """Code cached by source position: a statement written at the same place in the source as an
+    earlier statement of the same body (the second inlined copy of a `@T.macro` called twice) runs
+    the earlier one's code, with the first call's arguments. Allocations keep their own buffers."""
+
+    def __init__(self):
+        self.n = 0
+
+    def visit_body(self, body):
+        first: dict = {}
+        out = []
+        for s in super().visit_body(body):
+            span = getattr(s, "span", None)
+            if span is not None and span.line and not isinstance(s, N.Alloc):
+                key = (type(s), span.file, span.line, span.col)
+                s = self._again(first[key]) if key in first else first.setdefault(key, s)
+            out.append(s)
+        return tuple(out)
+
+    def _again(self, stmt):
+        """`stmt` with the names it binds (loop variables, local names) renamed: names are unique
+        in a kernel, and the copy must stay well-formed IR."""
+        bound = {v.name for n in walk(stmt) if isinstance(n, (N.Parallel, N.For, N.Let)) for v in _bound_vars(n)}
+        self.n += 1
+        suffix = f"_mutant_again{self.n}"
+
+        class Rename(Transformer):
+            def visit_Var(self, v):
+                return dataclasses.replace(v, name=v.name + suffix) if v.name in bound else v
+
+        return Rename().visit(stmt)
+
+
+def _bound_vars(node):
+    return node.vars if isinstance(node, N.Parallel) else (node.var,)
+
+
 # ----------------------------------------------------------------------------- NaN
 
 
@@ -558,6 +598,7 @@ def _ir_bugs(func):
         "fp8-saturates": _Fp8Saturates(),
         "while-exits-early": _WhileExitsEarly(),
         "scalar-lost": _ScalarArgumentLost(func),
+        "macro-copy-reused": _InlinedCopyReused(),
     }
 
 
@@ -590,6 +631,7 @@ IR_BUGS = {
     "fp8-saturates": "conversions into fp8 saturate at the largest finite value instead of giving NaN / inf",
     "while-exits-early": "`while a < b` tests a + 1 < b (one iteration too few)",
     "scalar-lost": "scalar kernel parameters read as 0 (never packed into the launch)",
+    "macro-copy-reused": "a macro called twice runs its first call's code twice (code cached by source position)",
 }
 LAUNCH_BUGS = {
     "edge": "the last row/column of a partial edge tile is never written",
