@@ -114,19 +114,45 @@ def test_idioms_pass_on_the_reference_backend():
 def test_a_macro_whose_second_call_reuses_the_first_is_caught(mutant_path, seed):
     """The planted bug `macro-copy-reused` (code cached by source position) gives well-formed IR
     that writes A's rows twice and never B's: every macro program of a run shows it."""
+    macros = [k for k in _idioms(seed) if k["macro"] and all(_groups_run(k))]
+    assert len(macros) >= 2
+    for k in macros:
+        _assert_shows_bug("macro-copy-reused", k)
+
+
+def _assert_shows_bug(bug: str, k: dict) -> None:
+    """Planting IR bug `bug` in program `k` gives well-formed IR whose output differs."""
     import tile_mutants
 
     from tilecore.passes.check_types import check
 
-    macros = [k for k in _idioms(seed) if k["macro"] and all(_groups_run(k))]
-    assert len(macros) >= 2
-    for k in macros:
-        prog = build(k)
-        func = load_source(prog.source)
-        planted = tile_mutants._plant("macro-copy-reused", func)
-        check(planted)
-        good = make_inputs(prog.params, prog.bindings, prog.input_seed)
-        bad = [x.copy() for x in good]
-        interp.run(func, good, {})
-        interp.run(planted, bad, {})
-        assert compare("Out", k["out_dtype"], good[2], bad[2], prog.tolerances["Out"]) is not None, prog.source
+    prog = build(k)
+    func = load_source(prog.source)
+    planted = tile_mutants._plant(bug, func)
+    check(planted)  # raises TileCompileError on inconsistent IR
+    good = make_inputs(prog.params, prog.bindings, prog.input_seed)
+    bad = [x.copy() for x in good]
+    interp.run(func, good, {})
+    interp.run(planted, bad, {})
+    assert compare("Out", k["out_dtype"], good[2], bad[2], prog.tolerances["Out"]) is not None, prog.source
+
+
+def test_the_directed_knob_is_each_programs_index():
+    """A Ray shard regenerates a directed program as `directed_knobs(...)[knobs["directed"]]`
+    (ray_shard._Shard.run): the knob must be its index, whichever directed programs a backend gets."""
+    from tile_conformance.strategies import directed_knobs
+
+    fams = run_families(ALL)
+    knobs = directed_knobs(ALL, 7, fams)
+    assert [k["family"] for k in knobs] == ["forms"] * 4 + ["idioms"] * 6 + ["offsets"]
+    assert all(directed_knobs(ALL, 7, fams)[k["directed"]] == k for k in knobs)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_first_split_shows_a_thread_count_that_is_not_a_power_of_two(mutant_path, seed):
+    """The first split program has threads= 96, 160 or 384 (the seeded families draw powers of two
+    only) and more elements per tile than threads: the planted bug `threads-masked-pow2` (T.Parallel
+    lanes masked to the power of two below) loses some of its elements, in well-formed IR."""
+    k = _idioms(seed)[1]
+    assert k["split"] and k["threads"] in (96, 160, 384) and k["bm"] * k["bn"] > k["threads"]
+    _assert_shows_bug("threads-masked-pow2", k)

@@ -1020,8 +1020,10 @@ def _idioms_dtypes(draw, caps: Caps, cast: bool, atomic: bool, slot: int) -> tup
 
 def _thread_split(draw, caps: Caps, slot: int) -> tuple:
     """(threads, [op, bound]) of a thread-group split: both groups run in the directed slots, the
-    drawn mix may leave one without threads (bound 0 or threads=)."""
-    threads = draw(st.sampled_from((64, 96, 128, 256, 384)))
+    drawn mix may leave one without threads (bound 0 or threads=). The first split has a `threads=`
+    that is not a power of two (warp-specialized kernels use 3 warp groups: 384), which the seeded
+    families never draw."""
+    threads = draw(st.sampled_from((96, 160, 384) if slot == 1 else (64, 96, 128, 256, 384)))
     threads = min(threads, caps.max_threads) if caps.max_threads else threads
     bounds = [b for b in range(32, threads, 32)] or [max(1, threads // 2)]
     if slot >= len(IDIOM_SLOTS):
@@ -1050,7 +1052,9 @@ def idioms_knobs(draw, caps: Caps, slot: int = 0):
     conversion with one dtype)."""
     from tilecore.frontend.tileops import MEMORY_ORDERS
 
-    bm, bn = draw(st.sampled_from(TILES[1:])), draw(st.sampled_from(TILES[1:]))
+    # the first split (threads= up to 384) moves tiles of more elements than threads
+    rows, cols = (TILES[4:], TILES[5:]) if slot == 1 else (TILES[1:], TILES[1:])
+    bm, bn = draw(st.sampled_from(rows)), draw(st.sampled_from(cols))
     guards = caps.has("runtime_if", "partial_tiles")
     M, N = draw(_extent(caps, bm, guards)), draw(_extent(caps, bn, guards))
     use = set(IDIOM_SLOTS[slot]) if slot < len(IDIOM_SLOTS) else {i for i in IDIOMS if draw(st.booleans())}

@@ -225,6 +225,34 @@ def _bound_vars(node):
     return node.vars if isinstance(node, N.Parallel) else (node.var,)
 
 
+# ----------------------------------------------------------------------------- threads
+
+
+class _ThreadsMaskedToPowerOfTwo(Transformer):
+    """With a `threads=` that is not a power of two, T.Parallel iterations are dealt out with a stride
+    of `threads` but each thread's lane is masked to the power of two below (`tid & (P - 1)`): the
+    iterations whose position in their round is P or more never run."""
+
+    def visit_Kernel(self, k):
+        threads = 1
+        for t in k.threads:
+            threads *= int(t)
+        lanes = 1 << (threads.bit_length() - 1)
+        if lanes == threads:
+            return k
+
+        class Mask(Transformer):
+            def visit_Parallel(self, p):
+                flat = _c(0, "int32")
+                for var, extent in zip(p.vars, p.extents):
+                    flat = N.BinOp("+", N.BinOp("*", flat, _c(int(extent), "int32"), "int32"), var, "int32")
+                lane = N.BinOp("%", flat, _c(threads, "int32"), "int32")
+                runs = N.BinOp("<", lane, _c(lanes, "int32"), "bool")
+                return dataclasses.replace(p, body=(N.If(runs, p.body, ()),))
+
+        return dataclasses.replace(k, body=Mask().visit(k.body))
+
+
 # ----------------------------------------------------------------------------- NaN
 
 
@@ -599,6 +627,7 @@ def _ir_bugs(func):
         "while-exits-early": _WhileExitsEarly(),
         "scalar-lost": _ScalarArgumentLost(func),
         "macro-copy-reused": _InlinedCopyReused(),
+        "threads-masked-pow2": _ThreadsMaskedToPowerOfTwo(),
     }
 
 
@@ -632,6 +661,7 @@ IR_BUGS = {
     "while-exits-early": "`while a < b` tests a + 1 < b (one iteration too few)",
     "scalar-lost": "scalar kernel parameters read as 0 (never packed into the launch)",
     "macro-copy-reused": "a macro called twice runs its first call's code twice (code cached by source position)",
+    "threads-masked-pow2": "threads= not a power of two: T.Parallel iterations past the power of two below are lost",
 }
 LAUNCH_BUGS = {
     "edge": "the last row/column of a partial edge tile is never written",
