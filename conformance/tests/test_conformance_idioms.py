@@ -60,14 +60,24 @@ def _groups_run(k: dict) -> tuple:
     return taken > 0, taken < k["threads"]
 
 
+def _clamped(k: dict, x: np.ndarray) -> np.ndarray:
+    """x limited to [lo, hi] of the clamp knob (in float64 or int64: every value of x, lo and hi
+    is exact there), NaN kept."""
+    if not k["clamp"]:
+        return x
+    lo, hi = k["clamp"]
+    wide = x.astype(np.float64 if x.dtype.kind not in "iub" else np.int64)
+    return np.minimum(np.maximum(wide, lo), hi).astype(x.dtype)
+
+
 def _expected(k: dict, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """A converted into Out's first M rows, B into the rest (each added to the initial value when
-    the moves are atomic adds); a move whose thread group is empty leaves its rows alone."""
+    """A (clamped, converted) into Out's first M rows, B into the rest (each added to the initial
+    value when the moves are atomic adds); a move whose thread group is empty leaves its rows alone."""
     M, d_out = k["M"], k["out_dtype"]
     out = np.full((2 * M, k["N"]), OUTPUT_SENTINEL).astype(np_dtype(d_out))
     for rows, x, runs in zip((slice(0, M), slice(M, 2 * M)), (a, b), _groups_run(k)):
         if runs:
-            value = convert(x, d_out)
+            value = convert(_clamped(k, x), d_out)
             out[rows] = (out[rows] + value).astype(out.dtype) if k["order"] else value
     return out
 
@@ -88,20 +98,21 @@ def test_idioms_programs_compute_what_they_say(seed, which):
 def test_idioms_are_written_in_tilelangs_spellings():
     """The source holds each idiom's spelling (the frontend desugars them: only the text shows them)."""
     spelled = {
-        "macro": "@T.macro",
-        "split": "if T.get_thread_binding() ",
-        "astype": ".astype(",
-        "Cast": "T.Cast(",
-        "serial": "T.vectorized(",
-        "floordiv": "T.floordiv(f, ",
-        "memory_order": "memory_order=",
-        "hints": "T.disable_warp_group_reg_alloc()",
+        "macro": ("@T.macro",),
+        "split": ("if T.get_thread_binding() ",),
+        "astype": (".astype(",),
+        "Cast": ("T.Cast(",),
+        "clamp": ("T.clamp(",),
+        "serial": ("T.Serial(", "T.vectorized("),
+        "floordiv": ("T.floordiv(f, ", "T.floormod(f, "),
+        "memory_order": ("memory_order=",),
+        "hints": ("T.disable_warp_group_reg_alloc()", "T.annotate_layout({"),
     }
     for seed in (1, 2):
         for k in _idioms(seed):
             source = build(k).source
             for idiom in {c.split(":")[1] for c in program_cells(build(k)) if c.startswith("idioms:")}:
-                assert spelled[idiom] in source, (idiom, source)
+                assert all(text in source for text in spelled[idiom]), (idiom, source)
 
 
 def test_idioms_pass_on_the_reference_backend():

@@ -26,12 +26,15 @@ split         the two moves are the branches of a thread-group split, `if T.get_
               tilecore accepts); a group without threads (b = 0, b = threads=) does not run
 astype, Cast  the stored value converted to another dtype by `x.astype(D)` or `T.Cast(D, x)`, D
               spelled "float16", T.float16, T.dtype("float16") or T.float (float32): bit-exact
+clamp         the value limited by `T.clamp(x, lo, hi)` first (NaN stays NaN): bit-exact
 serial        the elements stored by `for i in T.Serial(bm): for j in T.vectorized(bn):` loops
 floordiv      one flat `T.Parallel(bm * bn)` whose body names `i = T.floordiv(f, bn)` and
               `j = T.floormod(f, bn)`
 memory_order  each element added into the output by `T.atomic_add(..., memory_order=...)` (the
               output's initial value plus the element: one rounding, compared within it)
-hints         `T.disable_warp_group_reg_alloc()` at the top of the kernel (no effect)
+hints         `T.disable_warp_group_reg_alloc()` at the top of the kernel and a custom layout on
+              each tile, `T.annotate_layout({t: T.Layout(shape, lambda i, j: [j, i])})` (shared)
+              or a `T.Fragment` thread map (fragment): no effect on results
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from .programs import (
 )
 
 FORMS = ("scalar", "view", "stages")
-IDIOMS = ("macro", "split", "astype", "Cast", "serial", "floordiv", "memory_order", "hints")
+IDIOMS = ("macro", "split", "astype", "Cast", "clamp", "serial", "floordiv", "memory_order", "hints")
 
 
 def _guarded_loop(w: _Writer, k: dict, row_block: str, col_block: str, feats: set) -> tuple:
@@ -112,7 +115,7 @@ def _build_forms(k: dict) -> Program:
 
 def idiom_cells(k: dict) -> set:
     """The IDIOMS an `idioms` program's knobs use (its coverage cells, without the prefix)."""
-    used = {"macro": k["macro"], "split": bool(k["split"]), k["cast"]: bool(k["cast"])}
+    used = {"macro": k["macro"], "split": bool(k["split"]), k["cast"]: bool(k["cast"]), "clamp": bool(k["clamp"])}
     used.update(serial=k["loops"] == "serial", floordiv=k["loops"] == "flat")
     used.update(memory_order=bool(k["order"]), hints=k["hints"])
     return {name for name, on in used.items() if on and name in IDIOMS}
@@ -130,10 +133,10 @@ def _move_lines(k: dict, src: str, dst: str, tile: str, shift: str) -> list:
     `dst` through a `tile` buffer; src / dst / shift are names (macro parameters) or text."""
     M, N, bm, bn = k["M"], k["N"], k["bm"], k["bn"]
     r0, c0 = ("r0", "c0") if k["macro"] else (f"by * {bm}", f"bx * {bn}")
-    lines = [
-        f"{tile} = T.alloc_{k['tile']}(({bm}, {bn}), {_dtype_text(k['dtype'], k['spelling'])})",
-        f"T.copy({src}[{r0}, {c0}], {tile})",
-    ]
+    lines = [f"{tile} = T.alloc_{k['tile']}(({bm}, {bn}), {_dtype_text(k['dtype'], k['spelling'])})"]
+    if k["hints"]:
+        lines.append(f"T.annotate_layout({{{tile}: {_layout_text(k)}}})")
+    lines.append(f"T.copy({src}[{r0}, {c0}], {tile})")
     if k["loops"] == "serial":
         body = [f"for i in T.Serial({bm}):", f"    for j in T.vectorized({bn}):"]
     elif k["loops"] == "flat":
@@ -147,6 +150,8 @@ def _move_lines(k: dict, src: str, dst: str, tile: str, shift: str) -> list:
             lines.append("    " * depth + f"if {index} < {bound}:")
             depth += 1
     value = f"{tile}[i, j]"
+    if k["clamp"]:
+        value = f"T.clamp({value}, {k['clamp'][0]}, {k['clamp'][1]})"
     out_type = _dtype_text(k["out_dtype"], k["spelling"])
     if k["cast"] == "astype":
         value = f"{value}.astype({out_type})"
@@ -158,6 +163,15 @@ def _move_lines(k: dict, src: str, dst: str, tile: str, shift: str) -> list:
     else:
         store = f"{target} = {value}"
     return lines + ["    " * depth + store]
+
+
+def _layout_text(k: dict) -> str:
+    """A custom layout of the moved tile: its transpose as storage order (shared), or a thread map
+    (fragment); hints that must not change results."""
+    bm, bn = k["bm"], k["bn"]
+    if k["tile"] == "shared":
+        return f"T.Layout(({bm}, {bn}), lambda i, j: [j, i])"
+    return f"T.Fragment(({bm}, {bn}), forward_thread_fn=lambda i, j: (i * {bn} + j) % {k['threads']})"
 
 
 def _split_test(k: dict) -> str:

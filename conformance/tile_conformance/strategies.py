@@ -710,7 +710,8 @@ def _forms_directed(caps: Caps, seed: int, families) -> list:
 
 def _idioms_directed(caps: Caps, seed: int, families) -> list:
     """Six `idioms` programs (form_programs.py): TileLang's spellings (a macro called twice, a
-    thread-group split, astype / T.Cast, T.Serial / T.vectorized, T.floordiv, memory_order, hints),
+    thread-group split, astype / T.Cast, T.clamp, T.Serial / T.vectorized, T.floordiv, memory_order,
+    hints and custom layouts),
     each in one of the first five (IDIOM_SLOTS), a drawn mix in the sixth."""
     return _slot_programs(caps, seed, families, "idioms", idioms_knobs, len(IDIOM_SLOTS) + 1)
 
@@ -992,20 +993,22 @@ IDIOM_SLOTS = (
     ("macro",),
     ("split",),
     ("macro", "split", "astype"),
-    ("Cast", "serial", "hints"),
+    ("Cast", "clamp", "serial", "hints"),
     ("memory_order", "floordiv"),
 )
+# T.clamp bounds by the kind of the input dtype (representable in each dtype of the kind)
+CLAMP_BOUNDS = {"float": [-1.5, 1.5], "signed": [-100, 100], "uint8": [10, 200]}
 ATOMIC_DTYPES = ("float32", "int32", "float64", "float16", "int64")  # as the atomic family's
 
 
-def _idioms_dtypes(draw, caps: Caps, cast: bool, atomic: bool, slot: int) -> tuple:
+def _idioms_dtypes(draw, caps: Caps, cast: bool, atomic: bool, slot: int, clamp: bool) -> tuple:
     """(input dtype, output dtype, input edge class) of an idioms program: an atomic output in a
     dtype atomics cover (the directed slot: the first two declared of ATOMIC_DTYPES, which every
     backend with atomics has), on small integers (intfloat: one exact add); else a conversion's
-    edge values."""
+    edge values. No bool input for T.clamp."""
     from .edge_programs import convert_edges
 
-    pool = caps.floats() + caps.ints() + (("bool",) if caps.dtype_ok("bool") else ())
+    pool = caps.floats() + caps.ints() + (("bool",) if caps.dtype_ok("bool") and not clamp else ())
     if atomic:
         outs = [d for d in ATOMIC_DTYPES if caps.dtype_ok(d)]
         d_out = draw(st.sampled_from(outs[:2] if slot < len(IDIOM_SLOTS) else outs))
@@ -1063,7 +1066,9 @@ def idioms_knobs(draw, caps: Caps, slot: int = 0):
             use.discard(draw(st.sampled_from(pair)))
     use &= reachable_idioms(caps)
     cast = next((c for c in ("astype", "Cast") if c in use), "")
-    d, d_out, edges = _idioms_dtypes(draw, caps, bool(cast), "memory_order" in use, slot)
+    d, d_out, edges = _idioms_dtypes(draw, caps, bool(cast), "memory_order" in use, slot, "clamp" in use)
+    kind = "float" if is_float(d) else ("uint8" if d == "uint8" else "signed")
+    clamp = CLAMP_BOUNDS[kind] if "clamp" in use else []
     threads, split = _thread_split(draw, caps, slot) if "split" in use else (_threads(draw, caps), [])
     return {
         "family": "idioms",
@@ -1079,6 +1084,7 @@ def idioms_knobs(draw, caps: Caps, slot: int = 0):
         "macro": "macro" in use,
         "split": split,
         "cast": cast,
+        "clamp": clamp,
         "spelling": draw(st.sampled_from(("str", "attr", "dtype"))),
         "loops": "serial" if "serial" in use else ("flat" if "floordiv" in use else "parallel"),
         "order": draw(st.sampled_from(MEMORY_ORDERS)) if "memory_order" in use else "",
