@@ -9,7 +9,7 @@ pytest plugin (`pytest --tile-backend NAME --pyargs tile_conformance`) and
 `run_suite` below.
 """
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 
 def run_suite(*args, **kwargs):

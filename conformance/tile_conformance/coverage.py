@@ -17,8 +17,8 @@ from typing import Dict, List, Set
 from tilecore.ir.types import is_fp8, itemsize
 
 from .accuracy import FUNCS
-from .programs import FORMS
-from .strategies import large_tensor_dtype
+from .programs import FORMS, idiom_cells
+from .strategies import large_tensor_dtype, reachable_idioms
 
 CONVERT_KINDS = ("f>f", "f>i", "i>i", "i>f", ">bool", "bool>")
 INT_TARGETS = ("//", "%", "<<", ">>", "~", "cmp", "logic", "wrap")
@@ -53,6 +53,8 @@ def program_cells(program) -> Set[str]:
         cells.add(f"reduce:{k['kind']}")
     elif fam == "forms":
         cells.update(f"forms:{f}" for f in FORMS if k.get(f))
+    elif fam == "idioms":
+        cells.update(f"idioms:{i}" for i in idiom_cells(k))
     cells |= _opt_in_cells(k)
     for p in program.params:
         if p.edges and not p.edges.startswith(("math:", "window:")):
@@ -96,6 +98,7 @@ def required_cells(caps, families, directed: bool = True) -> List[str]:
         out.append("size:>2^16 elements")
     if directed and "copy" in families and caps.has("copy", "parallel"):  # the directed forms programs
         out += [f"forms:{f}" for f in FORMS if f != "scalar" or caps.has("runtime_if")]
+        out += [f"idioms:{i}" for i in sorted(reachable_idioms(caps))]
     if directed and "copy" in families and large_tensor_dtype(caps):
         out.append(LARGE_BYTES)
     return out + _required_opt_in_cells(caps, families)

@@ -14,6 +14,27 @@ stages  two `T.Kernel` blocks in one prim_func sharing a `T.alloc_global` scratc
 
 Values are copied unchanged (special values and limits included): compared bit-exactly, the sign
 of zero included.
+
+The `idioms` programs (directed too) write TileLang's spellings around the same kind of copy: each
+moves two inputs, A into the output's first M rows and B into the rows after them, tile by tile:
+
+macro         each move is a call of one `@T.macro` (it allocates its own tile), called twice with
+              different arguments: a backend that reuses the code of the first inlined copy for the
+              second (code cached by source position) writes A twice and never B
+split         the two moves are the branches of a thread-group split, `if T.get_thread_binding()
+              < b: ... else: ...`, TileLang's warp-specialization form (the only thread-level code
+              tilecore accepts); a group without threads (b = 0, b = threads=) does not run
+astype, Cast  the stored value converted to another dtype by `x.astype(D)` or `T.Cast(D, x)`, D
+              spelled "float16", T.float16, T.dtype("float16") or T.float (float32): bit-exact
+clamp         the value limited by `T.clamp(x, lo, hi)` first (NaN stays NaN): bit-exact
+serial        the elements stored by `for i in T.Serial(bm): for j in T.vectorized(bn):` loops
+floordiv      one flat `T.Parallel(bm * bn)` whose body names `i = T.floordiv(f, bn)` and
+              `j = T.floormod(f, bn)`
+memory_order  each element added into the output by `T.atomic_add(..., memory_order=...)` (the
+              output's initial value plus the element: one rounding, compared within it)
+hints         `T.disable_warp_group_reg_alloc()` at the top of the kernel and a custom layout on
+              each tile, `T.annotate_layout({t: T.Layout(shape, lambda i, j: [j, i])})` (shared)
+              or a `T.Fragment` thread map (fragment): no effect on results
 """
 
 from __future__ import annotations
@@ -22,6 +43,7 @@ from typing import Any, Callable, Dict
 
 from tilecore.ir.types import is_float
 
+from . import exprs as X
 from .programs import (
     Param,
     Program,
@@ -30,12 +52,14 @@ from .programs import (
     _dtype_features,
     _finish,
     _header,
+    _input_bounds,
     _kernel,
     _partial,
     _Writer,
 )
 
 FORMS = ("scalar", "view", "stages")
+IDIOMS = ("macro", "split", "astype", "Cast", "clamp", "serial", "floordiv", "memory_order", "hints")
 
 
 def _guarded_loop(w: _Writer, k: dict, row_block: str, col_block: str, feats: set) -> tuple:
@@ -89,4 +113,110 @@ def _build_forms(k: dict) -> Program:
     return _finish(k, w, params, {}, feats, {"Out": tol}, grid)
 
 
-FORM_BUILDERS: Dict[str, Callable[..., Any]] = {"forms": _build_forms}
+def idiom_cells(k: dict) -> set:
+    """The IDIOMS an `idioms` program's knobs use (its coverage cells, without the prefix)."""
+    used = {"macro": k["macro"], "split": bool(k["split"]), k["cast"]: bool(k["cast"]), "clamp": bool(k["clamp"])}
+    used.update(serial=k["loops"] == "serial", floordiv=k["loops"] == "flat")
+    used.update(memory_order=bool(k["order"]), hints=k["hints"])
+    return {name for name, on in used.items() if on and name in IDIOMS}
+
+
+def _dtype_text(d: str, spelling: str) -> str:
+    """dtype `d` as a kernel writes it: "float16", T.float16 (T.float for float32), T.dtype("float16")."""
+    if spelling == "attr":
+        return "T.float" if d == "float32" else f"T.{d}"
+    return f'T.dtype("{d}")' if spelling == "dtype" else f'"{d}"'
+
+
+def _move_lines(k: dict, src: str, dst: str, tile: str, shift: str) -> list:
+    """Source lines (unindented) of one move: `src`'s tile at (by, bx) into rows `shift` + ... of
+    `dst` through a `tile` buffer; src / dst / shift are names (macro parameters) or text."""
+    M, N, bm, bn = k["M"], k["N"], k["bm"], k["bn"]
+    r0, c0 = ("r0", "c0") if k["macro"] else (f"by * {bm}", f"bx * {bn}")
+    lines = [f"{tile} = T.alloc_{k['tile']}(({bm}, {bn}), {_dtype_text(k['dtype'], k['spelling'])})"]
+    if k["hints"]:
+        lines.append(f"T.annotate_layout({{{tile}: {_layout_text(k)}}})")
+    lines.append(f"T.copy({src}[{r0}, {c0}], {tile})")
+    if k["loops"] == "serial":
+        body = [f"for i in T.Serial({bm}):", f"    for j in T.vectorized({bn}):"]
+    elif k["loops"] == "flat":
+        body = [f"for f in T.Parallel({bm * bn}):", f"    i = T.floordiv(f, {bn})", f"    j = T.floormod(f, {bn})"]
+    else:
+        body = [f"for i, j in T.Parallel({bm}, {bn}):"]
+    lines += body
+    depth = 1 if k["loops"] != "serial" else 2
+    for index, bound, needed in ((f"{r0} + i", M, _partial(M, bm)), (f"{c0} + j", N, _partial(N, bn))):
+        if needed:
+            lines.append("    " * depth + f"if {index} < {bound}:")
+            depth += 1
+    value = f"{tile}[i, j]"
+    if k["clamp"]:
+        value = f"T.clamp({value}, {k['clamp'][0]}, {k['clamp'][1]})"
+    out_type = _dtype_text(k["out_dtype"], k["spelling"])
+    if k["cast"] == "astype":
+        value = f"{value}.astype({out_type})"
+    elif k["cast"] == "Cast":
+        value = f"T.Cast({out_type}, {value})"
+    target = f"{dst}[{shift} + {r0} + i, {c0} + j]" if shift != "0" else f"{dst}[{r0} + i, {c0} + j]"
+    if k["order"]:
+        store = f'T.atomic_add({target}, {value}, memory_order="{k["order"]}")'
+    else:
+        store = f"{target} = {value}"
+    return lines + ["    " * depth + store]
+
+
+def _layout_text(k: dict) -> str:
+    """A custom layout of the moved tile: its transpose as storage order (shared), or a thread map
+    (fragment); hints that must not change results."""
+    bm, bn = k["bm"], k["bn"]
+    if k["tile"] == "shared":
+        return f"T.Layout(({bm}, {bn}), lambda i, j: [j, i])"
+    return f"T.Fragment(({bm}, {bn}), forward_thread_fn=lambda i, j: (i * {bn} + j) % {k['threads']})"
+
+
+def _split_test(k: dict) -> str:
+    op, bound = k["split"]
+    return f"if T.get_thread_binding() {op} {bound}:"
+
+
+def _build_idioms(k: dict) -> Program:
+    M, N, bm, bn, d, d_out = k["M"], k["N"], k["bm"], k["bn"], k["dtype"], k["out_dtype"]
+    lo, hi = _input_bounds(d)
+    params = [Param(n, (M, N), d, "in", lo, hi, k["edges"]) for n in ("A", "B")]
+    params.append(Param("Out", (2 * M, N), d_out, "out"))
+    helpers = []
+    if k["macro"]:
+        helpers = ["@T.macro", "def move(src, dst, r0, c0, shift):"]
+        helpers += ["    " + line for line in _move_lines(k, "src", "dst", "t", "shift")]
+        moves = [[f"move(A, Out, by * {bm}, bx * {bn}, 0)"], [f"move(B, Out, by * {bm}, bx * {bn}, {M})"]]
+    else:
+        moves = [_move_lines(k, "A", "Out", "A_t", "0"), _move_lines(k, "B", "Out", "B_t", str(M))]
+    w = _Writer()
+    _header(w, params, [], helpers)
+    grid = [_ceildiv_text(N, bn), _ceildiv_text(M, bm)]
+    _kernel(w, grid, k["threads"])
+    if k["hints"]:
+        w("T.disable_warp_group_reg_alloc()")
+    for n, move in enumerate(moves):
+        if k["split"]:
+            w(_split_test(k) if n == 0 else "else:")
+            w.indent()
+        for line in move:
+            w(line)
+        if k["split"]:
+            w.dedent()
+    feats = {"copy", "parallel"} | _dtype_features(d, d_out)
+    feats |= {"serial"} if k["loops"] == "serial" else set()
+    feats |= {"atomic"} if k["order"] else set()
+    if _partial(M, bm) or _partial(N, bn):
+        feats |= {"partial_tiles", "runtime_if"}
+    if k["order"] and is_float(d_out):
+        tol = Tolerance(0.0, 2.0 * X.unit_roundoff(d_out), "one atomic add per element: one rounding")
+    elif k["order"]:
+        tol = Tolerance(0.0, 0.0, "one integer atomic add per element: exact")
+    else:
+        tol = Tolerance(0.0, 0.0, "values copied or converted: bit-exact", signed_zero=is_float(d_out))
+    return _finish(k, w, params, {}, feats, {"Out": tol}, grid)
+
+
+FORM_BUILDERS: Dict[str, Callable[..., Any]] = {"forms": _build_forms, "idioms": _build_idioms}

@@ -123,9 +123,15 @@ def _dim(v) -> str:
     return v if isinstance(v, str) else str(int(v))
 
 
-def _header(w: _Writer, params: Sequence[Param], dyn: Sequence[str]):
+def _header(w: _Writer, params: Sequence[Param], dyn: Sequence[str], helpers: Sequence[str] = ()):
+    """The module up to the kernel's body: imports, dynamic dims, `helpers` (module-level source
+    lines, e.g. a `@T.macro` the kernel calls), then `@T.prim_func def main(params):`."""
     w("import tilecore.language as T")
     w("")
+    for line in helpers:
+        w(line)
+    if helpers:
+        w("")
     for d in dyn:
         w(f'{d} = T.dynamic("{d}")')
     if dyn:
@@ -821,7 +827,7 @@ _BUILDERS = {
     "chain": _build_chain,
 }
 from .edge_programs import DIRECTED_BUILDERS, EDGE_BUILDERS  # noqa: E402  (they build on the helpers above)
-from .form_programs import FORM_BUILDERS, FORMS  # noqa: E402, F401  (FORMS: strategies)
+from .form_programs import FORM_BUILDERS, FORMS, IDIOMS, idiom_cells  # noqa: E402, F401  (strategies, coverage)
 
 _BUILDERS.update(EDGE_BUILDERS)
 FAMILIES = tuple(_BUILDERS)  # the families a run draws from in turn

@@ -17,7 +17,7 @@ from tilecore.ir.types import FLOAT_DTYPES, FP8_DTYPES, INT_DTYPES, bits, is_flo
 
 from . import exprs as X
 from . import gen as st
-from .programs import FAMILIES, FORMS, shared_bytes
+from .programs import FAMILIES, FORMS, IDIOMS, shared_bytes
 
 TILES = (1, 2, 4, 8, 16, 32)
 _PRECISION = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}  # significand bits
@@ -681,22 +681,39 @@ def large_tensor_dtype(caps: Caps) -> Optional[str]:
 
 
 def directed_knobs(caps: Caps, seed: int, families) -> list:
-    """Knobs of the directed programs of a run with `seed` over `families` (see above)."""
-    return _forms_directed(caps, seed, families) + _offsets_directed(caps, seed, families)
+    """Knobs of the directed programs of a run with `seed` over `families` (see above); knob
+    `directed` is each one's index in this list (a Ray shard regenerates it from that)."""
+    knobs = _forms_directed(caps, seed, families) + _idioms_directed(caps, seed, families)
+    knobs += _offsets_directed(caps, seed, families)
+    return [{**k, "directed": n} for n, k in enumerate(knobs)]
+
+
+def _slot_programs(caps: Caps, seed: int, families, family: str, knobs_of, count: int) -> list:
+    """`count` directed programs of `family` (small copies, on backends with `copy` and `parallel`),
+    program `slot` drawn by `knobs_of(caps, slot=slot)` from the run's seed."""
+    if "copy" not in families or not caps.has("copy", "parallel"):
+        return []
+    out = []
+    for slot in range(count):
+        rng = st.rng_for("tile-conformance", GENERATOR_VERSION, seed, "directed", family, slot)
+        knobs = knobs_of(caps, slot=slot).draw(rng)
+        knobs["input_seed"] = rng.randrange(2**31)
+        out.append(knobs)
+    return out
 
 
 def _forms_directed(caps: Caps, seed: int, families) -> list:
     """Four `forms` programs (form_programs.py): a scalar parameter, a buffer view, two kernel
-    stages, a view with stages; small copies, drawn from the run's seed."""
-    if "copy" not in families or not caps.has("copy", "parallel"):
-        return []
-    out = []
-    for slot in range(len(FORMS) + 1):
-        rng = st.rng_for("tile-conformance", GENERATOR_VERSION, seed, "directed", "forms", slot)
-        knobs = forms_knobs(caps, slot=slot).draw(rng)
-        knobs["input_seed"] = rng.randrange(2**31)
-        out.append({**knobs, "directed": 1 + slot})
-    return out
+    stages, a view with stages."""
+    return _slot_programs(caps, seed, families, "forms", forms_knobs, len(FORMS) + 1)
+
+
+def _idioms_directed(caps: Caps, seed: int, families) -> list:
+    """Six `idioms` programs (form_programs.py): TileLang's spellings (a macro called twice, a
+    thread-group split, astype / T.Cast, T.clamp, T.Serial / T.vectorized, T.floordiv, memory_order,
+    hints and custom layouts),
+    each in one of the first five (IDIOM_SLOTS), a drawn mix in the sixth."""
+    return _slot_programs(caps, seed, families, "idioms", idioms_knobs, len(IDIOM_SLOTS) + 1)
 
 
 def _offsets_directed(caps: Caps, seed: int, families) -> list:
@@ -716,7 +733,6 @@ def _offsets_directed(caps: Caps, seed: int, families) -> list:
     return [
         {
             "family": "offsets",
-            "directed": 0,
             "dtype": dtype,
             "M": rows,
             "N": _LARGE_COLUMNS,
@@ -969,6 +985,110 @@ def forms_knobs(draw, caps: Caps, slot: int = 0):
         "n": draw(st.integers(1, M)) if "scalar" in forms else M,
         "view": draw(st.sampled_from(("flat", "swapped"))) if "view" in forms else "",
         "stages": "stages" in forms,
+    }
+
+
+# what the directed idioms programs use, in turn (then one drawn mix)
+IDIOM_SLOTS = (
+    ("macro",),
+    ("split",),
+    ("macro", "split", "astype"),
+    ("Cast", "clamp", "serial", "hints"),
+    ("memory_order", "floordiv"),
+)
+# T.clamp bounds by the kind of the input dtype (representable in each dtype of the kind)
+CLAMP_BOUNDS = {"float": [-1.5, 1.5], "signed": [-100, 100], "uint8": [10, 200]}
+ATOMIC_DTYPES = ("float32", "int32", "float64", "float16", "int64")  # as the atomic family's
+
+
+def _idioms_dtypes(draw, caps: Caps, cast: bool, atomic: bool, slot: int, clamp: bool) -> tuple:
+    """(input dtype, output dtype, input edge class) of an idioms program: an atomic output in a
+    dtype atomics cover (the directed slot: the first two declared of ATOMIC_DTYPES, which every
+    backend with atomics has), on small integers (intfloat: one exact add); else a conversion's
+    edge values. No bool input for T.clamp."""
+    from .edge_programs import convert_edges
+
+    pool = caps.floats() + caps.ints() + (("bool",) if caps.dtype_ok("bool") and not clamp else ())
+    if atomic:
+        outs = [d for d in ATOMIC_DTYPES if caps.dtype_ok(d)]
+        d_out = draw(st.sampled_from(outs[:2] if slot < len(IDIOM_SLOTS) else outs))
+        d = draw(st.sampled_from([d for d in pool if d not in ("bool", d_out)])) if cast else d_out
+        return d, d_out, "intfloat" if is_float(d) else ""
+    d = draw(st.sampled_from(pool))
+    if cast:  # not into bool: the output's initial value (77) is True, as most converted values are
+        d_out = draw(st.sampled_from([x for x in pool if x not in (d, "bool")]))
+        return d, d_out, draw(st.sampled_from(convert_edges(d, d_out)))
+    return d, d, "special" if is_float(d) else ("limits" if d != "bool" else "")
+
+
+def _thread_split(draw, caps: Caps, slot: int) -> tuple:
+    """(threads, [op, bound]) of a thread-group split: both groups run in the directed slots, the
+    drawn mix may leave one without threads (bound 0 or threads=). The first split has a `threads=`
+    that is not a power of two (warp-specialized kernels use 3 warp groups: 384), which the seeded
+    families never draw."""
+    threads = draw(st.sampled_from((96, 160, 384) if slot == 1 else (64, 96, 128, 256, 384)))
+    threads = min(threads, caps.max_threads) if caps.max_threads else threads
+    bounds = [b for b in range(32, threads, 32)] or [max(1, threads // 2)]
+    if slot >= len(IDIOM_SLOTS):
+        bounds += [0, threads]
+    op = ("<", ">=")[slot % 2] if slot < len(IDIOM_SLOTS) else draw(st.sampled_from(("<", ">=")))
+    return threads, [op, draw(st.sampled_from(bounds))]
+
+
+def reachable_idioms(caps: Caps) -> set:
+    """The IDIOMS an idioms program may use on a backend with `caps`: atomics need the feature and
+    a dtype of ATOMIC_DTYPES, T.Serial loops `serial`, conversions two dtypes."""
+    out = set(IDIOMS)
+    if not (caps.has("atomic") and any(caps.dtype_ok(d) for d in ATOMIC_DTYPES)):
+        out.discard("memory_order")
+    if not caps.has("serial"):
+        out.discard("serial")
+    if len(caps.floats() + caps.ints()) < 2:
+        out -= {"astype", "Cast"}
+    return out
+
+
+@st.composite
+def idioms_knobs(draw, caps: Caps, slot: int = 0):
+    """An `idioms` program (form_programs.py): slots 0-4 use the idioms of IDIOM_SLOTS, later ones a
+    drawn mix; an idiom the backend's declarations rule out is left out (atomics, T.Serial, a
+    conversion with one dtype)."""
+    from tilecore.frontend.tileops import MEMORY_ORDERS
+
+    # the first split (threads= up to 384) moves tiles of more elements than threads
+    rows, cols = (TILES[4:], TILES[5:]) if slot == 1 else (TILES[1:], TILES[1:])
+    bm, bn = draw(st.sampled_from(rows)), draw(st.sampled_from(cols))
+    guards = caps.has("runtime_if", "partial_tiles")
+    M, N = draw(_extent(caps, bm, guards)), draw(_extent(caps, bn, guards))
+    use = set(IDIOM_SLOTS[slot]) if slot < len(IDIOM_SLOTS) else {i for i in IDIOMS if draw(st.booleans())}
+    for pair in (("astype", "Cast"), ("serial", "floordiv")):  # one of each pair per program
+        if set(pair) <= use:
+            use.discard(draw(st.sampled_from(pair)))
+    use &= reachable_idioms(caps)
+    cast = next((c for c in ("astype", "Cast") if c in use), "")
+    d, d_out, edges = _idioms_dtypes(draw, caps, bool(cast), "memory_order" in use, slot, "clamp" in use)
+    kind = "float" if is_float(d) else ("uint8" if d == "uint8" else "signed")
+    clamp = CLAMP_BOUNDS[kind] if "clamp" in use else []
+    threads, split = _thread_split(draw, caps, slot) if "split" in use else (_threads(draw, caps), [])
+    return {
+        "family": "idioms",
+        "M": M,
+        "N": N,
+        "bm": bm,
+        "bn": bn,
+        "dtype": d,
+        "out_dtype": d_out,
+        "edges": edges,
+        "tile": draw(st.sampled_from(("shared", "fragment"))),
+        "threads": threads,
+        "macro": "macro" in use,
+        "split": split,
+        "cast": cast,
+        "clamp": clamp,
+        "spelling": draw(st.sampled_from(("str", "attr", "dtype"))),
+        "loops": "serial" if "serial" in use else ("flat" if "floordiv" in use else "parallel"),
+        "order": draw(st.sampled_from(MEMORY_ORDERS)) if "memory_order" in use else "",
+        "hints": "hints" in use,
     }
 
 

@@ -185,6 +185,74 @@ class _WhileExitsEarly(Transformer):
         return s
 
 
+# ----------------------------------------------------------------------------- inlined calls
+
+
+class _InlinedCopyReused(Transformer):
+    """Code cached by source position: a statement written at the same place in the source as an
+    earlier statement of the same body (the second inlined copy of a `@T.macro` called twice) runs
+    the earlier one's code, with the first call's arguments. Allocations keep their own buffers."""
+
+    def __init__(self):
+        self.n = 0
+
+    def visit_body(self, body):
+        first: dict = {}
+        out = []
+        for s in super().visit_body(body):
+            span = getattr(s, "span", None)
+            if span is not None and span.line and not isinstance(s, N.Alloc):
+                key = (type(s), span.file, span.line, span.col)
+                s = self._again(first[key]) if key in first else first.setdefault(key, s)
+            out.append(s)
+        return tuple(out)
+
+    def _again(self, stmt):
+        """`stmt` with the names it binds (loop variables, local names) renamed: names are unique
+        in a kernel, and the copy must stay well-formed IR."""
+        bound = {v.name for n in walk(stmt) if isinstance(n, (N.Parallel, N.For, N.Let)) for v in _bound_vars(n)}
+        self.n += 1
+        suffix = f"_mutant_again{self.n}"
+
+        class Rename(Transformer):
+            def visit_Var(self, v):
+                return dataclasses.replace(v, name=v.name + suffix) if v.name in bound else v
+
+        return Rename().visit(stmt)
+
+
+def _bound_vars(node):
+    return node.vars if isinstance(node, N.Parallel) else (node.var,)
+
+
+# ----------------------------------------------------------------------------- threads
+
+
+class _ThreadsMaskedToPowerOfTwo(Transformer):
+    """With a `threads=` that is not a power of two, T.Parallel iterations are dealt out with a stride
+    of `threads` but each thread's lane is masked to the power of two below (`tid & (P - 1)`): the
+    iterations whose position in their round is P or more never run."""
+
+    def visit_Kernel(self, k):
+        threads = 1
+        for t in k.threads:
+            threads *= int(t)
+        lanes = 1 << (threads.bit_length() - 1)
+        if lanes == threads:
+            return k
+
+        class Mask(Transformer):
+            def visit_Parallel(self, p):
+                flat = _c(0, "int32")
+                for var, extent in zip(p.vars, p.extents):
+                    flat = N.BinOp("+", N.BinOp("*", flat, _c(int(extent), "int32"), "int32"), var, "int32")
+                lane = N.BinOp("%", flat, _c(threads, "int32"), "int32")
+                runs = N.BinOp("<", lane, _c(lanes, "int32"), "bool")
+                return dataclasses.replace(p, body=(N.If(runs, p.body, ()),))
+
+        return dataclasses.replace(k, body=Mask().visit(k.body))
+
+
 # ----------------------------------------------------------------------------- NaN
 
 
@@ -558,6 +626,8 @@ def _ir_bugs(func):
         "fp8-saturates": _Fp8Saturates(),
         "while-exits-early": _WhileExitsEarly(),
         "scalar-lost": _ScalarArgumentLost(func),
+        "macro-copy-reused": _InlinedCopyReused(),
+        "threads-masked-pow2": _ThreadsMaskedToPowerOfTwo(),
     }
 
 
@@ -590,6 +660,8 @@ IR_BUGS = {
     "fp8-saturates": "conversions into fp8 saturate at the largest finite value instead of giving NaN / inf",
     "while-exits-early": "`while a < b` tests a + 1 < b (one iteration too few)",
     "scalar-lost": "scalar kernel parameters read as 0 (never packed into the launch)",
+    "macro-copy-reused": "a macro called twice runs its first call's code twice (code cached by source position)",
+    "threads-masked-pow2": "threads= not a power of two: T.Parallel iterations past the power of two below are lost",
 }
 LAUNCH_BUGS = {
     "edge": "the last row/column of a partial edge tile is never written",
