@@ -107,6 +107,7 @@ def test_idioms_are_written_in_tilelangs_spellings():
         "floordiv": ("T.floordiv(f, ", "T.floormod(f, "),
         "memory_order": ("memory_order=",),
         "hints": ("T.disable_warp_group_reg_alloc()", "T.annotate_layout({"),
+        "persistent": ("as block_id:", "for by, bx in T.Persistent(["),
     }
     for seed in (1, 2):
         for k in _idioms(seed):

@@ -30,6 +30,9 @@ clamp         the value limited by `T.clamp(x, lo, hi)` first (NaN stays NaN): b
 serial        the elements stored by `for i in T.Serial(bm): for j in T.vectorized(bn):` loops
 floordiv      one flat `T.Parallel(bm * bn)` whose body names `i = T.floordiv(f, bn)` and
               `j = T.floormod(f, bn)`
+persistent    a 1-D grid of W blocks whose tiles come from `for by, bx in T.Persistent([tiles_y,
+              tiles_x], W, block_id, g)` (W from one block to more blocks than tiles): a backend
+              that visits a tile twice or never, or runs the guard wrong, misses or repeats rows
 memory_order  each element added into the output by `T.atomic_add(..., memory_order=...)` (the
               output's initial value plus the element: one rounding, compared within it)
 hints         `T.disable_warp_group_reg_alloc()` at the top of the kernel and a custom layout on
@@ -59,7 +62,7 @@ from .programs import (
 )
 
 FORMS = ("scalar", "view", "stages")
-IDIOMS = ("macro", "split", "astype", "Cast", "clamp", "serial", "floordiv", "memory_order", "hints")
+IDIOMS = ("macro", "split", "astype", "Cast", "clamp", "serial", "floordiv", "memory_order", "hints", "persistent")
 
 
 def _guarded_loop(w: _Writer, k: dict, row_block: str, col_block: str, feats: set) -> tuple:
@@ -117,7 +120,7 @@ def idiom_cells(k: dict) -> set:
     """The IDIOMS an `idioms` program's knobs use (its coverage cells, without the prefix)."""
     used = {"macro": k["macro"], "split": bool(k["split"]), k["cast"]: bool(k["cast"]), "clamp": bool(k["clamp"])}
     used.update(serial=k["loops"] == "serial", floordiv=k["loops"] == "flat")
-    used.update(memory_order=bool(k["order"]), hints=k["hints"])
+    used.update(memory_order=bool(k["order"]), hints=k["hints"], persistent=bool(k.get("persistent")))
     return {name for name, on in used.items() if on and name in IDIOMS}
 
 
@@ -194,7 +197,16 @@ def _build_idioms(k: dict) -> Program:
     w = _Writer()
     _header(w, params, [], helpers)
     grid = [_ceildiv_text(N, bn), _ceildiv_text(M, bm)]
-    _kernel(w, grid, k["threads"])
+    if k.get("persistent"):  # a 1-D grid of `wave` blocks visiting the (by, bx) tiles in turn
+        wave, group = k["persistent"]
+        tiles = f"[{_ceildiv_text(M, bm)}, {_ceildiv_text(N, bn)}]"
+        w(f"with T.Kernel({wave}, threads={k['threads']}) as block_id:")
+        w.indent()
+        w(f"for by, bx in T.Persistent({tiles}, {wave}, block_id, {group}):")
+        w.indent()
+        grid = [str(wave)]
+    else:
+        _kernel(w, grid, k["threads"])
     if k["hints"]:
         w("T.disable_warp_group_reg_alloc()")
     for n, move in enumerate(moves):
@@ -208,6 +220,7 @@ def _build_idioms(k: dict) -> Program:
     feats = {"copy", "parallel"} | _dtype_features(d, d_out)
     feats |= {"serial"} if k["loops"] == "serial" else set()
     feats |= {"atomic"} if k["order"] else set()
+    feats |= {"serial", "runtime_if"} if k.get("persistent") else set()
     if _partial(M, bm) or _partial(N, bn):
         feats |= {"partial_tiles", "runtime_if"}
     if k["order"] and is_float(d_out):

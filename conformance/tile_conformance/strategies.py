@@ -993,7 +993,7 @@ IDIOM_SLOTS = (
     ("macro",),
     ("split",),
     ("macro", "split", "astype"),
-    ("Cast", "clamp", "serial", "hints"),
+    ("Cast", "clamp", "serial", "hints", "persistent"),
     ("memory_order", "floordiv"),
 )
 # T.clamp bounds by the kind of the input dtype (representable in each dtype of the kind)
@@ -1042,7 +1042,9 @@ def reachable_idioms(caps: Caps) -> set:
     if not (caps.has("atomic") and any(caps.dtype_ok(d) for d in ATOMIC_DTYPES)):
         out.discard("memory_order")
     if not caps.has("serial"):
-        out.discard("serial")
+        out -= {"serial", "persistent"}
+    if not caps.has("runtime_if"):
+        out.discard("persistent")
     if len(caps.floats() + caps.ints()) < 2:
         out -= {"astype", "Cast"}
     return out
@@ -1061,7 +1063,8 @@ def idioms_knobs(draw, caps: Caps, slot: int = 0):
     guards = caps.has("runtime_if", "partial_tiles")
     M, N = draw(_extent(caps, bm, guards)), draw(_extent(caps, bn, guards))
     use = set(IDIOM_SLOTS[slot]) if slot < len(IDIOM_SLOTS) else {i for i in IDIOMS if draw(st.booleans())}
-    for pair in (("astype", "Cast"), ("serial", "floordiv")):  # one of each pair per program
+    # one of each pair per program (a thread-group split is written at the kernel's top level)
+    for pair in (("astype", "Cast"), ("serial", "floordiv"), ("split", "persistent")):
         if set(pair) <= use:
             use.discard(draw(st.sampled_from(pair)))
     use &= reachable_idioms(caps)
@@ -1089,7 +1092,15 @@ def idioms_knobs(draw, caps: Caps, slot: int = 0):
         "loops": "serial" if "serial" in use else ("flat" if "floordiv" in use else "parallel"),
         "order": draw(st.sampled_from(MEMORY_ORDERS)) if "memory_order" in use else "",
         "hints": "hints" in use,
+        "persistent": _persistent_wave(draw, M, N, bm, bn) if "persistent" in use else [],
     }
+
+
+def _persistent_wave(draw, M: int, N: int, bm: int, bn: int) -> list:
+    """[wave size, group size] of a T.Persistent loop over the (M / bm) x (N / bn) tiles: waves of
+    one block up to more blocks than tiles, groups that divide the last extent or not."""
+    tiles = -(-M // bm) * -(-N // bn)
+    return [draw(st.integers(1, tiles + 1)), draw(st.integers(1, 4))]
 
 
 # ----------------------------------------------------------------------------- opt-in features

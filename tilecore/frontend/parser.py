@@ -554,6 +554,8 @@ class Parser(InlineCalls, TileOps):
             name = getattr(func, "__tile_intrinsic__", None)
             if name == "Parallel":
                 return self.parallel_loop(node, self.bind_arguments(func, it, name))
+            if name == "Persistent":
+                return self.persistent_loop(node, self.bind_arguments(func, it, name))
             if name in LOOP_KINDS:
                 return self.serial_loop(node, LOOP_KINDS[name], self.bind_arguments(func, it, name))
             if func is builtins.range:
@@ -628,6 +630,64 @@ class Parser(InlineCalls, TileOps):
         finally:
             self.scopes.pop()
         return [N.Parallel(loop_vars, extents, body, self.span(node))]
+
+    def persistent_loop(self, node: ast.For, args):
+        """`for v0, .., vn in T.Persistent(domain, wave_size, index, group_size=8)` as a serial loop
+        over the waves w: tile t = w * wave_size + index of the domain grouped as
+        [ceildiv(last, g), d0, .., d(n-2), g] (row-major, g = max(1, min(group_size, last))), its
+        coordinates bound to the loop names, the body run when t is inside the grouped domain and
+        the last coordinate inside the domain (docs/semantics.md, TileLang's definition)."""
+        span = self.span(node)
+
+        def b(op, x, y):
+            return E.binary(op, x, y, span)
+
+        def ceildiv(x, y):
+            return b("//", b("-", b("+", x, y), 1), y)
+
+        values = self.eval(args["domain"])
+        if not isinstance(values, (list, tuple)) or not values:
+            raise self.error(
+                "T.Persistent needs a non-empty list of tile counts, e.g. [T.ceildiv(M, bm), T.ceildiv(N, bn)]",
+                args["domain"],
+            )
+        try:
+            domain = [E.index_expr(v, span) for v in values]
+        except E.ExprTypeError as exc:
+            raise self.error(str(exc), args["domain"]) from None
+        wave, index = self.index(args["wave_size"]), self.index(args["index"])
+        group_node = args.get("group_size")
+        group = self.index(group_node) if group_node is not None else E.const(8, "int32", span)
+        group = b("max", 1, b("min", group, domain[-1]))
+        grouped = [ceildiv(domain[-1], group)] + domain[:-1] + [group]
+        padded = grouped[0]
+        for g in grouped[1:]:
+            padded = b("*", padded, g)
+        elts = node.target.elts if isinstance(node.target, (ast.Tuple, ast.List)) else [node.target]
+        targets = [t for t in elts if isinstance(t, ast.Name)]
+        if len(targets) != len(elts) or len(targets) != len(domain):
+            raise self.error(
+                f"T.Persistent over {len(domain)} dimension(s) needs {len(domain)} loop variable name(s)", node.target
+            )
+        wave_var = N.Var(self.fresh("persistent_wave"), "int32", span)
+        tile = N.Var(self.fresh("persistent_tile"), "int32", span)
+        idxs: List[N.Expr] = [E.const(0, "int32", span)] * len(grouped)
+        rem: N.Expr = tile
+        for i in range(len(grouped) - 1, 0, -1):
+            idxs[i], rem = b("%", rem, grouped[i]), b("//", rem, grouped[i])
+        idxs[0] = rem
+        coords = idxs[1:-1] + [b("+", b("*", idxs[0], group), idxs[-1])]
+        self.scopes.push("loop")
+        try:
+            lets: List[N.Stmt] = [N.Let(tile, b("+", b("*", wave_var, wave), index), span)]
+            for t, value in zip(targets, coords):  # each at its name's position in the source
+                lets.append(N.Let(self.new_var(t.id, "int32", t), value, self.span(t)))
+            inside = b("and", b("<", tile, padded), b("<", coords[-1], domain[-1]))
+            body = self.body(node.body)
+        finally:
+            self.scopes.pop()
+        stmts = tuple(lets) + (N.If(inside, body, (), span),)
+        return [N.For(wave_var, E.const(0, "int32", span), ceildiv(padded, wave), "serial", stmts, 0, span)]
 
     def python_loop(self, node: ast.For):
         """`for x in <Python iterable>`: unrolled at parse time."""

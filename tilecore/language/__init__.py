@@ -35,6 +35,7 @@ from .ops import (  # noqa: F401,A004  # noqa: F401
     Kernel,
     KernelOnlyError,
     Parallel,
+    Persistent,
     Pipelined,
     Serial,
     abs,

@@ -240,6 +240,15 @@ def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None,
 
 
 @_kernel_only
+def Persistent(domain, wave_size, index, group_size=8):  # noqa: N802
+    """`for bx, by in T.Persistent([tiles_x, tiles_y], wave_size, block_id, group_size=8):`
+    TileLang's persistent tile loop: block `index` of `wave_size` blocks visits tiles index,
+    index + wave_size, ... of the domain, in groups of `group_size` along its last dimension
+    (docs/semantics.md); a sequential loop over the waves.
+    """
+
+
+@_kernel_only
 def serial(start, stop=None, step=None):
     """A sequential loop, like `range` (step 1 only)."""
 
