@@ -43,6 +43,15 @@ from .gemm import MicroKernel, MicroTile, cache_blocks, chunks, pack_a, pack_b
 # C dtypes narrower than a float32 accumulator: the sums are rounded to them once, at the end
 NARROW_C = ("float16", "bfloat16")
 
+# How the parallel loops of one GEMM synchronize: "launch" (each parallel loop is its own launch on
+# TVM's pool, which joins at its end) or "barrier" (one launch for the whole GEMM; every thread runs
+# the serial loops and takes its static share of each parallel loop, with a barrier after each).
+SYNC = "launch"
+# Each task's loop order over its rows x the B block: True = per MR-row block (A's values in L1) every
+# NR panel of B (B's block streamed from L2, C walked along its rows); False = BLIS's order, per NR
+# panel (in L1) every MR-row block (A's rows streamed from L2, C walked down its columns).
+ROWS_OUTER = True
+
 
 @dataclass(frozen=True)
 class WholeGemm:
@@ -260,13 +269,18 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
                 c_idx = lambda i, j: [task * mc + i, col0 + j]  # noqa: E731
                 task_a = lambda row, k: a_val(task * (mc // MR), row, k)  # noqa: E731
                 kernel = MicroKernel(low, acc, tc, c_idx, task_a, zero_c=first)
-                run = kernel.panels(0, rows, MR, 0, width, nr, b_panel, 0, klen, rows_outer=True)
+                run = kernel.panels(0, rows, MR, 0, width, nr, b_panel, 0, klen, rows_outer=ROWS_OUTER)
                 if not packs_a:
                     return run
                 pack = pack_rows(task, rows)
                 return seq([tx.IfThenElse(tx.EQ(jb, 0), pack, None) if count > 1 else pack, run])
 
-            block = seq([pack_b(low, bp, b_value, width // nr, klen, nr, kind=tx.ForKind.PARALLEL), per_task(run_rows)])
+            block = seq(
+                [
+                    joined(pack_b(low, bp, b_value, width // nr, klen, nr, kind=tx.ForKind.PARALLEL)),
+                    joined(per_task(run_rows)),
+                ]
+            )
             blocks.append(tx.For(jb, 0, count, tx.ForKind.SERIAL, block))
         return seq(blocks)
 
@@ -279,7 +293,17 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
         if count:
             kb = low.fresh("kb")
             parts.append(tx.For(kb, 0, count, tx.ForKind.SERIAL, chunk(start + kb * length, length, False)))
+    if SYNC == "barrier":  # the packed buffers stay allocated once, outside the threads' launch
+        parts = [tx.AttrStmt(tx.IntImm("int32", 0), "pragma_parallel_launch_point", tx.IntImm("int32", 1), seq(parts))]
     return seq([tx.AllocBuffer(ap), tx.AllocBuffer(bp)] + parts)
+
+
+def joined(loop: tx.Stmt) -> tx.Stmt:
+    """A parallel loop that every thread finishes before any goes on (SYNC "barrier": inside the one
+    launch of the GEMM; "launch": the loop's own launch joins)."""
+    if SYNC != "barrier":
+        return loop
+    return tx.AttrStmt(tx.IntImm("int32", 0), "pragma_parallel_barrier_when_finish", tx.IntImm("int32", 1), loop)
 
 
 def column_blocks(N: int, nc: int, NR: int):
