@@ -39,6 +39,7 @@ from tilecore.lowering.tir_expr import cast_to
 from tilecore.lowering.tir_stmt import accum_dtype, seq
 
 from .gemm import MicroKernel, MicroTile, cache_blocks, chunks, pack_a, pack_b
+from .prefetch import CACHE_LINE, LOCALITY_L1, prefetch
 
 # C dtypes narrower than a float32 accumulator: the sums are rounded to them once, at the end
 NARROW_C = ("float16", "bfloat16")
@@ -51,6 +52,9 @@ SYNC = "launch"
 # NR panel of B (B's block streamed from L2, C walked along its rows); False = BLIS's order, per NR
 # panel (in L1) every MR-row block (A's rows streamed from L2, C walked down its columns).
 ROWS_OUTER = True
+# Software prefetch of the operand the micro-kernel streams (B's panels in rows-outer order, A's
+# panels in BLIS's order): this many k steps ahead into L1 (0: none, the hardware prefetchers only).
+PREFETCH_K = 0
 
 
 @dataclass(frozen=True)
@@ -268,7 +272,8 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
             def run_rows(task, rows, col0=col0, width=width, nr=nr, jb=jb, packs_a=group == 0, count=count):
                 c_idx = lambda i, j: [task * mc + i, col0 + j]  # noqa: E731
                 task_a = lambda row, k: a_val(task * (mc // MR), row, k)  # noqa: E731
-                kernel = MicroKernel(low, acc, tc, c_idx, task_a, zero_c=first)
+                ahead = streamed_ahead(ap, bp, task * (mc // MR), MR) if PREFETCH_K else None
+                kernel = MicroKernel(low, acc, tc, c_idx, task_a, zero_c=first, ahead=ahead)
                 run = kernel.panels(0, rows, MR, 0, width, nr, b_panel, 0, klen, rows_outer=ROWS_OUTER)
                 if not packs_a:
                     return run
@@ -296,6 +301,17 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
     if SYNC == "barrier":  # the packed buffers stay allocated once, outside the threads' launch
         parts = [tx.AttrStmt(tx.IntImm("int32", 0), "pragma_parallel_launch_point", tx.IntImm("int32", 1), seq(parts))]
     return seq([tx.AllocBuffer(ap), tx.AllocBuffer(bp)] + parts)
+
+
+def streamed_ahead(ap, bp, panel0, MR: int):
+    """ahead(jo, row0, k) for MicroKernel: prefetches of step k + PREFETCH_K of the streamed panel
+    (every cache line of B's NR values, or the line holding A's MR values); past a panel's end they
+    reach the next panel, and a prefetch never faults."""
+    per_line = CACHE_LINE * 8 // bits(str(bp.dtype))
+    if ROWS_OUTER:
+        lines = range(0, int(bp.shape[2]), per_line)
+        return lambda jo, row0, k: [prefetch(bp, [jo, k + PREFETCH_K, j], LOCALITY_L1) for j in lines]
+    return lambda jo, row0, k: [prefetch(ap, [panel0 + tx.floordiv(row0, MR), k + PREFETCH_K, 0], LOCALITY_L1)]
 
 
 def joined(loop: tx.Stmt) -> tx.Stmt:
