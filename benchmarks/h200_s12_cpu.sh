@@ -2,16 +2,21 @@
 # tile-cpu's whole-grid fp32 GEMM (2048^3, examples/gemm.py's matmul) against numpy (OpenBLAS) in the
 # same process on the H200 host's 16-core AVX-512 Xeon (issue 19): variants of the parallel structure,
 # loop order, K chunk and register block, timed in interleaved rounds (benchmarks/cpu_gemm_blocking.py
-# --variants: each round runs every variant once, each call next to numpy's a @ b), CPU only. At most
-# ~140 s (timeouts 85 + 35 + 20); expected ~110 s with the compiles:
-#   1. 16 threads, 7 rounds: base (the backend's own), sync=barrier (one parallel launch per GEMM,
+# --variants: each round runs every variant once, each call next to numpy's a @ b), CPU only.
+# RUN=2 (the default; run 1, 10:49 UTC, is RUN=1: results/xeon-session12/run1) takes at most ~135 s
+# (timeouts 90 + 45), expected ~110 s with the compiles:
+#   1. 16 threads, 9 rounds: base (the backend's own), sync=barrier (one parallel launch per GEMM,
 #      barriers between the packing and compute phases, instead of a launch per phase: 44 at 2048^3),
-#      + kc 384, + BLIS's loop order (B's NR panel in L1, A's rows streamed), + an 8x32 register block
-#      (2048 rows split evenly into 16 tasks of 16 blocks; 12-row blocks give 11 blocks to most tasks
-#      and 68 rows to the last), + 8x32 in BLIS's order, + a 6x64 block (kc 192), + software prefetch
-#      of the streamed panels 8 k steps ahead (gemm_grid.PREFETCH_K) in either order, and the
-#      64x256x64 tiles (the same whole GEMM: a noise check)
-#   2. 8 threads, 7 rounds: base, barrier, barrier + 8x32
+#      rotate=1 (task t walks the packed B block from panel t * panels / tasks on: the tasks no longer
+#      all read the same freshly packed panel from the core that packed it at once), both, + software
+#      prefetch of the streamed B panels 8 k steps ahead, + an 8x32 register block (2048 rows split
+#      evenly into 16 tasks), + BLIS's loop order, + kc 384
+#   2. 8 threads, 7 rounds: base, barrier + rotate, barrier + rotate + 8x32
+# RUN=1 (~140 s: timeouts 80 + 40 + 20):
+#   1. 16 threads, 7 rounds: base, barrier, + kc 384, + BLIS's loop order (B's NR panel in L1, A's
+#      rows streamed), + 8x32, + 8x32 in BLIS's order, + a 6x64 block (kc 192), and the 64x256x64
+#      tiles (the same whole GEMM: a noise check)
+#   2. 8 threads, 7 rounds: base, barrier, barrier + BLIS's order, barrier + 8x32
 #   3. 16 threads with TVM_BIND_THREADS=0 (TVM's pool not pinned to cores), 7 rounds: base, barrier
 # Expects PYTHONPATH=/tmp/site (tilecore, tile-cpu installed from this tree); run from the repository
 # root. Everything goes under $OUT (default /tmp/h200_s12_cpu).
@@ -28,8 +33,13 @@ step() {  # step LABEL TIMEOUT ARGS...
   grep -E "ratio|Error|error" "$OUT/$label.txt" | tail -12
 }
 
-step 1_t16 85 $B --threads 16 --rounds 7 --variants "base;sync=barrier;sync=barrier,kc=384;sync=barrier,order=cols;\
-sync=barrier,tile=8x2;sync=barrier,order=cols,tile=8x2;sync=barrier,tile=6x4,kc=192;sync=barrier,ahead=8;\
-sync=barrier,order=cols,ahead=8;tiles=64x256x64"
-step 2_t8 35 $B --threads 8 --rounds 7 --variants "base;sync=barrier;sync=barrier,tile=8x2"
-step 3_t16_unbound 20 env TVM_BIND_THREADS=0 $B --threads 16 --rounds 7 --variants "base;sync=barrier"
+if [ "${RUN:-2}" = 1 ]; then
+  step 1_t16 80 $B --threads 16 --rounds 7 --variants "base;sync=barrier;sync=barrier,kc=384;sync=barrier,order=cols;\
+sync=barrier,tile=8x2;sync=barrier,order=cols,tile=8x2;sync=barrier,tile=6x4,kc=192;tiles=64x256x64"
+  step 2_t8 40 $B --threads 8 --rounds 7 --variants "base;sync=barrier;sync=barrier,order=cols;sync=barrier,tile=8x2"
+  step 3_t16_unbound 20 env TVM_BIND_THREADS=0 $B --threads 16 --rounds 7 --variants "base;sync=barrier"
+else
+  step 1_t16 90 $B --threads 16 --rounds 9 --variants "base;sync=barrier;rotate=1;sync=barrier,rotate=1;\
+sync=barrier,rotate=1,ahead=8;sync=barrier,rotate=1,tile=8x2;sync=barrier,rotate=1,order=cols;sync=barrier,rotate=1,kc=384"
+  step 2_t8 45 $B --threads 8 --rounds 7 --variants "base;sync=barrier,rotate=1;sync=barrier,rotate=1,tile=8x2"
+fi

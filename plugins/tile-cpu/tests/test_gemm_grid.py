@@ -259,11 +259,13 @@ def test_b_is_packed_once_for_all_tasks(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "sync,rows_outer,ahead", [("barrier", True, 0), ("barrier", False, 8), ("launch", False, 0), ("launch", True, 8)]
+    "sync,rows_outer,ahead,rotate",
+    [("barrier", True, 0, True), ("barrier", False, 8, False), ("launch", False, 0, True), ("launch", True, 8, False)],
 )
-def test_sync_and_loop_order_keep_every_bit(monkeypatch, sync, rows_outer, ahead):
+def test_sync_and_loop_order_keep_every_bit(monkeypatch, sync, rows_outer, ahead, rotate):
     """One parallel launch with barriers between the phases (SYNC "barrier"), BLIS's loop order
-    (ROWS_OUTER False) and prefetches of the streamed panels (PREFETCH_K) change neither the work
+    (ROWS_OUTER False), prefetches of the streamed panels (PREFETCH_K) and tasks that start at
+    different B panels (ROTATE_PANELS) change neither the work
     nor any element's summation order: bit for bit the default's results, at every remainder (2 tasks
     of 54 and 46 rows, 3 K chunks, a 4-column panel). With barriers the library launches the thread
     pool once and syncs it with TVM's barrier."""
@@ -278,6 +280,7 @@ def test_sync_and_loop_order_keep_every_bit(monkeypatch, sync, rows_outer, ahead
     monkeypatch.setattr(gemm_grid, "SYNC", sync)
     monkeypatch.setattr(gemm_grid, "ROWS_OUTER", rows_outer)
     monkeypatch.setattr(gemm_grid, "PREFETCH_K", ahead)
+    monkeypatch.setattr(gemm_grid, "ROTATE_PANELS", rotate)
     kernel = tilecore.compile(f, target="cpu", out_idx=[-1])
     np.testing.assert_array_equal(kernel(a, b).view(np.uint32), want.view(np.uint32))
     ir = kernel.source

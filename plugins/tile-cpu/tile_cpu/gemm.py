@@ -247,29 +247,32 @@ class MicroKernel:
             parts.append(tx.For(kb, 0, kcount, tx.ForKind.SERIAL, seq(row_parts)))
         return seq(parts)
 
-    def panels(self, row_base, rows, MR, col0, cols, nr, b_of, kstart, klen, rows_outer: bool = False):
+    def panels(self, row_base, rows, MR, col0, cols, nr, b_of, kstart, klen, rows_outer: bool = False, first=None):
         """For each B panel (kept in L1), every MR-row block of the rows, then the leftover rows.
 
         rows_outer: for each MR-row block (its A values kept in L1), every B panel (B in L2),
-        so that C is walked along its rows.
+        so that C is walked along its rows. first: the panel to start from (then round the
+        panels), so that parallel tasks reading one packed block start at different panels.
         """
         low = self.low
         jo = low.fresh("jo")
-        b_val = b_of(jo, col0, nr)
+        count = cols // nr
+        panel = jo if first is None else tx.floormod(jo + first, count)
+        b_val = b_of(panel, col0, nr)
         blocks = []
         full = (rows // MR) * MR
 
         def across(row0, mr):
-            pf = (lambda r0, k: self.ahead(jo, r0, k)) if self.ahead else None
-            stmt = self.block(row0, mr, col0 + jo * nr, nr, b_val, kstart, klen, rows_outer, pf)
-            return tx.For(jo, 0, cols // nr, tx.ForKind.SERIAL, stmt) if rows_outer else stmt
+            pf = (lambda r0, k: self.ahead(panel, r0, k)) if self.ahead else None
+            stmt = self.block(row0, mr, col0 + panel * nr, nr, b_val, kstart, klen, rows_outer, pf)
+            return tx.For(jo, 0, count, tx.ForKind.SERIAL, stmt) if rows_outer else stmt
 
         if full:
             io = low.fresh("io")
             blocks.append(tx.For(io, 0, rows // MR, tx.ForKind.SERIAL, across(row_base + io * MR, MR)))
         if rows > full:
             blocks.append(across(row_base + full, rows - full))
-        return seq(blocks) if rows_outer else tx.For(jo, 0, cols // nr, tx.ForKind.SERIAL, seq(blocks))
+        return seq(blocks) if rows_outer else tx.For(jo, 0, count, tx.ForKind.SERIAL, seq(blocks))
 
     K_UNROLL = 4
 

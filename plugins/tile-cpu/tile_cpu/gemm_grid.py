@@ -55,6 +55,9 @@ ROWS_OUTER = True
 # Software prefetch of the operand the micro-kernel streams (B's panels in rows-outer order, A's
 # panels in BLIS's order): this many k steps ahead into L1 (0: none, the hardware prefetchers only).
 PREFETCH_K = 0
+# Whether task t walks the packed B block from panel t * panels / tasks on (round the block), so
+# that the tasks do not all read the same freshly packed panel, from the core that packed it, at once.
+ROTATE_PANELS = False
 
 
 @dataclass(frozen=True)
@@ -274,7 +277,8 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
                 task_a = lambda row, k: a_val(task * (mc // MR), row, k)  # noqa: E731
                 ahead = streamed_ahead(ap, bp, task * (mc // MR), MR) if PREFETCH_K else None
                 kernel = MicroKernel(low, acc, tc, c_idx, task_a, zero_c=first, ahead=ahead)
-                run = kernel.panels(0, rows, MR, 0, width, nr, b_panel, 0, klen, rows_outer=ROWS_OUTER)
+                start = task * (width // nr) // tasks if ROTATE_PANELS else None
+                run = kernel.panels(0, rows, MR, 0, width, nr, b_panel, 0, klen, rows_outer=ROWS_OUTER, first=start)
                 if not packs_a:
                     return run
                 pack = pack_rows(task, rows)
