@@ -5,13 +5,15 @@
 # --variants: each round runs every variant once, each call next to numpy's a @ b), CPU only.
 # RUN=2 (the default; run 1, 10:49 UTC, is RUN=1: results/xeon-session12/run1) takes at most ~135 s
 # (timeouts 90 + 45), expected ~110 s with the compiles:
-#   1. 16 threads, 9 rounds: base (the backend's own), sync=barrier (one parallel launch per GEMM,
-#      barriers between the packing and compute phases, instead of a launch per phase: 44 at 2048^3),
-#      rotate=1 (task t walks the packed B block from panel t * panels / tasks on: the tasks no longer
-#      all read the same freshly packed panel from the core that packed it at once), both, + software
-#      prefetch of the streamed B panels 8 k steps ahead, + an 8x32 register block (2048 rows split
-#      evenly into 16 tasks), + BLIS's loop order, + kc 384
-#   2. 8 threads, 7 rounds: base, barrier + rotate, barrier + rotate + 8x32
+#   1. 16 threads, 9 rounds: base (the backend's own), rotate=1 (task t walks the packed B block from
+#      panel t * panels / tasks on: the tasks no longer all read the same freshly packed panel from
+#      the core that packed it at once), sync=barrier + rotate (one parallel launch per GEMM, barriers
+#      between the packing and compute phases, instead of a launch per phase: 44 at 2048^3),
+#      dyn=1 / dyn=2 (rows in units of 1 or 2 12-row blocks that the threads take from an atomic
+#      counter in each phase, instead of one static task per core: a preempted or slower vCPU holds a
+#      phase up by one unit at most), dyn=1 + rotate, + prefetch of the streamed B panels 8 k steps
+#      ahead, barrier + rotate + prefetch
+#   2. 8 threads, 7 rounds: base, dyn=1 + rotate, barrier + rotate
 # RUN=1 (~140 s: timeouts 80 + 40 + 20):
 #   1. 16 threads, 7 rounds: base, barrier, + kc 384, + BLIS's loop order (B's NR panel in L1, A's
 #      rows streamed), + 8x32, + 8x32 in BLIS's order, + a 6x64 block (kc 192), and the 64x256x64
@@ -39,7 +41,7 @@ sync=barrier,tile=8x2;sync=barrier,order=cols,tile=8x2;sync=barrier,tile=6x4,kc=
   step 2_t8 40 $B --threads 8 --rounds 7 --variants "base;sync=barrier;sync=barrier,order=cols;sync=barrier,tile=8x2"
   step 3_t16_unbound 20 env TVM_BIND_THREADS=0 $B --threads 16 --rounds 7 --variants "base;sync=barrier"
 else
-  step 1_t16 90 $B --threads 16 --rounds 9 --variants "base;sync=barrier;rotate=1;sync=barrier,rotate=1;\
-sync=barrier,rotate=1,ahead=8;sync=barrier,rotate=1,tile=8x2;sync=barrier,rotate=1,order=cols;sync=barrier,rotate=1,kc=384"
-  step 2_t8 45 $B --threads 8 --rounds 7 --variants "base;sync=barrier,rotate=1;sync=barrier,rotate=1,tile=8x2"
+  step 1_t16 90 $B --threads 16 --rounds 9 --variants "base;rotate=1;sync=barrier,rotate=1;dyn=1;dyn=2,rotate=1;\
+dyn=1,rotate=1;dyn=1,rotate=1,ahead=8;sync=barrier,rotate=1,ahead=8"
+  step 2_t8 45 $B --threads 8 --rounds 7 --variants "base;dyn=1,rotate=1;sync=barrier,rotate=1"
 fi

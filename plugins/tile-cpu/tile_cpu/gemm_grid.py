@@ -58,6 +58,11 @@ PREFETCH_K = 0
 # Whether task t walks the packed B block from panel t * panels / tasks on (round the block), so
 # that the tasks do not all read the same freshly packed panel, from the core that packed it, at once.
 ROTATE_PANELS = False
+# Rows of C in units of this many MR-row blocks, which the threads take from an atomic counter
+# (tilecore_cpu_next_block) in each compute phase, instead of one static task of rows per core:
+# a thread the host preempts, or a slower core, then holds up a phase by one unit at most.
+# 0: static tasks (task_shape). Each phase is then its own launch (SYNC "barrier" is not used).
+DYNAMIC_ROWS = 0
 
 
 @dataclass(frozen=True)
@@ -237,12 +242,17 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
     kc = grid_k_chunk(tile, plan.M, plan.K, bits(acc) // 8, caches)
     if plan.c.dtype != acc:  # a narrow C holds no partial sums: all of K in one chunk, rounded once
         kc = plan.K
-    mc, nc = task_shape(tile, plan, kc, caches, os.cpu_count() or 1)
+    cores = os.cpu_count() or 1
+    mc, nc = task_shape(tile, plan, kc, caches, cores)
     MR, NR = min(tile.mr, plan.M), tile.nr
+    if DYNAMIC_ROWS:
+        mc = min(plan.M, DYNAMIC_ROWS * MR)
     ta, tb, tc = low.buffer(plan.a), low.buffer(plan.b), low.buffer(plan.c)
     ap = low.local_buffer([-(-plan.M // MR), kc, MR], acc, "Apack")
     bp = low.local_buffer([max(1, nc // NR), kc, NR], acc, "Bpack")
+    counter = low.local_buffer([1], "int32", "unit_counter")
     tasks, full_rows = -(-plan.M // mc), plan.M // mc
+    barrier = SYNC == "barrier" and not DYNAMIC_ROWS
 
     def per_task(body_of):
         """A parallel loop over the tasks; body_of(task, rows) is one task's work. Task t's rows
@@ -253,7 +263,9 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
         if plan.M > full_rows * mc:  # the last task has fewer rows
             short = body_of(task, plan.M - full_rows * mc)
             body = tx.IfThenElse(tx.LT(task, full_rows), body, short) if full_rows else short
-        return tx.For(task, 0, tasks, tx.ForKind.PARALLEL, body)
+        if not DYNAMIC_ROWS:
+            return tx.For(task, 0, tasks, tx.ForKind.PARALLEL, body)
+        return taken_from_counter(low, counter, task, tasks, body, min(tasks, cores))
 
     def a_val(panel0, row, k):
         return tx.BufferLoad(ap, [panel0 + tx.floordiv(row, MR), k, tx.floormod(row, MR)])
@@ -302,9 +314,29 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
         if count:
             kb = low.fresh("kb")
             parts.append(tx.For(kb, 0, count, tx.ForKind.SERIAL, chunk(start + kb * length, length, False)))
-    if SYNC == "barrier":  # the packed buffers stay allocated once, outside the threads' launch
+    if barrier:  # the packed buffers stay allocated once, outside the threads' launch
         parts = [tx.AttrStmt(tx.IntImm("int32", 0), "pragma_parallel_launch_point", tx.IntImm("int32", 1), seq(parts))]
-    return seq([tx.AllocBuffer(ap), tx.AllocBuffer(bp)] + parts)
+    return seq([tx.AllocBuffer(ap), tx.AllocBuffer(bp), tx.AllocBuffer(counter)] + parts)
+
+
+def taken_from_counter(low, counter, unit: tx.Var, units: int, body: tx.Stmt, workers: int) -> tx.Stmt:
+    """`body` for unit = 0 .. units - 1, each run by whichever of `workers` parallel tasks takes it
+    from the atomic counter first (reset to 0 by the launching thread before the launch)."""
+    low.needs_support = True
+    current = low.local_buffer([1], "int32", "unit")
+    take = tx.BufferStore(
+        current, tx.call_extern("int32", "tilecore_cpu_next_block", tx.address_of(tx.BufferLoad(counter, [0]))), [0]
+    )
+    loop = tx.While(
+        tx.LT(tx.BufferLoad(current, [0]), units), seq([tx.Bind(unit, tx.BufferLoad(current, [0])), body, take])
+    )
+    worker = low.fresh("worker")
+    return seq(
+        [
+            tx.BufferStore(counter, tx.IntImm("int32", 0), [0]),
+            tx.For(worker, 0, workers, tx.ForKind.PARALLEL, seq([tx.AllocBuffer(current), take, loop])),
+        ]
+    )
 
 
 def streamed_ahead(ap, bp, panel0, MR: int):
@@ -321,7 +353,7 @@ def streamed_ahead(ap, bp, panel0, MR: int):
 def joined(loop: tx.Stmt) -> tx.Stmt:
     """A parallel loop that every thread finishes before any goes on (SYNC "barrier": inside the one
     launch of the GEMM; "launch": the loop's own launch joins)."""
-    if SYNC != "barrier":
+    if SYNC != "barrier" or DYNAMIC_ROWS:
         return loop
     return tx.AttrStmt(tx.IntImm("int32", 0), "pragma_parallel_barrier_when_finish", tx.IntImm("int32", 1), loop)
 
