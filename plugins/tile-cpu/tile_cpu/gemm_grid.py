@@ -233,8 +233,10 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
     task first packs its own rows of A (into one shared buffer: only that task reads them, so no
     join is needed between the two, and they are still in its cache when used). B is packed once
     whatever the number of tasks (each task packing all of B cost 16x B's size in copies on a
-    16-core host); each parallel loop ends before the next starts (TVM's parallel launch joins),
-    so a packed block is complete before any task reads it.
+    16-core host); each parallel loop ends before the next starts (TVM's parallel launch joins, or
+    a barrier with SYNC "barrier"), so a packed block is complete before any task reads it. With
+    DYNAMIC_ROWS the tasks are units of rows that any thread may take: a unit's A rows are packed by
+    whoever takes it in the first column block and read by whoever takes it after that join.
     """
     acc = plan.acc
     if tile.lanes < 2 or not (is_float(acc) or acc in ("int32", "int64")):
@@ -265,7 +267,7 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
             body = tx.IfThenElse(tx.LT(task, full_rows), body, short) if full_rows else short
         if not DYNAMIC_ROWS:
             return tx.For(task, 0, tasks, tx.ForKind.PARALLEL, body)
-        return taken_from_counter(low, counter, task, tasks, body, min(tasks, cores))
+        return low.taken_from_counter(counter, task, tasks, body, min(tasks, cores))
 
     def a_val(panel0, row, k):
         return tx.BufferLoad(ap, [panel0 + tx.floordiv(row, MR), k, tx.floormod(row, MR)])
@@ -317,26 +319,6 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
     if barrier:  # the packed buffers stay allocated once, outside the threads' launch
         parts = [tx.AttrStmt(tx.IntImm("int32", 0), "pragma_parallel_launch_point", tx.IntImm("int32", 1), seq(parts))]
     return seq([tx.AllocBuffer(ap), tx.AllocBuffer(bp), tx.AllocBuffer(counter)] + parts)
-
-
-def taken_from_counter(low, counter, unit: tx.Var, units: int, body: tx.Stmt, workers: int) -> tx.Stmt:
-    """`body` for unit = 0 .. units - 1, each run by whichever of `workers` parallel tasks takes it
-    from the atomic counter first (reset to 0 by the launching thread before the launch)."""
-    low.needs_support = True
-    current = low.local_buffer([1], "int32", "unit")
-    take = tx.BufferStore(
-        current, tx.call_extern("int32", "tilecore_cpu_next_block", tx.address_of(tx.BufferLoad(counter, [0]))), [0]
-    )
-    loop = tx.While(
-        tx.LT(tx.BufferLoad(current, [0]), units), seq([tx.Bind(unit, tx.BufferLoad(current, [0])), body, take])
-    )
-    worker = low.fresh("worker")
-    return seq(
-        [
-            tx.BufferStore(counter, tx.IntImm("int32", 0), [0]),
-            tx.For(worker, 0, workers, tx.ForKind.PARALLEL, seq([tx.AllocBuffer(current), take, loop])),
-        ]
-    )
 
 
 def streamed_ahead(ap, bp, panel0, MR: int):
