@@ -318,7 +318,8 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
             parts.append(tx.For(kb, 0, count, tx.ForKind.SERIAL, chunk(start + kb * length, length, False)))
     if barrier:  # the packed buffers stay allocated once, outside the threads' launch
         parts = [tx.AttrStmt(tx.IntImm("int32", 0), "pragma_parallel_launch_point", tx.IntImm("int32", 1), seq(parts))]
-    return seq([tx.AllocBuffer(ap), tx.AllocBuffer(bp), tx.AllocBuffer(counter)] + parts)
+    allocs = [tx.AllocBuffer(ap), tx.AllocBuffer(bp)] + ([tx.AllocBuffer(counter)] if DYNAMIC_ROWS else [])
+    return seq(allocs + parts)
 
 
 def streamed_ahead(ap, bp, panel0, MR: int):
