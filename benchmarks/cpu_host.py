@@ -52,10 +52,12 @@ def best_of(fn, repeat, clock=time.perf_counter):
 PAUSE_S = 0.3
 
 
-def side_by_side(tile_fn, numpy_fn, repeat, clock=time.perf_counter):
-    """(tilecore times, numpy times) in seconds, measured alternately."""
-    tile_fn()
-    numpy_fn()  # warm up both (page faults, thread pools)
+def side_by_side(tile_fn, numpy_fn, repeat, clock=time.perf_counter, warm=True):
+    """(tilecore times, numpy times) in seconds, measured alternately (after one untimed call of
+    each unless warm is False)."""
+    if warm:
+        tile_fn()
+        numpy_fn()  # warm up both (page faults, thread pools)
     tt, nt = [], []
     for _ in range(repeat):  # alternate so that noise from other processes hits both
         time.sleep(PAUSE_S)

@@ -4,6 +4,8 @@ its results against the reference interpreter for every operand dtype and every 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from cpu_gemm_cases import NP, gemm, gemm_with_epilogue, operand_maker
@@ -254,3 +256,44 @@ def test_b_is_packed_once_for_all_tasks(monkeypatch):
     assert any("Apack" in st and len(st) > 1 for st in tasks.values())
     assert {"Apack"} not in tasks.values()
     assert {"Bpack"} in [st for v, st in parallel.items() if v not in tasks]  # B's panels, in parallel
+
+
+@pytest.mark.parametrize(
+    "sync,rows_outer,ahead,rotate,dyn",
+    [
+        ("barrier", True, 0, True, 0),
+        ("barrier", False, 8, False, 0),
+        ("launch", False, 0, True, 1),
+        ("launch", True, 8, False, 2),
+    ],
+)
+def test_sync_and_loop_order_keep_every_bit(monkeypatch, sync, rows_outer, ahead, rotate, dyn):
+    """One parallel launch with barriers between the phases (SYNC "barrier"), BLIS's loop order
+    (ROWS_OUTER False), prefetches of the streamed panels (PREFETCH_K), tasks that start at
+    different B panels (ROTATE_PANELS) and rows taken in units from an atomic counter (DYNAMIC_ROWS;
+    each phase then its own launch) change neither the work nor any element's summation order: bit
+    for bit the default's results, at every remainder (2 tasks of 54 and 46 rows, or 17 or 9 units
+    of 6 or 12 rows on AVX2, the last short; 3 K chunks; a 4-column panel). With barriers the
+    library launches the thread pool once and syncs it with TVM's barrier."""
+    import tile_cpu.gemm_grid as gemm_grid
+    import tilecore
+
+    monkeypatch.setenv("TILECORE_CACHE", "0")  # the knobs are not part of the cache key
+    M, N, K = 100, 100, 610
+    f = gemm(M, N, K, 20, 32, 40)
+    a, b = rand((M, K), "float32"), rand((K, N), "float32")
+    want = tilecore.compile(f, target="cpu", out_idx=[-1])(a, b)
+    monkeypatch.setattr(gemm_grid, "SYNC", sync)
+    monkeypatch.setattr(gemm_grid, "ROWS_OUTER", rows_outer)
+    monkeypatch.setattr(gemm_grid, "PREFETCH_K", ahead)
+    monkeypatch.setattr(gemm_grid, "ROTATE_PANELS", rotate)
+    monkeypatch.setattr(gemm_grid, "DYNAMIC_ROWS", dyn)
+    kernel = tilecore.compile(f, target="cpu", out_idx=[-1])
+    np.testing.assert_array_equal(kernel(a, b).view(np.uint32), want.view(np.uint32))
+    ir = kernel.source
+    launches = len(re.findall(r"load [^\n]*@__TVMBackendParallelLaunch", ir))
+    barriers = len(re.findall(r"load [^\n]*@__TVMBackendParallelBarrier", ir))
+    if sync == "barrier" and not dyn:
+        assert launches == 1 and barriers > 0
+    else:
+        assert launches > 1 and barriers == 0

@@ -226,9 +226,12 @@ def b_reads_in_place(s: N.Gemm, b_dtype: str, acc_t: str, NR: int, K: int, cache
 class MicroKernel:
     """Emits the register-blocked update of C's rows/columns by A and a B value function."""
 
-    def __init__(self, low, acc_t, tc, c_idx, a_val, zero_c: bool = False):
+    def __init__(self, low, acc_t, tc, c_idx, a_val, zero_c: bool = False, ahead=None):
         self.low, self.acc_t, self.tc, self.c_idx, self.a_val = low, acc_t, tc, c_idx, a_val
         self.zero_c = zero_c  # accumulators start at 0 instead of C's values (C not yet written)
+        # ahead(jo, row0, k): statements (prefetches of the streamed operand) issued with step k
+        # of the block of B panel jo and rows from row0
+        self.ahead = ahead
 
     def sweep(self, M, mc, MR, col0, cols, nr, b_of, K, kc):
         """C[:, col0:col0+cols] += A B: K chunks of kc, M chunks of mc, B panels, MR-row blocks."""
@@ -244,28 +247,32 @@ class MicroKernel:
             parts.append(tx.For(kb, 0, kcount, tx.ForKind.SERIAL, seq(row_parts)))
         return seq(parts)
 
-    def panels(self, row_base, rows, MR, col0, cols, nr, b_of, kstart, klen, rows_outer: bool = False):
+    def panels(self, row_base, rows, MR, col0, cols, nr, b_of, kstart, klen, rows_outer: bool = False, first=None):
         """For each B panel (kept in L1), every MR-row block of the rows, then the leftover rows.
 
         rows_outer: for each MR-row block (its A values kept in L1), every B panel (B in L2),
-        so that C is walked along its rows.
+        so that C is walked along its rows. first: the panel to start from (then round the
+        panels), so that parallel tasks reading one packed block start at different panels.
         """
         low = self.low
         jo = low.fresh("jo")
-        b_val = b_of(jo, col0, nr)
+        count = cols // nr
+        panel = jo if first is None else tx.floormod(jo + first, count)
+        b_val = b_of(panel, col0, nr)
         blocks = []
         full = (rows // MR) * MR
 
         def across(row0, mr):
-            stmt = self.block(row0, mr, col0 + jo * nr, nr, b_val, kstart, klen, rows_outer)
-            return tx.For(jo, 0, cols // nr, tx.ForKind.SERIAL, stmt) if rows_outer else stmt
+            pf = (lambda r0, k: self.ahead(panel, r0, k)) if self.ahead else None
+            stmt = self.block(row0, mr, col0 + panel * nr, nr, b_val, kstart, klen, rows_outer, pf)
+            return tx.For(jo, 0, count, tx.ForKind.SERIAL, stmt) if rows_outer else stmt
 
         if full:
             io = low.fresh("io")
             blocks.append(tx.For(io, 0, rows // MR, tx.ForKind.SERIAL, across(row_base + io * MR, MR)))
         if rows > full:
             blocks.append(across(row_base + full, rows - full))
-        return seq(blocks) if rows_outer else tx.For(jo, 0, cols // nr, tx.ForKind.SERIAL, seq(blocks))
+        return seq(blocks) if rows_outer else tx.For(jo, 0, count, tx.ForKind.SERIAL, seq(blocks))
 
     K_UNROLL = 4
 
@@ -285,8 +292,9 @@ class MicroKernel:
             stmts.append(tx.For(k, 0, klen % u, tx.ForKind.SERIAL, body_of(klen // u * u + k)))
         return stmts
 
-    def block(self, row0, mr, col0, nr, b_val, kstart, klen, along_rows: bool = False):
-        """C[row0:row0+mr, col0:col0+nr] += A[rows, kstart:kstart+klen] B[same k, cols] in registers."""
+    def block(self, row0, mr, col0, nr, b_val, kstart, klen, along_rows: bool = False, with_step=None):
+        """C[row0:row0+mr, col0:col0+nr] += A[rows, kstart:kstart+klen] B[same k, cols] in registers;
+        with_step(row0, k): statements issued with step k (prefetches)."""
         low, acc_t, tc, c_idx = self.low, self.acc_t, self.tc, self.c_idx
         # one small accumulator per row: stack arrays LLVM promotes to vector registers
         accs = [low.local_buffer([nr], acc_t, f"acc{i}") for i in range(mr)]
@@ -294,7 +302,7 @@ class MicroKernel:
 
         def fma(kk):
             """acc_i += A[row0 + i, kk] * B[kk, :] for every row i."""
-            out = []
+            out = list(with_step(row0, kstart + kk)) if with_step else []
             for i, acc in enumerate(accs):
                 j = low.fresh("j")
                 a = self.a_val(row0 + i, kstart + kk)

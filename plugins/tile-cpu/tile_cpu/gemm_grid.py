@@ -39,9 +39,30 @@ from tilecore.lowering.tir_expr import cast_to
 from tilecore.lowering.tir_stmt import accum_dtype, seq
 
 from .gemm import MicroKernel, MicroTile, cache_blocks, chunks, pack_a, pack_b
+from .prefetch import CACHE_LINE, LOCALITY_L1, prefetch
 
 # C dtypes narrower than a float32 accumulator: the sums are rounded to them once, at the end
 NARROW_C = ("float16", "bfloat16")
+
+# How the parallel loops of one GEMM synchronize: "launch" (each parallel loop is its own launch on
+# TVM's pool, which joins at its end) or "barrier" (one launch for the whole GEMM; every thread runs
+# the serial loops and takes its static share of each parallel loop, with a barrier after each).
+SYNC = "launch"
+# Each task's loop order over its rows x the B block: True = per MR-row block (A's values in L1) every
+# NR panel of B (B's block streamed from L2, C walked along its rows); False = BLIS's order, per NR
+# panel (in L1) every MR-row block (A's rows streamed from L2, C walked down its columns).
+ROWS_OUTER = True
+# Software prefetch of the operand the micro-kernel streams (B's panels in rows-outer order, A's
+# panels in BLIS's order): this many k steps ahead into L1 (0: none, the hardware prefetchers only).
+PREFETCH_K = 0
+# Whether task t walks the packed B block from panel t * panels / tasks on (round the block), so
+# that the tasks do not all read the same freshly packed panel, from the core that packed it, at once.
+ROTATE_PANELS = False
+# Rows of C in units of this many MR-row blocks, which the threads take from an atomic counter
+# (tilecore_cpu_next_block) in each compute phase, instead of one static task of rows per core:
+# a thread the host preempts, or a slower core, then holds up a phase by one unit at most.
+# 0: static tasks (task_shape). Each phase is then its own launch (SYNC "barrier" is not used).
+DYNAMIC_ROWS = 0
 
 
 @dataclass(frozen=True)
@@ -212,8 +233,10 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
     task first packs its own rows of A (into one shared buffer: only that task reads them, so no
     join is needed between the two, and they are still in its cache when used). B is packed once
     whatever the number of tasks (each task packing all of B cost 16x B's size in copies on a
-    16-core host); each parallel loop ends before the next starts (TVM's parallel launch joins),
-    so a packed block is complete before any task reads it.
+    16-core host); each parallel loop ends before the next starts (TVM's parallel launch joins, or
+    a barrier with SYNC "barrier"), so a packed block is complete before any task reads it. With
+    DYNAMIC_ROWS the tasks are units of rows that any thread may take: a unit's A rows are packed by
+    whoever takes it in the first column block and read by whoever takes it after that join.
     """
     acc = plan.acc
     if tile.lanes < 2 or not (is_float(acc) or acc in ("int32", "int64")):
@@ -221,12 +244,17 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
     kc = grid_k_chunk(tile, plan.M, plan.K, bits(acc) // 8, caches)
     if plan.c.dtype != acc:  # a narrow C holds no partial sums: all of K in one chunk, rounded once
         kc = plan.K
-    mc, nc = task_shape(tile, plan, kc, caches, os.cpu_count() or 1)
+    cores = os.cpu_count() or 1
+    mc, nc = task_shape(tile, plan, kc, caches, cores)
     MR, NR = min(tile.mr, plan.M), tile.nr
+    if DYNAMIC_ROWS:
+        mc = min(plan.M, DYNAMIC_ROWS * MR)
     ta, tb, tc = low.buffer(plan.a), low.buffer(plan.b), low.buffer(plan.c)
     ap = low.local_buffer([-(-plan.M // MR), kc, MR], acc, "Apack")
     bp = low.local_buffer([max(1, nc // NR), kc, NR], acc, "Bpack")
+    counter = low.local_buffer([1], "int32", "unit_counter")
     tasks, full_rows = -(-plan.M // mc), plan.M // mc
+    barrier = SYNC == "barrier" and not DYNAMIC_ROWS
 
     def per_task(body_of):
         """A parallel loop over the tasks; body_of(task, rows) is one task's work. Task t's rows
@@ -237,7 +265,9 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
         if plan.M > full_rows * mc:  # the last task has fewer rows
             short = body_of(task, plan.M - full_rows * mc)
             body = tx.IfThenElse(tx.LT(task, full_rows), body, short) if full_rows else short
-        return tx.For(task, 0, tasks, tx.ForKind.PARALLEL, body)
+        if not DYNAMIC_ROWS:
+            return tx.For(task, 0, tasks, tx.ForKind.PARALLEL, body)
+        return low.taken_from_counter(counter, task, tasks, body, min(tasks, cores))
 
     def a_val(panel0, row, k):
         return tx.BufferLoad(ap, [panel0 + tx.floordiv(row, MR), k, tx.floormod(row, MR)])
@@ -259,14 +289,21 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
             def run_rows(task, rows, col0=col0, width=width, nr=nr, jb=jb, packs_a=group == 0, count=count):
                 c_idx = lambda i, j: [task * mc + i, col0 + j]  # noqa: E731
                 task_a = lambda row, k: a_val(task * (mc // MR), row, k)  # noqa: E731
-                kernel = MicroKernel(low, acc, tc, c_idx, task_a, zero_c=first)
-                run = kernel.panels(0, rows, MR, 0, width, nr, b_panel, 0, klen, rows_outer=True)
+                ahead = streamed_ahead(ap, bp, task * (mc // MR), MR) if PREFETCH_K else None
+                kernel = MicroKernel(low, acc, tc, c_idx, task_a, zero_c=first, ahead=ahead)
+                start = task * (width // nr) // tasks if ROTATE_PANELS else None
+                run = kernel.panels(0, rows, MR, 0, width, nr, b_panel, 0, klen, rows_outer=ROWS_OUTER, first=start)
                 if not packs_a:
                     return run
                 pack = pack_rows(task, rows)
                 return seq([tx.IfThenElse(tx.EQ(jb, 0), pack, None) if count > 1 else pack, run])
 
-            block = seq([pack_b(low, bp, b_value, width // nr, klen, nr, kind=tx.ForKind.PARALLEL), per_task(run_rows)])
+            block = seq(
+                [
+                    joined(pack_b(low, bp, b_value, width // nr, klen, nr, kind=tx.ForKind.PARALLEL)),
+                    joined(per_task(run_rows)),
+                ]
+            )
             blocks.append(tx.For(jb, 0, count, tx.ForKind.SERIAL, block))
         return seq(blocks)
 
@@ -279,7 +316,29 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
         if count:
             kb = low.fresh("kb")
             parts.append(tx.For(kb, 0, count, tx.ForKind.SERIAL, chunk(start + kb * length, length, False)))
-    return seq([tx.AllocBuffer(ap), tx.AllocBuffer(bp)] + parts)
+    if barrier:  # the packed buffers stay allocated once, outside the threads' launch
+        parts = [tx.AttrStmt(tx.IntImm("int32", 0), "pragma_parallel_launch_point", tx.IntImm("int32", 1), seq(parts))]
+    allocs = [tx.AllocBuffer(ap), tx.AllocBuffer(bp)] + ([tx.AllocBuffer(counter)] if DYNAMIC_ROWS else [])
+    return seq(allocs + parts)
+
+
+def streamed_ahead(ap, bp, panel0, MR: int):
+    """ahead(jo, row0, k) for MicroKernel: prefetches of step k + PREFETCH_K of the streamed panel
+    (every cache line of B's NR values, or the line holding A's MR values); past a panel's end they
+    reach the next panel, and a prefetch never faults."""
+    per_line = CACHE_LINE * 8 // bits(str(bp.dtype))
+    if ROWS_OUTER:
+        lines = range(0, int(bp.shape[2]), per_line)
+        return lambda jo, row0, k: [prefetch(bp, [jo, k + PREFETCH_K, j], LOCALITY_L1) for j in lines]
+    return lambda jo, row0, k: [prefetch(ap, [panel0 + tx.floordiv(row0, MR), k + PREFETCH_K, 0], LOCALITY_L1)]
+
+
+def joined(loop: tx.Stmt) -> tx.Stmt:
+    """A parallel loop that every thread finishes before any goes on (SYNC "barrier": inside the one
+    launch of the GEMM; "launch": the loop's own launch joins)."""
+    if SYNC != "barrier" or DYNAMIC_ROWS:
+        return loop
+    return tx.AttrStmt(tx.IntImm("int32", 0), "pragma_parallel_barrier_when_finish", tx.IntImm("int32", 1), loop)
 
 
 def column_blocks(N: int, nc: int, NR: int):

@@ -145,30 +145,32 @@ class CpuLowering(Fp8Lowering, TirLowering):
             return seq(guard + [tx.For(blk, 0, total, tx.ForKind.PARALLEL, block_body(blk))])
         # Dynamic schedule: a few parallel tasks, each taking block numbers from a shared
         # atomic counter until the grid is done (TVM's pool splits a loop statically).
-        self.needs_support = True
         counter = self.local_buffer([1], "int32", "block_counter")
-        current = self.local_buffer([1], "int32", "block_id")
-        task = tx.Var("task", "int32")
         blk = tx.Var("block", "int32")
-
-        def take():
-            return tx.BufferStore(
-                current,
-                tx.call_extern("int32", "tilecore_cpu_next_block", tx.address_of(tx.BufferLoad(counter, [0]))),
-                [0],
-            )
-
-        loop = tx.While(
-            tx.LT(tx.BufferLoad(current, [0]), total),
-            seq([tx.Bind(blk, tx.BufferLoad(current, [0])), block_body(blk), take()]),
-        )
-        tasks = tx.Min(total, tir_const(self.max_tasks, "int32"))
+        workers = tx.Min(total, tir_const(self.max_tasks, "int32"))
         return seq(
-            guard
-            + [
-                tx.AllocBuffer(counter),
+            guard + [tx.AllocBuffer(counter), self.taken_from_counter(counter, blk, total, block_body(blk), workers)]
+        )
+
+    def taken_from_counter(self, counter, unit: tx.Var, units, body: tx.Stmt, workers) -> tx.Stmt:
+        """`body` for unit = 0 .. units - 1, each run by whichever of `workers` parallel tasks takes
+        it first from the atomic `counter` (an int32 buffer of one element, reset to 0 here by the
+        launching thread)."""
+        self.needs_support = True
+        current = self.local_buffer([1], "int32", "unit")
+        take = tx.BufferStore(
+            current,
+            tx.call_extern("int32", "tilecore_cpu_next_block", tx.address_of(tx.BufferLoad(counter, [0]))),
+            [0],
+        )
+        loop = tx.While(
+            tx.LT(tx.BufferLoad(current, [0]), units), seq([tx.Bind(unit, tx.BufferLoad(current, [0])), body, take])
+        )
+        task = tx.Var("task", "int32")
+        return seq(
+            [
                 tx.BufferStore(counter, tir_const(0, "int32"), [0]),
-                tx.For(task, 0, tasks, tx.ForKind.PARALLEL, seq([tx.AllocBuffer(current), take(), loop])),
+                tx.For(task, 0, workers, tx.ForKind.PARALLEL, seq([tx.AllocBuffer(current), take, loop])),
             ]
         )
 
