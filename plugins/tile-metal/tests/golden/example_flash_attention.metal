@@ -33,50 +33,52 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
   simdgroup_half8x8 mat_b_1[1];
   thread float v_1[1];
   int cse_v1 = (((int)blockIdx.y) * 64);
-  int cse_v2 = (((int)threadIdx.x) * 4);
-  int cse_v26 = ((((int)threadIdx.x) >> 4) * 128);
-  int cse_v27 = ((((int)threadIdx.x) & 15) * 4);
-  int cse_v56 = ((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4));
-  *(threadgroup half4*)(Q_shared + (((int)threadIdx.x) * 4)) = *(device half4*)(Q_ptr + ((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)));
-  int cse_v28 = ((((int)threadIdx.x) * 4) + 512);
-  int cse_v58 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 1024);
-  *(threadgroup half4*)(Q_shared + ((((int)threadIdx.x) * 4) + 512)) = *(device half4*)(Q_ptr + (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 1024));
-  int cse_v29 = ((((int)threadIdx.x) * 4) + 1024);
-  int cse_v59 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048);
-  *(threadgroup half4*)(Q_shared + ((((int)threadIdx.x) * 4) + 1024)) = *(device half4*)(Q_ptr + (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048));
-  int cse_v30 = ((((int)threadIdx.x) * 4) + 1536);
-  int cse_v60 = (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072);
-  *(threadgroup half4*)(Q_shared + ((((int)threadIdx.x) * 4) + 1536)) = *(device half4*)(Q_ptr + (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072));
+  int cse_v2 = (((int)blockIdx.x) * 4096);
+  int cse_v3 = (((int)threadIdx.x) * 4);
+  int cse_v28 = ((((int)threadIdx.x) >> 4) * 128);
+  int cse_v29 = ((((int)threadIdx.x) & 15) * 4);
+  int cse_v55 = ((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4));
+  int cse_v59 = ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 28672) - (((int)blockIdx.x) * 4096));
+  *(threadgroup half4*)(Q_shared + (((int)threadIdx.x) * 4)) = *(device half4*)(Q_ptr + ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 28672) - (((int)blockIdx.x) * 4096)));
+  int cse_v30 = ((((int)threadIdx.x) * 4) + 512);
+  int cse_v60 = ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 29696) - (((int)blockIdx.x) * 4096));
+  *(threadgroup half4*)(Q_shared + ((((int)threadIdx.x) * 4) + 512)) = *(device half4*)(Q_ptr + ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 29696) - (((int)blockIdx.x) * 4096)));
+  int cse_v31 = ((((int)threadIdx.x) * 4) + 1024);
+  int cse_v61 = ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 30720) - (((int)blockIdx.x) * 4096));
+  *(threadgroup half4*)(Q_shared + ((((int)threadIdx.x) * 4) + 1024)) = *(device half4*)(Q_ptr + ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 30720) - (((int)blockIdx.x) * 4096)));
+  int cse_v32 = ((((int)threadIdx.x) * 4) + 1536);
+  int cse_v62 = ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 31744) - (((int)blockIdx.x) * 4096));
+  *(threadgroup half4*)(Q_shared + ((((int)threadIdx.x) * 4) + 1536)) = *(device half4*)(Q_ptr + ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 31744) - (((int)blockIdx.x) * 4096)));
   acc_o[((int)threadIdx.x)] = 0.000000e+00f;
-  int cse_v3 = (((int)threadIdx.x) + 128);
+  int cse_v4 = (((int)threadIdx.x) + 128);
   acc_o[(((int)threadIdx.x) + 128)] = 0.000000e+00f;
-  int cse_v4 = (((int)threadIdx.x) + 256);
+  int cse_v5 = (((int)threadIdx.x) + 256);
   acc_o[(((int)threadIdx.x) + 256)] = 0.000000e+00f;
-  int cse_v5 = (((int)threadIdx.x) + 384);
+  int cse_v6 = (((int)threadIdx.x) + 384);
   acc_o[(((int)threadIdx.x) + 384)] = 0.000000e+00f;
-  int cse_v6 = (((int)threadIdx.x) + 512);
+  int cse_v7 = (((int)threadIdx.x) + 512);
   acc_o[(((int)threadIdx.x) + 512)] = 0.000000e+00f;
-  int cse_v7 = (((int)threadIdx.x) + 640);
+  int cse_v8 = (((int)threadIdx.x) + 640);
   acc_o[(((int)threadIdx.x) + 640)] = 0.000000e+00f;
-  int cse_v8 = (((int)threadIdx.x) + 768);
+  int cse_v9 = (((int)threadIdx.x) + 768);
   acc_o[(((int)threadIdx.x) + 768)] = 0.000000e+00f;
-  int cse_v9 = (((int)threadIdx.x) + 896);
+  int cse_v10 = (((int)threadIdx.x) + 896);
   acc_o[(((int)threadIdx.x) + 896)] = 0.000000e+00f;
-  int cse_v10 = (((int)threadIdx.x) + 1024);
+  int cse_v11 = (((int)threadIdx.x) + 1024);
   acc_o[(((int)threadIdx.x) + 1024)] = 0.000000e+00f;
-  int cse_v11 = (((int)threadIdx.x) + 1152);
+  int cse_v12 = (((int)threadIdx.x) + 1152);
   acc_o[(((int)threadIdx.x) + 1152)] = 0.000000e+00f;
-  int cse_v12 = (((int)threadIdx.x) + 1280);
+  int cse_v13 = (((int)threadIdx.x) + 1280);
   acc_o[(((int)threadIdx.x) + 1280)] = 0.000000e+00f;
-  int cse_v13 = (((int)threadIdx.x) + 1408);
+  int cse_v14 = (((int)threadIdx.x) + 1408);
   acc_o[(((int)threadIdx.x) + 1408)] = 0.000000e+00f;
-  int cse_v14 = (((int)threadIdx.x) + 1536);
+  int cse_v15 = (((int)threadIdx.x) + 1536);
   acc_o[(((int)threadIdx.x) + 1536)] = 0.000000e+00f;
-  int cse_v15 = (((int)threadIdx.x) + 1664);
+  int cse_v16 = (((int)threadIdx.x) + 1664);
   acc_o[(((int)threadIdx.x) + 1664)] = 0.000000e+00f;
-  int cse_v16 = (((int)threadIdx.x) + 1792);
+  int cse_v17 = (((int)threadIdx.x) + 1792);
   acc_o[(((int)threadIdx.x) + 1792)] = 0.000000e+00f;
-  int cse_v17 = (((int)threadIdx.x) + 1920);
+  int cse_v18 = (((int)threadIdx.x) + 1920);
   acc_o[(((int)threadIdx.x) + 1920)] = 0.000000e+00f;
   if (((int)threadIdx.x) < 32) {
     logsum[((int)threadIdx.x)] = 0.000000e+00f;
@@ -84,54 +86,54 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
   if (((int)threadIdx.x) < 32) {
     scores_max[((int)threadIdx.x)] = -INFINITY;
   }
-  int cse_v18 = (((int)blockIdx.x) + 1);
-  int v_2 = (((int)blockIdx.x) + 1);
+  int cse_v19 = (8 - ((int)blockIdx.x));
+  int v_2 = (8 - ((int)blockIdx.x));
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  int cse_v24 = (((int)threadIdx.x) >> 6);
-  int cse_v37 = ((((int)threadIdx.x) >> 6) + 2);
-  int cse_v38 = ((((int)threadIdx.x) >> 6) + 4);
-  int cse_v39 = ((((int)threadIdx.x) >> 6) + 6);
-  int cse_v40 = ((((int)threadIdx.x) >> 6) + 8);
-  int cse_v41 = ((((int)threadIdx.x) >> 6) + 10);
-  int cse_v42 = ((((int)threadIdx.x) >> 6) + 12);
-  int cse_v43 = ((((int)threadIdx.x) >> 6) + 14);
-  int cse_v44 = ((((int)threadIdx.x) >> 6) + 16);
-  int cse_v45 = ((((int)threadIdx.x) >> 6) + 18);
-  int cse_v46 = ((((int)threadIdx.x) >> 6) + 20);
-  int cse_v47 = ((((int)threadIdx.x) >> 6) + 22);
-  int cse_v48 = ((((int)threadIdx.x) >> 6) + 24);
-  int cse_v49 = ((((int)threadIdx.x) >> 6) + 26);
-  int cse_v50 = ((((int)threadIdx.x) >> 6) + 28);
-  int cse_v51 = ((((int)threadIdx.x) >> 6) + 30);
-  for (int v_3 = 0; v_3 < (((int)blockIdx.x) + 1); ++v_3) {
+  int cse_v26 = (((int)threadIdx.x) >> 6);
+  int cse_v38 = ((((int)threadIdx.x) >> 6) + 2);
+  int cse_v39 = ((((int)threadIdx.x) >> 6) + 4);
+  int cse_v40 = ((((int)threadIdx.x) >> 6) + 6);
+  int cse_v41 = ((((int)threadIdx.x) >> 6) + 8);
+  int cse_v42 = ((((int)threadIdx.x) >> 6) + 10);
+  int cse_v43 = ((((int)threadIdx.x) >> 6) + 12);
+  int cse_v44 = ((((int)threadIdx.x) >> 6) + 14);
+  int cse_v45 = ((((int)threadIdx.x) >> 6) + 16);
+  int cse_v46 = ((((int)threadIdx.x) >> 6) + 18);
+  int cse_v47 = ((((int)threadIdx.x) >> 6) + 20);
+  int cse_v48 = ((((int)threadIdx.x) >> 6) + 22);
+  int cse_v49 = ((((int)threadIdx.x) >> 6) + 24);
+  int cse_v50 = ((((int)threadIdx.x) >> 6) + 26);
+  int cse_v51 = ((((int)threadIdx.x) >> 6) + 28);
+  int cse_v52 = ((((int)threadIdx.x) >> 6) + 30);
+  for (int v_3 = 0; v_3 < (8 - ((int)blockIdx.x)); ++v_3) {
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    int cse_v57 = ((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4));
+    int cse_v58 = ((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4));
     *(threadgroup half4*)(K_shared + (((int)threadIdx.x) * 4)) = *(device half4*)(K_ptr + ((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)));
-    int cse_v61 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 1024);
+    int cse_v63 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 1024);
     *(threadgroup half4*)(K_shared + ((((int)threadIdx.x) * 4) + 512)) = *(device half4*)(K_ptr + (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 1024));
-    int cse_v62 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048);
+    int cse_v64 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048);
     *(threadgroup half4*)(K_shared + ((((int)threadIdx.x) * 4) + 1024)) = *(device half4*)(K_ptr + (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048));
-    int cse_v63 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072);
+    int cse_v65 = (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072);
     *(threadgroup half4*)(K_shared + ((((int)threadIdx.x) * 4) + 1536)) = *(device half4*)(K_ptr + (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072));
-    int cse_v19 = (((int)threadIdx.x) & 31);
-    int cse_v20 = (((int)threadIdx.x) >> 5);
-    int cse_v31 = ((v_3 * 32) + (((int)threadIdx.x) & 31));
-    int cse_v32 = ((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5));
-    acc_s[((int)threadIdx.x)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= ((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5))));
-    acc_s[(((int)threadIdx.x) + 128)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 4)));
-    acc_s[(((int)threadIdx.x) + 256)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 8)));
-    acc_s[(((int)threadIdx.x) + 384)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 12)));
-    acc_s[(((int)threadIdx.x) + 512)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 16)));
-    acc_s[(((int)threadIdx.x) + 640)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 20)));
-    acc_s[(((int)threadIdx.x) + 768)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 24)));
-    acc_s[(((int)threadIdx.x) + 896)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)blockIdx.x) * 32) + (((int)threadIdx.x) >> 5)) + 28)));
+    int cse_v20 = (((int)threadIdx.x) & 31);
+    int cse_v21 = (((int)threadIdx.x) >> 5);
+    int cse_v22 = (((int)blockIdx.x) * 32);
+    int cse_v33 = ((v_3 * 32) + (((int)threadIdx.x) & 31));
+    acc_s[((int)threadIdx.x)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)threadIdx.x) >> 5) + 224) - (((int)blockIdx.x) * 32))));
+    acc_s[(((int)threadIdx.x) + 128)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)threadIdx.x) >> 5) + 228) - (((int)blockIdx.x) * 32))));
+    acc_s[(((int)threadIdx.x) + 256)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)threadIdx.x) >> 5) + 232) - (((int)blockIdx.x) * 32))));
+    acc_s[(((int)threadIdx.x) + 384)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)threadIdx.x) >> 5) + 236) - (((int)blockIdx.x) * 32))));
+    acc_s[(((int)threadIdx.x) + 512)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)threadIdx.x) >> 5) + 240) - (((int)blockIdx.x) * 32))));
+    acc_s[(((int)threadIdx.x) + 640)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)threadIdx.x) >> 5) + 244) - (((int)blockIdx.x) * 32))));
+    acc_s[(((int)threadIdx.x) + 768)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)threadIdx.x) >> 5) + 248) - (((int)blockIdx.x) * 32))));
+    acc_s[(((int)threadIdx.x) + 896)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)threadIdx.x) >> 5) + 252) - (((int)blockIdx.x) * 32))));
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    int cse_v33 = ((((int)threadIdx.x) >> 5) * 8);
+    int cse_v34 = ((((int)threadIdx.x) >> 5) * 8);
     for (int v_4 = 0; v_4 < 4; ++v_4) {
-      int cse_v53 = ((v_4 * 256) + ((((int)threadIdx.x) >> 5) * 8));
+      int cse_v54 = ((v_4 * 256) + ((((int)threadIdx.x) >> 5) * 8));
       simdgroup_load(mat_c[0], (&(acc_s[((v_4 * 256) + ((((int)threadIdx.x) >> 5) * 8))])), 32, 0, (bool)0);
       for (int v_5 = 0; v_5 < 8; ++v_5) {
-        int cse_v21 = (v_5 * 8);
+        int cse_v23 = (v_5 * 8);
         simdgroup_load(mat_a[0], (&(Q_shared[((v_4 * 512) + (v_5 * 8))])), 64, 0, (bool)0);
         simdgroup_load(mat_b[0], (&(K_shared[(((((int)threadIdx.x) >> 5) * 512) + (v_5 * 8))])), 64, 0, (bool)1);
         simdgroup_multiply_accumulate(mat_c[0], mat_a[0], mat_b[0], mat_c[0]);
@@ -142,14 +144,14 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
     *(threadgroup half4*)(V_shared + ((((int)threadIdx.x) * 4) + 512)) = *(device half4*)(V_ptr + (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 1024));
     *(threadgroup half4*)(V_shared + ((((int)threadIdx.x) * 4) + 1024)) = *(device half4*)(V_ptr + (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048));
     *(threadgroup half4*)(V_shared + ((((int)threadIdx.x) * 4) + 1536)) = *(device half4*)(V_ptr + (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072));
-    int cse_v22 = (((int)threadIdx.x) >> 2);
+    int cse_v24 = (((int)threadIdx.x) >> 2);
     scores_max_prev[0] = scores_max[(((int)threadIdx.x) >> 2)];
     threadgroup_barrier(mem_flags::mem_threadgroup);
     v[0] = -INFINITY;
-    int cse_v23 = (((int)threadIdx.x) & 3);
-    int cse_v34 = ((((int)threadIdx.x) >> 2) * 32);
+    int cse_v25 = (((int)threadIdx.x) & 3);
+    int cse_v35 = ((((int)threadIdx.x) >> 2) * 32);
     for (int v_6 = 0; v_6 < 8; ++v_6) {
-      int cse_v54 = ((((((int)threadIdx.x) >> 2) * 32) + (v_6 * 4)) + (((int)threadIdx.x) & 3));
+      int cse_v56 = ((((((int)threadIdx.x) >> 2) * 32) + (v_6 * 4)) + (((int)threadIdx.x) & 3));
       float condval;
       if ((v[0] != v[0]) || (acc_s[((((((int)threadIdx.x) >> 2) * 32) + (v_6 * 4)) + (((int)threadIdx.x) & 3))] != acc_s[((((((int)threadIdx.x) >> 2) * 32) + (v_6 * 4)) + (((int)threadIdx.x) & 3))])) {
         condval = (v[0] + acc_s[((((((int)threadIdx.x) >> 2) * 32) + (v_6 * 4)) + (((int)threadIdx.x) & 3))]);
@@ -158,7 +160,7 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
       }
       v[0] = condval;
     }
-    int cse_v35 = ((((int)threadIdx.x) & 31) ^ 2);
+    int cse_v36 = ((((int)threadIdx.x) & 31) ^ 2);
     float v_7 = simd_shuffle(v[0], ((((int)threadIdx.x) & 31) ^ 2));
     float condval_1;
     if ((v[0] != v[0]) || (v_7 != v_7)) {
@@ -167,7 +169,7 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
       condval_1 = max(v[0], v_7);
     }
     v[0] = condval_1;
-    int cse_v36 = ((((int)threadIdx.x) & 31) ^ 1);
+    int cse_v37 = ((((int)threadIdx.x) & 31) ^ 1);
     float v_8 = simd_shuffle(v[0], ((((int)threadIdx.x) & 31) ^ 1));
     float condval_2;
     if ((v[0] != v[0]) || (v_8 != v_8)) {
@@ -235,9 +237,9 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
     acc_s_cast[(((int)threadIdx.x) + 896)] = ((half)acc_s[(((int)threadIdx.x) + 896)]);
     threadgroup_barrier(mem_flags::mem_threadgroup);
     for (int v_9 = 0; v_9 < 8; ++v_9) {
-      int cse_v25 = (v_9 >> 1);
-      int cse_v52 = ((v_9 & 1) * 32);
-      int cse_v55 = ((((v_9 >> 1) * 512) + ((v_9 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8));
+      int cse_v27 = (v_9 >> 1);
+      int cse_v53 = ((v_9 & 1) * 32);
+      int cse_v57 = ((((v_9 >> 1) * 512) + ((v_9 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8));
       simdgroup_load(mat_c_1[0], (&(acc_o[((((v_9 >> 1) * 512) + ((v_9 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8))])), 64, 0, (bool)0);
       for (int v_10 = 0; v_10 < 4; ++v_10) {
         simdgroup_load(mat_a_1[0], (&(acc_s_cast[(((v_9 >> 1) * 256) + (v_10 * 8))])), 32, 0, (bool)0);
@@ -297,10 +299,10 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
   K_shared[(((int)threadIdx.x) + 1792)] = ((half)acc_o[(((int)threadIdx.x) + 1792)]);
   K_shared[(((int)threadIdx.x) + 1920)] = ((half)acc_o[(((int)threadIdx.x) + 1920)]);
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  *(device half4*)(Output_ptr + ((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4))) = *(threadgroup half4*)(K_shared + (((int)threadIdx.x) * 4));
-  *(device half4*)(Output_ptr + (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 1024)) = *(threadgroup half4*)(K_shared + ((((int)threadIdx.x) * 4) + 512));
-  *(device half4*)(Output_ptr + (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048)) = *(threadgroup half4*)(K_shared + ((((int)threadIdx.x) * 4) + 1024));
-  *(device half4*)(Output_ptr + (((((((int)blockIdx.x) * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072)) = *(threadgroup half4*)(K_shared + ((((int)threadIdx.x) * 4) + 1536));
+  *(device half4*)(Output_ptr + ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 28672) - (((int)blockIdx.x) * 4096))) = *(threadgroup half4*)(K_shared + (((int)threadIdx.x) * 4));
+  *(device half4*)(Output_ptr + ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 29696) - (((int)blockIdx.x) * 4096))) = *(threadgroup half4*)(K_shared + ((((int)threadIdx.x) * 4) + 512));
+  *(device half4*)(Output_ptr + ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 30720) - (((int)blockIdx.x) * 4096))) = *(threadgroup half4*)(K_shared + ((((int)threadIdx.x) * 4) + 1024));
+  *(device half4*)(Output_ptr + ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 31744) - (((int)blockIdx.x) * 4096))) = *(threadgroup half4*)(K_shared + ((((int)threadIdx.x) * 4) + 1536));
 }
 
 
