@@ -126,22 +126,28 @@ def test_switched_off_the_kernel_keeps_the_block_barriers():
 )
 def test_warp_specialized_attention_matches_numpy(case):
     """The plain consumer loop (test_ws_deferred.py runs the same cases with the second gemm deferred)."""
+    kern = check_attention_on_gpu(case, defer_gemm=False, **WS)
+    assert "mbar_wait" in kern.artifact.source
+
+
+def check_attention_on_gpu(case, **options):
+    """Compile the FlashAttention example for `case` = (causal, block_M, block_N, stages, seq_len)
+    with `options`, run it on random fp16 inputs and compare with numpy; returns the Kernel."""
     causal, bm, bn, stages, seq = case
     fa = example("flash_attention")
     kern = tilecore.compile(
         fa.flashattn.prim_func(1, 2, seq, 128, causal, block_M=bm, block_N=bn, num_stages=stages),
         target="cuda",
         out_idx=[3],
-        defer_gemm=False,
-        **WS,
+        **options,
     )
-    assert "mbar_wait" in kern.artifact.source
     import torch
 
     q, k, v = (torch.randn(1, seq, 2, 128, device="cuda", dtype=torch.float16) for _ in range(3))
     out = kern(q, k, v).double().cpu().numpy()
     ref = fa.reference(*(x.cpu().numpy() for x in (q, k, v)), causal)
     assert np.abs(out - ref).max() < 2e-2
+    return kern
 
 
 @pytest.mark.gpu
