@@ -25,9 +25,11 @@ def write_mutant_distribution(folder: str) -> str:
     return folder
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def mutant_path(tmp_path_factory):
-    """sys.path entry holding the mutant plugin as an installed distribution; plugins rediscovered."""
+    """sys.path entry holding the mutant plugin as an installed distribution; plugins rediscovered.
+    Module-scoped: the plugin is gone again before the worker's next test file, whose cache keys
+    (the plugin fingerprint) must match a fresh process's."""
     from tilecore.plugin.manager import reset_plugins
 
     folder = write_mutant_distribution(str(tmp_path_factory.mktemp("mutants")))

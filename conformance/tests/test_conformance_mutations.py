@@ -64,7 +64,7 @@ def test_suite_rejects_planted_bug(wrapping, wrapped, mutant):
     wrapping(wrapped)
     families, named = CASES[mutant]
     report = run_suite(
-        f"cpu-bug-{mutant}", examples=16, seed=3, families=families, max_shrinks=3, shrink_runs=15, shrink_seconds=30
+        f"cpu-bug-{mutant}", examples=16, seed=3, families=families, max_shrinks=3, shrink_runs=15, shrink_seconds=12
     )
     assert report["totals"]["fail"] > 0, f"the suite did not notice the {mutant} bug"
     assert not report["verdict"]["certified"]
