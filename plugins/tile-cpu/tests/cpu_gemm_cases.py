@@ -58,3 +58,28 @@ def gemm_with_epilogue(M, N, K, bm, bn, bk, in_loop: bool):
             T.copy(C_f, C[by * bm, bx * bn])
 
     return main
+
+
+def matmul_rows_first(M, N, K, bm, bn, bk, dtype="float32", c_dtype="float32", spare_row=False):
+    """examples/gemm.py's matmul (C in `c_dtype`, accumulated in float32 or int32) with the grid's
+    axes the other way round (rows first) and the copies in the other order. spare_row: one more
+    row of blocks, wholly past C (their copies read zeros and write nothing), so the same results
+    come from a grid the whole-GEMM match refuses: the block-by-block lowering."""
+    accum = "int32" if dtype == "int8" else "float32"
+
+    import tilecore.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), c_dtype)):
+        with T.Kernel(T.ceildiv(M, bm) + int(spare_row), T.ceildiv(N, bn)) as (by, bx):
+            A_s = T.alloc_shared((bm, bk), dtype)
+            B_s = T.alloc_shared((bk, bn), dtype)
+            C_f = T.alloc_fragment((bm, bn), accum)
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.copy(A[by * bm, k * bk], A_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * bm, bx * bn])
+
+    return main

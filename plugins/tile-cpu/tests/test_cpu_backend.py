@@ -283,9 +283,9 @@ def test_dynamic_shapes(rows):
 
     kernel = tilecore.compile(main, target="cpu", out_idx=[-1])
     a = rand((rows, 8))
-    # LLVM may fuse a*3 + i into one FMA (one rounding instead of two): equal within an ulp
+    # LLVM may fuse a*3 + i into one FMA (one rounding instead of two): within an ulp of a*3 (|a*3| < 3)
     np.testing.assert_allclose(
-        kernel(a), a * np.float32(3) + (np.arange(rows) % 32)[:, None].astype(np.float32), rtol=2e-7, atol=1e-7
+        kernel(a), a * np.float32(3) + (np.arange(rows) % 32)[:, None].astype(np.float32), rtol=2e-7, atol=5e-7
     )
 
 

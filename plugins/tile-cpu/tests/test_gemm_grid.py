@@ -8,11 +8,10 @@ import re
 
 import numpy as np
 import pytest
-from cpu_gemm_cases import NP, gemm, gemm_with_epilogue, operand_maker
+from cpu_gemm_cases import NP, gemm, gemm_with_epilogue, matmul_rows_first, operand_maker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import tilecore.language as T
 from tile_cpu.gemm import MicroTile
 from tile_cpu.gemm_grid import WholeGemm, column_blocks, match, task_shape
 from tilecore.ir import nodes as N
@@ -28,29 +27,6 @@ def kernel_of(func):
     """The T.Kernel of `func` after the cpu pass pipeline (bounds proven, copies marked)."""
     lowered, _ = lower(func, target="cpu")
     return next(st for st in walk_stmts(lowered.body) if isinstance(st, N.Kernel))
-
-
-def matmul_rows_first(M, N, K, bm, bn, bk, dtype="float32", c_dtype="float32", spare_row=False):
-    """examples/gemm.py's matmul (C in `c_dtype`, accumulated in float32 or int32) with the grid's
-    axes the other way round (rows first) and the copies in the other order. spare_row: one more
-    row of blocks, wholly past C (their copies read zeros and write nothing), so the same results
-    come from a grid the whole-GEMM match refuses: the block-by-block lowering."""
-    accum = "int32" if dtype == "int8" else "float32"
-
-    @T.prim_func
-    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), c_dtype)):
-        with T.Kernel(T.ceildiv(M, bm) + int(spare_row), T.ceildiv(N, bn)) as (by, bx):
-            A_s = T.alloc_shared((bm, bk), dtype)
-            B_s = T.alloc_shared((bk, bn), dtype)
-            C_f = T.alloc_fragment((bm, bn), accum)
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
-                T.copy(B[k * bk, bx * bn], B_s)
-                T.copy(A[by * bm, k * bk], A_s)
-                T.gemm(A_s, B_s, C_f)
-            T.copy(C_f, C[by * bm, bx * bn])
-
-    return main
 
 
 # ------------------------------------------------------------------ what is recognized

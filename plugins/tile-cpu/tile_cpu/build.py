@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 SUPPORT_C = os.path.join(_HERE, "support.c")
@@ -54,17 +54,23 @@ def compiler() -> Optional[str]:
 
 
 def support_object(workdir: str) -> str:
-    """support.c compiled once per content hash and kept in the cache as a native object
-    (checked against its keyed digest before every use); returns a private copy in `workdir`,
-    which is what gets linked."""
+    """support.c compiled (native_object); returns the object file in `workdir`."""
+    return native_object(workdir, SUPPORT_C)
+
+
+def native_object(workdir: str, source: str, flags: Sequence[str] = ()) -> str:
+    """A C source compiled once per content hash (and flags, and compiler) and kept in the cache
+    as a native object (checked against its keyed digest before every use); returns a private
+    copy in `workdir`, which is what gets linked."""
     from tilecore.runtime.cache import DiskCache, cache_enabled
 
-    with open(SUPPORT_C, "rb") as f:
+    with open(source, "rb") as f:
         src = f.read()
-    name = hashlib.sha256(src + (compiler() or "").encode()).hexdigest()[:32] + ".o"
+    key = src + (compiler() or "").encode() + "\0".join(flags).encode()
+    name = hashlib.sha256(key).hexdigest()[:32] + ".o"
     cache = DiskCache() if cache_enabled() else None
     data = cache.get_native("cpu-support", name) if cache is not None else None
-    path = os.path.join(workdir, "support.o")
+    path = os.path.join(workdir, os.path.splitext(os.path.basename(source))[0] + ".o")
     if data is not None:
         with open(path, "wb") as f:
             f.write(data)
@@ -72,18 +78,19 @@ def support_object(workdir: str) -> str:
     cc = compiler()
     if cc is None:
         raise RuntimeError("no C compiler found (install gcc or clang, or set CC)")
-    cmd = [cc, "-O2", "-fPIC", "-x", "c++" if cc.endswith("++") else "c", "-c", SUPPORT_C, "-o", path]
+    cmd = [cc, "-O2", "-fPIC", *flags, "-x", "c++" if cc.endswith("++") else "c", "-c", source, "-o", path]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"compiling {SUPPORT_C} failed: {proc.stderr.strip()}")
+        raise RuntimeError(f"compiling {os.path.basename(source)} failed: {proc.stderr.strip()}")
     if cache is not None:
         with open(path, "rb") as f:
             cache.put_native("cpu-support", name, f.read())
     return path
 
 
-def build_shared_library(prim_func, name: str, info: Dict[str, Any], with_support: bool = True):
+def build_shared_library(prim_func, name: str, info: Dict[str, Any], with_support: bool = True, natives: Sequence = ()):
     """tvm.compile the PrimFunc for `info`'s target; return (library bytes, LLVM IR text, assembly text).
+    natives: (C source, compiler flags) pairs whose objects are linked in too (tile_cpu.bf16dot).
 
     For a target whose code cannot run here (another CPU, cross-compilation) the
     library is None: only the LLVM IR and the assembly are produced.
@@ -106,6 +113,7 @@ def build_shared_library(prim_func, name: str, info: Dict[str, Any], with_suppor
         return None, llvm_ir, asm
     with tempfile.TemporaryDirectory(prefix="tile-cpu-") as work:
         addons = [support_object(work)] if with_support else []
+        addons += [native_object(work, source, flags) for source, flags in natives]
         so = os.path.join(work, f"{name}.so")
         lib.export_library(so, addons=addons, workspace_dir=work)
         with open(so, "rb") as f:

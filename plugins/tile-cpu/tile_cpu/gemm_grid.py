@@ -23,6 +23,8 @@ of the match: the block-by-block copies pad them with zeros, which add only 0 * 
 in-range sum, and clip the stores; the whole GEMM sums exactly the in-range products and writes
 only C (its last N mod NR columns as one narrower panel). The match is strict otherwise;
 anything else (transposes, an epilogue, other dtypes, dynamic shapes) lowers block by block.
+bfloat16 operands on a target with AMX take tile_cpu.amx_bf16's blocking and micro-kernel instead
+(lower.py chooses), when the user's K tile is a multiple of 32.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class WholeGemm:
     N: int
     K: int
     acc: str
+    bk: int = 0  # the K of one T.gemm (the user's K tile)
 
 
 def _affine(e: N.Expr) -> Optional[Dict[str, int]]:
@@ -198,7 +201,7 @@ def match(kernel: N.Kernel) -> Optional[WholeGemm]:
             and grid[col] == -(-Nn // bn)
             and _affine(loop.extent) == {"": -(-K // bk)}
         ):
-            return WholeGemm(A, B, C, M, Nn, K, acc)
+            return WholeGemm(A, B, C, M, Nn, K, acc, bk)
     return None
 
 

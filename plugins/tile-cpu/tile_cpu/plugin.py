@@ -219,10 +219,14 @@ def tilecore_codegen(backend, module, options):
         rules=rules,
         vector_regs=info["vector_regs"],
         caches=info["caches"],
+        arch=info["arch"],
+        features=info["features"],
     )
     prim = lowering.lower_function()
     try:
-        blob, llvm_ir, asm = build_shared_library(prim, func.name, info, with_support=lowering.needs_support)
+        blob, llvm_ir, asm = build_shared_library(
+            prim, func.name, info, with_support=lowering.needs_support, natives=sorted(lowering.native)
+        )
     except TileCompileError:
         raise
     except Exception as err:

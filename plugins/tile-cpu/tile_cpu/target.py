@@ -94,6 +94,7 @@ REPORTED_FEATURES = (
     "avx512fp16",
     "avx512vnni",
     "avxvnni",
+    "amx-tile",
     "amx-bf16",
     "amx-int8",
     "neon",
@@ -112,16 +113,20 @@ def describe(target: str = "cpu") -> Dict[str, Any]:
     Keys: cpu, triple, mattr, arch, vector_bits, vector_regs, features (those of
     REPORTED_FEATURES it has), caches {l1, l2, l3}, host (whether it is the host CPU
     itself), runs_here (same architecture and no feature the host lacks: its code can
-    be linked and run here), llvm, tvm.
+    be linked and run here), llvm, tvm. The host target also enables the AMX features that
+    /proc/cpuinfo reports and LLVM's model of the host CPU lacks (_missing_host_features).
     """
     import tvm
     from tvm.target import codegen
 
     cpu, features = parse(target)
+    user_features = list(features)
     host_cpu = codegen.llvm_get_system_cpu()
     host_triple = codegen.llvm_get_system_triple()
     if cpu is None:
         cpu, triple = host_cpu, host_triple
+        added = _missing_host_features(host_cpu, host_triple) & HOST_ADDED_FEATURES
+        features = features + [f"+{f}" for f in sorted(added)]
     else:
         triple = next((t for t in _TRIPLES if codegen.llvm_is_valid_cpu(cpu, t)), None)
         if triple is None:
@@ -150,7 +155,7 @@ def describe(target: str = "cpu") -> Dict[str, Any]:
         # throttling on old parts); tile loops are long and dense, so use the full width.
         mattr.append("-prefer-256-bit")
     bits, regs = _vector_shape(arch, has)
-    is_host = cpu == host_cpu and triple == host_triple and not features
+    is_host = cpu == host_cpu and triple == host_triple and not user_features
     reported = [f for f in REPORTED_FEATURES if has(f)]
     runs_here = is_host or (
         arch == host_triple.split("-")[0] and set(reported) <= _host_features(host_cpu, host_triple)
@@ -172,12 +177,57 @@ def describe(target: str = "cpu") -> Dict[str, Any]:
 
 
 def _host_features(cpu: str, triple: str) -> set:
-    """REPORTED_FEATURES of the host CPU."""
+    """REPORTED_FEATURES of the host CPU (LLVM's model of it, plus what /proc/cpuinfo adds)."""
+    return _model_features(cpu, triple) | _missing_host_features(cpu, triple)
+
+
+def _model_features(cpu: str, triple: str) -> set:
+    """REPORTED_FEATURES that LLVM's model of the CPU named `cpu` has."""
     import tvm
     from tvm.target import codegen
 
     host = tvm.target.Target({"kind": "llvm", "mcpu": cpu, "mtriple": triple})
     return {f for f in REPORTED_FEATURES if codegen.llvm_cpu_has_features([f], host)}
+
+
+# /proc/cpuinfo flag -> LLVM feature, for features a lowering chooses code by (tile_cpu.bf16dot)
+CPUINFO_FEATURES = {
+    "avx512_bf16": "avx512bf16",
+    "avx512_fp16": "avx512fp16",
+    "avx512_vnni": "avx512vnni",
+    "avx_vnni": "avxvnni",
+    "amx_tile": "amx-tile",
+    "amx_bf16": "amx-bf16",
+    "amx_int8": "amx-int8",
+}
+
+
+# Of those, the ones the host target enables when LLVM's model lacks them: features that only
+# instructions tile-cpu chooses use (AMX: tile_cpu.amx_bf16). Others change how LLVM lowers plain
+# code (+avx512fp16 computes float16 arithmetic in float16, not via float32 as tile-cpu expects).
+HOST_ADDED_FEATURES = {"amx-tile", "amx-bf16", "amx-int8"}
+
+
+def _missing_host_features(cpu: str, triple: str) -> set:
+    """Features the host has (its /proc/cpuinfo flags) that LLVM's model of the CPU it names lacks.
+
+    LLVM names the host from its model number; a virtual machine may report the number of an
+    older part than the silicon (seen: a Xeon with AVX-512 BF16 and AMX reported as model 167,
+    which LLVM calls rocketlake). They count for `runs_here`; the host target enables those of
+    HOST_ADDED_FEATURES."""
+    if not triple.startswith("x86_64"):
+        return set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return set()
+    present = {CPUINFO_FEATURES[flag] for flag in flags if flag in CPUINFO_FEATURES}
+    import tvm
+    from tvm.target import codegen
+
+    model = tvm.target.Target({"kind": "llvm", "mcpu": cpu, "mtriple": triple})
+    return {f for f in present if not codegen.llvm_cpu_has_features([f], model)}
 
 
 def _is_feature(name: str, triple: str) -> bool:
