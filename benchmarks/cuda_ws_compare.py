@@ -5,7 +5,7 @@ Prints one JSON line. A deadlock would show as the caller's timeout, so run each
 own process (benchmarks/results/h200-session7/README.md).
 
     python benchmarks/cuda_ws_compare.py attn CAUSAL BM BN STAGES SEQ BATCH HEADS DTYPE [t|ws|base|tma|defer|default]
-    python benchmarks/cuda_ws_compare.py gemm N BM BN BK STAGES THREADS [t|tma|persist|default] [DTYPE]
+    python benchmarks/cuda_ws_compare.py gemm N BM BN BK STAGES THREADS [t|tma|persist|default|per_sm] [DTYPE]
 
 With "ws" or "base" only that build runs, once (for a profiler); with "t" both are timed. With "tma"
 the warp-specialized build is timed with TMA loads ("ws_tma", option tma's default) and with the
@@ -16,7 +16,9 @@ is timed with one block per tile ("ws") and persistent ("persistent", option per
 per SM looping over the tiles, tile_cuda/persistent.py), each also with the epilogue's TMA stores
 ("..._tma_store", option tma_store, tile_cuda/tma_store.py), next to cuBLAS; the row has each build's
 launch grid and whether all builds gave the same bits ("same_bits"). With "default" the build with
-tile-cuda's default options alone ("default") is timed next to cuBLAS / cuDNN.
+tile-cuda's default options alone ("default") is timed next to cuBLAS / cuDNN. With "per_sm" (gemm)
+the build without warp specialization, the warp-specialized one and the warp-specialized one planned
+for two blocks per SM (option ws_blocks_per_sm=2) are timed next to cuBLAS.
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ PERSISTENT_VARIANTS = (  # (tma_store explicit: its default, auto, depends on K)
     ("persistent_tma_store", {"warp_specialize": True, "persistent": True, "tma_store": True}),
 )
 DEFAULT_VARIANTS = (("default", {}),)
+BLOCKS_PER_SM_VARIANTS = (  # option ws_blocks_per_sm: a one-warpgroup consumer's block and a second one per SM
+    ("no_ws", {"warp_specialize": False}),
+    ("ws", {"warp_specialize": True}),
+    ("ws_2_per_sm", {"warp_specialize": True, "ws_blocks_per_sm": 2}),
+)
 
 
 def attention(argv):
@@ -98,7 +105,12 @@ def gemm(argv):
 
     n, bm, bn, bk, stages, threads = (int(a) for a in argv[:6])
     timing = len(argv) > 6
-    named = {"tma": TMA_VARIANTS, "persist": PERSISTENT_VARIANTS, "default": DEFAULT_VARIANTS}
+    named = {
+        "tma": TMA_VARIANTS,
+        "persist": PERSISTENT_VARIANTS,
+        "default": DEFAULT_VARIANTS,
+        "per_sm": BLOCKS_PER_SM_VARIANTS,
+    }
     variants = named.get(argv[6], VARIANTS) if timing else VARIANTS
     variants = tuple(v for v in variants if timing or v[0] != "base")
     dt = argv[7] if len(argv) > 7 else "float16"

@@ -84,6 +84,13 @@ def test_register_split_fits_the_register_file():
     assert consumer <= launch  # one warpgroup already has all it can use: no setmaxnreg
 
 
+def test_register_split_for_two_blocks_per_sm():
+    """Two 256-thread blocks (a 128-thread consumer + the producer) share the register file."""
+    consumer, launch = register_split(128, 2)
+    assert (consumer, launch) == (216, 128)
+    assert 2 * (128 * consumer + 128 * 40) <= 65536
+
+
 def _source(func, options):
     be = plugin.make_backend()
     art = plugin.tilecore_codegen(backend=be, module=TileModule(func, "cuda:sm_90a"), options=options)
@@ -157,6 +164,37 @@ def test_warp_specialized_gemm_matches_numpy(n, bn, stages):
 
     art = _source(K.gemm_kernel(n, n, n, bm=128, bn=bn, bk=64, stages=stages, threads=256, predicated=True), WS)
     assert "mbar_wait" in art.source
+    launch = plugin.tilecore_launcher(backend=plugin.make_backend(), artifact=art)
+    a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
+    c = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float16)
+    launch([a, b, c], {})
+    ref = a.float() @ b.float()
+    assert ((c.float() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+QUICKSTART = dict(bm=128, bn=128, bk=32, stages=3, threads=128)  # TileLang's quickstart GEMM
+TWO_PER_SM = {"warp_specialize": True, "ws_blocks_per_sm": 2}
+
+
+@needs_nvcc
+def test_two_blocks_per_sm_ask_ptxas_for_them_and_split_half_the_registers():
+    """The quickstart GEMM warp-specialized with option ws_blocks_per_sm=2 compiles (nvcc) with
+    launch bounds for 2 blocks of 256 threads and consumers raised to 216 registers."""
+    art = _source(K.gemm_kernel(1024, 1024, 1024, **QUICKSTART), TWO_PER_SM)
+    src = art.source
+    assert art.meta["threads"] == 256 and "__launch_bounds__(256, 2)" in src
+    assert "tc::regs_increase<216>" in src and "tc::regs_decrease<40>" in src
+    assert "__launch_bounds__(256)" in _source(K.gemm_kernel(1024, 1024, 1024, **QUICKSTART), WS).source
+    with pytest.raises(Exception, match="ws_blocks_per_sm must be 1 or 2"):
+        _source(K.gemm_kernel(256, 256, 256, **QUICKSTART), {"warp_specialize": True, "ws_blocks_per_sm": 3})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1000, 2048])
+def test_two_blocks_per_sm_gemm_matches_torch(n):
+    import torch
+
+    art = _source(K.gemm_kernel(n, n, n, predicated=n % 128 != 0, **QUICKSTART), TWO_PER_SM)
     launch = plugin.tilecore_launcher(backend=plugin.make_backend(), artifact=art)
     a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
     c = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float16)

@@ -76,6 +76,10 @@ def generate_source(func, arch: str, options: Dict[str, Any], tables=None):
             f"extern __shared__ __align__({lk.plan.shared_alignment}) uchar smem_pool_ptr[]",
             src,
         )
+    blocks = target.prop("ws_blocks_per_sm", 1)
+    if blocks > 1 and lk.plan.claims.get("warp_specialized"):
+        # the register split of `warp_specialize.register_split` holds only if ptxas plans for it
+        src = re.sub(r"__launch_bounds__\((\d+)\)", rf"__launch_bounds__(\1, {blocks})", src, count=1)
     entry, params = parse_kernel_signature(src)
     maps = [name for kind, name in params if name in lk.plan.extra_params and name.startswith(tma.PARAM_PREFIX)]
     if maps:  # TMA tensor maps: passed by value (`tma.retype_parameters`)
@@ -99,7 +103,7 @@ def keep_first_copy(src: str, block: str) -> str:
     return src[:end] + src[end:].replace(block, "")
 
 
-_SIG = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(([^)]*)\)\s*\{')
+_SIG = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+(?:, \d+)?\) )?(\w+)\(([^)]*)\)\s*\{')
 
 
 def parse_kernel_signature(src: str) -> Tuple[str, List[Tuple[str, str]]]:

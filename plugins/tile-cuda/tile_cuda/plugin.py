@@ -182,6 +182,15 @@ def make_backend() -> Backend:
                 "(tile_cuda/ws_deferred.py)",
             ),
             Option(
+                "ws_blocks_per_sm",
+                int,
+                1,
+                "sm_90a: warp-specialized blocks planned to share one SM (1 or 2): the launch bounds "
+                "ask the compiler for that many blocks and setmaxnreg splits 1/n of the register file "
+                "(a one-warpgroup consumer, TileLang's 128-thread GEMM, then leaves room for a second "
+                "block whose gemm runs while the first waits); not measured yet, so 1 by default",
+            ),
+            Option(
                 "split_k",
                 int,
                 None,

@@ -31,8 +31,9 @@ def cuda_target(arch: str, options: Dict[str, Any]):
     "defer_gemm" (option defer_gemm: `ws_deferred`'s second gemm kept in flight into the next
     iteration of a warp-specialized loop) and "persistent" (option persistent,
     `persistent.persistent_mode`: "" off, "on", "auto") and "tma_store" (option tma_store,
-    `tma_store_mode`: "auto" by default, "on", "" off: `tma_store`'s epilogue), read by tile-cuda's
-    rules and intrinsics.
+    `tma_store_mode`: "auto" by default, "on", "" off: `tma_store`'s epilogue) and "ws_blocks_per_sm"
+    (option ws_blocks_per_sm, 1 or 2: the warp-specialized blocks one SM holds, which the register
+    split plans for), read by tile-cuda's rules and intrinsics.
     """
     from tilecore.lowering.target import TargetDescription
 
@@ -67,8 +68,16 @@ def cuda_target(arch: str, options: Dict[str, Any]):
             "defer_gemm": bool(options.get("defer_gemm", DEFAULT_DEFER_GEMM)),
             "persistent": persistent_mode(options.get("persistent", False)),
             "tma_store": tma_store_mode(options.get("tma_store")),
+            "ws_blocks_per_sm": ws_blocks_per_sm(options.get("ws_blocks_per_sm", 1)),
         },
     )
+
+
+def ws_blocks_per_sm(value) -> int:
+    """Option ws_blocks_per_sm: 1 (default) or 2."""
+    if value not in (1, 2) or isinstance(value, bool):
+        raise ValueError(f"ws_blocks_per_sm must be 1 or 2, got {value!r}")
+    return int(value)
 
 
 def has_mma_sync(target) -> bool:

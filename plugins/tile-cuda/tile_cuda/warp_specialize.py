@@ -399,7 +399,7 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
                 _call(lowering, "tc::fence_mbar_init")
     lowering.instruction("barrier")  # the whole block, producer included
     whole_block = lowering.intrinsics[("barrier", None)]
-    consumer_regs, launch_regs = register_split(T)
+    consumer_regs, launch_regs = register_split(T, lowering.target.prop("ws_blocks_per_sm", 1))
     with B.If(lowering.thread < T):
         with B.Then():
             if consumer_regs > launch_regs:
@@ -431,12 +431,14 @@ def _emit_tile_body(lowering, kernel: N.Kernel, base) -> None:
         lowering.ws_iteration_base = None
 
 
-def register_split(consumer_threads: int):
+def register_split(consumer_threads: int, blocks_per_sm: int = 1):
     """(registers per consumer thread after setmaxnreg, registers per thread at launch): the
-    launch gives every thread of the T + 128 an equal share; the producer keeps
-    PRODUCER_REGISTERS and the consumers share the rest (a multiple of 8, at most 240)."""
-    per_thread_launch = REGISTER_FILE // (consumer_threads + PRODUCER_THREADS) // 8 * 8
-    spare = REGISTER_FILE // WARPGROUP - PRODUCER_REGISTERS
+    launch gives every thread of the T + 128 an equal share of 1/blocks_per_sm of the register
+    file; the producer keeps PRODUCER_REGISTERS and the consumers share the rest (a multiple of 8,
+    at most 240)."""
+    budget = REGISTER_FILE // blocks_per_sm
+    per_thread_launch = budget // (consumer_threads + PRODUCER_THREADS) // 8 * 8
+    spare = budget // WARPGROUP - PRODUCER_REGISTERS
     consumer = min(240, spare // (consumer_threads // WARPGROUP) // 8 * 8)
     return consumer, min(per_thread_launch, 255)
 
