@@ -476,6 +476,7 @@ def gemm_knobs(draw, caps: Caps, slot: int = 0):
         "threads": _threads(draw, caps),
     }
     _fp8_gemm(caps, slot, k)  # after every draw: the knobs above stay what they were elsewhere
+    _matrix_step_gemm(caps, slot, k)
     if caps.max_shared_memory is not None:
         while shared_bytes(k) > caps.max_shared_memory and max(k["bm"], k["bn"], k["bk"]) > 4:
             for key in ("bm", "bn", "bk"):
@@ -1159,6 +1160,22 @@ def _fp8_gemm(caps: Caps, slot: int, k: dict) -> None:
             k["out_dtype"] = k["acc_dtype"]
     if slot % 6 == 1:
         k["out_dtype"], k["fp8_exact"] = d, True
+
+
+def _matrix_step_gemm(caps: Caps, slot: int, k: dict) -> None:
+    """Every sixth gemm program (slot 3, 9, ...) multiplies bfloat16 (else float16) tiles into float32
+    with a K tile of 32 and at least 32 k: the K step of CPU and GPU matrix instructions (tile-cpu's
+    AMX path takes only such gemms), which the drawn tiles of 4-32 and short K rarely give."""
+    if slot % 6 != 3:
+        return
+    pair = next((p for p in (("bfloat16", "float32"), ("float16", "float32")) if p in _gemm_pairs(caps)), None)
+    if pair is None:
+        return
+    k["in_dtype"], k["acc_dtype"], k["bk"] = pair[0], pair[1], 32
+    k["K"] = max(k["K"], 32) if k["loop"] != "single" else 32
+    if not is_float(k["out_dtype"]) or is_fp8(k["out_dtype"]):
+        k["out_dtype"] = "float32"
+    k.pop("fp8_exact", None)
 
 
 def while_loop_knob(caps: Caps, slot: int) -> dict:
