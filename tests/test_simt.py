@@ -1,0 +1,238 @@
+"""Per-thread (SIMT) code inside T.Kernel (`T.get_thread_binding(dim)` used as a value): the body
+runs on every thread in statement lockstep, written by the frontend as tile code
+(tilecore/frontend/simt.py, docs/semantics.md "Per-thread code")."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tilecore
+import tilecore.language as T
+from tilecore.diagnostics import TileCompileError
+from tilecore.frontend import parse_source
+from tilecore.ir import nodes as N
+from tilecore.ir.visitor import walk_stmts
+
+HAVE_NVCC = shutil.which("nvcc") is not None
+
+
+def gemv_naive(n, k, block_n, block_k):
+    """One thread per output row: a uniform shared store, a per-thread accumulator."""
+
+    @T.prim_func
+    def gemv(A: T.Tensor((k,), "float16"), B: T.Tensor((n, k), "float16"), C: T.Tensor((n,), "float16")):
+        with T.Kernel(T.ceildiv(n, block_n), threads=block_n) as bn:
+            tn = T.get_thread_binding(0)
+            a_s = T.alloc_shared((block_k,), "float16")
+            b_s = T.alloc_shared((block_n, block_k), "float16")
+            acc = T.alloc_local((1,), "float32")
+            T.clear(acc)
+            for bk in T.serial(T.ceildiv(k, block_k)):
+                for kk in T.serial(block_k):
+                    a_s[kk] = A[bk * block_k + kk]  # the same value from every thread: runs once
+                    b_s[tn, kk] = B[bn * block_n + tn, bk * block_k + kk]
+                for kk in T.serial(block_k):
+                    acc[0] += a_s[kk].astype("float32") * b_s[tn, kk].astype("float32")
+            C[bn * block_n + tn] = acc[0]
+
+    return gemv
+
+
+def gemv_split_k(n, k, block_n, reduce_threads, tile_k):
+    """2-D threads: `reduce_threads` threads share a row, each summing `tile_k` columns per step,
+    combined by atomics into shared memory."""
+    block_k = reduce_threads * tile_k
+
+    @T.prim_func
+    def gemv(A: T.Tensor((k,), "float16"), B: T.Tensor((n, k), "float16"), C: T.Tensor((n,), "float16")):
+        with T.Kernel(T.ceildiv(n, block_n), threads=(block_n, reduce_threads)) as bn:
+            tn = T.get_thread_binding(0)
+            tk = T.get_thread_binding(1)
+            a_l = T.alloc_local((tile_k,), "float16")
+            b_l = T.alloc_local((tile_k,), "float16")
+            c_s = T.alloc_shared((block_n,), "float32")
+            acc = T.alloc_local((1,), "float32")
+            if tk == 0:
+                c_s[tn] = 0
+            T.clear(acc)
+            for bk in T.serial(T.ceildiv(k, block_k)):
+                for j in T.serial(tile_k):
+                    a_l[j] = A[bk * block_k + tk * tile_k + j]
+                    b_l[j] = B[bn * block_n + tn, bk * block_k + tk * tile_k + j]
+                for j in T.serial(tile_k):
+                    acc[0] += a_l[j].astype("float32") * b_l[j].astype("float32")
+            T.atomic_add(c_s[tn], acc[0])
+            C[bn * block_n + tn] = c_s[tn]
+
+    return gemv
+
+
+def _gemv_inputs(n, k, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(k).astype(np.float16)
+    b = rng.standard_normal((n, k)).astype(np.float16)
+    return a, b, b.astype(np.float32) @ a.astype(np.float32)
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu", "npu"])
+@pytest.mark.parametrize("form", ["naive", "split_k"])
+def test_gemv_matches_numpy(form, target):
+    n, k = 16, 32
+    func = gemv_naive(n, k, 8, 8) if form == "naive" else gemv_split_k(n, k, 8, 4, 4)
+    a, b, ref = _gemv_inputs(n, k)
+    c = np.zeros(n, np.float16)
+    tilecore.compile(func, target=target)(a, b, c)
+    np.testing.assert_allclose(c.astype(np.float32), ref, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.skipif(not HAVE_NVCC, reason="no nvcc here")
+def test_gemv_compiles_for_cuda():
+    for func in (gemv_naive(16, 32, 8, 8), gemv_split_k(16, 32, 8, 4, 4)):
+        assert "__global__" in tilecore.compile(func, target="cuda").get_kernel_source()
+
+
+@settings(max_examples=4, deadline=None)
+@given(
+    block_n=st.sampled_from([2, 4]),
+    reduce_threads=st.sampled_from([1, 2, 3]),
+    tile_k=st.integers(1, 3),
+    steps=st.integers(1, 2),
+)
+def test_split_k_gemv_any_thread_shape(block_n, reduce_threads, tile_k, steps):
+    n, k = 2 * block_n, steps * reduce_threads * tile_k
+    a, b, ref = _gemv_inputs(n, k, seed=block_n + k)
+    c = np.zeros(n, np.float16)
+    tilecore.compile(gemv_split_k(n, k, block_n, reduce_threads, tile_k), target="reference")(a, b, c)
+    np.testing.assert_allclose(c.astype(np.float32), ref, rtol=2e-3, atol=2e-3)
+
+
+def _kernel(body: str, threads="8", extra_params="") -> str:
+    """A kernel over A, B (8 float32 each) with `body` inside T.Kernel(1, threads=...)."""
+    lines = "\n".join("        " + line for line in body.strip("\n").splitlines())
+    return (
+        "import tilecore.language as T\n"
+        "@T.prim_func\n"
+        f"def k(A: T.Tensor((8,), 'float32'), B: T.Tensor((8,), 'float32'){extra_params}):\n"
+        f"    with T.Kernel(1, threads={threads}) as bx:\n" + lines + "\n"
+    )
+
+
+# each: (kernel body, expected B from A = 0..7)
+PROGRAMS = {
+    # a per-thread T.alloc_var, and a loop whose trip count is the thread index
+    "var_and_trip_count": (
+        """
+t = T.get_thread_binding()
+s = T.alloc_var("float32")
+s = 0.0
+for i in T.serial(t + 1):
+    s = s + A[i]
+B[t] = s
+""",
+        np.cumsum(np.arange(8.0)),
+    ),
+    # if / else on a thread index
+    "if_else": (
+        """
+t = T.get_thread_binding()
+if t % 2 == 0:
+    B[t] = A[t] * 2.0
+else:
+    B[t] = -A[t]
+""",
+        np.where(np.arange(8) % 2 == 0, np.arange(8.0) * 2, -np.arange(8.0)),
+    ),
+    # statement lockstep: thread t stores to shared, the next statement reads another thread's value
+    "lockstep_exchange": (
+        """
+t = T.get_thread_binding()
+s = T.alloc_shared((8,), "float32")
+v = A[t] * 10.0
+s[t] = v
+B[t] = s[(t + 1) % 8]
+""",
+        np.roll(np.arange(8.0) * 10, -1),
+    ),
+    # 2-D threads (4 x 2): a warp-split `if` on a name is per-thread code too; uniform T.sync_threads()
+    "two_dims": (
+        """
+tx = T.get_thread_binding(0)
+ty = T.get_thread_binding(1)
+acc = T.alloc_local((1,), "float32")
+T.clear(acc)
+acc[0] += A[ty * 4 + tx]
+T.sync_threads()
+T.atomic_add(B[tx], acc[0])
+if ty == 0:
+    B[tx + 4] = A[tx + 4]
+""",
+        np.array([4.0, 6, 8, 10, 4, 5, 6, 7]),
+    ),
+}
+THREADS = {"two_dims": "(4, 2)"}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_per_thread_programs(name):
+    body, expected = PROGRAMS[name]
+    func = parse_source(_kernel(body, THREADS.get(name, "8")))
+    assert not any(isinstance(s, N.Hint) for s in walk_stmts(func.body))
+    # cpu compiles each once (a few seconds); the reference defines the result
+    for target in ("reference", "cpu") if name in ("var_and_trip_count", "two_dims") else ("reference",):
+        b = np.zeros(8, np.float32)
+        tilecore.compile(func, target=target)(np.arange(8, dtype=np.float32), b)
+        np.testing.assert_array_equal(b, expected, err_msg=target)
+
+
+def test_per_thread_buffers_gain_thread_dimensions():
+    func = parse_source(_kernel(PROGRAMS["two_dims"][0], "(4, 2)"))
+    allocs = {s.buffer.name: s.buffer for s in walk_stmts(func.body) if isinstance(s, N.Alloc)}
+    assert allocs["acc"].shape == (2, 4, 1) and allocs["acc"].scope == "local"
+
+
+@pytest.mark.parametrize(
+    "body, message, line",
+    [
+        ("t = T.get_thread_binding()\nB[0] = A[t]", r"store different values to one element of B.*get_thread_binding\(0\)", 6),
+        (
+            "t = T.get_thread_binding()\nfor i in T.Parallel(8):\n    B[i] = A[i] + t",
+            "T.Parallel loop cannot read a thread index",
+            7,
+        ),
+        ("for i in T.Parallel(8):\n    B[i] = T.get_thread_binding()", "cannot be used inside T.Parallel", 6),
+        ("t = T.get_thread_binding()\ns = T.alloc_shared((8,), 'float32')\nT.copy(A[t], s)", "T.copy is a tile", 7),
+        (
+            "t = T.get_thread_binding()\ns = T.alloc_shared((8,), 'float32')\nif t < 4:\n    T.fill(s, 1.0)",
+            "inside a thread-dependent",
+            8,
+        ),
+        ("t = T.get_thread_binding()\nif t < 4:\n    T.sync_threads()\n    B[t] = 1.0", "sync_threads", 7),
+        ("t = T.get_thread_binding()\nwhile A[t] > 0:\n    B[t] = 0.0", "while", 6),
+        (
+            "t = T.get_thread_binding()\ns = T.alloc_shared((8,), 'float32')\nT.atomic_add(s[0], 1.0)\nB[t] = s[0]",
+            "updates global memory",
+            7,
+        ),
+        (
+            "t = T.get_thread_binding()\nl = T.alloc_local((8,), 'float32')\nT.copy(A, l)\nB[t] = l[t]",
+            "T.copy on the per-thread buffer l",
+            7,
+        ),
+    ],
+)
+def test_unsupported_mixes_are_errors_at_the_line(body, message, line):
+    with pytest.raises(TileCompileError, match=message) as info:
+        parse_source(_kernel(body))
+    assert info.value.span.line == line
+
+
+def test_guarded_store_of_a_thread_value_is_not_a_race():
+    body = "t = T.get_thread_binding()\nif t == 3:\n    B[0] = A[t]"
+    b = np.zeros(8, np.float32)
+    tilecore.compile(parse_source(_kernel(body)), target="reference")(np.arange(8, dtype=np.float32), b)
+    assert b[0] == 3.0
