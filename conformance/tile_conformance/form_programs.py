@@ -22,8 +22,13 @@ macro         each move is a call of one `@T.macro` (it allocates its own tile),
               different arguments: a backend that reuses the code of the first inlined copy for the
               second (code cached by source position) writes A twice and never B
 split         the two moves are the branches of a thread-group split, `if T.get_thread_binding()
-              < b: ... else: ...`, TileLang's warp-specialization form (the only thread-level code
-              tilecore accepts); a group without threads (b = 0, b = threads=) does not run
+              < b: ... else: ...`, TileLang's warp-specialization form; a group without threads
+              (b = 0, b = threads=) does not run
+simt          the elements stored by per-thread code: `tx = T.get_thread_binding()`, a `T.serial`
+              loop over the rounds of `threads=` elements, the element `f = e * threads + tx` under
+              `if f < bm * bn:` and read into a per-thread `T.alloc_var` first (frontend/simt.py
+              writes it as T.Parallel over the threads): a backend that loses a round or a thread,
+              or shares the per-thread variable between threads, stores wrong elements
 astype, Cast  the stored value converted to another dtype by `x.astype(D)` or `T.Cast(D, x)`, D
               spelled "float16", T.float16, T.dtype("float16") or T.float (float32): bit-exact
 clamp         the value limited by `T.clamp(x, lo, hi)` first (NaN stays NaN): bit-exact
@@ -62,7 +67,19 @@ from .programs import (
 )
 
 FORMS = ("scalar", "view", "stages")
-IDIOMS = ("macro", "split", "astype", "Cast", "clamp", "serial", "floordiv", "memory_order", "hints", "persistent")
+IDIOMS = (
+    "macro",
+    "split",
+    "astype",
+    "Cast",
+    "clamp",
+    "serial",
+    "floordiv",
+    "memory_order",
+    "hints",
+    "persistent",
+    "simt",
+)
 
 
 def _guarded_loop(w: _Writer, k: dict, row_block: str, col_block: str, feats: set) -> tuple:
@@ -119,7 +136,7 @@ def _build_forms(k: dict) -> Program:
 def idiom_cells(k: dict) -> set:
     """The IDIOMS an `idioms` program's knobs use (its coverage cells, without the prefix)."""
     used = {"macro": k["macro"], "split": bool(k["split"]), k["cast"]: bool(k["cast"]), "clamp": bool(k["clamp"])}
-    used.update(serial=k["loops"] == "serial", floordiv=k["loops"] == "flat")
+    used.update(serial=k["loops"] == "serial", floordiv=k["loops"] == "flat", simt=k["loops"] == "simt")
     used.update(memory_order=bool(k["order"]), hints=k["hints"], persistent=bool(k.get("persistent")))
     return {name for name, on in used.items() if on and name in IDIOMS}
 
@@ -144,15 +161,29 @@ def _move_lines(k: dict, src: str, dst: str, tile: str, shift: str) -> list:
         body = [f"for i in T.Serial({bm}):", f"    for j in T.vectorized({bn}):"]
     elif k["loops"] == "flat":
         body = [f"for f in T.Parallel({bm * bn}):", f"    i = T.floordiv(f, {bn})", f"    j = T.floormod(f, {bn})"]
+    elif k["loops"] == "simt":  # per-thread code: each thread stores every threads-th element
+        threads, size = k["threads"], bm * bn
+        body = [
+            "tx = T.get_thread_binding()",
+            f"{tile}_v = T.alloc_var({_dtype_text(k['dtype'], k['spelling'])})",
+            f"for e in T.serial({-(-size // threads)}):",
+            f"    f = e * {threads} + tx",
+            f"    if f < {size}:",
+            f"        i = f // {bn}",
+            f"        j = f % {bn}",
+        ]
     else:
         body = [f"for i, j in T.Parallel({bm}, {bn}):"]
     lines += body
-    depth = 1 if k["loops"] != "serial" else 2
+    depth = {"serial": 2, "simt": 2}.get(k["loops"], 1)
     for index, bound, needed in ((f"{r0} + i", M, _partial(M, bm)), (f"{c0} + j", N, _partial(N, bn))):
         if needed:
             lines.append("    " * depth + f"if {index} < {bound}:")
             depth += 1
     value = f"{tile}[i, j]"
+    if k["loops"] == "simt":  # through the thread's own variable
+        lines.append("    " * depth + f"{tile}_v = {value}")
+        value = f"{tile}_v"
     if k["clamp"]:
         value = f"T.clamp({value}, {k['clamp'][0]}, {k['clamp'][1]})"
     out_type = _dtype_text(k["out_dtype"], k["spelling"])
