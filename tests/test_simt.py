@@ -198,7 +198,11 @@ def test_per_thread_buffers_gain_thread_dimensions():
 @pytest.mark.parametrize(
     "body, message, line",
     [
-        ("t = T.get_thread_binding()\nB[0] = A[t]", r"store different values to one element of B.*get_thread_binding\(0\)", 6),
+        (
+            "t = T.get_thread_binding()\nB[0] = A[t]",
+            r"store different values to one element of B.*get_thread_binding\(0\)",
+            6,
+        ),
         (
             "t = T.get_thread_binding()\nfor i in T.Parallel(8):\n    B[i] = A[i] + t",
             "T.Parallel loop cannot read a thread index",

@@ -1062,7 +1062,9 @@ def idioms_knobs(draw, caps: Caps, slot: int = 0):
     # the first split (threads= up to 384) moves tiles of more elements than threads
     # the first per-thread program moves several rounds of its few threads
     directed_simt = slot < len(IDIOM_SLOTS) and "simt" in IDIOM_SLOTS[slot]
-    rows, cols = (TILES[4:], TILES[5:]) if slot == 1 else ((TILES[3:], TILES[4:]) if directed_simt else (TILES[1:], TILES[1:]))
+    rows, cols = (
+        (TILES[4:], TILES[5:]) if slot == 1 else ((TILES[3:], TILES[4:]) if directed_simt else (TILES[1:], TILES[1:]))
+    )
     bm, bn = draw(st.sampled_from(rows)), draw(st.sampled_from(cols))
     guards = caps.has("runtime_if", "partial_tiles")
     M, N = draw(_extent(caps, bm, guards)), draw(_extent(caps, bn, guards))

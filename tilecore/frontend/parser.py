@@ -432,7 +432,10 @@ class Parser(InlineCalls, TileOps):
         split = self.thread_split(node.test)
         if split is not None:  # a thread-group split: resolved (or made per-thread code) by simt.py
             stmt = N.If(
-                E.to_bool(self.expr(node.test)), self.body(node.body, "if"), self.body(node.orelse, "if"), self.span(node)
+                E.to_bool(self.expr(node.test)),
+                self.body(node.body, "if"),
+                self.body(node.orelse, "if"),
+                self.span(node),
             )
             self.thread_bindings.splits[id(stmt)] = (stmt, *split)
             return [stmt]

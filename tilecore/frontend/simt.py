@@ -71,7 +71,7 @@ def _own_children(s: N.Stmt):
 def _uses_outside_splits(body: N.Body, names: Set[str], splits) -> bool:
     for s in walk_stmts(body):
         for c in _own_children(s):
-            if id(s) in splits and c is s.cond:
+            if id(s) in splits and isinstance(s, N.If) and c is s.cond:
                 continue
             if any(isinstance(n, N.Var) and n.name in names for n in walk(c)):
                 return True
@@ -97,7 +97,7 @@ def _resolve_splits(body: N.Body, splits, source: str, in_parallel: bool = False
     """Thread-group splits as their groups' branches one after the other (docs/semantics.md)."""
     out: List[N.Stmt] = []
     for s in body:
-        if id(s) in splits:
+        if id(s) in splits and isinstance(s, N.If):
             _, then_runs, else_runs = splits[id(s)]
             out += _resolve_splits(s.then_body, splits, source) if then_runs else ()
             out += _resolve_splits(s.else_body, splits, source) if else_runs else ()
@@ -209,7 +209,7 @@ class _Simt:
             return [self.block_parallel(s)]
         if isinstance(s, (N.Store, N.Print)) and not isinstance(getattr(s, "value", None), N.Buffer):
             return self.wrap(s) if self.stmt_depends(s) else [s]
-        if isinstance(s, N.Print):  # a whole buffer
+        if isinstance(s, N.Print) and isinstance(s.value, N.Buffer):  # a whole buffer
             return [dataclasses.replace(s, value=self.expanded(s.value))]
         if isinstance(s, N.Atomic):
             return self.block_atomic(s)
@@ -287,9 +287,10 @@ class _Simt:
         per_thread = [b for b in buffers if self.is_per_thread(b)]
         if not per_thread:
             return s
-        if isinstance(s, N.Fill) or (isinstance(s, N.Copy) and len(per_thread) == 2):
-            changes = {f: self.expanded_region(getattr(s, f)) for f in ("src", "dst") if hasattr(s, f)}
-            return dataclasses.replace(s, **changes)  # type: ignore[type-var]
+        if isinstance(s, N.Fill):
+            return dataclasses.replace(s, dst=self.expanded_region(s.dst))
+        if isinstance(s, N.Copy) and len(per_thread) == 2:
+            return dataclasses.replace(s, src=self.expanded_region(s.src), dst=self.expanded_region(s.dst))
         raise self.error(
             f"{what} on the per-thread buffer {per_thread[0].name} is not supported (only T.fill / T.clear, "
             "and T.copy between two per-thread buffers, act on every thread's copy): write it as "
@@ -371,7 +372,7 @@ class _Simt:
                     index |= names(i)
                 missing = (names(s.value) & set(axis)) - index - pinned
                 if missing:
-                    dims = ", ".join(f"T.get_thread_binding({axis[n]})" for n in sorted(missing, key=axis.get))
+                    dims = ", ".join(f"T.get_thread_binding({axis[n]})" for n in sorted(missing, key=lambda n: axis[n]))
                     raise self.error(
                         f"several threads store different values to one element of {s.buffer.name} in this "
                         f"statement (its value depends on {dims}, its index does not): that is a race; "
