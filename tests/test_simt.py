@@ -240,3 +240,48 @@ def test_guarded_store_of_a_thread_value_is_not_a_race():
     b = np.zeros(8, np.float32)
     tilecore.compile(parse_source(_kernel(body)), target="reference")(np.arange(8, dtype=np.float32), b)
     assert b[0] == 3.0
+
+
+def dequant_gemm(m, n, k, block, threads, local):
+    """A pipelined GEMM whose B tile is widened by per-thread code between the tile operations:
+    each thread loads `local` int8 elements into its own buffer, converts them, stores them to
+    shared memory; T.gemm then uses the tile (TileLang's fine-grained dequantize GEMM form)."""
+    rounds = block * block // (threads * local)
+
+    @T.prim_func
+    def main(A: T.Tensor((m, k), "float16"), B: T.Tensor((n, k), "int8"), C: T.Tensor((m, n), "float32")):
+        with T.Kernel(n // block, m // block, threads=threads) as (bx, by):
+            a_s = T.alloc_shared((block, block), "float16")
+            b_s = T.alloc_shared((block, block), "int8")
+            b_l = T.alloc_local((local,), "int8")
+            b_deq = T.alloc_shared((block, block), "float16")
+            c_f = T.alloc_fragment((block, block), "float32")
+            tx = T.get_thread_binding()
+            T.clear(c_f)
+            for ko in T.Pipelined(k // block, num_stages=2):
+                T.copy(A[by * block, ko * block], a_s)
+                T.copy(B[bx * block, ko * block], b_s)
+                for r in T.serial(rounds):
+                    for v in T.serial(local):
+                        index = (r * threads + tx) * local + v
+                        b_l[v] = b_s[index // block, index % block]
+                    for v in T.serial(local):
+                        index = (r * threads + tx) * local + v
+                        b_deq[index // block, index % block] = T.cast(b_l[v] - 8, "float16")
+                T.gemm(a_s, b_deq, c_f, transpose_B=True)
+            T.copy(c_f, C[by * block, bx * block])
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu"])
+def test_per_thread_stage_between_tile_operations(target):
+    m, n, k = 16, 32, 32
+    rng = np.random.default_rng(3)
+    a = rng.integers(-3, 4, (m, k)).astype(np.float16)
+    b = rng.integers(0, 16, (n, k)).astype(np.int8)
+    c = np.zeros((m, n), np.float32)
+    tilecore.compile(dequant_gemm(m, n, k, 16, 32, 4), target=target)(a, b, c)
+    np.testing.assert_array_equal(c, a.astype(np.float32) @ (b.astype(np.float32) - 8).T)
+    if target == "cpu" and HAVE_NVCC:  # the same kernel through the SIMT lowering, compile tier
+        assert "__global__" in tilecore.compile(dequant_gemm(m, n, k, 16, 32, 4), target="cuda").get_kernel_source()
