@@ -187,7 +187,9 @@ class _Simt:
         if isinstance(s, N.Hint):
             if s.kind == SYNC_HINT:
                 return []  # statement lockstep already orders every statement
-            return [dataclasses.replace(s, buffers=tuple(self.expanded(b) for b in s.buffers))]
+            if any(self.is_per_thread(b) for b in s.buffers):
+                return []  # a layout hint on a per-thread buffer: hints never change results
+            return [s]
         if isinstance(s, N.For):
             if self.depends(s.begin) or self.depends(s.extent):
                 return self.wrap(s)
@@ -390,6 +392,8 @@ class _Simt:
         for s in walk_stmts(body):
             if isinstance(s, N.Atomic) and s.dst.buffer.scope != "global":
                 raise _shared_atomic_error(s, self.source, " inside T.Parallel")
+            if isinstance(s, N.Hint) and s.kind == SYNC_HINT:
+                raise self.error("T.sync_threads() cannot be inside T.Parallel", s)
             for c in _own_children(s):
                 if any(isinstance(n, N.Var) and n.name in names for n in walk(c)):
                     raise self.error("internal error: a thread index was left in the per-thread rewrite", s)
