@@ -227,6 +227,11 @@ def test_per_thread_buffers_gain_thread_dimensions():
             "T.copy on the per-thread buffer l",
             7,
         ),
+        (
+            "t = T.get_thread_binding()\nfor i in T.Parallel(8):\n    T.sync_threads()\nB[t] = A[t]",
+            "sync_threads\\(\\) cannot be inside T.Parallel",
+            7,
+        ),
     ],
 )
 def test_unsupported_mixes_are_errors_at_the_line(body, message, line):
