@@ -290,3 +290,13 @@ def test_per_thread_stage_between_tile_operations(target):
     np.testing.assert_array_equal(c, a.astype(np.float32) @ (b.astype(np.float32) - 8).T)
     if target == "cpu" and HAVE_NVCC:  # the same kernel through the SIMT lowering, compile tier
         assert "__global__" in tilecore.compile(dequant_gemm(m, n, k, 16, 32, 4), target="cuda").get_kernel_source()
+
+
+def test_a_thread_index_bound_and_never_read_leaves_tile_code():
+    """Only reading a thread index makes per-thread code: a local tile stays one block-wide tile."""
+    body = "t = T.get_thread_binding()\nl = T.alloc_local((8,), 'float32')\nT.copy(A, l)\nT.copy(l, B)"
+    func = parse_source(_kernel(body))
+    assert [s.buffer.shape for s in walk_stmts(func.body) if isinstance(s, N.Alloc)] == [(8,)]
+    b = np.zeros(8, np.float32)
+    tilecore.compile(func, target="reference")(np.arange(8, dtype=np.float32), b)
+    np.testing.assert_array_equal(b, np.arange(8))

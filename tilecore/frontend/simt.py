@@ -60,7 +60,7 @@ def finish_kernel_body(body: N.Body, bindings: ThreadBindings, fresh: Callable[[
     names = {v.name for v in bindings.vars.values()}
     if names and _uses_outside_splits(body, names, bindings.splits):
         return _Simt(bindings, fresh, source).run(body)
-    return _resolve_splits(body, bindings.splits, source)
+    return _resolve_splits(body, bindings.splits, source, names)
 
 
 def _own_children(s: N.Stmt):
@@ -69,11 +69,18 @@ def _own_children(s: N.Stmt):
 
 
 def _uses_outside_splits(body: N.Body, names: Set[str], splits) -> bool:
+    """Whether a statement other than a split's condition reads a thread index, directly or
+    through names bound to one (a name bound and never read does not count)."""
+    dep = set(names)
     for s in walk_stmts(body):
+        if isinstance(s, N.Let):
+            if _var_names(s.value) & dep:
+                dep.add(s.var.name)
+            continue
         for c in _own_children(s):
             if id(s) in splits and isinstance(s, N.If) and c is s.cond:
                 continue
-            if any(isinstance(n, N.Var) and n.name in names for n in walk(c)):
+            if _var_names(c) & dep:
                 return True
     return False
 
@@ -93,14 +100,18 @@ def _shared_atomic_error(s: N.Atomic, source: str, where: str) -> TileCompileErr
     )
 
 
-def _resolve_splits(body: N.Body, splits, source: str, in_parallel: bool = False) -> N.Body:
-    """Thread-group splits as their groups' branches one after the other (docs/semantics.md)."""
+def _resolve_splits(body: N.Body, splits, source: str, names: Set[str], in_parallel: bool = False) -> N.Body:
+    """Thread-group splits as their groups' branches one after the other (docs/semantics.md);
+    names bound to a thread index and never read are dropped."""
     out: List[N.Stmt] = []
     for s in body:
         if id(s) in splits and isinstance(s, N.If):
             _, then_runs, else_runs = splits[id(s)]
-            out += _resolve_splits(s.then_body, splits, source) if then_runs else ()
-            out += _resolve_splits(s.else_body, splits, source) if else_runs else ()
+            out += _resolve_splits(s.then_body, splits, source, names) if then_runs else ()
+            out += _resolve_splits(s.else_body, splits, source, names) if else_runs else ()
+            continue
+        if isinstance(s, N.Let) and _var_names(s.value) & names:
+            names = names | {s.var.name}  # unread (else the body would be per-thread code)
             continue
         if isinstance(s, N.Hint) and s.kind == SYNC_HINT:
             if in_parallel:
@@ -109,7 +120,7 @@ def _resolve_splits(body: N.Body, splits, source: str, in_parallel: bool = False
         if isinstance(s, N.Atomic) and s.dst.buffer.scope != "global":
             raise _shared_atomic_error(s, source, "")
         inner = in_parallel or isinstance(s, N.Parallel)
-        out.append(_map_bodies(s, lambda b, inner=inner: _resolve_splits(b, splits, source, inner)))
+        out.append(_map_bodies(s, lambda b, inner=inner: _resolve_splits(b, splits, source, names, inner)))
     return tuple(out)
 
 
