@@ -120,7 +120,7 @@ def _resolve_splits(body: N.Body, splits, source: str, names: Set[str], in_paral
         if isinstance(s, N.Atomic) and s.dst.buffer.scope != "global":
             raise _shared_atomic_error(s, source, "")
         inner = in_parallel or isinstance(s, N.Parallel)
-        out.append(_map_bodies(s, lambda b, inner=inner: _resolve_splits(b, splits, source, names, inner)))
+        out.append(_map_bodies(s, lambda b, inner=inner, names=names: _resolve_splits(b, splits, source, names, inner)))
     return tuple(out)
 
 
