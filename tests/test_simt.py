@@ -300,3 +300,19 @@ def test_a_thread_index_bound_and_never_read_leaves_tile_code():
     b = np.zeros(8, np.float32)
     tilecore.compile(func, target="reference")(np.arange(8, dtype=np.float32), b)
     np.testing.assert_array_equal(b, np.arange(8))
+
+
+def test_a_parallel_loop_over_per_thread_values_runs_on_every_threads_copy():
+    """A T.Parallel loop that reads or writes per-thread buffers (not a thread index) runs once per
+    thread, on that thread's copies."""
+    body = """
+t = T.get_thread_binding()
+loc = T.alloc_local((2,), "float32")
+v = A[t]
+for i in T.Parallel(2):
+    loc[i] = v + i
+B[t] = loc[0] * loc[1]
+"""
+    b = np.zeros(8, np.float32)
+    tilecore.compile(parse_source(_kernel(body)), target="reference")(np.arange(8, dtype=np.float32), b)
+    np.testing.assert_array_equal(b, np.arange(8.0) * (np.arange(8.0) + 1))

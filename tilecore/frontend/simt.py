@@ -139,6 +139,8 @@ class _Simt:
         # thread dimensions that have placeholders, outermost first (z, y, x: x varies fastest)
         self.axes = sorted(bindings.vars, reverse=True)
         self.dep: Set[str] = {v.name for v in bindings.vars.values()}  # names whose value depends on the thread
+        # names that stand for an expression of a thread index (not for a per-thread value in memory)
+        self.index_names: Set[str] = set(self.dep)
         self.lets: Dict[str, N.Expr] = {}  # thread-dependent Let names -> their value (untranslated)
         self.per_thread: Dict[str, Tuple[N.Buffer, N.Buffer]] = {}  # name -> (as declared, expanded)
         self.rmw_stores: Set[int] = set()  # ids of the Stores made from atomics (no race check)
@@ -234,6 +236,8 @@ class _Simt:
         self.dep.add(s.var.name)
         if not any(isinstance(n, N.Load) for n in walk(s.value)):
             self.lets[s.var.name] = s.value  # pure: written in place of the name wherever it is read
+            if _var_names(s.value) & self.index_names:
+                self.index_names.add(s.var.name)
             return []
         # it reads memory: its value is fixed at this statement, so each thread keeps it in a cell
         cell = N.Buffer(self.fresh(s.var.name), (1,), s.var.dtype, "var", s.span)
@@ -263,7 +267,7 @@ class _Simt:
         own copy (the thread axes join the loop's); reading a thread index is an error."""
         for inner in walk_stmts(s.body):
             for c in _own_children(inner):
-                if any(isinstance(n, N.Var) and n.name in self.dep for n in walk(c)):
+                if _var_names(c) & self.index_names:
                     raise self.error(
                         "a T.Parallel loop cannot read a thread index (T.get_thread_binding() or a name "
                         "bound to one): its iterations are already spread over the block's threads; "
