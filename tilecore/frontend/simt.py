@@ -144,6 +144,9 @@ class _Simt:
         self.lets: Dict[str, N.Expr] = {}  # thread-dependent Let names -> their value (untranslated)
         self.per_thread: Dict[str, Tuple[N.Buffer, N.Buffer]] = {}  # name -> (as declared, expanded)
         self.rmw_stores: Set[int] = set()  # ids of the Stores made from atomics (no race check)
+        # per-thread scalars (shape (1,), only ever indexed by the constant 0) become one element per
+        # thread, indexed by the thread loops' variables alone: backends keep those in registers
+        self.scalars: Set[str] = set()
         # the loops over a thread axis are named after the user's name for it (`tn = T.get_thread_binding(0)`)
         self.axis_names = {d: AXIS_NAMES[d] for d in self.axes}
 
@@ -151,6 +154,7 @@ class _Simt:
 
     def run(self, body: N.Body) -> N.Body:
         dims = {v.name: d for d, v in self.thread_vars.items()}
+        self.scalars = _scalar_buffers(body)
         for s in reversed(list(walk_stmts(body))):
             if isinstance(s, N.Alloc) and s.buffer.scope in PER_THREAD_SCOPES:
                 self.add_per_thread(s.buffer)
@@ -165,7 +169,8 @@ class _Simt:
 
     def add_per_thread(self, buf: N.Buffer) -> N.Buffer:
         extents = tuple(self.threads[d] for d in self.axes)
-        expanded = N.Buffer(buf.name, extents + tuple(buf.shape), buf.dtype, "local", buf.span)
+        shape = () if buf.name in self.scalars else tuple(buf.shape)
+        expanded = N.Buffer(buf.name, extents + shape, buf.dtype, "local", buf.span)
         self.per_thread[buf.name] = (buf, expanded)
         return expanded
 
@@ -241,6 +246,7 @@ class _Simt:
             return []
         # it reads memory: its value is fixed at this statement, so each thread keeps it in a cell
         cell = N.Buffer(self.fresh(s.var.name), (1,), s.var.dtype, "var", s.span)
+        self.scalars.add(cell.name)
         expanded = self.add_per_thread(cell)
         zero = E.const(0, "int32", s.span)
         self.lets[s.var.name] = N.Load(cell, (zero,), cell.dtype, s.span)
@@ -323,6 +329,8 @@ class _Simt:
             return r
         zeros = tuple(E.const(0, "int32", r.span) for _ in self.axes)
         extents = tuple(self.threads[d] for d in self.axes)
+        if r.buffer.name in self.scalars:
+            return N.Region(self.expanded(r.buffer), zeros, extents, r.span)
         return N.Region(self.expanded(r.buffer), zeros + r.starts, extents + r.extents, r.span)
 
     # ------------------------------------------------------------------ per-thread statements
@@ -414,6 +422,25 @@ class _Simt:
                     raise self.error("internal error: a thread index was left in the per-thread rewrite", s)
 
 
+def _scalar_buffers(body: N.Body) -> Set[str]:
+    """Names of the (1,)-shaped T.alloc_local / T.alloc_var buffers whose every element access
+    (load, store, element atomic) uses the constant index 0."""
+    out = {
+        s.buffer.name
+        for s in walk_stmts(body)
+        if isinstance(s, N.Alloc) and s.buffer.scope in PER_THREAD_SCOPES and tuple(s.buffer.shape) == (1,)
+    }
+    zero = (N.Const(0, "int32"),)
+    for s in walk_stmts(body):
+        accesses = [(n.buffer, n.indices) for c in _own_children(s) for n in walk(c) if isinstance(n, N.Load)]
+        if isinstance(s, N.Store):
+            accesses.append((s.buffer, s.indices))
+        if isinstance(s, N.Atomic) and isinstance(s.value, N.Expr):
+            accesses.append((s.dst.buffer, s.dst.starts))
+        out -= {b.name for b, idx in accesses if idx != zero}
+    return out
+
+
 def _pins(cond: N.Expr, axis: Set[str]) -> FrozenSet[str]:
     """The thread axes that a condition's `t == e` conjuncts (e free of thread axes) fix."""
     if isinstance(cond, N.BinOp) and cond.op == "and":
@@ -439,6 +466,10 @@ class _Translate(Transformer):
     def prefix(self) -> Tuple[N.Expr, ...]:
         return tuple(self.env[self.simt.thread_vars[d].name] for d in self.simt.axes)
 
+    def indices(self, buf: N.Buffer, indices: Tuple[N.Expr, ...]) -> Tuple[N.Expr, ...]:
+        """A per-thread buffer's element: the thread loops' variables in front (alone for a scalar)."""
+        return self.prefix() + (() if buf.name in self.simt.scalars else indices)
+
     def visit_Var(self, v: N.Var):  # noqa: N802
         if v.name in self.env:
             return self.env[v.name]
@@ -447,13 +478,13 @@ class _Translate(Transformer):
         return v
 
     def visit_Load(self, e: N.Load):  # noqa: N802
-        if self.simt.is_per_thread(e.buffer) and e.buffer.ndim < self.simt.expanded(e.buffer).ndim:
-            return N.Load(self.simt.expanded(e.buffer), self.prefix() + e.indices, e.dtype, e.span)
+        if self.simt.is_per_thread(e.buffer) and e.buffer != self.simt.expanded(e.buffer):
+            return N.Load(self.simt.expanded(e.buffer), self.indices(e.buffer, e.indices), e.dtype, e.span)
         return e
 
     def visit_Store(self, s: N.Store):  # noqa: N802
         if self.simt.is_per_thread(s.buffer):
-            return N.Store(self.simt.expanded(s.buffer), self.prefix() + s.indices, s.value, s.span)
+            return N.Store(self.simt.expanded(s.buffer), self.indices(s.buffer, s.indices), s.value, s.span)
         return s
 
     def visit_Atomic(self, s: N.Atomic):  # noqa: N802
@@ -463,7 +494,7 @@ class _Translate(Transformer):
         if dst.scope == "global" and not self.simt.is_per_thread(dst):
             return s
         buf = self.simt.expanded(dst)
-        indices = (self.prefix() if self.simt.is_per_thread(dst) else ()) + s.dst.starts
+        indices = self.indices(dst, s.dst.starts) if self.simt.is_per_thread(dst) else s.dst.starts
         old = N.Load(buf, indices, buf.dtype, s.span)
         op = {"add": "+", "max": "max", "min": "min"}[s.kind]
         store = N.Store(buf, indices, E.binary(op, old, E.cast_to(s.value, buf.dtype), s.span), s.span)
