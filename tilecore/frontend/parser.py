@@ -489,9 +489,11 @@ class Parser(InlineCalls, TileOps):
                 raise self.error("a thread-group split cannot be inside T.Parallel", test)
             dim = self.py_int(self.bind_arguments(func, call, "get_thread_binding")["dim"], "dim", minimum=0)
             threads = self.kernel_threads[dim] if dim < len(self.kernel_threads) else 1
+            mark = len(self.pending)
             bound = self.eval(other)
-            if is_ir(bound):
-                return None  # a run-time bound: per-thread code (simt.py)
+            if is_ir(bound):  # a run-time bound: per-thread code (simt.py), the test evaluated again
+                del self.pending[mark:]
+                return None
             if isinstance(bound, bool) or not isinstance(bound, (int, float)):
                 raise self.error(f"a thread-group split compares with a number, got {bound!r}", other)
             compare = COMPARE_OPS[type(test.ops[0])][1]
