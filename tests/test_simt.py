@@ -321,3 +321,49 @@ B[t] = loc[0] * loc[1]
     b = np.zeros(8, np.float32)
     tilecore.compile(parse_source(_kernel(body)), target="reference")(np.arange(8, dtype=np.float32), b)
     np.testing.assert_array_equal(b, np.arange(8.0) * (np.arange(8.0) + 1))
+
+
+def hadamard(rows, n, threads):
+    """A Walsh-Hadamard transform of each row: every thread owns n / threads consecutive elements,
+    butterflies them in its own buffer, then exchanges with the partner thread through shared
+    memory, one round per bit of the thread index (TileLang's example_hadamard, with shared
+    memory in place of warp shuffles)."""
+    te = n // threads
+    in_thread, across = te.bit_length() - 1, threads.bit_length() - 1
+
+    @T.prim_func
+    def main(A: T.Tensor((rows, n), "float32"), B: T.Tensor((rows, n), "float32")):
+        with T.Kernel(rows, threads=threads) as bx:
+            local = T.alloc_local((te,), "float32")
+            other = T.alloc_local((te,), "float32")
+            exchange = T.alloc_shared((threads, te), "float32")
+            tx = T.get_thread_binding(0)
+            for i in T.serial(te):
+                local[i] = A[bx, tx * te + i]
+            for r in T.serial(in_thread):
+                size = 1 << (r + 1)
+                for j in T.serial(te // size):
+                    for k in T.serial(size // 2):
+                        lo = j * size + k
+                        local[lo] = local[lo] + local[lo + size // 2]
+                        local[lo + size // 2] = local[lo] - 2 * local[lo + size // 2]
+            for r in T.serial(across):
+                for j in T.serial(te):
+                    exchange[tx, j] = local[j]
+                    other[j] = exchange[tx ^ (1 << r), j]  # the partner's value: written one statement before
+                for j in T.serial(te):
+                    local[j] = T.if_then_else((tx >> r) & 1 == 0, local[j] + other[j], other[j] - local[j])
+            for i in T.serial(te):
+                B[bx, tx * te + i] = local[i]
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu"])
+def test_hadamard_transform_exchanges_through_shared_memory(target):
+    rows, n = 2, 32
+    x = np.random.default_rng(5).integers(-4, 5, (rows, n)).astype(np.float32)
+    h = np.array([[(-1) ** bin(a & b).count("1") for b in range(n)] for a in range(n)], np.float32)
+    y = np.zeros_like(x)
+    tilecore.compile(hadamard(rows, n, 8), target=target)(x, y)
+    np.testing.assert_array_equal(y, x @ h)
