@@ -108,7 +108,7 @@ def test_idioms_are_written_in_tilelangs_spellings():
         "memory_order": ("memory_order=",),
         "hints": ("T.disable_warp_group_reg_alloc()", "T.annotate_layout({"),
         "persistent": ("as block_id:", "for by, bx in T.Persistent(["),
-        "simt": ("tx = T.get_thread_binding()", "_v = T.alloc_var(", "f = e * "),
+        "simt": ("tx = T.get_thread_binding()", "_v = T.alloc_var(", "_x[tx] = ", "f = e * "),
     }
     for seed in (1, 2):
         for k in _idioms(seed):

@@ -24,11 +24,15 @@ macro         each move is a call of one `@T.macro` (it allocates its own tile),
 split         the two moves are the branches of a thread-group split, `if T.get_thread_binding()
               < b: ... else: ...`, TileLang's warp-specialization form; a group without threads
               (b = 0, b = threads=) does not run
-simt          the elements stored by per-thread code: `tx = T.get_thread_binding()`, a `T.serial`
-              loop over the rounds of `threads=` elements, the element `f = e * threads + tx` under
-              `if f < bm * bn:` and read into a per-thread `T.alloc_var` first (frontend/simt.py
-              writes it as T.Parallel over the threads): a backend that loses a round or a thread,
-              or shares the per-thread variable between threads, stores wrong elements
+simt          the elements stored by per-thread code (frontend/simt.py writes it as T.Parallel over
+              the threads): `tx = T.get_thread_binding()`, a `T.serial` loop over rounds of
+              `threads=` elements in which thread tx reads element `e * threads + threads - 1 - tx`
+              into a per-thread `T.alloc_var` and puts it in its slot of a shared exchange buffer,
+              then stores element `g = e * threads + tx` from the slot of thread threads - 1 - tx
+              (statement lockstep: the next statement sees every thread's slot): a backend that
+              loses a round or a thread, shares the per-thread variable between threads, or misses
+              a barrier between the exchange's writes and reads (or the next round's writes)
+              stores wrong elements
 astype, Cast  the stored value converted to another dtype by `x.astype(D)` or `T.Cast(D, x)`, D
               spelled "float16", T.float16, T.dtype("float16") or T.float (float32): bit-exact
 clamp         the value limited by `T.clamp(x, lo, hi)` first (NaN stays NaN): bit-exact
@@ -161,16 +165,21 @@ def _move_lines(k: dict, src: str, dst: str, tile: str, shift: str) -> list:
         body = [f"for i in T.Serial({bm}):", f"    for j in T.vectorized({bn}):"]
     elif k["loops"] == "flat":
         body = [f"for f in T.Parallel({bm * bn}):", f"    i = T.floordiv(f, {bn})", f"    j = T.floormod(f, {bn})"]
-    elif k["loops"] == "simt":  # per-thread code: each thread stores every threads-th element
-        threads, size = k["threads"], bm * bn
+    elif k["loops"] == "simt":  # per-thread code: thread tx loads for thread (threads - 1 - tx)
+        threads, size, dt = k["threads"], bm * bn, _dtype_text(k["dtype"], k["spelling"])
         body = [
             "tx = T.get_thread_binding()",
-            f"{tile}_v = T.alloc_var({_dtype_text(k['dtype'], k['spelling'])})",
+            f"{tile}_v = T.alloc_var({dt})",
+            f"{tile}_x = T.alloc_shared(({threads},), {dt})",
             f"for e in T.serial({-(-size // threads)}):",
-            f"    f = e * {threads} + tx",
+            f"    f = e * {threads} + {threads - 1} - tx",
             f"    if f < {size}:",
-            f"        i = f // {bn}",
-            f"        j = f % {bn}",
+            f"        {tile}_v = {tile}[f // {bn}, f % {bn}]",
+            f"        {tile}_x[tx] = {tile}_v",
+            f"    g = e * {threads} + tx",
+            f"    if g < {size}:",
+            f"        i = g // {bn}",
+            f"        j = g % {bn}",
         ]
     else:
         body = [f"for i, j in T.Parallel({bm}, {bn}):"]
@@ -181,9 +190,8 @@ def _move_lines(k: dict, src: str, dst: str, tile: str, shift: str) -> list:
             lines.append("    " * depth + f"if {index} < {bound}:")
             depth += 1
     value = f"{tile}[i, j]"
-    if k["loops"] == "simt":  # through the thread's own variable
-        lines.append("    " * depth + f"{tile}_v = {value}")
-        value = f"{tile}_v"
+    if k["loops"] == "simt":  # element g, which thread (threads - 1 - tx) put in its slot
+        value = f"{tile}_x[{k['threads'] - 1} - tx]"
     if k["clamp"]:
         value = f"T.clamp({value}, {k['clamp'][0]}, {k['clamp'][1]})"
     out_type = _dtype_text(k["out_dtype"], k["spelling"])

@@ -1083,6 +1083,8 @@ def idioms_knobs(draw, caps: Caps, slot: int = 0):
     threads, split = _thread_split(draw, caps, slot) if "split" in use else (_threads(draw, caps), [])
     if directed_simt and "simt" in use:  # not a power of two at times: a last round with idle threads
         threads = min(draw(st.sampled_from((32, 64, 96))), caps.max_threads or 96)
+    elif "simt" in use:  # its shared exchange buffer (threads= elements per move) stays small
+        threads = min(threads, 256)
     return {
         "family": "idioms",
         "M": M,
