@@ -194,7 +194,7 @@ def test_per_thread_buffers_gain_thread_dimensions():
         _kernel(PROGRAMS["lockstep_exchange"][0] + "l = T.alloc_local((3,), 'float32')\nl[t % 3] = 1.0")
     )
     allocs = {s.buffer.name: s.buffer for s in walk_stmts(func.body) if isinstance(s, N.Alloc)}
-    assert allocs["l"].shape == (8, 3)
+    assert allocs["l"].shape == (3, 8)
     func = parse_source(_kernel(PROGRAMS["two_dims"][0], "(4, 2)"))
     allocs = {s.buffer.name: s.buffer for s in walk_stmts(func.body) if isinstance(s, N.Alloc)}
     assert allocs["acc"].shape == (2, 4) and allocs["acc"].scope == "local"  # a scalar: one per thread

@@ -8,7 +8,7 @@ statement lockstep (docs/semantics.md "Per-thread code"), and it is rewritten he
 code that every backend already runs:
 
 * `T.alloc_local` / `T.alloc_var` buffers (and Let-bound names whose value reads memory and
-  depends on the thread) become per-thread: their buffer gains leading thread dimensions;
+  depends on the thread) become per-thread: their buffer gains trailing thread dimensions;
 * a thread-dependent statement (it reads a thread index, directly or through a name, or a
   per-thread buffer, or writes a per-thread buffer) becomes `T.Parallel` over the threads
   around it; a `for` / `if` whose header is thread-dependent is wrapped whole, one with a
@@ -170,7 +170,9 @@ class _Simt:
     def add_per_thread(self, buf: N.Buffer) -> N.Buffer:
         extents = tuple(self.threads[d] for d in self.axes)
         shape = () if buf.name in self.scalars else tuple(buf.shape)
-        expanded = N.Buffer(buf.name, extents + shape, buf.dtype, "local", buf.span)
+        # the thread dimensions last: where a backend keeps the buffer in memory, neighbouring
+        # threads then touch neighbouring addresses
+        expanded = N.Buffer(buf.name, shape + extents, buf.dtype, "local", buf.span)
         self.per_thread[buf.name] = (buf, expanded)
         return expanded
 
@@ -331,7 +333,7 @@ class _Simt:
         extents = tuple(self.threads[d] for d in self.axes)
         if r.buffer.name in self.scalars:
             return N.Region(self.expanded(r.buffer), zeros, extents, r.span)
-        return N.Region(self.expanded(r.buffer), zeros + r.starts, extents + r.extents, r.span)
+        return N.Region(self.expanded(r.buffer), r.starts + zeros, r.extents + extents, r.span)
 
     # ------------------------------------------------------------------ per-thread statements
 
@@ -467,8 +469,9 @@ class _Translate(Transformer):
         return tuple(self.env[self.simt.thread_vars[d].name] for d in self.simt.axes)
 
     def indices(self, buf: N.Buffer, indices: Tuple[N.Expr, ...]) -> Tuple[N.Expr, ...]:
-        """A per-thread buffer's element: the thread loops' variables in front (alone for a scalar)."""
-        return self.prefix() + (() if buf.name in self.simt.scalars else indices)
+        """A per-thread buffer's element: the thread loops' variables after its own indices (alone
+        for a scalar)."""
+        return (() if buf.name in self.simt.scalars else indices) + self.prefix()
 
     def visit_Var(self, v: N.Var):  # noqa: N802
         if v.name in self.env:
