@@ -367,3 +367,16 @@ def test_hadamard_transform_exchanges_through_shared_memory(target):
     y = np.zeros_like(x)
     tilecore.compile(hadamard(rows, n, 8), target=target)(x, y)
     np.testing.assert_array_equal(y, x @ h)
+
+
+def test_simt_plan_keeps_one_per_thread_scalar_on_each_thread():
+    """On SIMT targets (tilecore/lowering, pure Python here) a per-thread accumulator is a register
+    tile with one element on every thread, not chunks of 8 on an eighth of them."""
+    from tilecore.lowering.simt_layout import StridedLayout
+    from tilecore.lowering.simt_plan import plan_kernel
+
+    plan = plan_kernel(gemv_naive(64, 32, 32, 8), 32)
+    assert plan.storage["acc"] == "reg"
+    layout = plan.layout["acc"]
+    assert isinstance(layout, StridedLayout) and layout.per_thread == 1 and layout.local_size == 1
+    assert StridedLayout.for_shape((32,), 32).vec == 8  # other tiles keep their vector chunks
