@@ -1,6 +1,7 @@
 """`T.get_thread_binding()` as a thread-group split: `if T.get_thread_binding() < c:` gives the
 `if` branch to threads [0, c) and the `else` branch to the rest; with no shared state between the
-groups the result is that of running the non-empty groups' branches one after the other."""
+groups the result is that of running the non-empty groups' branches one after the other. Other
+uses are per-thread code (tests/test_simt.py)."""
 
 from __future__ import annotations
 
@@ -64,26 +65,32 @@ def test_split_compiles_for_cuda_sm_90a():
     assert "__global__" in kernel.get_kernel_source()
 
 
-@pytest.mark.parametrize(
-    "line, message",
-    [
-        ("B[0] = T.cast(T.get_thread_binding(), 'float32')", "supported only as the whole condition"),
-        ("if T.get_thread_binding() < 32 and A[0] > 0:\n            B[0] = 1.0", "supported only as the whole"),
-        (
-            "for i in T.Parallel(4):\n            if T.get_thread_binding() < 2:\n                B[i] = 1.0",
-            "T.Parallel",
-        ),
-        ("if T.get_thread_binding() < A[0]:\n            B[0] = 1.0", "known at parse time"),
-    ],
-)
-def test_other_uses_are_errors_at_the_line(line, message):
-    src = (
+def _one_block(line: str) -> str:
+    return (
         "import tilecore.language as T\n"
         "@T.prim_func\n"
         "def k(A: T.Tensor((4,), 'float32'), B: T.Tensor((4,), 'float32')):\n"
         "    with T.Kernel(1, threads=64) as bx:\n"
         "        " + line + "\n"
     )
-    with pytest.raises(TileCompileError, match=message) as info:
-        parse_source(src)
-    assert info.value.span.line >= 5
+
+
+def test_a_split_inside_parallel_is_an_error_at_the_line():
+    line = "for i in T.Parallel(4):\n            if T.get_thread_binding() < 2:\n                B[i] = 1.0"
+    with pytest.raises(TileCompileError, match="T.Parallel") as info:
+        parse_source(_one_block(line))
+    assert info.value.span.line == 6
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "if T.get_thread_binding() < 32 and A[0] > 0:\n            B[0] = 1.0",
+        "if T.get_thread_binding() < A[1]:\n            B[0] = 1.0",
+    ],
+)
+def test_other_conditions_are_per_thread_code(line):
+    """Not the split form: every thread evaluates the condition (docs/semantics.md "Per-thread code")."""
+    b = np.zeros(4, np.float32)
+    tilecore.compile(parse_source(_one_block(line)), target="reference")(np.full(4, 2.0, np.float32), b)
+    assert b[0] == 1.0

@@ -38,7 +38,7 @@ def test_every_default_run_has_each_idiom():
     cells = set().union(*(program_cells(build(k)) for k in knobs))
     required = {c for c in required_cells(ALL, run_families(ALL)) if c.startswith("idioms:")}
     assert required == {f"idioms:{i}" for i in IDIOMS} <= cells
-    assert knobs[0]["macro"] and knobs[1]["split"] and knobs[2]["macro"] and knobs[2]["split"]
+    assert knobs[0]["macro"] and knobs[1]["split"] and knobs[2]["macro"] and knobs[2]["loops"] == "simt"
     assert not [k for k in run_knobs(ALL, DIRECTED_FROM - 1, seed=3) if k["family"] == "idioms"]  # small runs
 
 
@@ -108,6 +108,7 @@ def test_idioms_are_written_in_tilelangs_spellings():
         "memory_order": ("memory_order=",),
         "hints": ("T.disable_warp_group_reg_alloc()", "T.annotate_layout({"),
         "persistent": ("as block_id:", "for by, bx in T.Persistent(["),
+        "simt": ("tx = T.get_thread_binding()", "_v = T.alloc_var(", "_x[tx] = ", "f = e * "),
     }
     for seed in (1, 2):
         for k in _idioms(seed):

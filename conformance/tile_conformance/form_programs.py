@@ -22,8 +22,17 @@ macro         each move is a call of one `@T.macro` (it allocates its own tile),
               different arguments: a backend that reuses the code of the first inlined copy for the
               second (code cached by source position) writes A twice and never B
 split         the two moves are the branches of a thread-group split, `if T.get_thread_binding()
-              < b: ... else: ...`, TileLang's warp-specialization form (the only thread-level code
-              tilecore accepts); a group without threads (b = 0, b = threads=) does not run
+              < b: ... else: ...`, TileLang's warp-specialization form; a group without threads
+              (b = 0, b = threads=) does not run
+simt          the elements stored by per-thread code (frontend/simt.py writes it as T.Parallel over
+              the threads): `tx = T.get_thread_binding()`, a `T.serial` loop over rounds of
+              `threads=` elements in which thread tx reads element `e * threads + threads - 1 - tx`
+              into a per-thread `T.alloc_var` and puts it in its slot of a shared exchange buffer,
+              then stores element `g = e * threads + tx` from the slot of thread threads - 1 - tx
+              (statement lockstep: the next statement sees every thread's slot): a backend that
+              loses a round or a thread, shares the per-thread variable between threads, or misses
+              a barrier between the exchange's writes and reads (or the next round's writes)
+              stores wrong elements
 astype, Cast  the stored value converted to another dtype by `x.astype(D)` or `T.Cast(D, x)`, D
               spelled "float16", T.float16, T.dtype("float16") or T.float (float32): bit-exact
 clamp         the value limited by `T.clamp(x, lo, hi)` first (NaN stays NaN): bit-exact
@@ -62,7 +71,19 @@ from .programs import (
 )
 
 FORMS = ("scalar", "view", "stages")
-IDIOMS = ("macro", "split", "astype", "Cast", "clamp", "serial", "floordiv", "memory_order", "hints", "persistent")
+IDIOMS = (
+    "macro",
+    "split",
+    "astype",
+    "Cast",
+    "clamp",
+    "serial",
+    "floordiv",
+    "memory_order",
+    "hints",
+    "persistent",
+    "simt",
+)
 
 
 def _guarded_loop(w: _Writer, k: dict, row_block: str, col_block: str, feats: set) -> tuple:
@@ -119,7 +140,7 @@ def _build_forms(k: dict) -> Program:
 def idiom_cells(k: dict) -> set:
     """The IDIOMS an `idioms` program's knobs use (its coverage cells, without the prefix)."""
     used = {"macro": k["macro"], "split": bool(k["split"]), k["cast"]: bool(k["cast"]), "clamp": bool(k["clamp"])}
-    used.update(serial=k["loops"] == "serial", floordiv=k["loops"] == "flat")
+    used.update(serial=k["loops"] == "serial", floordiv=k["loops"] == "flat", simt=k["loops"] == "simt")
     used.update(memory_order=bool(k["order"]), hints=k["hints"], persistent=bool(k.get("persistent")))
     return {name for name, on in used.items() if on and name in IDIOMS}
 
@@ -144,15 +165,33 @@ def _move_lines(k: dict, src: str, dst: str, tile: str, shift: str) -> list:
         body = [f"for i in T.Serial({bm}):", f"    for j in T.vectorized({bn}):"]
     elif k["loops"] == "flat":
         body = [f"for f in T.Parallel({bm * bn}):", f"    i = T.floordiv(f, {bn})", f"    j = T.floormod(f, {bn})"]
+    elif k["loops"] == "simt":  # per-thread code: thread tx loads for thread (threads - 1 - tx)
+        threads, size, dt = k["threads"], bm * bn, _dtype_text(k["dtype"], k["spelling"])
+        body = [
+            "tx = T.get_thread_binding()",
+            f"{tile}_v = T.alloc_var({dt})",
+            f"{tile}_x = T.alloc_shared(({threads},), {dt})",
+            f"for e in T.serial({-(-size // threads)}):",
+            f"    f = e * {threads} + {threads - 1} - tx",
+            f"    if f < {size}:",
+            f"        {tile}_v = {tile}[f // {bn}, f % {bn}]",
+            f"        {tile}_x[tx] = {tile}_v",
+            f"    g = e * {threads} + tx",
+            f"    if g < {size}:",
+            f"        i = g // {bn}",
+            f"        j = g % {bn}",
+        ]
     else:
         body = [f"for i, j in T.Parallel({bm}, {bn}):"]
     lines += body
-    depth = 1 if k["loops"] != "serial" else 2
+    depth = {"serial": 2, "simt": 2}.get(k["loops"], 1)
     for index, bound, needed in ((f"{r0} + i", M, _partial(M, bm)), (f"{c0} + j", N, _partial(N, bn))):
         if needed:
             lines.append("    " * depth + f"if {index} < {bound}:")
             depth += 1
     value = f"{tile}[i, j]"
+    if k["loops"] == "simt":  # element g, which thread (threads - 1 - tx) put in its slot
+        value = f"{tile}_x[{k['threads'] - 1} - tx]"
     if k["clamp"]:
         value = f"T.clamp({value}, {k['clamp'][0]}, {k['clamp'][1]})"
     out_type = _dtype_text(k["out_dtype"], k["spelling"])

@@ -993,10 +993,12 @@ def forms_knobs(draw, caps: Caps, slot: int = 0):
 IDIOM_SLOTS = (
     ("macro",),
     ("split",),
-    ("macro", "split", "astype"),
+    ("macro", "simt", "astype"),
     ("Cast", "clamp", "serial", "hints", "persistent"),
     ("memory_order", "floordiv"),
 )
+# the idioms that choose how a move's elements are stored (at most one per program), as knob "loops"
+LOOP_IDIOMS = (("serial", "serial"), ("floordiv", "flat"), ("simt", "simt"))
 # T.clamp bounds by the kind of the input dtype (representable in each dtype of the kind)
 CLAMP_BOUNDS = {"float": [-1.5, 1.5], "signed": [-100, 100], "uint8": [10, 200]}
 ATOMIC_DTYPES = ("float32", "int32", "float64", "float16", "int64")  # as the atomic family's
@@ -1043,9 +1045,9 @@ def reachable_idioms(caps: Caps) -> set:
     if not (caps.has("atomic") and any(caps.dtype_ok(d) for d in ATOMIC_DTYPES)):
         out.discard("memory_order")
     if not caps.has("serial"):
-        out -= {"serial", "persistent"}
+        out -= {"serial", "persistent", "simt"}
     if not caps.has("runtime_if"):
-        out.discard("persistent")
+        out -= {"persistent", "simt"}
     if len(caps.floats() + caps.ints()) < 2:
         out -= {"astype", "Cast"}
     return out
@@ -1059,13 +1061,19 @@ def idioms_knobs(draw, caps: Caps, slot: int = 0):
     from tilecore.frontend.tileops import MEMORY_ORDERS
 
     # the first split (threads= up to 384) moves tiles of more elements than threads
-    rows, cols = (TILES[4:], TILES[5:]) if slot == 1 else (TILES[1:], TILES[1:])
+    # the first per-thread program moves several rounds of its few threads
+    directed_simt = slot < len(IDIOM_SLOTS) and "simt" in IDIOM_SLOTS[slot]
+    rows, cols = (
+        (TILES[4:], TILES[5:]) if slot == 1 else ((TILES[3:], TILES[4:]) if directed_simt else (TILES[1:], TILES[1:]))
+    )
     bm, bn = draw(st.sampled_from(rows)), draw(st.sampled_from(cols))
     guards = caps.has("runtime_if", "partial_tiles")
     M, N = draw(_extent(caps, bm, guards)), draw(_extent(caps, bn, guards))
     use = set(IDIOM_SLOTS[slot]) if slot < len(IDIOM_SLOTS) else {i for i in IDIOMS if draw(st.booleans())}
     # one of each pair per program (a thread-group split is written at the kernel's top level)
-    for pair in (("astype", "Cast"), ("serial", "floordiv"), ("split", "persistent")):
+    # (and one way of writing the element loop; per-thread code makes a split's tile copy per-thread)
+    pairs = (("astype", "Cast"), ("serial", "floordiv"), ("split", "persistent"), ("serial", "simt"))
+    for pair in pairs + (("floordiv", "simt"), ("split", "simt")):
         if set(pair) <= use:
             use.discard(draw(st.sampled_from(pair)))
     use &= reachable_idioms(caps)
@@ -1074,6 +1082,10 @@ def idioms_knobs(draw, caps: Caps, slot: int = 0):
     kind = "float" if is_float(d) else ("uint8" if d == "uint8" else "signed")
     clamp = CLAMP_BOUNDS[kind] if "clamp" in use else []
     threads, split = _thread_split(draw, caps, slot) if "split" in use else (_threads(draw, caps), [])
+    if directed_simt and "simt" in use:  # not a power of two at times: a last round with idle threads
+        threads = min(draw(st.sampled_from((32, 64, 96))), caps.max_threads or 96)
+    elif "simt" in use:  # its shared exchange buffer (threads= elements per move) stays small
+        threads = min(threads, 256)
     return {
         "family": "idioms",
         "M": M,
@@ -1090,7 +1102,7 @@ def idioms_knobs(draw, caps: Caps, slot: int = 0):
         "cast": cast,
         "clamp": clamp,
         "spelling": draw(st.sampled_from(("str", "attr", "dtype"))),
-        "loops": "serial" if "serial" in use else ("flat" if "floordiv" in use else "parallel"),
+        "loops": next((name for i, name in LOOP_IDIOMS if i in use), "parallel"),
         "order": draw(st.sampled_from(MEMORY_ORDERS)) if "memory_order" in use else "",
         "hints": "hints" in use,
         "persistent": _persistent_wave(draw, M, N, bm, bn) if "persistent" in use else [],

@@ -657,13 +657,12 @@ class Evaluator(Dispatcher):
         return self.binary_op("%", args["a"], args["b"], node)
 
     def expr_op_get_thread_binding(self, args, node):
-        raise self.error(
-            "T.get_thread_binding() is supported only as the whole condition of an `if` that splits "
-            "the block's threads into two groups, compared with a number known at parse time: "
-            "`if T.get_thread_binding() < 32:` (tile code has no per-thread values; see "
-            "docs/semantics.md, thread-group splits)",
-            node,
-        )
+        dim = self.py_int(args["dim"], "dim", minimum=0)
+        return self.thread_index(dim, node)
+
+    def thread_index(self, dim: int, node) -> N.Expr:
+        """The thread's index along `dim` (the parser's: it knows the kernel's threads=)."""
+        raise self.error("T.get_thread_binding() must be inside `with T.Kernel(...)`", node)
 
     def expr_op_clamp(self, args, node):
         low = self.binary_op("max", args["x"], args["lo"], node)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import functools
 import importlib.util
 import itertools
@@ -25,6 +26,7 @@ from ..language.tensor import InvalidTensorType, TensorType
 from . import exprs as E
 from .evaluator import BIN_OPS, COMPARE_OPS, Evaluated, is_ir
 from .inline import InlineCalls
+from .simt import SYNC_HINT, ThreadBindings, finish_kernel_body
 from .tileops import TileOps
 
 ALLOC_SCOPES = {
@@ -55,6 +57,7 @@ class Parser(InlineCalls, TileOps):
         self.used_names: set = set()
         self.in_kernel = False
         self.kernel_threads: Tuple[int, ...] = (1,)  # threads= of the T.Kernel being parsed
+        self.thread_bindings = ThreadBindings((1,))  # its T.get_thread_binding() uses (simt.py)
         self.pending: list = []  # statements of inlined calls, emitted before the current one
 
     # ------------------------------------------------------------------ names
@@ -427,11 +430,15 @@ class Parser(InlineCalls, TileOps):
 
     def stmt_If(self, node: ast.If):
         split = self.thread_split(node.test)
-        if split is not None:  # each group of threads runs its branch: as if one after the other
-            then_runs, else_runs = split
-            return list(self.body(node.body, "if") if then_runs else ()) + list(
-                self.body(node.orelse, "if") if else_runs else ()
+        if split is not None:  # a thread-group split: resolved (or made per-thread code) by simt.py
+            stmt = N.If(
+                E.to_bool(self.expr(node.test)),
+                self.body(node.body, "if"),
+                self.body(node.orelse, "if"),
+                self.span(node),
             )
+            self.thread_bindings.splits[id(stmt)] = (stmt, *split)
+            return [stmt]
         test = self.scalar(self.eval(node.test), node.test)
         if not is_ir(test):
             return list(self.body(node.body if test else node.orelse))
@@ -482,7 +489,11 @@ class Parser(InlineCalls, TileOps):
                 raise self.error("a thread-group split cannot be inside T.Parallel", test)
             dim = self.py_int(self.bind_arguments(func, call, "get_thread_binding")["dim"], "dim", minimum=0)
             threads = self.kernel_threads[dim] if dim < len(self.kernel_threads) else 1
-            bound = self.py_value(other, "the bound of a thread-group split")
+            mark = len(self.pending)
+            bound = self.eval(other)
+            if is_ir(bound):  # a run-time bound: per-thread code (simt.py), the test evaluated again
+                del self.pending[mark:]
+                return None
             if isinstance(bound, bool) or not isinstance(bound, (int, float)):
                 raise self.error(f"a thread-group split compares with a number, got {bound!r}", other)
             compare = COMPARE_OPS[type(test.ops[0])][1]
@@ -509,14 +520,38 @@ class Parser(InlineCalls, TileOps):
         names = self.kernel_names(item.optional_vars, len(grid), node)
         self.in_kernel = True
         self.kernel_threads = threads
+        self.thread_bindings = ThreadBindings(threads)
         self.scopes.push("kernel")
         try:
             block_vars = tuple(self.new_var(n, "int32", t) for n, t in names)
-            body = self.body(node.body)
+            body = finish_kernel_body(self.body(node.body), self.thread_bindings, self.fresh, self.source)
         finally:
             self.scopes.pop()
             self.in_kernel = False
         return [N.Kernel(grid_exprs, block_vars, threads, body, self.span(call))]
+
+    def thread_index(self, dim: int, node) -> N.Expr:
+        """`T.get_thread_binding(dim)`: the thread's index along `dim` of threads= (a placeholder
+        that simt.py rewrites), or 0 along a dimension with one thread."""
+        if not self.in_kernel:
+            raise self.error("T.get_thread_binding() must be inside `with T.Kernel(...)`", node)
+        if any(scope.kind == "parallel" for scope in self.scopes.stack):
+            raise self.error(
+                "T.get_thread_binding() cannot be used inside T.Parallel: its iterations are already "
+                "spread over the block's threads; write per-thread code with T.serial loops outside it",
+                node,
+            )
+        threads = self.kernel_threads[dim] if dim < len(self.kernel_threads) else 1
+        if threads == 1:
+            return E.const(0, "int32", self.span(node))
+        var = self.thread_bindings.vars.get(dim)
+        if var is None:
+            var = N.Var(self.fresh(f"thread_index_{dim}"), "int32", self.span(node))
+            self.thread_bindings.vars[dim] = var
+        return dataclasses.replace(var, span=self.span(node))
+
+    def stmt_op_sync_threads(self, args, node):
+        return [N.Hint(SYNC_HINT, (), (), self.span(node))]
 
     def grid_extent(self, node):
         value = self.eval(node)

@@ -234,12 +234,13 @@ class TileOps(BufferViews):
                 f"memory_order must be one of {', '.join(MEMORY_ORDERS)}, got {order!r}", args["memory_order"]
             )
         dst = self.region_arg(args["dst"], f"the destination of T.atomic_{kind}")
-        if dst.buffer.scope != "global":
+        value_node = args["value"]
+        # an element atomic into a block buffer is per-thread code: simt.py rewrites it, or refuses it
+        if dst.buffer.scope != "global" and (self.is_tile_operand(value_node) or not dst.is_start_point):
             raise self.error(
                 f"T.atomic_{kind} updates global memory, but {dst.buffer.name} is a {dst.buffer.scope} buffer",
                 args["dst"],
             )
-        value_node = args["value"]
         if self.is_tile_operand(value_node):
             value_arg = self.region_arg(value_node, f"the value of T.atomic_{kind}")
             dst_region, value_region = self.pair_regions(

@@ -90,6 +90,7 @@ from .ops import (  # noqa: F401,A004  # noqa: F401
     sigmoid,
     sin,
     sqrt,
+    sync_threads,
     tanh,
     unroll,
     use_swizzle,

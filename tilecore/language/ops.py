@@ -87,8 +87,18 @@ def Kernel(*blocks, threads=128):  # noqa: N802
 
 @_kernel_only
 def get_thread_binding(dim=0):
-    """The thread's index along `dim` of the block's `threads=`, only as a thread-group split:
-    `if T.get_thread_binding() < 32: A else: B` (docs/semantics.md "Thread-group splits")."""
+    """The thread's index along `dim` of the block's `threads=` (0 along a dimension it lacks).
+
+    As the whole condition `if T.get_thread_binding() < 32: A else: B` it splits the block into
+    two thread groups; any other use makes the kernel body per-thread code that runs on every
+    thread in statement lockstep (docs/semantics.md "Per-thread code")."""
+
+
+@_kernel_only
+def sync_threads(barrier_id=None, arrive_count=None):
+    """A barrier of the block's threads. Per-thread code already runs in statement lockstep, so
+    where every thread reaches it, it changes nothing; inside a branch only some threads take it
+    is an error (docs/semantics.md "Per-thread code")."""
 
 
 @_kernel_only

@@ -157,10 +157,15 @@ class StridedLayout:
         return self.chunks % self.threads == 0
 
     @staticmethod
-    def for_shape(shape, threads: int) -> "StridedLayout":
+    def for_shape(shape, threads: int, spread: bool = False) -> "StridedLayout":
+        """The widest chunks (up to 8) that divide the last extent; with `spread`, no wider than
+        leaves every thread a chunk where the tile has that many elements (a local tile with one
+        element per thread, as per-thread code makes, then runs on all threads)."""
         last = shape[-1] if shape else 1
-        vec = next(v for v in (8, 4, 2, 1) if last % v == 0)
-        return StridedLayout(tuple(shape), threads, vec)
+        vecs = [v for v in (8, 4, 2, 1) if last % v == 0]
+        if spread:
+            vecs = [v for v in vecs if prod(shape) // v >= threads] or vecs[-1:]
+        return StridedLayout(tuple(shape), threads, vecs[0])
 
 
 @dataclass(frozen=True)

@@ -386,7 +386,7 @@ def _assign(plan, live, parallels, gemms, reduces, body, threads, accumulator_la
             # tiles nothing constrained yet: default layout, then propagate to their row vectors
             for name in live:
                 if name not in layouts and len(plan.buffers[name].shape) >= 2:
-                    layouts[name] = StridedLayout.for_shape(tuple(plan.buffers[name].shape), threads)
+                    layouts[name] = _default_layout(plan.buffers[name], threads)
         changed = False
         for r in reduces:
             src_l = layouts.get(r.src.name)
@@ -462,8 +462,14 @@ def _assign(plan, live, parallels, gemms, reduces, body, threads, accumulator_la
             break
     for name in live:
         if name not in layouts:
-            layouts[name] = StridedLayout.for_shape(tuple(plan.buffers[name].shape), threads)
+            layouts[name] = _default_layout(plan.buffers[name], threads)
     return layouts, mma
+
+
+def _default_layout(buf: N.Buffer, threads: int) -> StridedLayout:
+    """A register tile nothing else constrains: strided chunks; a local tile (per-thread values,
+    e.g. from per-thread code) spread so that every thread holds some of it."""
+    return StridedLayout.for_shape(tuple(buf.shape), threads, spread=buf.scope == "local")
 
 
 def compatible(anchor_layout, anchor_idx, layout, idx) -> bool:
