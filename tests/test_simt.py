@@ -223,11 +223,6 @@ def test_per_thread_buffers_gain_thread_dimensions():
         ("t = T.get_thread_binding()\nif t < 4:\n    T.sync_threads()\n    B[t] = 1.0", "sync_threads", 7),
         ("t = T.get_thread_binding()\nwhile A[t] > 0:\n    B[t] = 0.0", "while", 6),
         (
-            "t = T.get_thread_binding()\ns = T.alloc_shared((8,), 'float32')\nT.atomic_add(s[0], 1.0)\nB[t] = s[0]",
-            "updates global memory",
-            7,
-        ),
-        (
             "t = T.get_thread_binding()\nl = T.alloc_local((8,), 'float32')\nT.copy(A, l)\nB[t] = l[t]",
             "T.copy on the per-thread buffer l",
             7,
@@ -243,6 +238,20 @@ def test_unsupported_mixes_are_errors_at_the_line(body, message, line):
     with pytest.raises(TileCompileError, match=message) as info:
         parse_source(_kernel(body))
     assert info.value.span.line == line
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu"])
+def test_an_atomic_that_does_not_depend_on_the_thread_runs_on_every_thread(target):
+    """As in TileLang: T.atomic_add(n[0], 1) in per-thread code adds the thread count, into shared
+    memory (then read by every thread) and into global memory alike."""
+    body = (
+        "t = T.get_thread_binding()\ns = T.alloc_shared((1,), 'float32')\nif t == 0:\n    s[0] = 0.0\n"
+        "T.atomic_add(s[0], 1.0)\nB[t] = s[0]\nT.atomic_add(A[0], 1.0)"
+    )
+    a, b = np.zeros(8, np.float32), np.zeros(8, np.float32)
+    tilecore.compile(parse_source(_kernel(body)), target=target)(a, b)
+    np.testing.assert_array_equal(b, np.full(8, 8.0, np.float32))
+    assert a[0] == 8.0
 
 
 def test_guarded_store_of_a_thread_value_is_not_a_race():

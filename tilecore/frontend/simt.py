@@ -264,11 +264,9 @@ class _Simt:
                     s,
                 )
             return [s]
-        if self.stmt_depends(s):
-            return self.wrap(s)
-        if s.dst.buffer.scope != "global":
-            raise _shared_atomic_error(s, self.source, " and this atomic does not depend on the thread")
-        return [s]
+        # every thread runs an element atomic, as in TileLang, even one that does not depend on the
+        # thread: updates are not idempotent (T.atomic_add(n[0], 1) adds the thread count)
+        return self.wrap(s)
 
     def block_parallel(self, s: N.Parallel) -> N.Stmt:
         """A T.Parallel loop: kept when uniform; over a per-thread buffer, every thread runs it on its
