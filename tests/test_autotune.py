@@ -49,13 +49,13 @@ def test_crashing_hanging_wrong_and_invalid_candidates_are_skipped_and_named(fau
         {"block": 48},
         {"block": 64},
     ]
-    tuned = tilecore.autotune(configs=configs, timeout=10, warmup=1, rep=5)(autotune_kernels.vector_add)
+    tuned = tilecore.autotune(configs=configs, timeout=6, warmup=1, rep=5)(autotune_kernels.vector_add)
     kernel = tuned(4096)
     report = tuned.last_report
     status = {c.index: c.status for c in report.candidates}
     assert status == {0: R.TIMEOUT, 1: R.CRASHED, 2: R.OK, 3: R.WRONG, 4: R.INVALID, 5: R.OK}
     messages = {c.index: c.message for c in report.candidates}
-    assert "timeout=10" in messages[0]
+    assert "timeout=6" in messages[0]
     assert "SIGABRT" in messages[1]
     assert "differ from the reference" in messages[3]
     assert "power of two" in messages[4]

@@ -42,7 +42,7 @@ def test_crashing_backend_fails_the_programs_it_crashes_on(on_reference, how):
         families=("cumsum", "reduce"),
         shrink=False,
         jobs=1,
-        timeout=6 if how == "hang" else 60,  # a reference program runs in well under a second
+        timeout=3 if how == "hang" else 60,  # a reference program runs in well under a second
     )
     assert not report["verdict"]["certified"]
     assert report["totals"]["programs"] == 6

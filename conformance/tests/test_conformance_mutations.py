@@ -32,8 +32,9 @@ CASES = {
 
 
 def _cases():
-    """(wrapped backend, mutant) pairs: every mutant on reference, the axis one on cpu too."""
-    out = [("reference", m) for m in sorted(CASES)]
+    """(wrapped backend, mutant) pairs: every mutant on reference but edge (its shrink is the longest;
+    that the default run rejects it is test_conformance_mutation_gate's), the axis one on cpu too."""
+    out = [("reference", m) for m in sorted(CASES) if m != "edge"]
     try:
         import tile_cpu.plugin  # noqa: F401
 
