@@ -192,6 +192,27 @@ def narrow_gemm_runs(args, rng, n, record):
         record(
             f"gemm {dtype}->fp32 acc 128x128x32 (numpy: fp32)", f"{n}^3", GEMM_BAR, tt, nt, err, tiles=[128, 128, 32, 3]
         )
+    int8_gemm_run(args, rng, n, record)
+
+
+def int8_gemm_run(args, rng, n, record):
+    """int8 in, int32 sums and C, 128x128x64 tiles (a K tile of 64: AMX-INT8's k step, so AMX hosts
+    take tile_cpu.amx's path). numpy has no int8 BLAS: the peer is numpy's float32 GEMM of the same
+    values. The result must be exact."""
+    sys.path.insert(0, os.path.join(ROOT, "plugins", "tile-cpu", "tests"))
+    from cpu_gemm_cases import matmul_rows_first
+
+    import tilecore
+
+    a = rng.integers(-100, 100, (n, n)).astype(np.int8)
+    b = rng.integers(-100, 100, (n, n)).astype(np.int8)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    k = tilecore.compile(matmul_rows_first(n, n, n, 128, 128, 64, "int8", "int32"), target="cpu")
+    c = np.zeros((n, n), np.int32)
+    k(a, b, c)
+    assert (c == a.astype(np.int64) @ b.astype(np.int64)).all(), "gemm int8 wrong"
+    tt, nt = side_by_side(lambda: k(a, b, c), lambda: a32 @ b32, args.repeat)
+    record("gemm int8->int32 128x128x64 (numpy: fp32)", f"{n}^3", GEMM_BAR, tt, nt, 0.0, tiles=[128, 128, 64, 3])
 
 
 def run(args):

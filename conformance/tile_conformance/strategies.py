@@ -1176,17 +1176,26 @@ def _fp8_gemm(caps: Caps, slot: int, k: dict) -> None:
 
 def _matrix_step_gemm(caps: Caps, slot: int, k: dict) -> None:
     """Every sixth gemm program (slot 3, 9, ...) multiplies bfloat16 (else float16) tiles into float32
-    with a K tile of 32 and at least 32 k: the K step of CPU and GPU matrix instructions (tile-cpu's
-    AMX path takes only such gemms), which the drawn tiles of 4-32 and short K rarely give."""
-    if slot % 6 != 3:
+    with a K tile of 32 and at least 32 k, and every sixth other (slot 5, 11, ...: the integer slots)
+    int8 tiles into int32 with a K tile of 64 and at least 64 k: the K steps of CPU and GPU matrix
+    instructions (tile-cpu's AMX paths take only such gemms), which the drawn tiles of 4-32 and short
+    K rarely give."""
+    pairs: Tuple[Tuple[str, str], ...]
+    if slot % 6 == 3:
+        pairs, bk = (("bfloat16", "float32"), ("float16", "float32")), 32
+    elif slot % 6 == 5:
+        pairs, bk = (("int8", "int32"),), 64
+    else:
         return
-    pair = next((p for p in (("bfloat16", "float32"), ("float16", "float32")) if p in _gemm_pairs(caps)), None)
+    pair = next((p for p in pairs if p in _gemm_pairs(caps)), None)
     if pair is None:
         return
-    k["in_dtype"], k["acc_dtype"], k["bk"] = pair[0], pair[1], 32
-    k["K"] = max(k["K"], 32) if k["loop"] != "single" else 32
-    if not is_float(k["out_dtype"]) or is_fp8(k["out_dtype"]):
+    k["in_dtype"], k["acc_dtype"], k["bk"] = pair[0], pair[1], bk
+    k["K"] = max(k["K"], bk) if k["loop"] != "single" else bk
+    if is_float(pair[1]) and (not is_float(k["out_dtype"]) or is_fp8(k["out_dtype"])):
         k["out_dtype"] = "float32"
+    if not is_float(pair[1]):
+        k["out_dtype"] = pair[1]
     k.pop("fp8_exact", None)
 
 

@@ -23,8 +23,8 @@ of the match: the block-by-block copies pad them with zeros, which add only 0 * 
 in-range sum, and clip the stores; the whole GEMM sums exactly the in-range products and writes
 only C (its last N mod NR columns as one narrower panel). The match is strict otherwise;
 anything else (transposes, an epilogue, other dtypes, dynamic shapes) lowers block by block.
-bfloat16 operands on a target with AMX take tile_cpu.amx_bf16's blocking and micro-kernel instead
-(lower.py chooses), when the user's K tile is a multiple of 32.
+bfloat16 and int8 operands on a target with AMX take tile_cpu.amx's blocking and micro-kernels
+instead (lower.py chooses), when the user's K tile is a multiple of AMX's k step (32 / 64).
 """
 
 from __future__ import annotations
