@@ -23,8 +23,9 @@ of the match: the block-by-block copies pad them with zeros, which add only 0 * 
 in-range sum, and clip the stores; the whole GEMM sums exactly the in-range products and writes
 only C (its last N mod NR columns as one narrower panel). The match is strict otherwise;
 anything else (transposes, an epilogue, other dtypes, dynamic shapes) lowers block by block.
-bfloat16 and int8 operands on a target with AMX take tile_cpu.amx's blocking and micro-kernels
-instead (lower.py chooses), when the user's K tile is a multiple of AMX's k step (32 / 64).
+bfloat16 and int8 operands on a target with AMX (int8: or AVX-512 VNNI) take tile_cpu.dot_gemm's
+blocking and micro-kernels instead (lower.py chooses); bfloat16 when the user's K tile is a
+multiple of 32.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from tilecore.lowering.intrinsics import IntrinsicTable, dtype_of
 from tilecore.lowering.tir_expr import cast_to, involves_bfloat16, round_to_bfloat16, tir_const
 from tilecore.lowering.tir_stmt import TirLowering, seq
 
-from . import amx, gemm_grid
+from . import dot_gemm, gemm_grid
 from .fuse import buffer_mentions, fuse_operand_copies
 from .gemm import lower_gemm, micro_tile
 from .prefetch import global_copies, prefetch_next
@@ -62,7 +62,7 @@ class CpuLowering(Fp8Lowering, TirLowering):
         self.block_vars: List[Any] = []  # lowered block indices, for T.print
         self.needs_support = False  # calls into support.c (atomics, print): link it in
         self.arch, self.features = arch, tuple(features)
-        self.native: Set[Tuple[str, Tuple[str, ...]]] = set()  # (C source, flags) linked in (amx)
+        self.native: Set[Tuple[str, Tuple[str, ...]]] = set()  # (C source, flags) linked in (dot_gemm)
         self.dynamic_schedule = True  # blocks taken from an atomic counter (see lower_Kernel)
         self.max_tasks = 64
 
@@ -113,7 +113,7 @@ class CpuLowering(Fp8Lowering, TirLowering):
         whole = None
         tiles = self.tile_gemm(plan.a.dtype, plan.b.dtype, plan.c.dtype, plan.bk) if plan is not None else None
         if tiles is not None:
-            whole = amx.lower_whole(self, tiles, plan, self.caches, os.cpu_count() or 1)
+            whole = dot_gemm.lower_whole(self, tiles, plan, self.caches, os.cpu_count() or 1)
         elif plan is not None:
             whole = gemm_grid.lower(self, plan, self.micro_tile(plan.acc), self.caches)
         if whole is not None:
@@ -263,12 +263,12 @@ class CpuLowering(Fp8Lowering, TirLowering):
         return micro_tile(self.vector_bits, self.vector_regs, acc_dtype)
 
     def tile_gemm(self, a_dtype: str, b_dtype: str, c_dtype: str, k_step: int):
-        """The AMX multiply a GEMM takes (tile_cpu.amx), or None."""
-        return amx.kind_of(a_dtype, b_dtype, c_dtype, k_step, self.arch, self.features)
+        """The matrix / dot-product multiply a GEMM takes (tile_cpu.dot_gemm), or None."""
+        return dot_gemm.kind_of(a_dtype, b_dtype, c_dtype, k_step, self.arch, self.features)
 
     def lower_Gemm(self, s: N.Gemm):
         """Packed panels + the ISA's register-blocked micro-kernel (tile_cpu.gemm; bfloat16 pairs on
-        AMX: tile_cpu.amx), else the portable loop."""
+        AMX / VNNI: tile_cpu.dot_gemm), else the portable loop."""
         out = None
         k_step = s.b.matrix_shape()[1 if s.transpose_b else 0]
         c_dtype = s.c.buffer.dtype
@@ -278,7 +278,7 @@ class CpuLowering(Fp8Lowering, TirLowering):
             else None
         )
         if tiles is not None:  # (a sum tile of the accumulator dtype: the micro-kernel reads and writes it)
-            out = amx.lower_block(self, tiles, s)
+            out = dot_gemm.lower_block(self, tiles, s)
         if out is None:
             out = lower_gemm(self, s, self.micro_tile, self.caches)
         return out if out is not None else super().lower_Gemm(s)

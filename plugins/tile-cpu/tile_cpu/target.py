@@ -203,7 +203,7 @@ CPUINFO_FEATURES = {
 
 
 # Of those, the ones the host target enables when LLVM's model lacks them: features that only
-# instructions tile-cpu chooses use (AMX: tile_cpu.amx). Others change how LLVM lowers plain
+# instructions tile-cpu chooses use (AMX: tile_cpu.dot_gemm). Others change how LLVM lowers plain
 # code (+avx512fp16 computes float16 arithmetic in float16, not via float32 as tile-cpu expects).
 HOST_ADDED_FEATURES = {"amx-tile", "amx-bf16", "amx-int8"}
 

@@ -1,32 +1,34 @@
-"""GEMMs on Intel AMX tiles: bfloat16 x bfloat16 -> float32 (TDPBF16PS) and int8 x int8 -> int32
-(TDPBSSD).
+"""GEMMs on x86 matrix and dot-product instructions: AMX tiles for bfloat16 x bfloat16 -> float32
+(TDPBF16PS) and int8 x int8 -> int32 (TDPBSSD), AVX-512 VNNI for int8 x int8 -> int32 (VPDPBUSD)
+where there is no AMX.
 
-Where the target has `amx-tile` with `amx-bf16` / `amx-int8` (Sapphire Rapids and later Xeons), a
-GEMM of two bfloat16 operands with float32 sums, or of two int8 operands with int32 sums, is not
-converted to float32 / int32 panels for the FMA micro-kernel (tile_cpu.gemm) but packed as tiles,
-and a micro-kernel (amx.c) keeps a 32 x 32 block of C in four 16 x 16 accumulator tiles,
-multiplying one k step (64 bytes of a tile row: 32 bfloat16 k, 64 int8 k) per instruction:
+On a target with the features of a kind (`KINDS`, first match wins), a GEMM of its operand and sum
+dtypes is not converted to float32 / int32 panels for the FMA micro-kernel (tile_cpu.gemm) but
+packed as the instruction reads it, and a C micro-kernel (dot_gemm.c) keeps a block of C in
+registers over the packed k:
 
-* A's rows in panels of 32, [kb][32 rows][k step], k contiguous (two 16-row A tiles per step);
+* A's rows in panels of MR (32 for AMX: two 16-row tiles; 12 for VNNI: 24 zmm of sums),
+  [kb][MR rows][k step], k contiguous (the k step is 64 bytes of a tile row: 32 bfloat16, 64 int8);
+  for VNNI with 128 added (unsigned bytes; the kernel subtracts 128 times B's column sums);
 * B's columns in panels of 32, [kb][16][32 columns][g]: g = 2 (bfloat16) or 4 (int8) consecutive k
-  of one column together (AMX's interleaved layout of B; two 16-column B tiles per step);
+  of one column together (AMX's and VNNI's interleaved layout of B);
 * rows, columns and k past the edges are zeros (0 * 0 adds nothing to a sum).
 
-On the Xeon of session 13 this ran 4x the FMA micro-kernel's products per cycle and per core
-(bfloat16); AVX-512 BF16's vdpbf16ps, measured there too, ran half of them and is not used
-(benchmarks/results/xeon-session13/README.md). TVM widens bfloat16 to float32 before LLVM sees
-it and TIR has no tile registers, so the micro-kernels are C, compiled with the host's C compiler
-for these features and linked into the kernel library (`NATIVE`); packing and blocking stay TIR.
+On the Xeon of session 13, AMX ran 4x the FMA micro-kernel's products per cycle and per core
+(bfloat16); AVX-512 BF16's vdpbf16ps ran half of them and is not used
+(benchmarks/results/xeon-session13/README.md). TVM widens bfloat16 to float32 before LLVM sees it
+and TIR has no tile registers, so the micro-kernels are C, compiled with the host's C compiler for
+these features and linked into the kernel library (`NATIVE`); packing and blocking stay TIR.
 
-Numerics: int8 sums are exact (any order gives the FMA path's bits). Each product of two bfloat16
-values is exact in float32 and is added to the float32 sum, rounding to nearest even, as with
-FMA; the order of the additions within a step of 32 k is the instruction's, and subnormal inputs
-and results count as zero. So bfloat16 sums can differ from the FMA path in the last bits, and a
+Numerics: int8 sums are exact (every order gives the FMA path's bits). Each product of two bfloat16
+values is exact in float32 and is added to the float32 sum, rounding to nearest even, as with FMA;
+the order of the additions within a step of 32 k is the instruction's, and subnormal inputs and
+results count as zero. So bfloat16 sums can differ from the FMA path in the last bits, and a
 subnormal bfloat16 operand contributes 0 (docs/semantics.md, "T.gemm"). Every T.gemm of these
-dtypes whose K step (the user's bk) is a multiple of the k step takes the path on such a target,
-the whole-grid GEMM (gemm_grid) and block-by-block alike, so the two still agree bit for bit. A
-process that the operating system refuses the tile state (Linux's arch_prctl) gets the same sums
-from a plain C loop instead: slower, never wrong.
+dtypes whose K step (the user's bk) is a multiple of the kind's k step takes the path on such a
+target (int8: any K step, its sums being exact), the whole-grid GEMM (gemm_grid) and block-by-block
+alike, so the two still agree bit for bit. A process that the operating system refuses the AMX
+tile state (Linux's arch_prctl) gets the same sums from a plain C loop instead: slower, never wrong.
 """
 
 from __future__ import annotations
@@ -41,17 +43,19 @@ from tilecore.ir import nodes as N
 from tilecore.lowering.tir_expr import cast_to
 from tilecore.lowering.tir_stmt import accum_dtype, seq
 
-MR = NR = 32  # the micro-kernels' block of C (amx.c)
-SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "amx.c")
-# what build.native_object compiles and links: both micro-kernels (every AMX CPU has both features)
+NR = 32  # the micro-kernels' columns of C (dot_gemm.c)
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dot_gemm.c")
+# what build.native_object compiles and links: every micro-kernel (the VNNI one carries its own
+# target attribute; each runs only where its kind's features are)
 NATIVE = (SOURCE, ("-mamx-tile", "-mamx-bf16", "-mamx-int8"))
 MODE_ACCUMULATE, MODE_FIRST, MODE_ROUND_BF16 = 0, 1, 2  # amx.c's `mode`
 
 
 @dataclass(frozen=True)
 class TileGemm:
-    """One kind of AMX multiply: its operand and sum dtypes, k per step (a 64-byte tile row), k per
-    group of B, the packed storage dtype, the C symbol and the LLVM features it needs."""
+    """One kind of multiply: its operand and sum dtypes, k per packed step (64 bytes), k per group of
+    B, the packed storage dtype (A's, when it differs: `a_storage`), the C symbol, the LLVM features
+    it needs, its rows of C per call (MR) and whether its sums are exact in any order."""
 
     operand: str
     acc: str
@@ -60,19 +64,24 @@ class TileGemm:
     storage: str
     symbol: str
     features: tuple
+    mr: int = 32
+    a_storage: str = ""
+    exact: bool = False
 
 
 BF16 = TileGemm("bfloat16", "float32", 32, 2, "uint16", "tilecore_cpu_amx_bf16_block", ("amx-tile", "amx-bf16"))
-INT8 = TileGemm("int8", "int32", 64, 4, "int8", "tilecore_cpu_amx_s8_block", ("amx-tile", "amx-int8"))
-KINDS = (BF16, INT8)
-FEATURES = ("amx-tile",)  # every kind needs it
+INT8 = TileGemm("int8", "int32", 64, 4, "int8", "tilecore_cpu_amx_s8_block", ("amx-tile", "amx-int8"), exact=True)
+VNNI_INT8 = TileGemm(
+    "int8", "int32", 64, 4, "int8", "tilecore_cpu_vnni_s8_block", ("avx512bw", "avx512vnni"), 12, "uint8", True
+)
+KINDS = (BF16, INT8, VNNI_INT8)  # the first whose features a target has
 
 
 def kind_of(a_dtype: str, b_dtype: str, c_dtype: str, k_step: int, arch: str, features: Sequence[str]):
-    """The AMX multiply a GEMM of these dtypes takes on this target, or None. k_step: the K of one
-    T.gemm (the user's bk): a multiple of the kind's k step, so that the steps are the same whether
-    the grid is lowered as one whole GEMM or block by block (another bk would split a step across
-    two T.gemm calls)."""
+    """The multiply a GEMM of these dtypes takes on this target, or None. k_step: the K of one T.gemm
+    (the user's bk): for sums that are not exact, a multiple of the kind's k step, so that the steps
+    are the same whether the grid is lowered as one whole GEMM or block by block (another bk would
+    split a step across two T.gemm calls)."""
     if arch != "x86_64" or a_dtype != b_dtype:
         return None
     for kind in KINDS:
@@ -80,7 +89,7 @@ def kind_of(a_dtype: str, b_dtype: str, c_dtype: str, k_step: int, arch: str, fe
             a_dtype == kind.operand
             and accum_dtype(c_dtype) == kind.acc
             and c_dtype in ((kind.acc, "bfloat16") if kind is BF16 else (kind.acc,))
-            and k_step % kind.kstep == 0
+            and (kind.exact or k_step % kind.kstep == 0)
             and all(f in features for f in kind.features)
         ):
             return kind
@@ -92,39 +101,42 @@ def bits16(x32):
     return tx.Cast("uint16", tx.shift_right(tx.reinterpret("uint32", x32), tx.const(16, "uint32")))
 
 
-def packed_value(kind: TileGemm, value):
-    """A loaded operand element as the packed buffer stores it."""
+def packed_value(kind: TileGemm, value, a_side: bool):
+    """A loaded operand element as the packed buffer stores it (VNNI's A: plus 128, unsigned)."""
     if kind is BF16:
         return bits16(cast_to(value, "float32"))
+    if a_side and kind.a_storage == "uint8":
+        return tx.Cast("uint8", cast_to(value, "int32") + tx.const(128, "int32"))
     return cast_to(value, kind.storage)
 
 
 def pack_tiles(low, kind, buf, panel, first, count, klen: int, load, limit: int, a_side: bool, kind_loop=None):
-    """Panels panel .. panel + count of `buf` from lines (first + q) * 32 + w (rows of A, columns of
-    B) and k < klen: A's layout [q][kb][w][k % S] (a_side) or B's [q][kb * 16 + p][w][t] with
+    """Panels panel .. panel + count of `buf` from lines (first + q) * W + w (rows of A, W = MR;
+    columns of B, W = 32) and k < klen: A's layout [q][kb][w][k % S] (a_side) or B's [q][kb * 16 + p][w][t] with
     k = S kb + g p + t (S the kind's k step, g its group). Lines from `limit` on and k from klen on
     are zeros; only the panel that crosses `limit` and the last, partial k step test their indices
     (the others' loops vectorize)."""
     S, g = kind.kstep, kind.group
+    W = kind.mr if a_side else NR
     steps, partial = -(-klen // S), klen % S
     q = low.fresh("q")
-    zero = tx.const(0, kind.storage)
+    zero = packed_value(kind, tx.const(0, kind.operand), a_side)
 
     def fill(step0, nsteps, line_ok, k_ok):
         kb, w, kk = low.fresh("kb"), low.fresh("w"), low.fresh("kk")
-        line, k = (first + q) * 32 + w, (step0 + kb) * S + kk
-        value = packed_value(kind, load(line, k))
+        line, k = (first + q) * W + w, (step0 + kb) * S + kk
+        value = packed_value(kind, load(line, k), a_side)
         conds = [c for c in (line_ok(line) if line_ok else None, k_ok(k) if k_ok else None) if c is not None]
         if conds:
             value = tx.if_then_else(conds[0] if len(conds) == 1 else tx.And(*conds), value, zero)
         if a_side:  # k innermost: A[i, k] at [kb][w][kk]
             store = tx.BufferStore(buf, value, [panel + q, step0 + kb, w, kk])
-            inner = tx.For(w, 0, 32, tx.ForKind.SERIAL, tx.For(kk, 0, S, tx.ForKind.SERIAL, store))
+            inner = tx.For(w, 0, W, tx.ForKind.SERIAL, tx.For(kk, 0, S, tx.ForKind.SERIAL, store))
         else:  # groups of k around the columns: B[k, j] at [kb * 16 + kk // g][w][kk % g]
             store = tx.BufferStore(
                 buf, value, [panel + q, (step0 + kb) * 16 + tx.floordiv(kk, g), w, tx.floormod(kk, g)]
             )
-            inner = tx.For(kk, 0, S, tx.ForKind.SERIAL, tx.For(w, 0, 32, tx.ForKind.SERIAL, store))
+            inner = tx.For(kk, 0, S, tx.ForKind.SERIAL, tx.For(w, 0, W, tx.ForKind.SERIAL, store))
         return tx.For(kb, 0, nsteps, tx.ForKind.SERIAL, inner)
 
     def panel_fill(line_ok):
@@ -134,23 +146,25 @@ def pack_tiles(low, kind, buf, panel, first, count, klen: int, load, limit: int,
             parts.append(fill(steps - 1, 1, line_ok, lambda k: tx.LT(k, klen)))
         return seq(parts)
 
-    whole = tx.LE((first + q + 1) * 32, limit)
+    whole = tx.LE((first + q + 1) * W, limit)
     body = tx.IfThenElse(whole, panel_fill(None), panel_fill(lambda line: tx.LT(line, limit)))
     return tx.For(q, 0, count, kind_loop or tx.ForKind.SERIAL, body)
 
 
 def a_panels(low, kind, panels: int, klen: int):
     """A buffer of `panels` A panels of klen (rounded up to the k step) k."""
-    return low.local_buffer([panels, -(-klen // kind.kstep), 32, kind.kstep], kind.storage, "Atiles")
+    return low.local_buffer(
+        [panels, -(-klen // kind.kstep), kind.mr, kind.kstep], kind.a_storage or kind.storage, "Apack"
+    )
 
 
 def b_panels(low, kind, panels: int, klen: int):
     """A buffer of `panels` B panels of klen (rounded up to the k step) k."""
-    return low.local_buffer([panels, -(-klen // kind.kstep) * 16, 32, kind.group], kind.storage, "Btiles")
+    return low.local_buffer([panels, -(-klen // kind.kstep) * 16, 32, kind.group], kind.storage, "Bpack")
 
 
 def call_block(kind, ap, a_panel, bp, b_panel, c_addr, ldc, steps: int, rows, cols, mode: int):
-    """One micro-kernel call: C's 32 x 32 block (rows x cols of it stored) of A panel a_panel times
+    """One micro-kernel call: C's MR x 32 block (rows x cols of it stored) of A panel a_panel times
     B panel b_panel over `steps` k steps."""
     return tx.Evaluate(
         tx.call_extern(
@@ -179,9 +193,9 @@ def _k_chunk(kind, K: int, narrow_c: bool, caches: Dict[str, int]) -> int:
     return K if K <= cap else cap
 
 
-def _edge(limit: int, start):
-    """min(32, limit - start): the rows or columns of a block that are inside C."""
-    return tx.min(tx.IntImm("int32", 32), tx.IntImm("int32", limit) - start)
+def _edge(size: int, limit: int, start):
+    """min(size, limit - start): the rows or columns of a block that are inside C."""
+    return tx.min(tx.IntImm("int32", size), tx.IntImm("int32", limit) - start)
 
 
 def lower_whole(low, kind: TileGemm, plan, caches: Dict[str, int], cores: int):
@@ -194,6 +208,7 @@ def lower_whole(low, kind: TileGemm, plan, caches: Dict[str, int], cores: int):
     ta, tb, tc = low.buffer(plan.a), low.buffer(plan.b), low.buffer(plan.c)
     narrow = plan.c.dtype != kind.acc  # a bfloat16 C: rounded once, at the end
     kc = _k_chunk(kind, K, narrow, caches)
+    MR = kind.mr
     tasks = max(1, min(max(4, cores), M // (4 * MR)))  # as gemm_grid.task_shape, >= 4 blocks each
     rows_per_task = -(-M // tasks)
     mc = -(-rows_per_task // MR) * MR
@@ -219,7 +234,9 @@ def lower_whole(low, kind: TileGemm, plan, caches: Dict[str, int], cores: int):
         pack_a = pack_tiles(low, kind, ap, first_panel, first_panel, blocks_here, klen, a_load, M, True)
         r, c = row0 + io * MR, col0 + jo * NR
         c_addr = tx.address_of(tx.BufferLoad(tc, [r, c]))
-        call = call_block(kind, ap, first_panel + io, bp, jo, c_addr, Nn, steps, _edge(M, r), _edge(Nn, c), mode)
+        call = call_block(
+            kind, ap, first_panel + io, bp, jo, c_addr, Nn, steps, _edge(MR, M, r), _edge(NR, Nn, c), mode
+        )
         run = tx.For(io, 0, blocks_here, tx.ForKind.SERIAL, tx.For(jo, 0, here, tx.ForKind.SERIAL, call))
         per_task = seq([tx.IfThenElse(tx.EQ(jb, 0), pack_a, None) if count > 1 else pack_a, run])
         block = seq([pack_b, tx.For(task, 0, tasks, tx.ForKind.PARALLEL, per_task)])
@@ -257,6 +274,7 @@ def lower_block(low, kind: TileGemm, s: N.Gemm) -> Optional[tx.Stmt]:
     ta, tb, tc = low.buffer(s.a.buffer), low.buffer(s.b.buffer), low.buffer(s.c.buffer)
     if not _row_major(tc, c_idx):
         return None
+    MR = kind.mr
     ap, bp = a_panels(low, kind, -(-M // MR), K), b_panels(low, kind, -(-Nn // NR), K)
     stmts = [tx.AllocBuffer(ap), tx.AllocBuffer(bp)]
     stmts.append(pack_tiles(low, kind, ap, 0, 0, -(-M // MR), K, lambda i, k: low.load(ta, a_idx(i, k)), M, True))
@@ -266,7 +284,7 @@ def lower_block(low, kind: TileGemm, s: N.Gemm) -> Optional[tx.Stmt]:
     mode = MODE_FIRST if s.clear_accum else MODE_ACCUMULATE
     c_addr = tx.address_of(tx.BufferLoad(tc, c_idx(r, c)))
     steps = -(-K // kind.kstep)
-    call = call_block(kind, ap, io, bp, jo, c_addr, int(tc.shape[1]), steps, _edge(M, r), _edge(Nn, c), mode)
+    call = call_block(kind, ap, io, bp, jo, c_addr, int(tc.shape[1]), steps, _edge(MR, M, r), _edge(NR, Nn, c), mode)
     stmts.append(tx.For(io, 0, -(-M // MR), tx.ForKind.SERIAL, tx.For(jo, 0, -(-Nn // NR), tx.ForKind.SERIAL, call)))
     low.native.add(NATIVE)
     return seq(stmts)

@@ -17,7 +17,7 @@ g = matmul_rows_first(n, n, n, 128, 128, 64, "int8", "int32")
 a = np.random.default_rng(0).integers(-100, 100, (n, n)).astype(np.int8)
 b = np.random.default_rng(1).integers(-100, 100, (n, n)).astype(np.int8)
 want = a.astype(np.int64) @ b.astype(np.int64)
-for target in ("cpu", "cpu:rocketlake"):
+for target in ("cpu", "cpu:icelake-server", "cpu:skylake-avx512"):
     k = tilecore.compile(g, target=target)
     c = np.zeros((n, n), np.int32)
     k(a, b, c)
@@ -27,9 +27,9 @@ for target in ("cpu", "cpu:rocketlake"):
         t = time.process_time()
         k(a, b, c)
         ts.append(time.process_time() - t)
-    print(
-        target, "AMX" if "amx_s8" in k.artifact.source else "int32 panels", "median ms", round(sorted(ts)[2] * 1e3, 1)
-    )
+    src = k.artifact.source
+    path = "AMX" if "amx_s8" in src else "VNNI" if "vnni_s8" in src else "int32 panels"
+    print(target, path, "median ms", round(sorted(ts)[2] * 1e3, 1))
 af, bf = a.astype(np.float32), b.astype(np.float32)
 ts = []
 for _ in range(5):

@@ -1,8 +1,9 @@
-"""GEMMs on Intel AMX tiles (tile_cpu.amx), bfloat16 -> float32 and int8 -> int32: which GEMMs take
-the path (cross-compiled, so checked on any host), the micro-kernels' sums against their plain C
-loop (the fallback a process the OS refuses the tile state gets, compiled as such), and, on a host
-with AMX, results against the exact product, the whole-grid GEMM against block-by-block bit for
-bit, and sums through several K chunks."""
+"""GEMMs on x86 matrix and dot-product instructions (tile_cpu.dot_gemm): AMX for bfloat16 -> float32
+and int8 -> int32, AVX-512 VNNI for int8 -> int32 without AMX. Which GEMMs take which path
+(cross-compiled, so checked on any host); the micro-kernels' sums against exact products (AMX's
+also through the plain C loop a process the OS refuses the tile state gets, compiled as such);
+and, on a host with the features, results against the exact product, the whole-grid GEMM against
+block-by-block bit for bit, and sums through several K chunks."""
 
 from __future__ import annotations
 
@@ -17,14 +18,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tilecore
-from tile_cpu import amx
+from tile_cpu import dot_gemm as D
 from tile_cpu.build import compiler, target_info
 
 RNG = np.random.default_rng(31)
 rand = operand_maker(RNG)
 HOST_FEATURES = target_info("cpu")["features"]
-HOST_HAS_AMX = all(f in HOST_FEATURES for kind in amx.KINDS for f in kind.features)
+HOST_HAS_AMX = all(f in HOST_FEATURES for kind in (D.BF16, D.INT8) for f in kind.features)
+HOST_HAS_VNNI = all(f in HOST_FEATURES for f in D.VNNI_INT8.features)
 needs_amx = pytest.mark.skipif(not HOST_HAS_AMX, reason="the host CPU has no AMX (amx-tile, amx-bf16, amx-int8)")
+needs_vnni = pytest.mark.skipif(not HOST_HAS_VNNI, reason="the host CPU has no AVX-512 VNNI")
+VNNI_TARGET = "cpu:icelake-server"  # AVX-512 VNNI, no AMX (runs on an AMX host too)
 C_OF = {"bfloat16": "bfloat16", "int8": "int32", "float16": "float16"}
 
 
@@ -38,9 +42,9 @@ def llvm_ir(func, target):
 
 
 def calls(func, target="cpu"):
-    """The AMX micro-kernels `func`'s library calls."""
+    """The micro-kernels `func`'s library calls."""
     ir = llvm_ir(func, target)
-    return {kind.operand for kind in amx.KINDS if kind.symbol in ir}
+    return {kind for kind in D.KINDS if kind.symbol in ir}
 
 
 # ------------------------------------------------------------------ which GEMMs take the path
@@ -49,20 +53,21 @@ def calls(func, target="cpu"):
 @pytest.mark.parametrize(
     "target,dtype,bk,expected",
     [
-        ("cpu:sapphirerapids", "bfloat16", 64, True),
-        ("cpu:sapphirerapids", "int8", 64, True),
-        ("cpu:sapphirerapids", "bfloat16", 16, False),  # a K step that is not a multiple of 32
-        ("cpu:sapphirerapids", "int8", 32, False),  # int8's k step is 64
-        ("cpu:sapphirerapids", "float16", 32, False),
-        ("cpu:icelake-server", "bfloat16", 32, False),  # AVX-512, no AMX
-        ("cpu:sapphirerapids,-amx-bf16", "bfloat16", 32, False),
+        ("cpu:sapphirerapids", "bfloat16", 64, D.BF16),
+        ("cpu:sapphirerapids", "int8", 16, D.INT8),  # exact sums: any K step
+        ("cpu:sapphirerapids", "bfloat16", 16, None),  # a K step that is not a multiple of 32
+        ("cpu:sapphirerapids", "float16", 32, None),
+        ("cpu:icelake-server", "bfloat16", 32, None),  # AVX-512 and VNNI, no AMX
+        ("cpu:icelake-server", "int8", 32, D.VNNI_INT8),
+        ("cpu:sapphirerapids,-amx-int8", "int8", 64, D.VNNI_INT8),
+        ("cpu:znver3", "int8", 64, None),  # AVX2: no VNNI-512
     ],
 )
-def test_gemms_whose_k_tile_is_a_multiple_of_the_k_step_call_the_tile_kernel(target, dtype, bk, expected):
+def test_each_gemm_calls_the_kernel_of_its_target(target, dtype, bk, expected):
     """The whole-grid GEMM and (one spare row of blocks) the block-by-block T.gemm alike."""
     funcs = [matmul(96, 80, 128, 64, 64, bk, dtype, spare_row=s) for s in ((False, True) if expected else (False,))]
     for func in funcs:
-        assert calls(func, target) == ({dtype} if expected else set()), (target, dtype, bk)
+        assert calls(func, target) == ({expected} if expected else set()), (target, dtype, bk)
 
 
 def test_host_target_adds_the_features_cpuinfo_reports():
@@ -80,10 +85,10 @@ def _kernel(tmp_path, kind, refused: bool):
     cc = compiler()
     if cc is None:
         pytest.skip("no C compiler")
-    so = tmp_path / ("refused.so" if refused else "amx.so")
-    flags = list(amx.NATIVE[1]) + (["-DTC_AMX_REFUSED"] if refused else [])
+    so = tmp_path / ("refused.so" if refused else "kernels.so")
+    flags = list(D.NATIVE[1]) + (["-DTC_AMX_REFUSED"] if refused else [])
     proc = subprocess.run(
-        [cc, "-O2", "-fPIC", "-shared", *flags, "-x", "c", amx.SOURCE, "-o", str(so)], capture_output=True, text=True
+        [cc, "-O2", "-fPIC", "-shared", *flags, "-x", "c", D.SOURCE, "-o", str(so)], capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
     fn = getattr(ctypes.CDLL(str(so)), kind.symbol)
@@ -104,11 +109,11 @@ def _panels(kind, a, b):
 def test_bfloat16_block_kernel_sums_and_stores_rows_and_columns_of_the_edge(tmp_path, refused):
     if not refused and not HOST_HAS_AMX:
         pytest.skip("the host CPU has no AMX")
-    fn = _kernel(tmp_path, amx.BF16, refused)
+    fn = _kernel(tmp_path, D.BF16, refused)
     K, rows, cols, ldc = 96, 29, 21, 40
     a = RNG.uniform(-1, 1, (32, K)).astype(ml_dtypes.bfloat16)
     b = RNG.uniform(-1, 1, (K, 32)).astype(ml_dtypes.bfloat16)
-    ap, bp = _panels(amx.BF16, a, b)
+    ap, bp = _panels(D.BF16, a, b)
     exact = a.astype(np.float64) @ b.astype(np.float64)
     # mode 1 (start at 0), then mode 0 (accumulate the same product again) into float32 C
     c = np.full((rows + 3, ldc), 7.0, dtype=np.float32)
@@ -126,45 +131,53 @@ def test_bfloat16_block_kernel_sums_and_stores_rows_and_columns_of_the_edge(tmp_
     assert np.all(np.abs(c16[:, :cols].astype(np.float64) - once) <= ulp)
 
 
-@pytest.mark.parametrize("refused", [False, True])
-def test_int8_block_kernel_sums_exactly(tmp_path, refused):
-    if not refused and not HOST_HAS_AMX:
-        pytest.skip("the host CPU has no AMX")
-    fn = _kernel(tmp_path, amx.INT8, refused)
-    K, rows, cols, ldc = 192, 32, 17, 33
-    a = RNG.integers(-128, 128, (32, K)).astype(np.int8)
+@pytest.mark.parametrize("kind,refused", [("amx", False), ("amx", True), ("vnni", False)])
+def test_int8_block_kernels_sum_exactly(tmp_path, kind, refused):
+    kind = D.INT8 if kind == "amx" else D.VNNI_INT8
+    if not refused and not all(f in HOST_FEATURES for f in kind.features):
+        pytest.skip(f"the host CPU has no {kind.features}")
+    fn = _kernel(tmp_path, kind, refused)
+    K, rows, cols, ldc = 192, kind.mr, 17, 33
+    a = RNG.integers(-128, 128, (kind.mr, K)).astype(np.int8)
     b = RNG.integers(-128, 128, (K, 32)).astype(np.int8)
-    ap, bp = _panels(amx.INT8, a, b)
+    ap = np.ascontiguousarray(a.reshape(kind.mr, K // 64, 64).transpose(1, 0, 2))  # [q][i][k]
+    if kind is D.VNNI_INT8:
+        ap = (ap.astype(np.int16) + 128).astype(np.uint8)  # VNNI's A: plus 128, unsigned
+    bp = _panels(kind, np.zeros((32, K), np.int8), b)[1]
     exact = a.astype(np.int64) @ b.astype(np.int64)
     c = np.full((rows, ldc), -5, dtype=np.int32)
-    args = (ap.ctypes.data, bp.ctypes.data, c.ctypes.data, ldc, K // 64, rows, cols)
+    args = (ap.ctypes.data, bp.ctypes.data, c.ctypes.data, ldc, K // 64, rows - 1, cols)
     assert fn(*args, 1) == 0
-    np.testing.assert_array_equal(c[:, :cols], exact[:rows, :cols])
-    assert (c[:, cols:] == -5).all()
+    np.testing.assert_array_equal(c[: rows - 1, :cols], exact[: rows - 1, :cols])
+    assert (c[:, cols:] == -5).all() and (c[rows - 1] == -5).all()  # nothing outside rows x cols
     assert fn(*args, 0) == 0
-    np.testing.assert_array_equal(c[:, :cols], 2 * exact[:rows, :cols])
+    np.testing.assert_array_equal(c[: rows - 1, :cols], 2 * exact[: rows - 1, :cols])
 
 
-# ------------------------------------------------------------------ kernels on an AMX host
+# ------------------------------------------------------------------ kernels on a host with the features
+
+KIND_CASES = [  # (kind, target that takes it here, its skip mark)
+    pytest.param(D.BF16, "cpu", marks=needs_amx, id="amx-bf16"),
+    pytest.param(D.INT8, "cpu", marks=needs_amx, id="amx-int8"),
+    pytest.param(D.VNNI_INT8, VNNI_TARGET, marks=needs_vnni, id="vnni-int8"),
+]
 
 
-@needs_amx
-@settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    case=st.sampled_from([("bfloat16", (32, 32, 32)), ("bfloat16", (64, 48, 64)), ("int8", (16, 64, 64))]),
-    shape=st.tuples(st.integers(1, 90), st.integers(1, 70), st.integers(1, 150)),
-)
-def test_whole_gemm_and_block_by_block_agree_bit_for_bit(case, shape):
-    dtype, (bm, bn, bk) = case
-    M, N, K = shape
+@pytest.mark.parametrize("kind,target", KIND_CASES)
+@settings(max_examples=2, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_whole_gemm_and_block_by_block_agree_bit_for_bit(kind, target, data):
+    dtype = kind.operand
+    bm, bn, bk = data.draw(st.sampled_from([(32, 32, 32), (64, 48, 64), (16, 64, 32)]))
+    M, N, K = data.draw(st.tuples(st.integers(1, 90), st.integers(1, 70), st.integers(1, 150)))
     whole, blockwise = (matmul(M, N, K, bm, bn, bk, dtype, spare_row=spare) for spare in (False, True))
-    assert calls(whole) == {dtype} and calls(blockwise) == {dtype}
+    assert calls(whole, target) == {kind} and calls(blockwise, target) == {kind}
     a, b = rand((M, K), dtype), rand((K, N), dtype)
     c_np = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.int32
     results = []
     for f in (whole, blockwise):
         c = np.full((M, N), np.nan if dtype == "bfloat16" else -7, dtype=c_np)
-        tilecore.compile(f, target="cpu")(a, b, c)
+        tilecore.compile(f, target=target)(a, b, c)
         results.append(c)
     bits = np.uint16 if dtype == "bfloat16" else np.int32
     np.testing.assert_array_equal(results[0].view(bits), results[1].view(bits))
@@ -175,18 +188,17 @@ def test_whole_gemm_and_block_by_block_agree_bit_for_bit(case, shape):
         np.testing.assert_allclose(results[0].astype(np.float64), exact, rtol=2e-2, atol=2e-2)
 
 
-@needs_amx
-@pytest.mark.parametrize("dtype,K", [("bfloat16", 700), ("int8", 1300)])
-def test_sums_through_several_k_chunks_match_the_reference(dtype, K):
+@pytest.mark.parametrize("kind,target", KIND_CASES)
+def test_sums_through_several_k_chunks_match_the_reference(kind, target):
     """K is several chunks of the whole GEMM (C holds the partial sums), and the block-by-block
     T.gemm accumulates into its float32 / int32 fragment: float32 summation error, or exact."""
-    M, N = 70, 90
-    c_dtype, bk = ("float32", 32) if dtype == "bfloat16" else ("int32", 64)
+    dtype, M, N = kind.operand, 70, 90
+    K, c_dtype, bk = (700, "float32", 32) if dtype == "bfloat16" else (1300, "int32", 64)
     for f in (matmul(M, N, K, 64, 64, bk, dtype, c_dtype), matmul(M, N, K, 32, 32, 2 * bk, dtype, c_dtype, True)):
-        assert calls(f) == {dtype}
+        assert calls(f, target) == {kind}
         a, b = rand((M, K), dtype), rand((K, N), dtype)
         c = np.zeros((M, N), dtype=np.float32 if dtype == "bfloat16" else np.int32)
-        tilecore.compile(f, target="cpu")(a, b, c)
+        tilecore.compile(f, target=target)(a, b, c)
         exact = a.astype(np.float64) @ b.astype(np.float64)
         if dtype == "int8":
             np.testing.assert_array_equal(c, exact.astype(np.int64))

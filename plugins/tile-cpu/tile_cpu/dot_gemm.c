@@ -1,10 +1,11 @@
-/* The GEMM micro-kernels on Intel AMX: bfloat16 (TDPBF16PS) and int8 (TDPBSSD), linked into a
- * tile-cpu kernel library only when its target has the amx-tile, amx-bf16 and amx-int8 features
- * (tile_cpu/amx.py).
+/* GEMM micro-kernels on x86 matrix and dot-product instructions: Intel AMX for bfloat16 (TDPBF16PS)
+ * and int8 (TDPBSSD), AVX-512 VNNI for int8 (VPDPBUSD, last in this file), linked into a tile-cpu
+ * kernel library only when it calls one, and called only where the target has the kind's features
+ * (tile_cpu/dot_gemm.py).
  *
  * Why C: TVM's LLVM pipeline widens every bfloat16 value to float32 before code generation and
  * TIR has no tile registers, so the tile instructions cannot be reached from TIR. The packing
- * loops stay in TIR; this file is one 32 x 32 block of C per call, over kb steps of k (32 for
+ * loops stay in TIR; each call is one block of C (32 x 32 on AMX), over kb steps of k (32 for
  * bfloat16, 64 for int8: a tile row is 64 bytes).
  *
  * int8 (tilecore_cpu_amx_s8_block): a [kb][32 rows][64 k], b [kb][16 quads][32 columns][4]
@@ -185,6 +186,46 @@ int32_t tilecore_cpu_amx_s8_block(const int8_t* a, const int8_t* b, int32_t* c, 
     tc_s8_sums_without_tiles(a, b, block.i, kb);
   }
   tc_block_out(block.u, c, ldc, rows, cols);
+  return 0;
+}
+
+/* int8 on AVX-512 VNNI (hosts without AMX): VPDPBUSD multiplies unsigned bytes by signed bytes,
+ * four per 32-bit lane. A is packed with 128 added (a ^ 0x80, unsigned), so the sum over k of
+ * (a + 128) * b is corrected by 128 * (the sum over k of b), computed in the same loop with the
+ * byte 0x80 as A (tc_vnni_s8_block). a [kb][12 rows][64 k] (uint8), b as for AMX; C int32, a
+ * 12 x 32 block of 24 zmm sums; exact. */
+__attribute__((target("avx512f,avx512bw,avx512vnni")))
+int32_t tilecore_cpu_vnni_s8_block(const uint8_t* a, const int8_t* b, int32_t* c, int64_t ldc, int32_t kb,
+                                   int32_t rows, int32_t cols, int32_t mode) {
+  __m512i acc[12][2], corr0 = _mm512_setzero_si512(), corr1 = _mm512_setzero_si512();
+  const __m512i bias = _mm512_set1_epi32((int32_t)0x80808080u);
+  const __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffff : (1u << cols) - 1u);
+  const __mmask16 m1 = (__mmask16)(cols >= 32 ? 0xffff : cols <= 16 ? 0 : (1u << (cols - 16)) - 1u);
+  for (int i = 0; i < 12; ++i) {
+    const int load = mode == 0 && i < rows;
+    acc[i][0] = load ? _mm512_maskz_loadu_epi32(m0, c + i * ldc) : _mm512_setzero_si512();
+    acc[i][1] = load ? _mm512_maskz_loadu_epi32(m1, c + i * ldc + 16) : _mm512_setzero_si512();
+  }
+  for (int32_t q = 0; q < kb; ++q)
+    for (int p = 0; p < 16; ++p) {
+      const int8_t* bq = b + ((int64_t)q * 16 + p) * 128;
+      const __m512i b0 = _mm512_loadu_si512((const void*)bq), b1 = _mm512_loadu_si512((const void*)(bq + 64));
+      corr0 = _mm512_dpbusd_epi32(corr0, bias, b0);
+      corr1 = _mm512_dpbusd_epi32(corr1, bias, b1);
+      const uint8_t* aq = a + (int64_t)q * 12 * 64 + 4 * p;
+#pragma GCC unroll 12
+      for (int i = 0; i < 12; ++i) {
+        int32_t quad;
+        memcpy(&quad, aq + i * 64, 4);
+        const __m512i ai = _mm512_set1_epi32(quad);
+        acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], ai, b0);
+        acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], ai, b1);
+      }
+    }
+  for (int i = 0; i < rows; ++i) {
+    _mm512_mask_storeu_epi32(c + i * ldc, m0, _mm512_sub_epi32(acc[i][0], corr0));
+    _mm512_mask_storeu_epi32(c + i * ldc + 16, m1, _mm512_sub_epi32(acc[i][1], corr1));
+  }
   return 0;
 }
 
