@@ -196,9 +196,9 @@ def narrow_gemm_runs(args, rng, n, record):
 
 
 def int8_gemm_run(args, rng, n, record):
-    """int8 in, int32 sums and C, 128x128x64 tiles (a K tile of 64: AMX-INT8's k step, so AMX hosts
-    take tile_cpu.dot_gemm's AMX path, AVX-512 VNNI hosts its VNNI path). numpy has no int8 BLAS: the peer is numpy's float32 GEMM of the same
-    values. The result must be exact."""
+    """int8 in, int32 sums and C, 128x128x64 tiles (AMX hosts take tile_cpu.dot_gemm's AMX path,
+    AVX-512 VNNI hosts its VNNI path). numpy has no int8 BLAS: the peer is numpy's float32 GEMM of
+    the same values. The result must be exact."""
     sys.path.insert(0, os.path.join(ROOT, "plugins", "tile-cpu", "tests"))
     from cpu_gemm_cases import matmul_rows_first
 
