@@ -13,7 +13,8 @@ code that every backend already runs:
   per-thread buffer, or writes a per-thread buffer) becomes `T.Parallel` over the threads
   around it; a `for` / `if` whose header is thread-dependent is wrapped whole, one with a
   uniform header stays at block level and its body is treated statement by statement;
-* uniform statements run once, at block level; tile operations stay collective, and act on
+* uniform statements run once, at block level (element atomics excepted: every thread runs
+  them, as in TileLang, since an update is not idempotent); tile operations stay collective, and act on
   the whole expanded buffer where that is the same thing (`T.clear(acc)`);
 * an element atomic into a shared (or per-thread) buffer becomes a read-modify-write whose
   thread axes that do not index it run as a sequential loop (exactly an atomic's result).
