@@ -214,7 +214,11 @@ def test_per_thread_buffers_gain_thread_dimensions():
             7,
         ),
         ("for i in T.Parallel(8):\n    B[i] = T.get_thread_binding()", "cannot be used inside T.Parallel", 6),
-        ("t = T.get_thread_binding()\ns = T.alloc_shared((8,), 'float32')\nT.copy(A[t], s)", "T.copy is a tile", 7),
+        (
+            "t = T.get_thread_binding()\ns = T.alloc_shared((8,), 'float32')\nT.copy(A[t], s)",
+            "store different values",
+            7,
+        ),
         (
             "t = T.get_thread_binding()\ns = T.alloc_shared((8,), 'float32')\nif t < 4:\n    T.fill(s, 1.0)",
             "inside a thread-dependent",
@@ -222,11 +226,6 @@ def test_per_thread_buffers_gain_thread_dimensions():
         ),
         ("t = T.get_thread_binding()\nif t < 4:\n    T.sync_threads()\n    B[t] = 1.0", "sync_threads", 7),
         ("t = T.get_thread_binding()\nwhile A[t] > 0:\n    B[t] = 0.0", "while", 6),
-        (
-            "t = T.get_thread_binding()\nl = T.alloc_local((8,), 'float32')\nT.copy(A, l)\nB[t] = l[t]",
-            "T.copy on the per-thread buffer l",
-            7,
-        ),
         (
             "t = T.get_thread_binding()\nfor i in T.Parallel(8):\n    T.sync_threads()\nB[t] = A[t]",
             "sync_threads\\(\\) cannot be inside T.Parallel",
@@ -252,6 +251,36 @@ def test_an_atomic_that_does_not_depend_on_the_thread_runs_on_every_thread(targe
     tilecore.compile(parse_source(_kernel(body)), target=target)(a, b)
     np.testing.assert_array_equal(b, np.full(8, 8.0, np.float32))
     assert a[0] == 8.0
+
+
+# per-thread T.copy: each thread's element loop (`threads=8` over A, B of 8 float32 = 0..7)
+PER_THREAD_COPIES = {
+    # each thread copies all of A into its own local tile, and reads its element back
+    "whole_tensor_into_a_local": (
+        "t = T.get_thread_binding()\nl = T.alloc_local((8,), 'float32')\nT.copy(A, l)\nB[t] = l[t]",
+        list(range(8)),
+    ),
+    # two elements per thread from a thread-dependent place; past A's end they read as 0
+    "pairs_past_the_end": (
+        "t = T.get_thread_binding()\nl = T.alloc_local((2,), 'float32')\nT.copy(A[t * 2], l)\nB[t] = l[0] + l[1]",
+        [1, 5, 9, 13, 0, 0, 0, 0],
+    ),
+    # a local tile copied to shared memory at the thread's place, read by another thread next
+    "local_to_shared_then_exchanged": (
+        "t = T.get_thread_binding()\nl = T.alloc_local((1,), 'float32')\ns = T.alloc_shared((8,), 'float32')\n"
+        "l[0] = A[t] * 2\nT.copy(l, s[t])\nB[t] = s[7 - t]",
+        [14, 12, 10, 8, 6, 4, 2, 0],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PER_THREAD_COPIES))
+@pytest.mark.parametrize("target", ["reference", "cpu", "npu"])
+def test_per_thread_copies_are_element_loops(name, target):
+    body, want = PER_THREAD_COPIES[name]
+    b = np.full(8, -1.0, np.float32)
+    tilecore.compile(parse_source(_kernel(body)), target=target)(np.arange(8, dtype=np.float32), b)
+    np.testing.assert_array_equal(b, np.array(want, np.float32))
 
 
 def test_guarded_store_of_a_thread_value_is_not_a_race():

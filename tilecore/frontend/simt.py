@@ -16,6 +16,8 @@ code that every backend already runs:
 * uniform statements run once, at block level (element atomics excepted: every thread runs
   them, as in TileLang, since an update is not idempotent); tile operations stay collective, and act on
   the whole expanded buffer where that is the same thing (`T.clear(acc)`);
+* a T.copy that is per-thread code (a thread-dependent region, or between a per-thread buffer and
+  a shared or global one) becomes each thread's element loop (`element_copy`);
 * an element atomic into a shared (or per-thread) buffer becomes a read-modify-write whose
   thread axes that do not index it run as a sequential loop (exactly an atomic's result).
 
@@ -236,7 +238,53 @@ class _Simt:
             return [dataclasses.replace(s, value=self.expanded(s.value))]
         if isinstance(s, N.Atomic):
             return self.block_atomic(s)
+        if isinstance(s, N.Copy) and self.stmt_depends(s) and not self.collective_copy(s):
+            return self.wrap(self.element_copy(s))
         return [self.tile_op(s)]
+
+    def collective_copy(self, s: N.Copy) -> bool:
+        """A copy between two per-thread buffers at thread-independent places: the collective copy
+        of the expanded buffers (tile_op) is every thread's copy."""
+        both = self.is_per_thread(s.src.buffer) and self.is_per_thread(s.dst.buffer)
+        return both and not any(self.depends(e) for r in (s.src, s.dst) for e in r.starts)
+
+    def element_copy(self, s: N.Copy) -> N.Stmt:
+        """A T.copy that is per-thread code (its regions start at places that depend on the thread,
+        or it moves data between a per-thread buffer and a shared one) as each thread's element
+        loop: `for i..: dst[d + i] = src[s + i]`, the regions' non-unit extents paired in order.
+        As a tile copy does, an element outside a global tensor reads as 0 and is not written."""
+        src, dst = s.src, s.dst
+        src_dims = [d for d, e in enumerate(src.extents) if e != 1]
+        dst_dims = [d for d, e in enumerate(dst.extents) if e != 1]
+        if [src.extents[d] for d in src_dims] != [dst.extents[d] for d in dst_dims]:
+            raise self.error(f"T.copy between regions of shapes {src.extents} and {dst.extents}", s)
+        loop = [N.Var(self.fresh("i"), "int32", s.span) for _ in dst_dims]
+
+        def at(region: N.Region, dims) -> Tuple[N.Expr, ...]:
+            starts = list(region.starts)
+            for v, d in zip(loop, dims):
+                starts[d] = E.binary("+", starts[d], v, s.span)
+            return tuple(starts)
+
+        def inside(buf: N.Buffer, index) -> N.Expr:
+            conds = [E.binary("<", i, E.index_expr(n, s.span), s.span) for i, n in zip(index, buf.shape)]
+            conds += [E.binary(">=", i, 0, s.span) for i in index]
+            out = conds[0]
+            for c in conds[1:]:
+                out = E.binary("and", out, c, s.span)
+            return out
+
+        si, di = at(src, src_dims), at(dst, dst_dims)
+        body: N.Stmt = N.Store(dst.buffer, di, N.Load(src.buffer, si, src.buffer.dtype, s.span), s.span)
+        if src.buffer.scope == "global":
+            zero = N.Store(dst.buffer, di, E.const(0, dst.buffer.dtype, s.span), s.span)
+            body = N.If(inside(src.buffer, si), (body,), (zero,), s.span)
+        if dst.buffer.scope == "global":
+            body = N.If(inside(dst.buffer, di), (body,), (), s.span)
+        for v, d in reversed(list(zip(loop, dst_dims))):
+            zero_i, extent = E.const(0, "int32", s.span), E.const(dst.extents[d], "int32", s.span)
+            body = N.For(v, zero_i, extent, "serial", (body,), 0, s.span)
+        return body
 
     def block_let(self, s: N.Let) -> List[N.Stmt]:
         if not self.depends(s.value):
