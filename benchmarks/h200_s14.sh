@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Session 14's H200 calls, one step list per call (STEPS), each step writing under $OUT:
+#   install   tilecore and the plugins into /tmp/site-main (once per fresh machine)
+#   timing    session 12's failing GPU test alone, with its whole traceback
+#   gpu       every GPU test, nothing beside it
+#   quick     TileLang's quickstart GEMM: no WS / WS / WS with two blocks per SM (h200_s13_quickstart.sh)
+#   bars      issue 12's bar configurations with default options, ROUNDS rounds taking turns
+# Run from the repository root after `source .gpu/b/install.sh` (see ../shared/gpu-host/stage.sh).
+set -u
+mkdir -p "$OUT"
+export PYTHONPATH=/tmp/site:/tmp/site-main TILECORE_CACHE_DIR=/tmp/s14-cache
+for step in ${STEPS:-install timing gpu}; do
+  case $step in
+  install)
+    python3 -m pip install -q --no-deps --no-build-isolation --target /tmp/site-main ./ ./plugins/tile-cpu ./plugins/tile-cuda ./conformance >/tmp/pip-main.log 2>&1
+    echo "install rc $?"
+    { git log -1 --format=%H 2>/dev/null; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader;
+      python3 -c "import torch, tvm; print('torch', torch.__version__, 'tvm', tvm.__version__)"; } > "$OUT/env.txt" 2>&1
+    cat "$OUT/env.txt";;
+  timing)
+    timeout ${TIMING_S:-150} python3 -m pytest -q -p no:cacheprovider -m gpu -rfE --tb=long plugins/tile-cuda/tests/test_timing.py > "$OUT/test_timing.txt" 2>&1
+    echo "test_timing rc $?"; tail -3 "$OUT/test_timing.txt";;
+  gpu)
+    timeout ${GPU_S:-360} python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 -rfE --durations=15 plugins/tile-cuda/tests tests/test_runtime_gpu.py > "$OUT/gpu_tests.txt" 2>&1
+    echo "gpu tests rc $?"; grep -E "passed|failed|FAILED|ERROR" "$OUT/gpu_tests.txt" | tail -15;;
+  quick)
+    OUT="$OUT/quickstart" bash benchmarks/h200_s13_quickstart.sh;;
+  bars)
+    for round in $(seq ${ROUNDS:-3}); do
+      for cfg in "gemm 4096 128 256 64 3 256 default float16" "gemm 8192 128 256 64 3 256 default float16" \
+                 "gemm 4096 128 256 64 3 256 default bfloat16" "gemm 8192 128 256 64 3 256 default bfloat16" \
+                 "gemm 4000 128 256 64 3 256 default float16" \
+                 "attn 0 128 128 2 4096 4 32 float16 default" "attn 1 128 128 2 4096 4 32 float16 default"; do
+        timeout 120 python3 benchmarks/cuda_ws_compare.py $cfg >> "$OUT/bars.jsonl" 2>> "$OUT/bars.err"
+        echo "round $round $cfg rc $?"
+      done
+    done
+    python3 - "$OUT/bars.jsonl" <<'PY' | tee "$OUT/bars_table.txt"
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    keys = [k for k in r if k.endswith(("_vs_cublas", "_vs_cudnn", "_rel_err", "tflops"))]
+    print(r.get("n"), r.get("cfg"), r.get("dtype", ""), " ".join(f"{k}={r[k]:.4g}" for k in keys if isinstance(r[k], (int, float))))
+PY
+    ;;
+  esac
+done
