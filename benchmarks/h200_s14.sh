@@ -3,6 +3,7 @@
 #   install   tilecore and the plugins into /tmp/site-main (once per fresh machine)
 #   timing    session 12's failing GPU test alone, with its whole traceback
 #   gpu       every GPU test, nothing beside it
+#   gpuconf   every GPU test and, beside it, cuda conformance's execute tier at seed $SEED (100 programs)
 #   quick     TileLang's quickstart GEMM: no WS / WS / WS with two blocks per SM (h200_s13_quickstart.sh)
 #   bars      issue 12's bar configurations with default options, ROUNDS rounds taking turns
 # Run from the repository root after `source .gpu/b/install.sh` (see ../shared/gpu-host/stage.sh).
@@ -23,6 +24,13 @@ for step in ${STEPS:-install timing gpu}; do
   gpu)
     timeout ${GPU_S:-360} python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 -rfE --durations=15 plugins/tile-cuda/tests tests/test_runtime_gpu.py > "$OUT/gpu_tests.txt" 2>&1
     echo "gpu tests rc $?"; grep -E "passed|failed|FAILED|ERROR" "$OUT/gpu_tests.txt" | tail -15;;
+  gpuconf)
+    (timeout ${GPU_S:-330} python3 -m pytest -q -p no:cacheprovider -m gpu -n 9 -rfE --durations=15 plugins/tile-cuda/tests tests/test_runtime_gpu.py > "$OUT/gpu_tests.txt" 2>&1; echo "rc $?" >> "$OUT/gpu_tests.txt") &
+    gpu=$!
+    (TILECORE_CACHE_DIR=/tmp/s14-conf timeout ${GPU_S:-330} python3 -m tilecore.cli conformance cuda --examples 100 --seed ${SEED:-57575} --no-progress --jobs 6 --max-shrinks 2 --report "$OUT/conformance_cuda_seed${SEED:-57575}.json" > "$OUT/conformance.txt" 2>&1; echo "rc $?" >> "$OUT/conformance.txt") &
+    conf=$!
+    wait $gpu $conf
+    grep -E "passed|failed|FAILED|ERROR|^rc" "$OUT/gpu_tests.txt" | tail -15; tail -6 "$OUT/conformance.txt";;
   quick)
     OUT="$OUT/quickstart" bash benchmarks/h200_s13_quickstart.sh;;
   bars)
