@@ -17,7 +17,8 @@ per SM looping over the tiles, tile_cuda/persistent.py), each also with the epil
 ("..._tma_store", option tma_store, tile_cuda/tma_store.py), next to cuBLAS; the row has each build's
 launch grid and whether all builds gave the same bits ("same_bits"). With "default" the build with
 tile-cuda's default options alone ("default") is timed next to cuBLAS / cuDNN. With "per_sm" (gemm)
-the build without warp specialization, the warp-specialized one and the warp-specialized one planned
+the build without warp specialization (wgmma_overlap's default schedule and "slack"), the
+warp-specialized one and the warp-specialized one planned
 for two blocks per SM (option ws_blocks_per_sm=2) are timed next to cuBLAS.
 """
 
@@ -51,6 +52,7 @@ PERSISTENT_VARIANTS = (  # (tma_store explicit: its default, auto, depends on K)
 DEFAULT_VARIANTS = (("default", {}),)
 BLOCKS_PER_SM_VARIANTS = (  # option ws_blocks_per_sm: a one-warpgroup consumer's block and a second one per SM
     ("no_ws", {"warp_specialize": False}),
+    ("no_ws_slack", {"warp_specialize": False, "wgmma_overlap": "slack"}),
     ("ws", {"warp_specialize": True}),
     ("ws_2_per_sm", {"warp_specialize": True, "ws_blocks_per_sm": 2}),
 )
