@@ -461,7 +461,9 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         value (held values) then runs before every test, and a barrier goes before the re-test
         when the body wrote shared memory the condition reads, or before every test when the
         condition reads global memory (which one thread may have written: the barrier makes the
-        write visible to the block, so no thread leaves the loop alone)."""
+        write visible to the block, so no thread leaves the loop alone), and then also a barrier
+        at the start of each iteration, after every thread has read the test and before the body
+        may write what it read (without it the GPU hung: benchmarks/results/h100-session14/)."""
         test = (N.Let(N.Var("_"), s.cond),)
         r, w = self.smem_sets(test + tuple(s.body))
         self.touch(test + tuple(s.body))
@@ -477,6 +479,10 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         B.buffer_store(go, self.ex.lower_as(s.cond, "bool"), [0])
         skipped = (set(self.pending_r), set(self.pending_w))  # what is pending if the body never runs
         with B.While(tx.BufferLoad(go, [0])):
+            if reads_global:
+                # every thread has read the test before any thread's body may write what it read
+                # (else a fast writer changes the value under a slow reader, which then leaves alone)
+                self.sync()
             self.emit_body(s.body)
             if reads_global:
                 self.sync()

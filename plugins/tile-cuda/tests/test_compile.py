@@ -238,7 +238,7 @@ def test_while_loops_retest_at_the_end_of_each_iteration_behind_a_barrier_when_n
     """`while` through the shared SIMT lowering (its TIR, no code generation): the test is held in a
     register, computed before the loop and again after the body; a barrier precedes the re-test
     only when the body wrote shared memory the test reads, and before every test that reads global
-    memory. (Generated CUDA accepted by nvcc: the
+    memory, and then at the start of each iteration too. (Generated CUDA accepted by nvcc: the
     conformance compile tier's control programs; executed: test_gpu.py.)"""
     from tile_cuda.target import cuda_target
     from tilecore.lowering.simt import lower_kernel
@@ -257,3 +257,7 @@ def test_while_loops_retest_at_the_end_of_each_iteration_behind_a_barrier_when_n
     assert halvings[retest - 1].startswith(sync)  # the halvings wrote A_s
     retest = next(i for i, ln in enumerate(counting) if ln.startswith("while_test"))
     assert counting[retest - 1].startswith(sync)  # a test reading global memory (thread 0 wrote it)
+    # ... and a barrier before the body's write, after every thread read the test: without it thread
+    # 0 raced ahead, incremented Steps under the other threads' test and the block hung (H100, session 14)
+    first_write = next(i for i, ln in enumerate(counting) if "Steps[" in ln and "] = " in ln)
+    assert any(ln.startswith(sync) for ln in counting[:first_write])

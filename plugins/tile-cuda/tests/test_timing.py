@@ -26,7 +26,10 @@ def test_the_profiler_times_cuda_kernels_with_events():
 
 
 @pytest.mark.gpu
-def test_gemm_bench_and_autotune_on_the_gpu():
+def test_gemm_bench_and_autotune_on_the_gpu(tmp_path, monkeypatch):
+    # a fresh tuning store: with an earlier run's winner stored, autotune reuses it and its report
+    # lists that one candidate (this test failed that way on the H200 in session 12, H100 session 14)
+    monkeypatch.setenv("TILECORE_CACHE_DIR", str(tmp_path / "cache"))
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
