@@ -418,3 +418,57 @@ def test_simt_plan_keeps_one_per_thread_scalar_on_each_thread():
     layout = plan.layout["acc"]
     assert isinstance(layout, StridedLayout) and layout.per_thread == 1 and layout.local_size == 1
     assert StridedLayout.for_shape((32,), 32).vec == 8  # other tiles keep their vector chunks
+
+
+def _cuda_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def _simt_gpu_cases():
+    """(name, PrimFunc, numpy inputs): per-thread kernels of this file, for the GPU run."""
+    rng = np.random.default_rng(11)
+    a, b, _ = _gemv_inputs(16, 32)
+    eight = np.arange(8, dtype=np.float32)
+    cases = [
+        ("gemv_naive", gemv_naive(16, 32, 8, 8), [a, b, np.zeros(16, np.float16)]),
+        ("gemv_split_k", gemv_split_k(16, 32, 8, 4, 4), [a, b, np.zeros(16, np.float16)]),
+        (
+            "dequant_gemm",
+            dequant_gemm(16, 32, 32, 16, 32, 4),
+            [
+                rng.integers(-3, 4, (16, 32)).astype(np.float16),
+                rng.integers(0, 16, (32, 32)).astype(np.int8),
+                np.zeros((16, 32), np.float32),
+            ],
+        ),
+        (
+            "hadamard",
+            hadamard(2, 32, 8),
+            [rng.integers(-4, 5, (2, 32)).astype(np.float32), np.zeros((2, 32), np.float32)],
+        ),
+    ]
+    for name, (body, _) in sorted(PROGRAMS.items()):
+        cases.append((name, parse_source(_kernel(body, THREADS.get(name, "8"))), [eight, np.zeros(8, np.float32)]))
+    for name, (body, _) in sorted(PER_THREAD_COPIES.items()):
+        cases.append((name, parse_source(_kernel(body)), [eight, np.full(8, -1.0, np.float32)]))
+    return cases
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_gpu(), reason="needs an NVIDIA GPU (run on the H200 / H100)")
+def test_per_thread_kernels_match_the_reference_on_the_gpu():
+    """Every per-thread kernel of this file, compiled for cuda and run on the GPU, against the
+    reference interpreter (the conformance idioms program covers one form per run)."""
+    from tilecore.testing import assert_matches_reference, to_device
+
+    failures = []
+    for name, func, inputs in _simt_gpu_cases():
+        try:
+            assert_matches_reference(func, [to_device(x, "cuda") for x in inputs], backend="cuda")
+        except AssertionError as err:
+            failures.append(f"{name}: {err}")
+    assert not failures, "\n".join(failures)
