@@ -5,6 +5,9 @@
 #   gpu       every GPU test, nothing beside it
 #   gpuconf   every GPU test and, beside it, cuda conformance's execute tier at seed $SEED (100 programs)
 #   quick     TileLang's quickstart GEMM: no WS / WS / WS with two blocks per SM (h200_s13_quickstart.sh)
+#   fixed     the GPU tests fixed this session (while loop, timing, single-tile TMA) and the per-thread
+#             kernels on the GPU (tests/test_simt.py), then the 2048^3 fp32 cpu GEMM at 16 threads
+#             against numpy on the GPU host's CPU (issue 19), then the launch overhead rows
 #   bars      issue 12's bar configurations with default options, ROUNDS rounds taking turns
 # Run from the repository root after `source .gpu/b/install.sh` (see ../shared/gpu-host/stage.sh).
 set -u
@@ -31,6 +34,16 @@ for step in ${STEPS:-install timing gpu}; do
     conf=$!
     wait $gpu $conf
     grep -E "passed|failed|FAILED|ERROR|^rc" "$OUT/gpu_tests.txt" | tail -15; tail -6 "$OUT/conformance.txt";;
+  fixed)
+    timeout 150 python3 -m pytest -q -p no:cacheprovider -p no:benchmark -m gpu -n 4 -rfE --tb=short \
+      plugins/tile-cuda/tests/test_gpu.py::test_while_loops_match_the_reference plugins/tile-cuda/tests/test_timing.py \
+      plugins/tile-cuda/tests/test_tma.py::test_tma_single_tile_gemm_first tests/test_simt.py ${EXTRA_TESTS:-} > "$OUT/fixed_tests.txt" 2>&1
+    echo "fixed tests rc $?"; tail -4 "$OUT/fixed_tests.txt"
+    lscpu > "$OUT/lscpu.txt" 2>&1
+    timeout 100 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 benchmarks/cpu_vs_numpy.py --threads 16 --gemm-only --out "$OUT" > "$OUT/cpu16.txt" 2>&1
+    echo "cpu 16 threads rc $?"; grep -iE "ratio|x numpy|gemm" "$OUT/cpu16.txt" | tail -10
+    timeout 60 python3 benchmarks/cuda_bench.py --only overhead --out "$OUT/overhead.json" > "$OUT/overhead.txt" 2>&1
+    echo "overhead rc $?"; tail -3 "$OUT/overhead.txt" | cut -c1-600;;
   quick)
     OUT="$OUT/quickstart" bash benchmarks/h200_s13_quickstart.sh;;
   bars)
