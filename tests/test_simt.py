@@ -458,17 +458,17 @@ def _simt_gpu_cases():
     return cases
 
 
+SIMT_GPU_CASES = ["gemv_naive", "gemv_split_k", "dequant_gemm", "hadamard", *sorted(PROGRAMS), *sorted(PER_THREAD_COPIES)]
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_gpu(), reason="needs an NVIDIA GPU (run on the H200 / H100)")
-def test_per_thread_kernels_match_the_reference_on_the_gpu():
-    """Every per-thread kernel of this file, compiled for cuda and run on the GPU, against the
-    reference interpreter (the conformance idioms program covers one form per run)."""
+@pytest.mark.parametrize("name", SIMT_GPU_CASES)
+def test_per_thread_kernels_match_the_reference_on_the_gpu(name):
+    """Each per-thread kernel of this file, compiled for cuda and run on the GPU, against the
+    reference interpreter (the conformance idioms program covers one form per run); one test per
+    kernel, so that a kernel that never ends is named by the run."""
     from tilecore.testing import assert_matches_reference, to_device
 
-    failures = []
-    for name, func, inputs in _simt_gpu_cases():
-        try:
-            assert_matches_reference(func, [to_device(x, "cuda") for x in inputs], backend="cuda")
-        except AssertionError as err:
-            failures.append(f"{name}: {err}")
-    assert not failures, "\n".join(failures)
+    func, inputs = next((f, i) for n, f, i in _simt_gpu_cases() if n == name)
+    assert_matches_reference(func, [to_device(x, "cuda") for x in inputs], backend="cuda")
