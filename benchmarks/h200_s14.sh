@@ -35,7 +35,7 @@ for step in ${STEPS:-install timing gpu}; do
     wait $gpu $conf
     grep -E "passed|failed|FAILED|ERROR|^rc" "$OUT/gpu_tests.txt" | tail -15; tail -6 "$OUT/conformance.txt";;
   fixed)
-    timeout 150 python3 -m pytest -q -p no:cacheprovider -p no:benchmark -m gpu -n 4 -rfE --tb=short \
+    timeout 150 python3 -m pytest -q -p no:cacheprovider -p no:benchmark -m gpu -n 4 -v -rfE --tb=short \
       plugins/tile-cuda/tests/test_gpu.py::test_while_loops_match_the_reference plugins/tile-cuda/tests/test_timing.py \
       plugins/tile-cuda/tests/test_tma.py::test_tma_single_tile_gemm_first tests/test_simt.py ${EXTRA_TESTS:-} > "$OUT/fixed_tests.txt" 2>&1
     echo "fixed tests rc $?"; tail -4 "$OUT/fixed_tests.txt"
