@@ -458,7 +458,14 @@ def _simt_gpu_cases():
     return cases
 
 
-SIMT_GPU_CASES = ["gemv_naive", "gemv_split_k", "dequant_gemm", "hadamard", *sorted(PROGRAMS), *sorted(PER_THREAD_COPIES)]
+SIMT_GPU_CASES = [
+    "gemv_naive",
+    "gemv_split_k",
+    "dequant_gemm",
+    "hadamard",
+    *sorted(PROGRAMS),
+    *sorted(PER_THREAD_COPIES),
+]
 
 
 @pytest.mark.gpu
