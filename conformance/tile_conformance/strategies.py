@@ -1215,11 +1215,17 @@ def _int4_gemm(caps: Caps, slot: int, k: dict) -> None:
     packed two values per int8 byte (every byte value drawn), into int32 (else int64): a backend
     reads them through the core rewrite's nibble unpack, the reference through its own unpacking
     (docs/semantics.md "int4"). The packed dimension of each operand is made even
-    (programs.int4_dims)."""
+    (programs.int4_dims). Nibbles read in the wrong order permute K alike in A (M, K) and B (N, K),
+    which leaves A @ B.T unchanged: slots 2, 26, ... pack B along N (the output's columns), slots
+    14, 38, ... take that form of TileLang's int4 example."""
     acc = int4_gemm_accumulator(caps)
     if slot % 12 != 2 or acc is None:
         return
     k["in_dtype"], k["acc_dtype"], k["out_dtype"] = "int4", acc, acc
+    if slot % 24 == 14 and caps.has("gemm_transpose"):
+        k["ta"], k["tb"] = False, True
+    else:
+        k["tb"] = False
     k["M"], k["N"], k["K"] = int4_dims(k)
     k.pop("fp8_exact", None)
 
