@@ -32,8 +32,10 @@ TARGETS = _targets()
 
 def unpacked(packed: np.ndarray) -> np.ndarray:
     """The int4 values of a packed array, by nibble arithmetic on Python ints (not the code under test)."""
-    flat = [[((b & 0xF) ^ 8) - 8 if half == 0 else (((b >> 4) & 0xF) ^ 8) - 8 for b in row for half in (0, 1)]
-            for row in packed.reshape(-1, packed.shape[-1]).view(np.uint8).astype(int).tolist()]
+    flat = [
+        [((b & 0xF) ^ 8) - 8 if half == 0 else (((b >> 4) & 0xF) ^ 8) - 8 for b in row for half in (0, 1)]
+        for row in packed.reshape(-1, packed.shape[-1]).view(np.uint8).astype(int).tolist()
+    ]
     return np.array(flat, dtype=np.int64).reshape(packed.shape[:-1] + (2 * packed.shape[-1],))
 
 

@@ -17,6 +17,8 @@ Rules (DESIGN.md "Numbers"):
 
 from __future__ import annotations
 
+from typing import Any, Tuple
+
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 # fp8 formats (ml_dtypes' definitions): storage and conversions only, see `promote`
 FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
@@ -161,7 +163,7 @@ def literal_dtype(value: object) -> str:
     return "float32"
 
 
-def storage_of(dtype: str, shape: tuple) -> tuple:
+def storage_of(dtype: str, shape: Tuple[Any, ...]) -> Tuple[str, Tuple[Any, ...]]:
     """(dtype, shape) of the array that a global tensor of `dtype` and `shape` is passed as: the
     same, except int4, passed as int8 with the last dimension halved (element k of a row in the
     low nibble of byte k // 2 when k is even, in the high nibble when k is odd)."""

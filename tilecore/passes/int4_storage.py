@@ -163,7 +163,9 @@ class _Rewrite(Transformer):
 
     def __init__(self, func: N.PrimFunc):
         self.tensors: Dict[str, N.Buffer] = {p.name: p for p in func.params if is_int4(p.dtype)}
-        self.tiles = {s.buffer.name for s in walk_stmts(func.body) if isinstance(s, N.Alloc) and is_int4(s.buffer.dtype)}
+        self.tiles = {
+            s.buffer.name for s in walk_stmts(func.body) if isinstance(s, N.Alloc) and is_int4(s.buffer.dtype)
+        }
         self.counter = 0
 
     def fresh(self) -> str:

@@ -148,6 +148,7 @@ def random_inputs(kernel, seed: int = 0) -> List[Any]:
                 f"for it; pass them (input_tensors=... or tilecore.bench(kernel, *arrays))"
             )
         dtype, shape = storage_of(param.dtype, tuple(int(d) for d in param.shape))
+        host: np.ndarray
         if is_int4(param.dtype):  # any byte is two int4 values (-8..7): small enough for integer GEMMs
             host = rng.integers(-128, 128, size=shape).astype(np.int8)
         elif param.dtype == "bool":

@@ -613,9 +613,7 @@ class Kernel:
             want_dtype, want_shape = storage_of(param.dtype, param.shape)
             packed = _PACKED_NOTE if is_int4(param.dtype) else ""
             if info.dtype != want_dtype:
-                raise self._param_error(
-                    f"{where(param)}: expected dtype {want_dtype}{packed}, got {info.dtype}", param
-                )
+                raise self._param_error(f"{where(param)}: expected dtype {want_dtype}{packed}, got {info.dtype}", param)
             if len(info.shape) != param.ndim:
                 raise self._param_error(
                     f"{where(param)}: expected a {param.ndim}-D array of shape {_shape_text(want_shape)}"
