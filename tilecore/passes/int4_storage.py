@@ -35,6 +35,7 @@ from ..frontend import exprs as E
 from ..ir import nodes as N
 from ..ir.types import INT4, is_int4, storage_of
 from ..ir.visitor import Transformer, walk_stmts
+from .init_check import buffers_written
 
 STORAGE = "int8"  # what an int4 value is held in after the rewrite
 
@@ -93,8 +94,8 @@ def check(func: N.PrimFunc, source: str) -> None:
             )
     tensors = {p.name for p in func.params if is_int4(p.dtype)}
     for s in walk_stmts(func.body):
-        written = _written_buffer(s)
-        if written is not None and written.name in tensors:
+        written = next((b for b in buffers_written(s) if b.name in tensors), None)
+        if written is not None:
             raise _unsupported(
                 f"writing the int4 tensor {written.name!r} (two int4 values share a byte, so threads "
                 "would write one byte together); write an int8 tensor and pack it on the host",
@@ -121,19 +122,6 @@ def _tile_operand(s: N.Stmt, tensors) -> "str | None":
         return f"T.atomic_{s.kind} of a tile"
     if isinstance(s, N.Print) and isinstance(s.value, N.Buffer) and s.value.name in tensors:
         return "T.print of a whole tensor"
-    return None
-
-
-def _written_buffer(s: N.Stmt):
-    """The buffer `s` writes (None for statements that write none, or write a tile op's own)."""
-    if isinstance(s, N.Store):
-        return s.buffer
-    if isinstance(s, (N.Copy, N.Fill, N.Atomic)):
-        return s.dst.buffer
-    if isinstance(s, N.Gemm):
-        return s.c.buffer
-    if isinstance(s, (N.Reduce, N.Cumsum)):
-        return s.dst
     return None
 
 
