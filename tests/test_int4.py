@@ -123,6 +123,30 @@ def test_element_reads_tile_stores_and_partial_copies(target):
     np.testing.assert_array_equal(c, _wrap(a + 5) * 10 + far)
 
 
+def test_eager_style_reads_sizes_from_the_packed_arrays():
+    @tilecore.jit(target="reference")
+    def nt(A, B, block: int = 16):
+        M, N, K = T.const("M, N, K")
+        A: T.Tensor((M, K), T.int4)
+        B: T.Tensor((N, K), T.int4)
+        C = T.empty((M, N), T.int32)
+        with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block)) as (bx, by):
+            A_s = T.alloc_shared((block, 32), T.int4)
+            B_s = T.alloc_shared((block, 32), T.int4)
+            C_f = T.alloc_fragment((block, block), T.int32)
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, 32), num_stages=2):
+                T.copy(A[by * block, k * 32], A_s)
+                T.copy(B[bx * block, k * 32], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_B=True)
+            T.copy(C_f, C[by * block, bx * block])
+        return C
+
+    rng = np.random.default_rng(5)
+    a, b = rng.integers(-8, 8, (20, 36)), rng.integers(-8, 8, (18, 36))
+    np.testing.assert_array_equal(nt(pack_int4(a), pack_int4(b)), a @ b.T)  # K = 36, from 18 bytes a row
+
+
 _HYPOTHESIS_KERNELS: dict = {}
 
 
