@@ -18,7 +18,7 @@ needs_compiler = pytest.mark.skipif(
 def test_int4_gemm_compiles_to_an_int8_tensor_core_gemm():
     # TileLang's gemm_int4 example: A (M, K) and B (N, K) int4, C = A @ B.T in int32
     kernel = tilecore.compile(
-        gemm_kernel(256, 256, 256, "int4", "int32", transpose_B=True, block_M=128, block_N=128, block_K=64),
+        gemm_kernel(128, 128, 128, "int4", "int32", transpose_B=True, block_M=64, block_N=64, block_K=64),
         target="cuda:sm_80",
         out_idx=-1,
     )
