@@ -101,7 +101,7 @@ def _elementwise():
             t = T.alloc_fragment((6, 8), T.int4)
             s = T.alloc_shared((4, 8), T.int4)
             for i, j in T.Parallel(6, 8):
-                B[i, j] = A[i, j] * 3 - 1
+                B[i, j] = A[i, j] * 3 - T.cast(A[i, j] * 5, T.int4)  # int8 product, wrapped
                 t[i, j] = A[i, j] + 5  # int8 arithmetic, then wrapped into int4
             T.copy(A[4, 0], s)  # rows 4, 5 and two rows past the tensor (read as 0)
             for i, j in T.Parallel(6, 8):
@@ -119,7 +119,7 @@ def test_element_reads_tile_stores_and_partial_copies(target):
     a = np.random.default_rng(2).integers(-8, 8, (6, 8))
     kernel = tilecore.compile(_elementwise(), target=target, out_idx=[1, 2])
     b, c = kernel(pack_int4(a))
-    np.testing.assert_array_equal(b, a * 3 - 1)
+    np.testing.assert_array_equal(b, a * 3 - _wrap(a * 5))
     tile = np.zeros((4, 8), dtype=np.int64)
     tile[:2] = a[4:]
     far = np.where(np.arange(6)[:, None] < 4, tile[np.arange(6) % 4], _wrap(9))

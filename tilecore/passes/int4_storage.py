@@ -9,8 +9,8 @@ Checks, on every target (the reference interpreter's included), each an error at
 * an int4 tensor parameter has a static, even last dimension (the packed array halves it);
 * nothing writes an int4 tensor (a copy, store, fill or atomic into one): two values share a
   byte, so two threads would write one byte; T.print of a whole int4 tensor is refused too;
-* T.reduce_* and T.cumsum write no int4 tile (their results would be rounded by the tile's
-  4-bit wrap at every backend differently).
+* T.reduce_* and T.cumsum write no int4 tile (the rewrite has no place to wrap their results
+  into four bits), and tile operations other than T.copy do not read an int4 tensor directly.
 
 Rewrite, for every backend except one that interprets int4 itself (the reference replaces this
 pass with `Int4StoragePass(rewrite=False)`), so that backends only ever see int8:
@@ -34,7 +34,7 @@ from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..frontend import exprs as E
 from ..ir import nodes as N
 from ..ir.types import INT4, is_int4, storage_of
-from ..ir.visitor import Transformer, walk_stmts
+from ..ir.visitor import Transformer, walk, walk_stmts
 from .init_check import buffers_written
 
 STORAGE = "int8"  # what an int4 value is held in after the rewrite
@@ -49,7 +49,7 @@ class Int4StoragePass:
         self.rewrite = rewrite
 
     def __call__(self, func: N.PrimFunc, ctx) -> N.PrimFunc:
-        if not any(is_int4(p.dtype) for p in func.params) and not _has_int4_tiles(func):
+        if not _uses_int4(func):
             return func
         source = ctx.source or func.source
         check(func, source)
@@ -62,8 +62,9 @@ class Int4StoragePass:
 int4_storage = Int4StoragePass()
 
 
-def _has_int4_tiles(func: N.PrimFunc) -> bool:
-    return any(isinstance(s, N.Alloc) and is_int4(s.buffer.dtype) for s in walk_stmts(func.body))
+def _uses_int4(func: N.PrimFunc) -> bool:
+    """Whether an int4 tensor, tile, name or value (`T.cast(x, "int4")`) occurs in `func`."""
+    return any(is_int4(getattr(node, "dtype", "")) for node in walk(func))
 
 
 def _unsupported(what: str, span: N.Span, source: str) -> UnsupportedFeatureError:
