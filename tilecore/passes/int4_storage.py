@@ -135,8 +135,14 @@ def unpack(packed: N.Buffer, indices: Tuple[N.Expr, ...], span: N.Span) -> N.Exp
     *lead, k = indices
     byte = N.Cast(N.Load(packed, tuple(lead) + (_binary("//", k, 2, span),), STORAGE, span), "int32", span)
     shift = E.cast_to(_binary("*", _binary("%", k, 2, span), 4, span), "int32")
-    nibble = _binary("&", _binary(">>", byte, shift, span), 15, span)
-    return N.Cast(_binary("-", _binary("^", nibble, 8, span), 8, span), STORAGE, span)
+    nibble = N.Cast(_binary("&", _binary(">>", byte, shift, span), 15, span), STORAGE, span)
+    return _sign_extended(nibble, span)
+
+
+def _sign_extended(nibble: N.Expr, span: N.Span) -> N.Expr:
+    """The int4 value of `nibble` (an int8 in 0..15): (nibble ^ 8) - 8, computed in int8, where it
+    cannot overflow (in int32 a backend that guards against signed overflow widens it)."""
+    return _binary("-", _binary("^", nibble, 8, span), 8, span)
 
 
 def wrap(value: N.Expr, span: N.Span) -> N.Expr:
@@ -144,7 +150,7 @@ def wrap(value: N.Expr, span: N.Span) -> N.Expr:
     if isinstance(value, N.Const) and not isinstance(value.value, float):
         return N.Const(((int(value.value) + 8) % 16) - 8, STORAGE, span)
     wide = E.cast_to(value, "int32")
-    return N.Cast(_binary("-", _binary("^", _binary("&", wide, 15, span), 8, span), 8, span), STORAGE, span)
+    return _sign_extended(N.Cast(_binary("&", wide, 15, span), STORAGE, span), span)
 
 
 class _Rewrite(Transformer):
