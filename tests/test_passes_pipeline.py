@@ -20,6 +20,7 @@ from test_passes_support import SOURCE, gemm_func, make_backend  # noqa: E402
 CORE = [
     "fragment_extents",
     "check_types",
+    "int4_storage",
     "simplify",
     "bounds",
     "check_features",
@@ -49,6 +50,7 @@ def test_default_order_and_points():
         "after_parse",
         "fragment_extents",
         "check_types",
+        "int4_storage",
         "after_check",
         "after_check_2",
         "simplify",

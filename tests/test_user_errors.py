@@ -383,7 +383,7 @@ def test_dump_ir_is_written_even_when_the_kernel_is_cached(tmp_path, monkeypatch
     dump = tmp_path / "dump"
     monkeypatch.setenv("TILECORE_DUMP_IR", str(dump))
     tilecore.compile(func, target="reference")
-    text = (dump / "03-simplify.py").read_text()  # 01 is fragment_extents, 02 check_types
+    text = (dump / "04-simplify.py").read_text()  # 01 is fragment_extents, 02 check_types, 03 int4_storage
     assert text.startswith(f"# main ({__file__}:") and "after pass simplify" in text.splitlines()[0]
     assert (dump / "00-input.py").read_text().splitlines()[0].endswith("after parsing")
 
@@ -533,9 +533,9 @@ def test_cli_trace_shows_the_passes_before_a_failing_one(tmp_path, capsys):
     finally:
         unregister_plugin(name)
     assert code == 1 and out.startswith("==== input ")
-    assert "==== after pass 6: loops " in out and "==== pass 7: memory_plan failed " in out
+    assert "==== after pass 7: loops " in out and "==== pass 8: memory_plan failed " in out
     assert "shared memory over the limit" in err and "Traceback" not in err
-    assert "<h2 id='error'>pass 7 failed</h2>" in html.read_text()
+    assert "<h2 id='error'>pass 8 failed</h2>" in html.read_text()
 
 
 def test_numpy_and_python_scalar_types_work_as_dtypes():

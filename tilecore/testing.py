@@ -460,3 +460,18 @@ def assert_fp8_conversion_matches_reference(src: str, dst: str, backend: str) ->
     want = api.compile(func, target="reference", out_idx=[1, 2])(a)
     for g, w in zip(got, want):
         assert_same_bits(to_numpy(g), np.asarray(w), dst)
+
+
+def pack_int4(values):
+    """The packed int8 array a kernel takes for an int4 tensor of `values` (numpy or torch integers
+    in -8..7, even last dimension): value 2j of a row in the low nibble of byte j, value 2j + 1 in
+    its high nibble (docs/semantics.md "int4"; TileLang's `pack_int4` packs the same way)."""
+    if values.shape[-1] % 2:
+        raise ValueError(f"int4 values are packed in pairs along the last dimension, got shape {tuple(values.shape)}")
+    if isinstance(values, np.ndarray):
+        wide = values.astype(np.int16)
+        return ((wide[..., 0::2] & 0x0F) | ((wide[..., 1::2] & 0x0F) << 4)).astype(np.uint8).view(np.int8)
+    import torch  # a torch tensor: packed on its device
+
+    wide = values.to(torch.int16)
+    return ((wide[..., 0::2] & 0x0F) | ((wide[..., 1::2] & 0x0F) << 4)).to(torch.uint8).view(torch.int8)

@@ -72,8 +72,18 @@ def model_reduce(k, A):
     return _conv(_conv(r, acc), k["out_dtype"])
 
 
+def _int4_values(packed):
+    """The int4 values of a tensor passed packed (docs/semantics.md "int4"): byte j of a row holds
+    value 2j in bits 0-3 and value 2j + 1 in bits 4-7, two's complement."""
+    u = packed.astype(np.int64) % 256
+    nibbles = np.stack((u % 16, u // 16), axis=-1).reshape(packed.shape[:-1] + (2 * packed.shape[-1],))
+    return np.where(nibbles >= 8, nibbles - 16, nibbles)
+
+
 def model_gemm(k, A, B):
     wide = F64 if is_float(k["acc_dtype"]) else np.int64
+    if k["in_dtype"] == "int4":
+        A, B = _int4_values(A), _int4_values(B)
     a, b = A.astype(wide), B.astype(wide)
     a = a.T if k["ta"] else a
     b = b.T if k["tb"] else b
@@ -302,12 +312,12 @@ def test_interpreter_matches_numpy_model(family):
     assert checked == 25
 
 
-def test_while_loops_and_fp8_gemms_are_among_the_checked_programs():
-    """The control and gemm models above see `while` walks (both kinds) and fp8 operands."""
+def test_while_loops_fp8_and_int4_gemms_are_among_the_checked_programs():
+    """The control and gemm models above see `while` walks (both kinds), fp8 and packed int4 operands."""
     control = generate_knobs(CAPS, 25, seed=11, families=("control",))
     assert {k.get("while") for k in control} >= {"count", "stop"}
     gemm = generate_knobs(CAPS, 25, seed=11, families=("gemm",))
-    assert {k["in_dtype"] for k in gemm} >= {"float8_e4m3fn", "float8_e5m2"}
+    assert {k["in_dtype"] for k in gemm} >= {"float8_e4m3fn", "float8_e5m2", "int4"}
     assert any(k.get("fp8_exact") for k in gemm)
 
 

@@ -18,7 +18,7 @@ from tilecore.ir.types import is_fp8, itemsize
 
 from .accuracy import FUNCS
 from .programs import FORMS, idiom_cells
-from .strategies import large_tensor_dtype, reachable_idioms
+from .strategies import int4_gemm_accumulator, large_tensor_dtype, reachable_idioms
 
 CONVERT_KINDS = ("f>f", "f>i", "i>i", "i>f", ">bool", "bool>")
 INT_TARGETS = ("//", "%", "<<", ">>", "~", "cmp", "logic", "wrap")
@@ -116,6 +116,8 @@ def _opt_in_cells(k: dict) -> Set[str]:
             cells.add(f"fp8:from:{src}")
     if k["family"] == "gemm" and is_fp8(k["in_dtype"]):
         cells.add(f"fp8:gemm:{k['in_dtype']}")
+    if k["family"] == "gemm" and k["in_dtype"] == "int4":
+        cells.add("int4:gemm")
     if k.get("while"):
         cells.add(f"while:{k['while']}")
     return cells
@@ -128,6 +130,8 @@ def _required_opt_in_cells(caps, families) -> List[str]:
     if "gemm" in families:
         accs = [a for a in ("float32", "float64") if caps.dtype_ok(a)]
         out += [f"fp8:gemm:{d}" for d in caps.fp8s() if any((d, a) in caps.gemm_dtypes for a in accs)]
+        if int4_gemm_accumulator(caps) is not None:  # gemm slot 2 of every run (strategies._int4_gemm)
+            out.append("int4:gemm")
     if "control" in families and caps.has("while_loop", "alloc_var"):
         out += ["while:count", "while:stop"]
     return out

@@ -24,6 +24,8 @@ Classes:
   fp8:D           floats about to be rounded into fp8 dtype D: D's ties and their neighbours, the
                   overflow region (D's largest finite value up to past the threshold where it becomes
                   NaN or inf), halves of D's smallest subnormal, NaN, +-inf, +-0
+  (int4)          an int4 tensor is passed packed two per int8 byte: every byte value at random
+                  (so every int4 value, -8 and 7 included, in both nibbles), whatever the class
   fp8bits[:I]     every bit pattern of an fp8 dtype (NaN payloads, both zeros, subnormals, e5m2's
                   infinities); with an integer dtype I only the finite values inside I's range
   math:F          a directed sweep of function F's domain for the parameter's dtype: the region
@@ -38,7 +40,7 @@ from typing import Tuple
 
 import numpy as np
 
-from tilecore.ir.types import is_float, is_fp8
+from tilecore.ir.types import is_float, is_fp8, is_int4, storage_of
 
 FLOAT_INFO = {  # mantissa bits, minimum normal exponent, largest finite value
     "float16": (10, -14, 65504.0),
@@ -282,6 +284,8 @@ def fill(rng, shape: Tuple[int, ...], dtype: str, lo: float, hi: float, edges: s
     """An input array of `dtype` for edge class `edges` ("" = uniform in [lo, hi])."""
     if edges.startswith("window:"):
         return _window(rng, shape, dtype, lo, hi, edges)
+    if is_int4(dtype):  # passed packed: every byte (two values, each of -8..7) at random
+        return rng.integers(-128, 128, storage_of(dtype, shape)[1]).astype(np.int8)
     n = int(np.prod(shape)) if shape else 1
     dt = np_dtype(dtype)
     if dtype == "bool":

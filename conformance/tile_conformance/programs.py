@@ -27,6 +27,7 @@ INT_BOUNDS = {
     "int64": (-100, 100),
     "uint8": (0, 15),
     "bool": (0, 1),
+    "int4": (-8, 7),  # (inputs are drawn as packed bytes: edges.fill)
 }
 
 
@@ -445,8 +446,24 @@ def _build_reduce(k: dict) -> Program:
     return _finish(k, w, params, bindings, feats, {"Out": tol}, grid)
 
 
-def _build_gemm(k: dict) -> Program:
+def int4_dims(k: dict) -> Tuple[int, int, int]:
+    """(M, N, K) of gemm knobs `k`, with the last dimension of each int4 operand rounded up to even
+    (int4 tensors are passed packed two per byte: A's is M when transposed, else K; B's is K when
+    transposed, else N); unchanged for other dtypes, so shrinking never makes an odd one."""
     M, N, K = k["M"], k["N"], k["K"]
+    if k["in_dtype"] != "int4":
+        return M, N, K
+    if k["ta"]:
+        M += M % 2
+    if k["tb"] or not k["ta"]:
+        K += K % 2
+    if not k["tb"]:
+        N += N % 2
+    return M, N, K
+
+
+def _build_gemm(k: dict) -> Program:
+    M, N, K = int4_dims(k)
     bm, bn, bk = k["bm"], k["bn"], k["bk"]
     ta, tb = k["ta"], k["tb"]
     d_in, acc, d_out = k["in_dtype"], k["acc_dtype"], k["out_dtype"]

@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import FrozenSet, Optional, Tuple
 
-from tilecore.ir.types import FLOAT_DTYPES, FP8_DTYPES, INT_DTYPES, bits, is_float, is_fp8
+from tilecore.ir.types import FLOAT_DTYPES, FP8_DTYPES, INT_DTYPES, bits, is_float, is_fp8, is_int4
 
 from . import exprs as X
 from . import gen as st
-from .programs import FAMILIES, FORMS, IDIOMS, shared_bytes
+from .programs import FAMILIES, FORMS, IDIOMS, int4_dims, shared_bytes
 
 TILES = (1, 2, 4, 8, 16, 32)
 _PRECISION = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}  # significand bits
@@ -116,7 +116,8 @@ def _gemm_pairs(caps: Caps):
 
     def language_ok(pair):
         a, acc = pair
-        return not (is_float(a) and is_float(acc) and bits(acc) < bits(a)) and not is_fp8(a)  # fp8: see _fp8_gemm
+        # fp8: see _fp8_gemm; int4: see _int4_gemm
+        return not (is_float(a) and is_float(acc) and bits(acc) < bits(a)) and not is_fp8(a) and not is_int4(a)
 
     return tuple(sorted(p for p in caps.gemm_dtypes if caps.dtype_ok(p[0]) and caps.dtype_ok(p[1]) and language_ok(p)))
 
@@ -477,6 +478,7 @@ def gemm_knobs(draw, caps: Caps, slot: int = 0):
     }
     _fp8_gemm(caps, slot, k)  # after every draw: the knobs above stay what they were elsewhere
     _matrix_step_gemm(caps, slot, k)
+    _int4_gemm(caps, slot, k)
     if caps.max_shared_memory is not None:
         while shared_bytes(k) > caps.max_shared_memory and max(k["bm"], k["bn"], k["bk"]) > 4:
             for key in ("bm", "bn", "bk"):
@@ -1196,6 +1198,35 @@ def _matrix_step_gemm(caps: Caps, slot: int, k: dict) -> None:
         k["out_dtype"] = "float32"
     if not is_float(pair[1]):
         k["out_dtype"] = pair[1]
+    k.pop("fp8_exact", None)
+
+
+def int4_gemm_accumulator(caps: Caps) -> Optional[str]:
+    """The accumulator of the int4 gemm programs (int32, else int64), or None where the backend does
+    not declare int4 or int8 / int4 gemms into it (int4 tiles are int8 ones after the core rewrite)."""
+    if not caps.dtype_ok("int4"):
+        return None
+    accs = [a for a in ("int32", "int64") if caps.dtype_ok(a) and {("int4", a), ("int8", a)} & caps.gemm_dtypes]
+    return accs[0] if accs else None
+
+
+def _int4_gemm(caps: Caps, slot: int, k: dict) -> None:
+    """Every twelfth gemm program (slot 2, 14, ...: integer slots) multiplies int4 tensors, passed
+    packed two values per int8 byte (every byte value drawn), into int32 (else int64): a backend
+    reads them through the core rewrite's nibble unpack, the reference through its own unpacking
+    (docs/semantics.md "int4"). The packed dimension of each operand is made even
+    (programs.int4_dims). Nibbles read in the wrong order permute K alike in A (M, K) and B (N, K),
+    which leaves A @ B.T unchanged: slots 2, 26, ... pack B along N (the output's columns), slots
+    14, 38, ... take that form of TileLang's int4 example."""
+    acc = int4_gemm_accumulator(caps)
+    if slot % 12 != 2 or acc is None:
+        return
+    k["in_dtype"], k["acc_dtype"], k["out_dtype"] = "int4", acc, acc
+    if slot % 24 == 14 and caps.has("gemm_transpose"):
+        k["ta"], k["tb"] = False, True
+    else:
+        k["tb"] = False
+    k["M"], k["N"], k["K"] = int4_dims(k)
     k.pop("fp8_exact", None)
 
 

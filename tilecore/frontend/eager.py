@@ -82,6 +82,7 @@ class ProbedType:
     each dimension an int, a T.const name (a Var), or None (a size computed from others)."""
 
     shape: Tuple[Union[int, N.Var, None], ...]
+    dtype: str = ""  # as written (int4 tensors are passed packed: runtime/eager.py reads sizes so)
 
 
 class EagerParser(Parser):
@@ -175,7 +176,9 @@ class EagerParser(Parser):
         """The declared shape with every dimension that is not a plain size or name as None."""
         shape = self.eval(annotation.args[0]) if isinstance(annotation, ast.Call) and annotation.args else ()
         dims = shape if isinstance(shape, (tuple, list)) else (shape,)
-        return ProbedType(tuple(d if isinstance(d, (int, N.Var)) else None for d in dims))
+        args = annotation.args if isinstance(annotation, ast.Call) else []
+        dtype = self.eval(args[1]) if len(args) > 1 else ""
+        return ProbedType(tuple(d if isinstance(d, (int, N.Var)) else None for d in dims), str(dtype))
 
     def global_buffer(self, name: str, ttype: TensorType, node) -> N.Buffer:
         for dim in ttype.shape:

@@ -12,7 +12,7 @@ import math
 from typing import Optional
 
 from ..ir import nodes as N
-from ..ir.types import INDEX_DTYPE, is_bool, is_float, is_fp8, is_int, literal_dtype, promote
+from ..ir.types import INDEX_DTYPE, is_bool, is_float, is_fp8, is_int, is_int4, literal_dtype, promote
 
 PY_NUMBER = (bool, int, float)
 # Math functions that need a float argument (an int argument is computed in float32).
@@ -32,10 +32,13 @@ def adopted_dtype(value, other: str) -> str:
 
     ints and bools adopt any numeric dtype; floats adopt float dtypes and are
     float32 next to integers; next to a bool, numbers keep their own default; next
-    to an fp8 value (computed in float32, see `promote`) they are float32.
+    to an fp8 value (computed in float32, see `promote`) they are float32, next to an int4 value
+    (computed in int8) int8.
     """
     if is_fp8(other) and not isinstance(value, bool):
         return "float32"
+    if is_int4(other):
+        return adopted_dtype(value, "int8")
     if isinstance(value, bool):
         return other
     if isinstance(value, int):
@@ -67,7 +70,7 @@ def as_expr(value, span: N.Span = N.NO_SPAN, like: Optional[str] = None) -> N.Ex
 
 def int_range(dtype: str):
     """(smallest, largest) value of an integer dtype."""
-    bits_ = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8}[dtype]
+    bits_ = {"int4": 4, "int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8}[dtype]
     if dtype.startswith("u"):
         return 0, 2**bits_ - 1
     return -(2 ** (bits_ - 1)), 2 ** (bits_ - 1) - 1
@@ -135,6 +138,8 @@ def to_bool(e: N.Expr) -> N.Expr:
         return e
     if is_fp8(e.dtype):  # compared in float32, as `binary` would (see promote)
         e = cast_to(e, "float32")
+    if is_int4(e.dtype):  # compared in int8, as `binary` would (see promote)
+        e = cast_to(e, "int8")
     return N.BinOp("!=", e, const(0, e.dtype, e.span), "bool", e.span)
 
 
@@ -197,6 +202,8 @@ def unary(op: str, a, span: N.Span = N.NO_SPAN) -> N.Expr:
         raise ExprTypeError("cannot negate a bool; use 'not'")
     if is_fp8(a.dtype):  # fp8 is computed in float32 (see promote)
         a = cast_to(a, "float32")
+    if is_int4(a.dtype):  # int4 is computed in int8 (see promote)
+        a = cast_to(a, "int8")
     return N.UnaryOp(op, a, a.dtype, span)
 
 
@@ -207,6 +214,8 @@ def math_call(func: str, arg, span: N.Span = N.NO_SPAN) -> N.Expr:
         raise ExprTypeError(f"T.{func} of a bool is not defined")
     if (func in FLOAT_MATH and not is_float(a.dtype)) or is_fp8(a.dtype):
         a = cast_to(a, "float32")  # fp8 is computed in float32 (see promote)
+    if is_int4(a.dtype):  # int4 is computed in int8 (see promote)
+        a = cast_to(a, "int8")
     return N.Call(func, (a,), a.dtype, span)
 
 

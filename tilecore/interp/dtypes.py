@@ -11,6 +11,11 @@ some ml_dtypes releases round a float64 through float32 to nearest); a value bey
 the largest finite one after rounding becomes NaN in e4m3fn (it has no inf) and inf in
 e5m2, NaN stays NaN with its sign. fp8 to an int or bool goes through float32 (exact),
 so it follows the float rules above.
+
+int4 tiles are held one value per int8 (`np_dtype("int4")` is int8); converting into int4
+first converts into int32 by the rules above, then keeps the low four bits as a two's
+complement value (so 8 becomes -8 and 9 becomes -7), as every int narrowing wraps. Global int4
+tensors arrive packed two per byte and are unpacked by `unpack_int4`.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from ..ir.types import DTYPES, is_float, is_int
+from ..ir.types import DTYPES, INT4, is_float, is_int
 
 NUMPY_DTYPES = {
     "float16": np.dtype(np.float16),
@@ -33,10 +38,11 @@ NUMPY_DTYPES = {
     "bool": np.dtype(np.bool_),
     "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
     "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    INT4: np.dtype(np.int8),  # one value per byte in tiles; see unpack_int4 for tensors
 }
 assert set(NUMPY_DTYPES) == set(DTYPES)
 
-_BY_NUMPY = {v: k for k, v in NUMPY_DTYPES.items()}
+_BY_NUMPY = {v: k for k, v in NUMPY_DTYPES.items() if k != INT4}  # an int8 array is int8
 _FP8 = (NUMPY_DTYPES["float8_e4m3fn"], NUMPY_DTYPES["float8_e5m2"])
 
 
@@ -90,6 +96,8 @@ def convert(value, dtype: str):
     Arrays stay arrays, scalars stay numpy scalars; no copy when the dtype
     already matches.
     """
+    if dtype == INT4:
+        return _to_int4(value)
     target = NUMPY_DTYPES[dtype]
     arr = np.asarray(value)
     if arr.dtype == target:
@@ -111,3 +119,23 @@ def convert(value, dtype: str):
     if out.ndim == 0 and not isinstance(value, np.ndarray):
         return out[()]
     return out
+
+
+def _to_int4(value):
+    """`value` converted to int4 (held in int8): through int32, keeping the low four bits."""
+    wide = np.asarray(convert(value, "int32"), dtype=np.int64)
+    out = (((wide + 8) % 16) - 8).astype(np.int8)  # the value modulo 16, in -8..7
+    if out.ndim == 0 and not isinstance(value, np.ndarray):
+        return out[()]
+    return out
+
+
+def unpack_int4(packed: np.ndarray) -> np.ndarray:
+    """The int4 values (held in int8) of a tensor packed two per byte along its last dimension:
+    value 2j of a row is the low nibble of byte j, value 2j + 1 its high nibble, each a two's
+    complement number in -8..7."""
+    nibbles = packed.view(np.uint8)
+    low = (nibbles & 0x0F).astype(np.int8)
+    high = (nibbles >> 4).astype(np.int8)
+    values = np.stack((low, high), axis=-1).reshape(packed.shape[:-1] + (2 * packed.shape[-1],))
+    return np.where(values > 7, values - 16, values).astype(np.int8)

@@ -39,9 +39,9 @@ import numpy as np
 
 from ..diagnostics import TileRuntimeError
 from ..ir import nodes as N
-from ..ir.types import is_float, promote
+from ..ir.types import is_float, is_int4, promote, storage_of
 from ..ir.visitor import Dispatcher, walk
-from .dtypes import convert, fill_value, np_dtype, scalar, tile_dtype
+from .dtypes import convert, fill_value, np_dtype, scalar, tile_dtype, unpack_int4
 from .regions import read_tile, tile_view, write_tile
 
 MAX_BLOCKS = 1 << 24  # blocks per launch the interpreter accepts (each runs in Python, one at a time)
@@ -212,16 +212,16 @@ class Program(Dispatcher):
         for param, arg in zip(self.params, args):
             if not isinstance(arg, np.ndarray):
                 raise TileRuntimeError(f"argument {param.name}: expected a numpy array, got {type(arg).__name__}")
-            want = np_dtype(param.dtype)
-            if arg.dtype != want:
+            want_dtype, want_shape = storage_of(param.dtype, param.shape)  # int4: packed in int8
+            if arg.dtype != np_dtype(want_dtype):
                 raise TileRuntimeError(
-                    f"argument {param.name}: expected dtype {param.dtype}, got {_dtype_name(arg.dtype)}"
+                    f"argument {param.name}: expected dtype {want_dtype}, got {_dtype_name(arg.dtype)}"
                 )
             if arg.ndim != len(param.shape):
                 raise TileRuntimeError(
                     f"argument {param.name}: expected {len(param.shape)} dimensions, got shape {arg.shape}"
                 )
-            for axis, (want_dim, got) in enumerate(zip(param.shape, arg.shape)):
+            for axis, (want_dim, got) in enumerate(zip(want_shape, arg.shape)):
                 if isinstance(want_dim, N.Var):
                     seen = dims.setdefault(want_dim.name, got)
                     if seen != got:
@@ -231,9 +231,10 @@ class Program(Dispatcher):
                         )
                 elif int(want_dim) != got:
                     raise TileRuntimeError(
-                        f"argument {param.name}: expected shape {_shape_text(param.shape)}, got {arg.shape}"
+                        f"argument {param.name}: expected shape {_shape_text(want_shape)}, got {arg.shape}"
                     )
-            frame.bufs[param.name] = arg
+            # the kernel reads an int4 tensor's values (it never writes one: passes/int4_storage.py)
+            frame.bufs[param.name] = unpack_int4(arg) if is_int4(param.dtype) else arg
         for name, value in (bindings or {}).items():
             if name in dims and dims[name] != int(value):
                 raise TileRuntimeError(

@@ -84,6 +84,18 @@ def tilecore_register_backends(register):
 
 
 @hookimpl
+def tilecore_passes(backend, pipeline):
+    """The interpreter defines int4 itself (it unpacks packed int4 tensors as a call starts): it
+    keeps the int4 IR that the core pass int4_storage rewrites into int8 for every other backend,
+    so conformance compares that rewrite with an independent reading of the packing."""
+    if backend.name != NAME:
+        return
+    from ..passes.int4_storage import Int4StoragePass
+
+    pipeline.replace("int4_storage", Int4StoragePass(rewrite=False))
+
+
+@hookimpl
 def tilecore_codegen(backend, module, options):
     """The artifact of the reference backend: the Tile IR as JSON, and its DSL text as source."""
     if backend.name != NAME:

@@ -9,16 +9,23 @@ Rules (DESIGN.md "Numbers"):
 * bool behaves as the narrowest int when mixed with numbers;
 * fp8 (float8_e4m3fn, float8_e5m2) is a storage format: an fp8 operand counts as
   float32 (it widens exactly), so arithmetic never happens in fp8 and a Python
-  literal next to an fp8 value is a float32 literal.
+  literal next to an fp8 value is a float32 literal;
+* int4 is a storage format too: an int4 operand counts as int8 (it widens exactly), so
+  arithmetic never happens in int4 and a Python literal next to an int4 value is an int8
+  literal. Global int4 tensors are passed packed two per byte (docs/semantics.md "int4").
 """
 
 from __future__ import annotations
+
+from typing import Any, Tuple
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 # fp8 formats (ml_dtypes' definitions): storage and conversions only, see `promote`
 FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8")
-DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",) + FP8_DTYPES
+# signed 4-bit integers: a storage format (see `promote`), packed two per byte in global tensors
+INT4 = "int4"
+DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",) + FP8_DTYPES + (INT4,)
 
 _BITS = {
     "bool": 1,
@@ -33,6 +40,7 @@ _BITS = {
     "float64": 64,
     "float8_e4m3fn": 8,
     "float8_e5m2": 8,
+    "int4": 4,
 }
 
 # Aliases users write (TileLang / numpy / torch spellings).
@@ -92,7 +100,13 @@ def is_fp8(dtype: str) -> bool:
 
 
 def is_int(dtype: str) -> bool:
-    return dtype in INT_DTYPES
+    """Whether `dtype` is an integer dtype (int4 included; bool is not)."""
+    return dtype in INT_DTYPES or dtype == INT4
+
+
+def is_int4(dtype: str) -> bool:
+    """Whether `dtype` is int4, the packed 4-bit storage format."""
+    return dtype == INT4
 
 
 def is_bool(dtype: str) -> bool:
@@ -104,7 +118,8 @@ def bits(dtype: str) -> int:
 
 
 def itemsize(dtype: str) -> int:
-    """Bytes per element (bool is stored as one byte)."""
+    """Bytes per element of a tile (bool and int4 tiles hold one element a byte; global int4
+    tensors hold two, see docs/semantics.md "int4")."""
     return max(1, _BITS[dtype] // 8)
 
 
@@ -112,6 +127,8 @@ def promote(a: str, b: str) -> str:
     """The dtype in which a binary arithmetic operation on `a` and `b` happens."""
     if is_fp8(a) or is_fp8(b):
         return promote("float32" if is_fp8(a) else a, "float32" if is_fp8(b) else b)
+    if is_int4(a) or is_int4(b):
+        return promote("int8" if is_int4(a) else a, "int8" if is_int4(b) else b)
     if a == b:
         return a
     if is_float(a) or is_float(b):
@@ -144,3 +161,13 @@ def literal_dtype(value: object) -> str:
     if isinstance(value, int):
         return "int32"
     return "float32"
+
+
+def storage_of(dtype: str, shape: Tuple[Any, ...]) -> Tuple[str, Tuple[Any, ...]]:
+    """(dtype, shape) of the array that a global tensor of `dtype` and `shape` is passed as: the
+    same, except int4, passed as int8 with the last dimension halved (element k of a row in the
+    low nibble of byte k // 2 when k is even, in the high nibble when k is odd)."""
+    if not is_int4(dtype):
+        return dtype, tuple(shape)
+    last = shape[-1]
+    return "int8", tuple(shape[:-1]) + ((last // 2) if isinstance(last, int) else last,)

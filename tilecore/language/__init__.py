@@ -22,6 +22,7 @@ from .dtypes import (  # noqa: F401,A004
     float16,
     float32,
     float64,
+    int4,
     int8,
     int16,
     int32,

@@ -44,6 +44,7 @@ uint8 = DType("uint8")
 bool = DType("bool")  # noqa: A001  (TileLang spells it T.bool)
 float8_e4m3fn = DType("float8_e4m3fn")
 float8_e5m2 = DType("float8_e5m2")
+int4 = DType("int4")  # signed 4-bit; global tensors packed two per int8 byte (docs/semantics.md "int4")
 
 DTYPE_OBJECTS = {name: globals()[name] for name in DTYPES}
 float = float32  # noqa: A001  (TileLang's T.float is float32)

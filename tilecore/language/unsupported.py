@@ -23,7 +23,6 @@ UNSUPPORTED_DTYPES = (
     "float4_e2m1fn",
     "float6_e2m3fn",
     "float6_e3m2fn",
-    "int4",
     "uint4",
     "uint16",
     "uint32",

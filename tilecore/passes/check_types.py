@@ -46,6 +46,8 @@ GEMM_ACCUMULATORS: Dict[str, Tuple[str, ...]] = {
     # fp8 products are exact in float32 (docs/semantics.md "fp8")
     "float8_e4m3fn": ("float32", "float64"),
     "float8_e5m2": ("float32", "float64"),
+    # int4 tiles multiply as int8 ones (docs/semantics.md "int4")
+    "int4": ("int32", "int64"),
 }
 
 BLOCK_LOCAL_SCOPES = ("shared", "fragment", "local", "var")

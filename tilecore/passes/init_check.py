@@ -88,7 +88,8 @@ def _reads(s: N.Stmt) -> Iterator[Tuple[N.Buffer, str]]:
             yield b, "the grid"
 
 
-def _writes(s: N.Stmt) -> Iterator[N.Buffer]:
+def buffers_written(s: N.Stmt) -> Iterator[N.Buffer]:
+    """The buffers statement `s` itself writes (a store's, a tile operation's destination)."""
     if isinstance(s, N.Store):
         yield s.buffer
     elif isinstance(s, (N.Copy, N.Fill, N.Atomic)):
@@ -121,7 +122,7 @@ def uninitialized_reads(func: N.PrimFunc) -> List[Tuple[N.Buffer, N.Stmt, str]]:
                 visit(s.else_body, True)
             elif isinstance(s, (N.For, N.Parallel, N.Kernel)):
                 visit(s.body, guarded)
-            for buffer in _writes(s):
+            for buffer in buffers_written(s):
                 written.add(buffer.name)
 
     visit(func.body, False)

@@ -2,7 +2,7 @@
 
 Guarantees:
 * core passes run in this order, with the named points between them:
-    after_parse   fragment_extents   check_types   after_check   simplify   after_simplify
+    after_parse   fragment_extents   check_types   int4_storage   after_check   simplify   after_simplify
     bounds   after_bounds   check_features  loops  memory_plan
     layout_inference   after_layout   before_codegen
   (check_features runs after bounds because a proven copy no longer needs the
@@ -178,6 +178,7 @@ def default_pipeline() -> Pipeline:
     from .check_features import check_features
     from .check_types import check_types
     from .fragment_extents import fragment_extents
+    from .int4_storage import int4_storage
     from .layout_inference import layout_inference
     from .loops import loops
     from .memory_plan import memory_plan
@@ -188,6 +189,7 @@ def default_pipeline() -> Pipeline:
             ("point", "after_parse"),
             ("pass", fragment_extents),
             ("pass", check_types),
+            ("pass", int4_storage),
             ("point", "after_check"),
             ("pass", simplify),
             ("point", "after_simplify"),

@@ -132,6 +132,7 @@ def random_inputs(kernel, seed: int = 0) -> List[Any]:
     overflow), bools random. A dynamic dimension has no size to draw: pass the
     inputs yourself.
     """
+    from ..ir.types import is_int4, storage_of
     from ..runtime.arrays import numpy_dtype
     from ..testing import to_device
 
@@ -146,14 +147,17 @@ def random_inputs(kernel, seed: int = 0) -> List[Any]:
                 f"dimension(s) {', '.join(dynamic)}, so the profiler cannot make inputs "
                 f"for it; pass them (input_tensors=... or tilecore.bench(kernel, *arrays))"
             )
-        shape = tuple(int(d) for d in param.shape)
-        if param.dtype == "bool":
+        dtype, shape = storage_of(param.dtype, tuple(int(d) for d in param.shape))
+        host: np.ndarray
+        if is_int4(param.dtype):  # any byte is two int4 values (-8..7): small enough for integer GEMMs
+            host = rng.integers(-128, 128, size=shape).astype(np.int8)
+        elif param.dtype == "bool":
             host = rng.random(shape) < 0.5
         elif param.dtype.startswith(("int", "uint")):
             low = 0 if param.dtype.startswith("uint") else -4
-            host = rng.integers(low, 5, size=shape).astype(numpy_dtype(param.dtype))
+            host = rng.integers(low, 5, size=shape).astype(numpy_dtype(dtype))
         else:
-            host = rng.uniform(-1.0, 1.0, size=shape).astype(numpy_dtype(param.dtype))
+            host = rng.uniform(-1.0, 1.0, size=shape).astype(numpy_dtype(dtype))
         arrays.append(to_device(host, space, getattr(kernel, "profiler_inputs", "numpy")))
     return arrays
 

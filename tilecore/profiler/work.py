@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Optional
 
 from ..ir import nodes as N
+from ..ir.types import is_int4
 from ..runtime.arrays import numpy_dtype
 
 _INT_OPS: Dict[str, Callable[[int, int], int]] = {
@@ -134,6 +135,6 @@ def work_of(func: N.PrimFunc, bindings: Optional[Dict[str, int]] = None) -> Work
             size *= value
         if nbytes is None:
             break
-        nbytes += size * numpy_dtype(param.dtype).itemsize
+        nbytes += size // 2 if is_int4(param.dtype) else size * numpy_dtype(param.dtype).itemsize  # int4: packed
     dtype = gemm_dtype or (func.params[0].dtype if func.params else "float32")
     return Work(flops if gemm_dtype else None, nbytes, dtype)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Dict, List, Optiona
 
 from ..diagnostics import TileError, user_facing
 from ..ir import nodes as N
+from ..ir.types import is_int4
 
 if TYPE_CHECKING:
     from .api import JITFunction
@@ -168,6 +169,8 @@ class EagerJITFunction:
                     f"got {type(bound.arguments.get(name)).__name__}"
                 )
             shape = tuple(tensors[name].shape)
+            if is_int4(str(ttype.dtype)) and shape:  # passed packed: two values a byte along the last dimension
+                shape = shape[:-1] + (2 * int(shape[-1]),)
             if len(shape) != len(ttype.shape):
                 raise TileError(
                     f"{self.__name__}(): '{name}' is declared with {len(ttype.shape)} "

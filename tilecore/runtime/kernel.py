@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, Optional
 
 import numpy as np
 
-from ..diagnostics import TileError, TileRuntimeError, hide_internal_frames
+from ..diagnostics import TileError, TileRuntimeError, UnsupportedFeatureError, hide_internal_frames
 from ..ir import nodes as N
+from ..ir.types import is_int4, storage_of
 from . import arrays
 
 if TYPE_CHECKING:
@@ -23,6 +24,8 @@ Args = Tuple[Any, ...]  # a call's arrays
 Signature = Tuple[Any, ...]  # _signature of each argument (hashable)
 Plan = Callable[[Args], Any]  # runs a call of a remembered signature, returns its outputs
 Allocators = Tuple[Tuple[int, Callable[[], Any]], ...]  # (parameter index, allocate) per output
+# what an int4 tensor is passed as (docs/semantics.md "int4"), said in argument errors
+_PACKED_NOTE = " (int4 values packed two per byte along the last dimension)"
 
 
 def normalize_out_idx(
@@ -61,7 +64,18 @@ def output_params(func: N.PrimFunc, out_idx: Any) -> Tuple[int, ...]:
                 f"out_idx names parameter {j} of {func.name!r}, the scalar parameter {name!r}; "
                 f"outputs are tensors the kernel allocates"
             )
-    return tuple(j - sum(position < j for position in scalars) for j in full)
+    indices = tuple(j - sum(position < j for position in scalars) for j in full)
+    for j in indices:
+        if is_int4(func.params[j].dtype):
+            param = func.params[j]
+            raise UnsupportedFeatureError(
+                "tilecore",
+                f"the int4 output {param.name!r} (int4 tensors are read-only: two values share a byte); "
+                "return an int8 tensor and pack it on the host",
+                param.span,
+                func.source,
+            )
+    return indices
 
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
@@ -596,15 +610,17 @@ class Kernel:
                         f"{first_device[1]}; all arguments must be on one device",
                         param,
                     )
-            if info.dtype != param.dtype:
-                raise self._param_error(f"{where(param)}: expected dtype {param.dtype}, got {info.dtype}", param)
+            want_dtype, want_shape = storage_of(param.dtype, param.shape)
+            packed = _PACKED_NOTE if is_int4(param.dtype) else ""
+            if info.dtype != want_dtype:
+                raise self._param_error(f"{where(param)}: expected dtype {want_dtype}{packed}, got {info.dtype}", param)
             if len(info.shape) != param.ndim:
                 raise self._param_error(
-                    f"{where(param)}: expected a {param.ndim}-D array of shape {_shape_text(param.shape)}, "
-                    f"got a {len(info.shape)}-D array of shape {tuple(info.shape)}",
+                    f"{where(param)}: expected a {param.ndim}-D array of shape {_shape_text(want_shape)}"
+                    f"{packed}, got a {len(info.shape)}-D array of shape {tuple(info.shape)}",
                     param,
                 )
-            for axis, (want, got) in enumerate(zip(param.shape, info.shape)):
+            for axis, (want, got) in enumerate(zip(want_shape, info.shape)):
                 if isinstance(want, N.Var):
                     if want.name in bindings and bindings[want.name] != got:
                         raise self._param_error(
@@ -621,8 +637,8 @@ class Kernel:
                     bound_by.setdefault(want.name, (param.name, axis))
                 elif want != got:
                     raise self._param_error(
-                        f"{where(param)}: expected shape {_shape_text(param.shape)}, got {tuple(info.shape)} "
-                        f"(dimension {axis} must be {want}, not {got})",
+                        f"{where(param)}: expected shape {_shape_text(want_shape)}{packed}, got "
+                        f"{tuple(info.shape)} (dimension {axis} must be {want}, not {got})",
                         param,
                     )
             # flat offsets of dynamically shaped arrays are computed at the index width too

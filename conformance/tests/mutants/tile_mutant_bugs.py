@@ -16,7 +16,7 @@ import dataclasses
 import numpy as np
 
 from tilecore.ir import nodes as N
-from tilecore.ir.types import bits, is_float, is_fp8, is_int
+from tilecore.ir.types import bits, is_float, is_fp8, is_int, is_int4
 from tilecore.ir.visitor import Transformer, walk
 
 INT_RANGES = {
@@ -169,6 +169,48 @@ class _Fp8Saturates(Transformer):
         if is_fp8(s.buffer.dtype) and s.value.dtype != s.buffer.dtype:
             return dataclasses.replace(s, value=self._fix(s.value, s.buffer.dtype))
         return s
+
+
+# ----------------------------------------------------------------------------- int4
+
+
+class _Int4NibblesSwapped(Transformer):
+    """Packed int4 tensors unpacked high nibble first (element 2j of a row read from bits 4-7 of
+    byte j, element 2j + 1 from bits 0-3): the core rewrite's nibble unpack with its shift
+    mirrored. The reference keeps int4 (it unpacks arguments itself), so a kernel it is to run is
+    first rewritten as every other backend receives it (passes/int4_storage.py)."""
+
+    def visit(self, node):
+        if isinstance(node, N.PrimFunc) and any(is_int4(p.dtype) for p in node.params):
+            from tilecore.passes.int4_storage import Int4StoragePass
+            from tilecore.passes.pipeline import PassContext
+
+            node = Int4StoragePass()(node, PassContext(source=node.source))
+        return super().visit(node)
+
+    @staticmethod
+    def _packed_byte(e) -> bool:
+        load = e.value if isinstance(e, N.Cast) else None
+        return isinstance(load, N.Load) and load.buffer.scope == "global" and load.buffer.dtype == "int8"
+
+    @staticmethod
+    def _nibble_shift(e) -> bool:  # (k % 2) * 4, maybe cast to int32
+        e = e.value if isinstance(e, N.Cast) else e
+        return (
+            isinstance(e, N.BinOp)
+            and e.op == "*"
+            and isinstance(e.a, N.BinOp)
+            and e.a.op == "%"
+            and isinstance(e.a.b, N.Const)
+            and e.a.b.value == 2
+        )
+
+    def visit_BinOp(self, e):
+        shift = e.a if isinstance(e.a, N.BinOp) and e.a.op == ">>" else None
+        if e.op != "&" or shift is None or not (self._packed_byte(shift.a) and self._nibble_shift(shift.b)):
+            return e
+        mirrored = N.BinOp("-", _c(4, shift.b.dtype), shift.b, shift.b.dtype)
+        return dataclasses.replace(e, a=dataclasses.replace(shift, b=mirrored))
 
 
 # ----------------------------------------------------------------------------- while loops
@@ -624,6 +666,7 @@ def _ir_bugs(func):
         "narrow-atomics-race": _NarrowAtomicsRace(bv),
         "atomic": _LoseBlockZeroAtomics(bv[0]),
         "fp8-saturates": _Fp8Saturates(),
+        "int4-nibbles-swapped": _Int4NibblesSwapped(),
         "while-exits-early": _WhileExitsEarly(),
         "scalar-lost": _ScalarArgumentLost(func),
         "macro-copy-reused": _InlinedCopyReused(),
@@ -658,6 +701,7 @@ IR_BUGS = {
     "axis": "reductions run along the other axis",
     "transpose": "T.gemm ignores transpose_A / transpose_B",
     "fp8-saturates": "conversions into fp8 saturate at the largest finite value instead of giving NaN / inf",
+    "int4-nibbles-swapped": "packed int4 tensors read high nibble first (element 2j from bits 4-7 of byte j)",
     "while-exits-early": "`while a < b` tests a + 1 < b (one iteration too few)",
     "scalar-lost": "scalar kernel parameters read as 0 (never packed into the launch)",
     "macro-copy-reused": "a macro called twice runs its first call's code twice (code cached by source position)",

@@ -98,9 +98,10 @@ def make_backend() -> Backend:
     from tilecore.ir.version import TILE_IR_VERSION
     from tilecore.language.features import ALL_FEATURES
 
-    # fp8: held as uint8 bits with exact conversions by the shared SIMT lowering (tilecore.lowering.fp8)
+    # fp8: held as uint8 bits with exact conversions by the shared SIMT lowering (tilecore.lowering.fp8);
+    # int4: the core pass int4_storage hands this backend packed int8 tensors and int8 tiles
     dtypes = frozenset(
-        {"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"}
+        {"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool", "int4"}
         | set(FP8_DTYPES)
     )
     gemm = set()

@@ -51,7 +51,8 @@ def make_backend() -> Backend:
         ir_versions=(TILE_IR_VERSION,),
         capabilities=Capabilities(
             features=frozenset(ALL_FEATURES | {"while_loop"}) - frozenset(UNSUPPORTED),
-            dtypes=frozenset(VECTOR_DTYPES),
+            # int4: the core pass int4_storage hands the NPU packed int8 tensors and int8 tiles
+            dtypes=frozenset(VECTOR_DTYPES) | {"int4"},
             gemm_dtypes=gemm_dtype_pairs(),
             max_shared_memory=cfg.scratchpad_bytes,
             max_fragment_memory=cfg.scratchpad_bytes,

@@ -1,5 +1,7 @@
 """`tilelang.utils.tensor`: array helpers of TileLang's host code."""
 
+from types import SimpleNamespace
+
 from ..host import TensorSupplyType  # noqa: F401
 from ..testing import torch_assert_close  # noqa: F401
 
@@ -17,10 +19,14 @@ def get_tensor_supply(supply_type=TensorSupplyType.Integer):
     [-1, 1) (integers in [-2, 3), unsigned in [0, 3)), Normal/Randn standard normal, Zero, One."""
     import torch
 
-    from ....ir.types import is_float
+    from ....ir.types import is_float, is_int4
 
     def make(param):
         shape = [int(d) for d in param.shape]  # a T.dynamic dim has no size: int() raises
+        if is_int4(str(param.dtype)):  # the packed int8 tensor of int4 values drawn as int8 ones
+            from ....testing import pack_int4
+
+            return pack_int4(make(SimpleNamespace(shape=param.shape, dtype="int8")))
         dtype = map_torch_type(param.dtype)
         floating = is_float(str(param.dtype))
         if supply_type == TensorSupplyType.Zero:
