@@ -2,7 +2,8 @@
 # Session 14's H200 calls, one step list per call (STEPS), each step writing under $OUT:
 #   install   tilecore and the plugins into /tmp/site-main (once per fresh machine)
 #   timing    session 12's failing GPU test alone, with its whole traceback
-#   gpu       every GPU test, nothing beside it
+#   gpu       every GPU test, nothing beside it (-v and a faulthandler timeout: a test that never ends
+#             is named, with its stack)
 #   gpuconf   every GPU test and, beside it, cuda conformance's execute tier at seed $SEED (100 programs)
 #   quick     TileLang's quickstart GEMM: no WS / WS / WS with two blocks per SM (h200_s13_quickstart.sh)
 #   fixed     the GPU tests fixed this session (while loop, timing, single-tile TMA) and the per-thread
@@ -25,17 +26,17 @@ for step in ${STEPS:-install timing gpu}; do
     timeout ${TIMING_S:-150} python3 -m pytest -q -p no:cacheprovider -m gpu -rfE --tb=long plugins/tile-cuda/tests/test_timing.py > "$OUT/test_timing.txt" 2>&1
     echo "test_timing rc $?"; tail -3 "$OUT/test_timing.txt";;
   gpu)
-    timeout ${GPU_S:-360} python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 -rfE --durations=15 plugins/tile-cuda/tests tests/test_runtime_gpu.py > "$OUT/gpu_tests.txt" 2>&1
+    timeout ${GPU_S:-360} python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=120 -m gpu -n 8 -v -rfE --durations=15 plugins/tile-cuda/tests tests/test_runtime_gpu.py > "$OUT/gpu_tests.txt" 2>&1
     echo "gpu tests rc $?"; grep -E "passed|failed|FAILED|ERROR" "$OUT/gpu_tests.txt" | tail -15;;
   gpuconf)
-    (timeout ${GPU_S:-330} python3 -m pytest -q -p no:cacheprovider -m gpu -n 9 -rfE --durations=15 plugins/tile-cuda/tests tests/test_runtime_gpu.py > "$OUT/gpu_tests.txt" 2>&1; echo "rc $?" >> "$OUT/gpu_tests.txt") &
+    (timeout ${GPU_S:-330} python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=120 -m gpu -n 9 -v -rfE --durations=15 plugins/tile-cuda/tests tests/test_runtime_gpu.py > "$OUT/gpu_tests.txt" 2>&1; echo "rc $?" >> "$OUT/gpu_tests.txt") &
     gpu=$!
     (TILECORE_CACHE_DIR=/tmp/s14-conf timeout ${GPU_S:-330} python3 -m tilecore.cli conformance cuda --examples 100 --seed ${SEED:-57575} --no-progress --jobs 6 --max-shrinks 2 --report "$OUT/conformance_cuda_seed${SEED:-57575}.json" > "$OUT/conformance.txt" 2>&1; echo "rc $?" >> "$OUT/conformance.txt") &
     conf=$!
     wait $gpu $conf
     grep -E "passed|failed|FAILED|ERROR|^rc" "$OUT/gpu_tests.txt" | tail -15; tail -6 "$OUT/conformance.txt";;
   fixed)
-    timeout 150 python3 -m pytest -q -p no:cacheprovider -p no:benchmark -m gpu -n 4 -v -rfE --tb=short \
+    timeout 150 python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=60 -p no:benchmark -m gpu -n 4 -v -rfE --tb=short \
       plugins/tile-cuda/tests/test_gpu.py::test_while_loops_match_the_reference plugins/tile-cuda/tests/test_timing.py \
       plugins/tile-cuda/tests/test_tma.py::test_tma_single_tile_gemm_first tests/test_simt.py ${EXTRA_TESTS:-} > "$OUT/fixed_tests.txt" 2>&1
     echo "fixed tests rc $?"; tail -4 "$OUT/fixed_tests.txt"
