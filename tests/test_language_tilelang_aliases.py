@@ -142,6 +142,16 @@ def test_atomic_add_return_prev_is_unsupported_and_a_bad_order_is_named():
             with T.Kernel(1) as bx:
                 T.atomic_add(S[0], 1.0, return_prev=True)
 
+    # TileLang's form that uses the old value names the feature too (not "a statement has no value")
+    with pytest.raises(UnsupportedFeatureError, match=r"atomic_add\(\.\.\., return_prev=True\)") as got:
+
+        @T.prim_func
+        def taken(S: T.Tensor((1,), "float32"), P: T.Tensor((1,), "float32")):
+            with T.Kernel(1) as bx:
+                P[0] = T.atomic_add(S[0], 1.0, return_prev=True)
+
+    assert got.value.span is not None and "P[0] = T.atomic_add" in str(got.value)
+
     with pytest.raises(TileCompileError, match="memory_order must be one of"):
 
         @T.prim_func
@@ -199,3 +209,21 @@ def test_tensor_subscript_spelling_and_a_bare_dynamic_dim():
 
     x = np.arange(10, dtype=np.float32).reshape(5, 2)
     np.testing.assert_array_equal(eager_sum(x), x.sum(axis=1))
+
+
+@pytest.mark.parametrize("name", ["shfl_xor", "shfl_sync", "warp_reduce_sum", "ballot_sync", "get_lane_idx"])
+def test_warp_level_primitives_are_named_as_unsupported_at_the_line(name):
+    """TileLang's warp shuffles, votes and warp reductions are refused by name, with the portable way
+    (shared memory in statement lockstep), not as an unknown attribute."""
+    from tilecore.diagnostics import UnsupportedFeatureError
+
+    assert not hasattr(T, name)
+    with pytest.raises(UnsupportedFeatureError, match=f"T.{name}: warp-level primitives") as got:
+
+        @T.prim_func
+        def k(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                t = T.get_thread_binding()
+                B[t] = getattr(T, name)(A[t], 1)
+
+    assert "T.alloc_shared" in str(got.value) and got.value.span is not None

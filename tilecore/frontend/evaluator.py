@@ -585,6 +585,13 @@ class Evaluator(Dispatcher):
         """A T.* call in expression position."""
         handler = getattr(self, "expr_op_" + name, None)
         if handler is None:
+            if name.startswith("atomic_") and any(
+                k.arg == "return_prev" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+                for k in node.keywords
+            ):  # `old = T.atomic_add(x, 1, return_prev=True)`: named as the missing feature
+                raise UnsupportedFeatureError(
+                    "tilecore", f"T.{name}(..., return_prev=True) (the old value)", self.span(node), self.source
+                )
             raise self.error(self.misplaced_intrinsic(name), node)
         python_impl = getattr(func, "__tile_python__", None)
         if python_impl is not None and not node.keywords:

@@ -1,7 +1,7 @@
 """TileLang names tilecore deliberately does not provide, each with the reason.
 
-Two kinds: TileLang dtypes the language does not have (listed here), and TileLang
-primitives that program one vendor's hardware directly. The core names no vendor's
+Three kinds: TileLang dtypes the language does not have and TileLang's warp-level primitives
+(both listed here), and TileLang primitives that program one vendor's hardware directly. The core names no vendor's
 primitive: a backend plugin declares the ones of its hardware in its `Backend.tilelang`
 (`tilecore.plugin.TileLangNames.primitives`, with a note saying what to write instead),
 and `T.<name>` looks them up among the installed backends. A kernel using one gets an
@@ -30,6 +30,37 @@ UNSUPPORTED_DTYPES = (
     "int2",
     "uint2",
     "int1",
+)
+
+# TileLang's warp-level primitives: not in the language yet (a warp's width is the hardware's, and
+# per-thread code has a portable way to exchange values), each refused with what to write instead
+WARP_PRIMITIVES = (
+    "shfl_xor",
+    "shfl_down",
+    "shfl_up",
+    "shfl_sync",
+    "sync_warp",
+    "any_sync",
+    "all_sync",
+    "ballot_sync",
+    "ballot",
+    "activemask",
+    "match_any_sync",
+    "match_all_sync",
+    "warp_reduce_sum",
+    "warp_reduce_max",
+    "warp_reduce_min",
+    "warp_reduce_bitand",
+    "warp_reduce_bitor",
+    "get_lane_idx",
+    "get_warp_idx",
+    "get_warp_idx_sync",
+    "get_warp_group_idx",
+)
+WARP_PRIMITIVE_NOTE = (
+    "warp-level primitives are not in tilecore's language yet; in per-thread code, exchange values "
+    "through a T.alloc_shared buffer (statements run in lockstep, so what one statement stores every "
+    'thread reads in the next; docs/semantics.md "Per-thread code"), or reduce a tile with T.reduce_*'
 )
 
 _looking_up = threading.local()  # a plugin being loaded may itself probe `T.<name>`: no recursion
@@ -67,6 +98,8 @@ def unsupported_name_error(name: str) -> Optional[UnsupportedPrimitiveError]:
         return UnsupportedPrimitiveError(
             "tilecore", f"the dtype T.{name} (the language's dtypes are {', '.join(DTYPES[:-1])} and {DTYPES[-1]})"
         )
+    if name in WARP_PRIMITIVES:
+        return UnsupportedPrimitiveError("tilecore", f"T.{name}: {WARP_PRIMITIVE_NOTE}")
     backend = declaring_backend(name)
     if backend is None:
         return None
