@@ -28,7 +28,7 @@ This module imports TVM at top level: import it only from backend code.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Tuple, Union
 
 import tvm
 from tvm import tirx as tx
@@ -193,27 +193,28 @@ def _exp_of_reduced(r):
     return p * r * r + r + _f(1.0)
 
 
-def _times_pow2(p, k):
-    """p * 2**k for an integral float32 k in [-152, 129], scaling in two halves.
+def _times_pow2(k, body_fn):
+    """`body_fn(scaled)` where `scaled(p)` is p * 2**k for an integral float32 k in [-152, 129],
+    scaling in two halves (two factors keep each scale a normal float, so results that are
+    subnormal or overflow to inf come out right). The lets come first, outside any select, so
+    that a statement can bind them one by one (`let_chain`)."""
 
-    Two factors keep each scale a normal float, so results that are subnormal
-    or overflow to inf come out right.
-    """
-
-    def scale(ki):
-        return _let(
-            tx.shift_right(ki, tx.const(1, "int32")),
-            lambda k1: (
-                p
-                * tx.reinterpret(  # floor(k / 2)
-                    "float32", tx.shift_left(k1 + tx.const(127, "int32"), tx.const(23, "int32"))
+    def with_ki(ki):
+        def with_k1(k1):
+            def scaled(p):
+                return (
+                    p
+                    * tx.reinterpret(  # floor(k / 2)
+                        "float32", tx.shift_left(k1 + tx.const(127, "int32"), tx.const(23, "int32"))
+                    )
+                    * tx.reinterpret("float32", tx.shift_left(ki - k1 + tx.const(127, "int32"), tx.const(23, "int32")))
                 )
-                * tx.reinterpret("float32", tx.shift_left(ki - k1 + tx.const(127, "int32"), tx.const(23, "int32")))
-            ),
-            "k1",
-        )
 
-    return _let(tx.Cast("int32", k), scale, "ki")
+            return body_fn(scaled)
+
+        return _let(tx.shift_right(ki, tx.const(1, "int32")), with_k1, "k1")
+
+    return _let(tx.Cast("int32", k), with_ki, "ki")
 
 
 def _let(value, body_fn, name="v"):
@@ -222,6 +223,20 @@ def _let(value, body_fn, name="v"):
         return body_fn(value)
     v = tx.Var(name, dtype_of(value))
     return tx.Let(v, value, body_fn(v))
+
+
+def let_chain(value) -> Tuple[List[Tuple[Any, Any]], Any]:
+    """([(var, value), ...], core): the lets at the top of `value` (and at the top of their own
+    values), in binding order, and the expression under them. A statement that binds a name to
+    `value` binds these one by one first: TVM 0.27's simplifier refuses to bind one let variable
+    twice with different ranges, which happened when a named value holding these lets was bound
+    inside a loop (gdn/example_chunk_delta_bwd.py on cpu)."""
+    binds: List[Tuple[Any, Any]] = []
+    while isinstance(value, tx.Let):
+        inner, core = let_chain(value.value)
+        binds += inner + [(value.var, core)]
+        value = value.body
+    return binds, value
 
 
 def vectorizable_exp2_f32(x):
@@ -239,7 +254,7 @@ def _exp2_body(x):
             tx.round(xc),
             lambda k: _let(
                 (xc - k) * _f(_LN2),  # xc - k is exact
-                lambda r: tx.Select(tx.isnan(x), x, _times_pow2(_exp_of_reduced(r), k)),
+                lambda r: _times_pow2(k, lambda scaled: tx.Select(tx.isnan(x), x, scaled(_exp_of_reduced(r)))),
                 "r",
             ),
             "k",
@@ -261,7 +276,7 @@ def _exp_body(x):
             tx.round(xc * _f(_LOG2E)),
             lambda k: _let(
                 xc - k * _f(0.693145751953125) - k * _f(1.428606765330187e-06),
-                lambda r: tx.Select(tx.isnan(x), x, _times_pow2(_exp_of_reduced(r), k)),
+                lambda r: _times_pow2(k, lambda scaled: tx.Select(tx.isnan(x), x, scaled(_exp_of_reduced(r)))),
                 "r",
             ),
             "k",
@@ -301,19 +316,28 @@ def vectorizable_table() -> Dict[Tuple[str, str], Callable]:
                 return _let(
                     x * x,
                     lambda x2: tx.Select(
-                        ax < _f(0.125),
-                        x
-                        * (
-                            _f(1.0)
-                            + x2
-                            * (_f(-0.33333334) + x2 * (_f(0.13333334) + x2 * (_f(-0.053968254) + x2 * _f(0.021869488))))
+                        tx.isnan(x),
+                        x,
+                        tx.Select(
+                            ax < _f(0.125),
+                            x
+                            * (
+                                _f(1.0)
+                                + x2
+                                * (
+                                    _f(-0.33333334)
+                                    + x2 * (_f(0.13333334) + x2 * (_f(-0.053968254) + x2 * _f(0.021869488)))
+                                )
+                            ),
+                            tx.Select(x < _f(0.0), _f(0.0) - big, big),
                         ),
-                        tx.Select(x < _f(0.0), _f(0.0) - big, big),
                     ),
                     "x2",
                 )
 
-            return tx.Select(tx.isnan(x), x, _let(vectorizable_exp_f32(_f(-2.0) * ax), with_e, "e"))
+            # e first (exp of NaN is NaN, and the select then takes x): every let stays outside
+            # the selects, so a statement can bind them one by one (`let_chain`)
+            return _let(vectorizable_exp_f32(_f(-2.0) * ax), with_e, "e")
 
         return _let(args[0], body, "x")
 

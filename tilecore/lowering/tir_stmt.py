@@ -37,7 +37,7 @@ from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
 from ..ir.types import is_float, is_fp8, itemsize
 from ..ir.visitor import Dispatcher
-from .intrinsics import IntrinsicTable, dtype_of
+from .intrinsics import IntrinsicTable, dtype_of, let_chain
 from .tir_expr import (
     NARROW_FLOATS,
     ExprLowerer,
@@ -450,11 +450,13 @@ class TirLowering(Dispatcher):
 
     def lower_Let(self, s: N.Let):
         v = tx.Var(s.var.name, s.var.dtype)
-        value = self.lower_expr(s.value, s.var.dtype)
+        # the lets an intrinsic's expansion put at the top of the value (intrinsics.let_chain)
+        # become binds of their own before the name's
+        binds, value = let_chain(self.lower_expr(s.value, s.var.dtype))
         self.expr.bind_let(s, v)
         r = self.index_range(s.value) if s.var.dtype in ("int32", "int64") else None
         self.set_range(s.var.name, *(r or (None, None)))
-        return tx.Bind(v, value)
+        return [tx.Bind(var, val) for var, val in binds] + [tx.Bind(v, value)]
 
     def lower_For(self, s: N.For):
         v = tx.Var(s.var.name, s.var.dtype)

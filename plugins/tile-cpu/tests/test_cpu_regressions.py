@@ -593,3 +593,31 @@ def test_pipelined_copy_from_a_tile_chosen_by_a_name_bound_in_the_loop(stages, f
     out = tilecore.compile(pick, target="cpu", out_idx=[-1])(a)
     np.testing.assert_allclose(out, want, rtol=1e-5)
     assert_matches_reference(pick, [a], backend="cpu", out_idx=[-1])
+
+
+@pytest.mark.parametrize("func", ["exp", "exp2", "sigmoid", "tanh"])
+def test_a_named_vectorizable_math_value_inside_a_loop_compiles(func):
+    """`last = g[15]; e = T.exp(last)` inside a loop, used in a T.Parallel loop: the name's value carried the
+    vectorizable expansion's lets, and TVM's simplifier refused to bind one of them twice
+    ("Binding of variable xc ... conflicts with previous binding"; TileLang's
+    gdn/example_chunk_delta_bwd.py). The lets are now binds of their own (intrinsics.let_chain)."""
+    fn = getattr(T, func)
+
+    @T.prim_func
+    def k(G: T.Tensor((2, 16), "float32"), X: T.Tensor((2, 16, 16), "float32")):
+        with T.Kernel(2) as bx:
+            g = T.alloc_shared((16,), "float32")
+            x = T.alloc_fragment((16, 16), "float32")
+            T.copy(X[bx, 0, 0], x)
+            for s in T.serial(2):
+                T.copy(G[bx, 0], g)
+                last = g[15]
+                e = fn(last)
+                for i, j in T.Parallel(16, 16):
+                    x[i, j] = x[i, j] * e
+            T.copy(x, X[bx, 0, 0])
+
+    rng = np.random.default_rng(0)
+    assert_matches_reference(
+        k, [rng.random((2, 16), dtype=np.float32), np.ones((2, 16, 16), np.float32)], backend="cpu"
+    )
