@@ -127,6 +127,27 @@ def test_float64_math_links_against_ocml():
     assert art.blobs["hsaco"][:4] == b"\x7fELF"
 
 
+@pytest.mark.parametrize("out", ["bfloat16", "float16"])
+def test_a_float64_fragment_copied_to_a_16_bit_tensor_compiles(out):
+    """The copy rounds each float64 through float32 to odd (a TIR let) and stays element by element:
+    as a vector copy TVM failed with "Let cannot bind the same var to two different values"
+    (conformance seed 58585's reduce program, shrunk)."""
+    import tilecore.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((8, 4), "float64"), Out: T.Tensor((8,), out)):
+        with T.Kernel(2, threads=128) as bx:
+            A_t = T.alloc_shared((4, 4), "float64")
+            R_t = T.alloc_fragment((4,), "float64")
+            T.fill(R_t, -2.5)
+            T.copy(A[bx * 4 : bx * 4 + 4, 0:4], A_t)
+            T.reduce_sum(A_t, R_t, dim=1, clear=False)
+            T.copy(R_t, Out[bx * 4])
+
+    art = tilecore.compile(main, target="rocm").artifact
+    assert art.blobs["hsaco"][:4] == b"\x7fELF"
+
+
 @pytest.mark.parametrize(
     "dtype,kind,instr",
     [
