@@ -589,9 +589,7 @@ class Evaluator(Dispatcher):
                 k.arg == "return_prev" and not (isinstance(k.value, ast.Constant) and not k.value.value)
                 for k in node.keywords
             ):  # `old = T.atomic_add(x, 1, return_prev=True)`: named as the missing feature
-                raise UnsupportedFeatureError(
-                    "tilecore", f"T.{name}(..., return_prev=True) (the old value)", self.span(node), self.source
-                )
+                raise self.return_prev_unsupported(name, node)
             raise self.error(self.misplaced_intrinsic(name), node)
         python_impl = getattr(func, "__tile_python__", None)
         if python_impl is not None and not node.keywords:
@@ -601,6 +599,12 @@ class Evaluator(Dispatcher):
         if name == "dtype_call":
             return self.expr_op_dtype_call(func, node)
         return handler(self.bind_arguments(func, node, name), node)
+
+    def return_prev_unsupported(self, name: str, node: ast.AST) -> UnsupportedFeatureError:
+        """The error for `T.<name>(..., return_prev=True)` (an atomic's old value), statement or value."""
+        return UnsupportedFeatureError(
+            "tilecore", f"T.{name}(..., return_prev=True) (the old value)", self.span(node), self.source
+        )
 
     @staticmethod
     def misplaced_intrinsic(name: str) -> str:

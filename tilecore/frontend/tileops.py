@@ -225,9 +225,7 @@ class TileOps(BufferViews):
 
     def atomic(self, kind: str, args, node):
         if self.py_bool(args["return_prev"], "return_prev"):
-            raise UnsupportedFeatureError(
-                "tilecore", f"T.atomic_{kind}(..., return_prev=True) (the old value)", self.span(node), self.source
-            )
+            raise self.return_prev_unsupported(f"atomic_{kind}", node)
         order = self.py_value(args["memory_order"], "memory_order")
         if order is not None and order not in MEMORY_ORDERS:
             raise self.error(
