@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 from typing import Tuple, Union
 
-from ..diagnostics import UnsupportedFeatureError
 from ..ir import nodes as N
 from ..ir.visitor import substitute
 from ..language.tensor import TensorType, normalize_policy
