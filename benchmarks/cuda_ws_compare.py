@@ -4,8 +4,8 @@ torch on fresh random data, then timed (with "t"), with cuDNN SDPA / cuBLAS in t
 Prints one JSON line. A deadlock would show as the caller's timeout, so run each configuration in its
 own process (benchmarks/results/h200-session7/README.md).
 
-    python benchmarks/cuda_ws_compare.py attn CAUSAL BM BN STAGES SEQ BATCH HEADS DTYPE [t|ws|base|tma|defer|default]
-    python benchmarks/cuda_ws_compare.py gemm N BM BN BK STAGES THREADS [t|tma|persist|default|per_sm] [DTYPE]
+    python benchmarks/cuda_ws_compare.py attn CAUSAL BM BN STAGES SEQ BATCH HEADS DTYPE [t|ws|base|tma|defer|default|mc]
+    python benchmarks/cuda_ws_compare.py gemm N BM BN BK STAGES THREADS [t|tma|persist|default|per_sm|mc] [DTYPE]
 
 With "ws" or "base" only that build runs, once (for a profiler); with "t" both are timed. With "tma"
 the warp-specialized build is timed with TMA loads ("ws_tma", option tma's default) and with the
@@ -19,7 +19,10 @@ launch grid and whether all builds gave the same bits ("same_bits"). With "defau
 tile-cuda's default options alone ("default") is timed next to cuBLAS / cuDNN. With "per_sm" (gemm)
 the build without warp specialization (wgmma_overlap's default schedule and "slack"), the
 warp-specialized one and the warp-specialized one planned
-for two blocks per SM (option ws_blocks_per_sm=2) are timed next to cuBLAS.
+for two blocks per SM (option ws_blocks_per_sm=2) are timed next to cuBLAS. With "mc" the default
+build is timed next to warp-specialized builds with TMA multicast in clusters of two blocks (option
+tma_multicast, tile_cuda/cluster.py), one and two blocks per SM, and (attention) the default build
+with and without the option.
 """
 
 from __future__ import annotations
@@ -56,6 +59,13 @@ BLOCKS_PER_SM_VARIANTS = (  # option ws_blocks_per_sm: a one-warpgroup consumer'
     ("ws", {"warp_specialize": True}),
     ("ws_2_per_sm", {"warp_specialize": True, "ws_blocks_per_sm": 2}),
 )
+MULTICAST_VARIANTS = (  # option tma_multicast (tile_cuda/cluster.py): clusters of two blocks share a stage load
+    ("default", {}),
+    ("ws_mc", {"warp_specialize": True, "tma_multicast": True}),
+    ("ws_2_per_sm", {"warp_specialize": True, "ws_blocks_per_sm": 2}),
+    ("ws_2_per_sm_mc", {"warp_specialize": True, "ws_blocks_per_sm": 2, "tma_multicast": True}),
+)
+ATTN_MULTICAST_VARIANTS = (("default", {}), ("default_mc", {"tma_multicast": True}))
 
 
 def attention(argv):
@@ -74,8 +84,13 @@ def attention(argv):
     ref = F.scaled_dot_product_attention(*(x.float() for x in heads_first), is_causal=bool(causal)).transpose(1, 2)
     row = {"kind": "attn", "causal": causal, "cfg": [bm, bn, st], "S": S, "B": B, "H": H, "dtype": dt}
     flops = 4 * B * H * S * S * D * (0.5 if causal else 1.0)
-    variants = {"tma": TMA_VARIANTS, "defer": DEFER_VARIANTS, "default": DEFAULT_VARIANTS}.get(mode, VARIANTS)
-    mode = "t" if mode in ("tma", "defer", "default") else mode
+    variants = {
+        "tma": TMA_VARIANTS,
+        "defer": DEFER_VARIANTS,
+        "default": DEFAULT_VARIANTS,
+        "mc": ATTN_MULTICAST_VARIANTS,
+    }.get(mode, VARIANTS)
+    mode = "t" if mode in ("tma", "defer", "default", "mc") else mode
     for name, opts in variants:
         if mode in ("ws", "base") and name != mode or not mode and name == "base":
             continue
@@ -84,6 +99,7 @@ def attention(argv):
         kern = tilecore.compile(func, target="cuda", out_idx=[3], **opts)
         row[name + "_compile_s"] = time.perf_counter() - t0
         row[name + "_is_ws"] = "mbar_wait" in kern.artifact.source
+        row[name + "_clusters"] = "__cluster_dims__" in kern.artifact.source
         row[name + "_tma_maps"] = len(kern.artifact.meta.get("tensor_maps", ()))
         out = kern(q, k, v)
         torch.cuda.synchronize()
@@ -112,6 +128,7 @@ def gemm(argv):
         "persist": PERSISTENT_VARIANTS,
         "default": DEFAULT_VARIANTS,
         "per_sm": BLOCKS_PER_SM_VARIANTS,
+        "mc": MULTICAST_VARIANTS,
     }
     variants = named.get(argv[6], VARIANTS) if timing else VARIANTS
     variants = tuple(v for v in variants if timing or v[0] != "base")
@@ -134,6 +151,7 @@ def gemm(argv):
         )
         art, launch, row[name + "_compile_s"] = build(func, options=opts)
         row[name + "_is_ws"] = "mbar_wait" in art.source
+        row[name + "_clusters"] = "__cluster_dims__" in art.source
         row[name + "_tma_maps"] = len(art.meta.get("tensor_maps", ()))
         row[name + "_grid"] = art.meta["grid_py"]
         builds[name] = launch

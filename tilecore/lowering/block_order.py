@@ -1,18 +1,21 @@
-"""Block launch order: the longest blocks first.
+"""Block launch order: which tile each launched block computes.
 
 Causal attention's query blocks run a main loop whose trip count grows with their block index
 (block i reads i + 1 key blocks). Launched in index order, the longest blocks come last and the
 final wave leaves most SMs idle while they finish; launched longest first, short blocks fill the
-gaps at the end. `trip_count_growth` finds such an index; the SIMT lowering runs it backwards
-(`SimtLowering.heavy_blocks_first`). Pure Python.
+gaps at the end. `trip_count_growth` finds such an index, which then runs backwards.
+
+`kernel_block_order` and `logical_blocks` describe the whole mapping (panels for L2 reuse
+included) once, for the lowering's expressions and for a backend that needs to know which launch
+indices share a tile (e.g. the blocks of one cluster). Pure Python.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..ir import nodes as N
-from ..ir.visitor import substitute, walk
+from ..ir.visitor import substitute, walk, walk_stmts
 from ..passes.simplify import as_int
 
 MAX_GRID_SCAN = 4096  # block indices evaluated one by one (`trip_count_growth`)
@@ -46,3 +49,75 @@ def trip_count_growth(k: N.Kernel) -> Optional[Tuple[int, int]]:
         if all(a <= b for a, b in zip(trips, trips[1:])) and trips[0] < trips[-1]:
             return axis, n
     return None
+
+
+class BlockOrder(NamedTuple):
+    """How a GPU kernel's launch indices become its block indices (`kernel_block_order`).
+
+    panel > 0: a 2-D grid visited in panels of `panel` block rows (block columns when `col`), so
+    that blocks running at the same time share operand tiles in L2 (T.use_swizzle, else the
+    target's `gemm_block_panel` for a kernel with a gemm). reverse_axis: that index runs
+    backwards over its `reverse_size` blocks (the longest blocks first). Neither: launch order."""
+
+    panel: int = 0
+    col: bool = False
+    reverse_axis: Optional[int] = None
+    reverse_size: int = 0
+
+
+class IndexOps(NamedTuple):
+    """The arithmetic `logical_blocks` computes with: Python ints, or a code generator's
+    expressions (`bind` names an intermediate value once)."""
+
+    floordiv: Callable[[Any, Any], Any]
+    floormod: Callable[[Any, Any], Any]
+    minimum: Callable[[Any, Any], Any]
+    bind: Callable[[Any], Any]
+
+
+INT_OPS = IndexOps(lambda a, b: a // b, lambda a, b: a % b, min, lambda a: a)
+
+
+def kernel_block_order(k: N.Kernel, gemm_block_panel: int) -> BlockOrder:
+    """The block order of kernel `k` (see BlockOrder) on a target whose gemm kernels take panels
+    of `gemm_block_panel` block rows (0: none)."""
+    hints = [s for s in k.body if isinstance(s, N.Hint) and s.kind == "use_swizzle"]
+    if len(k.grid) >= 2:
+        if hints:
+            params = dict(hints[0].params)
+        elif gemm_block_panel and len(k.grid) == 2 and any(isinstance(s, N.Gemm) for s in walk_stmts(k.body)):
+            params = {"panel_size": gemm_block_panel}
+        else:
+            params = None
+        if params is not None:
+            if not params.get("enable", True):
+                return BlockOrder()
+            return BlockOrder(panel=int(params.get("panel_size", 8)), col=params.get("order", "row") == "col")
+    growth = trip_count_growth(k)
+    if growth is not None:
+        return BlockOrder(reverse_axis=growth[0], reverse_size=growth[1])
+    return BlockOrder()
+
+
+def logical_blocks(order: BlockOrder, raw: Sequence[Any], grid: Sequence[Any], ops: IndexOps = INT_OPS) -> List[Any]:
+    """The kernel's block indices for launch indices `raw` over `grid` (both in the kernel's axis
+    order) under `order`, computed with `ops`. Panels: the launch index, linearized row-major, is cut
+    into groups of `panel` block rows; within a group consecutive blocks walk down the rows first."""
+    out = list(raw)
+    if order.panel:
+        gx, gy, bx, by = grid[0], grid[1], raw[0], raw[1]
+        if order.col:
+            gx, gy, bx, by = gy, gx, by, bx
+        panel = order.panel
+        linear = ops.bind(by * gx + bx)
+        group = ops.bind(ops.floordiv(linear, panel * gx))
+        within = ops.bind(ops.floormod(linear, panel * gx))
+        rows = ops.bind(ops.minimum(gy - group * panel, panel))
+        new_by = ops.bind(group * panel + ops.floormod(within, rows))
+        new_bx = ops.bind(ops.floordiv(within, rows))
+        if order.col:
+            new_bx, new_by = new_by, new_bx
+        out[0], out[1] = new_bx, new_by
+    elif order.reverse_axis is not None:
+        out[order.reverse_axis] = order.reverse_size - 1 - raw[order.reverse_axis]
+    return out

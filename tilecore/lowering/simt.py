@@ -38,9 +38,9 @@ from tvm.tirx.script.builder import ir as B
 from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
 from ..ir.types import is_fp8
-from ..ir.visitor import Dispatcher, walk, walk_stmts
+from ..ir.visitor import Dispatcher, walk
 from ..plugin.rules import SIMT_OPS, RuleTable
-from .block_order import trip_count_growth
+from .block_order import BlockOrder, IndexOps, kernel_block_order, logical_blocks
 from .fp8 import Fp8ExprLowerer
 from .intrinsics import IntrinsicTable, default_table, dtype_of
 from .simt_barriers import SimtBarriers
@@ -54,6 +54,9 @@ from .simt_tileops import SimtTileOps
 from .target import TargetDescription
 from .tir_expr import cast_to, involves_bfloat16
 from .uniform_select import uniform_select
+
+# the block order's arithmetic on TIR expressions (`block_order.logical_blocks`)
+TIR_INDEX_OPS = IndexOps(tx.floordiv, tx.floormod, tx.Min, B.Bind)
 
 
 @dataclass
@@ -282,52 +285,21 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         return frames
 
     def rasterize(self, k: N.Kernel):
-        """T.use_swizzle: visit 2-D grid blocks in panels of `panel_size` block rows, so that
-        blocks running at the same time share operand tiles in L2 (results are unchanged).
-        Without the hint, a kernel with a gemm and a 2-D grid takes the target's `gemm_block_panel`
-        (a 3-D grid, such as attention's over heads and batch, keeps the launch order)."""
-        hints = [s for s in k.body if isinstance(s, N.Hint) and s.kind == "use_swizzle"]
-        if len(k.grid) < 2:
-            self.heavy_blocks_first(k)
+        """Bind the kernel's block indices to the launch indices in the kernel's block order
+        (`block_order.kernel_block_order`; results are unchanged): T.use_swizzle visits 2-D grid
+        blocks in panels of `panel_size` block rows, so that blocks running at the same time share
+        operand tiles in L2; without the hint a kernel with a gemm and a 2-D grid takes the target's
+        `gemm_block_panel`; otherwise the longest blocks run first when the trip count of the
+        kernel's one pipelined loop grows with a block index and depends on nothing else (causal
+        attention's query blocks), so they are not left for the last wave."""
+        order = kernel_block_order(k, self.target.gemm_block_panel)
+        if order == BlockOrder():
             return
-        if hints:
-            params = dict(hints[0].params)
-        elif (
-            self.target.gemm_block_panel and len(k.grid) == 2 and any(isinstance(s, N.Gemm) for s in walk_stmts(k.body))
-        ):
-            params = {"panel_size": self.target.gemm_block_panel}
-        else:
-            self.heavy_blocks_first(k)
-            return
-        if not params.get("enable", True):
-            return
-        panel = int(params.get("panel_size", 8))
-        gx, gy = self.lower(k.grid[0]), self.lower(k.grid[1])
-        bx, by = self.ex.variables[k.block_vars[0].name], self.ex.variables[k.block_vars[1].name]
-        if params.get("order", "row") == "col":
-            gx, gy, bx, by = gy, gx, by, bx
-        linear = B.Bind(by * gx + bx)
-        group = B.Bind(tx.floordiv(linear, panel * gx))
-        within = B.Bind(tx.floormod(linear, panel * gx))
-        rows = B.Bind(tx.Min(gy - group * panel, panel))
-        new_by = B.Bind(group * panel + tx.floormod(within, rows))
-        new_bx = B.Bind(tx.floordiv(within, rows))
-        names = [k.block_vars[0].name, k.block_vars[1].name]
-        if params.get("order", "row") == "col":
-            new_bx, new_by = new_by, new_bx
-        self.ex.bind(names[0], new_bx)
-        self.ex.bind(names[1], new_by)
-
-    def heavy_blocks_first(self, k: N.Kernel):
-        """Launch the longest blocks first: when the trip count of the kernel's one pipelined loop
-        grows with a block index and depends on nothing else (causal attention: the query block's
-        row of the mask), that index runs backwards over the grid, so the longest blocks are not
-        left for the last wave. Results are unchanged (blocks are independent)."""
-        growth = trip_count_growth(k)
-        if growth is not None:
-            axis, size = growth
-            name = k.block_vars[axis].name
-            self.ex.bind(name, tx.IntImm("int32", size - 1) - self.ex.variables[name])
+        names = [v.name for v in k.block_vars]
+        raw = [self.ex.variables[n] for n in names]
+        grid = [self.lower(g) for g in k.grid] if order.panel else list(k.grid)
+        for name, index in zip(names, logical_blocks(order, raw, grid, TIR_INDEX_OPS)):
+            self.ex.bind(name, index)
 
     # ------------------------------------------------------------------ statements
     def emit_body(self, stmts):

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Tuple
 
 from tilecore.diagnostics import TileCompileError
 
-from . import split_k, tma, toolchain
+from . import cluster, split_k, tma, toolchain
 
 NVCC_FLAGS = [
     "-O3",
@@ -80,6 +80,9 @@ def generate_source(func, arch: str, options: Dict[str, Any], tables=None):
     if blocks > 1 and lk.plan.claims.get("warp_specialized"):
         # the register split of `warp_specialize.register_split` holds only if ptxas plans for it
         src = re.sub(r"__launch_bounds__\((\d+)\)", rf"__launch_bounds__(\1, {blocks})", src, count=1)
+    if any(info.multicast for info in lk.plan.claims.get("warp_specialized", {}).values()):
+        # TMA multicast (`cluster.py`): the blocks launch in clusters of two along x
+        src = src.replace('extern "C" __global__ void ', f'extern "C" __global__ void {cluster.CLUSTER_DIMS} ', 1)
     entry, params = parse_kernel_signature(src)
     maps = [name for kind, name in params if name in lk.plan.extra_params and name.startswith(tma.PARAM_PREFIX)]
     if maps:  # TMA tensor maps: passed by value (`tma.retype_parameters`)
@@ -103,7 +106,10 @@ def keep_first_copy(src: str, block: str) -> str:
     return src[:end] + src[end:].replace(block, "")
 
 
-_SIG = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+(?:, \d+)?\) )?(\w+)\(([^)]*)\)\s*\{')
+_SIG = re.compile(
+    r'extern "C" __global__ void (?:__cluster_dims__\([\d, ]+\) )?'
+    r"(?:__launch_bounds__\(\d+(?:, \d+)?\) )?(\w+)\(([^)]*)\)\s*\{"
+)
 
 
 def parse_kernel_signature(src: str) -> Tuple[str, List[Tuple[str, str]]]:

@@ -192,6 +192,15 @@ def make_backend() -> Backend:
                 "block whose gemm runs while the first waits); not measured yet, so 1 by default",
             ),
             Option(
+                "tma_multicast",
+                bool,
+                False,
+                "sm_90a: a warp-specialized kernel whose neighbouring blocks read one stage tile alike "
+                "(the rows of A, or the columns of B) launches in clusters of two blocks, each loading "
+                "half of that tile into both with TMA multicast, so it leaves L2 once "
+                "(tile_cuda/cluster.py); off by default until measured",
+            ),
+            Option(
                 "split_k",
                 int,
                 None,

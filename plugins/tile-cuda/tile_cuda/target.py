@@ -33,7 +33,8 @@ def cuda_target(arch: str, options: Dict[str, Any]):
     `persistent.persistent_mode`: "" off, "on", "auto") and "tma_store" (option tma_store,
     `tma_store_mode`: "auto" by default, "on", "" off: `tma_store`'s epilogue) and "ws_blocks_per_sm"
     (option ws_blocks_per_sm, 1 or 2: the warp-specialized blocks one SM holds, which the register
-    split plans for), read by tile-cuda's rules and intrinsics.
+    split plans for) and "tma_multicast" (option tma_multicast: clusters of two blocks sharing
+    stage loads, `cluster`), read by tile-cuda's rules and intrinsics.
     """
     from tilecore.lowering.target import TargetDescription
 
@@ -69,6 +70,7 @@ def cuda_target(arch: str, options: Dict[str, Any]):
             "persistent": persistent_mode(options.get("persistent", False)),
             "tma_store": tma_store_mode(options.get("tma_store")),
             "ws_blocks_per_sm": ws_blocks_per_sm(options.get("ws_blocks_per_sm", 1)),
+            "tma_multicast": bool(options.get("tma_multicast", False)),
         },
     )
 

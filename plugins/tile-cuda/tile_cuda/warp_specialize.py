@@ -40,7 +40,7 @@ Planning is pure Python; lowering imports TVM when the rules run.
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple, Union
 
 from tilecore.ir import nodes as N
 from tilecore.ir.visitor import walk, walk_stmts
@@ -49,6 +49,7 @@ from tilecore.lowering.simt_layout import MmaLayout, RowLayout
 from tilecore.lowering.simt_pipeline import pipeline_copies
 from tilecore.plugin.rules import LoweringRule
 
+from . import cluster as CL
 from . import persistent as P
 from . import tma_store
 from .target import has_wgmma
@@ -120,6 +121,7 @@ class WsLoop(NamedTuple):
     deferred: Optional[DeferredGemm] = None  # the second gemm runs on into the next iteration (option defer_gemm)
     persistent: Optional[P.PersistentGrid] = None  # option persistent: the blocks loop over the tiles
     tma_store: Optional[tma_store.TmaStore] = None  # option tma_store: the epilogue's TMA stores
+    multicast: Optional[CL.Multicast] = None  # option tma_multicast: clusters of two share these loads
 
 
 def ws_enabled(target, threads: int) -> bool:
@@ -237,10 +239,13 @@ class WarpSpecializedPipeline(LoweringRule):
         if tma_enabled(ctx.target):
             found = found._replace(tma=plan_tma(ctx.plan, ctx.target, found.copies))
         found = _plan_schedule_options(ctx, found)
+        found = _plan_multicast(ctx, found)
         ctx.plan.claimed(self.name)[id(found.loop)] = found
         ctx.plan.device_sources.append(WS_LIB)
         if any(found.tma) or found.tma_store:
             ctx.plan.device_sources.append(TMA_LIB)
+        if found.multicast:
+            ctx.plan.device_sources.append(CL.CLUSTER_LIB)
         if found.tma_store:
             tma_store.claim(ctx.plan, found.tma_store)
         ctx.plan.notes.append(
@@ -292,6 +297,24 @@ def _plan_schedule_options(ctx, found: WsLoop) -> WsLoop:
             found = found._replace(tma_store=store)
             ctx.plan.notes.append(f"TMA store: the epilogue through a {store.bytes}-byte staging tile")
     return found
+
+
+def _plan_multicast(ctx, found: WsLoop) -> WsLoop:
+    """`found` with its cluster launch (option tma_multicast, `cluster.py`) where the kernel
+    qualifies; the multicast loads' halved tensor maps replace their TMA claims."""
+    if not CL.multicast_enabled(ctx.target) or not any(found.tma):
+        return found
+    planned: Union[Tuple[CL.Multicast, Tuple[Optional[TmaCopy], ...]], str] = "the kernel is persistent"
+    if found.persistent is None:
+        planned = CL.plan_multicast(ctx.func.kernel, found.loop, found.copies, found.tma, ctx.target)
+    if isinstance(planned, str):
+        ctx.plan.notes.append(f"TMA multicast: no: {planned}")
+        return found
+    multicast, loads = planned
+    for i in multicast.copies:
+        ctx.plan.claimed(TMA_CLAIM)[id(found.copies[i])] = loads[i]
+    ctx.plan.notes.append(CL.describe(multicast, found.copies))
+    return found._replace(tma=loads, multicast=multicast)
 
 
 def plan_tma(plan, target, copies) -> Tuple[Optional[TmaCopy], ...]:
@@ -392,12 +415,16 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
             for c in range(C):
                 # a TMA copy's full barrier waits for one arrival (with its bytes), cp.async's for every thread
                 arrivals = 1 if info.tma and info.tma[c] else PRODUCER_THREADS
+                # a multicast stage is empty once the consumer warps of every block of the cluster read it
+                releases = T // 32 * (CL.CLUSTER if _multicast(info, c) else 1)
                 for s in range(S):
                     _call(lowering, "tc::mbar_init", _full(barriers, C, S, c, s), tx.IntImm("int32", arrivals))
-                    _call(lowering, "tc::mbar_init", _empty(barriers, C, S, c, s), tx.IntImm("int32", T // 32))
+                    _call(lowering, "tc::mbar_init", _empty(barriers, C, S, c, s), tx.IntImm("int32", releases))
             if any(info.tma):
                 _call(lowering, "tc::fence_mbar_init")
     lowering.instruction("barrier")  # the whole block, producer included
+    if info.multicast:  # the other block's loads and arrivals may target this block's mbarriers now
+        _call(lowering, "tc::cluster_sync")
     whole_block = lowering.intrinsics[("barrier", None)]
     consumer_regs, launch_regs = register_split(T, lowering.target.prop("ws_blocks_per_sm", 1))
     with B.If(lowering.thread < T):
@@ -418,6 +445,8 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
                 _call(lowering, f"tc::regs_decrease<{PRODUCER_REGISTERS}>")
             lowering.intrinsics[("barrier", None)] = whole_block
             emit_producer(lowering, info, barriers)
+    if info.multicast:  # no block exits while the other may still arrive on its mbarriers
+        _call(lowering, "tc::cluster_sync")
     for fr in reversed(frames):
         fr.__exit__(None, None, None)
 
@@ -483,11 +512,11 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
                 for ci, c in enumerate(info.copies):
                     if tma[ci] is not None:
                         if all(tma):  # the whole loop already runs on the elected thread
-                            _issue_tma(lowering, tma[ci], barriers, C, S, ci, g)
+                            _issue_tma(lowering, info, barriers, ci, g)
                             continue
                         with B.If(elected):
                             with B.Then():
-                                _issue_tma(lowering, tma[ci], barriers, C, S, ci, g)
+                                _issue_tma(lowering, info, barriers, ci, g)
                         continue
                     with B.If(g >= S):
                         with B.Then():  # the buffer's previous use (phase g/S - 1) is over
@@ -519,32 +548,61 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
             lowering.stage.pop(c.dst.buffer.name, None)
 
 
-def _issue_tma(lowering, t, barriers, C, S, ci, j) -> None:
-    """Copy `t` into stage j % S (j: the ring's iteration) by its elected thread: wait until the
-    buffer is empty, announce the stage's bytes on its full mbarrier, issue one TMA load per box
-    (coordinates innermost first; TMA fills the elements outside the tensor with zeros)."""
+def _multicast(info: WsLoop, ci: int) -> bool:
+    """Whether stage copy ci is loaded for both blocks of a cluster (option tma_multicast)."""
+    return info.multicast is not None and ci in info.multicast.copies
+
+
+def _issue_tma(lowering, info: WsLoop, barriers, ci, j) -> None:
+    """Copy ci (a TMA load) into stage j % S (j: the ring's iteration) by its elected thread: wait
+    until the buffer is empty, announce the stage's bytes on its full mbarrier, issue one TMA load
+    per box (coordinates innermost first; TMA fills the elements outside the tensor with zeros).
+    A multicast copy loads this block's half of each box (rows rank * half ..) into both blocks
+    of the cluster; the other block's half completes on this block's full mbarrier."""
     from tvm import tirx as tx
 
     from tilecore.lowering.tir_expr import cast_to
 
+    t, C, S = info.tma[ci], len(info.copies), info.stages
+    assert t is not None
+    multicast = _multicast(info, ci)
     stage = tx.floormod(j, S)
-    _wait_empty(lowering, barriers, C, S, ci, j)
+    _wait_empty(lowering, barriers, C, S, ci, j, multicast)
     _call(lowering, "tc::mbar_expect_tx", _full(barriers, C, S, ci, stage), tx.IntImm("int32", t.bytes))
     starts = [lowering.lower(st) for st in t.copy.src.starts]
     dst = t.copy.dst.buffer
     view, numel = lowering.views[dst.name], lowering.plan.layout[dst.name].numel
+    rank = _helper_value(lowering, "tc::cluster_rank") if multicast else None
     for box in t.layout.boxes:
+        row, elem = box.row, box.smem_elem
+        if multicast:  # this block's half of the box
+            row, elem = CL.rank_box(box, rank, t.layout.box_rows, t.layout.box_cols)
         coords = list(starts)
-        coords[t.row_axis] = coords[t.row_axis] + box.row
+        coords[t.row_axis] = coords[t.row_axis] + row
         coords[t.col_axis] = coords[t.col_axis] + box.col
         coords = [cast_to(c, "int32") for c in reversed(coords)]
-        at = tx.address_of(tx.BufferLoad(view, [stage * numel + box.smem_elem]))
+        at = tx.address_of(tx.BufferLoad(view, [stage * numel + elem]))
         map_ = lowering.param_vars[t.spec.param]
-        _call(lowering, f"tc::tma_load<{len(coords)}>", at, map_, _full(barriers, C, S, ci, stage), *coords)
+        bar = _full(barriers, C, S, ci, stage)
+        if multicast:
+            mask = tx.IntImm("int32", (1 << CL.CLUSTER) - 1)
+            _call(lowering, f"tc::tma_load_multicast<{len(coords)}>", at, map_, bar, mask, *coords)
+        else:
+            _call(lowering, f"tc::tma_load<{len(coords)}>", at, map_, bar, *coords)
 
 
-def _wait_empty(lowering, barriers, C, S, ci, j) -> None:
-    """Wait until copy ci's buffer of stage j % S is empty (its previous use, phase j / S - 1, is over)."""
+def _helper_value(lowering, name):
+    """The value of helper `name` (an int), bound to a name once."""
+    from tvm.tirx.script.builder import ir as B
+
+    from .intrinsics import helper_call
+
+    return B.Bind(helper_call(lowering, name, ret="int32"))
+
+
+def _wait_empty(lowering, barriers, C, S, ci, j, multicast: bool = False) -> None:
+    """Wait until copy ci's buffer of stage j % S is empty (its previous use, phase j / S - 1, is
+    over); for a multicast copy, in both blocks of the cluster (cluster-scope acquire)."""
     from tvm import tirx as tx
     from tvm.tirx.script.builder import ir as B
 
@@ -552,10 +610,18 @@ def _wait_empty(lowering, barriers, C, S, ci, j) -> None:
         with B.Then():
             _call(
                 lowering,
-                "tc::mbar_wait",
+                "tc::mbar_wait_cluster" if multicast else "tc::mbar_wait",
                 _empty(barriers, C, S, ci, tx.floormod(j, S)),
                 tx.floormod(tx.floordiv(j, S) + 1, 2),
             )
+
+
+def release_stage(lowering, info: WsLoop, barriers, ci, stage) -> None:
+    """This consumer warp is done with copy ci's buffer of `stage` for this iteration: it arrives
+    on the buffer's empty mbarrier (a multicast copy's in every block of the cluster)."""
+    C, S = len(info.copies), info.stages
+    helper = "tc::mbar_arrive_warp_cluster" if _multicast(info, ci) else "tc::mbar_arrive_warp"
+    _call(lowering, helper, _empty(barriers, C, S, ci, stage))
 
 
 def emit_consumer_loop(lowering, info: WsLoop, barriers) -> None:
@@ -604,7 +670,7 @@ def emit_consumer_loop(lowering, info: WsLoop, barriers) -> None:
                 lowering.emit_stmt(s)
             for ci, (_first, last) in enumerate(readers):
                 if last == i:  # this warp is done with the buffer for this iteration
-                    _call(lowering, "tc::mbar_arrive_warp", _empty(barriers, C, S, ci, stage))
+                    release_stage(lowering, info, barriers, ci, stage)
     lowering.intrinsics[("barrier", None)] = consumer_barrier
     for c in info.copies:
         lowering.stage.pop(c.dst.buffer.name, None)

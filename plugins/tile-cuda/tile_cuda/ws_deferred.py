@@ -144,7 +144,7 @@ def emit_deferred_loop(lowering, info, barriers) -> None:
         )
 
     def empty(ci, k):
-        ws._call(lowering, "tc::mbar_arrive_warp", ws._empty(barriers, C, S, ci, tx.floormod(k, S)))
+        ws.release_stage(lowering, info, barriers, ci, tx.floormod(k, S))
 
     def turn():
         if info.pingpong:

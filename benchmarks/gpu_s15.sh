@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Session 15's GPU calls, one step list per call (STEPS), each step writing under $OUT. Run from the
+# repository root after the stage's install (`source .gpu/b/install.sh`), OUT set.
+#   install   tilecore, tile-cpu, tile-cuda and conformance into /tmp/site-main
+#   check     each GPU test session 14 fixed, alone (one never finished there: which?), the int4 GEMM
+#             and the TMA-multicast tests (tile_cuda/cluster.py), each with -v and a stack dump at 60 s
+#   mc        TMA multicast timed: TileLang's quickstart GEMM and the bar GEMM / attention configs,
+#             default build next to clusters of two (cuda_ws_compare.py mode "mc"), ROUNDS rounds
+#   gpu       every GPU test, -n 10, a test that never ends named with its stack
+set -u
+mkdir -p "$OUT"
+export PYTHONPATH=/tmp/site:/tmp/site-main TILECORE_CACHE_DIR=${TILECORE_CACHE_DIR:-/tmp/s15-cache}
+for step in ${STEPS:-install check}; do
+  case $step in
+  install)
+    python3 -m pip install -q --no-deps --no-build-isolation --target /tmp/site-main ./ ./plugins/tile-cpu \
+      ./plugins/tile-cuda ./conformance > /tmp/pip-main.log 2>&1
+    echo "install rc $?"
+    { git log -1 --format=%H 2>/dev/null; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } > "$OUT/env.txt" 2>&1;;
+  check)
+    n=0
+    for t in plugins/tile-cuda/tests/test_cluster.py plugins/tile-cuda/tests/test_gpu.py::test_while_loops_match_the_reference \
+             plugins/tile-cuda/tests/test_timing.py plugins/tile-cuda/tests/test_tma.py::test_tma_single_tile_gemm_first \
+             tests/test_simt.py plugins/tile-cuda/tests/test_int4.py ${EXTRA_TESTS:-}; do
+      n=$((n + 1))
+      timeout 120 python3 -m pytest -q -p no:cacheprovider -p no:benchmark -o faulthandler_timeout=60 -m gpu -v -rfE \
+        --tb=short "$t" > "$OUT/check_$n.txt" 2>&1
+      echo "$t rc $?"; grep -E "PASSED|FAILED|ERROR|Timeout" "$OUT/check_$n.txt" | cut -c1-160 | head -12; tail -1 "$OUT/check_$n.txt"
+    done;;
+  mc)
+    for round in $(seq ${ROUNDS:-1}); do
+      for cfg in "gemm 8192 128 128 32 3 128 mc float16" "gemm 4096 128 128 32 3 128 mc float16" \
+                 "gemm 8192 128 256 64 3 256 mc float16" "gemm 4096 128 256 64 3 256 mc float16" \
+                 "attn 0 128 128 2 4096 4 32 float16 mc" ${EXTRA_CFGS:-}; do
+        timeout 150 python3 benchmarks/cuda_ws_compare.py $cfg >> "$OUT/mc.jsonl" 2>> "$OUT/mc.err"
+        echo "round $round $cfg rc $?"
+      done
+    done
+    python3 - "$OUT/mc.jsonl" <<'PY' | tee "$OUT/mc_table.txt"
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    keys = [k for k in r if k.endswith(("_vs_cublas", "_vs_cudnn", "_rel_err", "_clusters", "same_bits"))]
+    print(r.get("n", r.get("S")), r.get("cfg"), r.get("dtype", ""), " ".join(f"{k}={r[k]:.4g}" if isinstance(r[k], float) else f"{k}={r[k]}" for k in keys))
+PY
+    tail -5 "$OUT/mc.err";;
+  gpu)
+    timeout ${GPU_LIMIT:-400} python3 -m pytest -q -p no:cacheprovider -p no:benchmark -o faulthandler_timeout=120 -m gpu -n 10 -v -rfE \
+      plugins/tile-cuda/tests tests/test_runtime_gpu.py tests/test_simt.py > "$OUT/gpu_tests.txt" 2>&1
+    echo "gpu tests rc $?"; grep -E "FAILED|ERROR|Timeout" "$OUT/gpu_tests.txt" | head; tail -2 "$OUT/gpu_tests.txt";;
+  esac
+done
