@@ -6,6 +6,9 @@
 #             and the TMA-multicast tests (tile_cuda/cluster.py), each with -v and a stack dump at 60 s
 #   mc        TMA multicast timed: TileLang's quickstart GEMM and the bar GEMM / attention configs,
 #             default build next to clusters of two (cuda_ws_compare.py mode "mc"), ROUNDS rounds
+#   rest      the other bars of issue 12 with default options: softmax and layernorm against copy
+#             bandwidth, the decode GEMM 16x8192x8192, host time per call (cuda_bench.py)
+#   conf      cuda conformance, execute tier, a fresh seed (SEED), 110 programs
 #   gpu       every GPU test, -n 10, a test that never ends named with its stack
 set -u
 mkdir -p "$OUT"
@@ -44,6 +47,14 @@ for line in open(sys.argv[1]):
     print(r.get("n", r.get("S")), r.get("cfg"), r.get("dtype", ""), " ".join(f"{k}={r[k]:.4g}" if isinstance(r[k], float) else f"{k}={r[k]}" for k in keys))
 PY
     tail -5 "$OUT/mc.err";;
+  rest)
+    timeout 400 python3 benchmarks/cuda_bench.py --only overhead,softmax,layernorm,gemm_decode_auto --out "$OUT/rest.json" \
+      > "$OUT/rest.txt" 2>&1
+    echo "rest rc $?"; grep -v '^{"gpu"' "$OUT/rest.txt" | cut -c1-400 | tail -14;;
+  conf)
+    timeout ${CONF_LIMIT:-400} python3 -m tilecore.cli conformance cuda --tier execute --examples 110 --seed ${SEED:-59595} \
+      --no-progress --jobs 8 --report "$OUT/conformance_cuda_${SEED:-59595}.json" > "$OUT/conformance.txt" 2>&1
+    echo "conformance rc $?"; tail -8 "$OUT/conformance.txt";;
   gpu)
     timeout ${GPU_LIMIT:-400} python3 -m pytest -q -p no:cacheprovider -p no:benchmark -o faulthandler_timeout=120 -m gpu -n 10 -v -rfE \
       plugins/tile-cuda/tests tests/test_runtime_gpu.py tests/test_simt.py > "$OUT/gpu_tests.txt" 2>&1
