@@ -479,6 +479,7 @@ def gemm_knobs(draw, caps: Caps, slot: int = 0):
     _fp8_gemm(caps, slot, k)  # after every draw: the knobs above stay what they were elsewhere
     _matrix_step_gemm(caps, slot, k)
     _int4_gemm(caps, slot, k)
+    _tensor_core_gemm(caps, slot, k)
     if caps.max_shared_memory is not None:
         while shared_bytes(k) > caps.max_shared_memory and max(k["bm"], k["bn"], k["bk"]) > 4:
             for key in ("bm", "bn", "bk"):
@@ -1198,6 +1199,40 @@ def _matrix_step_gemm(caps: Caps, slot: int, k: dict) -> None:
         k["out_dtype"] = "float32"
     if not is_float(pair[1]):
         k["out_dtype"] = pair[1]
+    k.pop("fp8_exact", None)
+
+
+# (bm, bn, bk, threads, stages): block shapes that GPU tensor-core GEMMs and their pipelines take
+# (one warpgroup of 16 or 32 rows per warp, TileLang's quickstart, two warpgroups)
+TENSOR_CORE_TILES = (
+    (64, 64, 32, 128, 2),
+    (128, 128, 32, 128, 3),
+    (128, 128, 64, 256, 3),
+    (64, 128, 64, 128, 4),
+    (128, 256, 32, 256, 2),
+)
+
+
+def _tensor_core_gemm(caps: Caps, slot: int, k: dict) -> None:
+    """Every sixth gemm program after the first (slot 6, 12, ...) multiplies float16 / bfloat16
+    tiles into float32 in a block shape of TENSOR_CORE_TILES, in turn: a pipelined K loop of
+    stages + 2 steps (every stage refilled), two blocks along each grid axis (an even x extent:
+    clusters of two fit), every other one with partial tiles in M, N and K. The drawn tiles of
+    4-32 never reach the GPU backends' tensor-core, warp-specialized and TMA paths (tile-cuda's
+    wgmma needs 64-row blocks), which such kernels take by default."""
+    pairs = [p for p in (("float16", "float32"), ("bfloat16", "float32")) if p in _gemm_pairs(caps)]
+    if slot % 6 or not slot or not pairs or not caps.has("pipelined", "fill", "multi_block"):
+        return
+    turn = slot // 6 - 1
+    bm, bn, bk, threads, stages = TENSOR_CORE_TILES[turn % len(TENSOR_CORE_TILES)]
+    ragged = turn % 2 == 1 and caps.has("partial_tiles")
+    trim = 8 if ragged else 0
+    k["in_dtype"], k["acc_dtype"] = pairs[(turn // len(TENSOR_CORE_TILES)) % len(pairs)]
+    k.update(bm=bm, bn=bn, bk=bk, num_stages=stages, loop="pipelined", a_scope="shared", b_scope="shared")
+    k["threads"] = min(threads, caps.max_threads) if caps.max_threads else threads
+    k["M"], k["N"], k["K"] = 2 * bm - trim, 2 * bn - trim, (stages + 2) * bk - trim
+    if not is_float(k["out_dtype"]) or is_fp8(k["out_dtype"]):
+        k["out_dtype"] = "float32"
     k.pop("fp8_exact", None)
 
 
