@@ -22,9 +22,9 @@ for step in ${STEPS:-install check}; do
     { git log -1 --format=%H 2>/dev/null; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } > "$OUT/env.txt" 2>&1;;
   check)
     n=0
-    for t in plugins/tile-cuda/tests/test_cluster.py plugins/tile-cuda/tests/test_gpu.py::test_while_loops_match_the_reference \
+    for t in ${CHECK_TESTS:-plugins/tile-cuda/tests/test_cluster.py plugins/tile-cuda/tests/test_gpu.py::test_while_loops_match_the_reference \
              plugins/tile-cuda/tests/test_timing.py plugins/tile-cuda/tests/test_tma.py::test_tma_single_tile_gemm_first \
-             tests/test_simt.py plugins/tile-cuda/tests/test_int4.py ${EXTRA_TESTS:-}; do
+             tests/test_simt.py plugins/tile-cuda/tests/test_int4.py}; do
       n=$((n + 1))
       timeout 120 python3 -m pytest -q -p no:cacheprovider -p no:benchmark -o faulthandler_timeout=60 -m gpu -v -rfE \
         --tb=short "$t" > "$OUT/check_$n.txt" 2>&1
@@ -32,9 +32,9 @@ for step in ${STEPS:-install check}; do
     done;;
   mc)
     for round in $(seq ${ROUNDS:-1}); do
-      for cfg in "gemm 8192 128 128 32 3 128 mc float16" "gemm 4096 128 128 32 3 128 mc float16" \
-                 "gemm 8192 128 256 64 3 256 mc float16" "gemm 4096 128 256 64 3 256 mc float16" \
-                 "attn 0 128 128 2 4096 4 32 float16 mc" ${EXTRA_CFGS:-}; do
+      # MC_CFGS: configurations separated by ";" (default: the five below)
+      IFS=';' read -ra cfgs <<< "${MC_CFGS:-gemm 8192 128 128 32 3 128 mc float16;gemm 4096 128 128 32 3 128 mc float16;gemm 8192 128 256 64 3 256 mc float16;gemm 4096 128 256 64 3 256 mc float16;attn 0 128 128 2 4096 4 32 float16 mc}"
+      for cfg in "${cfgs[@]}"; do
         timeout 150 python3 benchmarks/cuda_ws_compare.py $cfg >> "$OUT/mc.jsonl" 2>> "$OUT/mc.err"
         echo "round $round $cfg rc $?"
       done
