@@ -453,7 +453,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
             self.emit_body(s.body)
 
     def emit_While(self, s: N.While):
-        """A `while` loop (never inside T.Parallel). Every thread tests the condition, whose values
+        """A `while` loop at block level. Every thread tests the condition, whose values
         are the same in all of them (block-level state: alloc_var registers every thread writes,
         shared or global memory), so all threads take the same number of iterations and the body's
         barriers are reached by all. The test is kept in a register, computed before the loop and
@@ -463,7 +463,11 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         condition reads global memory (which one thread may have written: the barrier makes the
         write visible to the block, so no thread leaves the loop alone), and then also a barrier
         at the start of each iteration, after every thread has read the test and before the body
-        may write what it read (without it the GPU hung: benchmarks/results/h100-session14/)."""
+        may write what it read (without it the GPU hung: benchmarks/results/h100-session14/).
+        Inside a T.Parallel body (per-thread code) each thread runs its own loop: no barrier."""
+        if self.in_parallel:
+            self.emit_thread_while(s)
+            return
         test = (N.Let(N.Var("_"), s.cond),)
         r, w = self.smem_sets(test + tuple(s.body))
         self.touch(test + tuple(s.body))
@@ -491,6 +495,18 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
             B.buffer_store(go, self.ex.lower_as(s.cond, "bool"), [0])
         self.pending_r |= skipped[0]
         self.pending_w |= skipped[1]
+
+    def emit_thread_while(self, s: N.While):
+        """A `while` inside a T.Parallel iteration: this thread's own loop, its test in a register
+        (what lowering the condition emits before its value then runs before every test). Its
+        condition differs between threads, so no barrier may be inside: T.Parallel bodies hold
+        none (`touch`), and the frontend refuses tile operations and T.sync_threads() there."""
+        go = B.alloc_buffer((1,), "bool", scope="local")
+        IRBuilder.name("thread_while_test", go)
+        B.buffer_store(go, self.ex.lower_as(s.cond, "bool"), [0])
+        with B.While(tx.BufferLoad(go, [0])):
+            self.emit_body(s.body)
+            B.buffer_store(go, self.ex.lower_as(s.cond, "bool"), [0])
 
     # ---------------------------------------------------------------- Parallel
     def emit_Parallel(self, p: N.Parallel):
