@@ -262,8 +262,7 @@ def test_per_thread_buffers_gain_thread_dimensions():
         ),
         ("t = T.get_thread_binding()\nif t < 4:\n    T.sync_threads()\n    B[t] = 1.0", "sync_threads", 7),
         (
-            "t = T.get_thread_binding()\ns = T.alloc_shared((8,), 'float32')\nwhile A[t] > 0:\n"
-            "    T.fill(s, 1.0)",
+            "t = T.get_thread_binding()\ns = T.alloc_shared((8,), 'float32')\nwhile A[t] > 0:\n    T.fill(s, 1.0)",
             r"T.fill / T.clear inside a thread-dependent `if`, `for` or `while`",
             8,
         ),
@@ -274,8 +273,7 @@ def test_per_thread_buffers_gain_thread_dimensions():
             7,
         ),
         (
-            "t = T.get_thread_binding()\nn = T.alloc_var('int32')\nn = t\nwhile n > 0:\n    B[0] = A[t]\n"
-            "    n -= 1",
+            "t = T.get_thread_binding()\nn = T.alloc_var('int32')\nn = t\nwhile n > 0:\n    B[0] = A[t]\n    n -= 1",
             "store different values to one element of B",
             9,
         ),

@@ -159,6 +159,8 @@ def test_a_while_inside_parallel_runs_once_per_iteration(target):
 def test_a_backend_without_parallel_while_refuses_it_at_its_line():
     """`parallel_while` is opt-in too: npu declares `while_loop` but not it (its vector lanes cannot
     leave a loop one by one), and refuses the loop by name."""
-    with pytest.raises(UnsupportedFeatureError, match="backend npu does not support `while` loops inside T.Parallel") as e:
+    with pytest.raises(
+        UnsupportedFeatureError, match="backend npu does not support `while` loops inside T.Parallel"
+    ) as e:
         tilecore.compile(countdowns, target="npu")
     assert open(__file__).read().splitlines()[e.value.span.line - 1].strip() == "while x[i, j] > 3:"

@@ -261,3 +261,25 @@ def test_while_loops_retest_at_the_end_of_each_iteration_behind_a_barrier_when_n
     # 0 raced ahead, incremented Steps under the other threads' test and the block hung (H100, session 14)
     first_write = next(i for i, ln in enumerate(counting) if "Steps[" in ln and "] = " in ln)
     assert any(ln.startswith(sync) for ln in counting[:first_write])
+
+
+def test_a_per_thread_while_is_each_threads_own_loop_with_no_barrier_inside():
+    """A `while` whose condition depends on the thread (and one inside T.Parallel): each thread
+    holds its own test in a register and loops alone, so no barrier may sit in the loop (threads
+    that left it would never reach one); the statement after the per-thread loop reads another
+    thread's shared slot behind a barrier. The generated CUDA is accepted by nvcc."""
+    from tilecore.testing import per_thread_while_kernel
+
+    art = codegen(per_thread_while_kernel(), "sm_90a")
+    assert art.blobs["cubin"][:4] == b"\x7fELF"
+    body = art.source[art.source.index('extern "C" __global__') :]
+    loops = body.split("while (1) {")[1:]  # the T.Parallel's loop once for each element of the thread
+    assert len(loops) > 2 and all("thread_while_test" in loop.split("\n", 2)[1] for loop in loops)
+    for loop in loops:
+        depth, end = 1, 0
+        while depth:  # the loop's own text, up to its closing brace
+            end += 1
+            depth += {"{": 1, "}": -1}.get(loop[end - 1], 0)
+        assert "__syncthreads" not in loop[:end]
+    after = loops[0][loops[0].index("Steps_ptr[") :]
+    assert after.index("__syncthreads") < after.index("Next_ptr[")

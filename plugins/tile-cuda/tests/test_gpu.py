@@ -315,3 +315,16 @@ def test_while_loops_match_the_reference():
 
     args = [to_device(x, "cuda") for x in while_loops_arguments()]  # the kernel takes cuda memory
     assert_matches_reference(while_loops_kernel(), args, backend="cuda")
+
+
+def test_per_thread_while_loops_match_the_reference():
+    """`while` loops whose trip count differs between threads (feature `parallel_while`)."""
+    from tilecore.testing import (
+        assert_matches_reference,
+        per_thread_while_arguments,
+        per_thread_while_kernel,
+        to_device,
+    )
+
+    args = [to_device(x, "cuda") for x in per_thread_while_arguments()]
+    assert_matches_reference(per_thread_while_kernel(), args, backend="cuda")
