@@ -144,7 +144,7 @@ def countdowns(A: T.Tensor((2, 8), "int32"), Steps: T.Tensor((2, 8), "int32")):
             Steps[i, j] = n[i, j] + bx
 
 
-@pytest.mark.parametrize("target", ["reference", "cpu"])
+@pytest.mark.parametrize("target", ["reference", "cpu", "npu"])
 def test_a_while_inside_parallel_runs_once_per_iteration(target):
     a = np.array([[-5, 0, 3, 4, 7, 8, 1000, 2**30], [9, 1, 2, 16, 17, 100, 5, 6]], np.int32)
     steps = np.full((2, 8), -1, np.int32)
@@ -157,10 +157,21 @@ def test_a_while_inside_parallel_runs_once_per_iteration(target):
 
 
 def test_a_backend_without_parallel_while_refuses_it_at_its_line():
-    """`parallel_while` is opt-in too: npu declares `while_loop` but not it (its vector lanes cannot
-    leave a loop one by one), and refuses the loop by name."""
+    """`parallel_while` is opt-in too: a backend that declares every feature and `while_loop` but
+    not it refuses the loop inside T.Parallel by name, at its line."""
+    import os
+    import sys
+
+    from tilecore.language.features import ALL_FEATURES
+    from tilecore.passes.check_features import check_features
+    from tilecore.passes.pipeline import PassContext
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_passes_support import make_backend
+
+    toy = make_backend("toy", features=ALL_FEATURES | {"while_loop"})
     with pytest.raises(
-        UnsupportedFeatureError, match="backend npu does not support `while` loops inside T.Parallel"
+        UnsupportedFeatureError, match="backend toy does not support `while` loops inside T.Parallel"
     ) as e:
-        tilecore.compile(countdowns, target="npu")
+        check_features(countdowns, PassContext(backend=toy, source=countdowns.source))
     assert open(__file__).read().splitlines()[e.value.span.line - 1].strip() == "while x[i, j] > 3:"
