@@ -1079,8 +1079,8 @@ def idioms_knobs(draw, caps: Caps, slot: int = 0):
     use = set(IDIOM_SLOTS[slot]) & set(drawn) if slot < len(IDIOM_SLOTS) else {i for i in drawn if draw(st.booleans())}
     # one of each pair per program (a thread-group split is written at the kernel's top level)
     # (and one way of writing the element loop; per-thread code makes a split's tile copy per-thread)
-    pairs = (("astype", "Cast"), ("serial", "floordiv"), ("split", "persistent"), ("serial", "simt"))
-    pairs += tuple((other, "simt_while") for other in ("serial", "floordiv", "simt", "split"))
+    pairs: Tuple[Tuple[str, str], ...] = (("astype", "Cast"), ("serial", "floordiv"), ("split", "persistent"))
+    pairs += (("serial", "simt"),) + tuple((other, "simt_while") for other in ("serial", "floordiv", "simt", "split"))
     for pair in pairs + (("floordiv", "simt"), ("split", "simt")):
         if set(pair) <= use:
             use.discard(draw(st.sampled_from(pair)))
