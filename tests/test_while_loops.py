@@ -154,6 +154,7 @@ def test_a_while_inside_parallel_runs_once_per_iteration(target):
     from tilecore.ir.printer import to_source
 
     assert parse_source(to_source(countdowns)) == countdowns  # the printer's text parses back
+    assert loads(dumps(countdowns)) == countdowns
 
 
 def test_a_backend_without_parallel_while_refuses_it_at_its_line():
