@@ -331,7 +331,10 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
 
     # ------------------------------------------------------------------ statements
     def emit_body(self, stmts):
-        """Lower a statement list in order."""
+        """Lower a statement list in order (inside a T.Parallel iteration: `emit_iteration_stmts`)."""
+        if self.in_parallel:
+            self.emit_iteration_stmts(stmts)
+            return
         for s in stmts:
             self.emit_stmt(s)
 
@@ -553,29 +556,39 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
 
             self.iterate_linear(tuple(p.extents), 1, body)
 
+    iteration_layout = None  # the anchor layout of the T.Parallel iteration being lowered
+
     def emit_parallel_body(self, stmts, layout):
-        """The body of a T.Parallel iteration; stores to replicated row values by one owner only."""
-        was = self.in_parallel
-        self.in_parallel = True
+        """The body of a T.Parallel iteration (`emit_iteration_stmts`)."""
+        was = self.in_parallel, self.iteration_layout
+        self.in_parallel, self.iteration_layout = True, layout
         try:
-            for st in stmts:
-                if isinstance(st, N.Store) or isinstance(st, N.Atomic):
-                    needs_primary = isinstance(layout, (RowLayout, StridedRowLayout)) and not (
-                        isinstance(st, N.Store) and self.plan.storage[st.buffer.name] == "reg"
-                    )
-                    if needs_primary:
-                        if isinstance(layout, RowLayout):
-                            q, w = layout.primary(self.t)
-                            cond = tx.And(q, w)
-                        else:
-                            cond = (self.t == 0) if layout.G >= layout.threads else (tx.floormod(self.t, layout.G) == 0)
-                        with B.If(cond):
-                            with B.Then():
-                                self.emit_stmt(st)
-                        continue
-                self.emit_stmt(st)
+            self.emit_iteration_stmts(stmts)
         finally:
-            self.in_parallel = was
+            self.in_parallel, self.iteration_layout = was
+
+    def emit_iteration_stmts(self, stmts):
+        """Statements of a T.Parallel iteration, also those nested in its `if` / `for` / `while`
+        bodies: where the iteration's layout replicates row values over several threads, a store
+        outside registers and an atomic run on one owner only (each replica runs the same
+        iteration: an atomic on every one would add once per replica)."""
+        layout = self.iteration_layout
+        for st in stmts:
+            if isinstance(st, N.Store) or isinstance(st, N.Atomic):
+                needs_primary = isinstance(layout, (RowLayout, StridedRowLayout)) and not (
+                    isinstance(st, N.Store) and self.plan.storage[st.buffer.name] == "reg"
+                )
+                if needs_primary:
+                    if isinstance(layout, RowLayout):
+                        q, w = layout.primary(self.t)
+                        cond = tx.And(q, w)
+                    else:
+                        cond = (self.t == 0) if layout.G >= layout.threads else (tx.floormod(self.t, layout.G) == 0)
+                    with B.If(cond):
+                        with B.Then():
+                            self.emit_stmt(st)
+                    continue
+            self.emit_stmt(st)
 
 
 # ---------------------------------------------------------------------- utilities

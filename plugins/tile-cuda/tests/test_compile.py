@@ -288,3 +288,18 @@ def test_a_per_thread_while_is_each_threads_own_loop_with_no_barrier_inside():
     after = next(n for n, ln in enumerate(lines) if "Steps[" in ln)
     reads = next(n for n, ln in enumerate(lines) if "Next[" in ln)
     assert any(ln.strip().startswith(sync) for ln in lines[after:reads])
+
+
+def test_atomics_nested_in_a_parallel_over_replicated_rows_run_on_one_owner():
+    """Row values that several threads hold (a gemm accumulator's row sums) are updated by every
+    replica, but an element atomic in an `if` or a `while` of their T.Parallel runs on one owner
+    only, as a top-level store does: one per replica would add once per thread of the row."""
+    from tile_cuda.target import cuda_target
+    from tilecore.lowering.simt import lower_kernel
+
+    rules, intrinsics = compiler.default_tables()
+    lk = lower_kernel(K.row_sum_counts(), cuda_target("sm_90a", {}), rules, intrinsics, {})
+    lines = [ln.strip() for ln in lk.prim_func.script().splitlines()]
+    atomics = [n for n, ln in enumerate(lines) if ln.startswith('T.cuda.func_call("tc::atomic<')]
+    assert len(atomics) == 2  # the `if`'s and the `while`'s
+    assert all(lines[n - 1].startswith("if T.And(v_1 % 32 % 4 == 0") for n in atomics), [lines[n - 1] for n in atomics]
