@@ -556,7 +556,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
 
             self.iterate_linear(tuple(p.extents), 1, body)
 
-    iteration_layout = None  # the anchor layout of the T.Parallel iteration being lowered
+    iteration_layout: Any = None  # the anchor layout of the T.Parallel iteration being lowered
 
     def emit_parallel_body(self, stmts, layout):
         """The body of a T.Parallel iteration (`emit_iteration_stmts`)."""
