@@ -208,6 +208,23 @@ B[t] = s
 """,
         np.array([0.0, 1, 0, 4, 0, 9, 0, 16]),
     ),
+    # element atomics into shared memory in a per-thread `while`: thread t adds 1 t times (the
+    # threads take turns: the loop runs at block level inside a serial loop over them)
+    "while_with_shared_atomic": (
+        """
+t = T.get_thread_binding()
+s = T.alloc_shared((1,), "float32")
+k = T.alloc_var("int32")
+if t == 0:
+    s[0] = 0.0
+k = t
+while k > 0:
+    T.atomic_add(s[0], 1.0)
+    k -= 1
+B[t] = s[0]
+""",
+        np.full(8, 28.0),
+    ),
 }
 THREADS = {"two_dims": "(4, 2)"}
 ON_CPU = ("var_and_trip_count", "two_dims", "per_thread_while")  # cpu compiles each once (a few seconds)
