@@ -421,6 +421,13 @@ def per_thread_while_kernel(blocks: int = 2, threads: int = 64, cap: int = 64):
     return per_thread_while
 
 
+def assert_per_thread_while_matches_reference(backend: str, memory_space: str) -> None:
+    """`per_thread_while_kernel` run on `backend` (its arguments in `memory_space`, e.g. "cuda")
+    against the reference interpreter."""
+    args = [to_device(x, memory_space) for x in per_thread_while_arguments()]
+    assert_matches_reference(per_thread_while_kernel(), args, backend=backend)
+
+
 def per_thread_while_arguments(blocks: int = 2, threads: int = 64, seed: int = 0):
     """Arguments for `per_thread_while_kernel`: elements from -3 to 999 (trip counts from 0 to the
     cap), outputs filled with -1."""
