@@ -221,7 +221,10 @@ def test_reference_backend_is_registered_with_every_feature():
 
     backend = get_registry().get("reference")
     assert backend is not None
-    assert backend.capabilities.features == ALL_FEATURES | {"while_loop"}  # and the opt-in while loops
+    assert backend.capabilities.features == ALL_FEATURES | {
+        "while_loop",
+        "parallel_while",
+    }  # and the opt-in while loops
     assert backend.capabilities.memory_space == "cpu"
     status = backend.toolchain_status()
     assert status.ok and status.summary.startswith(f"numpy {np.__version__}, ml_dtypes")

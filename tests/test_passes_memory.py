@@ -78,6 +78,24 @@ def test_values_carried_across_loop_iterations_keep_their_space():
     assert offsets["acc"] != offsets["tmp"]
 
 
+def test_a_while_conditions_buffer_stays_live_across_the_loop():
+    """A `while` re-reads its condition after every pass of its body: a buffer read only by the
+    condition must not share bytes with one the body writes."""
+    A = N.Buffer("A", (256,), "float32")
+    flag = N.Buffer("flag", (64,), "float32", "shared")
+    tmp = N.Buffer("tmp", (64,), "float32", "shared")
+    zero = c(0)
+    loop = N.While(
+        N.BinOp(">", N.Load(flag, (zero,), "float32"), c(0.0, "float32"), "bool"),
+        (N.Copy(region(A, (0,), (64,)), region(tmp)), N.Copy(region(tmp), region(A, (64,), (64,)))),
+    )
+    plan = plan_memory(
+        kernel_func([A], [N.Alloc(flag), N.Alloc(tmp), N.Copy(region(A, (0,), (64,)), region(flag)), loop])
+    )
+    offsets = plan.storages["shared"].offsets
+    assert offsets["flag"] != offsets["tmp"]
+
+
 def test_shared_memory_over_the_limit_points_at_the_alloc():
     func = gemm_func(bm=128, bn=256, bk=64, dtype="float32", accum="float32")
     backend = make_backend("cuda", max_shared=48 * 1024)

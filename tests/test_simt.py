@@ -173,8 +173,61 @@ if ty == 0:
 """,
         np.array([4.0, 6, 8, 10, 4, 5, 6, 7]),
     ),
+    # a `while` whose condition depends on the thread: each thread runs its own loop (Collatz steps
+    # of A[t] + 1, capped at 20), a thread-dependent `if` inside it
+    "per_thread_while": (
+        """
+t = T.get_thread_binding()
+x = T.alloc_var("int32")
+n = T.alloc_var("int32")
+x = T.cast(A[t], "int32") + 1
+n = 0
+while x > 1 and n < 20:
+    if x % 2 == 0:
+        x = x // 2
+    else:
+        x = 3 * x + 1
+    n += 1
+B[t] = T.cast(n, "float32")
+""",
+        np.array([0.0, 1, 7, 2, 5, 8, 16, 3]),
+    ),
+    # a per-thread `while` inside a thread-dependent `if`: odd threads sum A[t], A[t - 2], ..., A[1]
+    "while_in_thread_if": (
+        """
+t = T.get_thread_binding()
+k = T.alloc_var("int32")
+s = T.alloc_var("float32")
+s = 0.0
+if t % 2 == 1:
+    k = t
+    while k > 0:
+        s = s + A[k]
+        k -= 2
+B[t] = s
+""",
+        np.array([0.0, 1, 0, 4, 0, 9, 0, 16]),
+    ),
+    # element atomics into shared memory in a per-thread `while`: thread t adds 1 t times (the
+    # threads take turns: the loop runs at block level inside a serial loop over them)
+    "while_with_shared_atomic": (
+        """
+t = T.get_thread_binding()
+s = T.alloc_shared((1,), "float32")
+k = T.alloc_var("int32")
+if t == 0:
+    s[0] = 0.0
+k = t
+while k > 0:
+    T.atomic_add(s[0], 1.0)
+    k -= 1
+B[t] = s[0]
+""",
+        np.full(8, 28.0),
+    ),
 }
 THREADS = {"two_dims": "(4, 2)"}
+ON_CPU = ("var_and_trip_count", "two_dims", "per_thread_while")  # cpu compiles each once (a few seconds)
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
@@ -182,8 +235,8 @@ def test_per_thread_programs(name):
     body, expected = PROGRAMS[name]
     func = parse_source(_kernel(body, THREADS.get(name, "8")))
     assert not any(isinstance(s, N.Hint) for s in walk_stmts(func.body))
-    # cpu compiles each once (a few seconds); the reference defines the result
-    for target in ("reference", "cpu") if name in ("var_and_trip_count", "two_dims") else ("reference",):
+    # the reference defines the result
+    for target in ("reference",) + (("cpu",) if name in ON_CPU else ()) + (("npu",) if "while" in name else ()):
         b = np.zeros(8, np.float32)
         tilecore.compile(func, target=target)(np.arange(8, dtype=np.float32), b)
         np.testing.assert_array_equal(b, expected, err_msg=target)
@@ -225,7 +278,22 @@ def test_per_thread_buffers_gain_thread_dimensions():
             8,
         ),
         ("t = T.get_thread_binding()\nif t < 4:\n    T.sync_threads()\n    B[t] = 1.0", "sync_threads", 7),
-        ("t = T.get_thread_binding()\nwhile A[t] > 0:\n    B[t] = 0.0", "while", 6),
+        (
+            "t = T.get_thread_binding()\ns = T.alloc_shared((8,), 'float32')\nwhile A[t] > 0:\n    T.fill(s, 1.0)",
+            r"T.fill / T.clear inside a thread-dependent `if`, `for` or `while`",
+            8,
+        ),
+        ("t = T.get_thread_binding()\nwhile A[t] > 0:\n    T.sync_threads()", "sync_threads", 7),
+        (
+            "t = T.get_thread_binding()\nwhile A[t] > 0:\n    for i in T.Parallel(8):\n        B[i] = 0.0",
+            "T.Parallel loop inside a thread-dependent",
+            7,
+        ),
+        (
+            "t = T.get_thread_binding()\nn = T.alloc_var('int32')\nn = t\nwhile n > 0:\n    B[0] = A[t]\n    n -= 1",
+            "store different values to one element of B",
+            9,
+        ),
         (
             "t = T.get_thread_binding()\nfor i in T.Parallel(8):\n    T.sync_threads()\nB[t] = A[t]",
             "sync_threads\\(\\) cannot be inside T.Parallel",

@@ -1,6 +1,8 @@
 """`while` loops in kernels: run-time conditions re-read every iteration, on reference and cpu
-(npu and the SIMT backends: their own tests, with tilecore.testing.while_loops_kernel); clear
-errors where a condition cannot be lowered and on backends without the feature."""
+(npu and the SIMT backends: their own tests, with tilecore.testing.while_loops_kernel); a `while`
+inside T.Parallel (each iteration its own loop; per-thread code's thread-dependent `while`:
+tests/test_simt.py); clear errors where a condition cannot be lowered and on backends without the
+feature."""
 
 from __future__ import annotations
 
@@ -100,7 +102,6 @@ def _kernel(body: str) -> str:
     [
         ("        while 3 > 2:\n            n += 1\n", "must be a run-time value"),
         ("        while n < 4:\n            n += 1\n        else:\n            n = 0\n", "while-else"),
-        ("        for i in T.Parallel(8):\n            while n < 4:\n                A[i] = n\n", "inside T.Parallel"),
         ("        m = n\n        while m < 4:\n            m = m + 1\n", "assigned inside a while loop body"),
         ("        while A:\n            n += 1\n", "A"),
     ],
@@ -126,3 +127,52 @@ def test_a_backend_without_the_opt_in_feature_refuses_while_at_its_line():
         check_features(halvings, PassContext(backend=make_backend("toy"), source=halvings.source))
     lines = open(__file__).read().splitlines()
     assert lines[info.value.span.line - 1].strip() == "while x > 3:"
+
+
+@T.prim_func
+def countdowns(A: T.Tensor((2, 8), "int32"), Steps: T.Tensor((2, 8), "int32")):
+    """Each T.Parallel iteration runs its own loop: halve A[i, j] while it is above 3."""
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((2, 8), "int32")
+        n = T.alloc_fragment((2, 8), "int32")
+        for i, j in T.Parallel(2, 8):
+            x[i, j] = A[i, j]
+            n[i, j] = 0
+            while x[i, j] > 3:
+                x[i, j] = x[i, j] // 2
+                n[i, j] += 1
+            Steps[i, j] = n[i, j] + bx
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu", "npu"])
+def test_a_while_inside_parallel_runs_once_per_iteration(target):
+    a = np.array([[-5, 0, 3, 4, 7, 8, 1000, 2**30], [9, 1, 2, 16, 17, 100, 5, 6]], np.int32)
+    steps = np.full((2, 8), -1, np.int32)
+    tilecore.compile(countdowns, target=target)(a, steps)
+    want = np.array([[_halvings(int(v))[0] for v in row] for row in a])
+    np.testing.assert_array_equal(steps, want, err_msg=target)
+    from tilecore.ir.printer import to_source
+
+    assert parse_source(to_source(countdowns)) == countdowns  # the printer's text parses back
+    assert loads(dumps(countdowns)) == countdowns
+
+
+def test_a_backend_without_parallel_while_refuses_it_at_its_line():
+    """`parallel_while` is opt-in too: a backend that declares every feature and `while_loop` but
+    not it refuses the loop inside T.Parallel by name, at its line."""
+    import os
+    import sys
+
+    from tilecore.language.features import ALL_FEATURES
+    from tilecore.passes.check_features import check_features
+    from tilecore.passes.pipeline import PassContext
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_passes_support import make_backend
+
+    toy = make_backend("toy", features=ALL_FEATURES | {"while_loop"})
+    with pytest.raises(
+        UnsupportedFeatureError, match="backend toy does not support `while` loops inside T.Parallel"
+    ) as e:
+        check_features(countdowns, PassContext(backend=toy, source=countdowns.source))
+    assert open(__file__).read().splitlines()[e.value.span.line - 1].strip() == "while x[i, j] > 3:"

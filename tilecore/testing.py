@@ -376,6 +376,67 @@ def while_loops_arguments(M: int = 32, N: int = 24, block_M: int = 16, seed: int
     return [a, np.zeros(M, np.float32), np.zeros((M, N), np.float32), np.zeros(M // block_M, np.int32)]
 
 
+def per_thread_while_kernel(blocks: int = 2, threads: int = 64, cap: int = 64):
+    """`while` loops whose trip count differs between threads, for backend tests (feature
+    `parallel_while`): each thread counts the Collatz steps of its element of A (at most `cap`;
+    Steps), with a thread-dependent `if` in the loop, and leaves its last value in its slot of a
+    shared buffer that the next statement reads from the neighbouring thread (Next: a barrier after
+    the loop, none inside it); then a T.Parallel over 16 elements halves each one while it is
+    above 7, every iteration its own loop (Halved)."""
+    import tilecore.language as T
+
+    n_elems = blocks * threads
+
+    @T.prim_func
+    def per_thread_while(
+        A: T.Tensor((n_elems,), "int32"),  # type: ignore[valid-type]
+        Steps: T.Tensor((n_elems,), "int32"),  # type: ignore[valid-type]
+        Next: T.Tensor((n_elems,), "int32"),  # type: ignore[valid-type]
+        Halved: T.Tensor((blocks, 16), "int32"),  # type: ignore[valid-type]
+    ):
+        with T.Kernel(blocks, threads=threads) as bx:
+            tx = T.get_thread_binding()
+            x = T.alloc_var("int32")
+            n = T.alloc_var("int32")
+            last = T.alloc_shared((threads,), "int32")
+            x = A[bx * threads + tx]
+            n = 0
+            last[tx] = -7
+            while x > 1 and n < cap:
+                if x % 2 == 0:
+                    x = x // 2
+                else:
+                    x = 3 * x + 1
+                n += 1
+                last[tx] = x
+            Steps[bx * threads + tx] = n
+            Next[bx * threads + tx] = last[(tx + 1) % threads]
+            h = T.alloc_fragment((16,), "int32")
+            for i in T.Parallel(16):
+                h[i] = A[bx * threads + i]
+                while h[i] > 7:
+                    h[i] = h[i] // 2
+                Halved[bx, i] = h[i]
+
+    return per_thread_while
+
+
+def assert_per_thread_while_matches_reference(backend: str, memory_space: str) -> None:
+    """`per_thread_while_kernel` run on `backend` (its arguments in `memory_space`, e.g. "cuda")
+    against the reference interpreter."""
+    args = [to_device(x, memory_space) for x in per_thread_while_arguments()]
+    assert_matches_reference(per_thread_while_kernel(), args, backend=backend)
+
+
+def per_thread_while_arguments(blocks: int = 2, threads: int = 64, seed: int = 0):
+    """Arguments for `per_thread_while_kernel`: elements from -3 to 999 (trip counts from 0 to the
+    cap), outputs filled with -1."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-3, 1000, blocks * threads).astype(np.int32)
+    n = blocks * threads
+    return [a, np.full(n, -1, np.int32), np.full(n, -1, np.int32), np.full((blocks, 16), -1, np.int32)]
+
+
 # ---------------------------------------------------------------------- fp8 conversions
 
 FP8_ROW = 256  # elements per row of `fp8_conversion_kernel`: one row per block

@@ -39,6 +39,7 @@ def test_every_default_run_has_each_idiom():
     required = {c for c in required_cells(ALL, run_families(ALL)) if c.startswith("idioms:")}
     assert required == {f"idioms:{i}" for i in IDIOMS} <= cells
     assert knobs[0]["macro"] and knobs[1]["split"] and knobs[2]["macro"] and knobs[2]["loops"] == "simt"
+    assert knobs[0]["loops"] == "simt_while"
     assert not [k for k in run_knobs(ALL, DIRECTED_FROM - 1, seed=3) if k["family"] == "idioms"]  # small runs
 
 
@@ -47,6 +48,7 @@ def test_idioms_a_backend_cannot_declare_are_left_out():
     caps = Caps(ALL.features - {"atomic", "serial"}, ALL.dtypes)
     knobs = _idioms(5, caps)
     assert len(knobs) == 6 and not any(k["order"] or k["loops"] == "serial" for k in knobs)
+    assert all(k["loops"] != "simt_while" for k in _idioms(5, Caps(ALL.features - {"parallel_while"}, ALL.dtypes)))
     required = set(required_cells(caps, run_families(caps)))
     assert "idioms:macro" in required and not {"idioms:memory_order", "idioms:serial"} & required
 
@@ -109,6 +111,7 @@ def test_idioms_are_written_in_tilelangs_spellings():
         "hints": ("T.disable_warp_group_reg_alloc()", "T.annotate_layout({"),
         "persistent": ("as block_id:", "for by, bx in T.Persistent(["),
         "simt": ("tx = T.get_thread_binding()", "_v = T.alloc_var(", "_x[tx] = ", "f = e * "),
+        "simt_while": ("tx = T.get_thread_binding()", "_f = T.alloc_var(", "while ", "_f += 1"),
     }
     for seed in (1, 2):
         for k in _idioms(seed):
@@ -131,6 +134,16 @@ def test_a_macro_whose_second_call_reuses_the_first_is_caught(mutant_path, seed)
     assert len(macros) >= 2
     for k in macros:
         _assert_shows_bug("macro-copy-reused", k)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_per_thread_while_that_follows_one_lane_is_caught(mutant_path, seed):
+    """The first idioms program moves its tiles with a per-thread `while` (threads loop different
+    numbers of times); the planted bug `parallel-while-one-lane` (every thread's loop tests the
+    last thread's condition) loses elements, in well-formed IR."""
+    k = _idioms(seed)[0]
+    assert k["loops"] == "simt_while" and k["macro"]
+    _assert_shows_bug("parallel-while-one-lane", k)
 
 
 def _assert_shows_bug(bug: str, k: dict) -> None:

@@ -33,6 +33,14 @@ simt          the elements stored by per-thread code (frontend/simt.py writes it
               loses a round or a thread, shares the per-thread variable between threads, or misses
               a barrier between the exchange's writes and reads (or the next round's writes)
               stores wrong elements
+simt_while    the elements stored by a per-thread `while` whose condition depends on the thread
+              (feature `parallel_while`): thread tx walks its own run of ceil(bm * bn / threads) + 1
+              elements from `f = tx * run` while `f < (tx + 1) * run and f < bm * bn`, a per-thread
+              `T.alloc_var` counter, so threads loop different numbers of times (full runs, a
+              partial one, and none on the last threads when bm * bn <= threads * (threads - 1)):
+              a backend that ends every thread's loop with the first thread's,
+              runs it once for the block, shares the counter or misses a thread stores wrong
+              elements or none
 astype, Cast  the stored value converted to another dtype by `x.astype(D)` or `T.Cast(D, x)`, D
               spelled "float16", T.float16, T.dtype("float16") or T.float (float32): bit-exact
 clamp         the value limited by `T.clamp(x, lo, hi)` first (NaN stays NaN): bit-exact
@@ -83,6 +91,7 @@ IDIOMS = (
     "hints",
     "persistent",
     "simt",
+    "simt_while",
 )
 
 
@@ -141,6 +150,7 @@ def idiom_cells(k: dict) -> set:
     """The IDIOMS an `idioms` program's knobs use (its coverage cells, without the prefix)."""
     used = {"macro": k["macro"], "split": bool(k["split"]), k["cast"]: bool(k["cast"]), "clamp": bool(k["clamp"])}
     used.update(serial=k["loops"] == "serial", floordiv=k["loops"] == "flat", simt=k["loops"] == "simt")
+    used.update(simt_while=k["loops"] == "simt_while")
     used.update(memory_order=bool(k["order"]), hints=k["hints"], persistent=bool(k.get("persistent")))
     return {name for name, on in used.items() if on and name in IDIOMS}
 
@@ -181,6 +191,16 @@ def _move_lines(k: dict, src: str, dst: str, tile: str, shift: str) -> list:
             f"        i = g // {bn}",
             f"        j = g % {bn}",
         ]
+    elif k["loops"] == "simt_while":  # per-thread code: thread tx walks its own run of elements
+        run, size = -(-bm * bn // k["threads"]) + 1, bm * bn
+        body = [
+            "tx = T.get_thread_binding()",
+            f"{tile}_f = T.alloc_var(T.int32)",
+            f"{tile}_f = tx * {run}",
+            f"while {tile}_f < (tx + 1) * {run} and {tile}_f < {size}:",
+            f"    i = {tile}_f // {bn}",
+            f"    j = {tile}_f % {bn}",
+        ]
     else:
         body = [f"for i, j in T.Parallel({bm}, {bn}):"]
     lines += body
@@ -204,7 +224,10 @@ def _move_lines(k: dict, src: str, dst: str, tile: str, shift: str) -> list:
         store = f'T.atomic_add({target}, {value}, memory_order="{k["order"]}")'
     else:
         store = f"{target} = {value}"
-    return lines + ["    " * depth + store]
+    lines.append("    " * depth + store)
+    if k["loops"] == "simt_while":
+        lines.append(f"    {tile}_f += 1")
+    return lines
 
 
 def _layout_text(k: dict) -> str:
@@ -258,6 +281,7 @@ def _build_idioms(k: dict) -> Program:
             w.dedent()
     feats = {"copy", "parallel"} | _dtype_features(d, d_out)
     feats |= {"serial"} if k["loops"] == "serial" else set()
+    feats |= {"while_loop", "parallel_while", "alloc_var", "runtime_if"} if k["loops"] == "simt_while" else set()
     feats |= {"atomic"} if k["order"] else set()
     feats |= {"serial", "runtime_if"} if k.get("persistent") else set()
     if _partial(M, bm) or _partial(N, bn):

@@ -994,14 +994,14 @@ def forms_knobs(draw, caps: Caps, slot: int = 0):
 
 # what the directed idioms programs use, in turn (then one drawn mix)
 IDIOM_SLOTS = (
-    ("macro",),
+    ("macro", "simt_while"),
     ("split",),
     ("macro", "simt", "astype"),
     ("Cast", "clamp", "serial", "hints", "persistent"),
     ("memory_order", "floordiv"),
 )
 # the idioms that choose how a move's elements are stored (at most one per program), as knob "loops"
-LOOP_IDIOMS = (("serial", "serial"), ("floordiv", "flat"), ("simt", "simt"))
+LOOP_IDIOMS = (("serial", "serial"), ("floordiv", "flat"), ("simt", "simt"), ("simt_while", "simt_while"))
 # T.clamp bounds by the kind of the input dtype (representable in each dtype of the kind)
 CLAMP_BOUNDS = {"float": [-1.5, 1.5], "signed": [-100, 100], "uint8": [10, 200]}
 ATOMIC_DTYPES = ("float32", "int32", "float64", "float16", "int64")  # as the atomic family's
@@ -1053,6 +1053,8 @@ def reachable_idioms(caps: Caps) -> set:
         out -= {"persistent", "simt"}
     if len(caps.floats() + caps.ints()) < 2:
         out -= {"astype", "Cast"}
+    if not caps.has("while_loop", "parallel_while", "alloc_var", "runtime_if"):
+        out.discard("simt_while")
     return out
 
 
@@ -1072,14 +1074,18 @@ def idioms_knobs(draw, caps: Caps, slot: int = 0):
     bm, bn = draw(st.sampled_from(rows)), draw(st.sampled_from(cols))
     guards = caps.has("runtime_if", "partial_tiles")
     M, N = draw(_extent(caps, bm, guards)), draw(_extent(caps, bn, guards))
-    use = set(IDIOM_SLOTS[slot]) if slot < len(IDIOM_SLOTS) else {i for i in IDIOMS if draw(st.booleans())}
+    reachable = reachable_idioms(caps)
+    # (an idiom the backend cannot reach is not drawn for: its other programs stay as they were)
+    drawn = [i for i in IDIOMS if i != "simt_while" or i in reachable]
+    use = set(IDIOM_SLOTS[slot]) & set(drawn) if slot < len(IDIOM_SLOTS) else {i for i in drawn if draw(st.booleans())}
     # one of each pair per program (a thread-group split is written at the kernel's top level)
     # (and one way of writing the element loop; per-thread code makes a split's tile copy per-thread)
-    pairs = (("astype", "Cast"), ("serial", "floordiv"), ("split", "persistent"), ("serial", "simt"))
+    pairs: Tuple[Tuple[str, str], ...] = (("astype", "Cast"), ("serial", "floordiv"), ("split", "persistent"))
+    pairs += (("serial", "simt"),) + tuple((other, "simt_while") for other in ("serial", "floordiv", "simt", "split"))
     for pair in pairs + (("floordiv", "simt"), ("split", "simt")):
         if set(pair) <= use:
             use.discard(draw(st.sampled_from(pair)))
-    use &= reachable_idioms(caps)
+    use &= reachable
     cast = next((c for c in ("astype", "Cast") if c in use), "")
     d, d_out, edges = _idioms_dtypes(draw, caps, bool(cast), "memory_order" in use, slot, "clamp" in use)
     kind = "float" if is_float(d) else ("uint8" if d == "uint8" else "signed")
@@ -1089,6 +1095,8 @@ def idioms_knobs(draw, caps: Caps, slot: int = 0):
         threads = min(draw(st.sampled_from((32, 64, 96))), caps.max_threads or 96)
     elif "simt" in use:  # its shared exchange buffer (threads= elements per move) stays small
         threads = min(threads, 256)
+    elif "simt_while" in use:  # (not a power of two at times) threads with a full run, a partial one, none
+        threads = min(draw(st.sampled_from((32, 64, 96, 128))), caps.max_threads or 128)
     return {
         "family": "idioms",
         "M": M,

@@ -452,12 +452,6 @@ class Parser(InlineCalls, TileOps):
             raise self.error("unsupported Python construct in a kernel: while-else", node)
         if not self.in_kernel:
             raise self.error("a `while` loop belongs inside `with T.Kernel(...)`", node)
-        if any(scope.kind == "parallel" for scope in self.scopes.stack):
-            raise self.error(
-                "a `while` loop inside T.Parallel is not supported: its iterations are independent "
-                "elements; loop outside the T.Parallel, or use a loop with a fixed count",
-                node,
-            )
         test = self.scalar(self.eval(node.test), node.test)
         if not is_ir(test):
             raise self.error(

@@ -11,7 +11,8 @@ code that every backend already runs:
   depends on the thread) become per-thread: their buffer gains trailing thread dimensions;
 * a thread-dependent statement (it reads a thread index, directly or through a name, or a
   per-thread buffer, or writes a per-thread buffer) becomes `T.Parallel` over the threads
-  around it; a `for` / `if` whose header is thread-dependent is wrapped whole, one with a
+  around it; a `for` / `if` / `while` whose header is thread-dependent is wrapped whole (each
+  thread runs its own `while`, testing its own condition), one with a
   uniform header stays at block level and its body is treated statement by statement;
 * uniform statements run once, at block level (element atomics excepted: every thread runs
   them, as in TileLang, since an update is not idempotent); tile operations stay collective, and act on
@@ -223,12 +224,7 @@ class _Simt:
             return [dataclasses.replace(s, then_body=self.block(s.then_body), else_body=self.block(s.else_body))]
         if isinstance(s, N.While):
             if self.depends(s.cond):
-                raise self.error(
-                    "a `while` loop whose condition depends on the thread (T.get_thread_binding() or a "
-                    "per-thread buffer) is not supported: a `while` cannot run inside T.Parallel; give it "
-                    "a condition every thread shares, or loop over a fixed count",
-                    s,
-                )
+                return self.wrap(s)  # each thread runs its own loop, testing its own condition
             return [dataclasses.replace(s, body=self.block(s.body))]
         if isinstance(s, N.Parallel):
             return [self.block_parallel(s)]
@@ -456,7 +452,7 @@ class _Simt:
             elif isinstance(s, N.If):
                 self.check_value_races(s.then_body, axis, pinned | _pins(s.cond, set(axis)), lets)
                 self.check_value_races(s.else_body, axis, pinned, lets)
-            elif isinstance(s, (N.For, N.Parallel)):
+            elif isinstance(s, (N.For, N.While, N.Parallel)):
                 self.check_value_races(s.body, axis, pinned, lets)
 
     def check_leftovers(self, body: N.Body) -> None:
@@ -565,16 +561,9 @@ class _Translate(Transformer):
             )
         return ()
 
-    def visit_While(self, s: N.While):  # noqa: N802
-        raise self.simt.error(
-            "a `while` loop inside a thread-dependent `if` or `for` is not supported (it would run inside "
-            "T.Parallel); give it a condition every thread shares and put it at block level",
-            s,
-        )
-
     def visit_Parallel(self, s: N.Parallel):  # noqa: N802
         raise self.simt.error(
-            "a T.Parallel loop inside a thread-dependent `if` or `for` is not supported: T.Parallel is "
+            "a T.Parallel loop inside a thread-dependent `if`, `for` or `while` is not supported: T.Parallel is "
             "collective over the block, and only some threads reach it",
             s,
         )
@@ -582,7 +571,7 @@ class _Translate(Transformer):
     def generic(self, node):
         if type(node) in TILE_OP_NAMES:
             raise self.simt.error(
-                f"{TILE_OP_NAMES[type(node)]} inside a thread-dependent `if` or `for` is not supported: "
+                f"{TILE_OP_NAMES[type(node)]} inside a thread-dependent `if`, `for` or `while` is not supported: "
                 "a tile operation is collective over the block (it needs every thread, and a barrier), "
                 "and only some threads reach it here",
                 node,

@@ -481,7 +481,30 @@ class Program(Dispatcher):
             while cond(fr):
                 body(fr)
 
-        return loop
+        if not (sc.in_parallel and self._varies(s.cond, sc)):
+            return loop
+
+        def masked_loop(fr):
+            # Each T.Parallel iteration (a thread of per-thread code) runs its own loop: iterate
+            # while some active iteration's condition holds, the body masked to those; an
+            # iteration whose condition failed once has left its loop for good.
+            saved = fr.mask
+            try:
+                while True:
+                    c = cond(fr)
+                    if not isinstance(c, np.ndarray):
+                        if not c:
+                            break
+                    else:
+                        live = c if fr.mask is None else fr.mask & c
+                        if not live.any():
+                            break
+                        fr.mask = live
+                    body(fr)
+            finally:
+                fr.mask = saved
+
+        return masked_loop
 
     def _s_If(self, s: N.If, sc: _Scope):
         cond = self._as(s.cond, "bool", sc)

@@ -55,7 +55,7 @@ def make_backend() -> Backend:
         targets=(NAME,),
         ir_versions=(TILE_IR_VERSION,),
         capabilities=Capabilities(
-            features=frozenset(ALL_FEATURES | {"while_loop"}),
+            features=frozenset(ALL_FEATURES | {"while_loop", "parallel_while"}),
             dtypes=frozenset(DTYPES),
             gemm_dtypes=_gemm_dtype_pairs(),
             max_shared_memory=None,

@@ -29,6 +29,8 @@ FEATURES: Dict[str, str] = {
     "cumsum": "T.cumsum",
     "atomic": "T.atomic_add/max/min",
     "while_loop": "`while` loops on run-time conditions",
+    "parallel_while": "`while` loops inside T.Parallel (each iteration runs its own loop): per-thread "
+    "`while` loops whose condition depends on the thread",
     "runtime_if": "if on run-time values",
     "select": "T.if_then_else",
     "math": "math intrinsics (exp, log, sqrt, tanh, ...)",
@@ -40,9 +42,10 @@ FEATURES: Dict[str, str] = {
 FEATURES.update({f"dtype:{d}": f"tensors and arithmetic in {d}" for d in DTYPES})
 
 # Opt-in features, outside ALL_FEATURES, so a plugin that declares "every feature" does not claim
-# them by accident: `while` loops (a backend lists "while_loop" in its features) and fp8 (a
+# them by accident: `while` loops (a backend lists "while_loop" in its features, and "parallel_while"
+# for those inside T.Parallel, per-thread code's thread-dependent ones) and fp8 (a
 # backend lists the fp8 dtypes in `Capabilities.dtypes`)
-OPT_IN_FEATURES = frozenset({"while_loop"} | {f"dtype:{d}" for d in DTYPES if is_fp8(d)})
+OPT_IN_FEATURES = frozenset({"while_loop", "parallel_while"} | {f"dtype:{d}" for d in DTYPES if is_fp8(d)})
 ALL_FEATURES = frozenset(FEATURES) - OPT_IN_FEATURES
 
 
@@ -102,4 +105,18 @@ def features_used(func: N.PrimFunc) -> Dict[str, N.Span]:
         elif isinstance(node, N.Kernel):
             if not all(isinstance(g, N.Const) and g.value == 1 for g in node.grid):
                 add("multi_block", span)
+    for span in _parallel_whiles(func.body, False):
+        add("parallel_while", span)
+        break
     return used
+
+
+def _parallel_whiles(body, inside: bool):
+    """Spans of the `while` loops inside a T.Parallel body, in program order."""
+    for s in body:
+        if isinstance(s, N.While) and inside:
+            yield s.span
+        for name in ("body", "then_body", "else_body"):
+            sub = getattr(s, name, None)
+            if isinstance(sub, tuple):
+                yield from _parallel_whiles(sub, inside or isinstance(s, N.Parallel))

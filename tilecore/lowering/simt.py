@@ -303,7 +303,10 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
 
     # ------------------------------------------------------------------ statements
     def emit_body(self, stmts):
-        """Lower a statement list in order."""
+        """Lower a statement list in order (inside a T.Parallel iteration: `emit_iteration_stmts`)."""
+        if self.in_parallel:
+            self.emit_iteration_stmts(stmts)
+            return
         for s in stmts:
             self.emit_stmt(s)
 
@@ -425,7 +428,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
             self.emit_body(s.body)
 
     def emit_While(self, s: N.While):
-        """A `while` loop (never inside T.Parallel). Every thread tests the condition, whose values
+        """A `while` loop at block level. Every thread tests the condition, whose values
         are the same in all of them (block-level state: alloc_var registers every thread writes,
         shared or global memory), so all threads take the same number of iterations and the body's
         barriers are reached by all. The test is kept in a register, computed before the loop and
@@ -435,7 +438,11 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         condition reads global memory (which one thread may have written: the barrier makes the
         write visible to the block, so no thread leaves the loop alone), and then also a barrier
         at the start of each iteration, after every thread has read the test and before the body
-        may write what it read (without it the GPU hung: benchmarks/results/h100-session14/)."""
+        may write what it read (without it the GPU hung: benchmarks/results/h100-session14/).
+        Inside a T.Parallel body (per-thread code) each thread runs its own loop: no barrier."""
+        if self.in_parallel:
+            self.emit_thread_while(s)
+            return
         test = (N.Let(N.Var("_"), s.cond),)
         r, w = self.smem_sets(test + tuple(s.body))
         self.touch(test + tuple(s.body))
@@ -463,6 +470,18 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
             B.buffer_store(go, self.ex.lower_as(s.cond, "bool"), [0])
         self.pending_r |= skipped[0]
         self.pending_w |= skipped[1]
+
+    def emit_thread_while(self, s: N.While):
+        """A `while` inside a T.Parallel iteration: this thread's own loop, its test in a register
+        (what lowering the condition emits before its value then runs before every test). Its
+        condition differs between threads, so no barrier may be inside: T.Parallel bodies hold
+        none (`touch`), and the frontend refuses tile operations and T.sync_threads() there."""
+        go = B.alloc_buffer((1,), "bool", scope="local")
+        IRBuilder.name("thread_while_test", go)
+        B.buffer_store(go, self.ex.lower_as(s.cond, "bool"), [0])
+        with B.While(tx.BufferLoad(go, [0])):
+            self.emit_body(s.body)
+            B.buffer_store(go, self.ex.lower_as(s.cond, "bool"), [0])
 
     # ---------------------------------------------------------------- Parallel
     def emit_Parallel(self, p: N.Parallel):
@@ -509,29 +528,39 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
 
             self.iterate_linear(tuple(p.extents), 1, body)
 
+    iteration_layout: Any = None  # the anchor layout of the T.Parallel iteration being lowered
+
     def emit_parallel_body(self, stmts, layout):
-        """The body of a T.Parallel iteration; stores to replicated row values by one owner only."""
-        was = self.in_parallel
-        self.in_parallel = True
+        """The body of a T.Parallel iteration (`emit_iteration_stmts`)."""
+        was = self.in_parallel, self.iteration_layout
+        self.in_parallel, self.iteration_layout = True, layout
         try:
-            for st in stmts:
-                if isinstance(st, N.Store) or isinstance(st, N.Atomic):
-                    needs_primary = isinstance(layout, (RowLayout, StridedRowLayout)) and not (
-                        isinstance(st, N.Store) and self.plan.storage[st.buffer.name] == "reg"
-                    )
-                    if needs_primary:
-                        if isinstance(layout, RowLayout):
-                            q, w = layout.primary(self.t)
-                            cond = tx.And(q, w)
-                        else:
-                            cond = (self.t == 0) if layout.G >= layout.threads else (tx.floormod(self.t, layout.G) == 0)
-                        with B.If(cond):
-                            with B.Then():
-                                self.emit_stmt(st)
-                        continue
-                self.emit_stmt(st)
+            self.emit_iteration_stmts(stmts)
         finally:
-            self.in_parallel = was
+            self.in_parallel, self.iteration_layout = was
+
+    def emit_iteration_stmts(self, stmts):
+        """Statements of a T.Parallel iteration, also those nested in its `if` / `for` / `while`
+        bodies: where the iteration's layout replicates row values over several threads, a store
+        outside registers and an atomic run on one owner only (each replica runs the same
+        iteration: an atomic on every one would add once per replica)."""
+        layout = self.iteration_layout
+        for st in stmts:
+            if isinstance(st, N.Store) or isinstance(st, N.Atomic):
+                needs_primary = isinstance(layout, (RowLayout, StridedRowLayout)) and not (
+                    isinstance(st, N.Store) and self.plan.storage[st.buffer.name] == "reg"
+                )
+                if needs_primary:
+                    if isinstance(layout, RowLayout):
+                        q, w = layout.primary(self.t)
+                        cond = tx.And(q, w)
+                    else:
+                        cond = (self.t == 0) if layout.G >= layout.threads else (tx.floormod(self.t, layout.G) == 0)
+                    with B.If(cond):
+                        with B.Then():
+                            self.emit_stmt(st)
+                    continue
+            self.emit_stmt(st)
 
 
 # ---------------------------------------------------------------------- utilities

@@ -524,11 +524,14 @@ class TirLowering(Dispatcher):
         return widest or "float32"
 
     def vectorizable(self, body: N.Body) -> bool:
-        """Whether a T.Parallel body is worth vectorizing (no nested loops, atomics, prints, ifs)."""
+        """Whether a T.Parallel body is worth vectorizing (no nested loops, atomics, prints, ifs;
+        a `while` never: a vector lane cannot leave its loop alone)."""
         from ..ir.visitor import walk_stmts
 
         for st in walk_stmts(body):
-            if isinstance(st, (N.For, N.Parallel, N.Atomic, N.Print, N.If, N.Copy, N.Gemm, N.Reduce, N.Cumsum, N.Fill)):
+            if isinstance(
+                st, (N.For, N.While, N.Parallel, N.Atomic, N.Print, N.If, N.Copy, N.Gemm, N.Reduce, N.Cumsum, N.Fill)
+            ):
                 return False
         return True
 

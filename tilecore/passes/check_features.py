@@ -45,6 +45,7 @@ FEATURE_LABELS: Dict[str, str] = {
     "print": "T.print",
     "multi_block": "grids of more than one block",
     "while_loop": "`while` loops",
+    "parallel_while": "`while` loops inside T.Parallel (a per-thread `while` whose condition depends on the thread)",
 }
 
 

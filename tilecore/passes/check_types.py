@@ -378,8 +378,7 @@ class _Checker:
         self.expr(s.cond, "condition")
         if s.cond.dtype != "bool":
             raise self.error(f"while condition must be bool, got {s.cond.dtype}", s.cond, s)
-        if self.in_parallel:
-            raise self.error("a while loop inside T.Parallel is not supported", s)
+        # inside T.Parallel (per-thread code: frontend/simt.py) each iteration runs its own loop
         self.push()
         self.body(s.body)
         self.pop()

@@ -6,7 +6,7 @@ that contains every position where the buffer's contents may be needed:
 
 * it runs from the first to the last statement that reads or writes the
   buffer (an unused buffer is live only at its Alloc);
-* a use inside a loop (For or T.Parallel) that does not also contain the
+* a use inside a loop (For, while or T.Parallel; a while's condition too) that does not also contain the
   buffer's Alloc extends the interval to the whole loop, because a value
   written in one iteration may be read in the next.
 
@@ -115,10 +115,12 @@ def analyze(func: N.PrimFunc) -> Liveness:
                 live.alloc_position[name] = position
                 alloc_depth[name] = len(loops)
                 continue
+            is_loop = isinstance(s, (N.For, N.While, N.Parallel))
+            if isinstance(s, N.While):  # its condition is read again after every pass of the body
+                loops.append((position, _stmt_end(s, position)))
             for b in buffers_used_by(s):
                 use(b.name, position)
-            is_loop = isinstance(s, (N.For, N.Parallel))
-            if is_loop:
+            if is_loop and not isinstance(s, N.While):
                 loops.append((position, _stmt_end(s, position)))
             for name in _BODY_FIELDS:
                 sub = getattr(s, name, None)

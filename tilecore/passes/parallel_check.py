@@ -74,7 +74,7 @@ def check_parallel_races(func: N.PrimFunc) -> None:
                 inner = guards | frozenset(_var_names(s.cond, lets) & par_vars)
                 visit(s.then_body, par_vars, inner, lets)
                 visit(s.else_body, par_vars, inner, lets)
-            elif isinstance(s, (N.For, N.Kernel)):
+            elif isinstance(s, (N.For, N.While, N.Kernel)):
                 visit(s.body, par_vars, guards, lets)
 
     visit(func.body, frozenset(), frozenset(), {})
@@ -130,11 +130,11 @@ def _accesses(body, env, lets, guarded, out) -> None:
             if value is not None:
                 lets[s.var.name] = value
             continue
-        if isinstance(s, (N.Store, N.If, N.For)) or not hasattr(s, "body"):
+        if isinstance(s, (N.Store, N.If, N.While, N.For)) or not hasattr(s, "body"):
             exprs = []
             if isinstance(s, N.Store):
                 exprs = [s.value, *s.indices]
-            elif isinstance(s, N.If):
+            elif isinstance(s, (N.If, N.While)):
                 exprs = [s.cond]
             elif isinstance(s, N.For):
                 exprs = [s.begin, s.extent]
@@ -151,6 +151,8 @@ def _accesses(body, env, lets, guarded, out) -> None:
         if isinstance(s, N.If):
             _accesses(s.then_body, env, lets, True, out)
             _accesses(s.else_body, env, lets, True, out)
+        elif isinstance(s, N.While):  # each iteration's own trip count: its accesses are guarded
+            _accesses(s.body, env, lets, True, out)
         elif isinstance(s, N.For):
             _accesses(s.body, env, lets, guarded, out)
 

@@ -227,6 +227,25 @@ class _WhileExitsEarly(Transformer):
         return s
 
 
+class _ParallelWhileFollowsOneLane(Transformer):
+    """A `while` inside T.Parallel (per-thread code's thread-dependent `while`) tests the last
+    iteration's condition for every iteration: a backend that branches on one lane's test ends
+    every thread's loop when that lane's ends."""
+
+    def visit_Parallel(self, p):
+        last = {v.name: _c(int(n) - 1, v.dtype) for v, n in zip(p.vars, p.extents)}
+
+        class Lane(Transformer):
+            def visit_Var(self, v):
+                return last.get(v.name, v)
+
+        class Whiles(Transformer):
+            def visit_While(self, s):
+                return dataclasses.replace(s, cond=Lane().visit(s.cond), body=self.visit_body(s.body))
+
+        return dataclasses.replace(p, body=Whiles().visit_body(p.body))
+
+
 # ----------------------------------------------------------------------------- inlined calls
 
 
@@ -668,6 +687,7 @@ def _ir_bugs(func):
         "fp8-saturates": _Fp8Saturates(),
         "int4-nibbles-swapped": _Int4NibblesSwapped(),
         "while-exits-early": _WhileExitsEarly(),
+        "parallel-while-one-lane": _ParallelWhileFollowsOneLane(),
         "scalar-lost": _ScalarArgumentLost(func),
         "macro-copy-reused": _InlinedCopyReused(),
         "threads-masked-pow2": _ThreadsMaskedToPowerOfTwo(),
@@ -703,6 +723,7 @@ IR_BUGS = {
     "fp8-saturates": "conversions into fp8 saturate at the largest finite value instead of giving NaN / inf",
     "int4-nibbles-swapped": "packed int4 tensors read high nibble first (element 2j from bits 4-7 of byte j)",
     "while-exits-early": "`while a < b` tests a + 1 < b (one iteration too few)",
+    "parallel-while-one-lane": "a `while` inside T.Parallel (a per-thread one) follows the last lane's condition",
     "scalar-lost": "scalar kernel parameters read as 0 (never packed into the launch)",
     "macro-copy-reused": "a macro called twice runs its first call's code twice (code cached by source position)",
     "threads-masked-pow2": "threads= not a power of two: T.Parallel iterations past the power of two below are lost",

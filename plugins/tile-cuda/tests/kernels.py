@@ -143,3 +143,34 @@ def user_gemm(M, Nn, K, block_M, block_N, block_K, stages, threads, dtype="float
     return example("gemm").matmul.prim_func(
         M, Nn, K, block_M, block_N, block_K, dtype=dtype, accum="float32", num_stages=stages, threads=threads
     )
+
+
+def row_sum_counts(m=64, n=64, k=32, threads=128):
+    """Per row of A @ B (a gemm accumulator's row sums: row values replicated over the threads that
+    share a row), counted into Out with element atomics nested in an `if` and in a `while` inside
+    T.Parallel: 1 if the sum is positive, plus one per halving of the sum down to 1 or less."""
+    import tilecore.language as T
+
+    @T.prim_func
+    def row_sum_counts(
+        A: T.Tensor((m, k), "float16"),  # type: ignore[valid-type]
+        B: T.Tensor((k, n), "float16"),  # type: ignore[valid-type]
+        Out: T.Tensor((m,), "int32"),  # type: ignore[valid-type]
+    ):
+        with T.Kernel(1, threads=threads) as bx:
+            a = T.alloc_shared((m, k), "float16")
+            b = T.alloc_shared((k, n), "float16")
+            acc = T.alloc_fragment((m, n), "float32")
+            rows = T.alloc_fragment((m,), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, acc, clear_accum=True)
+            T.reduce_sum(acc, rows, dim=1)
+            for i in T.Parallel(m):
+                if rows[i] > 0:
+                    T.atomic_add(Out[i], 1)
+                while rows[i] > 1:
+                    rows[i] = rows[i] * 0.5
+                    T.atomic_add(Out[i], 1)
+
+    return row_sum_counts

@@ -261,3 +261,45 @@ def test_while_loops_retest_at_the_end_of_each_iteration_behind_a_barrier_when_n
     # 0 raced ahead, incremented Steps under the other threads' test and the block hung (H100, session 14)
     first_write = next(i for i, ln in enumerate(counting) if "Steps[" in ln and "] = " in ln)
     assert any(ln.startswith(sync) for ln in counting[:first_write])
+
+
+def test_a_per_thread_while_is_each_threads_own_loop_with_no_barrier_inside():
+    """A `while` whose condition depends on the thread (and one inside T.Parallel), through the
+    shared SIMT lowering (its TIR): each thread holds its own test in a register and loops alone,
+    so no barrier may sit in the loop (threads that left it would never reach one); the statement
+    after the per-thread loop reads another thread's shared slot behind a barrier. (Generated CUDA
+    accepted by nvcc: the conformance compile tier's `idioms:simt_while` programs; executed:
+    test_gpu.py.)"""
+    from tile_cuda.target import cuda_target
+    from tilecore.lowering.simt import lower_kernel
+    from tilecore.testing import per_thread_while_kernel
+
+    rules, intrinsics = compiler.default_tables()
+    lk = lower_kernel(per_thread_while_kernel(), cuda_target("sm_90a", {}), rules, intrinsics, {})
+    lines = lk.prim_func.script().splitlines()
+    sync = 'T.tvm_storage_sync("shared"'
+    loops = [n for n, ln in enumerate(lines) if ln.strip().startswith("while thread_while_test")]
+    assert len(loops) == 2
+    for n in loops:  # the loop's own lines: indented deeper than its header
+        depth = len(lines[n]) - len(lines[n].lstrip())
+        inside = [ln for ln in lines[n + 1 :] if ln.strip()]
+        inside = inside[: next((k for k, ln in enumerate(inside) if len(ln) - len(ln.lstrip()) <= depth), None)]
+        assert inside and not any(ln.strip().startswith(sync) for ln in inside)
+    after = next(n for n, ln in enumerate(lines) if "Steps[" in ln)
+    reads = next(n for n, ln in enumerate(lines) if "Next[" in ln)
+    assert any(ln.strip().startswith(sync) for ln in lines[after:reads])
+
+
+def test_atomics_nested_in_a_parallel_over_replicated_rows_run_on_one_owner():
+    """Row values that several threads hold (a gemm accumulator's row sums) are updated by every
+    replica, but an element atomic in an `if` or a `while` of their T.Parallel runs on one owner
+    only, as a top-level store does: one per replica would add once per thread of the row."""
+    from tile_cuda.target import cuda_target
+    from tilecore.lowering.simt import lower_kernel
+
+    rules, intrinsics = compiler.default_tables()
+    lk = lower_kernel(K.row_sum_counts(), cuda_target("sm_90a", {}), rules, intrinsics, {})
+    lines = [ln.strip() for ln in lk.prim_func.script().splitlines()]
+    atomics = [n for n, ln in enumerate(lines) if ln.startswith('T.cuda.func_call("tc::atomic<')]
+    assert len(atomics) == 2  # the `if`'s and the `while`'s
+    assert all(lines[n - 1].startswith("if T.And(v_1 % 32 % 4 == 0") for n in atomics), [lines[n - 1] for n in atomics]

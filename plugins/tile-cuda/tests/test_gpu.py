@@ -315,3 +315,23 @@ def test_while_loops_match_the_reference():
 
     args = [to_device(x, "cuda") for x in while_loops_arguments()]  # the kernel takes cuda memory
     assert_matches_reference(while_loops_kernel(), args, backend="cuda")
+
+
+def test_atomics_in_a_parallel_over_replicated_rows_match_the_reference():
+    """Element atomics nested in an `if` / `while` of a T.Parallel over replicated row values."""
+    import torch
+
+    from tilecore.testing import assert_matches_reference
+
+    a = (torch.randn(64, 32) * 2).half().cuda()
+    b = torch.randn(32, 64).half().cuda()
+    assert_matches_reference(
+        K.row_sum_counts(), [a, b, torch.zeros(64, dtype=torch.int32, device="cuda")], backend="cuda"
+    )
+
+
+def test_per_thread_while_loops_match_the_reference():
+    """`while` loops whose trip count differs between threads (feature `parallel_while`)."""
+    from tilecore.testing import assert_per_thread_while_matches_reference
+
+    assert_per_thread_while_matches_reference("cuda", "cuda")  # the kernel takes cuda memory

@@ -114,7 +114,7 @@ def make_backend() -> Backend:
         targets=(NAME,) + tuple(f"{NAME}:{a}" for a in ARCHS),
         ir_versions=(TILE_IR_VERSION,),
         capabilities=Capabilities(
-            features=frozenset(ALL_FEATURES | {"while_loop"}),  # while: the shared SIMT lowering
+            features=frozenset(ALL_FEATURES | {"while_loop", "parallel_while"}),  # while: the shared SIMT lowering
             dtypes=dtypes,
             gemm_dtypes=frozenset(gemm),
             max_shared_memory=227 * 1024,

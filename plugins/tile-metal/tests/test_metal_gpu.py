@@ -30,3 +30,10 @@ def test_while_loops_match_the_reference():
 
     args = [to_device(x, "metal") for x in while_loops_arguments()]  # the kernel takes metal memory
     assert_matches_reference(while_loops_kernel(), args, backend="metal")
+
+
+def test_per_thread_while_loops_match_the_reference():
+    """`while` loops whose trip count differs between threads (feature `parallel_while`)."""
+    from tilecore.testing import assert_per_thread_while_matches_reference
+
+    assert_per_thread_while_matches_reference("metal", "metal")  # the kernel takes metal memory

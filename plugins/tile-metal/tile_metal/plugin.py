@@ -51,7 +51,8 @@ def make_backend() -> Backend:
     # rounds an int32 / int64 into fp8 through float64 (exactly once), which MSL cannot spell
     # (conformance 0.3.0, seed 28282: "Cannot convert type float64 to Metal type")
     dtypes = frozenset({"float16", "bfloat16", "float32", "int8", "int16", "int32", "int64", "uint8", "bool"})
-    features = frozenset(f for f in ALL_FEATURES if f not in ("print", "dtype:float64")) | {"while_loop"}
+    opt_in = {"while_loop", "parallel_while"}  # through the shared SIMT lowering
+    features = frozenset(f for f in ALL_FEATURES if f not in ("print", "dtype:float64")) | opt_in
     gemm = {
         ("float16", "float32"),
         ("float16", "float16"),

@@ -221,6 +221,15 @@ def test_while_loops():
     assert_matches_reference(while_loops_kernel(), while_loops_arguments(), backend="npu")
 
 
+def test_per_thread_while_loops():
+    """`while` loops whose condition differs between lanes: each lane loops until its own test
+    fails (160 threads: three vector strips, the last one partial)."""
+    from tilecore.testing import per_thread_while_arguments, per_thread_while_kernel
+
+    args = per_thread_while_arguments(threads=160)
+    assert_matches_reference(per_thread_while_kernel(threads=160), args, backend="npu")
+
+
 def test_gathers_with_non_affine_indices_and_int_math():
     rng = np.random.default_rng(9)
 

@@ -50,7 +50,7 @@ def make_backend() -> Backend:
         targets=(NAME,),
         ir_versions=(TILE_IR_VERSION,),
         capabilities=Capabilities(
-            features=frozenset(ALL_FEATURES | {"while_loop"}) - frozenset(UNSUPPORTED),
+            features=frozenset(ALL_FEATURES | {"while_loop", "parallel_while"}) - frozenset(UNSUPPORTED),
             # int4: the core pass int4_storage hands the NPU packed int8 tensors and int8 tiles
             dtypes=frozenset(VECTOR_DTYPES) | {"int4"},
             gemm_dtypes=gemm_dtype_pairs(),

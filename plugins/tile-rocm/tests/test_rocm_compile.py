@@ -324,3 +324,23 @@ def test_a_float64_select_reading_a_bfloat16_fragment_stored_to_bfloat16_compile
 
     art = tilecore.compile(k, target="rocm:gfx942").artifact
     assert elf_header(art.blobs["hsaco"])[0] == EM_AMDGPU
+
+
+def test_a_per_thread_while_has_no_barrier_inside_its_loop():
+    """A `while` whose condition depends on the thread is each thread's own loop: no s_barrier
+    between a loop's label and its backward branch (a thread that left would never reach it);
+    the barrier that orders the loop's shared stores before the next statement comes after it."""
+    from tilecore.testing import per_thread_while_kernel
+
+    source = tilecore.compile(per_thread_while_kernel(), target="rocm:gfx942").artifact.source
+    lines = [ln.strip() for ln in source.splitlines()]
+    labels = {ln[:-1]: i for i, ln in enumerate(lines) if re.match(r"^\.LBB\d+_\d+:$", ln)}
+    back = [
+        (labels[m.group(1)], i)
+        for i, ln in enumerate(lines)
+        for m in [re.match(r"^s_c?branch\w* (\S+)$", ln)]
+        if m and labels.get(m.group(1), i) < i
+    ]
+    assert back and sum(ln.startswith("s_barrier") for ln in lines) >= 2
+    for start, end in back:
+        assert not any(ln.startswith("s_barrier") for ln in lines[start:end]), lines[start : end + 1]

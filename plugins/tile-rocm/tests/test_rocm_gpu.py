@@ -31,3 +31,10 @@ def test_while_loops_match_the_reference():
 
     args = [to_device(x, "rocm") for x in while_loops_arguments()]  # the kernel takes rocm memory
     assert_matches_reference(while_loops_kernel(), args, backend="rocm")
+
+
+def test_per_thread_while_loops_match_the_reference():
+    """`while` loops whose trip count differs between threads (feature `parallel_while`)."""
+    from tilecore.testing import assert_per_thread_while_matches_reference
+
+    assert_per_thread_while_matches_reference("rocm", "rocm")  # the kernel takes rocm memory

@@ -80,7 +80,8 @@ def make_backend() -> Backend:
         targets=(NAME,) + tuple(f"{NAME}:{a}" for a in toolchain.ARCHS),
         ir_versions=(TILE_IR_VERSION,),
         capabilities=Capabilities(
-            features=frozenset(ALL_FEATURES - {"print"} | {"while_loop"}),  # while: the shared SIMT lowering
+            # while: the shared SIMT lowering
+            features=frozenset(ALL_FEATURES - {"print"} | {"while_loop", "parallel_while"}),
             dtypes=dtypes,
             gemm_dtypes=frozenset(gemm),
             max_shared_memory=64 * 1024,

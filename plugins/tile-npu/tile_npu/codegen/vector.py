@@ -1,4 +1,5 @@
-"""Vector code generation: T.Parallel strip-mined over the vector engine, with lane masks for `if`."""
+"""Vector code generation: T.Parallel strip-mined over the vector engine, with lane masks for `if`
+and for a `while` whose condition differs between lanes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from tilecore.ir import nodes as N
 from tilecore.ir.visitor import walk
 
 from ..arch import VECTOR_DTYPES
-from ..isa import NO_REG, Access, Extents
+from ..isa import NO_REG, SPACE_SEG, Access, Extents, Segment
 from .emitter import ATOMIC, BINOP_INDEX, COMPARES, UNOP_INDEX, binop_work_dtype, prod
 from .host import NpuHost
 from .registers import ZERO
@@ -206,6 +207,70 @@ class VectorCodegen(NpuHost):
         self.patch(jz, self.here())
         del self.env[s.var.name]
         self.release(i, end)
+
+    def v_While(self, s: N.While):
+        """A `while` inside T.Parallel: a scalar loop for a uniform condition; else every lane runs
+        its own loop: `live` (the lanes still looping, under the enclosing mask) loses the lanes
+        whose condition fails, the body runs masked to it, and the loop ends when no lane is left
+        (a masked store of 1 into a cleared scratch word, read back by the scalar unit)."""
+        ctx = self.vector_context()
+        if self.is_uniform(s.cond):
+            top = self.here()
+            c = self.sx_bool(s.cond)
+            jz = self.emit("bz", r=(c,))
+            self.release(c)
+            self._lane_body(s.body)
+            self.emit("br", imm=top)
+            self.patch(jz, self.here())
+            return
+        saved = ctx.mask
+        live = self.slot()
+        if saved is None:
+            one = self.li(1)
+            self.emit("vun", func=UNOP_INDEX["mov"], dt="bool", dt2=1, r=(live, one))
+            self.release(one)
+        else:
+            self.emit("vun", func=UNOP_INDEX["mov"], dt="bool", r=(live, saved))
+        cell = self._any_cell()
+        word = self.desc(Access(SPACE_SEG, cell, (), ((ZERO, NO_REG, ()),)))
+        lanes = self.desc(Access(SPACE_SEG, cell, ctx.extents, ((ZERO, NO_REG, tuple(0 for _ in ctx.vars)),)))
+        top = self.here()
+        ctx.mask = live  # the condition is read by the lanes still looping only
+        cond = self.materialize(self.vx(s.cond), "bool", convert_to="bool")
+        self.emit("vbin", func=BINOP_INDEX["and"], dt="bool", r=(live, live, cond.slot))
+        self.free_slot(cond.slot)
+        zero, one = self.li(0), self.li(1)
+        self.emit("sst", dt="int32", r=(zero,), imm=word)
+        ones = self.materialize(one, "int32")
+        self.emit("vst", dt="int32", r=(ones.slot, live), imm=lanes)
+        self.free_slot(ones.slot)
+        anyone = self.reg()
+        self.emit("sld", r=(anyone,), imm=word)
+        jz = self.emit("bz", r=(anyone,))
+        self.release(zero, anyone)
+        self._lane_body(s.body)
+        self.emit("br", imm=top)
+        self.patch(jz, self.here())
+        ctx.mask = saved
+        self.free_slot(live)
+
+    def _lane_body(self, body):
+        """A loop body inside T.Parallel; the per-lane Lets it binds end with each pass."""
+        lets = dict(self.vector_context().vlets)
+        self.body(body)
+        for k in list(self.vector_context().vlets):
+            if k not in lets:
+                self.free_slot(self.vector_context().vlets.pop(k).slot)
+
+    def _any_cell(self) -> int:
+        """The int32 scratch slot that `v_While` tests for a lane still looping (one per program)."""
+        cell = getattr(self, "_while_cell", None)
+        if cell is None:
+            cell = len(self.prog.segments)
+            self.prog.segments.append(Segment("while_any", "int32", (self.cfg.vector_chunk,), 0))
+            self.slots.append(cell)  # placed with the vector slots, never handed out as one
+            self._while_cell = cell
+        return cell
 
     def v_Print(self, s: N.Print):
         """T.print per lane (`vprint`), or the scalar print for uniform values."""
