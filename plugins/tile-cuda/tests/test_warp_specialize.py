@@ -195,6 +195,23 @@ def test_two_blocks_per_sm_ask_ptxas_for_them_and_split_half_the_registers():
         _source(K.gemm_kernel(256, 256, 256, **QUICKSTART), {"warp_specialize": True, "ws_blocks_per_sm": 3})
 
 
+@needs_nvcc
+def test_two_blocks_per_sm_are_refused_where_the_registers_do_not_fit():
+    """Two consumer warpgroups of a 128x256 float32 accumulator need 128 registers each for it; two
+    blocks per SM leave 104: ptxas refused that kernel (C7602), so the plan keeps one block per SM
+    and says why; the kernel compiles."""
+    from tile_cuda.compiler import _errors_only
+
+    func = K.gemm_kernel(1024, 1024, 1024, bm=128, bn=256, bk=64, stages=3, threads=256)
+    art = _source(func, TWO_PER_SM)
+    assert "__launch_bounds__(384)" in art.source and "tc::regs_increase<232>" in art.source
+    assert any(n.startswith("ws_blocks_per_sm=2: no: the register fragments") for n in art.meta["notes"])
+    fatal = (
+        "ptxas fatal   : (C7602) Insufficient registers (80) ...\nptxas fatal   : Ptx assembly aborted due to errors"
+    )
+    assert "C7602" in _errors_only(fatal)  # the compile error names ptxas's reason
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [1000, 2048])
 def test_two_blocks_per_sm_gemm_matches_torch(n):

@@ -76,8 +76,8 @@ def generate_source(func, arch: str, options: Dict[str, Any], tables=None):
             f"extern __shared__ __align__({lk.plan.shared_alignment}) uchar smem_pool_ptr[]",
             src,
         )
-    blocks = target.prop("ws_blocks_per_sm", 1)
-    if blocks > 1 and lk.plan.claims.get("warp_specialized"):
+    blocks = max((info.blocks_per_sm for info in lk.plan.claims.get("warp_specialized", {}).values()), default=1)
+    if blocks > 1:
         # the register split of `warp_specialize.register_split` holds only if ptxas plans for it
         src = re.sub(r"__launch_bounds__\((\d+)\)", rf"__launch_bounds__(\1, {blocks})", src, count=1)
     if any(info.multicast for info in lk.plan.claims.get("warp_specialized", {}).values()):
@@ -167,7 +167,7 @@ def _errors_only(stderr: str) -> str:
     lines = stderr.splitlines()
     keep = []
     for i, line in enumerate(lines):
-        if "error" in line:
+        if "error" in line or "fatal" in line:  # ptxas states its reason on a "fatal" line
             keep.extend(lines[i : i + 3])
     return ("\n".join(keep) or stderr)[-3000:]
 

@@ -40,9 +40,11 @@ Planning is pure Python; lowering imports TVM when the rules run.
 
 from __future__ import annotations
 
+from math import prod
 from typing import List, NamedTuple, Optional, Tuple, Union
 
 from tilecore.ir import nodes as N
+from tilecore.ir.types import itemsize
 from tilecore.ir.visitor import walk, walk_stmts
 from tilecore.lowering.simt_barriers import shared_accesses
 from tilecore.lowering.simt_layout import MmaLayout, RowLayout
@@ -122,6 +124,7 @@ class WsLoop(NamedTuple):
     persistent: Optional[P.PersistentGrid] = None  # option persistent: the blocks loop over the tiles
     tma_store: Optional[tma_store.TmaStore] = None  # option tma_store: the epilogue's TMA stores
     multicast: Optional[CL.Multicast] = None  # option tma_multicast: clusters of two share these loads
+    blocks_per_sm: int = 1  # option ws_blocks_per_sm where the register split leaves room (`_plan_blocks_per_sm`)
 
 
 def ws_enabled(target, threads: int) -> bool:
@@ -240,6 +243,7 @@ class WarpSpecializedPipeline(LoweringRule):
             found = found._replace(tma=plan_tma(ctx.plan, ctx.target, found.copies))
         found = _plan_schedule_options(ctx, found)
         found = _plan_multicast(ctx, found)
+        found = _plan_blocks_per_sm(ctx, found)
         ctx.plan.claimed(self.name)[id(found.loop)] = found
         ctx.plan.device_sources.append(WS_LIB)
         if any(found.tma) or found.tma_store:
@@ -297,6 +301,38 @@ def _plan_schedule_options(ctx, found: WsLoop) -> WsLoop:
             found = found._replace(tma_store=store)
             ctx.plan.notes.append(f"TMA store: the epilogue through a {store.bytes}-byte staging tile")
     return found
+
+
+REGISTER_MARGIN = 48  # consumer registers beyond the fragments: addresses, indices, softmax temporaries
+
+
+def fragment_registers(plan, threads: int) -> int:
+    """32-bit registers per consumer thread that the kernel's register fragments hold."""
+    words = 0
+    for name, where in plan.storage.items():
+        buf = plan.buffers.get(name)
+        if where == "reg" and buf is not None:
+            words += -(-prod(buf.static_dims()) * itemsize(buf.dtype) // 4)
+    return -(-words // threads)
+
+
+def _plan_blocks_per_sm(ctx, found: WsLoop) -> WsLoop:
+    """`found` planned for option ws_blocks_per_sm's blocks per SM when the register split leaves
+    each consumer thread its fragments plus REGISTER_MARGIN; else one block per SM and a note (two
+    consumer warpgroups of a 128x256 fp32 accumulator need 128 registers each for it alone, and
+    ptxas refuses the kernel at 104)."""
+    blocks = ctx.target.prop("ws_blocks_per_sm", 1)
+    if blocks == 1:
+        return found
+    need = fragment_registers(ctx.plan, ctx.threads) + REGISTER_MARGIN
+    have = register_split(ctx.threads, blocks)[0]
+    if need > have:
+        ctx.plan.notes.append(
+            f"ws_blocks_per_sm={blocks}: no: the register fragments and working registers need about {need} "
+            f"registers per consumer thread, {blocks} blocks per SM leave {have}; one block per SM"
+        )
+        return found
+    return found._replace(blocks_per_sm=blocks)
 
 
 def _plan_multicast(ctx, found: WsLoop) -> WsLoop:
@@ -426,7 +462,7 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
     if info.multicast:  # the other block's loads and arrivals may target this block's mbarriers now
         _call(lowering, "tc::cluster_sync")
     whole_block = lowering.intrinsics[("barrier", None)]
-    consumer_regs, launch_regs = register_split(T, lowering.target.prop("ws_blocks_per_sm", 1))
+    consumer_regs, launch_regs = register_split(T, info.blocks_per_sm)
     with B.If(lowering.thread < T):
         with B.Then():
             if consumer_regs > launch_regs:
