@@ -24,7 +24,9 @@ two blocks of every cluster (its start names only the block indices that the ker
 order, `tilecore.lowering.block_order`, gives both blocks alike, checked block by block over the
 static grid), and whose boxes split into two row halves on the shared layout's swizzle repeat.
 The kernel must have a static grid whose x extent is even, a trip count the two blocks share, and
-no persistent tile loop. Option tma_multicast: False (default, until measured), True.
+no persistent tile loop. Option tma_multicast: False (default: on the H100 the cluster build gave
+the same bits but ran TileLang's quickstart GEMM 3-6x slower, its SMs waiting;
+benchmarks/results/h100-session15/), True.
 
 Pure Python: importing this does not import TVM.
 """
