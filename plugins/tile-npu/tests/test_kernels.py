@@ -230,6 +230,64 @@ def test_per_thread_while_loops():
     assert_matches_reference(per_thread_while_kernel(threads=160), args, backend="npu")
 
 
+def per_thread_for_kernel(threads: int):
+    """`for` loops whose bounds differ between threads (per-thread code) and between T.Parallel
+    lanes: a sum over tx % 4 passes, a loop from a thread-dependent start holding an `if` and a
+    store at a per-thread index, a nested loop bounded by the outer one's variable, one under a
+    thread-dependent `if`, and one inside T.Parallel bounded by its index."""
+
+    @T.prim_func
+    def per_thread_for(
+        A: T.Tensor((threads,), "float32"),
+        Sum: T.Tensor((threads,), "float32"),
+        C: T.Tensor((threads, 8), "float32"),
+        Cnt: T.Tensor((threads,), "int32"),
+        H: T.Tensor((16,), "float32"),
+    ):
+        with T.Kernel(1, threads=threads):
+            tx = T.get_thread_binding()
+            acc = T.alloc_var("float32")
+            n = T.alloc_var("int32")
+            acc = 0.0
+            for i in range(tx % 4):
+                acc += A[tx]
+            Sum[tx] = acc
+            for j in range(tx % 3, tx % 5 + 3):
+                if A[(tx + j) % threads] > 0:
+                    C[tx, j] = A[(tx + j) % threads]
+            n = 0
+            for a in range(tx % 3):
+                for b in range(a + tx % 2):
+                    n += b + 1
+            if tx % 2 == 0:
+                for k in T.serial(tx % 5):
+                    n += 10
+            Cnt[tx] = n
+            h = T.alloc_fragment((16,), "float32")
+            for i in T.Parallel(16):
+                h[i] = 0.0
+                for j in range(i % 4, i % 7):
+                    h[i] = h[i] + A[j]
+                H[i] = h[i]
+
+    return per_thread_for
+
+
+def test_per_thread_for_loops():
+    """`for` loops with lane-dependent bounds run as masked loops, each lane its own passes (80
+    threads: two vector strips, the second partial); exact against the reference."""
+    rng = np.random.default_rng(13)
+    threads = 80
+    args = [
+        rand(rng, (threads,), "float32"),
+        np.full(threads, -1, np.float32),
+        np.full((threads, 8), -1, np.float32),
+        np.full(threads, -1, np.int32),
+        np.full(16, -1, np.float32),
+    ]
+    assert_matches_reference(per_thread_for_kernel(threads), args, backend="npu", rtol=0, atol=0)
+
+
 def test_gathers_with_non_affine_indices_and_int_math():
     rng = np.random.default_rng(9)
 

@@ -1,5 +1,5 @@
-"""Vector code generation: T.Parallel strip-mined over the vector engine, with lane masks for `if`
-and for a `while` whose condition differs between lanes."""
+"""Vector code generation: T.Parallel strip-mined over the vector engine, with lane masks for `if`,
+for a `while` whose condition differs between lanes and for a `for` whose bounds do."""
 
 from __future__ import annotations
 
@@ -177,11 +177,12 @@ class VectorCodegen(NpuHost):
         return self.vector_context().mask if self.vector_context().mask is not None else NO_REG
 
     def v_For(self, s: N.For):
-        """A serial loop inside T.Parallel; its bounds must be uniform."""
+        """A serial loop inside T.Parallel: a scalar counter for uniform bounds; else each lane
+        counts its own `[begin, begin + extent)` in a vector slot, run as a masked loop whose lanes
+        leave when their counter reaches their end (`_masked_loop`)."""
         if not (self.is_uniform(s.begin) and self.is_uniform(s.extent)):
-            raise self.error(
-                "a loop inside T.Parallel must have bounds that do not depend on the parallel indices on npu"
-            )
+            self._lane_for(s)
+            return
         b = self.sx(s.begin)
         e = self.sx(s.extent)
         end = self.reg()
@@ -195,11 +196,7 @@ class VectorCodegen(NpuHost):
         jz = self.emit("bz", r=(c,))
         self.release(c)
         self.env[s.var.name] = i
-        lets = dict(self.vector_context().vlets)
-        self.body(s.body)
-        for k in list(self.vector_context().vlets):
-            if k not in lets:
-                self.free_slot(self.vector_context().vlets.pop(k).slot)
+        self._lane_body(s.body)
         one = self.li(1)
         self.emit("sop", func=BINOP_INDEX["+"], dt="int32", r=(i, i, one))
         self.release(one)
@@ -213,7 +210,6 @@ class VectorCodegen(NpuHost):
         its own loop: `live` (the lanes still looping, under the enclosing mask) loses the lanes
         whose condition fails, the body runs masked to it, and the loop ends when no lane is left
         (a masked store of 1 into a cleared scratch word, read back by the scalar unit)."""
-        ctx = self.vector_context()
         if self.is_uniform(s.cond):
             top = self.here()
             c = self.sx_bool(s.cond)
@@ -223,6 +219,39 @@ class VectorCodegen(NpuHost):
             self.emit("br", imm=top)
             self.patch(jz, self.here())
             return
+        self._masked_loop(lambda: self.materialize(self.vx(s.cond), "bool", convert_to="bool").slot, s.body)
+
+    def _lane_for(self, s: N.For):
+        """A `for` whose bounds differ between lanes: the loop variable is a per-lane value."""
+        ctx = self.vector_context()
+        dt = s.var.dtype
+        i = self.materialize(self.vx(s.begin), s.begin.dtype, dt)
+        extent = self.materialize(self.vx(s.extent), s.extent.dtype, dt)
+        end = self.slot()
+        self.emit("vbin", func=BINOP_INDEX["+"], dt=dt, r=(end, i.slot, extent.slot))
+        self.free_slot(extent.slot)
+        ctx.vlets[s.var.name] = i
+
+        def below_end() -> int:
+            c = self.slot()
+            self.emit("vbin", func=BINOP_INDEX["<"], dt=dt, r=(c, i.slot, end))
+            return c
+
+        def step():
+            one = self.li(1)
+            self.emit("vbin", func=BINOP_INDEX["+"], dt=dt, dt2=2, r=(i.slot, i.slot, one))
+            self.release(one)
+
+        self._masked_loop(below_end, s.body, step)
+        del ctx.vlets[s.var.name]
+        self.free_slot(i.slot, end)
+
+    def _masked_loop(self, cond, body, step=None):
+        """Every lane runs its own loop: `live` (the lanes still looping, under the enclosing mask)
+        loses the lanes whose `cond()` (a bool slot, freed here) fails, `body` and then `step()`
+        run masked to it, and the loop ends when no lane is left (a masked store of 1 into a
+        cleared scratch word, read back by the scalar unit)."""
+        ctx = self.vector_context()
         saved = ctx.mask
         live = self.slot()
         if saved is None:
@@ -236,9 +265,9 @@ class VectorCodegen(NpuHost):
         lanes = self.desc(Access(SPACE_SEG, cell, ctx.extents, ((ZERO, NO_REG, tuple(0 for _ in ctx.vars)),)))
         top = self.here()
         ctx.mask = live  # the condition is read by the lanes still looping only
-        cond = self.materialize(self.vx(s.cond), "bool", convert_to="bool")
-        self.emit("vbin", func=BINOP_INDEX["and"], dt="bool", r=(live, live, cond.slot))
-        self.free_slot(cond.slot)
+        c = cond()
+        self.emit("vbin", func=BINOP_INDEX["and"], dt="bool", r=(live, live, c))
+        self.free_slot(c)
         zero, one = self.li(0), self.li(1)
         self.emit("sst", dt="int32", r=(zero,), imm=word)
         ones = self.materialize(one, "int32")
@@ -248,7 +277,9 @@ class VectorCodegen(NpuHost):
         self.emit("sld", r=(anyone,), imm=word)
         jz = self.emit("bz", r=(anyone,))
         self.release(zero, anyone)
-        self._lane_body(s.body)
+        self._lane_body(body)
+        if step is not None:
+            step()
         self.emit("br", imm=top)
         self.patch(jz, self.here())
         ctx.mask = saved
@@ -263,7 +294,7 @@ class VectorCodegen(NpuHost):
                 self.free_slot(self.vector_context().vlets.pop(k).slot)
 
     def _any_cell(self) -> int:
-        """The int32 scratch slot that `v_While` tests for a lane still looping (one per program)."""
+        """The int32 scratch slot that `_masked_loop` tests for a lane still looping (one per program)."""
         cell = getattr(self, "_while_cell", None)
         if cell is None:
             cell = len(self.prog.segments)
