@@ -22,12 +22,14 @@ def reference_report(tmp_path_factory):
 def test_reference_certified_and_report_complete(reference_report):
     path, report = reference_report
     assert report["verdict"]["certified"], report["verdict"]["reasons"]
-    # 100 seeded programs, the four directed `forms` programs, the six `idioms` ones and the directed
+    # 100 seeded programs, the four directed `forms` programs, the seven `idioms` ones and the directed
     # one past 2^31 bytes (the reference declares the memory)
-    assert report["totals"]["programs"] == 111 and report["totals"]["pass"] == 111
+    assert report["totals"]["programs"] == 112 and report["totals"]["pass"] == 112
     assert report["coverage"]["cells"]["size:>2^31 bytes"]["pass"] == 1
     assert all(report["coverage"]["cells"][f"forms:{f}"]["pass"] >= 1 for f in ("scalar", "view", "stages"))
-    assert all(report["coverage"]["cells"][f"idioms:{i}"]["pass"] >= 1 for i in ("macro", "split", "memory_order"))
+    assert all(
+        report["coverage"]["cells"][f"idioms:{i}"]["pass"] >= 1 for i in ("macro", "split", "memory_order", "simt_for")
+    )
     for key in (
         "suite",
         "tilecore",

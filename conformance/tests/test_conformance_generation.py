@@ -157,12 +157,12 @@ def test_directed_program_reads_past_two_gib_and_costs_only_its_window():
 
     fams = run_families(ALL)
     knobs = run_knobs(ALL, DIRECTED_FROM, seed=5)
-    # after the seeded programs: the four `forms` and six `idioms` programs (test_conformance_forms.py,
+    # after the seeded programs: the four `forms` and seven `idioms` programs (test_conformance_forms.py,
     # test_conformance_idioms.py), then this one
-    assert len(knobs) == DIRECTED_FROM + 11 and knobs[:DIRECTED_FROM] == generate_knobs(ALL, DIRECTED_FROM, seed=5)
+    assert len(knobs) == DIRECTED_FROM + 12 and knobs[:DIRECTED_FROM] == generate_knobs(ALL, DIRECTED_FROM, seed=5)
     assert len(run_knobs(ALL, DIRECTED_FROM - 1, seed=5)) == DIRECTED_FROM - 1  # small runs: none
     undeclared = dataclasses.replace(ALL, max_tensor_bytes=None)
-    assert len(run_knobs(undeclared, DIRECTED_FROM, seed=5)) == DIRECTED_FROM + 10
+    assert len(run_knobs(undeclared, DIRECTED_FROM, seed=5)) == DIRECTED_FROM + 11
     assert "size:>2^31 bytes" not in required_cells(undeclared, fams)
     prog = build(knobs[-1])
     assert "size:>2^31 bytes" in program_cells(prog) and "size:>2^31 bytes" in required_cells(ALL, fams)

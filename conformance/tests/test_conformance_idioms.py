@@ -34,12 +34,12 @@ def _idioms(seed: int, caps: Caps = ALL):
 
 def test_every_default_run_has_each_idiom():
     knobs = _idioms(3)
-    assert len(knobs) == 6
+    assert len(knobs) == 7
     cells = set().union(*(program_cells(build(k)) for k in knobs))
     required = {c for c in required_cells(ALL, run_families(ALL)) if c.startswith("idioms:")}
     assert required == {f"idioms:{i}" for i in IDIOMS} <= cells
     assert knobs[0]["macro"] and knobs[1]["split"] and knobs[2]["macro"] and knobs[2]["loops"] == "simt"
-    assert knobs[0]["loops"] == "simt_while"
+    assert knobs[0]["loops"] == "simt_while" and knobs[5]["loops"] == "simt_for"
     assert not [k for k in run_knobs(ALL, DIRECTED_FROM - 1, seed=3) if k["family"] == "idioms"]  # small runs
 
 
@@ -47,7 +47,7 @@ def test_idioms_a_backend_cannot_declare_are_left_out():
     """No atomics, no serial loops: the programs leave those idioms out, and they are not required."""
     caps = Caps(ALL.features - {"atomic", "serial"}, ALL.dtypes)
     knobs = _idioms(5, caps)
-    assert len(knobs) == 6 and not any(k["order"] or k["loops"] == "serial" for k in knobs)
+    assert len(knobs) == 7 and not any(k["order"] or k["loops"] in ("serial", "simt_for") for k in knobs)
     assert all(k["loops"] != "simt_while" for k in _idioms(5, Caps(ALL.features - {"parallel_while"}, ALL.dtypes)))
     required = set(required_cells(caps, run_families(caps)))
     assert "idioms:macro" in required and not {"idioms:memory_order", "idioms:serial"} & required
@@ -112,6 +112,7 @@ def test_idioms_are_written_in_tilelangs_spellings():
         "persistent": ("as block_id:", "for by, bx in T.Persistent(["),
         "simt": ("tx = T.get_thread_binding()", "_v = T.alloc_var(", "_x[tx] = ", "f = e * "),
         "simt_while": ("tx = T.get_thread_binding()", "_f = T.alloc_var(", "while ", "_f += 1"),
+        "simt_for": ("tx = T.get_thread_binding()", "for f in T.serial(tx * ", ", T.min((tx + 1) * "),
     }
     for seed in (1, 2):
         for k in _idioms(seed):
@@ -170,7 +171,7 @@ def test_the_directed_knob_is_each_programs_index():
 
     fams = run_families(ALL)
     knobs = directed_knobs(ALL, 7, fams)
-    assert [k["family"] for k in knobs] == ["forms"] * 4 + ["idioms"] * 6 + ["offsets"]
+    assert [k["family"] for k in knobs] == ["forms"] * 4 + ["idioms"] * 7 + ["offsets"]
     assert all(directed_knobs(ALL, 7, fams)[k["directed"]] == k for k in knobs)
 
 

@@ -41,6 +41,11 @@ simt_while    the elements stored by a per-thread `while` whose condition depend
               a backend that ends every thread's loop with the first thread's,
               runs it once for the block, shares the counter or misses a thread stores wrong
               elements or none
+simt_for      the elements stored by a per-thread `for` whose bounds depend on the thread: thread
+              tx walks its run of ceil(bm * bn / threads) + 1 elements as `for f in T.serial(tx *
+              run, T.min((tx + 1) * run, bm * bn))` (full runs, a partial one, and empty ranges on
+              the last threads): a backend that gives every thread the first thread's bounds, runs
+              the loop once for the block, or misses a thread stores wrong elements or none
 astype, Cast  the stored value converted to another dtype by `x.astype(D)` or `T.Cast(D, x)`, D
               spelled "float16", T.float16, T.dtype("float16") or T.float (float32): bit-exact
 clamp         the value limited by `T.clamp(x, lo, hi)` first (NaN stays NaN): bit-exact
@@ -92,6 +97,7 @@ IDIOMS = (
     "persistent",
     "simt",
     "simt_while",
+    "simt_for",
 )
 
 
@@ -150,7 +156,7 @@ def idiom_cells(k: dict) -> set:
     """The IDIOMS an `idioms` program's knobs use (its coverage cells, without the prefix)."""
     used = {"macro": k["macro"], "split": bool(k["split"]), k["cast"]: bool(k["cast"]), "clamp": bool(k["clamp"])}
     used.update(serial=k["loops"] == "serial", floordiv=k["loops"] == "flat", simt=k["loops"] == "simt")
-    used.update(simt_while=k["loops"] == "simt_while")
+    used.update(simt_while=k["loops"] == "simt_while", simt_for=k["loops"] == "simt_for")
     used.update(memory_order=bool(k["order"]), hints=k["hints"], persistent=bool(k.get("persistent")))
     return {name for name, on in used.items() if on and name in IDIOMS}
 
@@ -200,6 +206,14 @@ def _move_lines(k: dict, src: str, dst: str, tile: str, shift: str) -> list:
             f"while {tile}_f < (tx + 1) * {run} and {tile}_f < {size}:",
             f"    i = {tile}_f // {bn}",
             f"    j = {tile}_f % {bn}",
+        ]
+    elif k["loops"] == "simt_for":  # per-thread code: a loop over this thread's own run of elements
+        run, size = -(-bm * bn // k["threads"]) + 1, bm * bn
+        body = [
+            "tx = T.get_thread_binding()",
+            f"for f in T.serial(tx * {run}, T.min((tx + 1) * {run}, {size})):",
+            f"    i = f // {bn}",
+            f"    j = f % {bn}",
         ]
     else:
         body = [f"for i, j in T.Parallel({bm}, {bn}):"]
@@ -280,7 +294,7 @@ def _build_idioms(k: dict) -> Program:
         if k["split"]:
             w.dedent()
     feats = {"copy", "parallel"} | _dtype_features(d, d_out)
-    feats |= {"serial"} if k["loops"] == "serial" else set()
+    feats |= {"serial"} if k["loops"] in ("serial", "simt_for") else set()
     feats |= {"while_loop", "parallel_while", "alloc_var", "runtime_if"} if k["loops"] == "simt_while" else set()
     feats |= {"atomic"} if k["order"] else set()
     feats |= {"serial", "runtime_if"} if k.get("persistent") else set()

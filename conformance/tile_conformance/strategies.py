@@ -999,9 +999,16 @@ IDIOM_SLOTS = (
     ("macro", "simt", "astype"),
     ("Cast", "clamp", "serial", "hints", "persistent"),
     ("memory_order", "floordiv"),
+    ("simt_for", "clamp"),
 )
 # the idioms that choose how a move's elements are stored (at most one per program), as knob "loops"
-LOOP_IDIOMS = (("serial", "serial"), ("floordiv", "flat"), ("simt", "simt"), ("simt_while", "simt_while"))
+LOOP_IDIOMS = (
+    ("serial", "serial"),
+    ("floordiv", "flat"),
+    ("simt", "simt"),
+    ("simt_while", "simt_while"),
+    ("simt_for", "simt_for"),
+)
 # T.clamp bounds by the kind of the input dtype (representable in each dtype of the kind)
 CLAMP_BOUNDS = {"float": [-1.5, 1.5], "signed": [-100, 100], "uint8": [10, 200]}
 ATOMIC_DTYPES = ("float32", "int32", "float64", "float16", "int64")  # as the atomic family's
@@ -1048,7 +1055,7 @@ def reachable_idioms(caps: Caps) -> set:
     if not (caps.has("atomic") and any(caps.dtype_ok(d) for d in ATOMIC_DTYPES)):
         out.discard("memory_order")
     if not caps.has("serial"):
-        out -= {"serial", "persistent", "simt"}
+        out -= {"serial", "persistent", "simt", "simt_for"}
     if not caps.has("runtime_if"):
         out -= {"persistent", "simt"}
     if len(caps.floats() + caps.ints()) < 2:
@@ -1082,6 +1089,7 @@ def idioms_knobs(draw, caps: Caps, slot: int = 0):
     # (and one way of writing the element loop; per-thread code makes a split's tile copy per-thread)
     pairs: Tuple[Tuple[str, str], ...] = (("astype", "Cast"), ("serial", "floordiv"), ("split", "persistent"))
     pairs += (("serial", "simt"),) + tuple((other, "simt_while") for other in ("serial", "floordiv", "simt", "split"))
+    pairs += tuple((other, "simt_for") for other in ("serial", "floordiv", "simt", "simt_while", "split"))
     for pair in pairs + (("floordiv", "simt"), ("split", "simt")):
         if set(pair) <= use:
             use.discard(draw(st.sampled_from(pair)))
@@ -1095,7 +1103,7 @@ def idioms_knobs(draw, caps: Caps, slot: int = 0):
         threads = min(draw(st.sampled_from((32, 64, 96))), caps.max_threads or 96)
     elif "simt" in use:  # its shared exchange buffer (threads= elements per move) stays small
         threads = min(threads, 256)
-    elif "simt_while" in use:  # (not a power of two at times) threads with a full run, a partial one, none
+    elif "simt_while" in use or "simt_for" in use:  # (not a power of two at times) full, partial, empty runs
         threads = min(draw(st.sampled_from((32, 64, 96, 128))), caps.max_threads or 128)
     return {
         "family": "idioms",
