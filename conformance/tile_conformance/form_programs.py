@@ -197,24 +197,15 @@ def _move_lines(k: dict, src: str, dst: str, tile: str, shift: str) -> list:
             f"        i = g // {bn}",
             f"        j = g % {bn}",
         ]
-    elif k["loops"] == "simt_while":  # per-thread code: thread tx walks its own run of elements
+    elif k["loops"] in ("simt_while", "simt_for"):  # per-thread code: thread tx walks its own run of elements
         run, size = -(-bm * bn // k["threads"]) + 1, bm * bn
-        body = [
-            "tx = T.get_thread_binding()",
-            f"{tile}_f = T.alloc_var(T.int32)",
-            f"{tile}_f = tx * {run}",
-            f"while {tile}_f < (tx + 1) * {run} and {tile}_f < {size}:",
-            f"    i = {tile}_f // {bn}",
-            f"    j = {tile}_f % {bn}",
-        ]
-    elif k["loops"] == "simt_for":  # per-thread code: a loop over this thread's own run of elements
-        run, size = -(-bm * bn // k["threads"]) + 1, bm * bn
-        body = [
-            "tx = T.get_thread_binding()",
-            f"for f in T.serial(tx * {run}, T.min((tx + 1) * {run}, {size})):",
-            f"    i = f // {bn}",
-            f"    j = f % {bn}",
-        ]
+        if k["loops"] == "simt_while":  # on a per-thread counter
+            f = f"{tile}_f"
+            head = [f"{f} = T.alloc_var(T.int32)", f"{f} = tx * {run}"]
+            head.append(f"while {f} < (tx + 1) * {run} and {f} < {size}:")
+        else:  # a loop whose bounds depend on the thread
+            f, head = "f", [f"for f in T.serial(tx * {run}, T.min((tx + 1) * {run}, {size})):"]
+        body = ["tx = T.get_thread_binding()", *head, f"    i = {f} // {bn}", f"    j = {f} % {bn}"]
     else:
         body = [f"for i, j in T.Parallel({bm}, {bn}):"]
     lines += body
