@@ -8,6 +8,8 @@
 #             default build next to clusters of two (cuda_ws_compare.py mode "mc"), ROUNDS rounds
 #   rest      the other bars of issue 12 with default options: softmax and layernorm against copy
 #             bandwidth, the decode GEMM 16x8192x8192, host time per call (cuda_bench.py)
+#   mcprof    where the TMA-multicast build waits (session 15: 3-6x slower): ncu --set full of the
+#             4096^3 quickstart cluster build, then its SASS lines with the most stall samples
 #   conf      cuda conformance, execute tier, a fresh seed (SEED), 110 programs
 #   gpu       every GPU test, -n 10, a test that never ends named with its stack
 set -u
@@ -51,6 +53,25 @@ PY
     timeout 400 python3 benchmarks/cuda_bench.py --only overhead,softmax,layernorm,gemm_decode_auto --out "$OUT/rest.json" \
       > "$OUT/rest.txt" 2>&1
     echo "rest rc $?"; grep -v '^{"gpu"' "$OUT/rest.txt" | cut -c1-400 | tail -14;;
+  mcprof)
+    MC=1 N=4096 timeout 240 ncu --set full --import-source no -o "$OUT/mc_full" --launch-skip 1 --launch-count 1 \
+      -k regex:gemm python3 benchmarks/results/h100-session15/mc_profile.py > "$OUT/mcprof.txt" 2>&1
+    echo "ncu rc $?"
+    ncu -i "$OUT/mc_full.ncu-rep" --page source --csv --print-source sass > "$OUT/mc_sass.csv" 2>&1
+    python3 - "$OUT/mc_sass.csv" <<'PY' | tee "$OUT/mc_stalls.txt"
+import csv, sys
+rows = list(csv.reader(line for line in open(sys.argv[1]) if line.startswith('"')))
+head, body = rows[0], rows[1:]
+col = next((i for i, h in enumerate(head) if "Stall Sampling (All" in h), None)
+src = next((i for i, h in enumerate(head) if h.strip() in ("Source", "SASS")), 1)
+if col is None:
+    print("no stall-sampling column:", head[:12])
+else:
+    num = lambda r: float((r[col] or "0").replace(",", "") or 0)
+    for r in sorted(body, key=num, reverse=True)[:30]:
+        print(f"{num(r):10.0f}  {r[src][:110]}")
+PY
+    ;;
   conf)
     timeout ${CONF_LIMIT:-400} python3 -m tilecore.cli conformance cuda --tier execute --examples 110 --seed ${SEED:-59595} \
       --no-progress --jobs 8 --report "$OUT/conformance_cuda_${SEED:-59595}.json" > "$OUT/conformance.txt" 2>&1
