@@ -35,7 +35,7 @@ for step in ${STEPS:-install check}; do
   mc)
     for round in $(seq ${ROUNDS:-1}); do
       # MC_CFGS: configurations separated by ";" (default: the five below)
-      IFS=';' read -ra cfgs <<< "${MC_CFGS:-gemm 8192 128 128 32 3 128 mc float16;gemm 4096 128 128 32 3 128 mc float16;gemm 8192 128 256 64 3 256 mc float16;gemm 4096 128 256 64 3 256 mc float16;attn 0 128 128 2 4096 4 32 float16 mc}"
+      IFS=';' read -ra cfgs <<< "${MC_CFGS:-gemm 8192 128 128 32 3 128 mc float16;gemm 8192 128 128 32 6 128 mc float16;gemm 4096 128 128 32 3 128 mc float16;gemm 8192 128 256 64 3 256 mc float16;gemm 4096 128 256 64 3 256 mc float16;attn 0 128 128 2 4096 4 32 float16 mc}"
       for cfg in "${cfgs[@]}"; do
         timeout 150 python3 benchmarks/cuda_ws_compare.py $cfg >> "$OUT/mc.jsonl" 2>> "$OUT/mc.err"
         echo "round $round $cfg rc $?"
