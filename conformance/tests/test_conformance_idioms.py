@@ -147,6 +147,16 @@ def test_a_per_thread_while_that_follows_one_lane_is_caught(mutant_path, seed):
     _assert_shows_bug("parallel-while-one-lane", k)
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_per_thread_for_that_runs_one_lanes_bounds_is_caught(mutant_path, seed):
+    """The sixth idioms program moves its tiles with a per-thread `for` whose bounds depend on the
+    thread; the planted bug `parallel-for-one-lane` (every thread runs the last thread's bounds)
+    stores the wrong elements, in well-formed IR."""
+    k = _idioms(seed)[5]
+    assert k["loops"] == "simt_for"
+    _assert_shows_bug("parallel-for-one-lane", k)
+
+
 def _assert_shows_bug(bug: str, k: dict) -> None:
     """Planting IR bug `bug` in program `k` gives well-formed IR whose output differs."""
     import tile_mutants

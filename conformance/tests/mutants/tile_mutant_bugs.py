@@ -227,23 +227,33 @@ class _WhileExitsEarly(Transformer):
         return s
 
 
-class _ParallelWhileFollowsOneLane(Transformer):
-    """A `while` inside T.Parallel (per-thread code's thread-dependent `while`) tests the last
-    iteration's condition for every iteration: a backend that branches on one lane's test ends
-    every thread's loop when that lane's ends."""
+class _ParallelLoopFollowsOneLane(Transformer):
+    """A loop inside T.Parallel whose header depends on the iteration (per-thread code's
+    thread-dependent `while` or `for`) uses the last iteration's header for every iteration: a
+    backend that branches on one lane's test ends every thread's `while` when that lane's ends,
+    one that computes one trip count for all lanes walks the wrong elements. `fields`: the
+    header's fields of the statement type `kind`."""
+
+    def __init__(self, kind, fields):
+        self.kind, self.fields = kind, fields
 
     def visit_Parallel(self, p):
         last = {v.name: _c(int(n) - 1, v.dtype) for v, n in zip(p.vars, p.extents)}
+        kind, fields = self.kind, self.fields
 
         class Lane(Transformer):
             def visit_Var(self, v):
                 return last.get(v.name, v)
 
-        class Whiles(Transformer):
-            def visit_While(self, s):
-                return dataclasses.replace(s, cond=Lane().visit(s.cond), body=self.visit_body(s.body))
+        class Loops(Transformer):  # (bottom-up: a loop's body is already rewritten)
+            def header(self, s):
+                if not isinstance(s, kind):
+                    return s
+                return dataclasses.replace(s, **{f: Lane().visit(getattr(s, f)) for f in fields})
 
-        return dataclasses.replace(p, body=Whiles().visit_body(p.body))
+            visit_While = visit_For = header
+
+        return dataclasses.replace(p, body=Loops().visit_body(p.body))
 
 
 # ----------------------------------------------------------------------------- inlined calls
@@ -687,7 +697,8 @@ def _ir_bugs(func):
         "fp8-saturates": _Fp8Saturates(),
         "int4-nibbles-swapped": _Int4NibblesSwapped(),
         "while-exits-early": _WhileExitsEarly(),
-        "parallel-while-one-lane": _ParallelWhileFollowsOneLane(),
+        "parallel-while-one-lane": _ParallelLoopFollowsOneLane(N.While, ("cond",)),
+        "parallel-for-one-lane": _ParallelLoopFollowsOneLane(N.For, ("begin", "extent")),
         "scalar-lost": _ScalarArgumentLost(func),
         "macro-copy-reused": _InlinedCopyReused(),
         "threads-masked-pow2": _ThreadsMaskedToPowerOfTwo(),
@@ -724,6 +735,7 @@ IR_BUGS = {
     "int4-nibbles-swapped": "packed int4 tensors read high nibble first (element 2j from bits 4-7 of byte j)",
     "while-exits-early": "`while a < b` tests a + 1 < b (one iteration too few)",
     "parallel-while-one-lane": "a `while` inside T.Parallel (a per-thread one) follows the last lane's condition",
+    "parallel-for-one-lane": "a `for` inside T.Parallel (a per-thread one) runs the last lane's bounds in every lane",
     "scalar-lost": "scalar kernel parameters read as 0 (never packed into the launch)",
     "macro-copy-reused": "a macro called twice runs its first call's code twice (code cached by source position)",
     "threads-masked-pow2": "threads= not a power of two: T.Parallel iterations past the power of two below are lost",
