@@ -41,13 +41,7 @@ for step in ${STEPS:-install check}; do
         echo "round $round $cfg rc $?"
       done
     done
-    python3 - "$OUT/mc.jsonl" <<'PY' | tee "$OUT/mc_table.txt"
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    keys = [k for k in r if k.endswith(("_vs_cublas", "_vs_cudnn", "_rel_err", "_clusters", "same_bits"))]
-    print(r.get("n", r.get("S")), r.get("cfg"), r.get("dtype", ""), " ".join(f"{k}={r[k]:.4g}" if isinstance(r[k], float) else f"{k}={r[k]}" for k in keys))
-PY
+    python3 benchmarks/jsonl_table.py "$OUT/mc.jsonl" _vs_cublas _vs_cudnn _rel_err _clusters same_bits | tee "$OUT/mc_table.txt"
     tail -5 "$OUT/mc.err";;
   rest)
     timeout 400 python3 benchmarks/cuda_bench.py --only overhead,softmax,layernorm,gemm_decode_auto --out "$OUT/rest.json" \

@@ -10,12 +10,6 @@ for cfg in "8192 128 128 32 3 128" "4096 128 128 32 3 128" "8192 128 128 64 3 12
   timeout 100 python3 benchmarks/cuda_ws_compare.py gemm $cfg per_sm >> "$OUT/quickstart.jsonl" 2>> "$OUT/quickstart.err"
   echo "gemm $cfg rc $?"
 done
-python3 - "$OUT/quickstart.jsonl" <<'PY' | tee "$OUT/quickstart_table.txt"
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    keys = [k for k in r if k.endswith(("_vs_cublas", "_rel_err"))]
-    print(r.get("n"), r["cfg"], " ".join(f"{k}={r[k]:.3g}" for k in keys))
-PY
+python3 benchmarks/jsonl_table.py "$OUT/quickstart.jsonl" _vs_cublas _rel_err | tee "$OUT/quickstart_table.txt"
 timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu -rfE plugins/tile-cuda/tests/test_warp_specialize.py -k "two_blocks" > "$OUT/pytest_two_blocks.txt" 2>&1
 tail -3 "$OUT/pytest_two_blocks.txt"

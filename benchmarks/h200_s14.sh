@@ -57,13 +57,7 @@ for step in ${STEPS:-install timing gpu}; do
         echo "round $round $cfg rc $?"
       done
     done
-    python3 - "$OUT/bars.jsonl" <<'PY' | tee "$OUT/bars_table.txt"
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    keys = [k for k in r if k.endswith(("_vs_cublas", "_vs_cudnn", "_rel_err", "tflops"))]
-    print(r.get("n"), r.get("cfg"), r.get("dtype", ""), " ".join(f"{k}={r[k]:.4g}" for k in keys if isinstance(r[k], (int, float))))
-PY
+    python3 benchmarks/jsonl_table.py "$OUT/bars.jsonl" _vs_cublas _vs_cudnn _rel_err tflops | tee "$OUT/bars_table.txt"
     ;;
   esac
 done
