@@ -62,15 +62,9 @@ __device__ __forceinline__ int cluster_rank() {
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
-// wait for a phase that the other block's consumers arrive on too (cluster-scope acquire)
-__device__ __forceinline__ void mbar_wait_cluster(void* bar, int parity) {
-  const u32 a = smem_addr(bar);
-  u32 done = 0;
-  while (!done)
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-                 "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(a), "r"(parity) : "memory");
-}
-// one arrival per warp on the mbarrier at this place in every block of the cluster
+// one arrival per warp on the mbarrier at this place in every block of the cluster; CTA-scope release
+// as CUTLASS's ClusterBarrier::arrive: .release.cluster compiles to a MEMBAR.ALL.GPU per arrive, which
+// made the ring 3-6x slower on the H100 (session 16)
 __device__ __forceinline__ void mbar_arrive_warp_cluster(void* bar) {
   __syncwarp();
   if ((threadIdx.x & 31) == 0) {
@@ -78,7 +72,7 @@ __device__ __forceinline__ void mbar_arrive_warp_cluster(void* bar) {
     for (u32 r = 0; r < TC_CLUSTER_SIZE; ++r) {
       u32 remote;
       asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(r));
-      asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
+      asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
     }
   }
 }

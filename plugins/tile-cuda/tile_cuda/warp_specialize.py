@@ -603,7 +603,7 @@ def _issue_tma(lowering, info: WsLoop, barriers, ci, j) -> None:
     assert t is not None
     multicast = _multicast(info, ci)
     stage = tx.floormod(j, S)
-    _wait_empty(lowering, barriers, C, S, ci, j, multicast)
+    _wait_empty(lowering, barriers, C, S, ci, j)
     _call(lowering, "tc::mbar_expect_tx", _full(barriers, C, S, ci, stage), tx.IntImm("int32", t.bytes))
     starts = [lowering.lower(st) for st in t.copy.src.starts]
     dst = t.copy.dst.buffer
@@ -636,9 +636,10 @@ def _helper_value(lowering, name):
     return B.Bind(helper_call(lowering, name, ret="int32"))
 
 
-def _wait_empty(lowering, barriers, C, S, ci, j, multicast: bool = False) -> None:
+def _wait_empty(lowering, barriers, C, S, ci, j) -> None:
     """Wait until copy ci's buffer of stage j % S is empty (its previous use, phase j / S - 1, is
-    over); for a multicast copy, in both blocks of the cluster (cluster-scope acquire)."""
+    over); a multicast copy's barrier counts both blocks' consumers, so this covers the cluster
+    (a CTA-scope wait, as CUTLASS's: a cluster-scope acquire adds an L1 invalidation per wait)."""
     from tvm import tirx as tx
     from tvm.tirx.script.builder import ir as B
 
@@ -646,7 +647,7 @@ def _wait_empty(lowering, barriers, C, S, ci, j, multicast: bool = False) -> Non
         with B.Then():
             _call(
                 lowering,
-                "tc::mbar_wait_cluster" if multicast else "tc::mbar_wait",
+                "tc::mbar_wait",
                 _empty(barriers, C, S, ci, tx.floormod(j, S)),
                 tx.floormod(tx.floordiv(j, S) + 1, 2),
             )
