@@ -61,6 +61,7 @@ BLOCKS_PER_SM_VARIANTS = (  # option ws_blocks_per_sm: a one-warpgroup consumer'
 )
 MULTICAST_VARIANTS = (  # option tma_multicast (tile_cuda/cluster.py): clusters of two blocks share a stage load
     ("default", {}),
+    ("ws", {"warp_specialize": True}),
     ("ws_mc", {"warp_specialize": True, "tma_multicast": True}),
     ("ws_2_per_sm", {"warp_specialize": True, "ws_blocks_per_sm": 2}),
     ("ws_2_per_sm_mc", {"warp_specialize": True, "ws_blocks_per_sm": 2, "tma_multicast": True}),

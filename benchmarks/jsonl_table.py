@@ -14,7 +14,8 @@ def row_line(row: dict, suffixes) -> str:
     """The table line of one result row: numbers to 4 significant digits, other values as written."""
     keys = [k for k in row if k.endswith(tuple(suffixes))]
     fields = " ".join(f"{k}={row[k]:.4g}" if isinstance(row[k], float) else f"{k}={row[k]}" for k in keys)
-    return f"{row.get('n', row.get('S'))} {row.get('cfg')} {row.get('dtype', '')} {fields}"
+    tree = f"{row['tree']} " if "tree" in row else ""  # gpu_steps.sh bars: which tile-cuda
+    return f"{tree}{row.get('n', row.get('S'))} {row.get('cfg')} {row.get('dtype', '')} {fields}"
 
 
 if __name__ == "__main__":

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Session 15's GPU calls, one step list per call (STEPS), each step writing under $OUT. Run from the
-# repository root after the stage's install (`source .gpu/b/install.sh`), OUT set.
-#   install   tilecore, tile-cpu, tile-cuda and conformance into /tmp/site-main
+# The GPU calls of sessions 15-16 (was gpu_s15.sh), one step list per call (STEPS), each step writing
+# under $OUT. Run from the repository root after the stage's install (`source .gpu/b/install.sh`), OUT set.
+#   install   tilecore, tile-cpu, tile-cuda and conformance into /tmp/site-main; with old/plugins/tile-cuda
+#             in the tree (`git archive REV plugins/tile-cuda | tar -x -C old`), that tile-cuda into
+#             /tmp/site-old for step bars' A/B
+#   bars      issue 12's bar configurations with default options (cuda_ws_compare.py "default"), ROUNDS
+#             rounds, each row run with the tree's tile-cuda ("new") and, where installed, old/'s ("old")
+#             in turn, in separate processes
 #   check     each GPU test session 14 fixed, alone (one never finished there: which?), the int4 GEMM
 #             and the TMA-multicast tests (tile_cuda/cluster.py), each with -v and a stack dump at 60 s
 #   mc        TMA multicast timed: TileLang's quickstart GEMM and the bar GEMM / attention configs,
@@ -14,13 +19,17 @@
 #   gpu       every GPU test, -n 10, a test that never ends named with its stack
 set -u
 mkdir -p "$OUT"
-export PYTHONPATH=/tmp/site:/tmp/site-main TILECORE_CACHE_DIR=${TILECORE_CACHE_DIR:-/tmp/s15-cache}
+export PYTHONPATH=/tmp/site:/tmp/site-main TILECORE_CACHE_DIR=${TILECORE_CACHE_DIR:-/tmp/tc-cache}
 for step in ${STEPS:-install check}; do
   case $step in
   install)
     python3 -m pip install -q --no-deps --no-build-isolation --target /tmp/site-main ./ ./plugins/tile-cpu \
       ./plugins/tile-cuda ./conformance > /tmp/pip-main.log 2>&1
     echo "install rc $?"
+    if [ -d old/plugins/tile-cuda ]; then
+      python3 -m pip install -q --no-deps --no-build-isolation --target /tmp/site-old ./old/plugins/tile-cuda > /tmp/pip-old.log 2>&1
+      echo "install old tile-cuda rc $?"
+    fi
     { git log -1 --format=%H 2>/dev/null; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } > "$OUT/env.txt" 2>&1;;
   check)
     n=0
@@ -43,6 +52,20 @@ for step in ${STEPS:-install check}; do
     done
     python3 benchmarks/jsonl_table.py "$OUT/mc.jsonl" _vs_cublas _vs_cudnn _rel_err _clusters same_bits | tee "$OUT/mc_table.txt"
     tail -5 "$OUT/mc.err";;
+  bars)
+    for round in $(seq ${ROUNDS:-1}); do
+      IFS=';' read -ra cfgs <<< "${BAR_CFGS:-gemm 4096 128 256 64 3 256 default float16;gemm 8192 128 256 64 3 256 default float16;gemm 4096 128 256 64 3 256 default bfloat16;gemm 8192 128 256 64 3 256 default bfloat16;gemm 4000 128 256 64 3 256 default float16;gemm 8192 128 128 32 3 128 default float16;attn 0 128 128 2 4096 4 32 float16 default;attn 1 128 128 2 4096 4 32 float16 default}"
+      for cfg in "${cfgs[@]}"; do
+        for tree in new old; do
+          site=/tmp/site-main; [ $tree = old ] && { [ -d /tmp/site-old ] || continue; site=/tmp/site-old:/tmp/site-main; }
+          PYTHONPATH=/tmp/site:$site TILECORE_CACHE_DIR=$TILECORE_CACHE_DIR-$tree timeout 150 python3 benchmarks/cuda_ws_compare.py $cfg \
+            | sed "s/^{/{\"tree\": \"$tree\", /" >> "$OUT/bars.jsonl" 2>> "$OUT/bars.err"
+          echo "round $round $tree $cfg rc $?"
+        done
+      done
+    done
+    python3 benchmarks/jsonl_table.py "$OUT/bars.jsonl" _vs_cublas _vs_cudnn _rel_err | tee "$OUT/bars_table.txt"
+    tail -5 "$OUT/bars.err";;
   rest)
     timeout 400 python3 benchmarks/cuda_bench.py --only overhead,softmax,layernorm,gemm_decode_auto --out "$OUT/rest.json" \
       > "$OUT/rest.txt" 2>&1
