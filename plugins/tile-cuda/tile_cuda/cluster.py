@@ -15,8 +15,12 @@ once for two blocks:
     empty barrier:  counts the consumer warps of both blocks: a block may overwrite the stage in
                     both blocks only when both have read it, so every consumer warp arrives on
                     the stage's empty barrier in each block of the cluster (`mapa`)
-    start and end:  a cluster barrier after the mbarriers are initialized (the other block's TMA
-                    and arrivals may target them from then on) and before either block exits
+    start:          a cluster barrier after the mbarriers are initialized (the other block's TMA
+                    and arrivals may target them from then on)
+    end:            the producer waits until every multicast stage is empty (CUTLASS's producer
+                    tail): both blocks' consumers have made their last arrival on this block's
+                    barriers, and the loads into it were awaited by its own consumers, so it may
+                    exit without a cluster barrier (whose release fence held every block's exit)
 
 Which copies (`plan_multicast`, the first failing rule's reason goes to the plan's notes): the
 stage copies of a warp-specialized loop that run on TMA, whose source region is the same for the

@@ -481,8 +481,6 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
                 _call(lowering, f"tc::regs_decrease<{PRODUCER_REGISTERS}>")
             lowering.intrinsics[("barrier", None)] = whole_block
             emit_producer(lowering, info, barriers)
-    if info.multicast:  # no block exits while the other may still arrive on its mbarriers
-        _call(lowering, "tc::cluster_sync")
     for fr in reversed(frames):
         fr.__exit__(None, None, None)
 
@@ -574,6 +572,8 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
                             _call(lowering, "tc::tma_prefetch", lowering.param_vars[t.spec.param])
                     if all(tma):
                         copies()
+                    if info.multicast is not None:
+                        _multicast_tail(lowering, info, barriers, span[1])
         if not all(tma):
             copies()
             lowering.instruction("async_commit")
@@ -582,6 +582,20 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
         lowering.t, lowering.threads = saved
         for c in info.copies:
             lowering.stage.pop(c.dst.buffer.name, None)
+
+
+def _multicast_tail(lowering, info: WsLoop, barriers, n) -> None:
+    """After the last of the n iterations, wait until every multicast stage is empty, as CUTLASS's
+    producer tail does: then the consumer warps of both blocks have made their last arrival on
+    this block's barriers, and the block may exit (the stage loads into it were awaited by its
+    own consumers). This replaces a cluster barrier at the end, whose release (a MEMBAR.ALL.GPU
+    behind the epilogue's stores) held every block's exit."""
+    from tvm.tirx.script.builder import ir as B
+
+    C, S = len(info.copies), info.stages
+    with B.serial(0, S) as t:
+        for ci in info.multicast.copies:
+            _wait_empty(lowering, barriers, C, S, ci, n + t)
 
 
 def _multicast(info: WsLoop, ci: int) -> bool:
