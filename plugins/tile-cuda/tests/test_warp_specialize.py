@@ -296,9 +296,7 @@ def test_a_lone_gemm_stays_in_flight_across_consumer_iterations(extra):
     art = _source(K.gemm_kernel(1024, 1024, 1024, **QUICKSTART), {**WS, **extra})
     assert not extra or any(n.startswith("persistent") and ": no" not in n for n in art.meta["notes"])
     src = art.source.replace("smem_pool_ptr", "P")
-    step = re.search(
-        r"tc::wgmma_ss<[^>]*, 2, 1>\(.*?\n\s*if \(1 <= (v_\d+)\) \{\n(.*?)\n\s*\}", src, re.S
-    )
+    step = re.search(r"tc::wgmma_ss<[^>]*, 2, 1>\(.*?\n\s*if \(1 <= (v_\d+)\) \{\n(.*?)\n\s*\}", src, re.S)
     assert step is not None, "no in-flight gemm followed by the release of the previous stage"
     k = step.group(1)
     releases = [line for line in step.group(2).splitlines() if "tc::mbar_arrive_warp(" in line]

@@ -572,8 +572,8 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
                             _call(lowering, "tc::tma_prefetch", lowering.param_vars[t.spec.param])
                     if all(tma):
                         copies()
-                    if info.multicast is not None:
-                        _multicast_tail(lowering, info, barriers, span[1])
+                    if info.multicast is not None and span is not None:  # (never persistent)
+                        _multicast_tail(lowering, info, barriers, info.multicast, span[1])
         if not all(tma):
             copies()
             lowering.instruction("async_commit")
@@ -584,7 +584,7 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
             lowering.stage.pop(c.dst.buffer.name, None)
 
 
-def _multicast_tail(lowering, info: WsLoop, barriers, n) -> None:
+def _multicast_tail(lowering, info: WsLoop, barriers, multicast: CL.Multicast, n) -> None:
     """After the last of the n iterations, wait until every multicast stage is empty, as CUTLASS's
     producer tail does: then the consumer warps of both blocks have made their last arrival on
     this block's barriers, and the block may exit (the stage loads into it were awaited by its
@@ -594,7 +594,7 @@ def _multicast_tail(lowering, info: WsLoop, barriers, n) -> None:
 
     C, S = len(info.copies), info.stages
     with B.serial(0, S) as t:
-        for ci in info.multicast.copies:
+        for ci in multicast.copies:
             _wait_empty(lowering, barriers, C, S, ci, n + t)
 
 
