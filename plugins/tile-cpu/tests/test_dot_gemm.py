@@ -204,3 +204,16 @@ def test_sums_through_several_k_chunks_match_the_reference(kind, target):
             np.testing.assert_array_equal(c, exact.astype(np.int64))
         else:
             np.testing.assert_allclose(c, exact, rtol=1e-4, atol=1e-4)
+
+
+def test_features_the_host_hides_are_turned_off(monkeypatch):
+    """A guest may hide what its CPU model has (an Emerald Rapids VM without AMX, whose kernel must
+    enable it): such features count as absent, so no AMX kernel is chosen for that host."""
+    from tile_cpu import target as TG
+
+    x86 = "x86_64-unknown-linux-gnu"
+    monkeypatch.setattr(TG, "_cpuinfo_flags", lambda triple: ["avx512f", "avx512_fp16", "avx512_bf16"])
+    assert TG._absent_host_features("sapphirerapids", x86) == {"amx-tile", "amx-bf16", "amx-int8", "avx512vnni", "avxvnni"}
+    assert TG._absent_host_features("znver3", x86) == set()
+    monkeypatch.setattr(TG, "_cpuinfo_flags", lambda triple: ["amx_tile", "amx_bf16", "amx_int8", "avx512_vnni"])
+    assert TG._absent_host_features("sapphirerapids", x86) == {"avx512bf16", "avx512fp16", "avxvnni"}

@@ -126,7 +126,8 @@ def describe(target: str = "cpu") -> Dict[str, Any]:
     if cpu is None:
         cpu, triple = host_cpu, host_triple
         added = _missing_host_features(host_cpu, host_triple) & HOST_ADDED_FEATURES
-        features = features + [f"+{f}" for f in sorted(added)]
+        absent = _absent_host_features(host_cpu, host_triple)
+        features = features + [f"+{f}" for f in sorted(added)] + [f"-{f}" for f in sorted(absent)]
     else:
         triple = next((t for t in _TRIPLES if codegen.llvm_is_valid_cpu(cpu, t)), None)
         if triple is None:
@@ -154,6 +155,13 @@ def describe(target: str = "cpu") -> Dict[str, Any]:
         # LLVM tunes many AVX-512 CPUs to prefer 256-bit vectors (a guard against clock
         # throttling on old parts); tile loops are long and dense, so use the full width.
         mattr.append("-prefer-256-bit")
+    for native in NATIVE_HALF_FEATURES.get(arch, ()):
+        if has(native) and not any(f[1:] == native for f in user_features):
+            # half arithmetic in half registers lets LLVM fuse a multiply and an add into one
+            # rounding; tile-cpu computes float16 via float32, rounded per operation, bit for bit
+            # the reference (measured: 25% of `(a * 0.3 + b) * c - a` one ulp off on an Emerald
+            # Rapids host); a target that names the feature itself keeps it
+            mattr.append(f"-{native}")
     bits, regs = _vector_shape(arch, has)
     is_host = cpu == host_cpu and triple == host_triple and not user_features
     reported = [f for f in REPORTED_FEATURES if has(f)]
@@ -177,8 +185,9 @@ def describe(target: str = "cpu") -> Dict[str, Any]:
 
 
 def _host_features(cpu: str, triple: str) -> set:
-    """REPORTED_FEATURES of the host CPU (LLVM's model of it, plus what /proc/cpuinfo adds)."""
-    return _model_features(cpu, triple) | _missing_host_features(cpu, triple)
+    """REPORTED_FEATURES of the host CPU (LLVM's model of it, plus what /proc/cpuinfo adds, less
+    what it lacks)."""
+    return (_model_features(cpu, triple) | _missing_host_features(cpu, triple)) - _absent_host_features(cpu, triple)
 
 
 def _model_features(cpu: str, triple: str) -> set:
@@ -202,6 +211,9 @@ CPUINFO_FEATURES = {
 }
 
 
+# features that compute float16 arithmetic in half registers, per architecture (turned off: `describe`)
+NATIVE_HALF_FEATURES = {"x86_64": ("avx512fp16",), "aarch64": ("fullfp16",)}
+
 # Of those, the ones the host target enables when LLVM's model lacks them: features that only
 # instructions tile-cpu chooses use (AMX: tile_cpu.dot_gemm). Others change how LLVM lowers plain
 # code (+avx512fp16 computes float16 arithmetic in float16, not via float32 as tile-cpu expects).
@@ -215,19 +227,43 @@ def _missing_host_features(cpu: str, triple: str) -> set:
     older part than the silicon (seen: a Xeon with AVX-512 BF16 and AMX reported as model 167,
     which LLVM calls rocketlake). They count for `runs_here`; the host target enables those of
     HOST_ADDED_FEATURES."""
-    if not triple.startswith("x86_64"):
-        return set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
+    flags = _cpuinfo_flags(triple)
+    if flags is None:
         return set()
     present = {CPUINFO_FEATURES[flag] for flag in flags if flag in CPUINFO_FEATURES}
+    return present - _model_has(cpu, triple, present)
+
+
+def _absent_host_features(cpu: str, triple: str) -> set:
+    """Features of CPUINFO_FEATURES that LLVM's model of the CPU it names has but the host's
+    /proc/cpuinfo does not: the host target turns them off. A virtual machine may also hide what
+    the silicon has (seen: an Emerald Rapids guest without AMX, which the kernel must enable;
+    AMX code would only be refused at run time)."""
+    flags = _cpuinfo_flags(triple)
+    if flags is None:
+        return set()
+    lacking = {feature for flag, feature in CPUINFO_FEATURES.items() if flag not in flags}
+    return _model_has(cpu, triple, lacking)
+
+
+def _cpuinfo_flags(triple: str) -> Optional[List[str]]:
+    """The host's /proc/cpuinfo flags on x86_64, else None (nothing to compare with)."""
+    if not triple.startswith("x86_64"):
+        return None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), None)
+    except OSError:
+        return None
+
+
+def _model_has(cpu: str, triple: str, features) -> set:
+    """Those of `features` that LLVM's model of the CPU named `cpu` has."""
     import tvm
     from tvm.target import codegen
 
     model = tvm.target.Target({"kind": "llvm", "mcpu": cpu, "mtriple": triple})
-    return {f for f in present if not codegen.llvm_cpu_has_features([f], model)}
+    return {f for f in features if codegen.llvm_cpu_has_features([f], model)}
 
 
 def _is_feature(name: str, triple: str) -> bool:
