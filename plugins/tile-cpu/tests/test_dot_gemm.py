@@ -213,7 +213,13 @@ def test_features_the_host_hides_are_turned_off(monkeypatch):
 
     x86 = "x86_64-unknown-linux-gnu"
     monkeypatch.setattr(TG, "_cpuinfo_flags", lambda triple: ["avx512f", "avx512_fp16", "avx512_bf16"])
-    assert TG._absent_host_features("sapphirerapids", x86) == {"amx-tile", "amx-bf16", "amx-int8", "avx512vnni", "avxvnni"}
+    assert TG._absent_host_features("sapphirerapids", x86) == {
+        "amx-tile",
+        "amx-bf16",
+        "amx-int8",
+        "avx512vnni",
+        "avxvnni",
+    }
     assert TG._absent_host_features("znver3", x86) == set()
     monkeypatch.setattr(TG, "_cpuinfo_flags", lambda triple: ["amx_tile", "amx_bf16", "amx_int8", "avx512_vnni"])
     assert TG._absent_host_features("sapphirerapids", x86) == {"avx512bf16", "avx512fp16", "avxvnni"}
