@@ -1,14 +1,17 @@
 """GEMM builds compiled on a machine without a GPU and timed on one that needs no TVM: the build
 step runs the tile-cuda plugin (TVM, nvcc) here and pickles each artifact (CUDA source, cubin,
 launch facts); the run step loads them with the plugin's launcher alone (pure Python + the CUDA
-driver), checks each against torch on fresh random data and times it next to cuBLAS in the same
-process. A lent GPU host then needs no staged apache-tvm wheel: one call, no install.
+driver), checks each against torch on fresh random data and times it next to cuBLAS (attention: cuDNN SDPA)
+in the same process. A lent GPU host then needs no staged apache-tvm wheel: one call, no install.
 
-    python benchmarks/cuda_prebuilt.py build DIR [TAG [REGEX]]   # here: MATRIX's builds (names matching REGEX) into DIR
+    python benchmarks/cuda_prebuilt.py build DIR [TAG [REGEX [VARIANT]]]   # here: MATRIX's builds
+                                   # (names matching REGEX; their CUDA source rewritten by VARIANT) into DIR
     python benchmarks/cuda_prebuilt.py run DIR [ROUNDS [GLOB]]    # on the GPU: one JSON line per build and round
 
 TAG names the tile-cuda the build used (e.g. "new", or "old" with an older tree's plugin first on
-PYTHONPATH), so one DIR can hold both for an A/B in one process.
+PYTHONPATH), so one DIR can hold both for an A/B in one process. A VARIANT (SOURCE_VARIANTS) edits
+the generated CUDA source and compiles it again with the plugin's nvcc call: an experiment measured
+before the lowering is changed.
 """
 
 from __future__ import annotations
@@ -27,6 +30,14 @@ QUICKSTART = dict(bm=128, bn=128, bk=32, stages=3, threads=128, swizzle_panel=8)
 BEST = dict(bm=128, bn=256, bk=64, stages=3, threads=256, swizzle_panel=8)  # issue 12's best config
 WS, MC = {"warp_specialize": True}, {"warp_specialize": True, "tma_multicast": True}
 TWO = {"warp_specialize": True, "ws_blocks_per_sm": 2}
+
+# experiments on the generated source: name -> (description, rewrite)
+SOURCE_VARIANTS = {
+    "nofence": (
+        "no fence.proxy.async before each wgmma (TMA-fed stages are written by the async proxy already)",
+        lambda src: src.replace("  fence_async_smem();\n  wgmma_fence();", "  wgmma_fence();"),
+    ),
+}
 
 # (name, n, shape, dtype, options)
 MATRIX = [
@@ -47,28 +58,55 @@ MATRIX = [
     *((f"best_{dt}", n, BEST, dt, {}) for n in (4096, 8192) for dt in ("float16", "bfloat16")),
     *((f"best_{dt}_mc", n, BEST, dt, {"tma_multicast": True}) for n in (4096, 8192) for dt in ("float16",)),
     ("ragged_default", 4000, {**BEST, "predicated": True}, "float16", {}),
+    # examples/flash_attention.py, B4 H32 S4096 D128, 128x128 blocks, 2 stages (issue 12's bar)
+    ("attn", 4096, dict(attention=True, causal=False), "float16", {}),
+    ("attn_causal", 4096, dict(attention=True, causal=True), "float16", {}),
 ]
+ATTN_BATCH, ATTN_HEADS, ATTN_DIM = 4, 32, 128
 
 
-def build(out_dir: str, tag: str, pattern: str = "") -> None:
-    """Compile MATRIX's builds whose name matches `pattern` for sm_90a into out_dir/<tag>-<name>-<n>.pkl."""
-    import re
-
+def _func(n: int, shape: dict, dtype: str):
+    """The Tile IR of one MATRIX entry: a GEMM of kernels.py or the attention example."""
     import kernels as K
 
+    if not shape.get("attention"):
+        return K.gemm_kernel(n, n, n, dtype=dtype, **shape)
+    from examples_util import example
+
+    fa = example("flash_attention")
+    return fa.flashattn.prim_func(
+        ATTN_BATCH, ATTN_HEADS, n, ATTN_DIM, shape["causal"], block_M=128, block_N=128, num_stages=2, dtype=dtype
+    )
+
+
+def build(out_dir: str, tag: str, pattern: str = "", variant: str = "") -> None:
+    """Compile MATRIX's builds whose name matches `pattern` for sm_90a into
+    out_dir/<tag>-<name>[+variant]-<n>.pkl (the source rewritten by SOURCE_VARIANTS[variant])."""
+    import dataclasses
+    import re
+
     import tilecore
+    from tile_cuda.compiler import compile_cubin
 
     os.makedirs(out_dir, exist_ok=True)
     for name, n, shape, dtype, opts in MATRIX:
         if not re.search(pattern, name):
             continue
         t0 = time.perf_counter()
-        func = K.gemm_kernel(n, n, n, dtype=dtype, **shape)
         try:
-            art = tilecore.compile(func, target="cuda:sm_90a", **opts).artifact
+            art = tilecore.compile(_func(n, shape, dtype), target="cuda:sm_90a", **opts).artifact
         except Exception as err:  # report and go on: the run step skips what is missing
             print(f"{tag} {name} {n}: {type(err).__name__}: {str(err)[:300]}", flush=True)
             continue
+        if variant:
+            source = SOURCE_VARIANTS[variant][1](art.source)
+            if source == art.source:
+                print(f"{tag} {name} {n}: variant {variant} changes nothing", flush=True)
+                continue
+            art = dataclasses.replace(
+                art, source=source, blobs={**art.blobs, "cubin": compile_cubin(source, "sm_90a")[0]}
+            )
+            name = f"{name}+{variant}"
         entry = {"tag": tag, "name": name, "n": n, "shape": shape, "dtype": dtype, "options": opts}
         with open(os.path.join(out_dir, f"{tag}-{name}-{n}.pkl"), "wb") as f:
             pickle.dump((entry, art), f)
@@ -77,43 +115,74 @@ def build(out_dir: str, tag: str, pattern: str = "") -> None:
 
 
 def run(out_dir: str, rounds: int, pattern: str = "*") -> None:
-    """Check and time the pickled builds whose file name matches `pattern`, rounds times, cuBLAS
-    timed in each round."""
+    """Check and time the pickled builds whose file name matches `pattern` (a glob; "!GLOB": those
+    that do not match it), rounds times, the peer timed in each round."""
+    import fnmatch
+
     import torch
-    from cuda_bench import bench
 
     from tile_cuda import plugin
 
     builds = []
-    for path in sorted(glob.glob(os.path.join(out_dir, pattern + ".pkl"))):
+    paths = sorted(glob.glob(os.path.join(out_dir, "*.pkl")))
+    keep = fnmatch.fnmatch if not pattern.startswith("!") else lambda name, p: not fnmatch.fnmatch(name, p[1:])
+    for path in (p for p in paths if keep(os.path.basename(p), pattern + ".pkl")):
         with open(path, "rb") as f:
             entry, art = pickle.load(f)
         builds.append((entry, art, plugin.tilecore_launcher(backend=plugin.make_backend(), artifact=art)))
     env = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "builds": len(builds)}
     print(json.dumps(env), flush=True)
     for r in range(rounds):
-        for key in sorted({(e["n"], e["dtype"]) for e, _, _ in builds}):
-            n, dt = key
-            a, b = (torch.randn(n, n, device="cuda", dtype=getattr(torch, dt)) for _ in range(2))
-            ref = a.float() @ b.float()
-            t_ref = bench(lambda: torch.matmul(a, b), warmup=5, iters=20)
-            for entry, art, launch in builds:
-                if (entry["n"], entry["dtype"]) != key:
-                    continue
-                c = torch.full((n, n), float("nan"), device="cuda", dtype=getattr(torch, dt))
-                row = dict(entry, round=r, clusters="__cluster_dims__" in art.source)
-                try:
-                    launch([a, b, c], {})
-                    torch.cuda.synchronize()
-                    row["rel_err"] = err = ((c.float() - ref).norm() / ref.norm()).item()
-                    if err < 1e-2:  # timed only when right
-                        row["ms"] = t = bench(lambda: launch([a, b, c], {}), warmup=5, iters=20)
-                        row["vs_cublas"] = t_ref / t
-                        row["tflops"] = 2 * n**3 / t / 1e9
-                except Exception as err:  # one failing build must not hide the others' figures
-                    row["error"] = repr(err)[-300:]
-                row["cublas_ms"] = t_ref
-                print(json.dumps(row), flush=True)
+        for key in sorted({(e["n"], e["dtype"], bool(e["shape"].get("attention"))) for e, _, _ in builds}):
+            n, dt, attention = key
+            for causal in (False, True) if attention else (None,):
+                group = [
+                    (e, art, launch)
+                    for e, art, launch in builds
+                    if (e["n"], e["dtype"], bool(e["shape"].get("attention"))) == key
+                    and (causal is None or e["shape"]["causal"] == causal)
+                ]
+                if group:
+                    _time_group(group, n, getattr(torch, dt), causal, r)
+
+
+def _time_group(group, n, dt, causal, r) -> None:
+    """Check and time the builds of one problem (a GEMM of size n, or attention when causal is not
+    None) next to their peer (cuBLAS / cuDNN SDPA) timed once in this round."""
+    import torch
+    import torch.nn.functional as F
+    from cuda_bench import bench
+
+    if causal is None:
+        ins = [torch.randn(n, n, device="cuda", dtype=dt) for _ in range(2)]
+        ref = ins[0].float() @ ins[1].float()
+        t_ref = bench(lambda: torch.matmul(*ins), warmup=5, iters=20)
+        out = torch.empty(n, n, device="cuda", dtype=dt)
+        flops = 2 * n**3
+    else:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        ins = [torch.randn(ATTN_BATCH, n, ATTN_HEADS, ATTN_DIM, device="cuda", dtype=dt) for _ in range(3)]
+        heads_first = [x.transpose(1, 2) for x in ins]
+        ref = F.scaled_dot_product_attention(*(x.float() for x in heads_first), is_causal=causal).transpose(1, 2)
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            t_ref = bench(lambda: F.scaled_dot_product_attention(*heads_first, is_causal=causal), warmup=3, iters=10)
+        out = torch.empty_like(ins[0])
+        flops = 4 * ATTN_BATCH * ATTN_HEADS * n * n * ATTN_DIM * (0.5 if causal else 1.0)
+    for entry, art, launch in group:
+        out.fill_(float("nan"))
+        row = dict(entry, round=r, clusters="__cluster_dims__" in art.source, peer_ms=t_ref)
+        try:
+            launch([*ins, out], {})
+            torch.cuda.synchronize()
+            row["rel_err"] = err = ((out.float() - ref).norm() / ref.norm()).item()
+            if err < 1e-2:  # timed only when right
+                row["ms"] = t = bench(lambda: launch([*ins, out], {}), warmup=5, iters=20)
+                row["vs_peer"] = t_ref / t
+                row["tflops"] = flops / t / 1e9
+        except Exception as err:  # one failing build must not hide the others' figures
+            row["error"] = repr(err)[-300:]
+        print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":
