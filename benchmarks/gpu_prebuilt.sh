@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One GPU call, no staged TVM: time the builds of benchmarks/cuda_prebuilt.py (DIR, default .prebuilt,
+# carried to the GPU host), then ncu's speed-of-light and warp-state sections of the builds named in
+# NCU (file-name globs, ";"-separated). Run from the repository root with OUT set.
+set -u
+dir=${DIR:-.prebuilt}
+export PYTHONPATH=$PWD:$PWD/plugins/tile-cuda
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+timeout ${PLAIN_S:-240} python3 benchmarks/cuda_prebuilt.py run "$dir" ${ROUNDS:-2} '!*_mc*' > "$OUT/plain.jsonl" 2> "$OUT/plain.err"
+echo "plain rc $?"
+timeout ${MC_S:-120} python3 benchmarks/cuda_prebuilt.py run "$dir" 1 '*_mc*' > "$OUT/mc.jsonl" 2> "$OUT/mc.err"
+echo "mc rc $?"
+tail -3 "$OUT/plain.err" "$OUT/mc.err"
+cat "$OUT/plain.jsonl" "$OUT/mc.jsonl" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    if "name" not in r:
+        print(line.strip()); continue
+    print(r["round"], r["tag"], r["name"], r["n"], r["dtype"][:4], "err=%.2g" % r.get("rel_err", -1),
+          "x=%.3f" % r.get("vs_peer", 0), "ms=%.3f" % r.get("ms", 0), "peer=%.3f" % r["peer_ms"], r.get("error", ""))
+' | tee "$OUT/table.txt"
+IFS=';' read -ra profiles <<< "${NCU:-}"
+for i in "${!profiles[@]}"; do
+  timeout ${NCU_S:-90} ncu --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
+    --launch-skip 3 --launch-count 1 python3 benchmarks/cuda_prebuilt.py run "$dir" 1 "${profiles[$i]}" \
+    > "$OUT/ncu_$i.txt" 2>&1
+  echo "ncu ${profiles[$i]} rc $?"
+  grep -E "Duration|Compute \(SM\) Throughput|L2 Cache Throughput|DRAM Throughput|Warp Cycles Per Issued|Memory Throughput" "$OUT/ncu_$i.txt" | head -8
+done
