@@ -23,7 +23,7 @@ for line in sys.stdin:
 IFS=';' read -ra profiles <<< "${NCU:-}"
 for i in "${!profiles[@]}"; do
   timeout ${NCU_S:-90} ncu --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
-    --launch-skip 3 --launch-count 1 python3 benchmarks/cuda_prebuilt.py run "$dir" 1 "${profiles[$i]}" \
+    -k regex:"^(gemm_kernel|main_kernel)$" --launch-skip 2 --launch-count 1 python3 benchmarks/cuda_prebuilt.py run "$dir" 1 "${profiles[$i]}" \
     > "$OUT/ncu_$i.txt" 2>&1
   echo "ncu ${profiles[$i]} rc $?"
   grep -E "Duration|Compute \(SM\) Throughput|L2 Cache Throughput|DRAM Throughput|Warp Cycles Per Issued|Memory Throughput" "$OUT/ncu_$i.txt" | head -8
