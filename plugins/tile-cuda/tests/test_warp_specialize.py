@@ -282,24 +282,3 @@ def test_ping_pong_gemms_go_through_the_gemm_rule_table():
     finally:
         unregister_plugin(name)
     assert turns in after and after.count("traced_gemm();") == 2 and "tc::wgmma_retire" not in after
-
-
-@needs_nvcc
-@pytest.mark.parametrize("extra", [{}, {"persistent": True}])
-def test_a_lone_gemm_stays_in_flight_across_consumer_iterations(extra):
-    """A body of one gemm runs as CUTLASS's main loop: gemm k is issued with one group left in
-    flight (`wait_group 1` retires gemm k-1), then the stage gemm k-1 read is released; the last
-    k-step is peeled, waits for every group and releases the last two stages. Before, each k-step
-    drained the tensor cores (`wait_group 0`) before the next wait on a full stage."""
-    import re
-
-    art = _source(K.gemm_kernel(1024, 1024, 1024, **QUICKSTART), {**WS, **extra})
-    assert not extra or any(n.startswith("persistent") and ": no" not in n for n in art.meta["notes"])
-    src = art.source.replace("smem_pool_ptr", "P")
-    step = re.search(r"tc::wgmma_ss<[^>]*, 2, 1>\(.*?\n\s*if \(1 <= (v_\d+)\) \{\n(.*?)\n\s*\}", src, re.S)
-    assert step is not None, "no in-flight gemm followed by the release of the previous stage"
-    k = step.group(1)
-    releases = [line for line in step.group(2).splitlines() if "tc::mbar_arrive_warp(" in line]
-    assert len(releases) == 2 and all(f"{k} + 2) % 3) + 61" in line or f"{k} + 2) % 3)" in line for line in releases)
-    last = src[src.index(", 2, 0>(") :]
-    assert last[: last.index("tc::fence_async_smem")].count("tc::mbar_arrive_warp(") == 4

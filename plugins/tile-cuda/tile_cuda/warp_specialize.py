@@ -678,21 +678,15 @@ def release_stage(lowering, info: WsLoop, barriers, ci, stage) -> None:
 def emit_consumer_loop(lowering, info: WsLoop, barriers) -> None:
     """The warpgroups' loop: each staged buffer is awaited before its first reader and released
     after its last one (attention's K before the first gemm and free after it, V for the second),
-    the gemms taking turns when ping-pong. A body of one gemm keeps it in flight (`_in_flight_step`)."""
+    the gemms taking turns when ping-pong."""
     from tvm import tirx as tx
     from tvm.tirx.script.builder import ir as B
-
-    from .wgmma_pipeline import overlapped_gemm
 
     loop, S, T = info.loop, info.stages, lowering.threads
     body = _body(info)
     readers = _readers(body, info.copies, lowering.plan.storage)
     C = len(info.copies)
     gemms = [i for i, s in enumerate(body) if isinstance(s, N.Gemm)] if info.pingpong else []
-    # one gemm and a static trip count (with a dynamic one the peeled last step would sit under an
-    # `if`, and ptxas serializes every wgmma of the kernel for the path that skips it, C7514)
-    single = overlapped_gemm(loop, info.copies, lowering.plan.claims.get("wgmma", {}), lowering.plan.storage)
-    trips = loop.extent.value if isinstance(loop.extent, N.Const) else 0
     begin, n = lowering.lower(loop.begin), lowering.lower(loop.extent)
     lowering.touch((loop,))
     lowering.sync()
@@ -705,67 +699,33 @@ def emit_consumer_loop(lowering, info: WsLoop, barriers) -> None:
     consumer_barrier = lowering.intrinsics[("barrier", None)]
     lowering.intrinsics[("barrier", None)] = _no_barrier(lowering, loop)
     base = getattr(lowering, "ws_iteration_base", None)  # a persistent block's tile: where the ring is
-
-    def enter(k):
-        """Bind iteration k; (its ring stage, the stage's phase parity, its ring iteration)."""
+    with B.serial(0, n) as k:
         g = k if base is None else base + k  # the ring's iteration
         stage = tx.floormod(g, S)
+        parity = tx.floormod(tx.floordiv(g, S), 2)
         for c in info.copies:
             lowering.stage[c.dst.buffer.name] = stage
         lowering.ex.bind(loop.var.name, begin + k)
         lowering.pending_r, lowering.pending_w = set(), set()
-        return stage, tx.floormod(tx.floordiv(g, S), 2), g
-
-    if single is not None and trips >= 1:
-        with B.serial(0, trips - 1) as k:
-            _in_flight_step(lowering, info, barriers, single, enter, k, last=False)
-        _in_flight_step(lowering, info, barriers, single, enter, tx.IntImm("int32", trips - 1), last=True)
-    else:
-        with B.serial(0, n) as k:
-            stage, parity, _ = enter(k)
-            for i, s in enumerate(body):
-                for ci, (first, _last) in enumerate(readers):
-                    if first == i:  # the copy's buffer of this stage has landed
-                        _call(lowering, "tc::mbar_wait", _full(barriers, C, S, ci, stage), parity)
-                if i in gemms:  # this warpgroup's turn: issue the gemm, pass the turn, then wait for it
-                    lowering.before_tile_op(s)
-                    _call(lowering, "tc::named_sync", TURN_BARRIER + wg, threads)
-                    retire = lowering.issue_rules("Gemm", s, in_flight=1)
-                    _pass_turn(lowering, wg, threads, last=(i == gemms[-1]), more=k + 1 < n)
-                    retire()
-                else:
-                    lowering.emit_stmt(s)
-                for ci, (_first, last) in enumerate(readers):
-                    if last == i:  # this warp is done with the buffer for this iteration
-                        release_stage(lowering, info, barriers, ci, stage)
+        for i, s in enumerate(body):
+            for ci, (first, _last) in enumerate(readers):
+                if first == i:  # the copy's buffer of this stage has landed
+                    _call(lowering, "tc::mbar_wait", _full(barriers, C, S, ci, stage), parity)
+            if i in gemms:  # this warpgroup's turn: issue the gemm, pass the turn, then wait for it
+                lowering.before_tile_op(s)
+                _call(lowering, "tc::named_sync", TURN_BARRIER + wg, threads)
+                retire = lowering.issue_rules("Gemm", s, in_flight=1)
+                _pass_turn(lowering, wg, threads, last=(i == gemms[-1]), more=k + 1 < n)
+                retire()
+            else:
+                lowering.emit_stmt(s)
+            for ci, (_first, last) in enumerate(readers):
+                if last == i:  # this warp is done with the buffer for this iteration
+                    release_stage(lowering, info, barriers, ci, stage)
     lowering.intrinsics[("barrier", None)] = consumer_barrier
     for c in info.copies:
         lowering.stage.pop(c.dst.buffer.name, None)
     lowering.sync()
-
-
-def _in_flight_step(lowering, info: WsLoop, barriers, gemm: N.Gemm, enter, k, last: bool) -> None:
-    """Iteration k of a body that is one gemm, as CUTLASS's main loop runs it: wait for the
-    stage, issue the gemm leaving it in flight (`wgmma.wait_group 1` retires gemm k-1), then
-    release the stage gemm k-1 read, so the tensor cores never drain between k-steps. The last
-    iteration (peeled: a `wait_group 0` after the loop let ptxas hoist the epilogue's accumulator
-    reads into the running group, `wgmma_pipeline.py`) waits for its gemm and releases both."""
-    from tvm import tirx as tx
-    from tvm.tirx.script.builder import ir as B
-
-    C, S = len(info.copies), info.stages
-    stage, parity, g = enter(k)
-    for ci in range(C):
-        _call(lowering, "tc::mbar_wait", _full(barriers, C, S, ci, stage), parity)
-    lowering.before_tile_op(gemm)
-    lowering.issue_rules("Gemm", gemm, in_flight=0 if last else 1)  # nothing to retire: wait_group ran
-    with B.If(k >= 1):
-        with B.Then():  # gemm k-1 has retired: its stage may be refilled
-            for ci in range(C):
-                release_stage(lowering, info, barriers, ci, tx.floormod(g - 1, S))
-    if last:
-        for ci in range(C):
-            release_stage(lowering, info, barriers, ci, stage)
 
 
 def _pass_turn(lowering, wg, threads, last: bool, more) -> None:
