@@ -67,8 +67,8 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 // one arrival per warp on the mbarrier at this place in every block of the cluster; CTA-scope release
-// as CUTLASS's ClusterBarrier::arrive: .release.cluster compiles to a MEMBAR.ALL.GPU per arrive, which
-// made the ring 3-6x slower on the H100 (session 16)
+// as CUTLASS's ClusterBarrier::arrive: .release.cluster compiles to a MEMBAR.ALL.GPU per arrive (the
+// likely cause of the ring's 3-6x slowdown on the H100 in session 15; not yet re-measured)
 __device__ __forceinline__ void mbar_arrive_warp_cluster(void* bar) {
   __syncwarp();
   if ((threadIdx.x & 31) == 0) {

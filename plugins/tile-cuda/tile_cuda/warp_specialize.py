@@ -572,12 +572,14 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
                             _call(lowering, "tc::tma_prefetch", lowering.param_vars[t.spec.param])
                     if all(tma):
                         copies()
-                    if info.multicast is not None and span is not None:  # (never persistent)
-                        _multicast_tail(lowering, info, barriers, info.multicast, span[1])
         if not all(tma):
             copies()
             lowering.instruction("async_commit")
             lowering.instruction("async_wait", None, 0)
+        if info.multicast is not None and span is not None:  # (never persistent) after every load
+            with B.If(elected):
+                with B.Then():
+                    _multicast_tail(lowering, info, barriers, info.multicast, span[1])
     finally:
         lowering.t, lowering.threads = saved
         for c in info.copies:
