@@ -199,3 +199,17 @@ def test_a_minimum_run_draws_each_loop_kind_twice():
             for f in build(k).features:
                 counts[f] = counts.get(f, 0) + 1
         assert counts.get("unroll", 0) >= need and counts.get("serial", 0) >= need, (seed, counts)
+
+
+def test_integer_operations_of_an_unsigned_dtype_with_a_negative_literal_compute_in_int32():
+    """`a_v - -3` with a uint8 a_v: the literal adopts uint8 and the frontend refuses it, a suite
+    error that left cuda (compile tier, option tma_multicast) NOT CERTIFIED at seed 67676
+    (program 187). Such a step is computed in int32, as one that would overflow is."""
+    from tile_conformance import exprs as X
+    from tile_conformance.runner import resolve_backend
+
+    r = X.render_int(["bin", "-", ["in", 0], ["const", -3]], [X.Leaf("a_v", "uint8", 0, 250)])
+    assert r.dtype == "int32" and r.text == '(T.cast(a_v, "int32") - -3)' and (r.lo, r.hi) == (3, 253)
+    knobs = generate_knobs(Caps.from_backend(resolve_backend("cuda")), 188, seed=67676)[187]
+    assert knobs["in_dtypes"][0] == "uint8"
+    load_source(build(knobs).source)  # the frontend accepts it

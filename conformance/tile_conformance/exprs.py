@@ -350,6 +350,10 @@ class _Overflow(Exception):
 def _render_int_binary(op: str, a: Rendered, b: Rendered) -> Rendered:
     d = _promote_opt(a.dtype, b.dtype)
     try:
+        written = (a,) if op in ("//", "%") else (a, b)  # (a division writes its own positive divisor)
+        if d.startswith("uint") and any(not x.dtype and x.lo < 0 for x in written):
+            # a negative literal would adopt the unsigned dtype (a frontend error): compute in int32
+            raise _Overflow()
         return _int_binary_in(op, a, b, d)
     except _Overflow:
         # widen: compute in int32 (both operands cast), still exact
