@@ -11,15 +11,8 @@ echo "plain rc $?"
 timeout ${MC_S:-120} python3 benchmarks/cuda_prebuilt.py run "$dir" 1 '*_mc*' > "$OUT/mc.jsonl" 2> "$OUT/mc.err"
 echo "mc rc $?"
 tail -3 "$OUT/plain.err" "$OUT/mc.err"
-cat "$OUT/plain.jsonl" "$OUT/mc.jsonl" | python3 -c '
-import json, sys
-for line in sys.stdin:
-    r = json.loads(line)
-    if "name" not in r:
-        print(line.strip()); continue
-    print(r["round"], r["tag"], r["name"], r["n"], r["dtype"][:4], "err=%.2g" % r.get("rel_err", -1),
-          "x=%.3f" % r.get("vs_peer", 0), "ms=%.3f" % r.get("ms", 0), "peer=%.3f" % r["peer_ms"], r.get("error", ""))
-' | tee "$OUT/table.txt"
+cat "$OUT/plain.jsonl" "$OUT/mc.jsonl" > "$OUT/all.jsonl"
+python3 benchmarks/jsonl_table.py "$OUT/all.jsonl" tag name round rel_err vs_peer ms error | tee "$OUT/table.txt"
 IFS=';' read -ra profiles <<< "${NCU:-}"
 for i in "${!profiles[@]}"; do
   timeout ${NCU_S:-90} ncu --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
