@@ -148,7 +148,7 @@ def test_multicast_gemm_compiles_to_cluster_code():
     assert ptx.count("mbarrier::complete_tx::bytes.multicast::cluster") == 2
     assert ptx.count("barrier.cluster.arrive.release") == 1 and "mapa.shared::cluster.u32" in ptx
     # CTA-scope remote arrivals and waits: cluster scope compiles to a MEMBAR.ALL.GPU per arrival and
-    # an L1 invalidation per wait (SASS, session 16), the likely cause of session 15's 3-6x slowdown
+    # an L1 invalidation per wait (SASS, session 16): session 15's 3-6x slowdown, gone in session 17
     assert "mbarrier.arrive.shared::cluster.b64" in ptx and ".release.cluster.shared::cluster" not in ptx
     assert ".acquire.cluster" not in ptx
     plain = _artifact(func, {**MC, "tma_store": False, "tma_multicast": False}).source

@@ -1,6 +1,8 @@
 """Warp-specialized pipelines (tile_cuda/warp_specialize.py, option warp_specialize): which loops
 qualify (planning, pure Python), what the generated code does (compile tier), and results on a GPU."""
 
+import re
+
 import kernels as K
 import numpy as np
 import pytest
@@ -118,7 +120,20 @@ def test_attention_source_has_the_producer_and_the_turns():
         assert needle in src, needle
     body = src[src.index("__launch_bounds__(384) main_kernel") :]
     assert body.count("__syncthreads()") == 1  # once, after the mbarriers are initialized
-    assert ", 1>((&(acc_s_cast_ptr[0]))" in body  # the second gemm (A in registers) left in flight
+    assert ", 1, false>((&(acc_s_cast_ptr[0]))" in body  # the second gemm (A in registers) left in flight
+
+
+@needs_nvcc
+@pytest.mark.parametrize("kernel", ["attention", "gemm"])
+def test_tma_fed_loops_issue_their_gemms_without_a_proxy_fence(kernel):
+    """Only TMA (the async proxy wgmma reads through) writes a TMA-fed loop's stages: its gemms
+    skip the per-call fence.proxy.async (FENCE = false); cp.async stages keep it."""
+    func = _attention(False) if kernel == "attention" else K.gemm_kernel(1024, 1024, 1024, 128, 256, 64, 3, 256)
+    calls = lambda src: re.findall(r"tc::wgmma_(?:ss|rs)<[^(]*>\(", src)  # noqa: E731
+    tma = calls(_source(func, WS).source)
+    assert tma and all(c.endswith(", false>(") for c in tma)
+    cp_async = calls(_source(func, {**WS, "tma": False}).source)
+    assert cp_async and not any(c.endswith(", false>(") for c in cp_async)
 
 
 @needs_nvcc

@@ -112,7 +112,7 @@ def test_deferred_attention_source(causal):
     g2 = body.index("tc::wgmma_rs<", g1)
     fence = body.index("tc::wgmma_retire<64, 1>((&(acc_s_ptr[0])))", g2)
     retire = body.index("tc::wgmma_retire<64>((&(acc_o_ptr[0])))", fence)
-    assert ", 2>((&(acc_s_cast_ptr[0]))" in body[g2:fence]  # G1 and G2 both in flight
+    assert ", 2, false>((&(acc_s_cast_ptr[0]))" in body[g2:fence]  # G1 and G2 both in flight
     assert "tc::named_arrive" in body[g2:fence]  # the turn passes before any wait
     assert "exp2" in body[fence:retire]  # the softmax runs while G2 is in flight
     assert body.count("tc::wgmma_ss<") == 2 and body.count("tc::wgmma_rs<") == 2

@@ -28,9 +28,10 @@ two blocks of every cluster (its start names only the block indices that the ker
 order, `tilecore.lowering.block_order`, gives both blocks alike, checked block by block over the
 static grid), and whose boxes split into two row halves on the shared layout's swizzle repeat.
 The kernel must have a static grid whose x extent is even, a trip count the two blocks share, and
-no persistent tile loop. Option tma_multicast: False (default: on the H100 the cluster build gave
-the same bits but ran TileLang's quickstart GEMM 3-6x slower, its SMs waiting;
-benchmarks/results/h100-session15/), True.
+no persistent tile loop. Option tma_multicast: False (default: on the H100 the cluster build gives
+the same bits and, since its handshake is CTA-scope, runs as fast as the build without clusters,
+not faster (benchmarks/results/gpu-session17/); session 15's cluster-scope handshake was 3-6x
+slower), True.
 
 Pure Python: importing this does not import TVM.
 """
@@ -67,8 +68,8 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 // one arrival per warp on the mbarrier at this place in every block of the cluster; CTA-scope release
-// as CUTLASS's ClusterBarrier::arrive: .release.cluster compiles to a MEMBAR.ALL.GPU per arrive (the
-// likely cause of the ring's 3-6x slowdown on the H100 in session 15; not yet re-measured)
+// as CUTLASS's ClusterBarrier::arrive: .release.cluster compiles to a MEMBAR.ALL.GPU per arrive (with
+// it the ring ran 3-6x slower on the H100 in session 15; without it, level with no clusters, session 17)
 __device__ __forceinline__ void mbar_arrive_warp_cluster(void* bar) {
   __syncwarp();
   if ((threadIdx.x & 31) == 0) {

@@ -219,14 +219,16 @@ def emit_wgmma(lowering, g: N.Gemm, pending: int = 0) -> None:
     K = g.a.extents[0] if g.transpose_a else g.a.extents[1]
     _clear_accumulator(lowering, g, lay)
     T = CXX_TYPES[a.dtype]
+    # no proxy fence where only TMA wrote the shared operands (see smem_written_by_tma_only)
+    tail = f"{pending}, false" if getattr(lowering, "smem_written_by_tma_only", False) else f"{pending}"
     if lowering.plan.storage[a.name] == "reg":
-        tmpl = f"tc::wgmma_rs<{lay.N}, {K}, {_b(g.transpose_b)}, {T}, {lb.shape[0]}, {lb.shape[1]}, {pending}>"
+        tmpl = f"tc::wgmma_rs<{lay.N}, {K}, {_b(g.transpose_b)}, {T}, {lb.shape[0]}, {lb.shape[1]}, {tail}>"
         a_ptr = _first(lowering, a)
     else:
         la = lowering.plan.layout[a.name]
         tmpl = (
             f"tc::wgmma_ss<{lay.N}, {K}, {_b(g.transpose_a)}, {_b(g.transpose_b)}, {T}, "
-            f"{la.shape[0]}, {la.shape[1]}, {lb.shape[0]}, {lb.shape[1]}, {lay.MI}, {pending}>"
+            f"{la.shape[0]}, {la.shape[1]}, {lb.shape[0]}, {lb.shape[1]}, {lay.MI}, {tail}>"
         )
         a_ptr = lowering.stage_base_addr(a)
     B.evaluate(helper_call(lowering, tmpl, a_ptr, lowering.stage_base_addr(b), _first(lowering, g.c.buffer)))

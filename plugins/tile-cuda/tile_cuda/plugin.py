@@ -198,7 +198,8 @@ def make_backend() -> Backend:
                 "sm_90a: a warp-specialized kernel whose neighbouring blocks read one stage tile alike "
                 "(the rows of A, or the columns of B) launches in clusters of two blocks, each loading "
                 "half of that tile into both with TMA multicast, so it leaves L2 once "
-                "(tile_cuda/cluster.py); off by default: correct but 3-6x slower on the H100 (session 15)",
+                "(tile_cuda/cluster.py); off by default: correct, and on the H100 as fast as the build without "
+                "clusters, not faster (session 17)",
             ),
             Option(
                 "split_k",

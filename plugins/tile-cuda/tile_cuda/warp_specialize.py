@@ -272,7 +272,14 @@ class WarpSpecializedPipeline(LoweringRule):
             and getattr(first, "name", None) == "wgmma"
             and getattr(lowering, "ws_iteration_base", None) is None
         )
-        (emit_deferred_loop if deferred else emit_consumer_loop)(lowering, info, state)
+        # only TMA writes the shared memory the loop's wgmma reads (the body writes none, see
+        # _barrier_free; what was written before the loop is fenced before its barrier): no proxy
+        # fence per gemm, as in CUTLASS's warp-specialized main loops
+        lowering.smem_written_by_tma_only = bool(info.tma) and all(info.tma)
+        try:
+            (emit_deferred_loop if deferred else emit_consumer_loop)(lowering, info, state)
+        finally:
+            lowering.smem_written_by_tma_only = False
         return None
 
 

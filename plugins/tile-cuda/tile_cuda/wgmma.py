@@ -131,7 +131,11 @@ template <typename T, int N> struct Wgmma;  // m64nNk16 (k32 for int8), speciali
 // PENDING: wgmma groups left in flight on return (1 in the overlapped main loop of wgmma_pipeline:
 // this call's group still runs, the previous one is retired; 0 elsewhere). With PENDING > 0 the
 // accumulators must not be touched until a call with PENDING = 0 has retired every group.
-template <int N, int K, bool TA, bool TB, typename T, int AR, int AC, int BR, int BC, int MI, int PENDING = 0>
+// FENCE = false leaves out the proxy fence before the group: for operands only the async proxy
+// wrote (TMA-fed stages of a warp-specialized loop; what was written before the loop was fenced
+// before its barrier). The fence is a MEMBAR.ALL.CTA per call.
+template <int N, int K, bool TA, bool TB, typename T, int AR, int AC, int BR, int BC, int MI, int PENDING = 0,
+          bool FENCE = true>
 __device__ __forceinline__ void wgmma_ss(const T* A, const T* B, typename MmaOp<T>::Acc* acc) {
   typedef WgTile<AR, AC, sizeof(T)> TileA;
   typedef WgTile<BR, BC, sizeof(T)> TileB;
@@ -141,7 +145,7 @@ __device__ __forceinline__ void wgmma_ss(const T* A, const T* B, typename MmaOp<
   const u64 da = (TA ? TileA::desc_mn(A) : TileA::desc_k(A)) +
                  ((TA ? TileA::at(0, wg * 64) : TileA::at(wg * 64 * MI, 0)) >> 4);
   const u64 db = TB ? TileB::desc_k(B) : TileB::desc_mn(B);
-  fence_async_smem();
+  if constexpr (FENCE) fence_async_smem();
   wgmma_fence();
 #pragma unroll
   for (int s = 0; s < K / KS; ++s) {
@@ -164,13 +168,13 @@ __device__ __forceinline__ void wgmma_ss(const T* A, const T* B, typename MmaOp<
 
 // Block GEMM with A in registers (a (M x K) fragment in the accumulator layout of the same warp
 // rows, e.g. softmax probabilities cast to half), B in shared memory as in wgmma_ss; PENDING as
-// there (the A registers must not change either until the group is retired).
-template <int N, int K, bool TB, typename T, int BR, int BC, int PENDING = 0>
+// there (the A registers must not change either until the group is retired); FENCE as there.
+template <int N, int K, bool TB, typename T, int BR, int BC, int PENDING = 0, bool FENCE = true>
 __device__ __forceinline__ void wgmma_rs(const T* Areg, const T* B, float* acc) {
   typedef WgTile<BR, BC, sizeof(T)> TileB;
   const u64 db = TB ? TileB::desc_k(B) : TileB::desc_mn(B);
   const u32* a32 = reinterpret_cast<const u32*>(Areg);
-  fence_async_smem();
+  if constexpr (FENCE) fence_async_smem();
   wgmma_fence();
 #pragma unroll
   for (int s = 0; s < K / 16; ++s) {
