@@ -57,7 +57,11 @@ def build(func, target="cuda", options=None):
     return art, plugin.tilecore_launcher(backend=be, artifact=art), cold
 
 
+# the tile sweeps compile each config with its own tiles (retile_gemm=False); by default tile-cuda
+# rebuilds a whole-grid GEMM with smaller blocks than its preferred ones (tile_cuda/retile.py)
+OWN_TILES = {"retile_gemm": False}
 QUICKSTART = [
+    dict(bm=128, bn=128, bk=32, stages=3, threads=128, swizzle_panel=8, options={}),  # as compiled by default
     dict(bm=128, bn=128, bk=32, stages=3, threads=128, swizzle_panel=8),  # TileLang's quickstart
     dict(bm=128, bn=128, bk=64, stages=3, threads=128, swizzle_panel=8),
     dict(bm=128, bn=128, bk=64, stages=4, threads=128, swizzle_panel=8),
@@ -67,7 +71,7 @@ QUICKSTART = [
 # each config with the overlapped wgmma main loop off, "slack" and "release" (compile option
 # wgmma_overlap, tile_cuda/wgmma_pipeline.py; issue #12 item 3)
 OVERLAP = [
-    dict(cfg, options={"wgmma_overlap": mode})
+    dict(cfg, options={**OWN_TILES, "wgmma_overlap": mode})
     for cfg in (
         dict(bm=128, bn=128, bk=32, stages=3, threads=128, swizzle_panel=8),  # TileLang's quickstart
         dict(bm=128, bn=128, bk=64, stages=3, threads=128, swizzle_panel=8),
@@ -98,7 +102,7 @@ def gemm_rows(results, configs=None):
             dict(bm=128, bn=128, bk=128, stages=3, threads=256, swizzle_panel=8),
             dict(bm=128, bn=128, bk=32, stages=5, threads=128, swizzle_panel=8),
         ]
-        + QUICKSTART[:3]
+        + QUICKSTART[:4]
     )
     for n in (4096, 8192):
         a = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -123,7 +127,7 @@ def gemm_rows(results, configs=None):
         for cfg in configs:
             shape = {k: v for k, v in cfg.items() if k != "options"}
             try:
-                art, launch, cold = build(K.gemm_kernel(n, n, n, **shape), options=cfg.get("options"))
+                art, launch, cold = build(K.gemm_kernel(n, n, n, **shape), options=cfg.get("options", OWN_TILES))
             except Exception as err:  # report, keep going
                 results.append({"kernel": f"gemm{n}", "config": cfg, "error": str(err)[-300:]})
                 continue

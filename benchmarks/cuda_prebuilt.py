@@ -28,8 +28,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "plugins", "tile-cuda", "tests"))
 
 QUICKSTART = dict(bm=128, bn=128, bk=32, stages=3, threads=128, swizzle_panel=8)  # TileLang's quickstart
 BEST = dict(bm=128, bn=256, bk=64, stages=3, threads=256, swizzle_panel=8)  # issue 12's best config
-WS, MC = {"warp_specialize": True}, {"warp_specialize": True, "tma_multicast": True}
-TWO = {"warp_specialize": True, "ws_blocks_per_sm": 2}
+# the quickstart's schedules with its own tiles (by default tile-cuda re-tiles it: tile_cuda/retile.py)
+OWN = {"retile_gemm": False}
+WS, MC = {**OWN, "warp_specialize": True}, {**OWN, "warp_specialize": True, "tma_multicast": True}
+TWO = {**OWN, "warp_specialize": True, "ws_blocks_per_sm": 2}
 
 # experiments on the generated source: name -> (description, rewrite)
 SOURCE_VARIANTS = {
@@ -47,7 +49,8 @@ MATRIX = [
         (f"quickstart_{v}", n, QUICKSTART, "float16", opts)
         for n in (8192, 4096)
         for v, opts in (
-            ("default", {}),
+            ("default", {}),  # as compiled by default: re-tiled to the best config's blocks
+            ("own", OWN),  # its own 128x128x32 blocks, no warp specialization
             ("ws", WS),
             ("ws_mc", MC),
             ("ws_2sm", TWO),

@@ -16,7 +16,9 @@ is timed with one block per tile ("ws") and persistent ("persistent", option per
 per SM looping over the tiles, tile_cuda/persistent.py), each also with the epilogue's TMA stores
 ("..._tma_store", option tma_store, tile_cuda/tma_store.py), next to cuBLAS; the row has each build's
 launch grid and whether all builds gave the same bits ("same_bits"). With "default" the build with
-tile-cuda's default options alone ("default") is timed next to cuBLAS / cuDNN. With "per_sm" (gemm)
+tile-cuda's default options alone ("default") is timed next to cuBLAS / cuDNN, and (gemm) the same with
+the kernel's own tiles ("own_tiles"). Every GEMM build but "default" keeps the kernel's own tiles
+(retile_gemm=False; tile_cuda/retile.py rebuilds smaller blocks by default). With "per_sm" (gemm)
 the build without warp specialization (wgmma_overlap's default schedule and "slack"), the
 warp-specialized one and the warp-specialized one planned
 for two blocks per SM (option ws_blocks_per_sm=2) are timed next to cuBLAS. With "mc" the default
@@ -52,7 +54,7 @@ PERSISTENT_VARIANTS = (  # (tma_store explicit: its default, auto, depends on K)
     ("ws_tma_store", {"warp_specialize": True, "tma_store": True}),
     ("persistent_tma_store", {"warp_specialize": True, "persistent": True, "tma_store": True}),
 )
-DEFAULT_VARIANTS = (("default", {}),)
+DEFAULT_VARIANTS = (("default", {}), ("own_tiles", {}))
 BLOCKS_PER_SM_VARIANTS = (  # option ws_blocks_per_sm: a one-warpgroup consumer's block and a second one per SM
     ("no_ws", {"warp_specialize": False}),
     ("no_ws_slack", {"warp_specialize": False, "wgmma_overlap": "slack"}),
@@ -150,6 +152,9 @@ def gemm(argv):
             swizzle_panel=8,
             predicated=n % bm != 0 or n % bn != 0 or n % bk != 0,
         )
+        # every variant but "default" (as the user compiles it) keeps the kernel's own tiles: by default
+        # tile-cuda rebuilds a whole-grid GEMM with its preferred blocks (tile_cuda/retile.py)
+        opts = opts if name == "default" else {"retile_gemm": False, **opts}
         art, launch, row[name + "_compile_s"] = build(func, options=opts)
         row[name + "_is_ws"] = "mbar_wait" in art.source
         row[name + "_clusters"] = "__cluster_dims__" in art.source

@@ -17,6 +17,8 @@
 #             4096^3 quickstart cluster build, then its SASS lines with the most stall samples
 #   conf      cuda conformance, execute tier, a fresh seed (SEED), 110 programs
 #   gpu       every GPU test, -n 10, a test that never ends named with its stack
+#   cpu16     issue 19 on the GPU host's CPU: lscpu, then the 2048^3 fp32 GEMM at the issue's tile sizes
+#             against numpy, both at 16 threads (cpu_vs_numpy.py --gemm-only)
 set -u
 mkdir -p "$OUT"
 export PYTHONPATH=/tmp/site:/tmp/site-main TILECORE_CACHE_DIR=${TILECORE_CACHE_DIR:-/tmp/tc-cache}
@@ -97,5 +99,10 @@ PY
     timeout ${GPU_LIMIT:-400} python3 -m pytest -q -p no:cacheprovider -p no:benchmark -o faulthandler_timeout=120 -m gpu -n 10 -v -rfE \
       plugins/tile-cuda/tests tests/test_runtime_gpu.py tests/test_simt.py > "$OUT/gpu_tests.txt" 2>&1
     echo "gpu tests rc $?"; grep -E "FAILED|ERROR|Timeout" "$OUT/gpu_tests.txt" | head; tail -2 "$OUT/gpu_tests.txt";;
+  cpu16)
+    lscpu > "$OUT/lscpu.txt" 2>&1
+    timeout ${CPU_LIMIT:-150} env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 benchmarks/cpu_vs_numpy.py --threads 16 --repeat ${CPU_REPEAT:-15} \
+      --gemm-only --out "$OUT" > "$OUT/cpu16.txt" 2>&1
+    echo "cpu 16 threads rc $?"; grep -iE "ratio|x numpy|gemm" "$OUT/cpu16.txt" | cut -c1-300 | tail -12;;
   esac
 done

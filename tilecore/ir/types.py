@@ -99,6 +99,11 @@ def is_fp8(dtype: str) -> bool:
     return dtype in FP8_DTYPES
 
 
+def accum_dtype(dtype: str) -> str:
+    """Where arithmetic on `dtype` happens: narrow floats (float16, bfloat16) and fp8 in float32, the rest as is."""
+    return "float32" if dtype in ("float16", "bfloat16") or is_fp8(dtype) else dtype
+
+
 def is_int(dtype: str) -> bool:
     """Whether `dtype` is an integer dtype (int4 included; bool is not)."""
     return dtype in INT_DTYPES or dtype == INT4

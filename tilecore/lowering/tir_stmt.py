@@ -35,11 +35,10 @@ from tvm import tirx as tx
 
 from ..diagnostics import TileCompileError, UnsupportedFeatureError
 from ..ir import nodes as N
-from ..ir.types import is_float, is_fp8, itemsize
+from ..ir.types import accum_dtype, is_float, itemsize
 from ..ir.visitor import Dispatcher
 from .intrinsics import IntrinsicTable, dtype_of, let_chain
 from .tir_expr import (
-    NARROW_FLOATS,
     ExprLowerer,
     _small,
     cast_to,
@@ -75,11 +74,6 @@ def seq(stmts: Sequence) -> "tvm.tirx.Stmt":
     if len(flat) == 1:
         return flat[0]
     return tx.SeqStmt(flat)
-
-
-def accum_dtype(dtype: str) -> str:
-    """Where arithmetic on `dtype` happens: narrow floats and fp8 in float32, the rest as is."""
-    return "float32" if dtype in NARROW_FLOATS or is_fp8(dtype) else dtype
 
 
 def lowest(dtype: str):

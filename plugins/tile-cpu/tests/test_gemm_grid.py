@@ -13,9 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tile_cpu.gemm import MicroTile
-from tile_cpu.gemm_grid import WholeGemm, column_blocks, match, task_shape
+from tile_cpu.gemm_grid import column_blocks, task_shape
 from tilecore.ir import nodes as N
 from tilecore.ir.visitor import walk_stmts
+from tilecore.lowering.whole_gemm import WholeGemm, match
 from tilecore.runtime.api import lower
 from tilecore.testing import assert_matches_reference
 

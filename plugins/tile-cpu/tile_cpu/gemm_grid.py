@@ -6,7 +6,8 @@ T.gemm them, copy the fragment out. Lowered block by block, every block packs
 its own A rows and B columns, so A is packed N/bn times and B M/bm times (with
 64 x 64 tiles 32 times each: a fifth of the time went to packing B alone on
 Zen 3), and the accumulators go to memory after every K step. When the grid's
-blocks together compute exactly C = A B (`match`), the cpu backend lowers the
+blocks together compute exactly C = A B (`tilecore.lowering.whole_gemm.match`, shared with
+tile-cuda's re-tiling), the cpu backend lowers the
 whole kernel as one GEMM whose blocking comes from the host's caches instead:
 parallel tasks of mc rows x nc columns of C; per K chunk of kc, A's mc x kc
 block packed into MR-row panels (it stays in L2), B's kc x nc block packed into
@@ -21,8 +22,8 @@ to C's dtype once, as the block-by-block fragment copy does (B's panels are then
 live in L2 rather than L1). Partial edge tiles (M, N or K not multiples of the tiles) are part
 of the match: the block-by-block copies pad them with zeros, which add only 0 * 0 products to an
 in-range sum, and clip the stores; the whole GEMM sums exactly the in-range products and writes
-only C (its last N mod NR columns as one narrower panel). The match is strict otherwise;
-anything else (transposes, an epilogue, other dtypes, dynamic shapes) lowers block by block.
+only C (its last N mod NR columns as one narrower panel). Anything the match refuses
+(transposes, an epilogue, other dtypes, dynamic shapes) lowers block by block.
 bfloat16 and int8 operands on a target with AMX (int8: or AVX-512 VNNI) take tile_cpu.dot_gemm's
 blocking and micro-kernels instead (lower.py chooses); bfloat16 when the user's K tile is a
 multiple of 32.
@@ -31,21 +32,17 @@ multiple of 32.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Dict
 
 from tvm import tirx as tx
 
-from tilecore.ir import nodes as N
 from tilecore.ir.types import bits, is_float
 from tilecore.lowering.tir_expr import cast_to
-from tilecore.lowering.tir_stmt import accum_dtype, seq
+from tilecore.lowering.tir_stmt import seq
+from tilecore.lowering.whole_gemm import WholeGemm
 
 from .gemm import MicroKernel, MicroTile, cache_blocks, chunks, pack_a, pack_b
 from .prefetch import CACHE_LINE, LOCALITY_L1, prefetch
-
-# C dtypes narrower than a float32 accumulator: the sums are rounded to them once, at the end
-NARROW_C = ("float16", "bfloat16")
 
 # How the parallel loops of one GEMM synchronize: "launch" (each parallel loop is its own launch on
 # TVM's pool, which joins at its end) or "barrier" (one launch for the whole GEMM; every thread runs
@@ -66,144 +63,6 @@ ROTATE_PANELS = False
 # a thread the host preempts, or a slower core, then holds up a phase by one unit at most.
 # 0: static tasks (task_shape). Each phase is then its own launch (SYNC "barrier" is not used).
 DYNAMIC_ROWS = 0
-
-
-@dataclass(frozen=True)
-class WholeGemm:
-    """C (M x N) = A (M x K) @ B (K x N), accumulated in `acc` (C's dtype, or wider: NARROW_C)."""
-
-    a: N.Buffer
-    b: N.Buffer
-    c: N.Buffer
-    M: int
-    N: int
-    K: int
-    acc: str
-    bk: int = 0  # the K of one T.gemm (the user's K tile)
-
-
-def _affine(e: N.Expr) -> Optional[Dict[str, int]]:
-    """{var name: coefficient, "": constant} of an integer expression built from + and *, else None."""
-    if isinstance(e, N.Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
-        return {"": int(e.value)}
-    if isinstance(e, N.Var):
-        return {e.name: 1}
-    if isinstance(e, N.BinOp) and e.op in ("+", "*"):
-        a, b = _affine(e.a), _affine(e.b)
-        if a is None or b is None:
-            return None
-        if e.op == "+":
-            return {k: a.get(k, 0) + b.get(k, 0) for k in set(a) | set(b)}
-        for const, other in ((a, b), (b, a)):
-            if set(const) == {""}:
-                return {k: const[""] * v for k, v in other.items()}
-    return None
-
-
-def _is(e: N.Expr, var: str, coef: int) -> bool:
-    """Whether `e` is exactly var * coef."""
-    form = _affine(e)
-    return form is not None and {k: v for k, v in form.items() if v} == {var: coef}
-
-
-def _whole(region: N.Region) -> bool:
-    shape = region.buffer.static_shape()
-    return (
-        shape is not None
-        and len(shape) == 2
-        and tuple(region.extents) == tuple(shape)
-        and all(_affine(s) == {"": 0} for s in region.starts)
-    )
-
-
-def _loop_parts(loop: N.Stmt):
-    """(copy of A, copy of B, gemm) of a K loop `for k: copy A tile; copy B tile; gemm`, else None."""
-    if not isinstance(loop, N.For) or _affine(loop.begin) != {"": 0} or _affine(loop.extent) is None:
-        return None
-    if len(loop.body) != 3 or not isinstance(loop.body[2], N.Gemm):
-        return None
-    gemm = loop.body[2]
-    copies = {st.dst.buffer.name: st for st in loop.body[:2] if isinstance(st, N.Copy)}
-    ca, cb = copies.get(gemm.a.buffer.name), copies.get(gemm.b.buffer.name)
-    if ca is None or cb is None or ca is cb:
-        return None
-    return ca, cb, gemm
-
-
-def match(kernel: N.Kernel) -> Optional[WholeGemm]:
-    """The whole GEMM a kernel computes, when its grid is exactly `examples/gemm.py`'s matmul.
-
-    Body: allocations of the A/B stage tiles and the accumulator, T.clear of the
-    accumulator, one K loop from 0 of {copy A tile, copy B tile, T.gemm}, the accumulator
-    copied to C; tile origins (by*bm, k*bk), (k*bk, bx*bn), (by*bm, bx*bn) over a grid of
-    ceil(M/bm) x ceil(N/bn) blocks and ceil(K/bk) K steps. Edge tiles may be partial: their
-    copies are predicated (reads past A or B give 0, writes past C are dropped), so the
-    padding adds only 0 * 0 products, which leave every in-range sum unchanged (the sums start
-    at +0 and so are never -0), and out-of-range sums are never stored.
-    """
-    if len(kernel.block_vars) != 2 or not all(isinstance(g, N.Const) for g in kernel.grid):
-        return None
-    allocs = [st for st in kernel.body if isinstance(st, N.Alloc)]
-    rest = [st for st in kernel.body if not isinstance(st, N.Alloc)]
-    if len(allocs) != 3 or len(rest) != 3:
-        return None
-    clear, loop, out = rest
-    parts = _loop_parts(loop)
-    if parts is None or not isinstance(clear, N.Fill) or not isinstance(out, N.Copy):
-        return None
-    ca, cb, gemm = parts
-    acc_buf = gemm.c.buffer
-    if (
-        gemm.transpose_a
-        or gemm.transpose_b
-        or gemm.clear_accum
-        or {a.buffer.name for a in allocs} != {ca.dst.buffer.name, cb.dst.buffer.name, acc_buf.name}
-    ):
-        return None
-    if not (
-        all(_whole(r) for r in (gemm.a, gemm.b, gemm.c, ca.dst, cb.dst, clear.dst, out.src))
-        and clear.dst.buffer.name == acc_buf.name
-        and out.src.buffer.name == acc_buf.name
-        and isinstance(clear.value, N.Const)
-        and clear.value.value == 0
-    ):
-        return None
-    A, B, C = ca.src.buffer, cb.src.buffer, out.dst.buffer
-    shapes = [sh for sh in (buf.static_shape() for buf in (A, B, C)) if sh is not None and len(sh) == 2]
-    acc = accum_dtype(acc_buf.dtype)
-    if (
-        len(shapes) != 3
-        or len({A.name, B.name, C.name}) != 3
-        or A.dtype != ca.dst.buffer.dtype
-        or B.dtype != cb.dst.buffer.dtype
-        or acc_buf.dtype != acc
-        or not (C.dtype == acc or (acc == "float32" and C.dtype in NARROW_C))
-    ):
-        return None
-    (M, K), (Kb, Nn), (Mc, Nc) = shapes
-    (bm, bk), (bk2, bn) = ca.dst.buffer.static_dims(), cb.dst.buffer.static_dims()
-    if (Kb, Mc, Nc) != (K, M, Nn) or bk2 != bk or acc_buf.static_shape() != (bm, bn) or min(M, Nn, K) <= 0:
-        return None
-    if (tuple(ca.src.extents), tuple(cb.src.extents), tuple(out.dst.extents)) != ((bm, bk), (bk, bn), (bm, bn)):
-        return None
-    grid = {v.name: int(g.value) for v, g in zip(kernel.block_vars, kernel.grid) if isinstance(g, N.Const)}
-    if not isinstance(loop, N.For):
-        return None
-    k = loop.var.name
-    for row, col in (tuple(grid), tuple(grid)[::-1]):
-        if (
-            _is(ca.src.starts[0], row, bm)
-            and _is(ca.src.starts[1], k, bk)
-            and _is(cb.src.starts[0], k, bk)
-            and _is(cb.src.starts[1], col, bn)
-            and _is(out.dst.starts[0], row, bm)
-            and _is(out.dst.starts[1], col, bn)
-            and grid[row] == -(-M // bm)
-            and grid[col] == -(-Nn // bn)
-            and _affine(loop.extent) == {"": -(-K // bk)}
-        ):
-            return WholeGemm(A, B, C, M, Nn, K, acc, bk)
-    return None
 
 
 def task_shape(tile: MicroTile, plan: WholeGemm, kc: int, caches: Dict[str, int], cores: int):

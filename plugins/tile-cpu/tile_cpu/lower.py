@@ -23,6 +23,7 @@ from tvm import tirx as tx
 
 from tilecore.ir import nodes as N
 from tilecore.ir.types import bits, is_float, is_fp8
+from tilecore.lowering import whole_gemm
 from tilecore.lowering.fp8 import Fp8Lowering
 from tilecore.lowering.intrinsics import IntrinsicTable, dtype_of
 from tilecore.lowering.tir_expr import cast_to, involves_bfloat16, round_to_bfloat16, tir_const
@@ -109,7 +110,7 @@ class CpuLowering(Fp8Lowering, TirLowering):
 
     # ----------------------------------------------------------------- grid
     def lower_Kernel(self, s: N.Kernel):
-        plan = gemm_grid.match(s)  # a grid that is one whole GEMM: one cache-blocked GEMM
+        plan = whole_gemm.match(s)  # a grid that is one whole GEMM: one cache-blocked GEMM
         whole = None
         tiles = self.tile_gemm(plan.a.dtype, plan.b.dtype, plan.c.dtype, plan.bk) if plan is not None else None
         if tiles is not None:

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Tuple
 
 from tilecore.diagnostics import TileCompileError
 
-from . import cluster, split_k, tma, toolchain
+from . import cluster, retile, split_k, tma, toolchain
 
 NVCC_FLAGS = [
     "-O3",
@@ -49,9 +49,10 @@ def generate_source(func, arch: str, options: Dict[str, Any], tables=None):
     rules, intrinsics = tables if tables is not None else default_tables()
     target = cuda_target(arch, options)
     func = widen_fp8_gemm_operands(func)  # fp8 gemms on the float16 tensor-core paths
+    func, retile_notes = retile.rewrite_for_target(func, target)  # before split-K: it sees the new grid
     func, split_notes = split_k.rewrite_for_target(func, target, rules)
     lk = lower_kernel(func, target, rules, intrinsics, options)
-    lk.notes[:0] = split_notes
+    lk.notes[:0] = retile_notes + split_notes
     try:
         mod = tvm.IRModule({func.name: lk.prim_func})
         # the lowering plans shared memory itself (one pool with explicit views): no storage rewrite

@@ -34,6 +34,7 @@ from typing import NamedTuple, Sequence, Union
 from tilecore.ir import nodes as N
 
 from .split_k import DEFAULT_SM_COUNT, HINT, PLAIN_GEMM_RULES, SM_COUNT, plain_gemm
+from .target import off_on_auto
 
 BLOCK_VAR = "tc_persistent_block"  # blockIdx.x of the persistent grid
 # a warp-specialized block takes its SM's register file (`warp_specialize.register_split`)
@@ -56,13 +57,7 @@ class PersistentGrid(NamedTuple):
 
 def persistent_mode(value) -> str:
     """Option persistent: False/None -> "" (off), True -> "on", "auto" -> "auto"."""
-    if value is None or value is False:
-        return ""
-    if value is True:
-        return "on"
-    if value == "auto":
-        return "auto"
-    raise ValueError(f"compile option persistent must be True, False or 'auto', got {value!r}")
+    return off_on_auto("persistent", value)
 
 
 def choose_persistent(kernel: N.Kernel, loop: N.For, pingpong: bool, sm: int, mode: str) -> Union[PersistentGrid, str]:

@@ -202,6 +202,17 @@ def make_backend() -> Backend:
                 "clusters, not faster (session 17)",
             ),
             Option(
+                "retile_gemm",
+                object,
+                "auto",
+                "sm_90a: a kernel whose grid is one whole GEMM (examples/gemm.py's matmul: clear, one K loop "
+                "of two tile copies and a gemm, the accumulator copied out) is rebuilt with the tiles "
+                "tile-cuda runs fastest (128x256x64, 256 threads, 3 stages for float16/bfloat16), which "
+                "changes no result (tile_cuda/retile.py); 'auto' (default): when its own blocks are "
+                "smaller and the new grid fills the GPU, True: wherever it matches, False: the kernel's tiles",
+                choices=(False, True, "auto"),
+            ),
+            Option(
                 "split_k",
                 int,
                 None,

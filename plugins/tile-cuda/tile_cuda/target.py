@@ -40,6 +40,7 @@ def cuda_target(arch: str, options: Dict[str, Any]):
 
     from .device_lib import CUDA_DEVICE_LIB
     from .persistent import persistent_mode
+    from .retile import retile_mode
 
     sm = toolchain.arch_number(arch)
     smem = SHARED_MEMORY.get(sm, 48 * 1024 if sm < 80 else 99 * 1024)
@@ -71,8 +72,21 @@ def cuda_target(arch: str, options: Dict[str, Any]):
             "tma_store": tma_store_mode(options.get("tma_store")),
             "ws_blocks_per_sm": ws_blocks_per_sm(options.get("ws_blocks_per_sm", 1)),
             "tma_multicast": bool(options.get("tma_multicast", False)),
+            "retile_gemm": retile_mode(options.get("retile_gemm", "auto")),
         },
     )
+
+
+def off_on_auto(option: str, value) -> str:
+    """A compile option of False / True / "auto" as its mode: False or None -> "" (off), True -> "on",
+    "auto" -> "auto"; anything else is an error naming `option`."""
+    if value is None or value is False:
+        return ""
+    if value is True:
+        return "on"
+    if value == "auto":
+        return "auto"
+    raise ValueError(f"compile option {option} must be True, False or 'auto', got {value!r}")
 
 
 def ws_blocks_per_sm(value) -> int:
