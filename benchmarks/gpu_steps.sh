@@ -15,7 +15,7 @@
 #             bandwidth, the decode GEMM 16x8192x8192, host time per call (cuda_bench.py)
 #   mcprof    where the TMA-multicast build waits (session 15: 3-6x slower): ncu --set full of the
 #             4096^3 quickstart cluster build, then its SASS lines with the most stall samples
-#   conf      cuda conformance, execute tier, a fresh seed (SEED), 110 programs
+#   conf      cuda conformance, execute tier, a fresh seed (SEED), 110 programs, CONF_OPTS passed on
 #   gpu       every GPU test, -n 10, a test that never ends named with its stack
 #   cpu16     issue 19 on the GPU host's CPU: lscpu, then the 2048^3 fp32 GEMM at the issue's tile sizes
 #             against numpy, both at 16 threads (cpu_vs_numpy.py --gemm-only)
@@ -92,9 +92,10 @@ else:
 PY
     ;;
   conf)
+    # CONF_OPTS: more conformance arguments, e.g. "--option retile_gemm=true"
     timeout ${CONF_LIMIT:-400} python3 -m tilecore.cli conformance cuda --tier execute --examples 110 --seed ${SEED:-59595} \
-      --no-progress --jobs 8 --report "$OUT/conformance_cuda_${SEED:-59595}.json" > "$OUT/conformance.txt" 2>&1
-    echo "conformance rc $?"; tail -8 "$OUT/conformance.txt";;
+      --no-progress --jobs 8 ${CONF_OPTS:-} --report "$OUT/conformance_cuda_${SEED:-59595}.json" > "$OUT/conformance_${SEED:-59595}.txt" 2>&1
+    echo "conformance rc $?"; tail -8 "$OUT/conformance_${SEED:-59595}.txt";;
   gpu)
     timeout ${GPU_LIMIT:-400} python3 -m pytest -q -p no:cacheprovider -p no:benchmark -o faulthandler_timeout=120 -m gpu -n 10 -v -rfE \
       plugins/tile-cuda/tests tests/test_runtime_gpu.py tests/test_simt.py > "$OUT/gpu_tests.txt" 2>&1

@@ -28,6 +28,7 @@ Pure Python: importing this does not import TVM.
 from __future__ import annotations
 
 import dataclasses
+from math import prod
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 from tilecore.ir import nodes as N
@@ -73,7 +74,7 @@ def _padded(extent: int, tile: int) -> int:
 def kernel_tiles(kernel: N.Kernel, found: WholeGemm) -> Tiles:
     """The tiling a matched kernel uses now."""
     loop = _loop_of(kernel)
-    return Tiles(found.bm, found.bn, found.bk, loop.num_stages, int(kernel.threads[0]) if kernel.threads else 0)
+    return Tiles(found.bm, found.bn, found.bk, loop.num_stages, prod(kernel.threads))
 
 
 def choose_tiles(kernel: N.Kernel, found: WholeGemm, sm: int, mode: str) -> Union[Tiles, str]:
