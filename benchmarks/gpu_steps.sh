@@ -69,7 +69,7 @@ for step in ${STEPS:-install check}; do
     python3 benchmarks/jsonl_table.py "$OUT/bars.jsonl" _vs_cublas _vs_cudnn _rel_err | tee "$OUT/bars_table.txt"
     tail -5 "$OUT/bars.err";;
   rest)
-    timeout 400 python3 benchmarks/cuda_bench.py --only overhead,softmax,layernorm,gemm_decode_auto --out "$OUT/rest.json" \
+    timeout ${REST_LIMIT:-400} python3 benchmarks/cuda_bench.py --only overhead,softmax,layernorm,gemm_decode_auto --out "$OUT/rest.json" \
       > "$OUT/rest.txt" 2>&1
     echo "rest rc $?"; grep -v '^{"gpu"' "$OUT/rest.txt" | cut -c1-400 | tail -14;;
   mcprof)
