@@ -20,7 +20,7 @@ cat "$OUT/plain.jsonl" "$OUT/mc.jsonl" > "$OUT/all.jsonl"
 python3 benchmarks/jsonl_table.py "$OUT/all.jsonl" tag name round rel_err vs_peer ms error | tee "$OUT/table.txt"
 IFS=';' read -ra profiles <<< "${NCU:-}"
 for i in "${!profiles[@]}"; do
-  timeout ${NCU_S:-90} ncu --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
+  timeout ${NCU_S:-90} ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
     -k regex:"^(gemm_kernel|main_kernel)$" --launch-skip 2 --launch-count 1 python3 benchmarks/cuda_prebuilt.py run "$dir" 1 "${profiles[$i]}" \
     > "$OUT/ncu_$i.txt" 2>&1
   echo "ncu ${profiles[$i]} rc $?"

@@ -73,7 +73,7 @@ for step in ${STEPS:-install check}; do
       > "$OUT/rest.txt" 2>&1
     echo "rest rc $?"; grep -v '^{"gpu"' "$OUT/rest.txt" | cut -c1-400 | tail -14;;
   mcprof)
-    MC=1 N=4096 timeout 240 ncu --set full --import-source no -o "$OUT/mc_full" --launch-skip 1 --launch-count 1 \
+    MC=1 N=4096 timeout 240 ncu --clock-control none --set full --import-source no -o "$OUT/mc_full" --launch-skip 1 --launch-count 1 \
       -k regex:gemm python3 benchmarks/results/h100-session15/mc_profile.py > "$OUT/mcprof.txt" 2>&1
     echo "ncu rc $?"
     ncu -i "$OUT/mc_full.ncu-rep" --page source --csv --print-source sass > "$OUT/mc_sass.csv" 2>&1

@@ -15,7 +15,7 @@ import tilecore
 from tile_cuda import retile, toolchain
 from tilecore import interp
 from tilecore.ir import nodes as N
-from tilecore.ir.visitor import walk_stmts
+from tilecore.ir.visitor import Transformer, walk_stmts
 from tilecore.lowering.whole_gemm import match
 from tilecore.passes import bounds
 from tilecore.plugin.options import OptionError
@@ -43,6 +43,16 @@ def map_stmts(func, fn):
         dataclasses.replace(st, body=tuple(map(fn, st.body))) if isinstance(st, N.For) else fn(st) for st in k.body
     )
     return dataclasses.replace(func, body=(dataclasses.replace(k, body=body),))
+
+
+def fragment_a(func):
+    """`func` with its A tile in registers (T.alloc_fragment) instead of shared memory."""
+
+    class ToFragment(Transformer):
+        def visit_Buffer(self, buf):
+            return dataclasses.replace(buf, scope="fragment") if buf.name == "A_s" else buf
+
+    return ToFragment()(func)
 
 
 def rewrite(func, mode="auto", sm=90, wgmma=True):
@@ -77,6 +87,7 @@ def test_quickstart_at_8192_takes_the_preferred_tiles():
         (quickstart(8192, "float32"), "on", "no preferred tiles for float32"),
         (KN.user_gemm(4096, 4096, 4096, 128, 256, 64, 3, 256), "on", "the kernel's tiles are the preferred ones"),
         (quickstart(8192), "auto-sm80", "the target has no wgmma"),
+        (fragment_a(quickstart(8192)), "on", "not both in shared memory"),
     ],
 )
 def test_kernels_that_keep_their_tiles_say_why(func, mode, why):

@@ -16,8 +16,9 @@ spans) with new tile shapes, grid, thread count and pipeline depth; copies are p
 the new tiles do not divide the matrices (reads past them give zeros, writes are dropped). The
 kernel's block-order hints (T.use_swizzle) are kept.
 
-Option retile_gemm: "auto" (default): when the kernel's blocks are smaller than the preferred
-ones, the preferred grid fills at least one wave of the GPU's SMs, pads C no more than the
+Only kernels whose A and B tiles are in shared memory (as the preferred tiles were measured) and
+whose operands are float16 or bfloat16 with float32 sums are rebuilt. Option retile_gemm: "auto"
+(default): when the kernel's blocks are smaller than the preferred ones, the preferred grid fills at least one wave of the GPU's SMs, pads C no more than the
 kernel's own tiles do, and A's and B's rows are 16-byte aligned (TMA); True: wherever the
 kernel matches and its tiles differ from the preferred ones; False: the kernel's own tiles.
 The plan's notes say what was done, or the first reason it was not.
@@ -82,6 +83,10 @@ def choose_tiles(kernel: N.Kernel, found: WholeGemm, sm: int, mode: str) -> Unio
     preferred = PREFERRED.get(found.a.dtype)
     if preferred is None or found.b.dtype != found.a.dtype or found.acc != "float32":
         return f"no preferred tiles for {found.a.dtype} x {found.b.dtype} -> {found.acc}"
+    loop = _loop_of(kernel)
+    parts = loop_parts(loop)
+    if parts is None or any(copy.dst.buffer.scope != "shared" for copy in parts[:2]):
+        return "its A and B tiles are not both in shared memory (the preferred tiles are)"
     own = kernel_tiles(kernel, found)
     if own == preferred:
         return "the kernel's tiles are the preferred ones"
