@@ -135,7 +135,7 @@ def gemm_lowering(n, tiles):
     """How tile-cpu lowers the matmul at these tiles: as one whole cache-blocked GEMM or block by block."""
     from gemm import matmul
 
-    from tile_cpu.gemm_grid import match
+    from tilecore.lowering.whole_gemm import match
     from tilecore.ir import nodes as N
     from tilecore.ir.visitor import walk_stmts
     from tilecore.runtime.api import lower

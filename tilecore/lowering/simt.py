@@ -43,6 +43,7 @@ from ..plugin.rules import SIMT_OPS, RuleTable
 from .block_order import BlockOrder, IndexOps, kernel_block_order, logical_blocks
 from .fp8 import Fp8ExprLowerer
 from .intrinsics import IntrinsicTable, default_table, dtype_of
+from .param_aliasing import may_promise_noalias
 from .simt_barriers import SimtBarriers
 from .simt_intrinsics import DEVICE_INSTRUCTIONS, portable_device_table
 from .simt_layout import RowLayout, StridedRowLayout
@@ -72,6 +73,9 @@ class LoweredKernel:
     notes: List[str] = field(default_factory=list)
     device_lib: str = ""  # the helper source every helper call carries (TVM emits it per call site)
     rules: Dict[str, List[str]] = field(default_factory=dict)  # op -> rules tried, in order
+    # whether the pointer parameters may be declared non-aliasing (`param_aliasing`): a code
+    # generator that prints __restrict__ / noalias regardless must drop it where this is False
+    noalias: bool = True
 
 
 def build_intrinsics(hooked=None) -> IntrinsicTable:
@@ -219,7 +223,9 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         with IRBuilder() as ib:
             with B.prim_func():
                 B.func_name(func.name)
-                B.func_attr({"global_symbol": func.name, "tir.noalias": True})
+                # no __restrict__ where threads may pass values through a tensor (param_aliasing;
+                # TVM's host/device split marks the device function noalias anyway: LoweredKernel.noalias)
+                B.func_attr({"global_symbol": func.name, "tir.noalias": may_promise_noalias(func)})
                 dyn = {}
                 for v in func.dyn_vars:
                     var = B.arg(v.name, tx.Var(v.name, "int32"))
@@ -246,6 +252,7 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
             list(self.plan.notes),
             self.device_lib if self.lib_used else "",
             {op: names + ["portable"] for op, names in self.rules.describe().items()},
+            noalias=may_promise_noalias(func),
         )
         return lk
 

@@ -263,6 +263,20 @@ def test_while_loops_retest_at_the_end_of_each_iteration_behind_a_barrier_when_n
     assert any(ln.startswith(sync) for ln in counting[:first_write])
 
 
+def test_a_kernel_whose_threads_pass_values_through_a_tensor_has_no_restrict_pointers():
+    """With __restrict__ on Steps_ptr, nvcc 13 loaded the element the `while` test reads once,
+    above the barrier after thread 0's store, and kept it in a register: on an H100 the other
+    threads looped forever (session 18). Kernels that only read or only write each tensor keep
+    __restrict__ (their loads may take the read-only path)."""
+    from tilecore.testing import while_loops_kernel
+
+    signature = lambda art: [ln for ln in art.source.splitlines() if ln.startswith('extern "C" __global__')]
+    lines = signature(codegen(while_loops_kernel(), "sm_90a"))
+    assert len(lines) == 2 and all("int* Steps_ptr" in ln and "__restrict__" not in ln for ln in lines)
+    gemm = codegen(K.gemm_kernel(256, 256, 256), "sm_90a")
+    assert all("__restrict__" in ln for ln in signature(gemm))
+
+
 def test_a_per_thread_while_is_each_threads_own_loop_with_no_barrier_inside():
     """A `while` whose condition depends on the thread (and one inside T.Parallel), through the
     shared SIMT lowering (its TIR): each thread holds its own test in a register and loops alone,

@@ -70,6 +70,8 @@ def generate_source(func, arch: str, options: Dict[str, Any], tables=None):
             func.source,
         ) from err
     src = keep_first_copy(src, lk.device_lib)
+    if not lk.noalias:  # threads pass values through a tensor: no __restrict__ (tilecore.lowering.param_aliasing)
+        src = drop_restrict(src)
     if lk.plan.shared_alignment and lk.plan.shared_alignment > 128:
         # wgmma's swizzled operand tiles sit at 1024-byte aligned pool offsets: align the pool too
         src = re.sub(
@@ -92,6 +94,17 @@ def generate_source(func, arch: str, options: Dict[str, Any], tables=None):
     # split-K workspaces: pointers the launcher owns (`split_k.workspace_meta`)
     params = [("workspace", name) if name in split_k.WORKSPACE_PARAMS else (kind, name) for kind, name in params]
     return src, entry, params, lk
+
+
+def drop_restrict(src: str) -> str:
+    """`src` with `__restrict__` removed from the __global__ kernel's declaration and definition
+    (TVM's CUDA code generator prints it on every pointer parameter of a device function)."""
+    return re.sub(
+        r'^(extern "C" __global__ .*)$',
+        lambda m: m.group(1).replace(" __restrict__", ""),
+        src,
+        flags=re.MULTILINE,
+    )
 
 
 def keep_first_copy(src: str, block: str) -> str:
