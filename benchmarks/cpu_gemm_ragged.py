@@ -35,9 +35,9 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 from gemm import matmul  # noqa: E402
 
-from tile_cpu.gemm_grid import match  # noqa: E402
 from tilecore.ir import nodes as N  # noqa: E402
 from tilecore.ir.visitor import walk_stmts  # noqa: E402
+from tilecore.lowering.whole_gemm import match  # noqa: E402
 from tilecore.runtime.api import lower  # noqa: E402
 
 CLOCK = time.process_time if ARGS.clock == "cpu" else time.perf_counter

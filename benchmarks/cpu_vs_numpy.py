@@ -135,9 +135,9 @@ def gemm_lowering(n, tiles):
     """How tile-cpu lowers the matmul at these tiles: as one whole cache-blocked GEMM or block by block."""
     from gemm import matmul
 
-    from tilecore.lowering.whole_gemm import match
     from tilecore.ir import nodes as N
     from tilecore.ir.visitor import walk_stmts
+    from tilecore.lowering.whole_gemm import match
     from tilecore.runtime.api import lower
 
     bm, bn, bk, stages = tiles
