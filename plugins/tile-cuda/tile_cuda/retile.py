@@ -17,10 +17,11 @@ the new tiles do not divide the matrices (reads past them give zeros, writes are
 kernel's block-order hints (T.use_swizzle) are kept.
 
 Only kernels whose A and B tiles are in shared memory (as the preferred tiles were measured) and
-whose operands are float16 or bfloat16 with float32 sums are rebuilt. Option retile_gemm: "auto"
-(default): when the kernel's blocks are smaller than the preferred ones, the preferred grid fills at least one wave of the GPU's SMs, pads C no more than the
-kernel's own tiles do, and A's and B's rows are 16-byte aligned (TMA); True: wherever the
-kernel matches and its tiles differ from the preferred ones; False: the kernel's own tiles.
+whose operands are float16 or bfloat16 with float32 sums are rebuilt. Option retile_gemm:
+"auto" (default): when the kernel's blocks are smaller than the preferred ones, the preferred
+grid fills at least one wave of the GPU's SMs, pads C no more than the kernel's own tiles do,
+and A's and B's rows are 16-byte aligned (TMA); True: wherever the kernel matches and its tiles
+differ from the preferred ones; False: the kernel's own tiles.
 The plan's notes say what was done, or the first reason it was not.
 
 Pure Python: importing this does not import TVM.
