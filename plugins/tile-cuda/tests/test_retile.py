@@ -194,9 +194,29 @@ def test_rebuilt_quickstart_compiles_to_the_best_configs_source():
 )
 def test_rebuilt_gemm_gives_the_user_tiles_bits(M, N_, K, dtype):
     """The quickstart's tiles (one warpgroup, wgmma over two row blocks) against the preferred ones
-    (two consumer warpgroups): both sum each element's k16 steps in ascending order in float32."""
+    (two consumer warpgroups): both sum each element's k16 steps in ascending order in float32.
+    First every element of each build within its rounding of the float64 product (a corrupted
+    k-step moves an element far more than the norm-wise check of `check_against` notices), then
+    the bits. On the H100 in session 18 the 1000^3 case passed the norm-wise check but its bits
+    differed (the other three shapes matched); which build, and why, is open
+    (benchmarks/results/gpu-session18/prebuilt_checks.py)."""
+    import torch
+
+    from tile_cuda import plugin
+
     func = KN.user_gemm(M, N_, K, 128, 128, 32, 3, 128, dtype)
     ours = tilecore.compile(func, target="cuda:sm_90a", retile_gemm=True).artifact
     own = tilecore.compile(func, target="cuda:sm_90a", retile_gemm=False).artifact
     assert any(n.startswith("re-tile: the grid") for n in ours.meta["notes"]), ours.meta["notes"]
+    tdt = getattr(torch, dtype)
+    a, b = torch.randn(M, K, device="cuda", dtype=tdt), torch.randn(K, N_, device="cuda", dtype=tdt)
+    ref, size = a.double() @ b.double(), a.double().abs() @ b.double().abs()
+    ulp = {"float16": 2.0**-10, "bfloat16": 2.0**-7}[dtype]  # C's rounding (one ulp, relative)
+    bound = ulp * ref.abs() + K * 2.0**-23 * size  # + float32 sums of K products (worst case, doubled)
+    for art in (ours, own):
+        c = torch.full((M, N_), float("nan"), device="cuda", dtype=tdt)
+        plugin.tilecore_launcher(backend=plugin.make_backend(), artifact=art)([a, b, c], {})
+        torch.cuda.synchronize()
+        off = (c.double() - ref).abs() > bound
+        assert not off.any(), (art.meta["grid_py"], off.nonzero()[:5].tolist(), int(off.sum()))
     check_against(ours, own, M, N_, K, dtype)
