@@ -41,6 +41,16 @@ SOURCE_VARIANTS = {
         "no fence.proxy.async before each wgmma (TMA-fed stages are written by the async proxy already)",
         lambda src: src.replace("  fence_async_smem();\n  wgmma_fence();", "  wgmma_fence();"),
     ),
+    # session 18: one 8192^3 launch under ncu ran at ~0.97x of cuBLAS's sustained time, the timed
+    # loop at ~0.85x; if spinning waits cost power (clocks), a suspend-time hint (CUTLASS's
+    # ClusterBarrier::wait passes 0x989680 ns) lets a waiting warp sleep instead of re-issuing
+    "suspend": (
+        "mbarrier.try_wait with a suspend-time hint (the waiting warp sleeps up to 10 ms instead of re-polling)",
+        lambda src: src.replace(
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;",
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, 10000000;",
+        ),
+    ),
 }
 
 # (name, n, shape, dtype, options)
