@@ -53,8 +53,8 @@ class Tiles(NamedTuple):
         return f"{self.bm}x{self.bn}x{self.bk}, {self.threads} threads, {self.stages} stages"
 
 
-# per operand dtype (float32 accumulation): issue 12's best config, 0.94-1.03x cuBLAS at 4096^3
-# and 0.86-0.97x at 8192^3 on the H100s of sessions 14 and 17, 0.95x+ on the H200
+# per operand dtype (float32 accumulation): issue 12's best config, 0.94-1.03x cuBLAS at 4096^3 and
+# 0.85-0.97x at 8192^3 on the H100s of sessions 14, 17 and 18, 0.88-1.0x on the H200 (sessions 11-12)
 PREFERRED: Dict[str, Tiles] = {
     "float16": Tiles(128, 256, 64, 3, 256),
     "bfloat16": Tiles(128, 256, 64, 3, 256),
