@@ -1,17 +1,18 @@
 """Whether a kernel may promise the C compiler that its tensor parameters do not alias (TIR's
-`tir.noalias`, which TVM's C/CUDA code generators print as `__restrict__` on every pointer).
+`tir.noalias`, which TVM's C-family code generators print as `__restrict__` on every pointer).
 
 Under `__restrict__` the compiler treats a thread's own accesses through a parameter as the only
 ones to that memory: a block barrier does not order them against other threads' stores, so it
-may move a load of the parameter above `__syncthreads()` or keep it in a register across a loop
-whose stores, in this thread, are predicated off. A kernel whose threads hand values to each
-other through a global tensor (one thread writes an element that the others read after a
-barrier) then reads stale values. `tilecore.testing.while_loops_kernel` does that (a `while`
-test reads the global element that thread 0 increments in the body): nvcc 13 loaded the element
-once, before the barrier, and on an H100 the other threads looped forever (session 18,
+may move a load of the parameter above the barrier or keep it in a register across a loop whose
+stores, in this thread, are predicated off. A kernel whose threads hand values to each other
+through a global tensor (one thread writes an element that the others read after a barrier)
+then reads stale values. `tilecore.testing.while_loops_kernel` does that (a `while` test reads
+the global element that thread 0 increments in the body): a GPU backend's compiler loaded the
+element once, before the barrier, and the other threads looped forever (session 18,
 benchmarks/results/gpu-session18/). So a kernel that both writes and reads one of its tensor
 parameters gets no such promise; kernels that only read some tensors and only write others
-(GEMM, attention, softmax, layernorm) keep it.
+(GEMM, attention, softmax, layernorm) keep it. A backend whose code generator prints the
+promise regardless drops it where `LoweredKernel.noalias` is False.
 
 Pure Python: importing this does not import TVM.
 """
