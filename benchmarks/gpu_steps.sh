@@ -16,7 +16,8 @@
 #   mcprof    where the TMA-multicast build waits (session 15: 3-6x slower): ncu --set full of the
 #             4096^3 quickstart cluster build, then its SASS lines with the most stall samples
 #   conf      cuda conformance, execute tier, a fresh seed (SEED), 110 programs, CONF_OPTS passed on
-#   gpu       every GPU test, -n 10, a test that never ends named with its stack
+#   gpu       every GPU test, -n 10, -v; a test that runs past TEST_TIMEOUT (150 s) ends its worker and is
+#             reported, the others go on
 #   cpu16     issue 19 on the GPU host's CPU: lscpu, then the 2048^3 fp32 GEMM at the issue's tile sizes
 #             against numpy, both at 16 threads (cpu_vs_numpy.py --gemm-only)
 set -u
@@ -97,7 +98,10 @@ PY
       --no-progress --jobs 8 ${CONF_OPTS:-} --report "$OUT/conformance_cuda_${SEED:-59595}.json" > "$OUT/conformance_${SEED:-59595}.txt" 2>&1
     echo "conformance rc $?"; tail -8 "$OUT/conformance_${SEED:-59595}.txt";;
   gpu)
-    timeout ${GPU_LIMIT:-400} python3 -m pytest -q -p no:cacheprovider -p no:benchmark -o faulthandler_timeout=120 -m gpu -n 10 -v -rfE \
+    # --timeout-method=thread: a kernel that never ends blocks in the driver, where a signal cannot stop it;
+    # the thread method ends the worker (xdist reports it and starts another), so the other tests still run
+    timeout ${GPU_LIMIT:-400} python3 -m pytest -p no:cacheprovider -p no:benchmark -o faulthandler_timeout=120 -m gpu -n 10 -v -rfE \
+      --timeout=${TEST_TIMEOUT:-150} --timeout-method=thread \
       plugins/tile-cuda/tests tests/test_runtime_gpu.py tests/test_simt.py > "$OUT/gpu_tests.txt" 2>&1
     echo "gpu tests rc $?"; grep -E "FAILED|ERROR|Timeout" "$OUT/gpu_tests.txt" | head; tail -2 "$OUT/gpu_tests.txt";;
   cpu16)
