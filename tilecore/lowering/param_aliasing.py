@@ -23,25 +23,16 @@ from typing import FrozenSet, Iterator
 
 from ..ir import nodes as N
 from ..ir.visitor import walk, walk_stmts
-from ..passes.init_check import buffers_written
+from ..passes.init_check import buffers_read, buffers_written
 
 
 def _read_buffers(func: N.PrimFunc) -> Iterator[str]:
-    """Names of the buffers `func` reads anywhere: element loads (in any expression, `while`
-    tests included) and the sources of tile operations."""
-    for node in walk(func):
-        if isinstance(node, N.Load):
-            yield node.buffer.name
-        elif isinstance(node, N.Copy):
-            yield node.src.buffer.name
-        elif isinstance(node, N.Gemm):
-            yield from (node.a.buffer.name, node.b.buffer.name, node.c.buffer.name)
-        elif isinstance(node, (N.Reduce, N.Cumsum)):
-            yield node.src.name
-        elif isinstance(node, N.Atomic) and isinstance(node.value, N.Region):
-            yield node.value.buffer.name
-        elif isinstance(node, N.Print) and isinstance(node.value, N.Buffer):
-            yield node.value.name
+    """Names of the buffers `func` reads anywhere: what each statement reads (init_check's
+    `buffers_read`) and the loads of `while` tests, which that analysis leaves out."""
+    for s in walk_stmts(func.body):
+        yield from (buf.name for buf, _ in buffers_read(s))
+        if isinstance(s, N.While):
+            yield from (node.buffer.name for node in walk(s.cond) if isinstance(node, N.Load))
 
 
 def params_read_and_written(func: N.PrimFunc) -> FrozenSet[str]:

@@ -22,6 +22,7 @@ from typing import Dict, Optional, Tuple
 
 from tilecore.ir import nodes as N
 from tilecore.ir.types import accum_dtype
+from tilecore.lowering.simt_plan import whole_region
 
 # C dtypes narrower than a float32 accumulator: the sums are rounded to them once, at the end
 NARROW_C = ("float16", "bfloat16")
@@ -73,16 +74,6 @@ def _is(e: N.Expr, var: str, coef: int) -> bool:
     return form is not None and {k: v for k, v in form.items() if v} == {var: coef}
 
 
-def _whole(region: N.Region) -> bool:
-    shape = region.buffer.static_shape()
-    return (
-        shape is not None
-        and len(shape) == 2
-        and tuple(region.extents) == tuple(shape)
-        and all(affine(s) == {"": 0} for s in region.starts)
-    )
-
-
 def loop_parts(loop: N.Stmt) -> Optional[Tuple[N.Copy, N.Copy, N.Gemm]]:
     """(copy of A, copy of B, gemm) of a K loop `for k: copy A tile; copy B tile; gemm`, else None."""
     if not isinstance(loop, N.For) or affine(loop.begin) != {"": 0} or affine(loop.extent) is None:
@@ -127,7 +118,7 @@ def match(kernel: N.Kernel) -> Optional[WholeGemm]:
     ):
         return None
     if not (
-        all(_whole(r) for r in (gemm.a, gemm.b, gemm.c, ca.dst, cb.dst, clear.dst, out.src))
+        all(whole_region(r, 2) for r in (gemm.a, gemm.b, gemm.c, ca.dst, cb.dst, clear.dst, out.src))
         and clear.dst.buffer.name == acc_buf.name
         and out.src.buffer.name == acc_buf.name
         and isinstance(clear.value, N.Const)

@@ -39,7 +39,7 @@ def _region_index_loads(region: N.Region) -> Iterator[N.Buffer]:
     yield from _loads(*region.starts)
 
 
-def _reads(s: N.Stmt) -> Iterator[Tuple[N.Buffer, str]]:
+def buffers_read(s: N.Stmt) -> Iterator[Tuple[N.Buffer, str]]:
     """(buffer, what reads it) for the reads `s` itself makes (not its nested bodies)."""
     if isinstance(s, N.Store):
         for b in _loads(s.value, *s.indices):
@@ -112,7 +112,7 @@ def uninitialized_reads(func: N.PrimFunc) -> List[Tuple[N.Buffer, N.Stmt, str]]:
         for s in body:
             if isinstance(s, N.Alloc) and s.buffer.scope != "global":
                 local[s.buffer.name] = s.buffer
-            for buffer, what in _reads(s):
+            for buffer, what in buffers_read(s):
                 name = buffer.name
                 if name in local and name not in written and name not in reported and not guarded:
                     reported.add(name)
