@@ -18,9 +18,9 @@ time / tilecore time of the medians. Compile caching is off so that each kc is c
 several variants in interleaved rounds instead (each round: every variant once, each call followed by
 numpy's), so that a noisy minute hits all of them; keys: kc, nc, unroll, sync (tile_cpu.gemm_grid.SYNC:
 launch | barrier), order (rows | cols: gemm_grid.ROWS_OUTER), ahead (gemm_grid.PREFETCH_K), rotate
-(0/1: gemm_grid.ROTATE_PANELS), dyn (gemm_grid.DYNAMIC_ROWS), tile (the fp32 register block
-MRxNR_VECTORS, e.g. 12x2, 8x2, 6x4), tiles (the example's block_M x block_N x block_K, default
-128x128x64) and stages (its num_stages, default 3).
+(0/1: gemm_grid.ROTATE_PANELS), dyn (gemm_grid.DYNAMIC_ROWS), whole (0/1: gemm_grid.WHOLE_BLOCK_TASKS),
+tile (the fp32 register block MRxNR_VECTORS, e.g. 12x2, 8x2, 6x4), tiles (the example's
+block_M x block_N x block_K, default 128x128x64) and stages (its num_stages, default 3).
 Writes benchmarks/results/cpu_gemm_blocking-<date>.json (machine, versions, command).
 """
 
@@ -83,15 +83,19 @@ def kernel_with(
     ahead=0,
     rotate=0,
     dyn=0,
+    whole=0,
 ):
     """matmul at n^3 compiled with the whole-grid GEMM's K chunk forced to kc, B's column blocks
     nc wide and the micro-kernel's k loop unrolled `unroll` times (0: the backend's own choice);
     sync: gemm_grid.SYNC; tile: the fp32 register block "MRxNR_VECTORS" ("": the backend's own);
     tiles, stages: the example's block sizes and pipeline stages; order: "rows" or "cols" (gemm_grid.ROWS_OUTER);
-    ahead: gemm_grid.PREFETCH_K; rotate: gemm_grid.ROTATE_PANELS (0/1); dyn: gemm_grid.DYNAMIC_ROWS."""
+    ahead: gemm_grid.PREFETCH_K; rotate: gemm_grid.ROTATE_PANELS (0/1); dyn: gemm_grid.DYNAMIC_ROWS;
+    whole: gemm_grid.WHOLE_BLOCK_TASKS (0/1)."""
     own_kc, own_unroll, own_shape = gemm_grid.grid_k_chunk, MicroKernel.K_UNROLL, gemm_grid.task_shape
     own_sync, own_tile, own_order = gemm_grid.SYNC, cpu_lower.micro_tile, gemm_grid.ROWS_OUTER
     own_ahead, own_rotate, own_dyn = gemm_grid.PREFETCH_K, gemm_grid.ROTATE_PANELS, gemm_grid.DYNAMIC_ROWS
+    own_whole = gemm_grid.WHOLE_BLOCK_TASKS
+    gemm_grid.WHOLE_BLOCK_TASKS = bool(int(whole)) or own_whole
     gemm_grid.DYNAMIC_ROWS = int(dyn) or own_dyn
     gemm_grid.PREFETCH_K = int(ahead) or own_ahead
     gemm_grid.ROTATE_PANELS = bool(int(rotate)) or own_rotate
@@ -123,6 +127,7 @@ def kernel_with(
         gemm_grid.grid_k_chunk, MicroKernel.K_UNROLL, gemm_grid.task_shape = own_kc, own_unroll, own_shape
         gemm_grid.SYNC, cpu_lower.micro_tile, gemm_grid.ROWS_OUTER = own_sync, own_tile, own_order
         gemm_grid.PREFETCH_K, gemm_grid.ROTATE_PANELS, gemm_grid.DYNAMIC_ROWS = own_ahead, own_rotate, own_dyn
+        gemm_grid.WHOLE_BLOCK_TASKS = own_whole
 
 
 def interleaved(n, a, b, want):

@@ -76,6 +76,11 @@ MATRIX = [
     # examples/flash_attention.py, B4 H32 S4096 D128, 128x128 blocks, 2 stages (issue 12's bar)
     ("attn", 4096, dict(attention=True, causal=False), "float16", {}),
     ("attn_causal", 4096, dict(attention=True, causal=True), "float16", {}),
+    # session 19: four stages of the best config (192 KiB), and attention's exp2 without the
+    # subnormal-result handling exp2f adds (FSETP + two predicated FMULs per call)
+    *((f"best4_{dt}", 8192, {**BEST, "stages": 4}, dt, {}) for dt in ("float16",)),
+    ("attn_fast", 4096, dict(attention=True, causal=False), "float16", {"fast_math": True}),
+    ("attn_causal_fast", 4096, dict(attention=True, causal=True), "float16", {"fast_math": True}),
 ]
 ATTN_BATCH, ATTN_HEADS, ATTN_DIM = 4, 32, 128
 

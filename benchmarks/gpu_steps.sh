@@ -20,6 +20,8 @@
 #             reported, the others go on
 #   cpu16     issue 19 on the GPU host's CPU: lscpu, then the 2048^3 fp32 GEMM at the issue's tile sizes
 #             against numpy, both at 16 threads (cpu_vs_numpy.py --gemm-only)
+#   cpuvar    issue 19: schedules of the 2048^3 fp32 whole-grid GEMM at 16 threads in interleaved rounds
+#             (cpu_gemm_blocking.py --variants CPU_VARIANTS, CPU_ROUNDS rounds), each call next to numpy's
 set -u
 mkdir -p "$OUT"
 export PYTHONPATH=/tmp/site:/tmp/site-main TILECORE_CACHE_DIR=${TILECORE_CACHE_DIR:-/tmp/tc-cache}
@@ -109,5 +111,10 @@ PY
     timeout ${CPU_LIMIT:-150} env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 benchmarks/cpu_vs_numpy.py --threads 16 --repeat ${CPU_REPEAT:-15} \
       --gemm-only --out "$OUT" > "$OUT/cpu16.txt" 2>&1
     echo "cpu 16 threads rc $?"; grep -iE "ratio|x numpy|gemm" "$OUT/cpu16.txt" | cut -c1-300 | tail -12;;
+  cpuvar)
+    timeout ${CPU_LIMIT:-150} env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 benchmarks/cpu_gemm_blocking.py --size 2048 \
+      --threads 16 --rounds ${CPU_ROUNDS:-9} --variants "${CPU_VARIANTS:-base;whole=1;dyn=1;dyn=1,rotate=1;sync=barrier}" \
+      --out "$OUT" > "$OUT/cpuvar.txt" 2>&1
+    echo "cpu variants rc $?"; grep -E "ratio|Error" "$OUT/cpuvar.txt" | cut -c1-200 | tail -8;;
   esac
 done

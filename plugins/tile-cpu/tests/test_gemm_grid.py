@@ -93,28 +93,50 @@ def test_column_blocks_cover_n_once():
     assert column_blocks(5, 0, 16) == [(0, 1, 5, 5)]
 
 
-def test_tasks_are_even_and_b_blocks_fit_l2():
+def test_tasks_are_even_and_b_blocks_fit_l2(monkeypatch):
+    import tile_cpu.gemm_grid as gemm_grid
+
     tile = MicroTile(6, 2, 8)
     caches = {"l1": 32 * 1024, "l2": 512 * 1024, "l3": 1 << 25}
     plan = WholeGemm(*(N.Buffer(n, (2048, 2048), "float32") for n in "ABC"), 2048, 2048, 2048, "float32")
     mc, nc = task_shape(tile, plan, 256, caches, cores=2)
-    assert (mc, nc) == (516, 256)  # 4 tasks (516, 516, 516, 500 rows); 256 x 256 fp32 = half of L2
+    assert (mc, nc) == (512, 256)  # 4 tasks of 512 rows (85 blocks of 6 and one of 2); 256 x 256 fp32 = half of L2
     ragged = WholeGemm(*(N.Buffer(n, (2000, 2000), "float32") for n in "ABC"), 2000, 2000, 2000, "float32")
-    assert task_shape(tile, ragged, 256, caches, cores=2) == (504, 80)  # 125 full panels: blocks of 5
+    assert task_shape(tile, ragged, 256, caches, cores=2) == (500, 80)  # 125 full panels: blocks of 5
     narrow = WholeGemm(*(N.Buffer(n, (64, 5), "float32") for n in "ABC"), 64, 5, 64, "float32")
     assert task_shape(tile, narrow, 64, caches, cores=2)[1] == 0  # no full panel: only the narrow one
     mc, nc = task_shape(tile, plan, 256, caches, cores=64)
-    assert mc % 6 == 0 and mc >= 8 * 6 and 32 <= -(-2048 // mc) <= 64  # a task per core, >= 8 blocks each
+    assert mc >= 8 * 6 and 32 <= -(-2048 // mc) <= 64  # a task per core, >= 8 blocks each
+    monkeypatch.setattr(gemm_grid, "WHOLE_BLOCK_TASKS", True)
+    assert task_shape(tile, plan, 256, caches, cores=2)[0] == 516  # 516, 516, 516 and 500 rows
 
 
 # ------------------------------------------------------------------ results
 
 
 def test_every_remainder_matches_reference():
-    """100 rows: 2 tasks of 54 and 46 rows (a 4-row block); K 610 (a partial K tile): chunks of
+    """100 rows: 2 tasks of 50 rows on AVX2 (8 blocks of 6 and one of 2); K 610 (a partial K tile): chunks of
     256, 256 and 98; 100 columns (a partial column tile): a B block of 6 panels, a 4-column panel."""
     M, N, K = 100, 100, 610
     f = gemm(M, N, K, 20, 32, 40)
+    assert match(kernel_of(f)) is not None
+    assert_matches_reference(f, [rand((M, K), "float32"), rand((K, N), "float32")], backend="cpu", out_idx=[-1])
+
+
+def test_tasks_ending_in_a_partial_block_match_reference(monkeypatch):
+    """290 rows: 3 tasks of 97, 97 and 96 rows on AVX-512 (8 blocks of 12, then one of 1 or none),
+    4 of 73, 73, 73 and 71 on AVX2: each task's A panels start after the previous task's partial one.
+    K chunks of 32 and B blocks of one panel, so that the panels a task packed in a chunk's first
+    column block are read again after the joins of the next ones (tasks sharing a panel would
+    overwrite each other's rows there)."""
+    import tile_cpu.gemm_grid as gemm_grid
+
+    monkeypatch.setenv("TILECORE_CACHE", "0")
+    own_shape = gemm_grid.task_shape
+    monkeypatch.setattr(gemm_grid, "grid_k_chunk", lambda tile, M, K, acc_bytes, caches: 32)
+    monkeypatch.setattr(gemm_grid, "task_shape", lambda tile, *a: (own_shape(tile, *a)[0], tile.nr))
+    M, N, K = 290, 64, 96
+    f = gemm(M, N, K, 32, 32, 32)
     assert match(kernel_of(f)) is not None
     assert_matches_reference(f, [rand((M, K), "float32"), rand((K, N), "float32")], backend="cpu", out_idx=[-1])
 
@@ -236,19 +258,20 @@ def test_b_is_packed_once_for_all_tasks(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "sync,rows_outer,ahead,rotate,dyn",
+    "sync,rows_outer,ahead,rotate,dyn,whole",
     [  # every value of each switch once (CI time: two compiles of the grid)
-        ("barrier", False, 8, True, 0),
-        ("launch", True, 0, False, 2),
+        ("barrier", False, 8, True, 0, True),
+        ("launch", True, 0, False, 2, False),
     ],
 )
-def test_sync_and_loop_order_keep_every_bit(monkeypatch, sync, rows_outer, ahead, rotate, dyn):
+def test_sync_and_loop_order_keep_every_bit(monkeypatch, sync, rows_outer, ahead, rotate, dyn, whole):
     """One parallel launch with barriers between the phases (SYNC "barrier"), BLIS's loop order
     (ROWS_OUTER False), prefetches of the streamed panels (PREFETCH_K), tasks that start at
-    different B panels (ROTATE_PANELS) and rows taken in units from an atomic counter (DYNAMIC_ROWS;
-    each phase then its own launch) change neither the work nor any element's summation order: bit
-    for bit the default's results, at every remainder (2 tasks of 54 and 46 rows, or 17 or 9 units
-    of 6 or 12 rows on AVX2, the last short; 3 K chunks; a 4-column panel). With barriers the
+    different B panels (ROTATE_PANELS), rows taken in units from an atomic counter (DYNAMIC_ROWS;
+    each phase then its own launch) and tasks of whole register blocks (WHOLE_BLOCK_TASKS) change
+    neither the work nor any element's summation order: bit for bit the default's results, at every
+    remainder (2 tasks of 50 rows, or of 54 and 46 in whole blocks, or 17 or 9 units of 6 or 12 rows
+    on AVX2, the last short; 3 K chunks; a 4-column panel). With barriers the
     library launches the thread pool once and syncs it with TVM's barrier."""
     import tile_cpu.gemm_grid as gemm_grid
     import tilecore
@@ -263,6 +286,7 @@ def test_sync_and_loop_order_keep_every_bit(monkeypatch, sync, rows_outer, ahead
     monkeypatch.setattr(gemm_grid, "PREFETCH_K", ahead)
     monkeypatch.setattr(gemm_grid, "ROTATE_PANELS", rotate)
     monkeypatch.setattr(gemm_grid, "DYNAMIC_ROWS", dyn)
+    monkeypatch.setattr(gemm_grid, "WHOLE_BLOCK_TASKS", whole)
     kernel = tilecore.compile(f, target="cpu", out_idx=[-1])
     np.testing.assert_array_equal(kernel(a, b).view(np.uint32), want.view(np.uint32))
     ir = kernel.source

@@ -63,19 +63,25 @@ ROTATE_PANELS = False
 # a thread the host preempts, or a slower core, then holds up a phase by one unit at most.
 # 0: static tasks (task_shape). Each phase is then its own launch (SYNC "barrier" is not used).
 DYNAMIC_ROWS = 0
+# Whether a static task's rows are rounded up to whole MR-row blocks (the last task then takes what
+# is left). False: ceil(M / tasks) rows each, every task's last block partial where MR does not
+# divide them: 2048 rows on 16 tasks are 16 x 128 (10 blocks of 12 and one of 8), not 15 x 132 and 68,
+# which made every phase wait for 11 full blocks where the average task has 10.67.
+WHOLE_BLOCK_TASKS = False
 
 
 def task_shape(tile: MicroTile, plan: WholeGemm, kc: int, caches: Dict[str, int], cores: int):
     """(mc, nc): rows of C per parallel task, columns per packed B block.
 
-    Tasks of nearly equal rows, at least 4 and as many as the host has cores, none shorter than
+    Tasks of nearly equal rows (ceil(M / tasks) each; in whole MR-row blocks with
+    WHOLE_BLOCK_TASKS), at least 4 and as many as the host has cores, none shorter than
     8 register blocks; nc the largest divisor of N's full NR panels whose kc x nc B block fills
     at most half of L2 (0 when N is narrower than one panel). At 2000^3 on Zen 3, 5-panel blocks
     (the divisor) ran 0.96x numpy and 16 panels plus a shorter last block 0.91x.
     """
     tasks = max(1, min(max(4, cores), plan.M // (8 * tile.mr)))
     rows = -(-plan.M // tasks)
-    mc = -(-rows // tile.mr) * tile.mr
+    mc = -(-rows // tile.mr) * tile.mr if WHOLE_BLOCK_TASKS else rows
     cap = max(1, (caches["l2"] // 2) // (kc * tile.nr * (bits(plan.acc) // 8)))
     panels = plan.N // tile.nr
     nc_panels = max((d for d in range(1, panels + 1) if panels % d == 0 and d <= cap), default=0)
@@ -113,7 +119,8 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
     if DYNAMIC_ROWS:
         mc = min(plan.M, DYNAMIC_ROWS * MR)
     ta, tb, tc = low.buffer(plan.a), low.buffer(plan.b), low.buffer(plan.c)
-    ap = low.local_buffer([-(-plan.M // MR), kc, MR], acc, "Apack")
+    task_panels = -(-mc // MR)  # A panels per task (its last one partial when MR does not divide mc)
+    ap = low.local_buffer([-(-plan.M // mc) * task_panels, kc, MR], acc, "Apack")
     bp = low.local_buffer([max(1, nc // NR), kc, NR], acc, "Bpack")
     counter = low.local_buffer([1], "int32", "unit_counter")
     tasks, full_rows = -(-plan.M // mc), plan.M // mc
@@ -121,7 +128,7 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
 
     def per_task(body_of):
         """A parallel loop over the tasks; body_of(task, rows) is one task's work. Task t's rows
-        start at t * mc, its A panels at t * (mc / MR): affine indices, which TVM's buffer-region
+        start at t * mc, its A panels at t * ceil(mc / MR): affine indices, which TVM's buffer-region
         analysis bounds (with a floordiv it shrank Apack using loop variables out of scope)."""
         task = low.fresh("task")
         body = body_of(task, mc)
@@ -141,7 +148,7 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
     def chunk(k0, klen: int, first: bool):
         def pack_rows(task, rows):
             a_value = lambda i, k: cast_to(low.load(ta, [task * mc + i, k0 + k]), acc)  # noqa: E731
-            return pack_a(low, ap, a_value, rows, klen, panel0=task * (mc // MR))
+            return pack_a(low, ap, a_value, rows, klen, panel0=task * task_panels)
 
         blocks = []
         for group, (start, count, width, nr) in enumerate(column_blocks(plan.N, nc, NR)):
@@ -151,8 +158,8 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
 
             def run_rows(task, rows, col0=col0, width=width, nr=nr, jb=jb, packs_a=group == 0, count=count):
                 c_idx = lambda i, j: [task * mc + i, col0 + j]  # noqa: E731
-                task_a = lambda row, k: a_val(task * (mc // MR), row, k)  # noqa: E731
-                ahead = streamed_ahead(ap, bp, task * (mc // MR), MR) if PREFETCH_K else None
+                task_a = lambda row, k: a_val(task * task_panels, row, k)  # noqa: E731
+                ahead = streamed_ahead(ap, bp, task * task_panels, MR) if PREFETCH_K else None
                 kernel = MicroKernel(low, acc, tc, c_idx, task_a, zero_c=first, ahead=ahead)
                 start = task * (width // nr) // tasks if ROTATE_PANELS else None
                 run = kernel.panels(0, rows, MR, 0, width, nr, b_panel, 0, klen, rows_outer=ROWS_OUTER, first=start)
