@@ -76,9 +76,21 @@ MATRIX = [
     # examples/flash_attention.py, B4 H32 S4096 D128, 128x128 blocks, 2 stages (issue 12's bar)
     ("attn", 4096, dict(attention=True, causal=False), "float16", {}),
     ("attn_causal", 4096, dict(attention=True, causal=True), "float16", {}),
-    # session 19: four stages of the best config (192 KiB), and attention's exp2 without the
-    # subnormal-result handling exp2f adds (FSETP + two predicated FMULs per call)
+    # session 19 (benchmarks/results/gpu-session19): four stages of the best config (192 KiB: no
+    # room for the TMA-store staging tile), block panels of 16 / 4 rows (T.use_swizzle; a wave of 132
+    # 128x256 blocks in panels of 8 rows is 8 x 16.5 blocks, 82 MB of A and B from DRAM at 8192^3,
+    # 16 x 8.25 65 MB): neither faster; the TMA-store epilogue at 8192^3 (then not on by default) 5%
+    # faster, so default since; "plain" rows keep the global-store epilogue for the A/B
     *((f"best4_{dt}", 8192, {**BEST, "stages": 4}, dt, {}) for dt in ("float16",)),
+    *(
+        (f"best_{dt}_sw{p}", n, {**BEST, "swizzle_panel": p}, dt, {})
+        for dt in ("float16", "bfloat16")
+        for p in (16, 4)
+        for n in (8192, 4096)
+    ),
+    ("best_float16_tmastore", 8192, BEST, "float16", {"tma_store": True}),
+    *((f"best_{dt}_plain", 8192, BEST, dt, {"tma_store": False}) for dt in ("float16", "bfloat16")),
+    # attention's exp2 without the subnormal-result handling exp2f adds (FSETP + two predicated FMULs)
     ("attn_fast", 4096, dict(attention=True, causal=False), "float16", {"fast_math": True}),
     ("attn_causal_fast", 4096, dict(attention=True, causal=True), "float16", {"fast_math": True}),
 ]

@@ -154,7 +154,7 @@ def gemm_block_panel(value) -> int:
 
 
 def tma_store_mode(value) -> str:
-    """Option tma_store: None -> "auto" (K loops of at most `tma_store.AUTO_MAX_K` elements),
+    """Option tma_store: None -> "auto" (blocks of at least `tma_store.AUTO_MIN_THREADS` consumer threads),
     True -> "on" (every eligible epilogue), False -> "" (off)."""
     if value is None:
         return "auto"

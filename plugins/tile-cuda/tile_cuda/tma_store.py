@@ -23,9 +23,8 @@ Which epilogues (`TMA_STORE_RULES`, first failing rule in the plan's notes): the
 one copy of the whole float32 accumulator (MMA layout, registers) into a 2-D float16 / bfloat16
 tensor with 16-byte row pitches, a tile of whole 128-byte column blocks and at most 256 rows.
 A kernel whose shared memory has no room for the staging tile keeps the plain epilogue (a note).
-Option tma_store: None (default, "auto": eligible epilogues whose K loop has at most
-AUTO_MAX_K reduction elements in blocks of two or more consumer warpgroups, where it measured
-faster), True (every eligible epilogue), False (off).
+Option tma_store: None (default, "auto": eligible epilogues in blocks of two or more consumer
+warpgroups, where it measured faster), True (every eligible epilogue), False (off).
 
 Planning is pure Python; the lowering imports TVM.
 """
@@ -43,12 +42,12 @@ from .split_k import PLAIN_GEMM_RULES, plain_gemm
 from .tma import DATA_TYPES, SWIZZLE, TensorMapSpec, _strides_ok
 
 STORE_CLAIM = "tma_store"
-# option tma_store=None (auto): only K loops that cover at most this many reduction elements
-# (k-tiles x the gemm's K per k-step). On the H200 (session 12, benchmarks/results/h200-session12-
+# option tma_store=None (auto) at every K: on the H200 (session 12, benchmarks/results/h200-session12-
 # persist, 128x256x64 / 3 stages, one run) the TMA-store epilogue was faster at 4096^3 fp16 / bf16
-# and 4000^3 (0.959x / 0.945x / 0.938x cuBLAS against 0.848x / 0.898x / 0.785x) and slower at
-# 8192^3 (0.871x against 0.931x): the longer the K loop, the smaller the epilogue's share of a tile
-AUTO_MAX_K = 4096
+# and 4000^3 (0.959x / 0.945x / 0.938x cuBLAS against 0.848x / 0.898x / 0.785x) and measured slower
+# at 8192^3 (0.871x against 0.931x), so auto stopped at K = 4096 until session 19's H100, power-capped
+# under sustained load (benchmarks/results/gpu-session19): at 8192^3 fp16 5% faster in 2.5 s of
+# back-to-back calls (1.67 ms against 1.75 ms; cuBLAS 1.60-1.66 ms) and in a single launch after idling
 AUTO_MIN_THREADS = 256  # auto: blocks of two consumer warpgroups, the configuration measured
 BLOCK_BYTES = 128  # a column block: the 128-byte swizzle span, one TMA box
 STAGING_ALIGN = 1024  # the 128-byte swizzle repeats every 8 rows of 128 bytes
@@ -151,31 +150,17 @@ TMA_STORE_RULES: Tuple[Tuple[str, _Check], ...] = (
 )
 
 
-def _reduction_length(kernel: N.Kernel) -> int:
-    """k-tiles x the gemm's K per k-step (A's columns, or rows when A is transposed)."""
-    found = plain_gemm(kernel, PLAIN_GEMM_RULES)
-    assert not isinstance(found, str)  # (TMA_STORE_RULES hold)
-    gemm = next(s for s in found.loop.body if isinstance(s, N.Gemm))
-    shape = gemm.a.squeezed_shape()
-    step = shape[0] if gemm.transpose_a else shape[-1]
-    return found.ktiles * int(step)
-
-
 def plan_tma_store(
     kernel: N.Kernel, loop: N.For, plan, param: str, auto: bool = False, threads: int = AUTO_MIN_THREADS
 ) -> Union[TmaStore, str]:
     """The TmaStore of the kernel's epilogue (tensor map parameter `param`), or why not; `auto`
-    (option tma_store=None) also needs a K loop of at most AUTO_MAX_K reduction elements and
-    blocks of at least AUTO_MIN_THREADS consumer `threads`."""
+    (option tma_store=None) also needs blocks of at least AUTO_MIN_THREADS consumer `threads`."""
     facts = _Facts(kernel, loop, plan)
     for reason, holds in TMA_STORE_RULES:
         if not holds(facts):
             return reason
-    reduction = _reduction_length(kernel)
     if auto and threads < AUTO_MIN_THREADS:
         return f"{threads} consumer threads (auto: at least {AUTO_MIN_THREADS}; option tma_store=True forces it)"
-    if auto and reduction > AUTO_MAX_K:
-        return f"the K loop covers {reduction} elements (auto: at most {AUTO_MAX_K}; option tma_store=True forces it)"
     c = _copy(facts)
     buf = c.dst.buffer
     rows, cols = _shape(c)
