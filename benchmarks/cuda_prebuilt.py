@@ -180,7 +180,8 @@ def run(out_dir: str, rounds: int, pattern: str = "*") -> None:
 
 def _time_group(group, n, dt, causal, r) -> None:
     """Check and time the builds of one problem (a GEMM of size n, or attention when causal is not
-    None) next to their peer (cuBLAS / cuDNN SDPA) timed once in this round."""
+    None) next to their peer (cuBLAS / cuDNN SDPA), timed before and after them in this round (the
+    mean of the two: a card whose clock sinks as it heats would otherwise favour the peer)."""
     import torch
     import torch.nn.functional as F
     from cuda_bench import bench
@@ -188,7 +189,7 @@ def _time_group(group, n, dt, causal, r) -> None:
     if causal is None:
         ins = [torch.randn(n, n, device="cuda", dtype=dt) for _ in range(2)]
         ref = ins[0].float() @ ins[1].float()
-        t_ref = bench(lambda: torch.matmul(*ins), warmup=5, iters=20)
+        peer = lambda: bench(lambda: torch.matmul(*ins), warmup=5, iters=20)  # noqa: E731
         out = torch.empty(n, n, device="cuda", dtype=dt)
         flops = 2 * n**3
     else:
@@ -197,23 +198,32 @@ def _time_group(group, n, dt, causal, r) -> None:
         ins = [torch.randn(ATTN_BATCH, n, ATTN_HEADS, ATTN_DIM, device="cuda", dtype=dt) for _ in range(3)]
         heads_first = [x.transpose(1, 2) for x in ins]
         ref = F.scaled_dot_product_attention(*(x.float() for x in heads_first), is_causal=causal).transpose(1, 2)
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            t_ref = bench(lambda: F.scaled_dot_product_attention(*heads_first, is_causal=causal), warmup=3, iters=10)
+
+        def peer():
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return bench(lambda: F.scaled_dot_product_attention(*heads_first, is_causal=causal), warmup=3, iters=10)
+
         out = torch.empty_like(ins[0])
         flops = 4 * ATTN_BATCH * ATTN_HEADS * n * n * ATTN_DIM * (0.5 if causal else 1.0)
+    t_before, rows = peer(), []
     for entry, art, launch in group:
         out.fill_(float("nan"))
-        row = dict(entry, round=r, clusters="__cluster_dims__" in art.source, peer_ms=t_ref)
+        row = dict(entry, round=r, clusters="__cluster_dims__" in art.source)
         try:
             launch([*ins, out], {})
             torch.cuda.synchronize()
             row["rel_err"] = err = ((out.float() - ref).norm() / ref.norm()).item()
             if err < 1e-2:  # timed only when right
                 row["ms"] = t = bench(lambda: launch([*ins, out], {}), warmup=5, iters=20)
-                row["vs_peer"] = t_ref / t
                 row["tflops"] = flops / t / 1e9
         except Exception as err:  # one failing build must not hide the others' figures
             row["error"] = repr(err)[-300:]
+        rows.append(row)
+    t_after = peer()
+    for row in rows:
+        row.update(peer_ms=(t_before + t_after) / 2, peer_ms_before=t_before, peer_ms_after=t_after)
+        if "ms" in row:
+            row["vs_peer"] = row["peer_ms"] / row["ms"]
         print(json.dumps(row), flush=True)
 
 

@@ -20,6 +20,9 @@
 #             reported, the others go on
 #   cpu16     issue 19 on the GPU host's CPU: lscpu, then the 2048^3 fp32 GEMM at the issue's tile sizes
 #             against numpy, both at 16 threads (cpu_vs_numpy.py --gemm-only)
+#   prebuilt  builds compiled elsewhere (benchmarks/cuda_prebuilt.py build .prebuilt ...): cuda_power.py on
+#             those matching POWER_GLOB (sustained load, power, SM clock), then ROUNDS rounds of all of them
+#             next to the peer (cuda_prebuilt.py run), within PB_LIMIT seconds each
 #   cpuvar    issue 19: schedules of the 2048^3 fp32 whole-grid GEMM at 16 threads in interleaved rounds
 #             (cpu_gemm_blocking.py --variants CPU_VARIANTS, CPU_ROUNDS rounds), each call next to numpy's
 set -u
@@ -111,6 +114,29 @@ PY
     timeout ${CPU_LIMIT:-150} env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 benchmarks/cpu_vs_numpy.py --threads 16 --repeat ${CPU_REPEAT:-15} \
       --gemm-only --out "$OUT" > "$OUT/cpu16.txt" 2>&1
     echo "cpu 16 threads rc $?"; grep -iE "ratio|x numpy|gemm" "$OUT/cpu16.txt" | cut -c1-300 | tail -12;;
+  prebuilt)
+    timeout ${PB_LIMIT:-200} python3 benchmarks/cuda_power.py .prebuilt 2.5 \
+      "${POWER_GLOB:-new-*8192*}" > "$OUT/power.jsonl" 2> "$OUT/power.err"
+    echo "power rc $?"; tail -2 "$OUT/power.err"
+    timeout ${PB_LIMIT:-200} python3 benchmarks/cuda_prebuilt.py run .prebuilt ${ROUNDS:-5} 'new-*' > "$OUT/prebuilt.jsonl" 2>&1
+    echo "prebuilt rc $?"
+    python3 - "$OUT" <<'PY'
+import json, statistics, sys
+out = sys.argv[1]
+for line in open(f"{out}/power.jsonl"):
+    r = json.loads(line)
+    if "name" in r:
+        print(f"power {r['name']:24} {r['n']} cold {r['cold_ms']:.3f} ms sustained {r['sustained_ms']:.3f} ms "
+              f"{r['watts']:.0f} W {r['sm_mhz']:.0f} MHz")
+rows = {}
+for line in open(f"{out}/prebuilt.jsonl"):
+    r = json.loads(line)
+    if "name" in r:
+        rows.setdefault((r["name"], r["n"]), []).append(r.get("vs_peer", 0.0))
+for (name, n), v in sorted(rows.items()):
+    print(f"{name:24} {n:5} median {statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f}) x peer, {len(v)} rounds")
+PY
+    ;;
   cpuvar)
     timeout ${CPU_LIMIT:-150} env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 benchmarks/cpu_gemm_blocking.py --size 2048 \
       --threads 16 --rounds ${CPU_ROUNDS:-9} --variants "${CPU_VARIANTS:-base;whole=1;dyn=1;dyn=1,rotate=1;sync=barrier}" \
