@@ -18,7 +18,7 @@ time / tilecore time of the medians. Compile caching is off so that each kc is c
 several variants in interleaved rounds instead (each round: every variant once, each call followed by
 numpy's), so that a noisy minute hits all of them; keys: kc, nc, unroll, sync (tile_cpu.gemm_grid.SYNC:
 launch | barrier), order (rows | cols: gemm_grid.ROWS_OUTER), ahead (gemm_grid.PREFETCH_K), rotate
-(0/1: gemm_grid.ROTATE_PANELS), dyn (gemm_grid.DYNAMIC_ROWS), whole (0/1: gemm_grid.WHOLE_BLOCK_TASKS),
+(0/1: gemm_grid.ROTATE_PANELS), dyn (gemm_grid.DYNAMIC_ROWS; 0: static tasks), whole (0/1: gemm_grid.WHOLE_BLOCK_TASKS),
 tile (the fp32 register block MRxNR_VECTORS, e.g. 12x2, 8x2, 6x4), tiles (the example's
 block_M x block_N x block_K, default 128x128x64) and stages (its num_stages, default 3).
 Writes benchmarks/results/cpu_gemm_blocking-<date>.json (machine, versions, command).
@@ -82,7 +82,7 @@ def kernel_with(
     order="",
     ahead=0,
     rotate=0,
-    dyn=0,
+    dyn=None,
     whole=0,
 ):
     """matmul at n^3 compiled with the whole-grid GEMM's K chunk forced to kc, B's column blocks
@@ -96,7 +96,7 @@ def kernel_with(
     own_ahead, own_rotate, own_dyn = gemm_grid.PREFETCH_K, gemm_grid.ROTATE_PANELS, gemm_grid.DYNAMIC_ROWS
     own_whole = gemm_grid.WHOLE_BLOCK_TASKS
     gemm_grid.WHOLE_BLOCK_TASKS = bool(int(whole)) or own_whole
-    gemm_grid.DYNAMIC_ROWS = int(dyn) or own_dyn
+    gemm_grid.DYNAMIC_ROWS = own_dyn if dyn is None else int(dyn)  # dyn=0: static tasks
     gemm_grid.PREFETCH_K = int(ahead) or own_ahead
     gemm_grid.ROTATE_PANELS = bool(int(rotate)) or own_rotate
     if order:

@@ -139,7 +139,7 @@ PY
     ;;
   cpuvar)
     timeout ${CPU_LIMIT:-150} env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 benchmarks/cpu_gemm_blocking.py --size 2048 \
-      --threads 16 --rounds ${CPU_ROUNDS:-9} --variants "${CPU_VARIANTS:-base;whole=1;dyn=1;dyn=1,rotate=1;sync=barrier}" \
+      --threads 16 --rounds ${CPU_ROUNDS:-9} --variants "${CPU_VARIANTS:-base;dyn=0;dyn=2;dyn=0,whole=1;dyn=0,sync=barrier}" \
       --out "$OUT" > "$OUT/cpuvar.txt" 2>&1
     echo "cpu variants rc $?"; grep -E "ratio|Error" "$OUT/cpuvar.txt" | cut -c1-200 | tail -8;;
   esac

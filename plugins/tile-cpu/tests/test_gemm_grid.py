@@ -132,6 +132,7 @@ def test_tasks_ending_in_a_partial_block_match_reference(monkeypatch):
     import tile_cpu.gemm_grid as gemm_grid
 
     monkeypatch.setenv("TILECORE_CACHE", "0")
+    monkeypatch.setattr(gemm_grid, "DYNAMIC_ROWS", 0)  # static tasks (units of whole blocks otherwise)
     own_shape = gemm_grid.task_shape
     monkeypatch.setattr(gemm_grid, "grid_k_chunk", lambda tile, M, K, acc_bytes, caches: 32)
     monkeypatch.setattr(gemm_grid, "task_shape", lambda tile, *a: (own_shape(tile, *a)[0], tile.nr))

@@ -62,7 +62,10 @@ ROTATE_PANELS = False
 # (tilecore_cpu_next_block) in each compute phase, instead of one static task of rows per core:
 # a thread the host preempts, or a slower core, then holds up a phase by one unit at most.
 # 0: static tasks (task_shape). Each phase is then its own launch (SYNC "barrier" is not used).
-DYNAMIC_ROWS = 0
+# Default 1 since session 19: on a 16-vCPU Emerald Rapids guest, 2048^3 fp32 at 16 threads ran
+# 11.9 ms (median of 7) against 15.5 ms with static tasks and numpy's 14.1-14.3 ms in the same
+# rounds (benchmarks/results/gpu-session19); level with static tasks on a 2-core host.
+DYNAMIC_ROWS = 1
 # Whether a static task's rows are rounded up to whole MR-row blocks (the last task then takes what
 # is left). False: ceil(M / tasks) rows each, every task's last block partial where MR does not
 # divide them: 2048 rows on 16 tasks are 16 x 128 (10 blocks of 12 and one of 8), not 15 x 132 and 68,
@@ -122,8 +125,11 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
     task_panels = -(-mc // MR)  # A panels per task (its last one partial when MR does not divide mc)
     ap = low.local_buffer([-(-plan.M // mc) * task_panels, kc, MR], acc, "Apack")
     bp = low.local_buffer([max(1, nc // NR), kc, NR], acc, "Bpack")
-    counter = low.local_buffer([1], "int32", "unit_counter")
     tasks, full_rows = -(-plan.M // mc), plan.M // mc
+    counter = low.counter_buffer("unit_counter", min(tasks, cores))
+    # units from the counter only where two or more threads share them (TVM drops a parallel loop
+    # of one iteration, and with it the allocation of the thread's unit slot)
+    dynamic = bool(DYNAMIC_ROWS) and min(tasks, cores) > 1
     barrier = SYNC == "barrier" and not DYNAMIC_ROWS
 
     def per_task(body_of):
@@ -135,7 +141,7 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
         if plan.M > full_rows * mc:  # the last task has fewer rows
             short = body_of(task, plan.M - full_rows * mc)
             body = tx.IfThenElse(tx.LT(task, full_rows), body, short) if full_rows else short
-        if not DYNAMIC_ROWS:
+        if not dynamic:
             return tx.For(task, 0, tasks, tx.ForKind.PARALLEL, body)
         return low.taken_from_counter(counter, task, tasks, body, min(tasks, cores))
 
@@ -188,7 +194,7 @@ def lower(low, plan: WholeGemm, tile: MicroTile, caches: Dict[str, int]):
             parts.append(tx.For(kb, 0, count, tx.ForKind.SERIAL, chunk(start + kb * length, length, False)))
     if barrier:  # the packed buffers stay allocated once, outside the threads' launch
         parts = [tx.AttrStmt(tx.IntImm("int32", 0), "pragma_parallel_launch_point", tx.IntImm("int32", 1), seq(parts))]
-    allocs = [tx.AllocBuffer(ap), tx.AllocBuffer(bp)] + ([tx.AllocBuffer(counter)] if DYNAMIC_ROWS else [])
+    allocs = [tx.AllocBuffer(ap), tx.AllocBuffer(bp)] + ([tx.AllocBuffer(counter)] if dynamic else [])
     return seq(allocs + parts)
 
 

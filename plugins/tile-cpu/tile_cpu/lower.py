@@ -156,32 +156,39 @@ class CpuLowering(Fp8Lowering, TirLowering):
             return seq(guard + [tx.For(blk, 0, total, tx.ForKind.PARALLEL, block_body(blk))])
         # Dynamic schedule: a few parallel tasks, each taking block numbers from a shared
         # atomic counter until the grid is done (TVM's pool splits a loop statically).
-        counter = self.local_buffer([1], "int32", "block_counter")
+        counter = self.counter_buffer("block_counter", self.max_tasks)
         blk = tx.Var("block", "int32")
         workers = tx.Min(total, tir_const(self.max_tasks, "int32"))
         return seq(
             guard + [tx.AllocBuffer(counter), self.taken_from_counter(counter, blk, total, block_body(blk), workers)]
         )
 
+    SLOT_STRIDE = 16  # int32 elements: each worker's unit slot on its own 64-byte line
+
+    def counter_buffer(self, name: str, workers: int):
+        """The int32 buffer `taken_from_counter` needs: the counter, then one slot per worker (the
+        unit it holds). The slots live outside the parallel loop: a slot allocated inside its body
+        was lost by TVM's passes in some whole-grid GEMMs ("used before its definition")."""
+        return self.local_buffer([(1 + workers) * self.SLOT_STRIDE], "int32", name)
+
     def taken_from_counter(self, counter, unit: tx.Var, units, body: tx.Stmt, workers) -> tx.Stmt:
         """`body` for unit = 0 .. units - 1, each run by whichever of `workers` parallel tasks takes
-        it first from the atomic `counter` (an int32 buffer of one element, reset to 0 here by the
-        launching thread)."""
+        it first from the atomic `counter` (from `counter_buffer`: element 0 counts, reset to 0 here
+        by the launching thread; worker w keeps its unit at element (1 + w) * SLOT_STRIDE)."""
         self.needs_support = True
-        current = self.local_buffer([1], "int32", "unit")
-        take = tx.BufferStore(
-            current,
-            tx.call_extern("int32", "tilecore_cpu_next_block", tx.address_of(tx.BufferLoad(counter, [0]))),
-            [0],
-        )
-        loop = tx.While(
-            tx.LT(tx.BufferLoad(current, [0]), units), seq([tx.Bind(unit, tx.BufferLoad(current, [0])), body, take])
-        )
         task = tx.Var("task", "int32")
+        slot = (task + 1) * self.SLOT_STRIDE
+        current = tx.BufferLoad(counter, [slot])
+        take = tx.BufferStore(
+            counter,
+            tx.call_extern("int32", "tilecore_cpu_next_block", tx.address_of(tx.BufferLoad(counter, [0]))),
+            [slot],
+        )
+        loop = tx.While(tx.LT(current, units), seq([tx.Bind(unit, current), body, take]))
         return seq(
             [
                 tx.BufferStore(counter, tir_const(0, "int32"), [0]),
-                tx.For(task, 0, workers, tx.ForKind.PARALLEL, seq([tx.AllocBuffer(current), take, loop])),
+                tx.For(task, 0, workers, tx.ForKind.PARALLEL, seq([take, loop])),
             ]
         )
 
