@@ -46,6 +46,18 @@ def bench(fn, warmup=10, iters=50, reps=1):
     return times[len(times) // 2]
 
 
+def beside_peer(fn, peer, **kw):
+    """(ms of fn, ms of peer): `bench` of fn between two of the peer, whose mean is returned.
+
+    A card held at its power cap under sustained load lowers its clock as it heats, and a compile
+    in between lets it cool: a peer timed once, first, was measured 5% apart from the same peer
+    timed next to the build (H100, session 19, benchmarks/results/gpu-session19/).
+    """
+    before = bench(peer, **kw)
+    t = bench(fn, **kw)
+    return t, (before + bench(peer, **kw)) / 2
+
+
 def build(func, target="cuda", options=None):
     from tile_cuda import plugin
     from tilecore.plugin.backend import TileModule
@@ -108,10 +120,9 @@ def gemm_rows(results, configs=None):
         a = torch.randn(n, n, device="cuda", dtype=torch.float16)
         b = torch.randn(n, n, device="cuda", dtype=torch.float16)
         flops = 2 * n**3
-        t_ref = bench(lambda: torch.matmul(a, b))
         ref = torch.matmul(a.float(), b.float())
         try:
-            t_tri = bench(lambda: triton_matmul(a, b))
+            t_tri, t_ref = beside_peer(lambda: triton_matmul(a, b), lambda: torch.matmul(a, b))
             results.append(
                 {
                     "kernel": f"gemm_fp16_{n}_triton",
@@ -135,7 +146,7 @@ def gemm_rows(results, configs=None):
             launch([a, b, c], {})
             torch.cuda.synchronize()
             err = ((c.float() - ref).norm() / ref.norm()).item()
-            t = bench(lambda: launch([a, b, c], {}))
+            t, t_ref = beside_peer(lambda: launch([a, b, c], {}), lambda: torch.matmul(a, b))
             row = {
                 "kernel": f"gemm_fp16_{n}",
                 "config": cfg,
@@ -259,8 +270,8 @@ def shaped_gemm_rows(results, section, M, N, K, configs, splits=(None, 0), dtype
                 row["rel_err"] = max(row.get("rel_err", 0.0), err)
             row["correct"] = row["rel_err"] < 1e-2
             if row["correct"]:
-                t = bench(lambda: kern(a, b), iters=30, reps=10)
-                row.update(ms=t, tflops=flops / t / 1e9, cublas_ms=t_ref, ratio_vs_cublas=t_ref / t)
+                t, t_peer = beside_peer(lambda: kern(a, b), lambda: torch.matmul(a, b), iters=30, reps=10)
+                row.update(ms=t, tflops=flops / t / 1e9, cublas_ms=t_peer, ratio_vs_cublas=t_peer / t)
                 if best is None or t < best["ms"]:
                     best = row
         except Exception as err:  # report, keep going
@@ -346,15 +357,20 @@ def attention_rows(results):
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
     for causal in (False, True):
         flops = 4 * B * H * S * S * D * (0.5 if causal else 1.0)
-        peers = {}
-        for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-            try:
-                with sdpa_kernel(be):
-                    peers[name] = bench(
-                        lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal), warmup=3, iters=10
-                    )
-            except Exception as err:
-                peers[name + "_error"] = repr(err)[-200:]
+
+        def peer_times():
+            """SDPA's flash and cuDNN backends, each timed once (an error recorded instead)."""
+            times = {}
+            for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                try:
+                    with sdpa_kernel(be):
+                        times[name] = bench(
+                            lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal), warmup=3, iters=10
+                        )
+                except Exception as err:
+                    times[name + "_error"] = repr(err)[-200:]
+            return times
+
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
         for bm, bn, st in ((128, 128, 2), (128, 64, 2), (64, 64, 2), (128, 64, 3), (64, 128, 2)):
@@ -371,7 +387,14 @@ def attention_rows(results):
                 out = kern(q, k, v)
                 torch.cuda.synchronize()
                 err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+                # the peers timed before and after this build, their means compared (see beside_peer)
+                before = peer_times()
                 t = bench(lambda: kern(q, k, v), warmup=3, iters=10)
+                after = peer_times()
+                peers = {
+                    name: (v_ + after[name]) / 2 if isinstance(v_, float) and name in after else v_
+                    for name, v_ in before.items()
+                }
             except Exception as err_:
                 results.append(
                     {"kernel": "attention", "causal": causal, "cfg": [bm, bn, st], "error": repr(err_)[-400:]}
