@@ -90,6 +90,13 @@ MATRIX = [
     ),
     ("best_float16_tmastore", 8192, BEST, "float16", {"tma_store": True}),
     *((f"best_{dt}_plain", 8192, BEST, dt, {"tma_store": False}) for dt in ("float16", "bfloat16")),
+    # persistent blocks at 4096^3 (3.9 waves of 128x256 tiles; session 12's H200: +0-2%)
+    *(
+        (f"best_{dt}_persist", n, BEST, dt, {"persistent": True})
+        for dt in ("float16", "bfloat16")
+        for n in (4096, 8192)
+    ),
+    ("ragged_persist", 4000, {**BEST, "predicated": True}, "float16", {"persistent": True}),
     # attention's exp2 without the subnormal-result handling exp2f adds (FSETP + two predicated FMULs)
     ("attn_fast", 4096, dict(attention=True, causal=False), "float16", {"fast_math": True}),
     ("attn_causal_fast", 4096, dict(attention=True, causal=True), "float16", {"fast_math": True}),

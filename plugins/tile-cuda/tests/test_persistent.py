@@ -51,12 +51,16 @@ def test_the_plain_warp_specialized_gemm_becomes_persistent():
 
 
 def test_option_auto_and_off():
-    assert _claim(gemm(), {"persistent": "auto"})[0].persistent.blocks == 132
+    for options in ({}, {"persistent": "auto"}):  # auto is the default
+        info, notes = _claim(gemm(), options)  # 512 tiles: 3.9 waves of 132
+        assert info.persistent.blocks == 132 and _note(notes).endswith("(option persistent='auto')")
     info, notes = _claim(gemm(1000, 1000, 512, predicated=True), {"persistent": "auto"})
     assert info.persistent is None and "32 tiles fit in one wave of 132 blocks" in _note(notes)
-    for options in ({}, {"persistent": False}):
-        info, notes = _claim(gemm(), options)
-        assert info.persistent is None and not any(n.startswith("persistent") for n in notes)
+    info, notes = _claim(gemm(4096, 4224, 512, predicated=True), {})  # 32 x 17 = 544 tiles: past 4 waves (528)
+    assert info.persistent is None and "544 tiles are more than 4 waves of 132 blocks" in _note(notes)
+    assert _claim(gemm(4096, 4096, 512), {})[0].persistent.tiles == 512
+    info, notes = _claim(gemm(), {"persistent": False})
+    assert info.persistent is None and not any(n.startswith("persistent") for n in notes)
     with pytest.raises(ValueError, match="persistent must be"):
         persistent.persistent_mode("yes")
 
@@ -144,9 +148,9 @@ def _codegen(func, **options):
 
 
 def test_off_is_the_code_of_before():
-    for func in (gemm(), gemm(1000, 1000, 512, predicated=True, swizzle_panel=4)):
-        default = compiler.generate_source(func, "sm_90a", {})
-        off = compiler.generate_source(func, "sm_90a", {"persistent": False})  # (the default)
+    for func in (gemm(8192, 8192, 512), gemm(1000, 1000, 512, predicated=True, swizzle_panel=4)):
+        default = compiler.generate_source(func, "sm_90a", {})  # auto: 2048 / 32 tiles stay one per block
+        off = compiler.generate_source(func, "sm_90a", {"persistent": False})
         assert default[0] == off[0] and default[2] == off[2]
         assert [g.value for g in off[3].grid] == [g.value for g in func.kernel.grid]
     # a kernel that does not qualify is unchanged by the option

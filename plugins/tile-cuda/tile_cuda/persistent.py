@@ -18,9 +18,9 @@ top-level pipelined loop with a static trip count of stage copies and one gemm, 
 uses no stage tile, so the producer's refills cannot race with it), whose loop warp specialization
 takes without ping-pong turns, and that split-K did not split. Others keep one block per tile.
 
-Option persistent: False (default: one block per tile, the code of before byte for byte),
-True (wherever the kernel qualifies), "auto" (when it qualifies and has more tiles than the GPU
-has SMs, i.e. more than one wave). The SM count is the usual part's of the architecture
+Option persistent: "auto" (default: when it qualifies and has more than one wave of tiles, but
+at most AUTO_MAX_WAVES), True (wherever the kernel qualifies), False (one block per tile, the
+code of before byte for byte). The SM count is the usual part's of the architecture
 (`split_k.SM_COUNT`, decided at compile time); on a GPU with fewer SMs some blocks wait for a
 second round, results are unchanged. Pure Python (the lowering is `warp_specialize.emit_ws_kernel`).
 """
@@ -40,6 +40,13 @@ BLOCK_VAR = "tc_persistent_block"  # blockIdx.x of the persistent grid
 # a warp-specialized block takes its SM's register file (`warp_specialize.register_split`)
 BLOCKS_PER_SM = 1
 MODES = ("", "on", "auto")
+# option persistent="auto": at most this many waves of tiles. On session 19's H100 (128x256x64,
+# 3 stages, TMA-store epilogue; benchmarks/results/gpu-session19) persistent blocks ran 4096^3
+# (3.9 waves) 0.975x / 0.972x cuBLAS fp16 / bf16 against 0.948x / 0.946x, 4000^3 0.938x against
+# 0.920x, and 8192^3 (15.5 waves) 0.968x / 0.951x against 0.982x / 0.967x; session 12's H200
+# (one run each, plain epilogue) 6-12% slower at 8192^3: with many tiles per block the blocks drift
+# apart over their static tile lists and the operand panels they share leave L2 between them
+AUTO_MAX_WAVES = 4
 
 PERSISTENT_RULES = PLAIN_GEMM_RULES + (
     ("split-K splits the kernel", lambda k: not any(isinstance(s, N.Hint) and s.kind == HINT for s in k.body)),
@@ -73,6 +80,8 @@ def choose_persistent(kernel: N.Kernel, loop: N.For, pingpong: bool, sm: int, mo
     tiles = found.blocks
     if mode == "auto" and tiles <= sms:
         return f"{tiles} tiles fit in one wave of {sms} blocks"
+    if mode == "auto" and tiles > AUTO_MAX_WAVES * sms:
+        return f"{tiles} tiles are more than {AUTO_MAX_WAVES} waves of {sms} blocks (option persistent=True forces it)"
     return PersistentGrid(tiles, min(tiles, sms), found.ktiles)
 
 

@@ -225,11 +225,12 @@ def make_backend() -> Backend:
             Option(
                 "persistent",
                 object,
-                False,
+                "auto",
                 "sm_90a: a warp-specialized plain GEMM launches one block per SM, each looping over "
                 "output tiles (the kernel's block order), its producer loading the next tile during "
-                "the epilogue (tile_cuda/persistent.py); False (default): one block per tile, True: "
-                'wherever the kernel qualifies, "auto": when it has more tiles than the GPU has SMs',
+                'the epilogue (tile_cuda/persistent.py); "auto" (default): when it has more than one '
+                "and at most 4 waves of tiles (measured faster there on the H100; slower with many "
+                "more), True: wherever the kernel qualifies, False: one block per tile",
                 choices=(False, True, "auto"),
             ),
             Option(

@@ -68,7 +68,7 @@ def cuda_target(arch: str, options: Dict[str, Any]):
             "tma": bool(options.get("tma", True)),
             "split_k": split_k_option(options.get("split_k")),
             "defer_gemm": bool(options.get("defer_gemm", DEFAULT_DEFER_GEMM)),
-            "persistent": persistent_mode(options.get("persistent", False)),
+            "persistent": persistent_mode(options.get("persistent", "auto")),
             "tma_store": tma_store_mode(options.get("tma_store")),
             "ws_blocks_per_sm": ws_blocks_per_sm(options.get("ws_blocks_per_sm", 1)),
             "tma_multicast": bool(options.get("tma_multicast", False)),
