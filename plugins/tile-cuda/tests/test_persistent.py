@@ -61,6 +61,10 @@ def test_option_auto_and_off():
     assert _claim(gemm(4096, 4096, 512), {})[0].persistent.tiles == 512
     info, notes = _claim(gemm(), {"persistent": False})
     assert info.persistent is None and not any(n.startswith("persistent") for n in notes)
+    # auto wants the TMA-store epilogue (the configuration measured); True does not
+    info, notes = _claim(gemm(), {"tma_store": False})
+    assert info.persistent is None and "the epilogue stores from registers" in _note(notes)
+    assert _claim(gemm(), {"tma_store": False, "persistent": True})[0].persistent.tiles == 512
     with pytest.raises(ValueError, match="persistent must be"):
         persistent.persistent_mode("yes")
 

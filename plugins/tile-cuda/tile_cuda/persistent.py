@@ -18,9 +18,10 @@ top-level pipelined loop with a static trip count of stage copies and one gemm, 
 uses no stage tile, so the producer's refills cannot race with it), whose loop warp specialization
 takes without ping-pong turns, and that split-K did not split. Others keep one block per tile.
 
-Option persistent: "auto" (default: when it qualifies and has more than one wave of tiles, but
-at most AUTO_MAX_WAVES), True (wherever the kernel qualifies), False (one block per tile, the
-code of before byte for byte). The SM count is the usual part's of the architecture
+Option persistent: "auto" (default: when it qualifies, has more than one wave of tiles but at
+most AUTO_MAX_WAVES, and its epilogue runs on TMA stores, option tma_store), True (wherever the
+kernel qualifies), False (one block per tile, the code of before byte for byte). The SM count is
+the usual part's of the architecture
 (`split_k.SM_COUNT`, decided at compile time); on a GPU with fewer SMs some blocks wait for a
 second round, results are unchanged. Pure Python (the lowering is `warp_specialize.emit_ws_kernel`).
 """
@@ -67,8 +68,11 @@ def persistent_mode(value) -> str:
     return off_on_auto("persistent", value)
 
 
-def choose_persistent(kernel: N.Kernel, loop: N.For, pingpong: bool, sm: int, mode: str) -> Union[PersistentGrid, str]:
-    """The persistent launch of a warp-specialized `kernel` whose ring runs `loop`, or why not."""
+def choose_persistent(
+    kernel: N.Kernel, loop: N.For, pingpong: bool, sm: int, mode: str, tma_store_epilogue: bool = True
+) -> Union[PersistentGrid, str]:
+    """The persistent launch of a warp-specialized `kernel` whose ring runs `loop`, or why not
+    ("auto" also wants the epilogue on TMA stores, `tma_store_epilogue`: the configuration measured)."""
     found = plain_gemm(kernel, PERSISTENT_RULES)
     if isinstance(found, str):
         return found
@@ -80,6 +84,8 @@ def choose_persistent(kernel: N.Kernel, loop: N.For, pingpong: bool, sm: int, mo
     tiles = found.blocks
     if mode == "auto" and tiles <= sms:
         return f"{tiles} tiles fit in one wave of {sms} blocks"
+    if mode == "auto" and not tma_store_epilogue:
+        return "the epilogue stores from registers (auto: with the TMA-store epilogue only; persistent=True forces it)"
     if mode == "auto" and tiles > AUTO_MAX_WAVES * sms:
         return f"{tiles} tiles are more than {AUTO_MAX_WAVES} waves of {sms} blocks (option persistent=True forces it)"
     return PersistentGrid(tiles, min(tiles, sms), found.ktiles)

@@ -229,8 +229,8 @@ def make_backend() -> Backend:
                 "sm_90a: a warp-specialized plain GEMM launches one block per SM, each looping over "
                 "output tiles (the kernel's block order), its producer loading the next tile during "
                 'the epilogue (tile_cuda/persistent.py); "auto" (default): when it has more than one '
-                "and at most 4 waves of tiles (measured faster there on the H100; slower with many "
-                "more), True: wherever the kernel qualifies, False: one block per tile",
+                "and at most 4 waves of tiles and a TMA-store epilogue (measured faster there on the H100; "
+                "slower with many more), True: wherever the kernel qualifies, False: one block per tile",
                 choices=(False, True, "auto"),
             ),
             Option(

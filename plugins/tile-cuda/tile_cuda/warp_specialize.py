@@ -284,16 +284,9 @@ class WarpSpecializedPipeline(LoweringRule):
 
 
 def _plan_schedule_options(ctx, found: WsLoop) -> WsLoop:
-    """`found` with the persistent grid (option persistent) and the epilogue's TMA stores (option
-    tma_store) where the kernel qualifies; the plan's notes say what was chosen and why not."""
-    mode = ctx.target.prop("persistent", "")
-    if mode:
-        grid = P.choose_persistent(ctx.func.kernel, found.loop, found.pingpong, ctx.target.prop("sm", 0), mode)
-        if isinstance(grid, str):
-            ctx.plan.notes.append(f"persistent: no: {grid}")
-        else:
-            found = found._replace(persistent=grid)
-            ctx.plan.notes.append(P.describe(grid, mode))
+    """`found` with the epilogue's TMA stores (option tma_store) and the persistent grid (option
+    persistent; "auto" wants the TMA-store epilogue) where the kernel qualifies; the plan's notes
+    say what was chosen and why not."""
     store_mode = ctx.target.prop("tma_store", "")
     if store_mode:
         param = f"{PARAM_PREFIX}{len(found.copies)}"
@@ -307,6 +300,15 @@ def _plan_schedule_options(ctx, found: WsLoop) -> WsLoop:
         else:
             found = found._replace(tma_store=store)
             ctx.plan.notes.append(f"TMA store: the epilogue through a {store.bytes}-byte staging tile")
+    mode = ctx.target.prop("persistent", "")
+    if mode:
+        kernel, sm = ctx.func.kernel, ctx.target.prop("sm", 0)
+        grid = P.choose_persistent(kernel, found.loop, found.pingpong, sm, mode, found.tma_store is not None)
+        if isinstance(grid, str):
+            ctx.plan.notes.append(f"persistent: no: {grid}")
+        else:
+            found = found._replace(persistent=grid)
+            ctx.plan.notes.append(P.describe(grid, mode))
     return found
 
 
