@@ -223,3 +223,26 @@ def test_features_the_host_hides_are_turned_off(monkeypatch):
     assert TG._absent_host_features("znver3", x86) == set()
     monkeypatch.setattr(TG, "_cpuinfo_flags", lambda triple: ["amx_tile", "amx_bf16", "amx_int8", "avx512_vnni"])
     assert TG._absent_host_features("sapphirerapids", x86) == {"avx512bf16", "avx512fp16", "avxvnni"}
+
+
+@pytest.mark.parametrize("kind,target", KIND_CASES)
+def test_rows_from_the_counter_and_static_tasks_agree(monkeypatch, kind, target):
+    """gemm_grid.DYNAMIC_ROWS schedules this path's rows too: units of one MR-row block taken from
+    an atomic counter (default) or one static task per core; the sums are the same, exactly."""
+    import tile_cpu.gemm_grid as gemm_grid
+
+    monkeypatch.setenv("TILECORE_CACHE", "0")  # the knob is not part of the cache key
+    dtype = kind.operand
+    M, N, K = 150, 70, 300
+    c_dtype, bk = ("float32", 32) if dtype == "bfloat16" else ("int32", 64)
+    f = matmul(M, N, K, 64, 64, bk, dtype, c_dtype)
+    a, b = rand((M, K), dtype), rand((K, N), dtype)
+    results = []
+    for units in (1, 0):
+        monkeypatch.setattr(gemm_grid, "DYNAMIC_ROWS", units)
+        kernel = tilecore.compile(f, target=target)
+        assert ("tilecore_cpu_next_block" in kernel.source) == bool(units)
+        c = np.zeros((M, N), dtype=np.float32 if dtype == "bfloat16" else np.int32)
+        kernel(a, b, c)
+        results.append(c)
+    np.testing.assert_array_equal(results[0], results[1])

@@ -200,9 +200,11 @@ def _edge(size: int, limit: int, start):
 
 def lower_whole(low, kind: TileGemm, plan, caches: Dict[str, int], cores: int):
     """The TIR of gemm_grid's whole GEMM `plan` on this path (tile_cpu.gemm_grid.lower's blocking:
-    parallel tasks of rows; per K chunk, B's block of columns packed once, in parallel, and each
-    task's A rows packed by the task in the first column block)."""
+    parallel tasks of rows, with gemm_grid.DYNAMIC_ROWS units of MR-row blocks taken from an atomic
+    counter; per K chunk, B's block of columns packed once, in parallel, and each task's A rows
+    packed by whoever runs the task in the first column block)."""
     from .gemm import chunks
+    from .gemm_grid import DYNAMIC_ROWS
 
     M, Nn, K = plan.M, plan.N, plan.K
     ta, tb, tc = low.buffer(plan.a), low.buffer(plan.b), low.buffer(plan.c)
@@ -211,8 +213,10 @@ def lower_whole(low, kind: TileGemm, plan, caches: Dict[str, int], cores: int):
     MR = kind.mr
     tasks = max(1, min(max(4, cores), M // (4 * MR)))  # as gemm_grid.task_shape, >= 4 blocks each
     rows_per_task = -(-M // tasks)
-    mc = -(-rows_per_task // MR) * MR
+    mc = DYNAMIC_ROWS * MR if DYNAMIC_ROWS else -(-rows_per_task // MR) * MR
     tasks = -(-M // mc)
+    workers = min(tasks, cores)
+    counter = low.counter_buffer("unit_counter", workers) if DYNAMIC_ROWS and workers > 1 else None
     panels_n = -(-Nn // NR)
     panel_bytes = -(-kc // kind.kstep) * 16 * 32 * 64 // 16  # one B panel: 64 bytes per column and step
     nb = min(panels_n, max(1, (caches["l2"] // 2) // panel_bytes))  # B's block: half of L2
@@ -239,7 +243,11 @@ def lower_whole(low, kind: TileGemm, plan, caches: Dict[str, int], cores: int):
         )
         run = tx.For(io, 0, blocks_here, tx.ForKind.SERIAL, tx.For(jo, 0, here, tx.ForKind.SERIAL, call))
         per_task = seq([tx.IfThenElse(tx.EQ(jb, 0), pack_a, None) if count > 1 else pack_a, run])
-        block = seq([pack_b, tx.For(task, 0, tasks, tx.ForKind.PARALLEL, per_task)])
+        if counter is None:
+            rows = tx.For(task, 0, tasks, tx.ForKind.PARALLEL, per_task)
+        else:
+            rows = low.taken_from_counter(counter, task, tasks, per_task, workers)
+        block = seq([pack_b, rows])
         return tx.For(jb, 0, count, tx.ForKind.SERIAL, block)
 
     parts = []
@@ -251,7 +259,8 @@ def lower_whole(low, kind: TileGemm, plan, caches: Dict[str, int], cores: int):
             kb = low.fresh("kb")
             parts.append(tx.For(kb, 0, count, tx.ForKind.SERIAL, chunk(start + kb * length, length, False)))
     low.native.add(NATIVE)
-    return seq([tx.AllocBuffer(ap), tx.AllocBuffer(bp)] + parts)
+    allocs = [tx.AllocBuffer(ap), tx.AllocBuffer(bp)] + ([tx.AllocBuffer(counter)] if counter is not None else [])
+    return seq(allocs + parts)
 
 
 def _row_major(tc, c_idx) -> bool:
