@@ -83,8 +83,7 @@ def main(directory: str, seconds: float = 3.0, pattern: str = "*") -> None:
     import pickle
 
     import torch
-    import torch.nn.functional as F
-    from cuda_prebuilt import ATTN_BATCH, ATTN_DIM, ATTN_HEADS
+    from cuda_prebuilt import problem
 
     from tile_cuda import plugin
 
@@ -97,25 +96,12 @@ def main(directory: str, seconds: float = 3.0, pattern: str = "*") -> None:
     key = lambda e: (e["n"], e["dtype"], e["shape"].get("attention", False), e["shape"].get("causal"))  # noqa: E731
     for n, dtype, attention, causal in sorted({key(e) for e, _ in builds}):
         dt = getattr(torch, dtype)
-        if not attention:
-            ins = [torch.randn(n, n, device="cuda", dtype=dt) for _ in range(2)]
-            ref = ins[0].float() @ ins[1].float()
-            peer = lambda: torch.matmul(*ins)  # noqa: E731
-            out = torch.empty(n, n, device="cuda", dtype=dt)
-            flops = 2 * n**3
-        else:
-            from torch.nn.attention import SDPBackend, sdpa_kernel
+        ins, ref, peer_call, peer_backend, out, flops = problem(n, dt, causal if attention else None)
 
-            ins = [torch.randn(ATTN_BATCH, n, ATTN_HEADS, ATTN_DIM, device="cuda", dtype=dt) for _ in range(3)]
-            heads = [x.transpose(1, 2) for x in ins]
-            ref = F.scaled_dot_product_attention(*(x.float() for x in heads), is_causal=causal).transpose(1, 2)
+        def peer(peer_call=peer_call, peer_backend=peer_backend):
+            with peer_backend():
+                return peer_call()
 
-            def peer():
-                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                    return F.scaled_dot_product_attention(*heads, is_causal=causal)
-
-            out = torch.empty_like(ins[0])
-            flops = 4 * ATTN_BATCH * ATTN_HEADS * n * n * ATTN_DIM * (0.5 if causal else 1.0)
         peer()
         rows = [("peer", {"n": n, "dtype": dtype, "causal": causal}, peer)]
         for entry, launch in builds:

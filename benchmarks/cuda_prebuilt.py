@@ -185,33 +185,49 @@ def run(out_dir: str, rounds: int, pattern: str = "*") -> None:
                     _time_group(group, n, getattr(torch, dt), causal, r)
 
 
+def problem(n, dt, causal):
+    """(inputs, float32 reference, one call of the peer, the context the peer runs in, output,
+    FLOPs) of a GEMM of size n (causal None) or of attention B4 H32 S=n D128: fresh random data."""
+    import contextlib
+
+    import torch
+    import torch.nn.functional as F
+
+    if causal is None:
+        ins = [torch.randn(n, n, device="cuda", dtype=dt) for _ in range(2)]
+        ref = ins[0].float() @ ins[1].float()
+        out = torch.empty(n, n, device="cuda", dtype=dt)
+        return ins, ref, lambda: torch.matmul(*ins), contextlib.nullcontext, out, 2 * n**3
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    ins = [torch.randn(ATTN_BATCH, n, ATTN_HEADS, ATTN_DIM, device="cuda", dtype=dt) for _ in range(3)]
+    heads_first = [x.transpose(1, 2) for x in ins]
+    ref = F.scaled_dot_product_attention(*(x.float() for x in heads_first), is_causal=causal).transpose(1, 2)
+    flops = 4 * ATTN_BATCH * ATTN_HEADS * n * n * ATTN_DIM * (0.5 if causal else 1.0)
+    return (
+        ins,
+        ref,
+        lambda: F.scaled_dot_product_attention(*heads_first, is_causal=causal),
+        lambda: sdpa_kernel(SDPBackend.CUDNN_ATTENTION),
+        torch.empty_like(ins[0]),
+        flops,
+    )
+
+
 def _time_group(group, n, dt, causal, r) -> None:
     """Check and time the builds of one problem (a GEMM of size n, or attention when causal is not
     None) next to their peer (cuBLAS / cuDNN SDPA), timed before and after them in this round (the
     mean of the two: a card whose clock sinks as it heats would otherwise favour the peer)."""
     import torch
-    import torch.nn.functional as F
     from cuda_bench import bench
 
-    if causal is None:
-        ins = [torch.randn(n, n, device="cuda", dtype=dt) for _ in range(2)]
-        ref = ins[0].float() @ ins[1].float()
-        peer = lambda: bench(lambda: torch.matmul(*ins), warmup=5, iters=20)  # noqa: E731
-        out = torch.empty(n, n, device="cuda", dtype=dt)
-        flops = 2 * n**3
-    else:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
+    ins, ref, peer_call, peer_backend, out, flops = problem(n, dt, causal)
+    warmup, iters = (5, 20) if causal is None else (3, 10)
 
-        ins = [torch.randn(ATTN_BATCH, n, ATTN_HEADS, ATTN_DIM, device="cuda", dtype=dt) for _ in range(3)]
-        heads_first = [x.transpose(1, 2) for x in ins]
-        ref = F.scaled_dot_product_attention(*(x.float() for x in heads_first), is_causal=causal).transpose(1, 2)
+    def peer():
+        with peer_backend():
+            return bench(peer_call, warmup=warmup, iters=iters)
 
-        def peer():
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return bench(lambda: F.scaled_dot_product_attention(*heads_first, is_causal=causal), warmup=3, iters=10)
-
-        out = torch.empty_like(ins[0])
-        flops = 4 * ATTN_BATCH * ATTN_HEADS * n * n * ATTN_DIM * (0.5 if causal else 1.0)
     t_before, rows = peer(), []
     for entry, art, launch in group:
         out.fill_(float("nan"))
