@@ -33,6 +33,8 @@ OWN = {"retile_gemm": False}
 WS, MC = {**OWN, "warp_specialize": True}, {**OWN, "warp_specialize": True, "tma_multicast": True}
 TWO = {**OWN, "warp_specialize": True, "ws_blocks_per_sm": 2}
 
+ATTN_BATCH, ATTN_HEADS, ATTN_DIM = 4, 32, 128
+
 # experiments on the generated source: name -> (description, rewrite)
 SOURCE_VARIANTS = {
     # for trees before 23bf57d: since then tile-cuda leaves the fence out of TMA-fed warp-specialized
@@ -52,6 +54,42 @@ SOURCE_VARIANTS = {
         ),
     ),
 }
+
+
+def _heavy_first_in_groups(group: int, qblocks: int = 32, heads: int = ATTN_HEADS):
+    """Session 20: causal attention's launch order with the query-block index slowest within groups
+    of `group` (head, batch) pairs: each group's longest blocks of every pair start first, so the
+    grid's last wave is short blocks, while the blocks running at once read few heads' K/V (L2).
+    The source's block indices become these (the lowering then reverses the query index as before);
+    the lowering does this itself since (option heavy_first_group_blocks): apply to `attn_causal_alone`."""
+
+    def rewrite(src: str) -> str:
+        kernel = src.index("main_kernel(", src.rindex("__global__ void"))
+        head = src.index("{", kernel) + 1
+        x, y, z = (f"((int)blockIdx.{a})" for a in "xyz")
+        decl = (
+            f"\n  const int tc_lin = {x} + {qblocks} * ({y} + {heads} * {z});"
+            f"\n  const int tc_grp = tc_lin / {qblocks * group}, tc_in = tc_lin % {qblocks * group};"
+            f"\n  const int tc_pair = tc_grp * {group} + tc_in % {group};"
+            f"\n  const int tc_bx = tc_in / {group}, tc_by = tc_pair % {heads}, tc_bz = tc_pair / {heads};"
+        )
+        body = src[head:]
+        for a in "xyz":
+            body = body.replace(f"((int)blockIdx.{a})", f"tc_b{a}")
+        return src[:head] + decl + body
+
+    return rewrite
+
+
+SOURCE_VARIANTS.update(
+    {
+        f"lpt{g}": (
+            f"causal attention: longest blocks first within groups of {g} (head, batch) pairs",
+            _heavy_first_in_groups(g),
+        )
+        for g in (2, 4, 8)
+    }
+)
 
 # (name, n, shape, dtype, options)
 MATRIX = [
@@ -100,8 +138,10 @@ MATRIX = [
     # attention's exp2 without the subnormal-result handling exp2f adds (FSETP + two predicated FMULs)
     ("attn_fast", 4096, dict(attention=True, causal=False), "float16", {"fast_math": True}),
     ("attn_causal_fast", 4096, dict(attention=True, causal=True), "float16", {"fast_math": True}),
+    # session 20: the longest query blocks first within each (head, batch) alone, as before the
+    # grouped order (`heavy_first_group_blocks`, tile_cuda/target.py)
+    ("attn_causal_alone", 4096, dict(attention=True, causal=True), "float16", {"heavy_first_group_blocks": 0}),
 ]
-ATTN_BATCH, ATTN_HEADS, ATTN_DIM = 4, 32, 128
 
 
 def _func(n: int, shape: dict, dtype: str):

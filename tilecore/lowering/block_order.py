@@ -3,7 +3,11 @@
 Causal attention's query blocks run a main loop whose trip count grows with their block index
 (block i reads i + 1 key blocks). Launched in index order, the longest blocks come last and the
 final wave leaves most SMs idle while they finish; launched longest first, short blocks fill the
-gaps at the end. `trip_count_growth` finds such an index, which then runs backwards.
+gaps at the end. `trip_count_growth` finds such an index, which then runs backwards. Reversed
+within each (head, batch) alone, every head's longest block still starts late in the grid's last
+wave; a target's `heavy_first_group_blocks` makes the index the slowest one within groups of
+about that many blocks (several heads' longest blocks first, then their next longest, ...), so the
+last wave is short blocks while the blocks running at once still read few heads' K and V (L2).
 
 `kernel_block_order` and `logical_blocks` describe the whole mapping (panels for L2 reuse
 included) once, for the lowering's expressions and for a backend that needs to know which launch
@@ -57,12 +61,15 @@ class BlockOrder(NamedTuple):
     panel > 0: a 2-D grid visited in panels of `panel` block rows (block columns when `col`), so
     that blocks running at the same time share operand tiles in L2 (T.use_swizzle, else the
     target's `gemm_block_panel` for a kernel with a gemm). reverse_axis: that index runs
-    backwards over its `reverse_size` blocks (the longest blocks first). Neither: launch order."""
+    backwards over its `reverse_size` blocks (the longest blocks first); with reverse_group > 1 it
+    is also the slowest launch index within groups of `reverse_group` tuples of the other indices
+    (one tuple: within each tuple alone). Neither: launch order."""
 
     panel: int = 0
     col: bool = False
     reverse_axis: Optional[int] = None
     reverse_size: int = 0
+    reverse_group: int = 1
 
 
 class IndexOps(NamedTuple):
@@ -78,9 +85,10 @@ class IndexOps(NamedTuple):
 INT_OPS = IndexOps(lambda a, b: a // b, lambda a, b: a % b, min, lambda a: a)
 
 
-def kernel_block_order(k: N.Kernel, gemm_block_panel: int) -> BlockOrder:
+def kernel_block_order(k: N.Kernel, gemm_block_panel: int, heavy_first_group_blocks: int = 0) -> BlockOrder:
     """The block order of kernel `k` (see BlockOrder) on a target whose gemm kernels take panels
-    of `gemm_block_panel` block rows (0: none)."""
+    of `gemm_block_panel` block rows (0: none) and whose longest-first order groups about
+    `heavy_first_group_blocks` blocks (0: reversed within each tuple of the other indices)."""
     hints = [s for s in k.body if isinstance(s, N.Hint) and s.kind == "use_swizzle"]
     if len(k.grid) >= 2:
         if hints:
@@ -95,14 +103,16 @@ def kernel_block_order(k: N.Kernel, gemm_block_panel: int) -> BlockOrder:
             return BlockOrder(panel=int(params.get("panel_size", 8)), col=params.get("order", "row") == "col")
     growth = trip_count_growth(k)
     if growth is not None:
-        return BlockOrder(reverse_axis=growth[0], reverse_size=growth[1])
+        group = max(1, heavy_first_group_blocks // growth[1]) if len(k.grid) > 1 else 1
+        return BlockOrder(reverse_axis=growth[0], reverse_size=growth[1], reverse_group=group)
     return BlockOrder()
 
 
 def logical_blocks(order: BlockOrder, raw: Sequence[Any], grid: Sequence[Any], ops: IndexOps = INT_OPS) -> List[Any]:
     """The kernel's block indices for launch indices `raw` over `grid` (both in the kernel's axis
     order) under `order`, computed with `ops`. Panels: the launch index, linearized row-major, is cut
-    into groups of `panel` block rows; within a group consecutive blocks walk down the rows first."""
+    into groups of `panel` block rows; within a group consecutive blocks walk down the rows first.
+    Reversed index in groups: see the comment below."""
     out = list(raw)
     if order.panel:
         gx, gy, bx, by = grid[0], grid[1], raw[0], raw[1]
@@ -118,6 +128,28 @@ def logical_blocks(order: BlockOrder, raw: Sequence[Any], grid: Sequence[Any], o
         if order.col:
             new_bx, new_by = new_by, new_bx
         out[0], out[1] = new_bx, new_by
+    elif order.reverse_axis is not None and order.reverse_group > 1:
+        # the launch index, linearized with axis 0 fastest, is cut into groups of reverse_group
+        # tuples of the other indices x all reverse_size values of the reversed one; within a group
+        # consecutive blocks walk the tuples first (the last group may hold fewer tuples)
+        axis, size, group = order.reverse_axis, order.reverse_size, order.reverse_group
+        others = [a for a in range(len(grid)) if a != axis]
+        linear, stride = raw[0], grid[0]
+        for a in range(1, len(grid)):
+            linear, stride = linear + raw[a] * stride, stride * grid[a]
+        linear = ops.bind(linear)
+        tuples = grid[others[0]]
+        for a in others[1:]:
+            tuples = tuples * grid[a]
+        first = ops.bind(ops.floordiv(linear, group * size) * group)
+        within = ops.bind(ops.floormod(linear, group * size))
+        count = ops.bind(ops.minimum(tuples - first, group))
+        out[axis] = ops.bind(size - 1 - ops.floordiv(within, count))
+        rest = ops.bind(first + ops.floormod(within, count))
+        for a in others[:-1]:
+            out[a] = ops.bind(ops.floormod(rest, grid[a]))
+            rest = ops.bind(ops.floordiv(rest, grid[a]))
+        out[others[-1]] = rest
     elif order.reverse_axis is not None:
         out[order.reverse_axis] = order.reverse_size - 1 - raw[order.reverse_axis]
     return out

@@ -298,13 +298,14 @@ class SimtLowering(SimtMemory, SimtBarriers, SimtThreads, SimtTileOps, SimtReduc
         operand tiles in L2; without the hint a kernel with a gemm and a 2-D grid takes the target's
         `gemm_block_panel`; otherwise the longest blocks run first when the trip count of the
         kernel's one pipelined loop grows with a block index and depends on nothing else (causal
-        attention's query blocks), so they are not left for the last wave."""
-        order = kernel_block_order(k, self.target.gemm_block_panel)
+        attention's query blocks), so they are not left for the last wave (in groups of about the
+        target's `heavy_first_group_blocks` blocks)."""
+        order = kernel_block_order(k, self.target.gemm_block_panel, self.target.heavy_first_group_blocks)
         if order == BlockOrder():
             return
         names = [v.name for v in k.block_vars]
         raw = [self.ex.variables[n] for n in names]
-        grid = [self.lower(g) for g in k.grid] if order.panel else list(k.grid)
+        grid = [self.lower(g) for g in k.grid] if order.panel or order.reverse_group > 1 else list(k.grid)
         for name, index in zip(names, logical_blocks(order, raw, grid, TIR_INDEX_OPS)):
             self.ex.bind(name, index)
 

@@ -40,6 +40,12 @@ class TargetDescription:
         `T.use_swizzle`, visit blocks in panels of this many block rows, as `T.use_swizzle(panel)`
         does, so that blocks running together share operand tiles in the L2 cache (0: launch
         order). `T.use_swizzle(enable=False)` keeps the launch order.
+    :param heavy_first_group_blocks: a kernel whose main-loop trip count grows with one block index
+        (causal attention's query blocks) runs that index backwards, the longest blocks first
+        (`block_order`); with N > 0 the index is also the slowest one within groups of about N blocks
+        (N // its extent tuples of the other indices), so that the grid's last wave is short blocks
+        everywhere, not each (head, batch)'s longest block; a group no larger than a wave keeps the
+        blocks running at once on few heads' data (L2). 0: reversed within each tuple alone.
     :param bfloat16_computed_in_float32: True when the backend's TVM pipeline legalizes bfloat16
         arithmetic (computes it in float32 and keeps no cast to bfloat16 inside an expression, only
         a rounding at each store): the toolkit then rounds every bfloat16 result itself, so that
@@ -65,6 +71,7 @@ class TargetDescription:
     bool_vectors: bool = True
     device_library: str = ""
     gemm_block_panel: int = 0
+    heavy_first_group_blocks: int = 0
     bfloat16_computed_in_float32: bool = False
     int64_wrap_via: str = "uint64"
     properties: Mapping[str, Any] = field(default_factory=dict)

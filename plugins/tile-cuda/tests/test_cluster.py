@@ -73,11 +73,19 @@ def test_kernels_that_do_not_fit_clusters_say_why():
 
 
 def test_causal_attention_blocks_of_a_cluster_run_different_trip_counts():
+    """Non-causal attention's clusters share K and V. Causal attention's do not: under the default
+    block order (the longest query blocks first, in groups of heads) the two blocks of a cluster are
+    one query block of two heads, reading different K and V; with the query blocks reversed within
+    each head alone (heavy_first_group_blocks=0) they are two query blocks of different trip counts."""
     fa = example("flash_attention")
     for causal, multicast in ((False, ["K_shared", "V_shared"]), (True, None)):
         info, plan = _multicast(fa.flashattn.prim_func(1, 2, 512, 128, causal, block_M=128, block_N=128, num_stages=2))
         names = info.multicast and [info.copies[i].dst.buffer.name for i in info.multicast.copies]
         assert names == multicast, plan.notes
+    assert "TMA multicast: no: no TMA stage copy reads the same tile in both blocks of a cluster" in plan.notes
+    causal = fa.flashattn.prim_func(1, 2, 512, 128, True, block_M=128, block_N=128, num_stages=2)
+    info, plan = _multicast(causal, heavy_first_group_blocks=0)
+    assert info.multicast is None
     assert "TMA multicast: no: the trip count differs between the blocks of a cluster" in plan.notes
 
 

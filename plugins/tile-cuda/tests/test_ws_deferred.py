@@ -169,5 +169,11 @@ def test_causal_mask_is_a_plain_fill_off_the_diagonal():
     inf_fill = loop.index("acc_s_ptr[0] = -CUDART_INF_F;")
     select = loop.index("acc_s_ptr[0] = ((")
     assert zero_fill < inf_fill < select and "?" not in loop[zero_fill:inf_fill]
-    # block_order: the query blocks run backwards, the longest first (4 of them: trip count 4 - x)
-    assert "(4 - ((int)blockIdx.x))" in src
+    # block_order: the query blocks run backwards, the longest first, by default in groups of the
+    # (head, batch) tuples (here both heads in one group: launch index x + 4y walks the heads first,
+    # so query block 3 - ((x + 4y) >> 1) and trip count 4 - (x >> 1) - 2y); with
+    # heavy_first_group_blocks=0 within each head alone (trip count 4 - x)
+    assert "((4 - (((int)blockIdx.x) >> 1)) - (((int)blockIdx.y) * 2))" in src
+    assert "(4 - ((int)blockIdx.x))" not in src
+    alone = _source(_attention(True), {**DEFER, "heavy_first_group_blocks": 0}).source
+    assert "(4 - ((int)blockIdx.x))" in alone

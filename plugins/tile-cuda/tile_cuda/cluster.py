@@ -128,7 +128,9 @@ def multicast_enabled(target) -> bool:
     return bool(target.prop("tma_multicast", False)) and target.prop("sm", 0) >= 90
 
 
-def shared_block_indices(kernel: N.Kernel, gemm_block_panel: int) -> Union[Set[str], str]:
+def shared_block_indices(
+    kernel: N.Kernel, gemm_block_panel: int, heavy_first_group_blocks: int = 0
+) -> Union[Set[str], str]:
     """The names of the kernel's block indices that both blocks of every cluster (launch x indices
     2i and 2i + 1, the other launch indices equal) get alike under the kernel's block order, or
     why clusters of two do not fit the grid."""
@@ -140,7 +142,7 @@ def shared_block_indices(kernel: N.Kernel, gemm_block_panel: int) -> Union[Set[s
         return f"the grid's x extent {dims[0]} is odd"
     if prod(dims) > MAX_GRID_CHECK:
         return f"the grid has more than {MAX_GRID_CHECK} blocks to check"
-    order = kernel_block_order(kernel, gemm_block_panel)
+    order = kernel_block_order(kernel, gemm_block_panel, heavy_first_group_blocks)
     alike = [True] * len(dims)
     for x, *rest in product(range(0, dims[0], CLUSTER), *(range(d) for d in dims[1:])):
         first = logical_blocks(order, [x, *rest], dims)
@@ -155,7 +157,7 @@ def plan_multicast(
 ) -> Union[Tuple[Multicast, Tuple[Optional[TmaCopy], ...]], str]:
     """(the cluster launch, the stage copies' TMA loads with the multicast ones' boxes halved) for
     the warp-specialized loop `loop` (see the module docstring), or why not."""
-    alike = shared_block_indices(kernel, target.gemm_block_panel)
+    alike = shared_block_indices(kernel, target.gemm_block_panel, target.heavy_first_group_blocks)
     if isinstance(alike, str):
         return alike
     lets: Dict[str, N.Expr] = {}

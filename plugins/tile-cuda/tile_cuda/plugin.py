@@ -18,7 +18,14 @@ from tilecore.plugin import Option, hookimpl
 from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainStatus, tvm_fingerprint
 
 from . import __version__, toolchain
-from .target import DEFAULT_DEFER_GEMM, DEFAULT_OVERLAP, DEFAULT_WARP_SPECIALIZE, GEMM_BLOCK_PANEL, OVERLAP_SCHEDULES
+from .target import (
+    DEFAULT_DEFER_GEMM,
+    DEFAULT_OVERLAP,
+    DEFAULT_WARP_SPECIALIZE,
+    GEMM_BLOCK_PANEL,
+    HEAVY_FIRST_GROUP_BLOCKS,
+    OVERLAP_SCHEDULES,
+)
 from .tilelang_names import TILELANG_NAMES
 
 NAME = "cuda"
@@ -147,6 +154,14 @@ def make_backend() -> Backend:
                 "kernels with a gemm and a 2-D grid visit blocks "
                 "in panels of this many block rows (L2 reuse) unless T.use_swizzle says otherwise; 0: "
                 "launch order",
+            ),
+            Option(
+                "heavy_first_group_blocks",
+                int,
+                HEAVY_FIRST_GROUP_BLOCKS,
+                "kernels whose loop trip count grows with a block index (causal attention) launch "
+                "their longest blocks first, in groups of about this many blocks; 0: within each "
+                "tuple of the other block indices alone",
             ),
             Option(
                 "fast_math",

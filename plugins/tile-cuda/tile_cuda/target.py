@@ -59,6 +59,7 @@ def cuda_target(arch: str, options: Dict[str, Any]):
         bool_vectors=True,
         device_library=CUDA_DEVICE_LIB,
         gemm_block_panel=gemm_block_panel(options.get("gemm_block_panel")),
+        heavy_first_group_blocks=heavy_first_group_blocks(options.get("heavy_first_group_blocks")),
         properties={
             "sm": sm,
             "wgmma": bool(options.get("wgmma", True)),
@@ -110,6 +111,11 @@ OVERLAP_SCHEDULES = ("slack", "release")
 # panel of the L2-friendly block order of gemm kernels (TargetDescription.gemm_block_panel): a
 # panel of 8 block rows is what the fastest hand-tuned GEMM of benchmarks/results used
 GEMM_BLOCK_PANEL = 8
+# causal attention's longest-first block order in groups of about this many blocks
+# (TargetDescription.heavy_first_group_blocks): B4 H32 S4096 128x128 causal on an H100, 9 rounds
+# (benchmarks/results/gpu-session20/call7_lpt): groups of 2 (head, batch) pairs = 64 blocks 0.909x
+# cuDNN, of 4 (128 blocks) 0.903x, of 8 0.880x, within each pair alone 0.874x
+HEAVY_FIRST_GROUP_BLOCKS = 64
 # measured fastest on the H200 (benchmarks/results/h200-session5) and checked by its GPU test matrix
 DEFAULT_OVERLAP = "release"
 # the producer-warpgroup pipeline (`warp_specialize`): by default for blocks of two or more
@@ -142,6 +148,16 @@ def overlap_schedule(value) -> str:
     if value in OVERLAP_SCHEDULES:
         return value
     raise ValueError(f"compile option wgmma_overlap must be True, False or one of {OVERLAP_SCHEDULES}, got {value!r}")
+
+
+def heavy_first_group_blocks(value) -> int:
+    """Option heavy_first_group_blocks: None -> HEAVY_FIRST_GROUP_BLOCKS, else a block count >= 0
+    (0: the longest blocks first within each (head, batch) alone)."""
+    if value is None:
+        return HEAVY_FIRST_GROUP_BLOCKS
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"compile option heavy_first_group_blocks must be an int >= 0, got {value!r}")
+    return value
 
 
 def gemm_block_panel(value) -> int:
