@@ -7,7 +7,7 @@ import pytest
 from cuda_source import cuda_source
 
 from tile_cuda import plugin, toolchain
-from tile_cuda.target import GEMM_BLOCK_PANEL, cuda_target
+from tile_cuda.target import GEMM_BLOCK_PANEL, HEAVY_FIRST_GROUP_BLOCKS, cuda_target
 from tilecore.ir import nodes as N
 from tilecore.plugin.backend import TileModule
 
@@ -46,12 +46,15 @@ def test_kernels_without_a_gemm_keep_the_launch_order():
     assert _source(func) == _source(func, {"gemm_block_panel": 0})
 
 
-def test_gemm_block_panel_option_is_checked():
-    assert cuda_target("sm_90a", {}).gemm_block_panel == GEMM_BLOCK_PANEL
-    assert cuda_target("sm_80", {"gemm_block_panel": 0}).gemm_block_panel == 0
+@pytest.mark.parametrize(
+    "option,default", [("gemm_block_panel", GEMM_BLOCK_PANEL), ("heavy_first_group_blocks", HEAVY_FIRST_GROUP_BLOCKS)]
+)
+def test_block_order_options_are_checked(option, default):
+    assert getattr(cuda_target("sm_90a", {}), option) == default
+    assert getattr(cuda_target("sm_80", {option: 0}), option) == 0
     for bad in (-1, True, 2.5):
-        with pytest.raises(ValueError, match="gemm_block_panel"):
-            cuda_target("sm_90a", {"gemm_block_panel": bad})
+        with pytest.raises(ValueError, match=f"compile option {option} must be an int >= 0"):
+            cuda_target("sm_90a", {option: bad})
 
 
 @pytest.mark.gpu

@@ -150,23 +150,24 @@ def overlap_schedule(value) -> str:
     raise ValueError(f"compile option wgmma_overlap must be True, False or one of {OVERLAP_SCHEDULES}, got {value!r}")
 
 
+def _count_option(name: str, value, default: int) -> int:
+    """An option that is a count >= 0: None -> `default`, else the int itself."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"compile option {name} must be an int >= 0, got {value!r}")
+    return value
+
+
 def heavy_first_group_blocks(value) -> int:
     """Option heavy_first_group_blocks: None -> HEAVY_FIRST_GROUP_BLOCKS, else a block count >= 0
     (0: the longest blocks first within each (head, batch) alone)."""
-    if value is None:
-        return HEAVY_FIRST_GROUP_BLOCKS
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"compile option heavy_first_group_blocks must be an int >= 0, got {value!r}")
-    return value
+    return _count_option("heavy_first_group_blocks", value, HEAVY_FIRST_GROUP_BLOCKS)
 
 
 def gemm_block_panel(value) -> int:
     """Option gemm_block_panel: None -> GEMM_BLOCK_PANEL, else a panel size >= 0 (0: launch order)."""
-    if value is None:
-        return GEMM_BLOCK_PANEL
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"compile option gemm_block_panel must be an int >= 0, got {value!r}")
-    return value
+    return _count_option("gemm_block_panel", value, GEMM_BLOCK_PANEL)
 
 
 def tma_store_mode(value) -> str:
