@@ -20,6 +20,7 @@ import glob
 import json
 import os
 import pickle
+import re
 import sys
 import time
 
@@ -81,6 +82,70 @@ def _heavy_first_in_groups(group: int, qblocks: int = 32, heads: int = ATTN_HEAD
     return rewrite
 
 
+_EXP2_LINE = re.compile(r"^(\s*)(\w+\[\d+\]) = exp2f\((.*)\);$")
+
+
+def _exp2_range_check(src: str) -> str:
+    """Session 21: each run of 8 or more `x[i] = exp2f(arg);` lines (the softmax's scores) becomes:
+    the arguments first, their minimum, and ex2.approx.ftz (no subnormal fix-up) when it is >= -126,
+    where both give the same bits; exp2f otherwise."""
+    lines, out, i = src.split("\n"), [], 0
+    while i < len(lines):
+        run = []
+        while i + len(run) < len(lines) and _EXP2_LINE.match(lines[i + len(run)]):
+            run.append(_EXP2_LINE.match(lines[i + len(run)]))
+        if len(run) < 8:
+            out.append(lines[i])
+            i += 1
+            continue
+        pad = run[0].group(1)
+        out.append(pad + "{ float tc_lo = 3.0e38f;")
+        out += [f"{pad}  {m.group(2)} = {m.group(3)};" for m in run]
+        out += [f"{pad}  tc_lo = fminf(tc_lo, {m.group(2)});" for m in run]
+        out.append(pad + "  if (tc_lo >= -126.0f) {")
+        out += [f"{pad}    {m.group(2)} = tc::fast_exp2({m.group(2)});" for m in run]
+        out.append(pad + "  } else {")
+        out += [f"{pad}    {m.group(2)} = exp2f({m.group(2)});" for m in run]
+        out.append(pad + "  } }")
+        i += len(run)
+    return "\n".join(out)
+
+
+SOURCE_VARIANTS["exp2check"] = (
+    "the softmax's exp2 without exp2f's subnormal fix-up when every argument of the thread is >= -126",
+    _exp2_range_check,
+)
+
+
+_SCALE_LINE = re.compile(r"^(\s*)(\w+)\[(\d+)\] = \(\2\[\3\] \* (\w+)\[(\d+)\]\);$")
+
+
+def _skip_unit_rescale(src: str) -> str:
+    """Session 21: each run of 8 or more `o[i] = (o[i] * s[r]);` lines (attention's rescale of the
+    output accumulator) runs only when some factor s[r] of the thread differs from 1 (x * 1 == x)."""
+    lines, out, i = src.split("\n"), [], 0
+    while i < len(lines):
+        run = []
+        while i + len(run) < len(lines) and _SCALE_LINE.match(lines[i + len(run)]):
+            run.append(_SCALE_LINE.match(lines[i + len(run)]))
+        if len(run) < 8:
+            out.append(lines[i])
+            i += 1
+            continue
+        pad = run[0].group(1)
+        factors = sorted({f"{m.group(4)}[{m.group(5)}]" for m in run})
+        out.append(pad + "if (" + " || ".join(f"{f} != 1.0f" for f in factors) + ") {")
+        out += ["  " + lines[i + k] for k in range(len(run))]
+        out.append(pad + "}")
+        i += len(run)
+    return "\n".join(out)
+
+
+SOURCE_VARIANTS["unitscale"] = (
+    "attention's rescale of O skipped in a thread whose row factors are all 1 (the row maxima did not move)",
+    _skip_unit_rescale,
+)
+
 SOURCE_VARIANTS.update(
     {
         f"lpt{g}": (
@@ -141,6 +206,14 @@ MATRIX = [
     # session 20: the longest query blocks first within each (head, batch) alone, as before the
     # grouped order (`heavy_first_group_blocks`, tile_cuda/target.py)
     ("attn_causal_alone", 4096, dict(attention=True, causal=True), "float16", {"heavy_first_group_blocks": 0}),
+    # session 21: persistent attention blocks (the general form of tile_cuda/persistent.py; causal
+    # takes it by default, in snake order) against one block per (query block, head, batch)
+    ("attn_causal_np", 4096, dict(attention=True, causal=True), "float16", {"persistent": False}),
+    ("attn_persist", 4096, dict(attention=True, causal=False), "float16", {"persistent": True}),
+    *(
+        (f"attn_causal_g{g}", 4096, dict(attention=True, causal=True), "float16", {"heavy_first_group_blocks": g})
+        for g in (32, 128)
+    ),
 ]
 
 

@@ -76,9 +76,15 @@ def test_kernels_that_do_not_qualify_keep_one_block_per_tile_and_say_why():
     reads_stage = dataclasses.replace(k, body=k.body + (N.Fill(KN.full(a_s), N.Const(0, "float16")),))
     no_clear = dataclasses.replace(k, body=tuple(s for s in k.body if not isinstance(s, N.Fill)))
     loop = next(s for s in k.body if isinstance(s, N.For))
-    assert "use a tile the loop fills" in persistent.choose_persistent(reads_stage, loop, False, 90, "on")
-    info, notes = _claim(dataclasses.replace(base, body=(no_clear,)), ON)  # warp-specialized, not plain
+    assert "outside the loop uses a tile the loop fills" in persistent.choose_persistent(
+        reads_stage, loop, False, 90, "on"
+    )
+    # warp-specialized, not the plain GEMM: the general form with persistent=True, not with "auto"
+    info, notes = _claim(dataclasses.replace(base, body=(no_clear,)), {})
     assert info is not None and info.persistent is None and "not cleared" in _note(notes)
+    assert "auto: another loop only when its trip count grows" in _note(notes)
+    info, notes = _claim(dataclasses.replace(base, body=(no_clear,)), ON)
+    assert info.persistent == persistent.PersistentGrid(32, 32, None, snake=False)
     # not warp-specialized: off, another architecture, one warpgroup (the overlapped wgmma loop)
     for func, options, arch in (
         (base, {"warp_specialize": False}, "sm_90a"),
@@ -87,12 +93,6 @@ def test_kernels_that_do_not_qualify_keep_one_block_per_tile_and_say_why():
     ):
         info, notes = _claim(func, dict(options, **ON), arch)
         assert info is None and _note(notes) == "persistent: no: the kernel does not run warp-specialized"
-    # attention: a warp-specialized loop that is not the plain GEMM's
-    from examples_util import example
-
-    fa = example("flash_attention").flashattn.prim_func(1, 2, 512, 128, False, block_M=128, block_N=128, num_stages=2)
-    info, notes = _claim(fa, ON)
-    assert info is not None and info.persistent is None and "no:" in _note(notes)
     # a kernel that split-K split (the plain form with the split hint) keeps its grid
     split, _ = split_k.split_k_rewrite(KN.gemm_kernel(16, 1024, 2048, bm=64, bn=64, bk=64, threads=256), 90, 4)
     loop = next(s for s in split.kernel.body if isinstance(s, N.For))
@@ -142,6 +142,45 @@ def test_every_tile_runs_exactly_once(dims, sms):
     assert len(seen) == tiles == len(set(seen))
 
 
+def _attention(causal, batch=1, heads=2, seq=512, **kw):
+    from examples_util import example
+
+    fa = example("flash_attention").flashattn
+    return fa.prim_func(batch, heads, seq, 128, causal, block_M=128, block_N=128, num_stages=2, **kw)
+
+
+def test_attention_takes_the_general_form():
+    """Causal attention (trip counts grow with the query block) is persistent by default once its
+    tiles fill more than a wave, its rounds in snake order; non-causal only with persistent=True
+    (measured no faster, benchmarks/results/gpu-session21); one wave stays one block per tile."""
+    info, notes = _claim(_attention(True, batch=4, heads=32, seq=4096), {})
+    assert info.persistent == persistent.PersistentGrid(4096, 132, None, snake=True) and info.pingpong
+    assert info.deferred is not None  # the deferred second gemm runs under the tile loop too
+    info, notes = _claim(_attention(False, batch=4, heads=32, seq=4096), {})
+    assert info.persistent is None and "auto: another loop only when" in _note(notes)
+    info, notes = _claim(_attention(False, batch=4, heads=32, seq=4096), ON)
+    assert info.persistent == persistent.PersistentGrid(4096, 132, None, snake=False)
+    info, notes = _claim(_attention(True), {})  # 8 tiles
+    assert info.persistent is None and "8 tiles fit in one wave of 132 blocks" in _note(notes)
+    assert _claim(_attention(True), ON)[0].persistent == persistent.PersistentGrid(8, 8, None, snake=True)
+    assert _claim(_attention(True, batch=4, heads=32, seq=4096), {"persistent": False})[0].persistent is None
+
+
+@settings(max_examples=80, deadline=None)
+@given(tiles=st.integers(1, 3000), sms=st.integers(1, 200), snake=st.booleans())
+def test_rounds_run_every_tile_once(tiles, sms, snake):
+    """The general form's rounds (`tile_of`, the function that builds the TIR): each tile once;
+    in snake order a block's tiles alternate between the front and the back of its rounds."""
+    grid = persistent.PersistentGrid(tiles, min(tiles, sms), None, snake=snake)
+    rounds = -(-tiles // grid.blocks)
+    runs = {b: [t for i in range(rounds) if (t := persistent.tile_of(b, i, grid)) < tiles] for b in range(grid.blocks)}
+    seen = sorted(t for ts in runs.values() for t in ts)
+    assert seen == list(range(tiles))
+    if snake and rounds >= 2 and grid.blocks > 1:
+        # block 0 runs the first tile of round 0 and the last of round 1
+        assert runs[0][:2] == [0, 2 * grid.blocks - 1][: len(runs[0][:2])]
+
+
 # ------------------------------------------------------------------ compile tier
 
 
@@ -184,6 +223,26 @@ def test_persistent_source_loops_over_tiles_with_the_ring_carried(tma):
     first_loop = src.index("for (int", src.index("__global__"))
     assert src.count("tc::mbar_init(") == 12 and src.rindex("tc::mbar_init(") < first_loop
     assert "blockIdx.y" not in src[src.index("__global__") :]
+
+
+@pytest.mark.parametrize("defer", [True, False])
+def test_causal_attention_source_runs_rounds_with_a_ring_counter(defer):
+    """Consumers and producer each loop over 32 rounds of 132 tiles (snake order: odd rounds take
+    tile 131 - blockIdx.x), skip tiles past the grid, carry the ring's position in a counter that
+    each tile's loop advances by its own trip count, and the consumers meet at their barrier first."""
+    src, _, _, lk = compiler.generate_source(
+        _attention(True, batch=4, heads=32, seq=4096), "sm_90a", {"defer_gemm": defer}
+    )
+    assert [g.value for g in lk.grid] == [132]
+    body = src[src.index("__global__") :]
+    assert len(re.findall(r"for \(int (\w+) = 0; \1 < 32; \+\+\1\) \{", body)) == 2  # the rounds
+    assert body.count("(131 - ((int)blockIdx.x))") >= 2  # snake order
+    counters = re.findall(r"(tile_ring\w*)\[0\] = 0;", body)
+    assert len(counters) == 2
+    for ring in counters:  # advanced by 32 - (query block): the causal trip count of the tile
+        assert re.search(ring + r"\[0\] = \(\(" + ring + r"\[0\] \+ 32\) - ", body), ring
+    first_tile = body.index("< 4096) {") if "< 4096) {" in body else body.index("< 1024) {")
+    assert body[first_tile : first_tile + 3000].count("tc::named_sync(1, 256);") >= 1
 
 
 @needs_nvcc
@@ -242,3 +301,37 @@ def test_persistent_user_gemm_through_compile():
         c = kern(a, b)
         ref = a.double() @ b.double()
         assert ((c.double() - ref).norm() / ref.norm()).item() < 2e-3
+
+
+# causal, batch, heads, seq, options: more tiles than blocks in every case (2-4 per block)
+ATTN_GPU_CASES = [
+    (True, 4, 8, 2048, {}),  # 512 tiles, by default: snake rounds, the deferred second gemm
+    (True, 2, 8, 2000, {"defer_gemm": False}),  # a partial last query / key block; the plain ping-pong loop
+    (False, 2, 8, 2048, ON),  # non-causal: equal tiles, round-robin
+    (True, 4, 8, 1024, {"tma": False, "persistent": True}),  # the cp.async producer; 256 tiles
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ATTN_GPU_CASES, ids=lambda c: f"causal{c[0]}-b{c[1]}h{c[2]}s{c[3]}-{len(c[4])}")
+def test_persistent_attention_matches_torch_and_the_one_block_per_tile_kernel(case):
+    """Each tile runs the same instructions as its own block would: the same bits; and the result
+    is attention's (float32 SDPA in torch)."""
+    import torch
+    import torch.nn.functional as F
+
+    causal, batch, heads, seq, options = case
+    func = _attention(causal, batch=batch, heads=heads, seq=seq)
+    art = _codegen(func, **options)
+    base = _codegen(func, **dict(options, persistent=False))
+    assert art.meta["grid_py"] == ["132"], art.meta["notes"]
+    assert base.meta["grid_py"] != ["132"]
+    q, k, v = (torch.randn(batch, seq, heads, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+    outs = []
+    for a in (art, base):
+        out = torch.full_like(q, float("nan"))
+        plugin.tilecore_launcher(backend=plugin.make_backend(), artifact=a)([q, k, v, out], {})
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1])
+    ref = F.scaled_dot_product_attention(*(x.transpose(1, 2).float() for x in (q, k, v)), is_causal=causal)
+    assert (outs[0].float() - ref.transpose(1, 2)).abs().max().item() < 2e-2

@@ -31,9 +31,9 @@ with async stage copies (the toolkit's `pipeline_copies`), every gemm of its bod
 that writes no shared memory and needs no barrier (register-only copies, row reductions inside a
 warp), and a trip count and copy regions that name only block indices, dynamic dimensions, the
 loop variable and names bound before the loop to expressions of those (the producer recomputes
-them). Other loops keep the other pipelines. With option persistent a plain GEMM's kernel launches
-one block per SM that loops over the output tiles, the ring's counters continuing across them
-(`persistent.py`).
+them). Other loops keep the other pipelines. With option persistent the kernel launches one block
+per SM that loops over the output tiles, the ring's counters continuing across them
+(`persistent.py`: plain GEMMs, and causal attention by default).
 
 Planning is pure Python; lowering imports TVM when the rules run.
 """
@@ -266,12 +266,7 @@ class WarpSpecializedPipeline(LoweringRule):
         # the deferred schedule issues and retires wgmma groups itself: a Gemm rule a third party put
         # ahead of wgmma gets the gemms through the plain consumer loop's rule-table calls instead
         first = lowering.rules.get("Gemm")
-        # (and it keeps its own stage ring: never under a persistent block's tile loop)
-        deferred = (
-            info.deferred
-            and getattr(first, "name", None) == "wgmma"
-            and getattr(lowering, "ws_iteration_base", None) is None
-        )
+        deferred = info.deferred and getattr(first, "name", None) == "wgmma"
         # only TMA writes the shared memory the loop's wgmma reads (the body writes none, see
         # _barrier_free; what was written before the loop is fenced before its barrier): no proxy
         # fence per gemm, as in CUTLASS's warp-specialized main loops
@@ -482,7 +477,9 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
             if info.persistent is None:
                 lowering.emit_body(kernel.body)
             else:
-                P.emit_tiles(lowering, kernel, info.persistent, lambda base: _emit_tile_body(lowering, kernel, base))
+                P.emit_tiles(
+                    lowering, kernel, info.persistent, lambda base: _emit_tile_body(lowering, kernel, info, base)
+                )
             if getattr(lowering, "tma_store_staging", None) is not None:
                 tma_store.emit_drain(lowering)
         with B.Else():
@@ -494,8 +491,14 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
         fr.__exit__(None, None, None)
 
 
-def _emit_tile_body(lowering, kernel: N.Kernel, base) -> None:
-    """The consumers' body for one tile of a persistent block: the ring's iterations start at `base`."""
+def _emit_tile_body(lowering, kernel: N.Kernel, info: WsLoop, base) -> None:
+    """The consumers' body for one tile of a persistent block: the ring's iterations start at `base`.
+    A kernel of the general form (`persistent.LOOP_RULES`) first meets at the consumer barrier: its
+    shared tiles' last uses in the previous tile are over before this tile writes them (the
+    barrier placement sees one tile's body, not the loop around it)."""
+    assert info.persistent is not None
+    if info.persistent.ktiles is None:
+        lowering.sync()
     lowering.ws_iteration_base = base
     try:
         lowering.emit_body(kernel.body)
@@ -546,6 +549,10 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
 
         def tile_copies(span, base):
             begin, n = span
+            tile_loop(begin, n, base)
+            P.advance_ring(lowering, n)
+
+        def tile_loop(begin, n, base):
             with B.serial(0, n) as j:
                 g = j if base is None else base + j  # the ring's iteration
                 stage = tx.floormod(g, S)
@@ -736,6 +743,7 @@ def emit_consumer_loop(lowering, info: WsLoop, barriers) -> None:
     lowering.intrinsics[("barrier", None)] = consumer_barrier
     for c in info.copies:
         lowering.stage.pop(c.dst.buffer.name, None)
+    P.advance_ring(lowering, n)
     lowering.sync()
 
 

@@ -40,6 +40,8 @@ from typing import List, NamedTuple, Optional, Sequence, Set
 from tilecore.ir import nodes as N
 from tilecore.lowering.simt_barriers import buffer_accesses
 
+from . import persistent as P
+
 
 class DeferredGemm(NamedTuple):
     """Where the two gemms sit in the loop body (without its stage copies) and the order of the
@@ -129,22 +131,27 @@ def emit_deferred_loop(lowering, info, barriers) -> None:
     lowering.sync()
     wg = tx.floordiv(lowering.thread, ws.WARPGROUP)
     threads = tx.IntImm("int32", T)
+    base = getattr(lowering, "ws_iteration_base", None)  # a persistent block's tile: where the ring is
+
+    def ring(k):
+        """The ring iteration of the loop's iteration k."""
+        return k if base is None else base + k
 
     def at(k):
         for c in info.copies:
-            lowering.stage[c.dst.buffer.name] = tx.floormod(k, S)
+            lowering.stage[c.dst.buffer.name] = tx.floormod(ring(k), S)
         lowering.ex.bind(loop.var.name, begin + k)
 
     def full(ci, k):
         ws._call(
             lowering,
             "tc::mbar_wait",
-            ws._full(barriers, C, S, ci, tx.floormod(k, S)),
-            tx.floormod(tx.floordiv(k, S), 2),
+            ws._full(barriers, C, S, ci, tx.floormod(ring(k), S)),
+            tx.floormod(tx.floordiv(ring(k), S), 2),
         )
 
     def empty(ci, k):
-        ws.release_stage(lowering, info, barriers, ci, tx.floormod(k, S))
+        ws.release_stage(lowering, info, barriers, ci, tx.floormod(ring(k), S))
 
     def turn():
         if info.pingpong:
@@ -246,4 +253,5 @@ def emit_deferred_loop(lowering, info, barriers) -> None:
     lowering.intrinsics[("barrier", None)] = saved_barrier
     for c in info.copies:
         lowering.stage.pop(c.dst.buffer.name, None)
+    P.advance_ring(lowering, n)
     lowering.sync()
