@@ -2,7 +2,7 @@ export PYTHONPATH=$PWD:$PWD/plugins/tile-cuda
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv > $OUT/env.txt
 python3 -c "import torch;print(torch.__version__)" >> $OUT/env.txt
 python3 benchmarks/cuda_prebuilt.py run .prebuilt ${ROUNDS:-7} > $OUT/a.jsonl 2> $OUT/a.err
-mkdir -p /tmp/pb2 && for f in .prebuilt/old-*; do cp $f /tmp/pb2/a-$(basename $f); done; for f in .prebuilt/new-*; do cp $f /tmp/pb2/b-$(basename $f); done
+mkdir -p /tmp/pb2 && for f in .prebuilt/*.pkl; do b=$(basename $f); case $b in old-*) p=a;; mid-*) p=b;; *) p=c;; esac; cp $f /tmp/pb2/$p-$b; done
 python3 benchmarks/cuda_prebuilt.py run /tmp/pb2 ${ROUNDS:-7} > $OUT/b.jsonl 2>> $OUT/a.err
 cat $OUT/env.txt; tail -3 $OUT/a.err
 python3 - <<'PY'

@@ -216,11 +216,11 @@ def emit_tiles(lowering, kernel: N.Kernel, grid: PersistentGrid, body) -> None:
         with B.If(tile < grid.tiles):
             with B.Then():
                 bind(tile)
-                lowering.ws_ring = ring
+                lowering.ws_ring, lowering.ws_tile_ordinal = ring, i  # (only the last round skips tiles)
                 try:
                     body(tx.BufferLoad(ring, [0]))
                 finally:
-                    lowering.ws_ring = None
+                    lowering.ws_ring = lowering.ws_tile_ordinal = None
 
 
 def advance_ring(lowering, n) -> None:

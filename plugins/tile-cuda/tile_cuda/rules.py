@@ -6,7 +6,9 @@
                `split_k.split_k_rewrite` split over K, option split_k) -> portable
     Pipelined  warp_specialized (sm_90a, option warp_specialize) -> wgmma_overlap_pipeline (sm_90a,
                option wgmma_overlap) -> async_copy_pipeline (cp.async, sm_80+) -> portable (a serial loop)
-    Copy       tma_store_epilogue (sm_90a, option tma_store: a warp-specialized GEMM's epilogue) -> portable
+    Copy       tma_store_epilogue (sm_90a, option tma_store: a warp-specialized GEMM's epilogue) ->
+               ws_tile_load_wait (a persistent kernel's per-tile copy the producer loads,
+               `ws_tile_loads.py`) -> portable
     Print      printf -> portable (refused)
 
 `add_cuda_rules(rules)` is what the plugin's `tilecore_lowering_rules` hook runs;
@@ -81,6 +83,7 @@ def add_cuda_rules(rules) -> None:
     from .tma_store import TmaStoreEpilogue
     from .warp_specialize import WarpSpecializedKernel, WarpSpecializedPipeline
     from .wgmma_pipeline import WgmmaOverlapPipeline
+    from .ws_tile_loads import TileLoadWait
 
     rules.add("Kernel", WarpSpecializedKernel())
     rules.add("Kernel", SplitKKernel())
@@ -90,6 +93,7 @@ def add_cuda_rules(rules) -> None:
     rules.add("Pipelined", WgmmaOverlapPipeline())
     rules.add("Pipelined", AsyncCopyPipeline(applies_to=has_mma_sync))
     rules.add("Copy", TmaStoreEpilogue())
+    rules.add("Copy", TileLoadWait())
     rules.add("Print", PrintfRule())
 
 

@@ -54,6 +54,7 @@ from tilecore.plugin.rules import LoweringRule
 from . import cluster as CL
 from . import persistent as P
 from . import tma_store
+from . import ws_tile_loads as TL
 from .target import has_wgmma
 from .tma import PARAM_PREFIX, TMA_CLAIM, TMA_LIB, TmaCopy, tma_copy, tma_enabled
 from .ws_deferred import DeferredGemm, deferred_gemm, emit_deferred_loop
@@ -125,6 +126,7 @@ class WsLoop(NamedTuple):
     tma_store: Optional[tma_store.TmaStore] = None  # option tma_store: the epilogue's TMA stores
     multicast: Optional[CL.Multicast] = None  # option tma_multicast: clusters of two share these loads
     blocks_per_sm: int = 1  # option ws_blocks_per_sm where the register split leaves room (`_plan_blocks_per_sm`)
+    tile_loads: Tuple[TmaCopy, ...] = ()  # copies before the loop the producer loads per tile (`ws_tile_loads`)
 
 
 def ws_enabled(target, threads: int) -> bool:
@@ -275,6 +277,8 @@ class WarpSpecializedPipeline(LoweringRule):
             (emit_deferred_loop if deferred else emit_consumer_loop)(lowering, info, state)
         finally:
             lowering.smem_written_by_tma_only = False
+        if info.tile_loads and getattr(lowering, "ws_tile_ordinal", None) is not None:
+            TL.release_tile_loads(lowering, info, state)
         return None
 
 
@@ -304,6 +308,11 @@ def _plan_schedule_options(ctx, found: WsLoop) -> WsLoop:
         else:
             found = found._replace(persistent=grid)
             ctx.plan.notes.append(P.describe(grid, mode))
+            if grid.ktiles is None and found.tma and all(found.tma):
+                func = ctx.func
+                known = {v.name for v in func.kernel.block_vars} | {v.name for v in func.dyn_vars}
+                known |= {let.var.name for let in found.lets}
+                found = found._replace(tile_loads=TL.plan_tile_loads(ctx, found, known))
     return found
 
 
@@ -384,7 +393,7 @@ class WarpSpecializedKernel(LoweringRule):
         if not claims or not lowering.target.shared_pool:
             return NotImplemented
         (info,) = claims.values()
-        mbarriers = 8 * 2 * len(info.copies) * info.stages
+        mbarriers = 8 * 2 * (len(info.copies) * info.stages + len(info.tile_loads))
         lowering.tma_store_at = tma_store.reserve_staging(lowering, info.tma_store, mbarriers)
         if lowering.shared_offsets(lowering.shared_tiles())[1] > lowering.target.max_shared_memory:
             lowering.shared_tail = 0  # no room for the mbarriers: the other pipelines take the loop
@@ -434,7 +443,7 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
     C = len(info.copies)
     # in the dynamic pool, after the tiles (shared_tail): see _full and _empty
     barriers = B.decl_buffer(
-        (2 * C * S,),
+        (2 * C * S + 2 * len(info.tile_loads),),
         "uint64",
         data=lowering.pool.data,
         elem_offset=lowering.tail_off // 8,
@@ -460,6 +469,9 @@ def emit_ws_kernel(lowering, kernel: N.Kernel, info: WsLoop) -> None:
                 for s in range(S):
                     _call(lowering, "tc::mbar_init", _full(barriers, C, S, c, s), tx.IntImm("int32", arrivals))
                     _call(lowering, "tc::mbar_init", _empty(barriers, C, S, c, s), tx.IntImm("int32", releases))
+            for i in range(len(info.tile_loads)):  # one TMA arrival; every consumer warp releases
+                _call(lowering, "tc::mbar_init", TL.full_barrier(barriers, info, i), tx.IntImm("int32", 1))
+                _call(lowering, "tc::mbar_init", TL.empty_barrier(barriers, info, i), tx.IntImm("int32", T // 32))
             if any(info.tma):
                 _call(lowering, "tc::fence_mbar_init")
     lowering.instruction("barrier")  # the whole block, producer included
@@ -545,7 +557,13 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
             if info.persistent is None:
                 tile_copies(span, None)
             else:  # each tile of the block; the ring's counter continues
-                P.emit_tiles(lowering, lowering.kernel, info.persistent, lambda base: tile_copies(bounds(), base))
+                P.emit_tiles(lowering, lowering.kernel, info.persistent, tile)
+
+        def tile(base):
+            span = bounds()
+            if info.tile_loads:  # (every copy is TMA: this runs on the elected thread)
+                TL.issue_tile_loads(lowering, info, barriers, lowering.ws_tile_ordinal)
+            tile_copies(span, base)
 
         def tile_copies(span, base):
             begin, n = span
@@ -629,21 +647,30 @@ def _issue_tma(lowering, info: WsLoop, barriers, ci, j) -> None:
     of the cluster; the other block's half completes on this block's full mbarrier."""
     from tvm import tirx as tx
 
-    from tilecore.lowering.tir_expr import cast_to
-
     t, C, S = info.tma[ci], len(info.copies), info.stages
     assert t is not None
     multicast = _multicast(info, ci)
     stage = tx.floormod(j, S)
     _wait_empty(lowering, barriers, C, S, ci, j)
     _call(lowering, "tc::mbar_expect_tx", _full(barriers, C, S, ci, stage), tx.IntImm("int32", t.bytes))
+    rank = _helper_value(lowering, "tc::cluster_rank") if multicast else None
+    issue_tma_boxes(lowering, t, stage, _full(barriers, C, S, ci, stage), rank)
+
+
+def issue_tma_boxes(lowering, t: TmaCopy, stage, bar, rank=None) -> None:
+    """One TMA load per box of `t` into its buffer's stage `stage`, completing on mbarrier `bar`
+    (coordinates innermost first; TMA fills the elements outside the tensor with zeros). With a
+    cluster `rank` (multicast): this block's half of each box, into both blocks of the cluster."""
+    from tvm import tirx as tx
+
+    from tilecore.lowering.tir_expr import cast_to
+
     starts = [lowering.lower(st) for st in t.copy.src.starts]
     dst = t.copy.dst.buffer
     view, numel = lowering.views[dst.name], lowering.plan.layout[dst.name].numel
-    rank = _helper_value(lowering, "tc::cluster_rank") if multicast else None
     for box in t.layout.boxes:
         row, elem = box.row, box.smem_elem
-        if multicast:  # this block's half of the box
+        if rank is not None:  # this block's half of the box
             row, elem = CL.rank_box(box, rank, t.layout.box_rows, t.layout.box_cols)
         coords = list(starts)
         coords[t.row_axis] = coords[t.row_axis] + row
@@ -651,8 +678,7 @@ def _issue_tma(lowering, info: WsLoop, barriers, ci, j) -> None:
         coords = [cast_to(c, "int32") for c in reversed(coords)]
         at = tx.address_of(tx.BufferLoad(view, [stage * numel + elem]))
         map_ = lowering.param_vars[t.spec.param]
-        bar = _full(barriers, C, S, ci, stage)
-        if multicast:
+        if rank is not None:
             mask = tx.IntImm("int32", (1 << CL.CLUSTER) - 1)
             _call(lowering, f"tc::tma_load_multicast<{len(coords)}>", at, map_, bar, mask, *coords)
         else:
