@@ -37,7 +37,9 @@ def test_the_copy_becomes_a_wait_and_the_loop_end_releases_the_tile():
     assert body.index("/ logsum_ptr[0]", release) > release
     assert body.count(f"[{empty}]") == 3  # its initialization, the release and the producer's wait
     # producer: waits for the previous tile's release, then the bytes and two boxes
-    wait = re.search(rf"tc::mbar_wait\(\(&\(\(\(uint64_t\*\)smem_pool_ptr\)\[{empty}\]\)\), \(\((\w+) \+ 1\) & 1\)\);", body)
+    wait = re.search(
+        rf"tc::mbar_wait\(\(&\(\(\(uint64_t\*\)smem_pool_ptr\)\[{empty}\]\)\), \(\((\w+) \+ 1\) & 1\)\);", body
+    )
     assert wait, "the producer's wait"
     assert f"tc::mbar_expect_tx((&(((uint64_t*)smem_pool_ptr)[{full}])), 32768);" in body
     assert body.count("tc_tmap3,") == 2
