@@ -205,6 +205,8 @@ MATRIX = [
     # takes it by default, in snake order) against one block per (query block, head, batch)
     ("attn_causal_np", 4096, dict(attention=True, causal=True), "float16", {"persistent": False}),
     ("attn_persist", 4096, dict(attention=True, causal=False), "float16", {"persistent": True}),
+    # ... with the next tile's Q loaded by the producer (option tile_loads, tile_cuda/ws_tile_loads.py)
+    ("attn_causal_tl", 4096, dict(attention=True, causal=True), "float16", {"tile_loads": True}),
     *(
         (f"attn_causal_g{g}", 4096, dict(attention=True, causal=True), "float16", {"heavy_first_group_blocks": g})
         for g in (32, 128)

@@ -309,6 +309,8 @@ ATTN_GPU_CASES = [
     (True, 2, 8, 2000, {"defer_gemm": False}),  # a partial last query / key block; the plain ping-pong loop
     (False, 2, 8, 2048, ON),  # non-causal: equal tiles, round-robin
     (True, 4, 8, 1024, {"tma": False, "persistent": True}),  # the cp.async producer; 256 tiles
+    (True, 4, 8, 2048, {"tile_loads": True}),  # Q loaded per tile by the producer (ws_tile_loads.py)
+    (False, 2, 8, 2000, {"persistent": True, "tile_loads": True}),  # ... with a partial last Q tile
 ]
 
 

@@ -1,6 +1,6 @@
-"""Per-tile loads by the producer of a persistent warp-specialized kernel (tile_cuda/ws_tile_loads.py):
-which copies qualify (planning, pure Python) and the handshake in the generated code (the GPU
-runs are test_persistent.py's attention cases, which take this path by default)."""
+"""Per-tile loads by the producer of a persistent warp-specialized kernel (tile_cuda/ws_tile_loads.py,
+option tile_loads): which copies qualify (planning, pure Python) and the handshake in the generated
+code; on a GPU, test_persistent.py's attention cases with the option on."""
 
 import re
 
@@ -9,22 +9,24 @@ from test_persistent import _attention, _claim
 from tile_cuda import compiler
 
 BIG = dict(batch=4, heads=32, seq=4096)  # 4096 tiles: persistent by default when causal
+ON = {"tile_loads": True}
 
 
 def test_causal_attention_loads_q_per_tile_in_the_producer():
-    info, notes = _claim(_attention(True, **BIG), {})
+    assert _claim(_attention(True, **BIG), {})[0].tile_loads == ()  # option tile_loads: off by default
+    info, notes = _claim(_attention(True, **BIG), ON)
     assert [t.copy.dst.buffer.name for t in info.tile_loads] == ["Q_shared"]
     assert "copy into Q_shared: loaded per tile by the producer (TMA, 2 boxes)" in notes
     assert info.tile_loads[0].spec.param == "tc_tmap3"  # after K's, V's and the store's names
     # not persistent, the plain GEMM's form, or a cp.async producer: the consumers copy as before
-    assert _claim(_attention(True, **BIG), {"persistent": False})[0].tile_loads == ()
-    assert _claim(_attention(False, **BIG), {})[0].tile_loads == ()
-    assert _claim(_attention(True, **BIG), {"tma": False})[0].tile_loads == ()
-    assert _claim(_attention(False, **BIG), {"persistent": True})[0].tile_loads != ()
+    assert _claim(_attention(True, **BIG), {**ON, "persistent": False})[0].tile_loads == ()
+    assert _claim(_attention(False, **BIG), ON)[0].tile_loads == ()
+    assert _claim(_attention(True, **BIG), {**ON, "tma": False})[0].tile_loads == ()
+    assert _claim(_attention(False, **BIG), {**ON, "persistent": True})[0].tile_loads != ()
 
 
 def test_the_copy_becomes_a_wait_and_the_loop_end_releases_the_tile():
-    src = compiler.generate_source(_attention(True, **BIG), "sm_90a", {})[0]
+    src = compiler.generate_source(_attention(True, **BIG), "sm_90a", ON)[0]
     body = src[src.index("__global__") :]
     full, empty = 25096, 25097  # after the 2 copies x 2 stages x (full, empty) stage mbarriers
     assert f"tc::mbar_init((&(((uint64_t*)smem_pool_ptr)[{full}])), 1);" in body  # one TMA arrival

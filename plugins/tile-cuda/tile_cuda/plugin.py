@@ -20,6 +20,7 @@ from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainSt
 from . import __version__, toolchain
 from .target import (
     DEFAULT_DEFER_GEMM,
+    DEFAULT_TILE_LOADS,
     DEFAULT_OVERLAP,
     DEFAULT_WARP_SPECIALIZE,
     GEMM_BLOCK_PANEL,
@@ -241,12 +242,22 @@ def make_backend() -> Backend:
                 "persistent",
                 object,
                 "auto",
-                "sm_90a: a warp-specialized plain GEMM launches one block per SM, each looping over "
+                "sm_90a: a warp-specialized kernel launches one block per SM, each looping over "
                 "output tiles (the kernel's block order), its producer loading the next tile during "
-                'the epilogue (tile_cuda/persistent.py); "auto" (default): when it has more than one '
-                "and at most 4 waves of tiles and a TMA-store epilogue (measured faster there on the H100; "
-                "slower with many more), True: wherever the kernel qualifies, False: one block per tile",
+                'the epilogue (tile_cuda/persistent.py); "auto" (default): a plain GEMM when it has more '
+                "than one and at most 4 waves of tiles and a TMA-store epilogue (measured faster there on "
+                "the H100; slower with many more), another kernel (attention) when its trip count grows "
+                "with a block index (causal: tiles in snake order) and it has more than one wave of tiles, "
+                "True: wherever the kernel qualifies, False: one block per tile",
                 choices=(False, True, "auto"),
+            ),
+            Option(
+                "tile_loads",
+                bool,
+                DEFAULT_TILE_LOADS,
+                "sm_90a: in a persistent kernel other than the plain GEMM, a copy before the loop into a "
+                "shared tile only the loop reads (attention's Q) is loaded per tile by the producer with "
+                "TMA while the consumers finish the previous tile (tile_cuda/ws_tile_loads.py)",
             ),
             Option(
                 "tma_store",

@@ -308,7 +308,7 @@ def _plan_schedule_options(ctx, found: WsLoop) -> WsLoop:
         else:
             found = found._replace(persistent=grid)
             ctx.plan.notes.append(P.describe(grid, mode))
-            if grid.ktiles is None and found.tma and all(found.tma):
+            if grid.ktiles is None and found.tma and all(found.tma) and ctx.target.prop("tile_loads", False):
                 func = ctx.func
                 known = {v.name for v in func.kernel.block_vars} | {v.name for v in func.dyn_vars}
                 known |= {let.var.name for let in found.lets}
