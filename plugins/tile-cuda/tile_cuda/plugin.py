@@ -20,8 +20,8 @@ from tilecore.plugin.backend import Artifact, Backend, Capabilities, ToolchainSt
 from . import __version__, toolchain
 from .target import (
     DEFAULT_DEFER_GEMM,
-    DEFAULT_TILE_LOADS,
     DEFAULT_OVERLAP,
+    DEFAULT_TILE_LOADS,
     DEFAULT_WARP_SPECIALIZE,
     GEMM_BLOCK_PANEL,
     HEAVY_FIRST_GROUP_BLOCKS,
