@@ -39,27 +39,16 @@ def build(out_dir: str) -> None:
 
 def run(out_dir: str) -> None:
     """One JSON line per case: same bits, max |error| against torch's float32 SDPA."""
-    import torch
-    import torch.nn.functional as F
-
-    from tile_cuda import plugin
+    from test_persistent import ATTN_TOLERANCE, run_attention_pair
 
     for path in sorted(glob.glob(os.path.join(out_dir, "case*.pkl"))):
         with open(path, "rb") as f:
             case, art, base = pickle.load(f)
-        causal, batch, heads, seq, options = case
-        q, k, v = (torch.randn(batch, seq, heads, 128, device="cuda", dtype=torch.float16) for _ in range(3))
-        outs = []
-        for a in (art, base):
-            out = torch.full_like(q, float("nan"))
-            plugin.tilecore_launcher(backend=plugin.make_backend(), artifact=a)([q, k, v, out], {})
-            outs.append(out)
-        torch.cuda.synchronize()
-        ref = F.scaled_dot_product_attention(*(x.transpose(1, 2).float() for x in (q, k, v)), is_causal=causal)
-        err = (outs[0].float() - ref.transpose(1, 2)).abs().max().item()
-        same = torch.equal(outs[0], outs[1])
-        row = dict(case=str(case), grid=art.meta["grid_py"], same_bits=same, max_err=err, ok=same and err < 2e-2)
-        print(json.dumps(row), flush=True)
+        same, err = run_attention_pair(case, art, base)
+        ok = same and err < ATTN_TOLERANCE
+        print(
+            json.dumps(dict(case=str(case), grid=art.meta["grid_py"], same_bits=same, max_err=err, ok=ok)), flush=True
+        )
 
 
 if __name__ == "__main__":

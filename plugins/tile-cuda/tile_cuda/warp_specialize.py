@@ -567,10 +567,6 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
 
         def tile_copies(span, base):
             begin, n = span
-            tile_loop(begin, n, base)
-            P.advance_ring(lowering, n)
-
-        def tile_loop(begin, n, base):
             with B.serial(0, n) as j:
                 g = j if base is None else base + j  # the ring's iteration
                 stage = tx.floormod(g, S)
@@ -597,6 +593,7 @@ def emit_producer(lowering, info: WsLoop, barriers) -> None:
                     lowering.emit_copy_async(c)
                     # arrives once every earlier cp.async of the thread has landed (this copy's included)
                     _call(lowering, "tc::cp_async_arrive", _full(barriers, C, S, ci, stage))
+            P.advance_ring(lowering, n)  # (a persistent tile of the general form: the ring's counter)
 
         if any(tma):
             with B.If(elected):
