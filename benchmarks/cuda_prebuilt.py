@@ -207,6 +207,11 @@ MATRIX = [
     ("attn_persist", 4096, dict(attention=True, causal=False), "float16", {"persistent": True}),
     # ... with the next tile's Q loaded by the producer (option tile_loads, tile_cuda/ws_tile_loads.py)
     ("attn_causal_tl", 4096, dict(attention=True, causal=True), "float16", {"tile_loads": True}),
+    ("attn_persist_tl", 4096, dict(attention=True, causal=False), "float16", {"persistent": True, "tile_loads": True}),
+    # session 22: the epilogue's staging tile O_shared swizzled (tile_cuda/staging_tiles.py, default on)
+    # against the row-major tile (8-way bank conflicts on the accumulator's stores)
+    ("attn_nosw", 4096, dict(attention=True, causal=False), "float16", {"staging_swizzle": False}),
+    ("attn_causal_nosw", 4096, dict(attention=True, causal=True), "float16", {"staging_swizzle": False}),
     *(
         (f"attn_causal_g{g}", 4096, dict(attention=True, causal=True), "float16", {"heavy_first_group_blocks": g})
         for g in (32, 128)

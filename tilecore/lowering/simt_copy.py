@@ -36,8 +36,13 @@ def contiguous_run(r: N.Region, vec: int, plan) -> bool:
     st = plan.storage[r.buffer.name]
     if st == "smem":
         lay = plan.layout[r.buffer.name]
+        # a swizzle moves whole 16-byte chunks: an aligned run inside one chunk stays contiguous
+        within_chunk = VECTOR_BYTES % (vec * lay.elem_bytes) == 0
         return (
-            not lay.swizzle and r.extents[-1] % vec == 0 and divisible(r.starts[-1], vec) and lay.row_elems % vec == 0
+            (not lay.swizzle or within_chunk)
+            and r.extents[-1] % vec == 0
+            and divisible(r.starts[-1], vec)
+            and lay.row_elems % vec == 0
         )
     if st != "global":
         return False

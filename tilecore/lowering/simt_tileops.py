@@ -75,7 +75,6 @@ class SimtTileOps(SimtHost):
             run = lay.vec if isinstance(lay, StridedLayout) else 2 if isinstance(lay, MmaLayout) else 1
             vec_ok = (
                 run > 1
-                and not (isinstance(lay, MmaLayout) and "smem" in (ss, ds))
                 and not (pred_src or pred_dst)
                 and "bool" not in (src.buffer.dtype, dst.buffer.dtype)
                 and run * max(itemsize(src.buffer.dtype), itemsize(dst.buffer.dtype)) <= 32

@@ -270,6 +270,14 @@ def make_backend() -> Backend:
                 "8192^3 on the H100), True: every eligible epilogue, False: global stores",
                 optional=True,
             ),
+            Option(
+                "staging_swizzle",
+                bool,
+                True,
+                "a shared tile that only stages an MMA accumulator on its way to global memory "
+                "(attention's O_shared) takes the swizzled layout, so the fragment's column pairs are "
+                "stored as 4-byte vectors without bank conflicts (tile_cuda/staging_tiles.py)",
+            ),
         ),
         toolchain_fingerprint=lambda: tvm_fingerprint() + ";" + toolchain.compiler_fingerprint(),
         tilelang=TILELANG_NAMES,

@@ -8,7 +8,8 @@
                option wgmma_overlap) -> async_copy_pipeline (cp.async, sm_80+) -> portable (a serial loop)
     Copy       tma_store_epilogue (sm_90a, option tma_store: a warp-specialized GEMM's epilogue) ->
                ws_tile_load_wait (a persistent kernel's per-tile copy the producer loads,
-               `ws_tile_loads.py`) -> portable
+               `ws_tile_loads.py`) -> swizzled_staging (plans the swizzled layout of an epilogue's
+               staging tile, `staging_tiles.py`; emits nothing) -> portable
     Print      printf -> portable (refused)
 
 `add_cuda_rules(rules)` is what the plugin's `tilecore_lowering_rules` hook runs;
@@ -80,6 +81,7 @@ def add_cuda_rules(rules) -> None:
 
     from .gemm_rules import MmaSyncGemm, WgmmaGemm
     from .split_k import SplitKKernel
+    from .staging_tiles import SwizzledStaging
     from .tma_store import TmaStoreEpilogue
     from .warp_specialize import WarpSpecializedKernel, WarpSpecializedPipeline
     from .wgmma_pipeline import WgmmaOverlapPipeline
@@ -94,6 +96,7 @@ def add_cuda_rules(rules) -> None:
     rules.add("Pipelined", AsyncCopyPipeline(applies_to=has_mma_sync))
     rules.add("Copy", TmaStoreEpilogue())
     rules.add("Copy", TileLoadWait())
+    rules.add("Copy", SwizzledStaging())
     rules.add("Print", PrintfRule())
 
 

@@ -35,7 +35,8 @@ def cuda_target(arch: str, options: Dict[str, Any]):
     `tma_store_mode`: "auto" by default, "on", "" off: `tma_store`'s epilogue) and "ws_blocks_per_sm"
     (option ws_blocks_per_sm, 1 or 2: the warp-specialized blocks one SM holds, which the register
     split plans for) and "tma_multicast" (option tma_multicast: clusters of two blocks sharing
-    stage loads, `cluster`), read by tile-cuda's rules and intrinsics.
+    stage loads, `cluster`) and "staging_swizzle" (option staging_swizzle, default on: `staging_tiles`'
+    swizzled epilogue staging tiles), read by tile-cuda's rules and intrinsics.
     """
     from tilecore.lowering.target import TargetDescription
 
@@ -76,6 +77,7 @@ def cuda_target(arch: str, options: Dict[str, Any]):
             "ws_blocks_per_sm": ws_blocks_per_sm(options.get("ws_blocks_per_sm", 1)),
             "tma_multicast": bool(options.get("tma_multicast", False)),
             "retile_gemm": retile_mode(options.get("retile_gemm", "auto")),
+            "staging_swizzle": bool(options.get("staging_swizzle", True)),
         },
     )
 
