@@ -3,6 +3,8 @@
 the same bits as the row-major tile."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_persistent import _attention
 
 import tilecore.language as T
@@ -65,6 +67,45 @@ def test_other_shared_tiles_keep_their_layout():
     # a gemm operand filled from global memory is swizzled by the gemm rules, not claimed here
     lay, claims = _layout(staged_gemm(256, 256, 64), "A_s")
     assert all(name == "C_s" for name in claims.values())
+
+
+def _offset(lay, i, j):
+    return lay.offset2d(i, j, lambda a, b: a // b, lambda a, b: a % b, lambda a, b: a ^ b)
+
+
+def _ways(words):
+    """The most distinct 8-byte words of one wavefront that share a bank."""
+    banks = {}
+    for w in set(words):
+        for k in (0, 1):
+            banks.setdefault((w + k) % 32, set()).add(w)
+    return max(len(v) for v in banks.values())
+
+
+@settings(deadline=None, max_examples=30)
+@given(rows=st.sampled_from([16, 64, 128]), cols=st.sampled_from([16, 32, 64, 128, 256]), elem=st.sampled_from([2, 4]))
+def test_the_swizzled_tile_takes_a_warps_pair_stores_without_bank_conflicts(rows, cols, elem):
+    """The 8 rows x 4 column pairs one warp instruction of an MMA fragment stores (lane l: row l // 4,
+    columns 2 (l % 4) and + 1) land in distinct 4-byte banks in the swizzled layout, each pair
+    contiguous; every element keeps its own address (the drain reads what the fill wrote)."""
+    lay = SharedLayout((rows, cols), elem, swizzle=True)
+    if not SharedLayout.can_swizzle(lay.shape, elem) or cols * elem < 128:
+        return  # narrower rows repeat a bank within 8 rows: not what the rule is for
+    for r0 in range(0, rows, 8):
+        for c0 in range(0, cols, 8):
+            words = [(_offset(lay, r0 + lane // 4, c0 + 2 * (lane % 4)) * elem) // 4 for lane in range(32)]
+            if elem == 2:  # a half2 pair: one 4-byte word, the second element right after the first
+                assert all(
+                    _offset(lay, r0 + ln // 4, c0 + 2 * (ln % 4) + 1)
+                    == _offset(lay, r0 + ln // 4, c0 + 2 * (ln % 4)) + 1
+                    for ln in range(32)
+                )
+                assert len({w % 32 for w in words}) == 32
+            else:  # float32 pairs (8-byte vectors, a half-warp per wavefront): fewer conflicts than row-major
+                rowmajor = [((r0 + ln // 4) * cols + c0 + 2 * (ln % 4)) * elem // 4 for ln in range(32)]
+                for lo in (0, 16):
+                    assert _ways(words[lo : lo + 16]) < _ways(rowmajor[lo : lo + 16])
+    assert sorted(_offset(lay, i, j) for i in range(rows) for j in range(cols)) == list(range(rows * cols))
 
 
 # ------------------------------------------------------------------ generated code
