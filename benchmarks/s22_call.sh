@@ -6,7 +6,7 @@ export PYTHONPATH=$PWD:$PWD/plugins/tile-cuda
 python3 benchmarks/persistent_attention_check.py run .prebuilt/check > $OUT/check.jsonl 2> $OUT/check.err
 cat $OUT/check.jsonl; tail -3 $OUT/check.err
 ROUNDS=${ROUNDS:-4} bash benchmarks/ab_attn_s21.sh
-for b in new-attn-4096 epi-attn-4096; do
+[ "${NCU_S:-60}" = 0 ] || for b in new-attn-4096 epi-attn-4096; do
   timeout ${NCU_S:-60} ncu --clock-control none --section WarpStateStats --section MemoryWorkloadAnalysis_Tables \
     -k regex:"^main_kernel$" --launch-skip 2 --launch-count 1 python3 benchmarks/cuda_prebuilt.py run .prebuilt 1 $b > $OUT/ncu_$b.txt 2>&1
   echo "ncu $b rc $?"; grep -E "Duration|Warp Cycles|Bank|Stall" $OUT/ncu_$b.txt | head -12

@@ -79,10 +79,13 @@ def test_kernels_that_do_not_qualify_keep_one_block_per_tile_and_say_why():
     assert "outside the loop uses a tile the loop fills" in persistent.choose_persistent(
         reads_stage, loop, False, 90, "on"
     )
-    # warp-specialized, not the plain GEMM: the general form with persistent=True, not with "auto"
-    info, notes = _claim(dataclasses.replace(base, body=(no_clear,)), {})
+    # warp-specialized, not the plain GEMM: the general form with persistent=True; with "auto" only
+    # for per-tile loads (option tile_loads), and this one has a single wave of tiles anyway
+    info, notes = _claim(dataclasses.replace(base, body=(no_clear,)), {"tile_loads": False})
     assert info is not None and info.persistent is None and "not cleared" in _note(notes)
     assert "auto: another loop only when its trip count grows" in _note(notes)
+    info, notes = _claim(dataclasses.replace(base, body=(no_clear,)), {})
+    assert info.persistent is None and "32 tiles fit in one wave" in _note(notes)
     info, notes = _claim(dataclasses.replace(base, body=(no_clear,)), ON)
     assert info.persistent == persistent.PersistentGrid(32, 32, None, snake=False)
     # not warp-specialized: off, another architecture, one warpgroup (the overlapped wgmma loop)
@@ -151,13 +154,20 @@ def _attention(causal, batch=1, heads=2, seq=512, **kw):
 
 def test_attention_takes_the_general_form():
     """Causal attention (trip counts grow with the query block) is persistent by default once its
-    tiles fill more than a wave, its rounds in snake order; non-causal only with persistent=True
-    (measured no faster, benchmarks/results/gpu-session21); one wave stays one block per tile."""
+    tiles fill more than a wave, its rounds in snake order; non-causal too, with the producer's
+    per-tile Q loads (option tile_loads "auto"; without them measured no faster,
+    benchmarks/results/gpu-session21, with them faster, gpu-session22); one wave stays one block
+    per tile."""
     info, notes = _claim(_attention(True, batch=4, heads=32, seq=4096), {})
     assert info.persistent == persistent.PersistentGrid(4096, 132, None, snake=True) and info.pingpong
     assert info.deferred is not None  # the deferred second gemm runs under the tile loop too
     info, notes = _claim(_attention(False, batch=4, heads=32, seq=4096), {})
+    assert info.persistent == persistent.PersistentGrid(4096, 132, None, snake=False) and info.tile_loads
+    info, notes = _claim(_attention(False, batch=4, heads=32, seq=4096), {"tile_loads": False})
     assert info.persistent is None and "auto: another loop only when" in _note(notes)
+    # a cp.async producer loads no tiles: "auto" keeps one block per tile and says why
+    info, notes = _claim(_attention(False, batch=4, heads=32, seq=4096), {"tma": False})
+    assert info.persistent is None and "no per-tile loads" in _note(notes)
     info, notes = _claim(_attention(False, batch=4, heads=32, seq=4096), ON)
     assert info.persistent == persistent.PersistentGrid(4096, 132, None, snake=False)
     info, notes = _claim(_attention(True), {})  # 8 tiles

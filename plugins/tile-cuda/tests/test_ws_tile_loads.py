@@ -13,14 +13,17 @@ ON = {"tile_loads": True}
 
 
 def test_causal_attention_loads_q_per_tile_in_the_producer():
-    assert _claim(_attention(True, **BIG), {})[0].tile_loads == ()  # option tile_loads: off by default
+    # option tile_loads "auto" (default): not in causal attention's snake rounds, in non-causal's rounds
+    assert _claim(_attention(True, **BIG), {})[0].tile_loads == ()
+    assert [t.copy.dst.buffer.name for t in _claim(_attention(False, **BIG), {})[0].tile_loads] == ["Q_shared"]
+    assert _claim(_attention(False, **BIG), {"tile_loads": False})[0].tile_loads == ()
     info, notes = _claim(_attention(True, **BIG), ON)
     assert [t.copy.dst.buffer.name for t in info.tile_loads] == ["Q_shared"]
     assert "copy into Q_shared: loaded per tile by the producer (TMA, 2 boxes)" in notes
     assert info.tile_loads[0].spec.param == "tc_tmap3"  # after K's, V's and the store's names
     # not persistent, the plain GEMM's form, or a cp.async producer: the consumers copy as before
     assert _claim(_attention(True, **BIG), {**ON, "persistent": False})[0].tile_loads == ()
-    assert _claim(_attention(False, **BIG), ON)[0].tile_loads == ()
+    assert _claim(_attention(False, **BIG), {**ON, "persistent": False})[0].tile_loads == ()
     assert _claim(_attention(True, **BIG), {**ON, "tma": False})[0].tile_loads == ()
     assert _claim(_attention(False, **BIG), {**ON, "persistent": True})[0].tile_loads != ()
 

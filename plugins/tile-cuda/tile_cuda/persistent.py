@@ -28,8 +28,9 @@ Two forms (the first failing rule of each in the plan's notes):
   so a block whose tile in one round was long gets a short one in the next.
 
 Option persistent: "auto" (default: the plain GEMM when it has more than one wave of tiles but at
-most AUTO_MAX_WAVES and its epilogue runs on TMA stores, option tma_store; the other form when
-its trip count grows with a block index and it has more than one wave of tiles), True (wherever
+most AUTO_MAX_WAVES and its epilogue runs on TMA stores, option tma_store; the other form when it
+has more than one wave of tiles and either its trip count grows with a block index or, with
+option tile_loads on or "auto", the producer loads a copy per tile (`ws_tile_loads`)), True (wherever
 the kernel qualifies), False (one block per tile, the code of before byte for byte). The SM count
 is the usual part's of the architecture (`split_k.SM_COUNT`, decided at compile time); on a GPU
 with fewer SMs some blocks wait for a second round, results are unchanged. Pure Python (the
@@ -107,16 +108,24 @@ def persistent_mode(value) -> str:
 
 
 def choose_persistent(
-    kernel: N.Kernel, loop: N.For, pingpong: bool, sm: int, mode: str, tma_store_epilogue: bool = True
+    kernel: N.Kernel,
+    loop: N.For,
+    pingpong: bool,
+    sm: int,
+    mode: str,
+    tma_store_epilogue: bool = True,
+    even_trips: bool = False,
 ) -> Union[PersistentGrid, str]:
     """The persistent launch of a warp-specialized `kernel` whose ring runs `loop`, or why not
     ("auto" also wants the epilogue on TMA stores, `tma_store_epilogue`: the configuration measured).
-    A kernel that is not the plain GEMM takes the general form (LOOP_RULES): with "auto" only when
-    its trip count grows with a block index (causal attention), whose tiles then run in snake order."""
+    A kernel that is not the plain GEMM takes the general form (LOOP_RULES): with "auto" when its
+    trip count grows with a block index (causal attention), whose tiles then run in snake order,
+    and, with `even_trips`, also when it does not (the caller keeps that launch only if the producer
+    then loads per-tile copies, `ws_tile_loads`: the configuration measured faster)."""
     sms = SM_COUNT.get(sm, DEFAULT_SM_COUNT) * BLOCKS_PER_SM
     found = plain_gemm(kernel, PERSISTENT_RULES)
     if isinstance(found, str):
-        return _choose_general(kernel, found, sms, mode)
+        return _choose_general(kernel, found, sms, mode, even_trips)
     if found.loop is not loop or pingpong:
         return "the warp-specialized loop is not the plain GEMM's"
     if found.ktiles < 1:
@@ -131,7 +140,9 @@ def choose_persistent(
     return PersistentGrid(tiles, min(tiles, sms), found.ktiles)
 
 
-def _choose_general(kernel: N.Kernel, not_plain: str, sms: int, mode: str) -> Union[PersistentGrid, str]:
+def _choose_general(
+    kernel: N.Kernel, not_plain: str, sms: int, mode: str, even_trips: bool = False
+) -> Union[PersistentGrid, str]:
     """The general form's launch (see `choose_persistent`), or why not."""
     if any(isinstance(s, N.Hint) and s.kind == HINT for s in kernel.body):
         return "split-K splits the kernel"
@@ -139,7 +150,7 @@ def _choose_general(kernel: N.Kernel, not_plain: str, sms: int, mode: str) -> Un
         if not holds(kernel):
             return reason
     uneven = trip_count_growth(kernel) is not None
-    if mode == "auto" and not uneven:
+    if mode == "auto" and not uneven and not even_trips:
         return f"{not_plain} (auto: another loop only when its trip count grows with a block index)"
     tiles = _grid_blocks(kernel)
     assert tiles is not None

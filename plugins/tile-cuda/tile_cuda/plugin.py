@@ -246,18 +246,22 @@ def make_backend() -> Backend:
                 "output tiles (the kernel's block order), its producer loading the next tile during "
                 'the epilogue (tile_cuda/persistent.py); "auto" (default): a plain GEMM when it has more '
                 "than one and at most 4 waves of tiles and a TMA-store epilogue (measured faster there on "
-                "the H100; slower with many more), another kernel (attention) when its trip count grows "
-                "with a block index (causal: tiles in snake order) and it has more than one wave of tiles, "
+                "the H100; slower with many more), another kernel (attention) with more than one wave of "
+                "tiles when its trip count grows with a block index (causal: tiles in snake order) or its "
+                "producer loads a copy per tile (option tile_loads), "
                 "True: wherever the kernel qualifies, False: one block per tile",
                 choices=(False, True, "auto"),
             ),
             Option(
                 "tile_loads",
-                bool,
+                object,
                 DEFAULT_TILE_LOADS,
                 "sm_90a: in a persistent kernel other than the plain GEMM, a copy before the loop into a "
                 "shared tile only the loop reads (attention's Q) is loaded per tile by the producer with "
-                "TMA while the consumers finish the previous tile (tile_cuda/ws_tile_loads.py)",
+                'TMA while the consumers finish the previous tile (tile_cuda/ws_tile_loads.py); "auto" '
+                "(default): where the tiles' trip counts are equal (non-causal attention, which "
+                "persistent='auto' then launches persistent), True: also in causal snake rounds, False: off",
+                choices=(False, True, "auto"),
             ),
             Option(
                 "tma_store",

@@ -29,8 +29,9 @@ def cuda_target(arch: str, options: Dict[str, Any]):
     `warp_specialize`) and "tma" (option tma, default on: `tma`'s TMA loads in that pipeline) and
     "split_k" (option split_k, `split_k_option`: None = auto, 1 = off, n = n splits; `split_k`) and
     "defer_gemm" (option defer_gemm: `ws_deferred`'s second gemm kept in flight into the next
-    iteration of a warp-specialized loop) and "tile_loads" (option tile_loads: `ws_tile_loads`' per-tile
-    copies by a persistent kernel's producer) and "persistent" (option persistent,
+    iteration of a warp-specialized loop) and "tile_loads" (option tile_loads, `off_on_auto`:
+    `ws_tile_loads`' per-tile copies by a persistent kernel's producer; "auto" where the tiles' trip
+    counts are equal) and "persistent" (option persistent,
     `persistent.persistent_mode`: "" off, "on", "auto") and "tma_store" (option tma_store,
     `tma_store_mode`: "auto" by default, "on", "" off: `tma_store`'s epilogue) and "ws_blocks_per_sm"
     (option ws_blocks_per_sm, 1 or 2: the warp-specialized blocks one SM holds, which the register
@@ -71,7 +72,7 @@ def cuda_target(arch: str, options: Dict[str, Any]):
             "tma": bool(options.get("tma", True)),
             "split_k": split_k_option(options.get("split_k")),
             "defer_gemm": bool(options.get("defer_gemm", DEFAULT_DEFER_GEMM)),
-            "tile_loads": bool(options.get("tile_loads", DEFAULT_TILE_LOADS)),
+            "tile_loads": off_on_auto("tile_loads", options.get("tile_loads", DEFAULT_TILE_LOADS)),
             "persistent": persistent_mode(options.get("persistent", "auto")),
             "tma_store": tma_store_mode(options.get("tma_store")),
             "ws_blocks_per_sm": ws_blocks_per_sm(options.get("ws_blocks_per_sm", 1)),
@@ -130,9 +131,12 @@ DEFAULT_WARP_SPECIALIZE = None
 # attention 1.01x / 0.83x cuDNN (non-causal / causal) against 0.86x / 0.79x without it, same run
 # (benchmarks/results/h200-session12/)
 DEFAULT_DEFER_GEMM = True
-# option tile_loads (`ws_tile_loads`): off until it has run on a GPU (session 21 compiled and
-# checked its code here; no lent GPU came up to run it)
-DEFAULT_TILE_LOADS = False
+# option tile_loads (`ws_tile_loads`): "auto" = per-tile loads in persistent kernels whose tiles have
+# equal trip counts (and persistent="auto" takes such kernels with them: non-causal attention), not in
+# snake rounds (causal). Session 22, one H100 (benchmarks/results/gpu-session22), B4 H32 S4096 D128:
+# non-causal with them 1.977-1.988 ms (medians of 3 calls, timed last in its group in one call)
+# against 1.996-2.067 ms one block per tile; causal 1.163-1.180 ms against 1.154-1.165 ms without
+DEFAULT_TILE_LOADS = "auto"
 
 
 def warp_specialize_mode(value) -> str:

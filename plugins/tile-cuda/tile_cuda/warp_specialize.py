@@ -302,17 +302,27 @@ def _plan_schedule_options(ctx, found: WsLoop) -> WsLoop:
     mode = ctx.target.prop("persistent", "")
     if mode:
         kernel, sm = ctx.func.kernel, ctx.target.prop("sm", 0)
-        grid = P.choose_persistent(kernel, found.loop, found.pingpong, sm, mode, found.tma_store is not None)
-        if isinstance(grid, str):
-            ctx.plan.notes.append(f"persistent: no: {grid}")
-        else:
-            found = found._replace(persistent=grid)
-            ctx.plan.notes.append(P.describe(grid, mode))
-            if grid.ktiles is None and found.tma and all(found.tma) and ctx.target.prop("tile_loads", False):
+        loads = ctx.target.prop("tile_loads", "")
+        grid = P.choose_persistent(
+            kernel, found.loop, found.pingpong, sm, mode, found.tma_store is not None, even_trips=bool(loads)
+        )
+        if not isinstance(grid, str):
+            tile_loads: Tuple[TmaCopy, ...] = ()
+            # "auto": per-tile loads where the tiles' trip counts are equal (measured faster there,
+            # neutral to slower for causal attention's snake rounds)
+            if grid.ktiles is None and found.tma and all(found.tma) and (loads == "on" or not grid.snake):
                 func = ctx.func
                 known = {v.name for v in func.kernel.block_vars} | {v.name for v in func.dyn_vars}
                 known |= {let.var.name for let in found.lets}
-                found = found._replace(tile_loads=TL.plan_tile_loads(ctx, found, known))
+                tile_loads = TL.plan_tile_loads(ctx, found._replace(persistent=grid), known)
+            if mode == "auto" and grid.ktiles is None and not grid.snake and not tile_loads:
+                grid = "no per-tile loads (auto: a loop of equal trip counts only with them, option tile_loads)"
+            else:
+                found = found._replace(persistent=grid, tile_loads=tile_loads)
+        if isinstance(grid, str):
+            ctx.plan.notes.append(f"persistent: no: {grid}")
+        else:
+            ctx.plan.notes.append(P.describe(grid, mode))
     return found
 
 
