@@ -71,7 +71,7 @@ class SimtTileOps(SimtHost):
             anchor = dst.buffer if ds == "reg" else src.buffer
             other = src if ds == "reg" else dst
             lay = self.plan.layout[anchor.name]
-            # a strided fragment's runs, or an MMA fragment's column pairs from or to global memory
+            # a strided fragment's runs, or an MMA fragment's column pairs, from or to global or shared memory
             run = lay.vec if isinstance(lay, StridedLayout) else 2 if isinstance(lay, MmaLayout) else 1
             vec_ok = (
                 run > 1
