@@ -314,7 +314,7 @@ def _plan_schedule_options(ctx, found: WsLoop) -> WsLoop:
                 func = ctx.func
                 known = {v.name for v in func.kernel.block_vars} | {v.name for v in func.dyn_vars}
                 known |= {let.var.name for let in found.lets}
-                tile_loads = TL.plan_tile_loads(ctx, found._replace(persistent=grid), known)
+                tile_loads = TL.plan_tile_loads(ctx, found, known)
             if mode == "auto" and grid.ktiles is None and not grid.snake and not tile_loads:
                 grid = "no per-tile loads (auto: a loop of equal trip counts only with them, option tile_loads)"
             else:
