@@ -1,5 +1,6 @@
-"""Regressions from the conformance run on an H200 (cuda:sm_90a, execute tier, seed 12): the generated
-CUDA text at the compile tier here, the values against the reference interpreter on a GPU host."""
+"""Regressions from conformance runs on GPUs (cuda:sm_90a, execute tier: seed 12 on an H200, later
+seeds where a kernel names one): the generated CUDA text at the compile tier here, the values against
+the reference interpreter on a GPU host."""
 
 import re
 
@@ -64,6 +65,20 @@ def narrow_ints(
             Out[3, i] = -C[i]
             Out[4, i] = C[i] << (S[i] & 7)
             Out[5, i] = A[i] << (S[i] & 7)
+
+
+# seed 76767, intops program 86 (H100): ptxas sign-extended a 16-bit negate of -32768 as +32768
+# (tile_cuda/ptx_fixes.py); the negation in each context that widens it again
+@T.prim_func
+def int16_negations(A: T.Tensor((64,), "int16"), B: T.Tensor((64,), "int16"), Out: T.Tensor((6, 64), "int16")):
+    with T.Kernel(1, threads=64) as bx:
+        for i in T.Parallel(64):
+            Out[0, i] = T.min(~A[i], -B[i]) + B[i]
+            Out[1, i] = T.max(-B[i], A[i])
+            Out[2, i] = (-B[i]) >> 3
+            Out[3, i] = T.if_then_else(-B[i] < A[i], 1, 0)
+            Out[4, i] = (0 - B[i]) // 7
+            Out[5, i] = T.min(B[i] * -1, A[i])
 
 
 # session 6: int32 data arithmetic wraps (cpu seed 5151 program 163 folded it under nsw), and a
@@ -222,3 +237,31 @@ def test_int32_data_wraps_and_bfloat16_through_float64_on_the_gpu():
     ref, got = _run_both(data_wraps_and_bfloat16_through_float64, [a, b, h, d], [-2, -1])
     for r, g in zip(ref, got):
         np.testing.assert_array_equal(g, r)
+
+
+@pytest.mark.gpu
+def test_int16_negations_wrap_on_the_gpu():
+    rng = np.random.default_rng(86)
+    edges = np.array([-32768, -32767, -1, 0, 1, 32767, -32768, -32768], np.int16)
+    a = np.concatenate([np.array([-32, 0, 5, -32768, 32767, -1, 32767, -32768], np.int16), rng.integers(-100, 100, 56)])
+    b = np.concatenate([edges, rng.choice([-32768, -32767, 32767], 56)]).astype(np.int16)
+    (ref,), (got,) = _run_both(int16_negations, [a.astype(np.int16), b], -1)
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.gpu
+def test_int16_negations_wrap_on_the_gpu_through_nvrtc(monkeypatch):
+    """The same without nvcc: NVRTC's PTX, rewritten, is assembled by the driver at load."""
+    from tile_cuda import compiler
+
+    if toolchain.find_nvrtc() is None:
+        pytest.skip("no NVRTC on this host")
+    monkeypatch.setattr(toolchain, "find_nvcc", lambda: None)
+    monkeypatch.setenv("TILECORE_CACHE", "0")  # the cache key's compiler part is computed once per process
+    b = np.array([-32768, -32767, -1, 0, 1, 32767] * 10 + [-32768] * 4, np.int16)
+    a = np.arange(-32, 32, dtype=np.int16)
+    src = tilecore.compile(int16_negations, target="cuda:sm_90a").artifact.source
+    blob, how, _ = compiler.compile_cubin(src, "sm_90a")
+    assert how == "nvrtc (PTX: negate_int16_unsigned)" and b"sub.u16" in blob
+    (ref,), (got,) = _run_both(int16_negations, [a, b], -1)
+    np.testing.assert_array_equal(got, ref)

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Tuple
 from tilecore.diagnostics import TileCompileError
 
 from . import cluster, retile, split_k, tma, toolchain
+from .ptx_fixes import apply_ptx_rewrites
 
 NVCC_FLAGS = [
     "-O3",
@@ -148,32 +149,54 @@ def parse_kernel_signature(src: str) -> Tuple[str, List[Tuple[str, str]]]:
 
 
 def compile_cubin(src: str, arch: str) -> Tuple[bytes, str, float]:
-    """Compile CUDA source to a cubin for `arch`; returns (cubin, compiler description, seconds)."""
+    """Compile CUDA source to a cubin for `arch`; returns (cubin, compiler description, seconds).
+
+    In two steps, source -> PTX -> cubin, with `ptx_fixes.PTX_REWRITES` applied in between (work-
+    arounds of ptxas faults). Without nvcc, NVRTC makes the PTX and, where a rewrite applied, the
+    driver assembles the rewritten PTX when the module is loaded (NVRTC has no PTX input)."""
     t0 = time.perf_counter()
     nvcc = toolchain.find_nvcc()
-    sm = arch[3:]
-    gencode = f"arch=compute_{sm},code=sm_{sm}"
     if nvcc:
         with tempfile.TemporaryDirectory(prefix="tile_cuda_") as d:
-            cu = os.path.join(d, "kernel.cu")
-            out = os.path.join(d, "kernel.cubin")
-            with open(cu, "w") as f:
-                f.write(src)
-            cmd = [nvcc, "-cubin", "-gencode", gencode, *NVCC_FLAGS, "-o", out, cu]
+            ptx, _ = apply_ptx_rewrites(_nvcc_ptx(nvcc, src, arch, d))
+            ptx_file, out = os.path.join(d, "fixed.ptx"), os.path.join(d, "kernel.cubin")
+            with open(ptx_file, "w") as f:
+                f.write(ptx)
+            # nvcc hands a .ptx input to ptxas exactly as it does its own PTX (`nvcc -dryrun`)
+            cmd = [nvcc, "-cubin", "-gencode", f"arch=compute_{arch[3:]},code={arch}", "-w", "-o", out, ptx_file]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
-                raise RuntimeError("nvcc failed:\n" + _errors_only(proc.stderr))
+                raise RuntimeError("ptxas failed:\n" + _errors_only(proc.stderr))
             with open(out, "rb") as f:
                 blob = f.read()
         return blob, f"nvcc {toolchain.nvcc_version()}", time.perf_counter() - t0
     if toolchain.find_nvrtc():
         from tvm.support import nvcc as tvm_nvcc
 
+        ptx, applied = apply_ptx_rewrites(
+            bytes(tvm_nvcc.compile_cuda(src, target_format="ptx", arch=arch, compiler="nvrtc")).decode().rstrip("\x00")
+        )
+        if applied:  # cuModuleLoadData takes PTX text too (NUL-terminated)
+            return ptx.encode() + b"\0", f"nvrtc (PTX: {', '.join(applied)})", time.perf_counter() - t0
         blob = tvm_nvcc.compile_cuda(src, target_format="cubin", arch=arch, compiler="nvrtc")
         return bytes(blob), "nvrtc", time.perf_counter() - t0
     raise TileCompileError(
         f"no CUDA compiler found: neither nvcc nor NVRTC. Fix: {toolchain.NVCC_FIX}  or  {toolchain.NVRTC_FIX}"
     )
+
+
+def _nvcc_ptx(nvcc: str, src: str, arch: str, folder: str) -> str:
+    """nvcc's PTX of the CUDA source `src` for `arch` ("sm_90a"), written and read in `folder`."""
+    cu, out = os.path.join(folder, "kernel.cu"), os.path.join(folder, "kernel.ptx")
+    with open(cu, "w") as f:
+        f.write(src)
+    proc = subprocess.run(
+        [nvcc, "-ptx", f"-arch=compute_{arch[3:]}", *NVCC_FLAGS, "-o", out, cu], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise RuntimeError("nvcc failed:\n" + _errors_only(proc.stderr))
+    with open(out) as f:
+        return f.read()
 
 
 def _errors_only(stderr: str) -> str:
@@ -187,20 +210,10 @@ def _errors_only(stderr: str) -> str:
 
 
 def compile_ptx(src: str, arch: str) -> str:
-    """PTX of the kernel (for inspection and tests)."""
+    """The PTX that compile_cubin assembles for the kernel (nvcc's, rewritten by `ptx_fixes`),
+    for inspection and tests."""
     nvcc = toolchain.find_nvcc()
     if nvcc is None:
         raise RuntimeError(f"no nvcc found. Fix: {toolchain.NVCC_FIX}")
-    sm = arch[3:]
     with tempfile.TemporaryDirectory(prefix="tile_cuda_") as d:
-        cu = os.path.join(d, "kernel.cu")
-        out = os.path.join(d, "kernel.ptx")
-        with open(cu, "w") as f:
-            f.write(src)
-        proc = subprocess.run(
-            [nvcc, "-ptx", f"-arch=compute_{sm}", *NVCC_FLAGS, "-o", out, cu], capture_output=True, text=True
-        )
-        if proc.returncode != 0:
-            raise RuntimeError("nvcc failed:\n" + proc.stderr[-4000:])
-        with open(out) as f:
-            return f.read()
+        return apply_ptx_rewrites(_nvcc_ptx(nvcc, src, arch, d))[0]
