@@ -226,6 +226,49 @@ def wrapping_not(a, dtype: str):
     return wrap_to(tx.bitwise_not(tx.Cast(_WRAP_WIDE[dtype], a)), dtype)
 
 
+def has_negated_var(expr) -> bool:
+    """Whether a variable enters the integer `expr` with a negative sign (through -, or a product
+    with a negative constant), as in `31 - i`."""
+
+    def walk_signed(e, negative: bool) -> bool:
+        if isinstance(e, tx.Var):
+            return negative
+        if isinstance(e, tx.Add):
+            return walk_signed(e.a, negative) or walk_signed(e.b, negative)
+        if isinstance(e, tx.Sub):
+            return walk_signed(e.a, negative) or walk_signed(e.b, not negative)
+        if isinstance(e, tx.Mul):
+            for x, k in ((e.a, e.b), (e.b, e.a)):
+                if isinstance(k, tx.IntImm):
+                    return walk_signed(x, negative != (k.value < 0))
+        if isinstance(e, (tx.IntImm, tx.FloatImm)):
+            return False
+        # anything else (a load, a division, a call): look for negation inside, keep the sign
+        return any(walk_signed(c, negative) for c in _sub_expressions(e))
+
+    return walk_signed(expr, False)
+
+
+def _sub_expressions(e) -> list:
+    """The expression operands of a TIR expression node (none for leaves)."""
+    found = []
+    for field in ("a", "b", "value", "condition", "true_value", "false_value", "body", "args", "indices"):
+        x = getattr(e, field, None)
+        for item in x if isinstance(x, (list, tuple, tvm_ffi.Array)) else [x]:
+            if isinstance(item, tvm.ir.Expr):
+                found.append(item)
+    return found
+
+
+def hide_from_iter_map(value, body_fn):
+    """`body_fn(v)` with `v` let-bound to `value`. TVM's iter-map simplification (FlattenBuffer runs
+    it on every buffer index) treats a let variable as a symbol, not as a loop or thread iterator:
+    it rewrote floordiv(c - t, d) for an iterator t as floordiv(t, -d) + c // d, wrong where c is
+    not a multiple of d (apache-tvm 0.27; `(31 - i) // 2` became `i // -2 + 15`)."""
+    v = tx.Var("neg_index", dtype_of(value))
+    return tx.Let(v, value, body_fn(v))
+
+
 def is_float_dtype(dtype: str) -> bool:
     return dtype.startswith("float") or dtype == "bfloat16"
 
@@ -721,6 +764,8 @@ class ExprLowerer(Dispatcher):
         if isinstance(b, tx.IntImm):
             if b.value == 0:
                 return tir_const(0, dtype)
+            if fn in (tx.floordiv, tx.floormod) and has_negated_var(a):
+                return hide_from_iter_map(a, lambda v: fn(v, b))
             return fn(a, b)
         # integer division by zero gives 0 (numpy's answer) instead of a SIGFPE
         zero, one = tir_const(0, dtype), tir_const(1, dtype)

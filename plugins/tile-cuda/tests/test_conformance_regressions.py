@@ -81,6 +81,22 @@ def int16_negations(A: T.Tensor((64,), "int16"), B: T.Tensor((64,), "int16"), Ou
             Out[5, i] = T.min(B[i] * -1, A[i])
 
 
+# seed 77777, idioms program 120 (H100): a thread read the shared element (31 - tx) // 2, (31 - tx) % 2
+# of another; TVM's iter-map simplification (FlattenBuffer) made the index 30 - tx
+# (tilecore/lowering/tir_expr.py: hide_from_iter_map)
+@T.prim_func
+def reversed_indices(A: T.Tensor((32,), "int32"), Out: T.Tensor((4, 32), "int32")):
+    with T.Kernel(1, threads=32) as bx:
+        S = T.alloc_shared((16, 2), "int32")
+        for i in T.Parallel(32):
+            S[i // 2, i % 2] = A[i]
+        for i in T.Parallel(32):
+            Out[0, i] = A[(31 - i) // 2 * 2 + (31 - i) % 2]
+            Out[1, i] = S[(31 - i) // 2, (31 - i) % 2]
+            Out[2, i] = A[(33 - i) // 4 + (30 - 2 * i) % 3]
+            Out[3, i] = (7 - i) // 3 * 100 + (5 - i) % 4
+
+
 # session 6: int32 data arithmetic wraps (cpu seed 5151 program 163 folded it under nsw), and a
 # bfloat16 name converted through float64 back to bfloat16 (held in a register for rocm)
 @T.prim_func
@@ -153,6 +169,12 @@ def test_unroll_over_a_dynamic_trip_count_compiles_to_a_loop():
     art = codegen(dynamic_unroll_reduce)
     assert re.search(r"for \(int \w+ = 0; \w+ < \(\(m \+ 31\) >> 5\)", art.source)
     assert art.blobs["cubin"][:4] == b"\x7fELF"
+
+
+@needs_compiler
+def test_a_reversed_index_keeps_its_value_in_the_generated_source():
+    src = codegen(reversed_indices).source
+    assert "A_ptr[(31 - ((int)threadIdx.x))]" in src and "(30 - ((int)threadIdx.x))" not in src
 
 
 # ---- execute tier: the values against the reference interpreter
@@ -264,4 +286,11 @@ def test_int16_negations_wrap_on_the_gpu_through_nvrtc(monkeypatch):
     blob, how, _ = compiler.compile_cubin(src, "sm_90a")
     assert how == "nvrtc (PTX: negate_int16_unsigned)" and b"sub.u16" in blob
     (ref,), (got,) = _run_both(int16_negations, [a, b], -1)
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.gpu
+def test_reversed_indices_match_the_interpreter_on_the_gpu():
+    a = np.arange(100, 132, dtype=np.int32)
+    (ref,), (got,) = _run_both(reversed_indices, [a], -1)
     np.testing.assert_array_equal(got, ref)
