@@ -117,6 +117,29 @@ def test_bundle_round_trip(tmp_path, capsys):
     assert report["totals"]["suite_error"] == 1 and report["totals"]["pass"] == 20
 
 
+def test_a_bundle_carries_the_directed_programs_of_a_direct_run(tmp_path, capsys):
+    """Session 23: bundles held only the seeded programs, so a bundle certificate never ran the
+    directed ones (the `idioms` program that exposed a CUDA indexing fault was one of them)."""
+    from tile_conformance.runner import DIRECTED_FROM, resolve_backend, run_knobs
+    from tile_conformance.strategies import Caps
+
+    folder = str(tmp_path / "bundle")
+    args = ["--examples", str(DIRECTED_FROM), "--seed", "5", "--families", "copy"]
+    assert main(["build-bundle", "reference", folder, *args]) == 0
+    digest = _printed_digest(capsys.readouterr().out)
+    manifest = json.load(open(os.path.join(folder, "manifest.json")))
+    every = run_knobs(Caps.from_backend(resolve_backend("reference")), DIRECTED_FROM, 5, ["copy"])
+    families = [r["program"]["family"] for r in manifest["programs"]]
+    assert {"forms", "idioms"} <= set(families) and "offsets" not in families
+    assert len(families) == len(every) - 1 and manifest["summary"]["left_out"] == ["offsets (directed program 11)"]
+    report_path = str(tmp_path / "bundle.json")
+    main(["run-bundle", folder, "--expect-digest", digest, "--report", report_path])  # one family: no verdict
+    report = json.load(open(report_path))
+    assert report["totals"]["pass"] == len(families)  # the forms' two-stage programs too
+    stages = [r for r in manifest["programs"] if r.get("stage_artifacts_sha256")]
+    assert stages and all(len(r["stage_artifacts_sha256"]) == 2 for r in stages)
+
+
 def _do_nothing_artifact(artifact):
     """The reference backend's artifact for the same parameters with an empty body."""
     import dataclasses

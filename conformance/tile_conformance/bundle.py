@@ -1,7 +1,9 @@
 """Bundles: certify a host that has the device but not the compiler.
 
 `build_bundle` runs on a build host with the backend's toolchain: it generates
-the programs, makes their inputs, computes the reference outputs with the
+the programs a direct run of the same settings checks (the directed ones too,
+less the one whose input is a tensor past 2^31 bytes, `BUNDLE_LEAVES_OUT`: the
+manifest's summary names it under "left_out"), makes their inputs, computes the reference outputs with the
 interpreter, compiles each program for the backend and stores everything in a
 folder:
 
@@ -26,6 +28,7 @@ direct run.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -76,12 +79,15 @@ def build_bundle(
         return _build_bundle(backend_name, folder, examples, seed, families)
 
 
+BUNDLE_LEAVES_OUT = ("offsets",)  # program families a bundle does not carry (their inputs are gigabytes)
+
+
 def _build_bundle(backend_name, folder, examples, seed, families) -> dict:
     import tilecore
     from tilecore.ir import serialize
     from tilecore.runtime.cache import encode_entry
 
-    from .runner import generate_knobs, resolve_backend
+    from .runner import resolve_backend, run_knobs
     from .strategies import Caps
 
     backend = resolve_backend(backend_name)
@@ -91,7 +97,14 @@ def _build_bundle(backend_name, folder, examples, seed, families) -> dict:
     records = []
     # counts, then the manifest's digest (a JSON record)
     summary: Dict[str, Any] = {"programs": 0, "compiled": 0, "compile_failures": 0, "unsupported": 0, "suite_errors": 0}
-    for i, knobs in enumerate(generate_knobs(caps, examples, seed, families)):
+    # the programs a direct run of these settings checks (the directed ones too), less the one whose
+    # input is a tensor past 2^31 bytes: a bundle would carry those gigabytes (run it directly)
+    every = run_knobs(caps, examples, seed, families)
+    bundled = [k for k in every if k.get("family") not in BUNDLE_LEAVES_OUT]
+    summary["left_out"] = [
+        f"{k['family']} (directed program {k.get('directed')})" for k in every if k.get("family") in BUNDLE_LEAVES_OUT
+    ]
+    for i, knobs in enumerate(bundled):
         prog = build(knobs)
         pid = f"{i:04d}"
         rec = {"id": pid, "program": program_record(prog), "status": "", "message": ""}
@@ -135,6 +148,14 @@ def _build_bundle(backend_name, folder, examples, seed, families) -> dict:
         with open(os.path.join(folder, "artifacts", pid + ".tileart"), "wb") as f:
             f.write(data)
         rec.update(status="compiled", target=kernel.target, artifact_sha256=hashlib.sha256(data).hexdigest())
+        if func.is_multi_stage:  # the whole function's artifact only names its stages: keep each one's
+            stage_digests = []
+            for k, stage in enumerate(func.split_stages()):
+                data = encode_entry(f"{pid}.{k}", tilecore.compile(stage, target=backend_name).artifact)
+                with open(os.path.join(folder, "artifacts", f"{pid}.{k}.tileart"), "wb") as f:
+                    f.write(data)
+                stage_digests.append(hashlib.sha256(data).hexdigest())
+            rec["stage_artifacts_sha256"] = stage_digests
         summary["compiled"] += 1
     manifest = {
         "format": BUNDLE_FORMAT,
@@ -156,6 +177,17 @@ def _build_bundle(backend_name, folder, examples, seed, families) -> dict:
         f.write(data)
     summary["manifest_sha256"] = hashlib.sha256(data).hexdigest()
     return summary
+
+
+def _read_artifact(folder: str, name: str, sha256: str):
+    """The artifact artifacts/<name>.tileart, refused unless its sha256 is the manifest's."""
+    from tilecore.runtime.cache import decode_entry
+
+    with open(os.path.join(folder, "artifacts", name + ".tileart"), "rb") as f:
+        data = f.read()
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise ValueError("artifact checksum differs from the manifest")
+    return decode_entry(data, name)
 
 
 class BundleDigestError(ValueError):
@@ -185,7 +217,7 @@ def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: O
     """Check the manifest digest, run the bundle's compiled artifacts on this host and compare
     with reference outputs recomputed here; return the report."""
     from tilecore.plugin.manager import get_plugin_manager
-    from tilecore.runtime.cache import decode_entry
+    from tilecore.runtime import stages
     from tilecore.runtime.kernel import Kernel
 
     from .report import build_report
@@ -216,11 +248,11 @@ def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: O
             continue
         pid = rec["id"]
         try:
-            with open(os.path.join(folder, "artifacts", pid + ".tileart"), "rb") as f:
-                data = f.read()
-            if hashlib.sha256(data).hexdigest() != rec["artifact_sha256"]:
-                raise ValueError("artifact checksum differs from the manifest")
-            artifact = decode_entry(data, pid)
+            artifact = _read_artifact(folder, pid, rec["artifact_sha256"])
+            stage_artifacts = [
+                _read_artifact(folder, f"{pid}.{k}", digest)
+                for k, digest in enumerate(rec.get("stage_artifacts_sha256", ()))
+            ]
         except Exception as err:
             outcomes.append(
                 Outcome(
@@ -252,7 +284,15 @@ def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: O
                 raise RuntimeError(f"backend {backend.name!r} has no launcher for this artifact here")
             return launch
 
-        kernel = Kernel(func, backend, rec.get("target", backend.name), artifact, (), factory)
+        target = rec.get("target", backend.name)
+        if stage_artifacts:  # several T.Kernel stages: launched in order, as tilecore.compile does
+            parts = [
+                Kernel(stage, backend, target, art, (), functools.partial(factory, art))
+                for stage, art in zip(func.split_stages(), stage_artifacts)
+            ]
+            kernel = Kernel(func, backend, target, artifact, (), stages.stage_launcher(func, parts))
+        else:
+            kernel = Kernel(func, backend, target, artifact, (), factory)
         t1 = time.perf_counter()
         try:
             got = call_on_device(kernel, arrays, backend.capabilities.memory_space)
