@@ -35,18 +35,18 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
   int cse_v1 = (((int)blockIdx.y) * 64);
   int cse_v2 = (((int)blockIdx.x) * 4096);
   int cse_v3 = (((int)threadIdx.x) * 4);
-  int cse_v28 = ((((int)threadIdx.x) >> 4) * 128);
-  int cse_v29 = ((((int)threadIdx.x) & 15) * 4);
+  int cse_v27 = ((((int)threadIdx.x) >> 4) * 128);
+  int cse_v28 = ((((int)threadIdx.x) & 15) * 4);
   int cse_v55 = ((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4));
   int cse_v59 = ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 28672) - (((int)blockIdx.x) * 4096));
   *(threadgroup half4*)(Q_shared + (((int)threadIdx.x) * 4)) = *(device half4*)(Q_ptr + ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 28672) - (((int)blockIdx.x) * 4096)));
-  int cse_v30 = ((((int)threadIdx.x) * 4) + 512);
+  int cse_v29 = ((((int)threadIdx.x) * 4) + 512);
   int cse_v60 = ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 29696) - (((int)blockIdx.x) * 4096));
   *(threadgroup half4*)(Q_shared + ((((int)threadIdx.x) * 4) + 512)) = *(device half4*)(Q_ptr + ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 29696) - (((int)blockIdx.x) * 4096)));
-  int cse_v31 = ((((int)threadIdx.x) * 4) + 1024);
+  int cse_v30 = ((((int)threadIdx.x) * 4) + 1024);
   int cse_v61 = ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 30720) - (((int)blockIdx.x) * 4096));
   *(threadgroup half4*)(Q_shared + ((((int)threadIdx.x) * 4) + 1024)) = *(device half4*)(Q_ptr + ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 30720) - (((int)blockIdx.x) * 4096)));
-  int cse_v32 = ((((int)threadIdx.x) * 4) + 1536);
+  int cse_v31 = ((((int)threadIdx.x) * 4) + 1536);
   int cse_v62 = ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 31744) - (((int)blockIdx.x) * 4096));
   *(threadgroup half4*)(Q_shared + ((((int)threadIdx.x) * 4) + 1536)) = *(device half4*)(Q_ptr + ((((((((int)threadIdx.x) >> 4) * 128) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 31744) - (((int)blockIdx.x) * 4096)));
   acc_o[((int)threadIdx.x)] = 0.000000e+00f;
@@ -86,10 +86,11 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
   if (((int)threadIdx.x) < 32) {
     scores_max[((int)threadIdx.x)] = -INFINITY;
   }
-  int cse_v19 = (8 - ((int)blockIdx.x));
+  int cse_v19 = (((int)blockIdx.x) * 32);
+  int cse_v32 = (287 - (((int)blockIdx.x) * 32));
   int v_2 = (8 - ((int)blockIdx.x));
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  int cse_v26 = (((int)threadIdx.x) >> 6);
+  int cse_v25 = (((int)threadIdx.x) >> 6);
   int cse_v38 = ((((int)threadIdx.x) >> 6) + 2);
   int cse_v39 = ((((int)threadIdx.x) >> 6) + 4);
   int cse_v40 = ((((int)threadIdx.x) >> 6) + 6);
@@ -117,7 +118,6 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
     *(threadgroup half4*)(K_shared + ((((int)threadIdx.x) * 4) + 1536)) = *(device half4*)(K_ptr + (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072));
     int cse_v20 = (((int)threadIdx.x) & 31);
     int cse_v21 = (((int)threadIdx.x) >> 5);
-    int cse_v22 = (((int)blockIdx.x) * 32);
     int cse_v33 = ((v_3 * 32) + (((int)threadIdx.x) & 31));
     acc_s[((int)threadIdx.x)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)threadIdx.x) >> 5) + 224) - (((int)blockIdx.x) * 32))));
     acc_s[(((int)threadIdx.x) + 128)] = select(-INFINITY, 0.000000e+00f, (((v_3 * 32) + (((int)threadIdx.x) & 31)) <= (((((int)threadIdx.x) >> 5) + 228) - (((int)blockIdx.x) * 32))));
@@ -133,7 +133,7 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
       int cse_v54 = ((v_4 * 256) + ((((int)threadIdx.x) >> 5) * 8));
       simdgroup_load(mat_c[0], (&(acc_s[((v_4 * 256) + ((((int)threadIdx.x) >> 5) * 8))])), 32, 0, (bool)0);
       for (int v_5 = 0; v_5 < 8; ++v_5) {
-        int cse_v23 = (v_5 * 8);
+        int cse_v22 = (v_5 * 8);
         simdgroup_load(mat_a[0], (&(Q_shared[((v_4 * 512) + (v_5 * 8))])), 64, 0, (bool)0);
         simdgroup_load(mat_b[0], (&(K_shared[(((((int)threadIdx.x) >> 5) * 512) + (v_5 * 8))])), 64, 0, (bool)1);
         simdgroup_multiply_accumulate(mat_c[0], mat_a[0], mat_b[0], mat_c[0]);
@@ -144,11 +144,11 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
     *(threadgroup half4*)(V_shared + ((((int)threadIdx.x) * 4) + 512)) = *(device half4*)(V_ptr + (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 1024));
     *(threadgroup half4*)(V_shared + ((((int)threadIdx.x) * 4) + 1024)) = *(device half4*)(V_ptr + (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 2048));
     *(threadgroup half4*)(V_shared + ((((int)threadIdx.x) * 4) + 1536)) = *(device half4*)(V_ptr + (((((v_3 * 4096) + ((((int)threadIdx.x) >> 4) * 128)) + (((int)blockIdx.y) * 64)) + ((((int)threadIdx.x) & 15) * 4)) + 3072));
-    int cse_v24 = (((int)threadIdx.x) >> 2);
+    int cse_v23 = (((int)threadIdx.x) >> 2);
     scores_max_prev[0] = scores_max[(((int)threadIdx.x) >> 2)];
     threadgroup_barrier(mem_flags::mem_threadgroup);
     v[0] = -INFINITY;
-    int cse_v25 = (((int)threadIdx.x) & 3);
+    int cse_v24 = (((int)threadIdx.x) & 3);
     int cse_v35 = ((((int)threadIdx.x) >> 2) * 32);
     for (int v_6 = 0; v_6 < 8; ++v_6) {
       int cse_v56 = ((((((int)threadIdx.x) >> 2) * 32) + (v_6 * 4)) + (((int)threadIdx.x) & 3));
@@ -237,7 +237,7 @@ kernel void main_kernel(  device half* K_ptr [[ buffer(0) ]],
     acc_s_cast[(((int)threadIdx.x) + 896)] = ((half)acc_s[(((int)threadIdx.x) + 896)]);
     threadgroup_barrier(mem_flags::mem_threadgroup);
     for (int v_9 = 0; v_9 < 8; ++v_9) {
-      int cse_v27 = (v_9 >> 1);
+      int cse_v26 = (v_9 >> 1);
       int cse_v53 = ((v_9 & 1) * 32);
       int cse_v57 = ((((v_9 >> 1) * 512) + ((v_9 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8));
       simdgroup_load(mat_c_1[0], (&(acc_o[((((v_9 >> 1) * 512) + ((v_9 & 1) * 32)) + ((((int)threadIdx.x) >> 5) * 8))])), 64, 0, (bool)0);
