@@ -66,3 +66,4 @@ def test_which_arguments_have_a_negated_variable():
     assert not has_negated_var(t + 31)
     assert not has_negated_var(t * 2 - 5)
     assert not has_negated_var(0 - (0 - t))
+    assert has_negated_var(tx.Ramp(31 - t, 1, 4))

@@ -120,6 +120,8 @@ def test_bundle_round_trip(tmp_path, capsys):
 def test_a_bundle_carries_the_directed_programs_of_a_direct_run(tmp_path, capsys):
     """Session 23: bundles held only the seeded programs, so a bundle certificate never ran the
     directed ones (the `idioms` program that exposed a CUDA indexing fault was one of them)."""
+    import hashlib
+
     from tile_conformance.runner import DIRECTED_FROM, resolve_backend, run_knobs
     from tile_conformance.strategies import Caps
 
@@ -138,6 +140,14 @@ def test_a_bundle_carries_the_directed_programs_of_a_direct_run(tmp_path, capsys
     assert report["totals"]["pass"] == len(families)  # the forms' two-stage programs too
     stages = [r for r in manifest["programs"] if r.get("stage_artifacts_sha256")]
     assert stages and all(len(r["stage_artifacts_sha256"]) == 2 for r in stages)
+    assert report["settings"]["bundle"]["left_out"] == ["offsets (directed program 11)"]
+    # a stage program without its stage artifacts (as format 1 kept them) is a suite error, never a FAIL
+    del stages[0]["stage_artifacts_sha256"]
+    open(os.path.join(folder, "manifest.json"), "w").write(json.dumps(manifest, indent=1, sort_keys=True))
+    digest = hashlib.sha256(open(os.path.join(folder, "manifest.json"), "rb").read()).hexdigest()
+    main(["run-bundle", folder, "--expect-digest", digest, "--report", report_path])
+    report = json.load(open(report_path))
+    assert report["totals"]["suite_error"] == 1 and report["totals"]["fail"] == 0
 
 
 def _do_nothing_artifact(artifact):

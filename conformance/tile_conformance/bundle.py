@@ -13,6 +13,7 @@ folder:
     data/0007.in.npz         the inputs (bfloat16 stored as its uint16 bits, fp8 as uint8)
     data/0007.ref.npz        the reference interpreter's outputs
     artifacts/0007.tileart   the compiled Artifact (tilecore.runtime.cache's checksummed format)
+    artifacts/0007.1.tileart the artifact of stage 1, for a program with several T.Kernel stages
 
 `run_bundle` runs on the target host. Running a bundle runs native code made by
 whoever built it, so it first checks the manifest's sha256 against the digest
@@ -59,7 +60,9 @@ from .execute import (
 from .programs import build
 from .repro import program_from_record, program_record
 
-BUNDLE_FORMAT = 1
+# 2: directed programs and per-stage artifacts (session 23); 1 (seeded programs only) is still read
+BUNDLE_FORMAT = 2
+BUNDLE_FORMATS_READ = (1, 2)
 
 
 def _save_arrays(path: str, arrays: Dict[str, np.ndarray]) -> None:
@@ -140,6 +143,9 @@ def _build_bundle(backend_name, folder, examples, seed, families) -> dict:
         )
         try:
             kernel = tilecore.compile(func, target=backend_name)
+            # several T.Kernel stages: the whole function's artifact only names them, so each stage's
+            # artifact travels too
+            stage_artifacts = [tilecore.compile(st, target=backend_name).artifact for st in func.split_stages()]
         except Exception as err:
             rec.update(status="compile_failed", message=f"{type(err).__name__}: {err}")
             summary["compile_failures"] += 1
@@ -148,10 +154,10 @@ def _build_bundle(backend_name, folder, examples, seed, families) -> dict:
         with open(os.path.join(folder, "artifacts", pid + ".tileart"), "wb") as f:
             f.write(data)
         rec.update(status="compiled", target=kernel.target, artifact_sha256=hashlib.sha256(data).hexdigest())
-        if func.is_multi_stage:  # the whole function's artifact only names its stages: keep each one's
+        if func.is_multi_stage:
             stage_digests = []
-            for k, stage in enumerate(func.split_stages()):
-                data = encode_entry(f"{pid}.{k}", tilecore.compile(stage, target=backend_name).artifact)
+            for k, stage_artifact in enumerate(stage_artifacts):
+                data = encode_entry(f"{pid}.{k}", stage_artifact)
                 with open(os.path.join(folder, "artifacts", f"{pid}.{k}.tileart"), "wb") as f:
                     f.write(data)
                 stage_digests.append(hashlib.sha256(data).hexdigest())
@@ -225,8 +231,8 @@ def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: O
 
     t0 = time.time()
     manifest = _read_manifest(folder, expect_digest)
-    if manifest.get("format") != BUNDLE_FORMAT:
-        raise ValueError(f"{folder}: bundle format {manifest.get('format')!r}, this suite reads {BUNDLE_FORMAT}")
+    if manifest.get("format") not in BUNDLE_FORMATS_READ:
+        raise ValueError(f"{folder}: bundle format {manifest.get('format')!r}, this suite reads {BUNDLE_FORMATS_READ}")
     backend = resolve_backend(backend_name or manifest["backend"]["name"])
     pm = get_plugin_manager()
     programs, outcomes = [], []
@@ -253,6 +259,10 @@ def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: O
                 _read_artifact(folder, f"{pid}.{k}", digest)
                 for k, digest in enumerate(rec.get("stage_artifacts_sha256", ()))
             ]
+            whole = load_source(prog.source)
+            stage_funcs = whole.split_stages() if whole.is_multi_stage else []
+            if len(stage_funcs) != len(stage_artifacts):  # format 1 kept no stage artifacts: rebuild it
+                raise ValueError(f"{len(stage_artifacts)} stage artifacts for {len(stage_funcs)} T.Kernel stages")
         except Exception as err:
             outcomes.append(
                 Outcome(
@@ -288,7 +298,7 @@ def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: O
         if stage_artifacts:  # several T.Kernel stages: launched in order, as tilecore.compile does
             parts = [
                 Kernel(stage, backend, target, art, (), functools.partial(factory, art))
-                for stage, art in zip(func.split_stages(), stage_artifacts)
+                for stage, art in zip(stage_funcs, stage_artifacts)
             ]
             kernel = Kernel(func, backend, target, artifact, (), stages.stage_launcher(func, parts))
         else:
@@ -360,6 +370,9 @@ def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: O
             "built_by_suite": manifest["suite"]["version"],
             "created": manifest["created"],
             "built_with_tilecore": manifest["tilecore"]["version"],
+            "format": manifest["format"],
+            # programs a direct run has and this bundle does not (format 1: every directed one)
+            "left_out": manifest["summary"].get("left_out", ["the directed programs (bundle format 1)"]),
         },
         "shrink": {"enabled": False, "why": "bundles run without a compiler"},
     }

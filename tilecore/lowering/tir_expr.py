@@ -252,7 +252,8 @@ def has_negated_var(expr) -> bool:
 def _sub_expressions(e) -> list:
     """The expression operands of a TIR expression node (none for leaves)."""
     found = []
-    for field in ("a", "b", "value", "condition", "true_value", "false_value", "body", "args", "indices"):
+    fields = ("a", "b", "value", "condition", "true_value", "false_value", "body", "args", "indices", "base", "stride")
+    for field in fields:
         x = getattr(e, field, None)
         for item in x if isinstance(x, (list, tuple, tvm_ffi.Array)) else [x]:
             if isinstance(item, tvm.ir.Expr):
