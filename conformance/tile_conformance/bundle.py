@@ -259,10 +259,6 @@ def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: O
                 _read_artifact(folder, f"{pid}.{k}", digest)
                 for k, digest in enumerate(rec.get("stage_artifacts_sha256", ()))
             ]
-            whole = load_source(prog.source)
-            stage_funcs = whole.split_stages() if whole.is_multi_stage else []
-            if len(stage_funcs) != len(stage_artifacts):  # format 1 kept no stage artifacts: rebuild it
-                raise ValueError(f"{len(stage_artifacts)} stage artifacts for {len(stage_funcs)} T.Kernel stages")
         except Exception as err:
             outcomes.append(
                 Outcome(
@@ -284,6 +280,17 @@ def run_bundle(folder: str, backend_name: Optional[str] = None, expect_digest: O
                     feats,
                     f"reference run of {pid} failed: {type(err).__name__}: {err}",
                     error_kind="oracle",
+                )
+            )
+            continue
+        stage_funcs = func.split_stages() if func.is_multi_stage else []
+        if len(stage_funcs) != len(stage_artifacts):  # format 1 kept no stage artifacts: rebuild it
+            outcomes.append(
+                Outcome(
+                    SUITE_ERROR,
+                    feats,
+                    f"bundle entry {pid}: {len(stage_artifacts)} stage artifacts, {len(stage_funcs)} T.Kernel stages",
+                    error_kind="bundle",
                 )
             )
             continue
