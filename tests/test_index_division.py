@@ -8,7 +8,7 @@ plugins/tile-cuda/tests/test_conformance_regressions.py."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 tvm = pytest.importorskip("tvm")
@@ -67,3 +67,68 @@ def test_which_arguments_have_a_negated_variable():
     assert not has_negated_var(t * 2 - 5)
     assert not has_negated_var(0 - (0 - t))
     assert has_negated_var(tx.Ramp(31 - t, 1, 4))
+
+
+def _evaluate(e, t, value: int) -> int:
+    """An integer TIR index expression at t = value (the analyzer leaves XOR unfolded)."""
+    binary = {
+        "Add": lambda a, b: a + b,
+        "Sub": lambda a, b: a - b,
+        "Mul": lambda a, b: a * b,
+        "FloorDiv": lambda a, b: a // b,
+        "FloorMod": lambda a, b: a % b,
+        "BitwiseXor": lambda a, b: a ^ b,
+        "BitwiseAnd": lambda a, b: a & b,
+        "ShiftRight": lambda a, b: a >> b,
+        "Min": min,
+        "Max": max,
+    }
+    if isinstance(e, tx.IntImm):
+        return e.value
+    if e.same_as(t):
+        return value
+    kind = type(e).__name__
+    if kind == "Call":  # bitwise intrinsics where TVM keeps them as calls
+        a, b = (_evaluate(x, t, value) for x in e.args)
+        return binary["".join(w.title() for w in e.op.name.split(".")[-1].split("_"))](a, b)
+    return binary[kind](_evaluate(e.a, t, value), _evaluate(e.b, t, value))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    layout=st.sampled_from(
+        [
+            ((64, 64), False, 1),
+            ((128, 64), False, 1),
+            ((64, 32), False, 1),
+            ((64, 16), False, 1),
+            ((128, 128), True, 1),
+            ((128, 64), False, 2),
+            ((256, 64), False, 2),
+        ]
+    ),
+    row=st.tuples(st.integers(0, 70), st.sampled_from([-2, -1, 1])),
+    col=st.tuples(st.integers(0, 40), st.sampled_from([-1, 0, 1])),
+)
+def test_swizzled_offsets_of_reversed_indices_survive_iter_map_simplification(layout, row, col):
+    """The shared-tile offsets the lowering builds itself (simt_memory.smem_offset) are not let-bound:
+    their XOR keeps the whole index out of the iter-map rewrite that breaks `(31 - t) // d`. If this
+    fails, `SharedLayout.offset2d` needs the `hide_from_iter_map` treatment too."""
+    import operator
+
+    from tilecore.lowering.simt_layout import SharedLayout
+
+    shape, blocked, row_blocks = layout
+    lay = SharedLayout(shape, 2, swizzle=True, blocked=blocked, row_blocks=row_blocks)
+    t = tx.Var("t", "int32")
+    (r0, rs), (c0, cs) = row, col
+    offset = lay.offset2d(r0 + t * rs, c0 + t * cs, tx.floordiv, tx.floormod, tx.bitwise_xor)
+    simplified = _iter_map_simplified(offset, t)
+    checked = 0
+    for value in range(EXTENT):
+        r, c = r0 + rs * value, c0 + cs * value
+        if 0 <= r < shape[0] and 0 <= c < shape[1]:
+            want = lay.offset2d(r, c, operator.floordiv, operator.mod, operator.xor)
+            assert _evaluate(simplified, t, value) == want, (str(simplified), value)
+            checked += 1
+    assume(checked > 0)
