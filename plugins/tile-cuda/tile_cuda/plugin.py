@@ -43,17 +43,8 @@ def toolchain_status() -> ToolchainStatus:
         ("nvcc", f"{nvcc} (CUDA {toolchain.nvcc_version()})" if nvcc else "not found"),
         ("nvrtc", nvrtc or "not found"),
     ]
-    try:
-        import importlib.metadata as md
-
-        details.append(("apache-tvm", md.version("apache-tvm")))
-    except Exception:
-        return ToolchainStatus(
-            ok=False,
-            summary="apache-tvm is not installed",
-            details=tuple(details),
-            fix="pip install 'apache-tvm>=0.27,<0.28'",
-        )
+    # the GPU is named even without TVM: a host that runs prebuilt kernels (conformance bundles)
+    # needs only the driver, and its certificate must say which GPU ran them
     device = None
     if gpu:
         name, major, minor, drv = gpu
@@ -61,6 +52,18 @@ def toolchain_status() -> ToolchainStatus:
         details.append(("gpu", device))
     else:
         details.append(("gpu", "none present (kernels compile; running needs an NVIDIA GPU)"))
+    try:
+        import importlib.metadata as md
+
+        details.append(("apache-tvm", md.version("apache-tvm")))
+    except Exception:
+        return ToolchainStatus(
+            ok=False,
+            summary="apache-tvm is not installed (compiling needs it; prebuilt kernels run without it)",
+            details=tuple(details),
+            device=device,
+            fix="pip install 'apache-tvm>=0.27,<0.28'",
+        )
     if not nvcc and not nvrtc:
         return ToolchainStatus(
             ok=False,

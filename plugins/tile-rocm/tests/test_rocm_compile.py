@@ -102,6 +102,31 @@ def test_missing_toolchain_is_one_message_with_the_install_command(monkeypatch):
     assert st.fix.startswith("apt-get install lld-22 rocm-device-libs")
 
 
+def _without_tvm(monkeypatch):
+    """importlib.metadata as on a host where apache-tvm is not installed."""
+    import importlib.metadata as md
+
+    real = md.version
+
+    def version(name):
+        if name == "apache-tvm":
+            raise md.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(md, "version", version)
+
+
+def test_a_host_without_tvm_still_names_its_gpu(monkeypatch):
+    """A host that runs prebuilt kernels (a conformance bundle) needs no TVM; its report must
+    still say which GPU ran them."""
+    _without_tvm(monkeypatch)
+    monkeypatch.setattr(toolchain, "gpu_info", lambda: "AMD Instinct MI300X (gfx942)")
+    st = plugin.toolchain_status()
+    assert not st.ok and "apache-tvm is not installed" in st.summary
+    assert st.device == "AMD Instinct MI300X (gfx942)"
+    assert dict(st.details)["gpu"] == "AMD Instinct MI300X (gfx942)"
+
+
 def test_global_to_lds_copies_are_16_byte_vectors(gemm_func):
     src = tilecore.compile(gemm_func(), target="rocm:gfx942", out_idx=[-1]).artifact.source
     assert "global_load_dwordx4" in src and "ds_write_b128" in src

@@ -27,6 +27,12 @@ def toolchain_status() -> ToolchainStatus:
     lld = toolchain.find_lld()
     root = toolchain.find_rocm_path()
     details = [("ld.lld", lld or "not found"), ("device libs", f"{root}/amdgcn/bitcode" if root else "not found")]
+    # the GPU is named even without TVM: a host that runs prebuilt kernels (conformance bundles)
+    # needs only the HIP runtime, and its certificate must say which GPU ran them
+    gpu = toolchain.gpu_info()
+    hip = toolchain.libhip()
+    details.append(("HIP runtime", "found" if hip else "not found (needed only to run kernels)"))
+    details.append(("gpu", gpu or "none present (kernels compile; running needs an AMD GPU)"))
     try:
         import importlib.metadata as md
 
@@ -34,14 +40,11 @@ def toolchain_status() -> ToolchainStatus:
     except Exception:
         return ToolchainStatus(
             ok=False,
-            summary="apache-tvm is not installed",
+            summary="apache-tvm is not installed (compiling needs it; prebuilt kernels run without it)",
             details=tuple(details),
+            device=gpu,
             fix="pip install 'apache-tvm>=0.27,<0.28'",
         )
-    gpu = toolchain.gpu_info()
-    hip = toolchain.libhip()
-    details.append(("HIP runtime", "found" if hip else "not found (needed only to run kernels)"))
-    details.append(("gpu", gpu or "none present (kernels compile; running needs an AMD GPU)"))
     missing, packages = [], []
     if not lld:
         missing.append(f"ld.lld (LLVM {toolchain.LLVM_MAJOR})")
