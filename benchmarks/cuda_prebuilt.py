@@ -180,6 +180,13 @@ MATRIX = [
     # 16 x 8.25 65 MB): neither faster; the TMA-store epilogue at 8192^3 (then not on by default) 5%
     # faster, so default since; "plain" rows keep the global-store epilogue for the A/B
     *((f"best4_{dt}", 8192, {**BEST, "stages": 4}, dt, {}) for dt in ("float16",)),
+    # session 24: 256x128 blocks (each consumer warpgroup two m64n128 row blocks, A read once per
+    # block instead of B) against the best config's 128x256, 3 and 4 stages
+    *(
+        (f"tall{s}_{dt}", 8192, {**BEST, "bm": 256, "bn": 128, "stages": s}, dt, {})
+        for dt in ("float16", "bfloat16")
+        for s in (3, 4)
+    ),
     *(
         (f"best_{dt}_sw{p}", n, {**BEST, "swizzle_panel": p}, dt, {})
         for dt in ("float16", "bfloat16")

@@ -199,6 +199,21 @@ def assert_matches_reference(
     return got[0] if len(got) == 1 else got
 
 
+def hide_distribution(monkeypatch, name: str) -> None:
+    """Make `importlib.metadata.version(name)` raise PackageNotFoundError for the rest of a test,
+    as on a host where that distribution is not installed (e.g. a bundle host without apache-tvm)."""
+    import importlib.metadata as md
+
+    real = md.version
+
+    def version(dist: str) -> str:
+        if dist == name:
+            raise md.PackageNotFoundError(dist)
+        return real(dist)
+
+    monkeypatch.setattr(md, "version", version)
+
+
 # ---------------------------------------------------------------------- pytest plugin
 
 

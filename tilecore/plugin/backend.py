@@ -13,8 +13,10 @@ class ToolchainStatus:
     """What `tile backends` shows for a backend's toolchain and device.
 
     ok: the backend can compile here. device: the device it runs on, or None
-    when none is present (compile may still work). fix: the one command or
-    package that repairs a missing piece ("" when ok).
+    when none is present (compile may still work); name it even when ok is
+    False, since a host that only runs prebuilt kernels (a conformance bundle)
+    needs no compiler and its report says which device ran them. fix: the one
+    command or package that repairs a missing piece ("" when ok).
     """
 
     ok: bool

@@ -353,6 +353,19 @@ def test_toolchain_status_shows_llvm_and_triple():
     assert details["llvm"].isdigit() and "-" in details["target triple"]
 
 
+def test_a_host_without_a_usable_tvm_still_names_its_device(monkeypatch):
+    from tile_cpu import build
+    from tile_cpu.plugin import toolchain_status
+
+    def broken():
+        raise ImportError("No module named 'tvm'")
+
+    monkeypatch.setattr(build, "host_info", broken)
+    status = toolchain_status()
+    assert not status.ok and "No module named 'tvm'" in status.summary
+    assert status.device == "host CPU"
+
+
 def test_element_index_out_of_bounds_reports_the_users_line():
     from tilecore.diagnostics import TileRuntimeError
 

@@ -70,7 +70,10 @@ def toolchain_status() -> ToolchainStatus:
         info = host_info()
     except Exception as err:  # TVM missing or broken
         return ToolchainStatus(
-            ok=False, summary=f"apache-tvm is not usable: {err}", fix="pip install 'apache-tvm>=0.27,<0.28'"
+            ok=False,
+            summary=f"apache-tvm is not usable: {err}",
+            device="host CPU",  # prebuilt kernels still run here
+            fix="pip install 'apache-tvm>=0.27,<0.28'",
         )
     cc = compiler()
     details = (

@@ -8,6 +8,7 @@ from cuda_source import cuda_source
 
 from tile_cuda import compiler, plugin, toolchain
 from tilecore.plugin.backend import TileModule
+from tilecore.testing import hide_distribution
 
 pytestmark = pytest.mark.skipif(
     toolchain.find_nvcc() is None and toolchain.find_nvrtc() is None, reason="no nvcc / NVRTC here"
@@ -91,24 +92,10 @@ def test_toolchain_status_reports_compiler():
     assert "gpu" in names
 
 
-def _without_tvm(monkeypatch):
-    """importlib.metadata as on a host where apache-tvm is not installed."""
-    import importlib.metadata as md
-
-    real = md.version
-
-    def version(name):
-        if name == "apache-tvm":
-            raise md.PackageNotFoundError(name)
-        return real(name)
-
-    monkeypatch.setattr(md, "version", version)
-
-
 def test_a_host_without_tvm_still_names_its_gpu(monkeypatch):
     """A host that runs prebuilt kernels (a conformance bundle) needs no TVM; its report must still
     say which GPU ran them (session 24's bundle reports said "none")."""
-    _without_tvm(monkeypatch)
+    hide_distribution(monkeypatch, "apache-tvm")
     monkeypatch.setattr(toolchain, "gpu_info", lambda: ("NVIDIA H100 80GB HBM3", 9, 0, 13000))
     st = plugin.toolchain_status()
     assert not st.ok and "apache-tvm is not installed" in st.summary
@@ -118,7 +105,7 @@ def test_a_host_without_tvm_still_names_its_gpu(monkeypatch):
 
 @pytest.mark.gpu
 def test_the_gpu_is_named_without_tvm_on_a_gpu_host(monkeypatch):
-    _without_tvm(monkeypatch)
+    hide_distribution(monkeypatch, "apache-tvm")
     name, major, minor, _ = toolchain.gpu_info()
     st = plugin.toolchain_status()
     assert st.device.startswith(f"{name} (sm_{major}{minor}")

@@ -11,6 +11,7 @@ import pytest
 
 import tilecore
 from tile_metal import compiler, plugin
+from tilecore.testing import hide_distribution
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 EXAMPLES = pathlib.Path(__file__).resolve().parents[3] / "examples"
@@ -227,3 +228,13 @@ def test_a_bfloat16_math_result_rounds_before_it_is_used():
     src = tilecore.compile(k, target="metal").artifact.source
     body = src[src.index("kernel void") :]
     assert re.search(r"v\[0\] = \(\(as_type<float>\(condval\w*\)\) \+ ", body), body
+
+
+def test_a_host_without_tvm_still_names_its_device(monkeypatch):
+    """A host that runs prebuilt kernels needs no TVM; what `tile backends` and conformance reports
+    show must still name the device there."""
+    hide_distribution(monkeypatch, "apache-tvm")
+    monkeypatch.setattr(plugin, "device_present", lambda: True)
+    st = plugin.toolchain_status()
+    assert not st.ok and "apache-tvm is not installed" in st.summary
+    assert st.device == "Apple GPU (torch MPS)"

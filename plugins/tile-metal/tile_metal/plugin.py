@@ -26,18 +26,22 @@ PRIORITY = 80
 
 def toolchain_status() -> ToolchainStatus:
     """TVM's Metal codegen (always present with apache-tvm) and, on macOS, the Metal device."""
-    details = []
+    # the device is named even without TVM: a host that runs prebuilt kernels needs no compiler
+    dev = "Apple GPU (torch MPS)" if device_present() else None
+    details = [("platform", sys.platform)]
+    details.append(("gpu", dev or "none (MSL is generated and checked; running needs macOS with an Apple GPU)"))
     try:
         import importlib.metadata as md
 
         details.append(("apache-tvm", md.version("apache-tvm")))
     except Exception:
         return ToolchainStatus(
-            ok=False, summary="apache-tvm is not installed", fix="pip install 'apache-tvm>=0.27,<0.28'"
+            ok=False,
+            summary="apache-tvm is not installed (compiling needs it)",
+            details=tuple(details),
+            device=dev,
+            fix="pip install 'apache-tvm>=0.27,<0.28'",
         )
-    dev = "Apple GPU (torch MPS)" if device_present() else None
-    details.append(("platform", sys.platform))
-    details.append(("gpu", dev or "none (MSL is generated and checked; running needs macOS with an Apple GPU)"))
     summary = "TVM Metal codegen; " + (f"GPU {dev}" if dev else "no Metal device (source only)")
     return ToolchainStatus(ok=True, summary=summary, details=tuple(details), device=dev)
 

@@ -8,6 +8,7 @@ import pytest
 
 import tilecore
 from tile_rocm import plugin, toolchain
+from tilecore.testing import hide_distribution
 
 pytestmark = pytest.mark.skipif(
     toolchain.find_lld() is None or toolchain.find_rocm_path() is None,
@@ -102,24 +103,10 @@ def test_missing_toolchain_is_one_message_with_the_install_command(monkeypatch):
     assert st.fix.startswith("apt-get install lld-22 rocm-device-libs")
 
 
-def _without_tvm(monkeypatch):
-    """importlib.metadata as on a host where apache-tvm is not installed."""
-    import importlib.metadata as md
-
-    real = md.version
-
-    def version(name):
-        if name == "apache-tvm":
-            raise md.PackageNotFoundError(name)
-        return real(name)
-
-    monkeypatch.setattr(md, "version", version)
-
-
 def test_a_host_without_tvm_still_names_its_gpu(monkeypatch):
     """A host that runs prebuilt kernels (a conformance bundle) needs no TVM; its report must
     still say which GPU ran them."""
-    _without_tvm(monkeypatch)
+    hide_distribution(monkeypatch, "apache-tvm")
     monkeypatch.setattr(toolchain, "gpu_info", lambda: "AMD Instinct MI300X (gfx942)")
     st = plugin.toolchain_status()
     assert not st.ok and "apache-tvm is not installed" in st.summary
