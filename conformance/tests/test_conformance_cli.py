@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 
 import pytest
 
@@ -107,6 +108,9 @@ def test_bundle_round_trip(tmp_path, capsys):
     main(["run-bundle", folder, "--expect-digest", digest, "--report", report_path])
     report = json.load(open(report_path))
     assert report["totals"]["pass"] == 21 and report["settings"]["bundle"]["built_with"]["name"] == "reference"
+    # the stored inputs and outputs are deflated (bundles are carried to the device host)
+    with zipfile.ZipFile(os.path.join(folder, "data", "0000.in.npz")) as z:
+        assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_DEFLATED}
     # a corrupted artifact is caught, never run
     art = os.path.join(folder, "artifacts", "0003.tileart")
     with open(art, "r+b") as f:
