@@ -145,8 +145,12 @@ def _build_bundle(backend_name, folder, examples, seed, families) -> dict:
         try:
             kernel = tilecore.compile(func, target=backend_name)
             # several T.Kernel stages: the whole function's artifact only names them, so each stage's
-            # artifact travels too
-            stage_artifacts = [tilecore.compile(st, target=backend_name).artifact for st in func.split_stages()]
+            # artifact travels too (answered from the compile cache: tilecore.compile just compiled them)
+            stage_artifacts = (
+                [tilecore.compile(st, target=backend_name).artifact for st in func.split_stages()]
+                if func.is_multi_stage
+                else []
+            )
         except Exception as err:
             rec.update(status="compile_failed", message=f"{type(err).__name__}: {err}")
             summary["compile_failures"] += 1
