@@ -7,6 +7,8 @@ in the same process. A lent GPU host then needs no staged apache-tvm wheel: one 
     python benchmarks/cuda_prebuilt.py build DIR [TAG [REGEX [VARIANT]]]   # here: MATRIX's builds
                                    # (names matching REGEX; their CUDA source rewritten by VARIANT) into DIR
     python benchmarks/cuda_prebuilt.py run DIR [ROUNDS [GLOB]]    # on the GPU: one JSON line per build and round
+    python benchmarks/cuda_prebuilt.py paired DIR [PAIRS [GLOB]]  # on the GPU: each build in ABBA pairs of
+                                   # back-to-back bursts beside its peer; one JSON line per build
 
 TAG names the tile-cuda the build used (e.g. "new", or "old" with an older tree's plugin first on
 PYTHONPATH), so one DIR can hold both for an A/B in one process. A VARIANT (SOURCE_VARIANTS) edits
@@ -279,6 +281,26 @@ def build(out_dir: str, tag: str, pattern: str = "", variant: str = "") -> None:
 def run(out_dir: str, rounds: int, pattern: str = "*") -> None:
     """Check and time the pickled builds whose file name matches `pattern` (a glob; "!GLOB": those
     that do not match it), rounds times, the peer timed in each round."""
+    import torch
+
+    builds = _load(out_dir, pattern)
+    for r in range(rounds):
+        for key in sorted({(e["n"], e["dtype"], bool(e["shape"].get("attention"))) for e, _, _ in builds}):
+            n, dt, attention = key
+            for causal in (False, True) if attention else (None,):
+                group = [
+                    (e, art, launch)
+                    for e, art, launch in builds
+                    if (e["n"], e["dtype"], bool(e["shape"].get("attention"))) == key
+                    and (causal is None or e["shape"]["causal"] == causal)
+                ]
+                if group:
+                    _time_group(group, n, getattr(torch, dt), causal, r)
+
+
+def _load(out_dir: str, pattern: str):
+    """[(entry, artifact, launcher)] of the pickled builds whose file name matches `pattern` (a glob;
+    "!GLOB": those that do not), after one JSON line naming the GPU."""
     import fnmatch
 
     import torch
@@ -294,18 +316,66 @@ def run(out_dir: str, rounds: int, pattern: str = "*") -> None:
         builds.append((entry, art, plugin.tilecore_launcher(backend=plugin.make_backend(), artifact=art)))
     env = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "builds": len(builds)}
     print(json.dumps(env), flush=True)
-    for r in range(rounds):
-        for key in sorted({(e["n"], e["dtype"], bool(e["shape"].get("attention"))) for e, _, _ in builds}):
-            n, dt, attention = key
-            for causal in (False, True) if attention else (None,):
-                group = [
-                    (e, art, launch)
-                    for e, art, launch in builds
-                    if (e["n"], e["dtype"], bool(e["shape"].get("attention"))) == key
-                    and (causal is None or e["shape"]["causal"] == causal)
-                ]
-                if group:
-                    _time_group(group, n, getattr(torch, dt), causal, r)
+    return builds
+
+
+def paired(out_dir: str, pairs: int = 12, pattern: str = "*", burst_ms: float = 20.0) -> None:
+    """Check each build, then time it in `pairs` pairs of bursts next to its peer: each burst is
+    back-to-back launches (about burst_ms of GPU time), the build's and the peer's in ABBA order
+    (peer first in even pairs). A card at its power cap moves its clock by several percent within
+    a second; `run`'s rounds time the peer before and after a group of builds (20 synchronized
+    calls each), whose mean matches a build's state only where the clock drifts evenly across the
+    group. Here both sides of every pair share the card's state.
+    One JSON line per build: vs_peer is the ratio of the summed times, pair_ratios each pair's."""
+    import math
+
+    import torch
+
+    for entry, art, launch in _load(out_dir, pattern):
+        ins, ref, peer_call, peer_backend, out, flops = problem(
+            entry["n"],
+            getattr(torch, entry["dtype"]),
+            (entry["shape"]["causal"] if entry["shape"].get("attention") else None),
+        )
+        row = dict(entry, mode="paired", clusters="__cluster_dims__" in art.source)
+        out.fill_(float("nan"))
+        try:
+            launch([*ins, out], {})
+            torch.cuda.synchronize()
+            row["rel_err"] = err = ((out.float() - ref).norm() / ref.norm()).item()
+            if err >= 1e-2:  # timed only when right
+                print(json.dumps(row), flush=True)
+                continue
+            mine = lambda: launch([*ins, out], {})  # noqa: E731
+            with peer_backend():
+                reps = max(3, math.ceil(burst_ms / _burst(peer_call, 3)))
+                _burst(peer_call, reps), _burst(mine, reps)  # the card reaches its loaded state
+                times = {"peer": [], "mine": []}
+                for i in range(pairs):
+                    order = ("peer", "mine") if i % 2 == 0 else ("mine", "peer")
+                    for side in order:
+                        times[side].append(_burst(peer_call if side == "peer" else mine, reps))
+        except Exception as err:  # one failing build must not hide the others' figures
+            row["error"] = repr(err)[-300:]
+            print(json.dumps(row), flush=True)
+            continue
+        ratios = sorted(p / m for p, m in zip(times["peer"], times["mine"]))
+        row.update(
+            reps=reps,
+            ms=sum(times["mine"]) / pairs,
+            peer_ms=sum(times["peer"]) / pairs,
+            vs_peer=sum(times["peer"]) / sum(times["mine"]),
+            pair_ratios=[round(x, 4) for x in ratios],
+            tflops=flops / (sum(times["mine"]) / pairs) / 1e9,
+        )
+        print(json.dumps(row), flush=True)
+
+
+def _burst(fn, reps: int) -> float:
+    """GPU time in ms per call of `fn` launched reps times back to back."""
+    from cuda_bench import bench
+
+    return bench(fn, warmup=0, iters=1, reps=reps)
 
 
 def problem(n, dt, causal):
@@ -377,5 +447,7 @@ if __name__ == "__main__":
     mode, directory, *rest = sys.argv[1:]
     if mode == "build":
         build(directory, *rest)
+    elif mode == "paired":
+        paired(directory, int(rest[0]) if rest else 12, *rest[1:])
     else:
         run(directory, int(rest[0]) if rest else 1, *rest[1:])
