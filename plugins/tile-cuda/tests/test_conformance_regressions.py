@@ -223,7 +223,8 @@ def test_float32_math_within_the_ulp_table_on_the_gpu():
     refs, gots = _run_both(float_math, [x], [1, 2, 3])
     for name, ref, got in zip(("exp", "exp2", "log"), refs, gots):
         limit = accuracy.ulps(name, "float32") * ulp(ref.astype(np.float64), "float32")
-        err = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+        with np.errstate(invalid="ignore"):  # inf - inf where both overflow: (ref == got) accepts those
+            err = np.abs(got.astype(np.float64) - ref.astype(np.float64))
         assert np.all((err <= limit) | (ref == got)), (name, float(np.max(err / limit)))
 
 
