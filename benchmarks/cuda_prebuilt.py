@@ -320,16 +320,14 @@ def _load(out_dir: str, pattern: str):
 
 
 def paired(out_dir: str, pairs: int = 12, pattern: str = "*", burst_ms: float = 20.0) -> None:
-    """Check each build, then time it in `pairs` pairs of bursts next to its peer: each burst is
-    back-to-back launches (about burst_ms of GPU time), the build's and the peer's in ABBA order
-    (peer first in even pairs). A card at its power cap moves its clock by several percent within
-    a second; `run`'s rounds time the peer before and after a group of builds (20 synchronized
-    calls each), whose mean matches a build's state only where the clock drifts evenly across the
-    group. Here both sides of every pair share the card's state.
-    One JSON line per build: vs_peer is the ratio of the summed times, pair_ratios each pair's."""
-    import math
-
+    """Check each build, then time it beside its peer in `pairs` ABBA-ordered pairs of bursts of
+    back-to-back launches (`cuda_bench.interleaved`, about burst_ms each). `run`'s rounds time the
+    peer before and after a group of builds (20 synchronized calls each), whose mean matches a
+    build's state only where the card's clock drifts evenly across the group; here both sides of
+    every pair share the card's state. One JSON line per build: vs_peer is the ratio of the summed
+    times, pair_ratios each pair's."""
     import torch
+    from cuda_bench import interleaved
 
     for entry, art, launch in _load(out_dir, pattern):
         ins, ref, peer_call, peer_backend, out, flops = problem(
@@ -346,37 +344,21 @@ def paired(out_dir: str, pairs: int = 12, pattern: str = "*", burst_ms: float = 
             if err >= 1e-2:  # timed only when right
                 print(json.dumps(row), flush=True)
                 continue
-            mine = lambda: launch([*ins, out], {})  # noqa: E731
             with peer_backend():
-                _burst(peer_call, 1)  # its first call picks and loads the peer's kernels
-                reps = max(3, math.ceil(burst_ms / _burst(peer_call, 3)))
-                _burst(peer_call, reps), _burst(mine, reps)  # the card reaches its loaded state
-                times = {"peer": [], "mine": []}
-                for i in range(pairs):
-                    order = ("peer", "mine") if i % 2 == 0 else ("mine", "peer")
-                    for side in order:
-                        times[side].append(_burst(peer_call if side == "peer" else mine, reps))
+                timed = interleaved(lambda: launch([*ins, out], {}), peer_call, pairs, burst_ms)
         except Exception as err:  # one failing build must not hide the others' figures
             row["error"] = repr(err)[-300:]
             print(json.dumps(row), flush=True)
             continue
-        ratios = sorted(p / m for p, m in zip(times["peer"], times["mine"]))
         row.update(
-            reps=reps,
-            ms=sum(times["mine"]) / pairs,
-            peer_ms=sum(times["peer"]) / pairs,
-            vs_peer=sum(times["peer"]) / sum(times["mine"]),
-            pair_ratios=[round(x, 4) for x in ratios],
-            tflops=flops / (sum(times["mine"]) / pairs) / 1e9,
+            reps=timed["reps"],
+            ms=timed["ms"],
+            peer_ms=timed["peer_ms"],
+            vs_peer=timed["peer_ms"] / timed["ms"],
+            pair_ratios=[round(x, 4) for x in timed["pair_ratios"]],
+            tflops=flops / timed["ms"] / 1e9,
         )
         print(json.dumps(row), flush=True)
-
-
-def _burst(fn, reps: int) -> float:
-    """GPU time in ms per call of `fn` launched reps times back to back."""
-    from cuda_bench import bench
-
-    return bench(fn, warmup=0, iters=1, reps=reps)
 
 
 def problem(n, dt, causal):
